@@ -1,0 +1,55 @@
+//! Errors of [`EventLog`](super::EventLog) operations.
+
+use super::envelope::{EnvelopeFault, PayloadError};
+use super::storage::StorageError;
+use super::verify::VerifyError;
+
+/// Why an [`EventLog`](super::EventLog) operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// The storage layer failed (I/O, engine-reported corruption, not a log).
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// The log failed verification when opened; it is not used.
+    #[error("refusing to open the log: {0}")]
+    Verify(VerifyError),
+    /// An event could not be encoded (or is over the payload limit).
+    #[error(transparent)]
+    Payload(#[from] PayloadError),
+    /// An envelope failed its own validation just before writing: a bug in
+    /// this crate, caught before anything reached disk.
+    #[error("internal error: entry {sequence} failed validation before writing: {fault}")]
+    InvalidEntry {
+        /// The sequence it was meant for.
+        sequence: u64,
+        /// What validation found.
+        fault: EnvelopeFault,
+    },
+    /// More events in one append than [`APPEND_EVENTS_MAX`](super::APPEND_EVENTS_MAX).
+    #[error("an append of {len} events exceeds the limit of {max}")]
+    BatchTooLarge {
+        /// Events in the rejected append.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// An earlier storage failure (or a panic inside the log) left the log
+    /// in an unknown state; no further appends are accepted. Reopen the log
+    /// to see what reached disk.
+    #[error("the log is unusable after an earlier storage failure; reopen it")]
+    Poisoned,
+}
+
+impl From<VerifyError> for LogError {
+    /// Keeps storage failures as [`LogError::Storage`] even when they surface
+    /// during the verification pass of `open`.
+    fn from(err: VerifyError) -> Self {
+        match err {
+            VerifyError::Storage(storage) => LogError::Storage(storage),
+            VerifyError::NotALog { path, reason } => {
+                LogError::Storage(StorageError::NotALog { path, reason })
+            }
+            other => LogError::Verify(other),
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! The controller's durable event log (SPEC §4).
+//!
+//! An append-only log in sled. Each entry is an [`Envelope`]: format version,
+//! sequence (also the big-endian key), SHA-256 of the previous entry (a hash
+//! chain), the bincode-encoded event, and a checksum. State is rebuilt by
+//! replaying the events [`EventLog::open`] returns.
+//!
+//! **Acknowledge only what is [`Durable`].** [`EventLog::append`] returns a
+//! `Durable` token, which only this module can create and only after the
+//! storage flush covering the entries returned `Ok`. Concurrent appends share
+//! flushes (group commit, see `commit.rs`).
+//!
+//! **The chain detects, it does not authenticate.** Corruption, reordering,
+//! gaps and foreign keys are found by [`verify`]; someone able to rewrite
+//! the whole log can produce a new valid chain, and a lost suffix of entries
+//! looks like a shorter valid log.
+//!
+//! Files: `envelope.rs` (entry format), `storage.rs` (the [`LogStorage`]
+//! trait), `sled_storage.rs` (sled implementation and its durability notes),
+//! `commit.rs` (group commit), `event_log.rs` ([`EventLog`]), `verify.rs`.
+
+mod commit;
+mod durable;
+mod envelope;
+mod error;
+mod event_log;
+mod sled_storage;
+mod storage;
+mod verify;
+
+pub use durable::Durable;
+pub use envelope::{
+    decode_payload, encode_payload, genesis_hash, hash_bytes, Envelope, EnvelopeFault, Hash,
+    PayloadError, ENTRY_BYTES_MAX, LOG_FORMAT_VERSION, PAYLOAD_BYTES_MAX,
+};
+pub use error::LogError;
+pub use event_log::{EventLog, APPEND_EVENTS_MAX};
+pub use sled_storage::{sled_config, ForeignData, SledStorage};
+pub use storage::{LogStorage, RawEntry, StorageError};
+pub use verify::{verify, verify_with, EntryFault, VerifyError, VerifyReport};

@@ -1,0 +1,405 @@
+//! [`LogStorage`] on sled 0.34.7.
+//!
+//! Layout of a log directory (a sled database):
+//! - tree `entries`: key = sequence as big-endian u64 (so key order is log
+//!   order), value = encoded [`Envelope`](super::Envelope);
+//! - tree `meta`: exactly one key, `format` = `fleetweft-log-v1`, written
+//!   when the log is created; its absence means "not a Fleetweft log";
+//! - nothing else: data in any other tree is reported as foreign.
+//!
+//! Durability: sled 0.34.7's `flush` makes its log writes stable with
+//! `sync_file_range(2)` on Linux, which persists neither file metadata (the
+//! file grows as sled appends) nor the drive's volatile write cache, and it
+//! never fsyncs its `blobs/` files or its `conf` file. [`SledStorage::flush`]
+//! therefore follows `Db::flush` with an `fdatasync` of the database file (and
+//! of any blob file), and log creation syncs every file and directory it made.
+
+use std::fs::{self, File};
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::storage::{LogStorage, RawEntry, StorageError};
+
+/// Tree holding the entries.
+const ENTRIES_TREE: &[u8] = b"entries";
+/// Tree holding the log marker.
+const META_TREE: &[u8] = b"meta";
+/// The marker's key in [`META_TREE`].
+const META_FORMAT_KEY: &[u8] = b"format";
+/// The marker's value: this is a Fleetweft log in layout version 1.
+const META_FORMAT_VALUE: &[u8] = b"fleetweft-log-v1";
+/// Name sled gives its default tree; the log keeps it empty.
+const SLED_DEFAULT_TREE: &[u8] = b"__sled__default";
+/// Files sled keeps in a database directory.
+const SLED_CONF_FILE: &str = "conf";
+const SLED_DB_FILE: &str = "db";
+const SLED_BLOBS_DIR: &str = "blobs";
+
+/// sled's segment (and IO buffer) size. sled persists it in `conf` and refuses
+/// to open a database with a different value, so it can never change for an
+/// existing log. 8 MiB (default 512 KiB) puts sled's blob threshold, a quarter
+/// segment, at 2 MiB: far above any leaf page of [`ENTRY_BYTES_MAX`]-bounded
+/// entries, so entries stay in the main file.
+///
+/// [`ENTRY_BYTES_MAX`]: super::ENTRY_BYTES_MAX
+const SEGMENT_BYTES: usize = 8 * 1024 * 1024;
+
+/// sled's in-memory page cache bound (default 1 GiB). The log reads the tree
+/// once at open and afterwards only appends, so a large cache buys nothing and
+/// a controller on a small edge host should not reserve 1 GiB for it.
+const CACHE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The exact sled configuration of a log in `dir`.
+///
+/// Public so tools and tests can open the raw database (sled refuses a
+/// different segment size). Every option is set explicitly rather than
+/// inheriting sled's defaults.
+pub fn sled_config(dir: &Path) -> sled::Config {
+    sled::Config::new()
+        .path(dir)
+        // HighThroughput: the log is append-only and never overwrites or
+        // deletes, so there is little fragmentation for LowSpace's extra
+        // rewriting to reclaim, and append latency is what acknowledgements
+        // wait on. Note: sled 0.34.7 stores this option but reads it nowhere
+        // (checked in its source), so today this records intent only.
+        .mode(sled::Mode::HighThroughput)
+        .cache_capacity(CACHE_BYTES)
+        // No background flusher: durability points are exactly the log's
+        // explicit flushes, each of which precedes an acknowledgement. A
+        // timer flush would only add fsyncs nobody waits for.
+        .flush_every_ms(None)
+        .segment_size(SEGMENT_BYTES)
+        // Entries are small and already dense; compression would add CPU on
+        // the commit path (and needs a sled feature we do not enable).
+        .use_compression(false)
+        .temporary(false)
+        .create_new(false)
+}
+
+/// A sled database holding one Fleetweft log.
+pub struct SledStorage {
+    path: PathBuf,
+    db: sled::Db,
+    entries: sled::Tree,
+    /// Our own handle on sled's database file, for the `fdatasync` that
+    /// sled's `flush` does not do (see the module docs).
+    db_file: File,
+}
+
+impl SledStorage {
+    /// Opens the log in `dir`, creating it if `dir` is missing or empty.
+    ///
+    /// A non-empty directory without a sled database, or a sled database
+    /// without the log marker, is refused as [`StorageError::NotALog`].
+    pub fn create_or_open(dir: &Path) -> Result<Self, StorageError> {
+        if !has_sled_files(dir) {
+            if dir_has_entries(dir).map_err(|err| io_error(dir, "inspecting the directory", err))? {
+                return Err(StorageError::NotALog {
+                    path: dir.to_path_buf(),
+                    reason: "the directory is not empty and holds no sled database".into(),
+                });
+            }
+            create(dir)?;
+        }
+        Self::open_existing(dir)
+    }
+
+    /// Opens an existing log without ever creating one.
+    ///
+    /// sled runs its own crash recovery on open (it discards a torn tail of
+    /// its segment log); the log itself never rewrites entries.
+    pub fn open_existing(dir: &Path) -> Result<Self, StorageError> {
+        // Check before calling sled, which would create a fresh database.
+        if !has_sled_files(dir) {
+            return Err(StorageError::NotALog {
+                path: dir.to_path_buf(),
+                reason: "no sled database (missing `conf` or `db` file)".into(),
+            });
+        }
+        let db = sled_config(dir)
+            .open()
+            .map_err(|err| sled_error(dir, "opening the database", err))?;
+        // Looking before `open_tree`, which would create the tree.
+        if !db.tree_names().iter().any(|name| name == META_TREE) {
+            return Err(StorageError::NotALog {
+                path: dir.to_path_buf(),
+                reason: "the sled database has no `meta` tree".into(),
+            });
+        }
+        let meta = db
+            .open_tree(META_TREE)
+            .map_err(|err| sled_error(dir, "opening the meta tree", err))?;
+        match meta
+            .get(META_FORMAT_KEY)
+            .map_err(|err| sled_error(dir, "reading the log marker", err))?
+        {
+            Some(value) if value == META_FORMAT_VALUE => {}
+            Some(value) => {
+                return Err(StorageError::NotALog {
+                    path: dir.to_path_buf(),
+                    reason: format!(
+                        "unknown log marker {:?} (expected {:?})",
+                        String::from_utf8_lossy(&value),
+                        String::from_utf8_lossy(META_FORMAT_VALUE)
+                    ),
+                })
+            }
+            None => {
+                return Err(StorageError::NotALog {
+                    path: dir.to_path_buf(),
+                    reason: "the meta tree has no `format` marker".into(),
+                })
+            }
+        }
+        let entries = db
+            .open_tree(ENTRIES_TREE)
+            .map_err(|err| sled_error(dir, "opening the entries tree", err))?;
+        let db_file = File::open(dir.join(SLED_DB_FILE))
+            .map_err(|err| io_error(dir, "opening the database file for fsync", err))?;
+        Ok(SledStorage {
+            path: dir.to_path_buf(),
+            db,
+            entries,
+            db_file,
+        })
+    }
+
+    /// The log directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The first piece of data outside the log layout, if any: a key in
+    /// sled's default tree, a tree other than `meta` and `entries`, or a key
+    /// in `meta` other than the marker.
+    pub fn find_foreign_data(&self) -> Result<Option<ForeignData>, StorageError> {
+        for name in self.db.tree_names() {
+            let name: &[u8] = &name;
+            if name == ENTRIES_TREE {
+                continue;
+            }
+            let tree = self
+                .db
+                .open_tree(name)
+                .map_err(|err| sled_error(&self.path, "opening a tree", err))?;
+            let allowed: &[&[u8]] = match name {
+                META_TREE => &[META_FORMAT_KEY],
+                SLED_DEFAULT_TREE => &[],
+                // A tree the log never creates is foreign even when empty.
+                _ => {
+                    let first = tree
+                        .first()
+                        .map_err(|err| sled_error(&self.path, "scanning a tree", err))?;
+                    return Ok(Some(ForeignData {
+                        tree: name.to_vec(),
+                        key: first.map(|(key, _)| key.to_vec()),
+                    }));
+                }
+            };
+            for item in tree.iter() {
+                let (key, _) =
+                    item.map_err(|err| sled_error(&self.path, "scanning a tree", err))?;
+                if !allowed.contains(&&*key) {
+                    return Ok(Some(ForeignData {
+                        tree: name.to_vec(),
+                        key: Some(key.to_vec()),
+                    }));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// fsyncs every file in `blobs/`, and the directory if it has any.
+    ///
+    /// Entry bounds keep sled from writing blobs for this log, so normally
+    /// this is one empty directory read; it exists so durability does not
+    /// rest on that arithmetic alone.
+    fn sync_blobs(&self) -> io::Result<()> {
+        let blobs = self.path.join(SLED_BLOBS_DIR);
+        let mut found = false;
+        for entry in fs::read_dir(&blobs)? {
+            let entry = entry?;
+            match File::open(entry.path()).and_then(|file| file.sync_data()) {
+                Ok(()) => found = true,
+                // sled may garbage-collect a blob between listing and opening.
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                Err(err) => return Err(err),
+            }
+        }
+        if found {
+            File::open(&blobs)?.sync_all()?;
+        }
+        Ok(())
+    }
+}
+
+impl LogStorage for SledStorage {
+    fn append_batch(&self, entries: &[(u64, Vec<u8>)]) -> Result<(), StorageError> {
+        let mut batch = sled::Batch::default();
+        for (sequence, value) in entries {
+            batch.insert(&sequence.to_be_bytes(), value.as_slice());
+        }
+        self.entries
+            .apply_batch(batch)
+            .map_err(|err| sled_error(&self.path, "inserting entries", err))
+    }
+
+    fn flush(&self) -> Result<(), StorageError> {
+        self.db
+            .flush()
+            .map_err(|err| sled_error(&self.path, "flushing", err))?;
+        // sled's flush used sync_file_range, see the module docs. fdatasync on
+        // any handle covers every dirty page and the size of the inode.
+        self.db_file
+            .sync_data()
+            .map_err(|err| io_error(&self.path, "syncing the database file", err))?;
+        self.sync_blobs()
+            .map_err(|err| io_error(&self.path, "syncing blob files", err))
+    }
+
+    fn read_from(
+        &self,
+        from: u64,
+    ) -> Box<dyn Iterator<Item = Result<RawEntry, StorageError>> + '_> {
+        // A range starting at [0; 8] would skip foreign keys such as [0],
+        // which sort before it; a full scan from 0 sees everything.
+        let iter = if from == 0 {
+            self.entries.iter()
+        } else {
+            self.entries.range(from.to_be_bytes()..)
+        };
+        Box::new(iter.map(move |item| {
+            item.map(|(key, value)| RawEntry {
+                key: key.to_vec(),
+                value: value.to_vec(),
+            })
+            .map_err(|err| sled_error(&self.path, "reading entries", err))
+        }))
+    }
+
+    fn last_sequence(&self) -> Result<Option<u64>, StorageError> {
+        let Some((key, _)) = self
+            .entries
+            .last()
+            .map_err(|err| sled_error(&self.path, "reading the last entry", err))?
+        else {
+            return Ok(None);
+        };
+        let bytes: [u8; 8] = key
+            .as_ref()
+            .try_into()
+            .map_err(|_| StorageError::MalformedKey {
+                path: self.path.clone(),
+                key: key.to_vec(),
+            })?;
+        Ok(Some(u64::from_be_bytes(bytes)))
+    }
+}
+
+/// Data found outside the log layout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignData {
+    /// The sled tree it is in.
+    pub tree: Vec<u8>,
+    /// The first unexpected key, or `None` for an unexpected empty tree.
+    pub key: Option<Vec<u8>>,
+}
+
+/// Creates a new, empty log at `dir` (missing or an empty directory).
+///
+/// The database is built in a sibling staging directory and renamed into
+/// place only once the marker is durable, so a crash mid-creation leaves
+/// either nothing or a complete empty log, never a marker-less database that
+/// would later be refused as "not a Fleetweft log".
+fn create(dir: &Path) -> Result<(), StorageError> {
+    let staging = staging_path(dir);
+    // Only this function creates the staging name, so a leftover is the
+    // remains of a crashed creation and holds nothing of value.
+    if staging.exists() {
+        fs::remove_dir_all(&staging)
+            .map_err(|err| io_error(dir, "removing a stale staging directory", err))?;
+    }
+    {
+        let db = sled_config(&staging)
+            .open()
+            .map_err(|err| sled_error(dir, "creating the database", err))?;
+        db.open_tree(ENTRIES_TREE)
+            .map_err(|err| sled_error(dir, "creating the entries tree", err))?;
+        db.open_tree(META_TREE)
+            .and_then(|meta| meta.insert(META_FORMAT_KEY, META_FORMAT_VALUE))
+            .map_err(|err| sled_error(dir, "writing the log marker", err))?;
+        db.flush()
+            .map_err(|err| sled_error(dir, "flushing the new database", err))?;
+    }
+    // sled syncs neither `conf` nor directory entries; do it before the
+    // rename publishes the log.
+    for file in [SLED_CONF_FILE, SLED_DB_FILE] {
+        File::open(staging.join(file))
+            .and_then(|file| file.sync_all())
+            .map_err(|err| io_error(dir, "syncing the new database files", err))?;
+    }
+    for directory in [staging.join(SLED_BLOBS_DIR), staging.clone()] {
+        sync_dir(&directory).map_err(|err| io_error(dir, "syncing the new directories", err))?;
+    }
+    // rename(2) replaces `dir` if it is an empty directory.
+    fs::rename(&staging, dir).map_err(|err| io_error(dir, "moving the new log into place", err))?;
+    sync_dir(&parent_of(dir)).map_err(|err| io_error(dir, "syncing the parent directory", err))
+}
+
+fn staging_path(dir: &Path) -> PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(".fleetweft-creating");
+    parent_of(dir).join(name)
+}
+
+fn parent_of(dir: &Path) -> PathBuf {
+    match dir.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+fn has_sled_files(dir: &Path) -> bool {
+    dir.join(SLED_CONF_FILE).is_file() && dir.join(SLED_DB_FILE).is_file()
+}
+
+/// Whether `dir` exists and has any entry; a missing directory has none.
+fn dir_has_entries(dir: &Path) -> io::Result<bool> {
+    match fs::read_dir(dir) {
+        Ok(mut entries) => Ok(entries.next().is_some()),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(err) => Err(err),
+    }
+}
+
+fn io_error(path: &Path, action: &'static str, err: io::Error) -> StorageError {
+    StorageError::Io {
+        path: path.to_path_buf(),
+        action,
+        source: Box::new(err),
+    }
+}
+
+/// Maps sled errors, keeping corruption distinct so it is never mistaken
+/// for a transient failure.
+fn sled_error(path: &Path, action: &'static str, err: sled::Error) -> StorageError {
+    match err {
+        sled::Error::Corruption { at, .. } => StorageError::Corruption {
+            path: path.to_path_buf(),
+            detail: match at {
+                Some(at) => format!("sled reported corruption at {at} while {action}"),
+                None => format!("sled reported corruption while {action}"),
+            },
+        },
+        other => StorageError::Io {
+            path: path.to_path_buf(),
+            action,
+            source: Box::new(other),
+        },
+    }
+}

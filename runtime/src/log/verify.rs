@@ -1,0 +1,230 @@
+//! Whole-log verification: layout, keys, envelopes and the hash chain.
+//!
+//! What the chain proves: every entry is intact (checksum), in its place
+//! (sequence = key, no gaps) and in its order (each entry names the hash of
+//! the one before). What it does not prove: authenticity. Anyone who can
+//! write the files can rewrite the whole log with a fresh valid chain; the
+//! chain detects accidents and partial tampering, not a determined writer.
+//! Losing a suffix of entries is also undetectable here: a log cut after
+//! entry N is a valid log of N+1 entries.
+
+use std::path::{Path, PathBuf};
+
+use super::envelope::{genesis_hash, hash_bytes, Envelope, EnvelopeFault, Hash};
+use super::sled_storage::SledStorage;
+use super::storage::{Hex, LogStorage, RawEntry, StorageError};
+
+/// Summary of a log that verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// Number of entries.
+    pub entries: u64,
+    /// Sequence of the last entry, `None` if the log is empty.
+    pub last_sequence: Option<u64>,
+    /// Hash of the last entry's encoded bytes (the genesis hash if empty):
+    /// the head of the chain, comparable between copies of a log.
+    pub head_hash: Hash,
+    /// Sum of encoded entry sizes (keys excluded).
+    pub entry_bytes: u64,
+}
+
+/// The first problem found in a log.
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    /// The directory has no sled database, or a database without the log marker.
+    #[error("{path} is not a Fleetweft log: {reason}")]
+    NotALog {
+        /// Directory verified.
+        path: PathBuf,
+        /// What was missing.
+        reason: String,
+    },
+    /// The storage layer failed, including corruption reported by sled itself.
+    #[error(transparent)]
+    Storage(StorageError),
+    /// A key in the entries tree is not an 8-byte sequence number.
+    #[error(
+        "foreign key {} in the entries tree where sequence {expected} was expected",
+        Hex(key)
+    )]
+    ForeignKey {
+        /// The sequence expected at that point of the scan (the first bad one).
+        expected: u64,
+        /// The offending key.
+        key: Vec<u8>,
+    },
+    /// Data outside the entries tree that the log never writes.
+    #[error(
+        "foreign data in sled tree {:?}: {}",
+        String::from_utf8_lossy(tree),
+        match key { Some(key) => format!("key {}", Hex(key)), None => "an unexpected tree".into() }
+    )]
+    ForeignData {
+        /// The tree holding it.
+        tree: Vec<u8>,
+        /// The first unexpected key, `None` for an unexpected empty tree.
+        key: Option<Vec<u8>>,
+    },
+    /// A sequence is missing: the next key present is later.
+    #[error("sequence {missing} is missing (the next entry present is sequence {next_present})")]
+    Gap {
+        /// The first missing sequence.
+        missing: u64,
+        /// The key found in its place.
+        next_present: u64,
+    },
+    /// The storage engine's last key disagrees with a full scan.
+    #[error(
+        "the scan ended at sequence {scanned_last:?} but storage reports {reported_last:?} as last"
+    )]
+    Inconsistent {
+        /// Last sequence seen by the scan.
+        scanned_last: Option<u64>,
+        /// Last sequence the engine reports.
+        reported_last: Option<u64>,
+    },
+    /// The entry at `sequence` is bad.
+    #[error("sequence {sequence}: {fault}")]
+    Entry {
+        /// The first bad sequence.
+        sequence: u64,
+        /// What is wrong with it.
+        fault: EntryFault,
+    },
+}
+
+impl VerifyError {
+    /// The first bad sequence, where the error has one.
+    pub fn sequence(&self) -> Option<u64> {
+        match self {
+            VerifyError::ForeignKey { expected, .. } => Some(*expected),
+            VerifyError::Gap { missing, .. } => Some(*missing),
+            VerifyError::Entry { sequence, .. } => Some(*sequence),
+            VerifyError::NotALog { .. }
+            | VerifyError::Storage(_)
+            | VerifyError::ForeignData { .. }
+            | VerifyError::Inconsistent { .. } => None,
+        }
+    }
+}
+
+impl From<StorageError> for VerifyError {
+    fn from(err: StorageError) -> Self {
+        match err {
+            StorageError::NotALog { path, reason } => VerifyError::NotALog { path, reason },
+            other => VerifyError::Storage(other),
+        }
+    }
+}
+
+/// What is wrong with one entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EntryFault {
+    /// The envelope itself is bad: checksum, version, size or decoding.
+    #[error(transparent)]
+    Envelope(#[from] EnvelopeFault),
+    /// The envelope names a different sequence than its key (moved entry).
+    #[error("the entry claims sequence {stored}")]
+    SequenceMismatch {
+        /// The sequence inside the envelope.
+        stored: u64,
+    },
+    /// `prev_hash` is not the hash of the previous entry.
+    #[error("broken hash chain: prev_hash does not match the previous entry")]
+    BrokenChain,
+    /// The caller's hook rejected the payload.
+    #[error("rejected by the payload check: {reason}")]
+    Rejected {
+        /// The hook's message.
+        reason: String,
+    },
+}
+
+/// Verifies the log in `dir`: layout, every entry, and the hash chain.
+///
+/// Opens the database itself, so the log must not be open elsewhere (sled
+/// holds an exclusive lock). Never modifies entries; sled's own recovery on
+/// open may tidy a torn tail of its segment file, as any open would.
+pub fn verify(dir: impl AsRef<Path>) -> Result<VerifyReport, VerifyError> {
+    verify_with(dir, |_, _| Ok(()))
+}
+
+/// Like [`verify`], and also passes each entry's sequence and payload to
+/// `check` (in order, after the entry itself verified), so callers can decode
+/// events with [`decode_payload`](super::decode_payload) and check them, e.g.
+/// by replaying them through the model. The first `Err` stops verification
+/// as [`EntryFault::Rejected`] at that sequence.
+pub fn verify_with(
+    dir: impl AsRef<Path>,
+    check: impl FnMut(u64, &[u8]) -> Result<(), String>,
+) -> Result<VerifyReport, VerifyError> {
+    let storage = SledStorage::open_existing(dir.as_ref())?;
+    check_layout(&storage)?;
+    walk_chain(&storage, check)
+}
+
+/// Refuses data outside the log layout (sled-specific part of verification).
+pub(super) fn check_layout(storage: &SledStorage) -> Result<(), VerifyError> {
+    match storage.find_foreign_data()? {
+        Some(foreign) => Err(VerifyError::ForeignData {
+            tree: foreign.tree,
+            key: foreign.key,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Scans every entry in key order, checking keys, envelopes and the chain,
+/// and hands each verified payload to `check`.
+pub(super) fn walk_chain<S: LogStorage + ?Sized>(
+    storage: &S,
+    mut check: impl FnMut(u64, &[u8]) -> Result<(), String>,
+) -> Result<VerifyReport, VerifyError> {
+    let mut expected: u64 = 0;
+    let mut prev_hash = genesis_hash();
+    let mut entry_bytes: u64 = 0;
+    for item in storage.read_from(0) {
+        let RawEntry { key, value } = item?;
+        let sequence = match <[u8; 8]>::try_from(key.as_slice()) {
+            Ok(bytes) => u64::from_be_bytes(bytes),
+            Err(_) => return Err(VerifyError::ForeignKey { expected, key }),
+        };
+        // Keys arrive strictly increasing, so any mismatch is a hole.
+        if sequence != expected {
+            return Err(VerifyError::Gap {
+                missing: expected,
+                next_present: sequence,
+            });
+        }
+        let entry_error = |fault: EntryFault| VerifyError::Entry { sequence, fault };
+        let envelope = Envelope::decode(&value).map_err(|fault| entry_error(fault.into()))?;
+        if envelope.sequence != sequence {
+            return Err(entry_error(EntryFault::SequenceMismatch {
+                stored: envelope.sequence,
+            }));
+        }
+        if envelope.prev_hash != prev_hash {
+            return Err(entry_error(EntryFault::BrokenChain));
+        }
+        check(sequence, &envelope.payload)
+            .map_err(|reason| entry_error(EntryFault::Rejected { reason }))?;
+        prev_hash = hash_bytes(&value);
+        entry_bytes += value.len() as u64;
+        expected += 1;
+    }
+    let last_sequence = expected.checked_sub(1);
+    // Cross-check the scan against the engine's own idea of the end.
+    let reported = storage.last_sequence()?;
+    if reported != last_sequence {
+        return Err(VerifyError::Inconsistent {
+            scanned_last: last_sequence,
+            reported_last: reported,
+        });
+    }
+    Ok(VerifyReport {
+        entries: expected,
+        last_sequence,
+        head_hash: prev_hash,
+        entry_bytes,
+    })
+}
