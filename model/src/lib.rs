@@ -1,1 +1,25 @@
-pub fn x(){}
+//! # Fleetweft's rules, written once
+//!
+//! A pure, deterministic core in the style of quinn-proto: inputs in, events
+//! and effects out. No IO, no clock, no randomness, no threads. Time enters
+//! as [`controller::Input::Timeout`]; the runtime owns the clock.
+//!
+//! - [`controller`]: `step(&state, input) -> events`, `apply(&mut state,
+//!   &event)`, `effects(&state, &event)`. The runtime appends a step's events
+//!   durably, applies them, and only then performs their effects (S7).
+//! - [`agent`]: the node agent's core, same shape; its state is its journal.
+//!
+//! The rules S1–S11 of SPEC §2 are decided here and nowhere else; the crate
+//! `invariants` checks them, the crate `simulations` explores them.
+
+pub mod agent;
+pub mod controller;
+pub mod evidence;
+pub mod ids;
+pub mod msg;
+pub mod plan;
+
+pub use evidence::{ProbeVerdict, RouteObservation};
+pub use ids::{Digest, Generation, NodeId, OpId, RolloutId};
+pub use msg::{Decision, ReportKind, ToAgent, ToController};
+pub use plan::Plan;

@@ -1,0 +1,78 @@
+//! Effects derived from applied events: what the controller sends and which
+//! deadlines it arms. The runtime performs them only after the event that
+//! produced them is durable (S7), in the raft-rs `Ready` style.
+
+use super::event::Event;
+use super::state::{ControllerState, OpPhase};
+use crate::ids::{NodeId, OpId};
+use crate::msg::ToAgent;
+use serde::{Deserialize, Serialize};
+
+/// Something the runtime must do once the event behind it is durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Effect {
+    /// Send a command to a node's agent.
+    Send { to: NodeId, msg: ToAgent },
+    /// Arm (or re-arm) the deadline after which `op` counts as silent and an
+    /// [`super::Input::Timeout`] is fed back.
+    ArmTimeout { op: OpId },
+}
+
+/// The effects of `event`, computed on the state *after* applying it.
+pub fn effects(state: &ControllerState, event: &Event) -> Vec<Effect> {
+    match event {
+        Event::OpGranted { op, .. } | Event::RestoreRequested { op } => {
+            let mut out = current_command(state, *op).into_iter().collect::<Vec<_>>();
+            out.push(Effect::ArmTimeout { op: *op });
+            out
+        }
+        // Every answer to a commit request carries the stored decision,
+        // whatever phase the op has reached since (S6).
+        Event::CommitDecided { op, decision } | Event::CommitReplayed { op, decision } => state
+            .op(*op)
+            .map(|o| Effect::Send {
+                to: o.node,
+                msg: ToAgent::CommitReply {
+                    op: *op,
+                    generation: o.generation,
+                    decision: *decision,
+                },
+            })
+            .into_iter()
+            .collect(),
+        // A (re)connected agent gets the command for its live op again: the
+        // command reveals nothing that is not already durable.
+        Event::NodeHello { node, .. } => state
+            .nodes
+            .get(node)
+            .and_then(|n| n.live_op)
+            .and_then(|op| current_command(state, op))
+            .into_iter()
+            .collect(),
+        _ => vec![],
+    }
+}
+
+/// The command that moves `op` forward from its current phase, if any.
+pub fn current_command(state: &ControllerState, op: OpId) -> Option<Effect> {
+    let o = state.op(op)?;
+    let msg = match o.phase {
+        OpPhase::Granted => ToAgent::Apply {
+            op,
+            generation: o.generation,
+            release: o.release,
+        },
+        OpPhase::Decided => ToAgent::CommitReply {
+            op,
+            generation: o.generation,
+            decision: o.decision?,
+        },
+        // A restore carries the current generation: it is the newest intent.
+        OpPhase::Restoring => ToAgent::Restore {
+            op,
+            generation: state.generation,
+        },
+        OpPhase::Settled(_) => return None,
+    };
+    Some(Effect::Send { to: o.node, msg })
+}

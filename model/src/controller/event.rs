@@ -1,0 +1,205 @@
+//! Controller events: the only way controller state changes. Each is appended
+//! to the durable log before it is applied, and nothing it reveals leaves the
+//! controller before that (S7).
+
+use super::state::{Outcome, PauseReason, UnknownReason};
+use crate::evidence::RouteObservation;
+use crate::ids::{Digest, Generation, NodeId, OpId, RolloutId};
+use crate::msg::{Decision, ReportKind};
+use crate::plan::Plan;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Something that happened to the controller's state.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Event {
+    /// A rollout started and the fleet generation moved to `generation`.
+    RolloutStarted {
+        rollout: RolloutId,
+        plan: Plan,
+        generation: Generation,
+    },
+    /// A newer rollout replaced this one; its ops keep their slots.
+    RolloutSuperseded {
+        rollout: RolloutId,
+        by: RolloutId,
+    },
+    RolloutPaused {
+        rollout: RolloutId,
+        reason: PauseReason,
+    },
+    RolloutResumed {
+        rollout: RolloutId,
+    },
+    /// An operator passed the approval gate after the canary.
+    RolloutApproved {
+        rollout: RolloutId,
+    },
+    RolloutCompleted {
+        rollout: RolloutId,
+    },
+    /// A slot was granted: `node` moves to `release` under `generation`.
+    OpGranted {
+        op: OpId,
+        rollout: RolloutId,
+        node: NodeId,
+        release: Digest,
+        generation: Generation,
+        baseline: Option<Digest>,
+        is_canary: bool,
+    },
+    /// The first answer to a commit request, stored before it is sent.
+    CommitDecided {
+        op: OpId,
+        decision: Decision,
+    },
+    /// A retry of the commit request was answered with the stored decision.
+    CommitReplayed {
+        op: OpId,
+        decision: Decision,
+    },
+    /// Evidence: an agent's report of a probe of its public route.
+    ReportRecorded {
+        op: OpId,
+        kind: ReportKind,
+        observation: RouteObservation,
+    },
+    /// Evidence: the controller probed the node's public route itself.
+    ProbeRecorded {
+        op: OpId,
+        observation: RouteObservation,
+    },
+    /// The baseline was asked back after a failed or wrong probe.
+    RestoreRequested {
+        op: OpId,
+    },
+    /// The op's outcome cannot be told from the evidence; it keeps its slot.
+    OpUnknown {
+        op: OpId,
+        reason: UnknownReason,
+    },
+    /// Evidence settled the op; its slot is free.
+    OpSettled {
+        op: OpId,
+        outcome: Outcome,
+    },
+    /// An operator resolved an op with an observation (evidence) of their own.
+    OperatorObserved {
+        op: OpId,
+        observation: RouteObservation,
+    },
+    /// An agent (re)connected and said what it serves. A claim only.
+    NodeHello {
+        node: NodeId,
+        serving: Option<Digest>,
+        generation: Generation,
+    },
+    /// A report about an op that is settled or not the node's: kept for the
+    /// record, changes nothing (S8).
+    LateReportIgnored {
+        node: NodeId,
+        op: OpId,
+    },
+    /// An agent refused a command of an older generation (S8).
+    StaleCommandRejected {
+        node: NodeId,
+        op: OpId,
+        generation: Generation,
+        accepted: Generation,
+    },
+}
+
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Event::RolloutStarted {
+                rollout,
+                plan,
+                generation,
+            } => {
+                write!(
+                    f,
+                    "rollout {rollout} starts: {} on canary {}",
+                    plan.release, plan.canary
+                )?;
+                if !plan.followers.is_empty() {
+                    let names: Vec<String> = plan.followers.iter().map(|n| n.to_string()).collect();
+                    write!(f, " then {}", names.join(", "))?;
+                }
+                write!(f, ", slots {}, {generation}", plan.slots_max)?;
+                if plan.approval_after_canary {
+                    write!(f, ", approval after canary")?;
+                }
+                Ok(())
+            }
+            Event::RolloutSuperseded { rollout, by } => {
+                write!(f, "rollout {rollout} superseded by {by}")
+            }
+            Event::RolloutPaused { rollout, reason } => match reason {
+                PauseReason::Operator => write!(f, "rollout {rollout} paused by operator"),
+                PauseReason::ProbeFailed { op } => {
+                    write!(f, "rollout {rollout} paused: probe of {op} failed")
+                }
+            },
+            Event::RolloutResumed { rollout } => write!(f, "rollout {rollout} resumed"),
+            Event::RolloutApproved { rollout } => {
+                write!(f, "rollout {rollout} approved after canary")
+            }
+            Event::RolloutCompleted { rollout } => write!(f, "rollout {rollout} completed"),
+            Event::OpGranted {
+                op,
+                rollout,
+                node,
+                release,
+                generation,
+                ..
+            } => write!(
+                f,
+                "grant {op} ({rollout}): {node} -> {release}, {generation}"
+            ),
+            Event::CommitDecided { op, decision } => {
+                write!(f, "decide {op}: {decision:?} (stored)")
+            }
+            Event::CommitReplayed { op, decision } => {
+                write!(f, "replay stored decision for {op}: {decision:?}")
+            }
+            Event::ReportRecorded {
+                op,
+                kind,
+                observation,
+            } => write!(f, "record report for {op} ({kind:?}): {observation}"),
+            Event::ProbeRecorded { op, observation } => {
+                write!(f, "record controller probe for {op}: {observation}")
+            }
+            Event::RestoreRequested { op } => write!(f, "request restore of baseline for {op}"),
+            Event::OpUnknown { op, reason } => write!(f, "{op} is UNKNOWN ({reason:?}), slot held"),
+            Event::OpSettled { op, outcome } => write!(f, "{op} settled: {outcome:?}, slot freed"),
+            Event::OperatorObserved { op, observation } => {
+                write!(f, "operator observation for {op}: {observation}")
+            }
+            Event::NodeHello {
+                node,
+                serving,
+                generation,
+            } => match serving {
+                Some(r) => write!(f, "{node} connected, serving {r}, accepted {generation}"),
+                None => write!(
+                    f,
+                    "{node} connected, serving nothing, accepted {generation}"
+                ),
+            },
+            Event::LateReportIgnored { node, op } => {
+                write!(f, "late report from {node} for {op} ignored")
+            }
+            Event::StaleCommandRejected {
+                node,
+                op,
+                generation,
+                accepted,
+            } => write!(
+                f,
+                "{node} rejected a command for {op} at {generation} (accepted {accepted})"
+            ),
+        }
+    }
+}

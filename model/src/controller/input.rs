@@ -1,0 +1,37 @@
+//! Inputs to the controller core. Time is an input too: the runtime turns an
+//! op's deadline into [`Input::Timeout`]; the core never reads a clock.
+
+use super::state::Resolution;
+use crate::evidence::RouteObservation;
+use crate::ids::{NodeId, OpId, RolloutId};
+use crate::msg::ToController;
+use crate::plan::Plan;
+use serde::{Deserialize, Serialize};
+
+/// Everything that can happen to the controller.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Input {
+    /// Operator: start a rollout (supersedes the active one, if any).
+    StartRollout { plan: Plan },
+    /// Operator: stop new grants.
+    Pause { rollout: RolloutId },
+    /// Operator: allow grants again.
+    Resume { rollout: RolloutId },
+    /// Operator: pass the approval gate after the canary.
+    Approve { rollout: RolloutId },
+    /// Operator: settle an op by hand. Must carry an observation.
+    Resolve {
+        op: OpId,
+        observation: RouteObservation,
+        resolution: Resolution,
+    },
+    /// A message from an agent; `node` comes from its certificate.
+    FromAgent { node: NodeId, msg: ToController },
+    /// The controller probed `node`'s public route.
+    RouteProbed {
+        node: NodeId,
+        observation: RouteObservation,
+    },
+    /// `op`'s deadline passed without settling evidence.
+    Timeout { op: OpId },
+}

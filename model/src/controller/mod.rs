@@ -1,0 +1,26 @@
+//! The controller state machine: `step` decides, `apply` folds, `effects`
+//! derives what to send. Pure: no IO, no clock, no randomness, no threads.
+
+pub mod apply;
+pub mod effects;
+pub mod event;
+pub mod input;
+pub mod state;
+pub mod step;
+
+pub use apply::apply;
+pub use effects::{current_command, effects, Effect};
+pub use event::Event;
+pub use input::Input;
+pub use state::*;
+pub use step::{decision_for, progress, step, Refusal};
+
+/// Rebuild a controller state by folding events in order: what a restart
+/// does with the durable log.
+pub fn replay<'a>(events: impl IntoIterator<Item = &'a Event>) -> ControllerState {
+    let mut state = ControllerState::default();
+    for event in events {
+        apply(&mut state, event);
+    }
+    state
+}

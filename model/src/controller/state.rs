@@ -1,0 +1,229 @@
+//! The controller's state. It is nothing but the fold of the durable event log
+//! ([`super::apply`]); a restart rebuilds it exactly by replaying events.
+
+use crate::evidence::RouteObservation;
+use crate::ids::{Digest, Generation, NodeId, OpId, RolloutId};
+use crate::msg::{Decision, ReportKind};
+use crate::plan::Plan;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Why a rollout is paused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum PauseReason {
+    /// An operator asked for it.
+    Operator,
+    /// A node's functional probe got a wrong answer or no answer (S11).
+    ProbeFailed { op: OpId },
+}
+
+/// Where a rollout stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum RolloutStatus {
+    /// Granting (unless paused) and accounting.
+    Active,
+    /// A newer rollout bumped the generation; no more grants, but its ops
+    /// still hold their slots until evidence settles them.
+    Superseded,
+    /// Every node of the plan is verified on the release.
+    Completed,
+}
+
+/// One rollout and its progress.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Rollout {
+    pub id: RolloutId,
+    pub plan: Plan,
+    /// The generation this rollout's commands carry.
+    pub generation: Generation,
+    pub status: RolloutStatus,
+    /// `Some` while paused: no grants (S5), accounting continues.
+    pub paused: Option<PauseReason>,
+    /// The approval gate after the canary was passed by an operator.
+    pub approved: bool,
+    /// Ops granted by this rollout, in grant order.
+    pub ops: Vec<OpId>,
+}
+
+/// Why an op's outcome cannot be told from the evidence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum UnknownReason {
+    /// No answer within the deadline: contact or a reply was lost.
+    Silence,
+    /// A restore was reported but no serving probe proved the baseline.
+    RestoreUnproven,
+    /// A report contradicts what the op's phase allows.
+    Contradictory,
+}
+
+/// How an op settled. Every variant is backed by recorded evidence (S3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Outcome {
+    /// A probe proved the new release serving the expected answer.
+    Verified,
+    /// A probe after the restore proved the baseline serving (S9).
+    RolledBack,
+    /// The op was aborted before switching and a probe proved the baseline.
+    NotApplied,
+    /// An operator recorded an observation and a decision.
+    Resolved(Resolution),
+}
+
+/// An operator's decision when resolving an op by hand. It must be backed by
+/// the observation recorded with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Resolution {
+    /// The observation shows the new release serving correctly.
+    ConfirmNew,
+    /// The observation shows the baseline serving correctly.
+    ConfirmBaseline,
+    /// The operator takes the node out of the rollout; its serving state is
+    /// recorded as unknown.
+    Abandon,
+}
+
+/// Where an op stands on the controller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum OpPhase {
+    /// Apply sent; no commit decision yet.
+    Granted,
+    /// A commit decision is stored (see [`Op::decision`]).
+    Decided,
+    /// The probe failed; the baseline was asked back and must be proven.
+    Restoring,
+    /// Evidence settled the op; its slot is free.
+    Settled(Outcome),
+}
+
+/// One evidence item recorded against an op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum EvidenceSource {
+    /// A report from the node's agent.
+    Agent(ReportKind),
+    /// The controller probed the node's public route itself.
+    ControllerProbe,
+    /// An operator typed or fetched an observation while resolving.
+    Operator,
+}
+
+/// One observation and where it came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct EvidenceItem {
+    pub source: EvidenceSource,
+    pub observation: RouteObservation,
+    /// True when recorded after the op's restore was requested. Only such
+    /// evidence can prove a rollback (S9).
+    pub after_restore: bool,
+}
+
+/// An operation: node N moves to release R under generation G.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Op {
+    pub id: OpId,
+    pub rollout: RolloutId,
+    pub node: NodeId,
+    pub generation: Generation,
+    pub release: Digest,
+    /// What the node served when the op was granted; restored on failure.
+    pub baseline: Option<Digest>,
+    pub is_canary: bool,
+    pub phase: OpPhase,
+    /// The stored commit decision, replayed unchanged on every retry (S6).
+    pub decision: Option<Decision>,
+    /// Set while the outcome cannot be told from the evidence.
+    pub unknown: Option<UnknownReason>,
+    /// The latest evidence recorded for this op (most recent last, bounded).
+    pub evidence: Vec<EvidenceItem>,
+    /// A probe of this op ever saw a wrong answer or no answer after the
+    /// switch. Kept so S11 can be checked after the fact.
+    pub failed_probe_seen: bool,
+}
+
+/// How many evidence items an op keeps. Older ones are dropped from state
+/// (they stay in the event log); the rules only need the latest.
+pub const OP_EVIDENCE_MAX: usize = 4;
+
+impl Op {
+    /// Occupies a slot: granted and not yet settled by evidence (S1, S3).
+    pub fn occupies_slot(&self) -> bool {
+        !matches!(self.phase, OpPhase::Settled(_))
+    }
+
+    /// Passed the canary gate: verified, or confirmed by an operator with an
+    /// observation that showed the new release serving.
+    pub fn passed(&self) -> bool {
+        matches!(
+            self.phase,
+            OpPhase::Settled(Outcome::Verified)
+                | OpPhase::Settled(Outcome::Resolved(Resolution::ConfirmNew))
+        )
+    }
+}
+
+/// What the controller knows of a node.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct NodeRecord {
+    /// What the agent last said it serves (a claim, from Hello).
+    pub reported_serving: Option<Digest>,
+    /// The release last proven serving by evidence that settled an op.
+    pub confirmed: Option<Digest>,
+    /// The node's unsettled op, if any (S2).
+    pub live_op: Option<OpId>,
+}
+
+/// The controller's whole state.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ControllerState {
+    /// The current fleet generation; bumped by every rollout start.
+    pub generation: Generation,
+    /// All rollouts, indexed by `RolloutId`.
+    pub rollouts: Vec<Rollout>,
+    /// All ops, indexed by `OpId`.
+    pub ops: Vec<Op>,
+    pub nodes: BTreeMap<NodeId, NodeRecord>,
+}
+
+impl ControllerState {
+    /// The op with this id, if it exists.
+    pub fn op(&self, id: OpId) -> Option<&Op> {
+        self.ops.get(id.0 as usize)
+    }
+
+    /// The rollout with this id, if it exists.
+    pub fn rollout(&self, id: RolloutId) -> Option<&Rollout> {
+        self.rollouts.get(id.0 as usize)
+    }
+
+    /// The rollout that is still granting, if any (at most one).
+    pub fn active_rollout(&self) -> Option<&Rollout> {
+        self.rollouts
+            .iter()
+            .rev()
+            .find(|r| r.status == RolloutStatus::Active)
+    }
+
+    /// Slots occupied by a rollout: its ops not yet settled, UNKNOWN included.
+    pub fn slots_occupied(&self, rollout: RolloutId) -> usize {
+        self.rollout(rollout).map_or(0, |r| {
+            r.ops
+                .iter()
+                .filter_map(|id| self.op(*id))
+                .filter(|op| op.occupies_slot())
+                .count()
+        })
+    }
+
+    /// The op a rollout granted to `node`, if any.
+    pub fn rollout_op_for(&self, rollout: RolloutId, node: NodeId) -> Option<&Op> {
+        self.rollout(rollout)?
+            .ops
+            .iter()
+            .filter_map(|id| self.op(*id))
+            .find(|op| op.node == node)
+    }
+
+    /// The next op id the controller will allocate.
+    pub fn next_op_id(&self) -> OpId {
+        OpId(self.ops.len() as u32)
+    }
+}

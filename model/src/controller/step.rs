@@ -1,0 +1,420 @@
+//! Decisions: `step(state, input) -> events`. Every rule of SPEC §2 that the
+//! controller enforces is decided here, once.
+
+use super::apply::apply;
+use super::event::Event;
+use super::input::Input;
+use super::state::{
+    ControllerState, Op, OpPhase, Outcome, PauseReason, Resolution, RolloutStatus, UnknownReason,
+};
+use crate::evidence::{ProbeVerdict, RouteObservation};
+use crate::ids::{NodeId, OpId, RolloutId};
+use crate::msg::{Decision, ReportKind, ToController};
+use crate::plan::PlanError;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Why the controller refused an operator input. Nothing was recorded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Refusal {
+    InvalidPlan(String),
+    UnknownRollout(RolloutId),
+    UnknownOp(OpId),
+    RolloutNotActive(RolloutId),
+    AlreadyPaused(RolloutId),
+    NotPaused(RolloutId),
+    NotAwaitingApproval(RolloutId),
+    OpAlreadySettled(OpId),
+    /// The observation does not show what the resolution claims.
+    ObservationContradictsResolution(OpId),
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::InvalidPlan(why) => write!(f, "invalid plan: {why}"),
+            Refusal::UnknownRollout(r) => write!(f, "unknown rollout {r}"),
+            Refusal::UnknownOp(op) => write!(f, "unknown op {op}"),
+            Refusal::RolloutNotActive(r) => write!(f, "rollout {r} is not active"),
+            Refusal::AlreadyPaused(r) => write!(f, "rollout {r} is already paused"),
+            Refusal::NotPaused(r) => write!(f, "rollout {r} is not paused"),
+            Refusal::NotAwaitingApproval(r) => write!(
+                f,
+                "rollout {r} is not waiting for approval (no gate, canary not verified yet, or already approved)"
+            ),
+            Refusal::OpAlreadySettled(op) => write!(f, "{op} is already settled"),
+            Refusal::ObservationContradictsResolution(op) => write!(
+                f,
+                "the observation for {op} does not show what the resolution claims"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+impl From<PlanError> for Refusal {
+    fn from(e: PlanError) -> Self {
+        Refusal::InvalidPlan(e.to_string())
+    }
+}
+
+/// Decide what happens on `input`. Returns the events to append durably and
+/// then apply, in order; an empty list means "nothing changes" (repeated
+/// timeouts, duplicates). Operator inputs that make no sense are refused.
+pub fn step(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal> {
+    let mut events = decide(state, input)?;
+    // Follow-on work (grants, completion) is decided on the state the events
+    // lead to, so one input yields one atomic batch.
+    let mut after = state.clone();
+    for event in &events {
+        apply(&mut after, event);
+    }
+    events.extend(progress(&after));
+    Ok(events)
+}
+
+/// The decision for a commit request that has no stored decision yet.
+/// Commit only if the op is still unsettled and its generation is current: a
+/// superseded op must not switch the route over newer intent (S8).
+pub fn decision_for(state: &ControllerState, op: &Op) -> Decision {
+    if op.occupies_slot() && op.generation == state.generation {
+        Decision::Commit
+    } else {
+        Decision::Abort
+    }
+}
+
+fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal> {
+    match input {
+        Input::StartRollout { plan } => {
+            plan.validate()?;
+            let rollout = RolloutId(state.rollouts.len() as u32);
+            let mut events = Vec::new();
+            if let Some(active) = state.active_rollout() {
+                events.push(Event::RolloutSuperseded {
+                    rollout: active.id,
+                    by: rollout,
+                });
+            }
+            events.push(Event::RolloutStarted {
+                rollout,
+                plan: plan.clone(),
+                generation: crate::ids::Generation(state.generation.0 + 1),
+            });
+            Ok(events)
+        }
+        Input::Pause { rollout } => {
+            let r = active(state, *rollout)?;
+            if r.paused.is_some() {
+                return Err(Refusal::AlreadyPaused(*rollout));
+            }
+            Ok(vec![Event::RolloutPaused {
+                rollout: *rollout,
+                reason: PauseReason::Operator,
+            }])
+        }
+        Input::Resume { rollout } => {
+            let r = active(state, *rollout)?;
+            if r.paused.is_none() {
+                return Err(Refusal::NotPaused(*rollout));
+            }
+            Ok(vec![Event::RolloutResumed { rollout: *rollout }])
+        }
+        Input::Approve { rollout } => {
+            let r = active(state, *rollout)?;
+            let canary_passed = state
+                .rollout_op_for(r.id, r.plan.canary)
+                .is_some_and(Op::passed);
+            if !r.plan.approval_after_canary || r.approved || !canary_passed {
+                return Err(Refusal::NotAwaitingApproval(*rollout));
+            }
+            Ok(vec![Event::RolloutApproved { rollout: *rollout }])
+        }
+        Input::Resolve {
+            op,
+            observation,
+            resolution,
+        } => {
+            let o = state.op(*op).ok_or(Refusal::UnknownOp(*op))?;
+            if !o.occupies_slot() {
+                return Err(Refusal::OpAlreadySettled(*op));
+            }
+            let backed = match resolution {
+                Resolution::ConfirmNew => observation.proves_serving(o.release),
+                Resolution::ConfirmBaseline => {
+                    o.baseline.is_some_and(|b| observation.proves_serving(b))
+                }
+                Resolution::Abandon => true,
+            };
+            if !backed {
+                return Err(Refusal::ObservationContradictsResolution(*op));
+            }
+            Ok(vec![
+                Event::OperatorObserved {
+                    op: *op,
+                    observation: *observation,
+                },
+                Event::OpSettled {
+                    op: *op,
+                    outcome: Outcome::Resolved(*resolution),
+                },
+            ])
+        }
+        Input::FromAgent { node, msg } => Ok(from_agent(state, *node, msg)),
+        Input::RouteProbed { node, observation } => Ok(route_probed(state, *node, observation)),
+        Input::Timeout { op } => Ok(match state.op(*op) {
+            // Silence never settles and never frees a slot (S3): it only
+            // makes the op UNKNOWN. A second timeout changes nothing.
+            Some(o) if o.occupies_slot() && o.unknown.is_none() => vec![Event::OpUnknown {
+                op: *op,
+                reason: UnknownReason::Silence,
+            }],
+            _ => vec![],
+        }),
+    }
+}
+
+fn active(state: &ControllerState, id: RolloutId) -> Result<&super::state::Rollout, Refusal> {
+    let r = state.rollout(id).ok_or(Refusal::UnknownRollout(id))?;
+    if r.status != RolloutStatus::Active {
+        return Err(Refusal::RolloutNotActive(id));
+    }
+    Ok(r)
+}
+
+/// The node's own unsettled op with this id, or `None` when the message is
+/// late (op settled) or foreign (op of another node: a node cannot speak for
+/// another, S8).
+fn own_live_op(state: &ControllerState, node: NodeId, op: OpId) -> Option<&Op> {
+    state.op(op).filter(|o| o.node == node && o.occupies_slot())
+}
+
+fn from_agent(state: &ControllerState, node: NodeId, msg: &ToController) -> Vec<Event> {
+    match *msg {
+        ToController::Hello {
+            serving,
+            generation,
+        } => vec![Event::NodeHello {
+            node,
+            serving,
+            generation,
+        }],
+        ToController::CommitRequest { op } => match state.op(op) {
+            Some(o) if o.node == node => match o.decision {
+                // S6: a stored decision is replayed, never re-decided.
+                Some(decision) => vec![Event::CommitReplayed { op, decision }],
+                None => vec![Event::CommitDecided {
+                    op,
+                    decision: decision_for(state, o),
+                }],
+            },
+            _ => vec![Event::LateReportIgnored { node, op }],
+        },
+        ToController::Report {
+            op,
+            kind,
+            observation,
+        } => match own_live_op(state, node, op) {
+            None => vec![Event::LateReportIgnored { node, op }],
+            Some(o) => {
+                let mut events = vec![Event::ReportRecorded {
+                    op,
+                    kind,
+                    observation,
+                }];
+                events.extend(judge_report(state, o, kind, &observation));
+                events
+            }
+        },
+        ToController::Rejected {
+            op,
+            generation,
+            accepted,
+        } => vec![Event::StaleCommandRejected {
+            node,
+            op,
+            generation,
+            accepted,
+        }],
+    }
+}
+
+/// What an agent's report means for its op.
+fn judge_report(
+    state: &ControllerState,
+    op: &Op,
+    kind: ReportKind,
+    observation: &RouteObservation,
+) -> Vec<Event> {
+    let id = op.id;
+    match (kind, op.phase, op.decision) {
+        (ReportKind::Switched, OpPhase::Decided, Some(Decision::Commit)) => {
+            if observation.proves_serving(op.release) {
+                vec![Event::OpSettled {
+                    op: id,
+                    outcome: Outcome::Verified,
+                }]
+            } else {
+                // S11: judged by what the service answers, not by whether the
+                // process runs. Restore the baseline and stop the rollout.
+                restore_and_pause(state, op)
+            }
+        }
+        (ReportKind::Restored, OpPhase::Restoring, _) => {
+            match op.baseline {
+                // S9: only a serving probe of the baseline proves a rollback.
+                Some(b) if observation.proves_serving(b) => vec![Event::OpSettled {
+                    op: id,
+                    outcome: Outcome::RolledBack,
+                }],
+                _ => unknown(op, UnknownReason::RestoreUnproven),
+            }
+        }
+        // Not switched: aborted, or the agent refused to stage the bundle.
+        (ReportKind::NotApplied, _, None | Some(Decision::Abort)) => match op.baseline {
+            Some(b) if observation.proves_serving(b) => vec![Event::OpSettled {
+                op: id,
+                outcome: Outcome::NotApplied,
+            }],
+            _ => unknown(op, UnknownReason::RestoreUnproven),
+        },
+        // A switch report while restoring is a late echo: recorded, no more.
+        (ReportKind::Switched, OpPhase::Restoring, _) => vec![],
+        // Anything else contradicts what the op's phase allows.
+        _ => unknown(op, UnknownReason::Contradictory),
+    }
+}
+
+fn route_probed(
+    state: &ControllerState,
+    node: NodeId,
+    observation: &RouteObservation,
+) -> Vec<Event> {
+    let Some(op) = state
+        .nodes
+        .get(&node)
+        .and_then(|n| n.live_op)
+        .and_then(|id| state.op(id))
+    else {
+        return vec![];
+    };
+    let mut events = vec![Event::ProbeRecorded {
+        op: op.id,
+        observation: *observation,
+    }];
+    let proves_baseline = op.baseline.is_some_and(|b| observation.proves_serving(b));
+    match (op.phase, op.decision) {
+        (OpPhase::Decided, Some(Decision::Commit)) => {
+            if observation.proves_serving(op.release) {
+                events.push(Event::OpSettled {
+                    op: op.id,
+                    outcome: Outcome::Verified,
+                });
+            } else if observation.identity == Some(op.release)
+                && observation.verdict != ProbeVerdict::Pass
+            {
+                events.extend(restore_and_pause(state, op));
+            }
+        }
+        (OpPhase::Restoring, _) if proves_baseline => events.push(Event::OpSettled {
+            op: op.id,
+            outcome: Outcome::RolledBack,
+        }),
+        (OpPhase::Decided, Some(Decision::Abort)) if proves_baseline => {
+            events.push(Event::OpSettled {
+                op: op.id,
+                outcome: Outcome::NotApplied,
+            })
+        }
+        _ => {}
+    }
+    events
+}
+
+fn restore_and_pause(state: &ControllerState, op: &Op) -> Vec<Event> {
+    let mut events = vec![Event::RestoreRequested { op: op.id }];
+    if let Some(r) = state.rollout(op.rollout) {
+        if r.status == RolloutStatus::Active && r.paused.is_none() {
+            events.push(Event::RolloutPaused {
+                rollout: r.id,
+                reason: PauseReason::ProbeFailed { op: op.id },
+            });
+        }
+    }
+    events
+}
+
+fn unknown(op: &Op, reason: UnknownReason) -> Vec<Event> {
+    if op.unknown == Some(reason) {
+        vec![]
+    } else {
+        vec![Event::OpUnknown { op: op.id, reason }]
+    }
+}
+
+/// Grants and completion that the current state allows, as events. Called at
+/// the end of every step so the state never sits with work it could do.
+pub fn progress(state: &ControllerState) -> Vec<Event> {
+    let mut events = Vec::new();
+    let mut after = state.clone();
+    while let Some(event) = next_progress(&after) {
+        apply(&mut after, &event);
+        events.push(event);
+    }
+    events
+}
+
+fn next_progress(state: &ControllerState) -> Option<Event> {
+    let r = state.active_rollout()?;
+    if r.plan
+        .nodes()
+        .all(|n| state.rollout_op_for(r.id, n).is_some_and(Op::passed))
+    {
+        return Some(Event::RolloutCompleted { rollout: r.id });
+    }
+    // S5: pause stops grants. S1: UNKNOWN ops count as occupied.
+    if r.paused.is_some() || state.slots_occupied(r.id) >= r.plan.slots_max as usize {
+        return None;
+    }
+    // S4: the canary first, and nothing else until it passed (and, where the
+    // plan says so, an operator approved).
+    match state.rollout_op_for(r.id, r.plan.canary) {
+        None => return grant(state, r.id, r.plan.canary, true),
+        Some(op) if !op.passed() => return None,
+        Some(_) => {}
+    }
+    if r.plan.approval_after_canary && !r.approved {
+        return None;
+    }
+    // Followers strictly in plan order: the first one without an op is next.
+    let next = r
+        .plan
+        .followers
+        .iter()
+        .find(|f| state.rollout_op_for(r.id, **f).is_none())?;
+    grant(state, r.id, *next, false)
+}
+
+fn grant(
+    state: &ControllerState,
+    rollout: RolloutId,
+    node: NodeId,
+    is_canary: bool,
+) -> Option<Event> {
+    let r = state.rollout(rollout)?;
+    let record = state.nodes.get(&node).cloned().unwrap_or_default();
+    // S2: never a second unsettled op on a node (maybe from an older rollout).
+    if record.live_op.is_some() {
+        return None;
+    }
+    Some(Event::OpGranted {
+        op: state.next_op_id(),
+        rollout,
+        node,
+        release: r.plan.release,
+        generation: r.generation,
+        baseline: record.confirmed.or(record.reported_serving),
+        is_canary,
+    })
+}

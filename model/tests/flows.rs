@@ -1,0 +1,151 @@
+//! End-to-end flows through the pure cores: controller and agents wired by
+//! hand, no faults. These pin the happy path and the two headline stories.
+
+use model::agent::{agent_apply, agent_step, AgentEffect, AgentInput, AgentState};
+use model::controller::{
+    apply, effects, step, ControllerState, Effect, Event, Input, OpPhase, Outcome, RolloutStatus,
+};
+use model::{Digest, NodeId, Plan, ProbeVerdict, RolloutId, RouteObservation, ToAgent};
+use std::collections::VecDeque;
+
+const V1: Digest = Digest::repeat(1);
+const V2: Digest = Digest::repeat(2);
+
+struct Fleet {
+    ctrl: ControllerState,
+    agents: Vec<AgentState>,
+    /// What each node's v2 answers: true = correct.
+    v2_correct: Vec<bool>,
+    to_agents: VecDeque<(NodeId, ToAgent)>,
+    log: Vec<Event>,
+}
+
+impl Fleet {
+    fn new(nodes: u16) -> Self {
+        let agents = (0..nodes)
+            .map(|_| AgentState {
+                serving: Some(V1),
+                ..AgentState::default()
+            })
+            .collect();
+        let mut fleet = Fleet {
+            ctrl: ControllerState::default(),
+            agents,
+            v2_correct: vec![true; nodes as usize],
+            to_agents: VecDeque::new(),
+            log: Vec::new(),
+        };
+        for n in 0..nodes {
+            fleet.agent(NodeId(n), AgentInput::Connected);
+        }
+        fleet
+    }
+
+    fn controller(&mut self, input: Input) {
+        let events = step(&self.ctrl, &input).expect("input accepted");
+        for event in events {
+            apply(&mut self.ctrl, &event);
+            for effect in effects(&self.ctrl, &event) {
+                if let Effect::Send { to, msg } = effect {
+                    self.to_agents.push_back((to, msg));
+                }
+            }
+            self.log.push(event);
+        }
+    }
+
+    fn agent(&mut self, node: NodeId, input: AgentInput) {
+        let idx = node.0 as usize;
+        let out = agent_step(&self.agents[idx], input);
+        for event in &out.events {
+            agent_apply(&mut self.agents[idx], event);
+        }
+        for effect in out.effects {
+            match effect {
+                AgentEffect::Send(msg) => self.controller(Input::FromAgent { node, msg }),
+                AgentEffect::ProbeRoute => {
+                    let serving = self.agents[idx].serving;
+                    let correct = serving != Some(V2) || self.v2_correct[idx];
+                    let observation = RouteObservation {
+                        verdict: if correct {
+                            ProbeVerdict::Pass
+                        } else {
+                            ProbeVerdict::WrongAnswer
+                        },
+                        identity: serving,
+                        process_healthy: true,
+                    };
+                    self.agent(node, AgentInput::Probed(observation));
+                }
+            }
+        }
+    }
+
+    fn run(&mut self) {
+        while let Some((node, msg)) = self.to_agents.pop_front() {
+            self.agent(node, AgentInput::Command(msg));
+        }
+    }
+}
+
+fn plan() -> Plan {
+    Plan {
+        release: V2,
+        canary: NodeId(0),
+        followers: vec![NodeId(1), NodeId(2)],
+        slots_max: 1,
+        approval_after_canary: false,
+    }
+}
+
+#[test]
+fn happy_rollout_verifies_every_node_and_completes() {
+    let mut fleet = Fleet::new(3);
+    fleet.controller(Input::StartRollout { plan: plan() });
+    fleet.run();
+    let r = &fleet.ctrl.rollouts[0];
+    assert_eq!(r.status, RolloutStatus::Completed, "log: {:#?}", fleet.log);
+    for op in &fleet.ctrl.ops {
+        assert_eq!(op.phase, OpPhase::Settled(Outcome::Verified));
+    }
+    assert!(fleet.agents.iter().all(|a| a.serving == Some(V2)));
+}
+
+#[test]
+fn wrong_answer_on_canary_restores_and_pauses() {
+    let mut fleet = Fleet::new(3);
+    fleet.v2_correct[0] = false;
+    fleet.controller(Input::StartRollout { plan: plan() });
+    fleet.run();
+    let r = &fleet.ctrl.rollouts[0];
+    assert!(r.paused.is_some());
+    assert_eq!(fleet.ctrl.ops.len(), 1, "no follower granted");
+    assert_eq!(
+        fleet.ctrl.ops[0].phase,
+        OpPhase::Settled(Outcome::RolledBack)
+    );
+    assert_eq!(fleet.agents[0].serving, Some(V1));
+}
+
+#[test]
+fn approval_gate_waits_for_the_operator() {
+    let mut fleet = Fleet::new(3);
+    let mut p = plan();
+    p.approval_after_canary = true;
+    fleet.controller(Input::StartRollout { plan: p });
+    fleet.run();
+    assert_eq!(fleet.ctrl.ops.len(), 1, "only the canary before approval");
+    fleet.controller(Input::Approve {
+        rollout: RolloutId(0),
+    });
+    fleet.run();
+    assert_eq!(fleet.ctrl.rollouts[0].status, RolloutStatus::Completed);
+}
+
+#[test]
+fn replay_rebuilds_the_same_state() {
+    let mut fleet = Fleet::new(3);
+    fleet.controller(Input::StartRollout { plan: plan() });
+    fleet.run();
+    assert_eq!(model::controller::replay(&fleet.log), fleet.ctrl);
+}
