@@ -14,7 +14,7 @@ use super::envelope::{decode_payload, encode_payload, hash_bytes, Envelope, Hash
 use super::error::LogError;
 use super::sled_storage::SledStorage;
 use super::storage::LogStorage;
-use super::verify::{check_layout, walk_chain};
+use super::verify::{check_layout, check_watermark, walk_chain, VerifyReport};
 
 /// Most events accepted by one [`EventLog::append`]. Bounds the work done
 /// under the writer lock and the size of one storage batch (≤ 4096 × 64 KiB).
@@ -56,7 +56,9 @@ impl<E: Serialize + DeserializeOwned> EventLog<E, SledStorage> {
     pub fn open(dir: impl AsRef<Path>) -> Result<(Self, Vec<(u64, E)>), LogError> {
         let storage = SledStorage::create_or_open(dir.as_ref())?;
         check_layout(&storage)?;
-        Self::with_storage(storage)
+        let (log, events, report) = Self::replay(storage)?;
+        check_watermark(&log.storage, &report)?;
+        Ok((log, events))
     }
 }
 
@@ -64,6 +66,12 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
     /// Opens a log on any storage: verifies the chain, decodes every event.
     #[allow(clippy::type_complexity)]
     pub fn with_storage(storage: S) -> Result<(Self, Vec<(u64, E)>), LogError> {
+        let (log, events, _) = Self::replay(storage)?;
+        Ok((log, events))
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn replay(storage: S) -> Result<(Self, Vec<(u64, E)>, VerifyReport), LogError> {
         let mut events = Vec::new();
         let report = walk_chain(&storage, |sequence, payload| {
             let event = decode_payload::<E>(payload).map_err(|err| err.to_string())?;
@@ -82,7 +90,7 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
             commit: GroupCommit::new(report.entries),
             events: PhantomData,
         };
-        Ok((log, events))
+        Ok((log, events, report))
     }
 
     /// Appends `events` as consecutive entries and returns them with their

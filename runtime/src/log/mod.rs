@@ -12,12 +12,14 @@
 //!
 //! **The chain detects, it does not authenticate.** Corruption, reordering,
 //! gaps and foreign keys are found by [`verify`]; someone able to rewrite
-//! the whole log can produce a new valid chain, and a lost suffix of entries
-//! looks like a shorter valid log.
+//! the whole log can produce a new valid chain. A lost suffix of entries
+//! looks like a shorter valid chain; the durable watermark beside the
+//! database catches that for entries that were durable before.
 //!
 //! Files: `envelope.rs` (entry format), `storage.rs` (the [`LogStorage`]
 //! trait), `sled_storage.rs` (sled implementation and its durability notes),
-//! `commit.rs` (group commit), `event_log.rs` ([`EventLog`]), `verify.rs`.
+//! `watermark.rs` (detects entries sled's recovery dropped), `commit.rs`
+//! (group commit), `event_log.rs` ([`EventLog`]), `verify.rs`.
 
 mod commit;
 mod durable;
@@ -27,6 +29,7 @@ mod event_log;
 mod sled_storage;
 mod storage;
 mod verify;
+mod watermark;
 
 pub use durable::Durable;
 pub use envelope::{

@@ -5,7 +5,9 @@
 //!   order), value = encoded [`Envelope`](super::Envelope);
 //! - tree `meta`: exactly one key, `format` = `fleetweft-log-v1`, written
 //!   when the log is created; its absence means "not a Fleetweft log";
-//! - nothing else: data in any other tree is reported as foreign.
+//! - nothing else: data in any other tree is reported as foreign;
+//! - beside sled's files, `fleetweft-durable`: the durable watermark (see
+//!   `watermark.rs`), which reveals entries that sled's recovery dropped.
 //!
 //! Durability: sled 0.34.7's `flush` makes its log writes stable with
 //! `sync_file_range(2)` on Linux, which persists neither file metadata (the
@@ -17,8 +19,11 @@
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use super::storage::{LogStorage, RawEntry, StorageError};
+use super::watermark::{Watermark, WATERMARK_FILE};
 
 /// Tree holding the entries.
 const ENTRIES_TREE: &[u8] = b"entries";
@@ -84,6 +89,11 @@ pub struct SledStorage {
     /// Our own handle on sled's database file, for the `fdatasync` that
     /// sled's `flush` does not do (see the module docs).
     db_file: File,
+    /// End of everything appended so far; a flush covers the value read
+    /// before it starts.
+    appended_end: AtomicU64,
+    /// Lower bound on durable entries, advanced after each flush.
+    watermark: Mutex<Watermark>,
 }
 
 impl SledStorage {
@@ -156,12 +166,40 @@ impl SledStorage {
             .map_err(|err| sled_error(dir, "opening the entries tree", err))?;
         let db_file = File::open(dir.join(SLED_DB_FILE))
             .map_err(|err| io_error(dir, "opening the database file for fsync", err))?;
-        Ok(SledStorage {
+        let watermark = Watermark::open(dir)
+            .map_err(|err| io_error(dir, "reading the durable watermark", err))?
+            .ok_or_else(|| StorageError::Corruption {
+                path: dir.to_path_buf(),
+                detail: format!(
+                    "the durable watermark file `{WATERMARK_FILE}` is missing or damaged"
+                ),
+            })?;
+        let storage = SledStorage {
             path: dir.to_path_buf(),
             db,
             entries,
             db_file,
-        })
+            appended_end: AtomicU64::new(0),
+            watermark: Mutex::new(watermark),
+        };
+        // What sled recovered is covered by the next flush; a malformed last
+        // key is left for verification to report.
+        if let Ok(Some(last)) = storage.last_sequence() {
+            storage
+                .appended_end
+                .store(last.saturating_add(1), Ordering::Release);
+        }
+        Ok(storage)
+    }
+
+    /// The durable watermark: every sequence below it was durable at some
+    /// point, so a log with fewer entries has lost acknowledged data.
+    pub fn durable_watermark(&self) -> u64 {
+        // A poisoned lock still holds the last value written.
+        match self.watermark.lock() {
+            Ok(mark) => mark.durable_end(),
+            Err(poisoned) => poisoned.into_inner().durable_end(),
+        }
     }
 
     /// The log directory.
@@ -242,10 +280,18 @@ impl LogStorage for SledStorage {
         }
         self.entries
             .apply_batch(batch)
-            .map_err(|err| sled_error(&self.path, "inserting entries", err))
+            .map_err(|err| sled_error(&self.path, "inserting entries", err))?;
+        if let Some((last, _)) = entries.iter().max_by_key(|(sequence, _)| *sequence) {
+            self.appended_end
+                .fetch_max(last.saturating_add(1), Ordering::Release);
+        }
+        Ok(())
     }
 
     fn flush(&self) -> Result<(), StorageError> {
+        // Read before flushing: every append counted here has returned, so
+        // the flush below covers it.
+        let covered = self.appended_end.load(Ordering::Acquire);
         self.db
             .flush()
             .map_err(|err| sled_error(&self.path, "flushing", err))?;
@@ -255,7 +301,18 @@ impl LogStorage for SledStorage {
             .sync_data()
             .map_err(|err| io_error(&self.path, "syncing the database file", err))?;
         self.sync_blobs()
-            .map_err(|err| io_error(&self.path, "syncing blob files", err))
+            .map_err(|err| io_error(&self.path, "syncing blob files", err))?;
+        self.watermark
+            .lock()
+            .map_err(|_| {
+                io_error(
+                    &self.path,
+                    "recording the durable watermark",
+                    io::Error::other("lock poisoned"),
+                )
+            })?
+            .advance(covered)
+            .map_err(|err| io_error(&self.path, "recording the durable watermark", err))
     }
 
     fn read_from(
@@ -332,6 +389,8 @@ fn create(dir: &Path) -> Result<(), StorageError> {
         db.flush()
             .map_err(|err| sled_error(dir, "flushing the new database", err))?;
     }
+    Watermark::create(&staging)
+        .map_err(|err| io_error(dir, "creating the durable watermark", err))?;
     // sled syncs neither `conf` nor directory entries; do it before the
     // rename publishes the log.
     for file in [SLED_CONF_FILE, SLED_DB_FILE] {

@@ -5,8 +5,9 @@
 //! the one before). What it does not prove: authenticity. Anyone who can
 //! write the files can rewrite the whole log with a fresh valid chain; the
 //! chain detects accidents and partial tampering, not a determined writer.
-//! Losing a suffix of entries is also undetectable here: a log cut after
-//! entry N is a valid log of N+1 entries.
+//! A log cut after entry N is a valid chain of N+1 entries; the durable
+//! watermark kept beside the database reveals such a cut when the lost
+//! entries had been flushed (which is what acknowledged entries are).
 
 use std::path::{Path, PathBuf};
 
@@ -83,6 +84,18 @@ pub enum VerifyError {
         /// Last sequence the engine reports.
         reported_last: Option<u64>,
     },
+    /// Entries that were durable are gone: the log ends before the durable
+    /// watermark. sled's recovery drops everything after damage in its file.
+    #[error(
+        "sequence {first_missing} is missing: entries up to {durable_end} (exclusive) were \
+         durable, but the log ends before it (the storage engine discarded a damaged tail)"
+    )]
+    Truncated {
+        /// The first lost sequence (the log's length).
+        first_missing: u64,
+        /// The watermark: every sequence below it had been durable.
+        durable_end: u64,
+    },
     /// The entry at `sequence` is bad.
     #[error("sequence {sequence}: {fault}")]
     Entry {
@@ -99,6 +112,7 @@ impl VerifyError {
         match self {
             VerifyError::ForeignKey { expected, .. } => Some(*expected),
             VerifyError::Gap { missing, .. } => Some(*missing),
+            VerifyError::Truncated { first_missing, .. } => Some(*first_missing),
             VerifyError::Entry { sequence, .. } => Some(*sequence),
             VerifyError::NotALog { .. }
             | VerifyError::Storage(_)
@@ -160,7 +174,24 @@ pub fn verify_with(
 ) -> Result<VerifyReport, VerifyError> {
     let storage = SledStorage::open_existing(dir.as_ref())?;
     check_layout(&storage)?;
-    walk_chain(&storage, check)
+    let report = walk_chain(&storage, check)?;
+    check_watermark(&storage, &report)?;
+    Ok(report)
+}
+
+/// Refuses a log shorter than what was once durable.
+pub(super) fn check_watermark(
+    storage: &SledStorage,
+    report: &VerifyReport,
+) -> Result<(), VerifyError> {
+    let durable_end = storage.durable_watermark();
+    if report.entries < durable_end {
+        return Err(VerifyError::Truncated {
+            first_missing: report.entries,
+            durable_end,
+        });
+    }
+    Ok(())
 }
 
 /// Refuses data outside the log layout (sled-specific part of verification).
