@@ -135,12 +135,18 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
         Ok(writer.next_sequence.checked_sub(1))
     }
 
+    /// The underlying storage, e.g. for its path or diagnostics.
+    pub fn storage(&self) -> &S {
+        &self.storage
+    }
+
     /// Flushes and closes the log, reporting a failed final flush.
     ///
     /// Everything acknowledged is already durable, so dropping without
     /// `close` loses nothing acknowledged; but sled's `Drop` only logs flush
     /// errors, and `close` makes a failure visible. With an `Arc`, call
-    /// `Arc::try_unwrap` first.
+    /// `Arc::try_unwrap` first. sled's background tasks may hold the
+    /// database's file lock a moment longer; `open` waits for that.
     pub fn close(self) -> Result<(), LogError> {
         self.commit.check_healthy()?;
         self.storage.flush()?;

@@ -21,6 +21,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use fs2::FileExt;
 
 use super::storage::{LogStorage, RawEntry, StorageError};
 use super::watermark::{Watermark, WATERMARK_FILE};
@@ -53,6 +57,9 @@ const SEGMENT_BYTES: usize = 8 * 1024 * 1024;
 /// once at open and afterwards only appends, so a large cache buys nothing and
 /// a controller on a small edge host should not reserve 1 GiB for it.
 const CACHE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// How long opening waits for a previous holder's file lock to go away.
+const LOCK_RELEASE_WAIT: Duration = Duration::from_secs(5);
 
 /// The exact sled configuration of a log in `dir`.
 ///
@@ -126,6 +133,8 @@ impl SledStorage {
                 reason: "no sled database (missing `conf` or `db` file)".into(),
             });
         }
+        wait_for_lock_release(&dir.join(SLED_DB_FILE))
+            .map_err(|err| io_error(dir, "waiting for the database lock", err))?;
         let db = sled_config(dir)
             .open()
             .map_err(|err| sled_error(dir, "opening the database", err))?;
@@ -421,6 +430,32 @@ fn parent_of(dir: &Path) -> PathBuf {
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
+}
+
+/// Waits (bounded) until nobody holds sled's exclusive lock on `db_file`.
+///
+/// sled's background writer tasks keep their own handles to the database
+/// file, and with them its `flock`, until they finish, which can be a moment
+/// after the last `Db` handle was dropped (e.g. right after `close`). Without
+/// this wait, reopening a log just closed in the same process can fail with
+/// "could not acquire lock". A lock still held after the wait belongs to a
+/// live user; sled's open then reports it.
+fn wait_for_lock_release(db_file: &Path) -> io::Result<()> {
+    let file = File::open(db_file)?;
+    let deadline = Instant::now() + LOCK_RELEASE_WAIT;
+    loop {
+        match FileExt::try_lock_exclusive(&file) {
+            Ok(()) => return FileExt::unlock(&file),
+            Err(err)
+                if err.kind() == fs2::lock_contended_error().kind()
+                    && Instant::now() < deadline =>
+            {
+                thread::sleep(Duration::from_millis(5));
+            }
+            // Timed out or cannot lock at all: let sled's open report it.
+            Err(_) => return Ok(()),
+        }
+    }
 }
 
 fn has_sled_files(dir: &Path) -> bool {

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use runtime::log::{sled_config, EventLog};
 use serde::{Deserialize, Serialize};
@@ -46,10 +47,28 @@ pub fn make_log(dir: &Path, count: u64) -> Vec<(u64, TestEvent)> {
 /// Opens the closed log's raw sled database and lets `edit` change it,
 /// simulating damage done behind the log's back.
 pub fn edit_raw(dir: &Path, edit: impl FnOnce(&sled::Db, &sled::Tree)) {
-    let db = sled_config(dir).open().expect("open raw sled db");
+    let db = open_raw(dir);
     let entries = db.open_tree("entries").expect("entries tree");
     edit(&db, &entries);
     db.flush().expect("flush raw edit");
+}
+
+/// Opens the raw sled database, retrying while a just-dropped handle's
+/// background tasks still hold sled's file lock (as `EventLog::open` does).
+pub fn open_raw(dir: &Path) -> sled::Db {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match sled_config(dir).open() {
+            Ok(db) => return db,
+            Err(err)
+                if err.to_string().contains("could not acquire lock")
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(err) => panic!("open raw sled db at {}: {err}", dir.display()),
+        }
+    }
 }
 
 /// The big-endian key of `sequence`.
