@@ -1,1 +1,189 @@
-pub fn x(){}
+//! # Fleetweft's rules S1–S11 as plain functions
+//!
+//! The rules of SPEC §2 are *decided* in `model` and *checked* here, by code
+//! that shares nothing with the deciding code but the state and event types.
+//! Every check is a pure function returning `Ok(())` or the [`Violation`] it
+//! found, in domain words. Three kinds:
+//!
+//! - **state rules** hold in every reachable controller state:
+//!   [`s1_slot_bound`], [`s2_one_live_op_per_node`], [`s4_canary_first`],
+//!   [`s11_wrong_answer_stops`]; all of them: [`check_state`].
+//! - **transition rules** judge an event against the state just before it
+//!   is applied: [`s1_grant_within_slots`], [`s3_evidence_releases_slot`],
+//!   [`s4_grant_order`], [`s5_pause_stops_grants`], [`s6_stable_decisions`],
+//!   [`s8_late_report_changes_nothing`], [`s9_restore_needs_proof`]; all of
+//!   them: [`check_event`]. On the agent side: [`check_agent_event`].
+//! - **rules about the runtime around the core**, which need facts the state
+//!   does not hold (what was sent, what is durable, what an operator did):
+//!   [`s7_persist_before_reply`], [`s6_answers_agree`],
+//!   [`s10_human_waits_survive`].
+//!
+//! [`check_history`] folds a whole event log and runs all controller checks;
+//! it backs `fleetweft log verify` and the runtime's tests.
+
+mod agent_rules;
+mod event_rules;
+mod history;
+mod runtime_rules;
+mod state_rules;
+mod words;
+
+#[cfg(test)]
+mod testkit;
+
+pub use agent_rules::{check_agent_event, s8_no_stale_apply};
+pub use event_rules::{
+    check_event, s1_grant_within_slots, s3_evidence_releases_slot, s4_grant_order,
+    s5_pause_stops_grants, s6_stable_decisions, s8_late_report_changes_nothing,
+    s9_restore_needs_proof,
+};
+pub use history::{check_history, HistoryViolation};
+pub use runtime_rules::{s10_human_waits_survive, s6_answers_agree, s7_persist_before_reply};
+pub use state_rules::{
+    check_state, s11_wrong_answer_stops, s1_slot_bound, s2_one_live_op_per_node, s4_canary_first,
+};
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// One of the safety rules of SPEC §2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Rule {
+    /// Occupied slots never exceed `slots_max`; UNKNOWN ops count.
+    S1,
+    /// A node never has two unsettled ops.
+    S2,
+    /// A slot is freed only by an event that carries evidence.
+    S3,
+    /// No follower before the canary passed (and, if gated, was approved).
+    S4,
+    /// No grant while paused; ops authorized before the pause still settle.
+    S5,
+    /// Every answer to a commit request carries the same, stored decision.
+    S6,
+    /// Nothing that reveals a decision leaves before it is durable.
+    S7,
+    /// No stale apply; a late report changes nothing.
+    S8,
+    /// A rollback is recorded only after a serving probe after the restore.
+    S9,
+    /// Only an operator passes an approval gate or resolves an op.
+    S10,
+    /// A wrong answer on the canary restores the baseline and stops followers.
+    S11,
+}
+
+impl Rule {
+    /// Every rule, in order.
+    pub const ALL: [Rule; 11] = [
+        Rule::S1,
+        Rule::S2,
+        Rule::S3,
+        Rule::S4,
+        Rule::S5,
+        Rule::S6,
+        Rule::S7,
+        Rule::S8,
+        Rule::S9,
+        Rule::S10,
+        Rule::S11,
+    ];
+
+    /// The rule's code as SPEC §2 writes it: `"S1"` … `"S11"`.
+    pub fn code(self) -> &'static str {
+        match self {
+            Rule::S1 => "S1",
+            Rule::S2 => "S2",
+            Rule::S3 => "S3",
+            Rule::S4 => "S4",
+            Rule::S5 => "S5",
+            Rule::S6 => "S6",
+            Rule::S7 => "S7",
+            Rule::S8 => "S8",
+            Rule::S9 => "S9",
+            Rule::S10 => "S10",
+            Rule::S11 => "S11",
+        }
+    }
+
+    /// The rule's short title as SPEC §2 writes it, e.g. `"slot bound"`.
+    pub fn title(self) -> &'static str {
+        match self {
+            Rule::S1 => "slot bound",
+            Rule::S2 => "one live op per node",
+            Rule::S3 => "evidence releases a slot",
+            Rule::S4 => "canary first",
+            Rule::S5 => "pause stops grants, not accounting",
+            Rule::S6 => "stable decisions",
+            Rule::S7 => "persist before reply",
+            Rule::S8 => "no stale apply",
+            Rule::S9 => "restore needs proof",
+            Rule::S10 => "human waits survive",
+            Rule::S11 => "wrong answer stops",
+        }
+    }
+}
+
+impl fmt::Display for Rule {
+    /// `"S1 slot bound"`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.code(), self.title())
+    }
+}
+
+/// A broken rule and what broke it, in domain words (nodes, ops, releases),
+/// e.g. "rollout r0 has 2 unsettled ops with slots_max 1".
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Violation {
+    /// The rule that does not hold.
+    pub rule: Rule,
+    /// What was seen, for an operator or a design reviewer.
+    pub detail: String,
+}
+
+impl Violation {
+    /// A violation of `rule` described by `detail`.
+    pub fn new(rule: Rule, detail: impl Into<String>) -> Self {
+        Violation {
+            rule,
+            detail: detail.into(),
+        }
+    }
+}
+
+impl fmt::Display for Violation {
+    /// `"S1 slot bound: rollout r0 has 2 unsettled ops with slots_max 1"`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.rule, self.detail)
+    }
+}
+
+impl std::error::Error for Violation {}
+
+/// Shorthand for the `Err` every rule returns.
+pub(crate) fn broken(rule: Rule, detail: impl Into<String>) -> Result<(), Violation> {
+    Err(Violation::new(rule, detail))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_print_like_the_spec() {
+        assert_eq!(Rule::S1.to_string(), "S1 slot bound");
+        assert_eq!(Rule::S10.code(), "S10");
+        assert_eq!(
+            Rule::S5.to_string(),
+            "S5 pause stops grants, not accounting"
+        );
+        let codes: Vec<&str> = Rule::ALL.iter().map(|r| r.code()).collect();
+        assert_eq!(codes.len(), 11);
+        assert_eq!(codes.last(), Some(&"S11"));
+        let v = Violation::new(Rule::S1, "rollout r0 has 2 unsettled ops with slots_max 1");
+        assert_eq!(
+            v.to_string(),
+            "S1 slot bound: rollout r0 has 2 unsettled ops with slots_max 1"
+        );
+    }
+}

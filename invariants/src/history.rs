@@ -1,0 +1,187 @@
+//! Whole histories: fold an event log and check every step of it.
+
+use crate::state_rules::s11_excusing;
+use crate::{check_event, check_state, Rule, Violation};
+use model::controller::{apply, ControllerState, Event};
+use model::OpId;
+use std::fmt;
+
+/// A rule broken somewhere in a history.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistoryViolation {
+    /// Index (from 0) of the offending event in the history.
+    pub index: usize,
+    /// The broken rule and what broke it.
+    pub violation: Violation,
+}
+
+impl fmt::Display for HistoryViolation {
+    /// `"event #12: S3 evidence releases a slot: op0 settled verified but …"`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "event #{}: {}", self.index, self.violation)
+    }
+}
+
+impl std::error::Error for HistoryViolation {}
+
+/// Fold `events` from `ControllerState::default()` with
+/// `model::controller::apply`, running [`check_event`] before and
+/// [`check_state`] after every event. Returns the final state.
+///
+/// One exception, because the log does not mark where a step's batch ends:
+/// the state right after a failed probe of a canary is recorded breaks S11
+/// (a failed probe, no restore requested yet), and the very next event of
+/// the same batch is the `RestoreRequested` that repairs it. So that one
+/// state is let through *only if* the next event requests the restore of
+/// that op; otherwise the S11 violation is reported at the recording event,
+/// also when the history ends there.
+pub fn check_history<'a>(
+    events: impl IntoIterator<Item = &'a Event>,
+) -> Result<ControllerState, HistoryViolation> {
+    let mut state = ControllerState::default();
+    // A restore the previous event left owed: (its index, the op, the S11
+    // violation to report if the restore does not come next).
+    let mut owed: Option<(usize, OpId, Violation)> = None;
+    for (index, event) in events.into_iter().enumerate() {
+        if let Some((at, op, violation)) = owed.take() {
+            if *event != (Event::RestoreRequested { op }) {
+                return Err(HistoryViolation {
+                    index: at,
+                    violation,
+                });
+            }
+        }
+        check_event(&state, event).map_err(|violation| HistoryViolation { index, violation })?;
+        apply(&mut state, event);
+        if let Err(violation) = check_state(&state) {
+            match restore_owed(&state, event, &violation) {
+                Some(op) => owed = Some((index, op, violation)),
+                None => return Err(HistoryViolation { index, violation }),
+            }
+        }
+    }
+    if let Some((index, _, violation)) = owed {
+        return Err(HistoryViolation { index, violation });
+    }
+    Ok(state)
+}
+
+/// The op whose restore `event` left owed, when that is the only thing
+/// wrong with `state`. `check_state` runs S11 last, so an S11 violation
+/// means S1, S2 and S4 hold.
+fn restore_owed(state: &ControllerState, event: &Event, violation: &Violation) -> Option<OpId> {
+    if violation.rule != Rule::S11 {
+        return None;
+    }
+    let op = match event {
+        Event::ReportRecorded { op, .. } | Event::ProbeRecorded { op, .. } => *op,
+        _ => return None,
+    };
+    s11_excusing(state, Some(op)).ok().map(|()| op)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::*;
+    use model::controller::{Input, OpPhase, Outcome, Resolution};
+    use model::ReportKind;
+
+    #[test]
+    fn check_history_accepts_a_clean_rollout_and_returns_its_state() {
+        let mut w = World::canary_verified(2, true);
+        w.input(Input::Approve { rollout: R0 });
+        w.switch(1, pass(V2));
+        w.switch(2, pass(V2));
+        let state = check_history(&w.log).unwrap();
+        assert_eq!(state, w.state);
+        assert_eq!(
+            state.rollouts[0].status,
+            model::controller::RolloutStatus::Completed
+        );
+    }
+
+    #[test]
+    fn check_history_accepts_a_wrong_answer_restored_in_the_same_batch() {
+        let mut w = World::canary_wrong();
+        w.report(0, ReportKind::Restored, pass(V1));
+        // The same story through a controller probe.
+        w.start(plan(1, false));
+        w.ask_commit(1);
+        w.input(Input::RouteProbed {
+            node: A,
+            observation: wrong(V2),
+        });
+        assert_eq!(w.op(1).phase, OpPhase::Restoring);
+        w.resolve(1, pass(V1), Resolution::ConfirmBaseline);
+        let state = check_history(&w.log).unwrap();
+        assert_eq!(
+            state.op(OpId(0)).unwrap().phase,
+            OpPhase::Settled(Outcome::RolledBack)
+        );
+        assert_eq!(state, w.state);
+    }
+
+    #[test]
+    fn check_history_rejects_a_log_cut_between_failed_probe_and_restore() {
+        let w = World::canary_wrong();
+        let at = w
+            .log
+            .iter()
+            .position(|e| matches!(e, Event::RestoreRequested { .. }))
+            .unwrap();
+        let err = check_history(&w.log[..at]).unwrap_err();
+        assert_eq!(err.index, at - 1);
+        assert_eq!(err.violation.rule, Rule::S11);
+        // Anything but the restore next is rejected just the same.
+        let mut swapped = w.log[..at].to_vec();
+        swapped.push(Event::RolloutPaused {
+            rollout: R0,
+            reason: model::controller::PauseReason::ProbeFailed { op: OpId(0) },
+        });
+        swapped.push(w.log[at].clone());
+        let err = check_history(&swapped).unwrap_err();
+        assert_eq!((err.index, err.violation.rule), (at - 1, Rule::S11));
+    }
+
+    #[test]
+    fn check_history_rejects_a_settle_without_evidence_at_its_index() {
+        let mut w = World::new();
+        w.start(plan(1, false));
+        w.input(Input::Timeout { op: OpId(0) });
+        w.event(Event::OpSettled {
+            op: OpId(0),
+            outcome: Outcome::NotApplied,
+        });
+        let err = check_history(&w.log).unwrap_err();
+        assert_eq!(err.index, w.log.len() - 1);
+        assert_eq!(err.violation.rule, Rule::S3);
+        assert!(
+            err.to_string().starts_with(&format!(
+                "event #{}: S3 evidence releases a slot: op0 settled not applied",
+                err.index
+            )),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn check_history_rejects_a_state_rule_broken_by_an_event() {
+        let mut w = World::new();
+        w.start(plan(3, false));
+        // A restore request for a settled op would take its slot back: no
+        // transition rule is about it, the state rules catch the result
+        // (node-a's record no longer names its unsettled op).
+        w.switch(0, pass(V2));
+        let at = w.log.len();
+        w.event(Event::RestoreRequested { op: OpId(0) });
+        let err = check_history(&w.log).unwrap_err();
+        assert_eq!(err.index, at);
+        assert_eq!(err.violation.rule, Rule::S2);
+    }
+
+    #[test]
+    fn check_history_of_nothing_is_the_default_state() {
+        assert_eq!(check_history([]).unwrap(), ControllerState::default());
+    }
+}

@@ -1,0 +1,386 @@
+//! Rules about the runtime around the core. They need facts the controller
+//! state does not hold — what was sent, what is durable, what an operator
+//! actually did — so the caller passes them in.
+
+use crate::{broken, words, Rule, Violation};
+use model::controller::{ControllerState, OpPhase, Outcome};
+use model::{Decision, OpId, RolloutId, ToAgent};
+
+/// S7: a command that reveals a decision may leave only if the decision is
+/// durable. `durable` is the state rebuilt from what is flushed to the log
+/// when `sent` leaves the controller.
+///
+/// - `CommitReply`: the durable op stores exactly that decision, under the
+///   op's generation;
+/// - `Apply`: the durable state holds that grant (same release, generation);
+/// - `Restore`: the durable op is restoring, or it settled after a restore
+///   was requested (a later settle of a restoring op records its evidence
+///   with `after_restore`), and the generation it carries is durable.
+pub fn s7_persist_before_reply(durable: &ControllerState, sent: &ToAgent) -> Result<(), Violation> {
+    let op = sent.op();
+    let Some(o) = durable.op(op) else {
+        return broken(
+            Rule::S7,
+            format!(
+                "{} for {op} sent but {op} is not in the durable log",
+                command(sent)
+            ),
+        );
+    };
+    match *sent {
+        ToAgent::CommitReply {
+            generation,
+            decision,
+            ..
+        } => {
+            if o.decision != Some(decision) {
+                return broken(
+                    Rule::S7,
+                    format!(
+                        "commit reply for {op} reveals {} but the durable decision is {}",
+                        words::decision(decision),
+                        words::stored_decision(o.decision)
+                    ),
+                );
+            }
+            if generation != o.generation {
+                return broken(
+                    Rule::S7,
+                    format!(
+                        "commit reply for {op} carries {generation} but the durable op has {}",
+                        o.generation
+                    ),
+                );
+            }
+        }
+        ToAgent::Apply {
+            generation,
+            release,
+            ..
+        } => {
+            if generation != o.generation || release != o.release {
+                return broken(
+                    Rule::S7,
+                    format!(
+                        "apply for {op} sends {release} under {generation} but the durable grant is {} under {}",
+                        o.release, o.generation
+                    ),
+                );
+            }
+        }
+        ToAgent::Restore { generation, .. } => {
+            let requested = match o.phase {
+                OpPhase::Restoring => true,
+                OpPhase::Settled(_) => o.evidence.iter().any(|e| e.after_restore),
+                OpPhase::Granted | OpPhase::Decided => false,
+            };
+            if !requested {
+                return broken(
+                    Rule::S7,
+                    format!(
+                        "restore for {op} sent but no restore request is durable (op is {})",
+                        words::phase(o.phase)
+                    ),
+                );
+            }
+            if generation > durable.generation {
+                return broken(
+                    Rule::S7,
+                    format!(
+                        "restore for {op} carries {generation} but the durable fleet generation is {}",
+                        durable.generation
+                    ),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn command(sent: &ToAgent) -> &'static str {
+    match sent {
+        ToAgent::Apply { .. } => "apply",
+        ToAgent::CommitReply { .. } => "commit reply",
+        ToAgent::Restore { .. } => "restore",
+    }
+}
+
+/// S6 across restarts and observers: every answer seen for `op` equals the
+/// decision stored in the durable state.
+pub fn s6_answers_agree(
+    durable: &ControllerState,
+    op: OpId,
+    answered: Decision,
+) -> Result<(), Violation> {
+    let stored = durable.op(op).and_then(|o| o.decision);
+    if stored != Some(answered) {
+        return broken(
+            Rule::S6,
+            format!(
+                "{op} was answered {} but the stored decision is {}",
+                words::decision(answered),
+                words::stored_decision(stored)
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// S10: approvals and resolutions exist only where an operator gave them.
+/// The caller knows what operators did (an audit trail, a model's ghost
+/// state); restart or recovery must never have done it for them.
+pub fn s10_human_waits_survive(
+    state: &ControllerState,
+    approved_by_operator: &dyn Fn(RolloutId) -> bool,
+    resolved_by_operator: &dyn Fn(OpId) -> bool,
+) -> Result<(), Violation> {
+    for r in state.rollouts.iter().filter(|r| r.approved) {
+        if !approved_by_operator(r.id) {
+            return broken(
+                Rule::S10,
+                format!(
+                    "rollout {} is approved after its canary but no operator approved it",
+                    r.id
+                ),
+            );
+        }
+    }
+    for o in &state.ops {
+        if let OpPhase::Settled(outcome @ Outcome::Resolved(_)) = o.phase {
+            if !resolved_by_operator(o.id) {
+                return broken(
+                    Rule::S10,
+                    format!(
+                        "{} is {} but no operator resolved it",
+                        o.id,
+                        words::outcome(outcome)
+                    ),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::*;
+    use model::controller::{effects, step, Effect, Input, Resolution};
+    use model::{Generation, ReportKind, ToController};
+
+    #[test]
+    fn s7_persist_before_reply_passes_on_every_command_sent_after_its_event() {
+        // Send exactly what `effects` derives, against the state that
+        // includes the event: what the runtime does after flushing.
+        let mut w = World::new();
+        let mut sent = 0;
+        let mut feed = |w: &mut World, input: Input| {
+            for event in step(&w.state, &input).unwrap() {
+                w.event(event.clone());
+                for effect in effects(&w.state, &event) {
+                    if let Effect::Send { msg, .. } = effect {
+                        holds(s7_persist_before_reply(&w.state, &msg));
+                        sent += 1;
+                    }
+                }
+            }
+        };
+        feed(
+            &mut w,
+            Input::StartRollout {
+                plan: plan(1, false),
+            },
+        );
+        let ask = ToController::CommitRequest { op: OpId(0) };
+        feed(&mut w, Input::FromAgent { node: A, msg: ask });
+        feed(&mut w, Input::FromAgent { node: A, msg: ask });
+        let report = ToController::Report {
+            op: OpId(0),
+            kind: ReportKind::Switched,
+            observation: wrong(V2),
+        };
+        feed(
+            &mut w,
+            Input::FromAgent {
+                node: A,
+                msg: report,
+            },
+        );
+        let hello = ToController::Hello {
+            serving: Some(V2),
+            generation: Generation(1),
+        };
+        feed(
+            &mut w,
+            Input::FromAgent {
+                node: A,
+                msg: hello,
+            },
+        );
+        assert_eq!(
+            sent, 5,
+            "apply, 2 commit replies, restore, restore again on hello"
+        );
+    }
+
+    #[test]
+    fn s7_commit_reply_before_its_decision_is_durable_is_rejected() {
+        let mut w = World::new();
+        w.start(plan(1, false));
+        let reply = ToAgent::CommitReply {
+            op: OpId(0),
+            generation: Generation(1),
+            decision: Decision::Commit,
+        };
+        let durable = w.state.clone();
+        w.ask_commit(0);
+        holds(s7_persist_before_reply(&w.state, &reply));
+        let v = rejected(s7_persist_before_reply(&durable, &reply), Rule::S7);
+        assert_eq!(
+            v.detail,
+            "commit reply for op0 reveals commit but the durable decision is none"
+        );
+        let flipped = ToAgent::CommitReply {
+            op: OpId(0),
+            generation: Generation(1),
+            decision: Decision::Abort,
+        };
+        rejected(s7_persist_before_reply(&w.state, &flipped), Rule::S7);
+        let other_gen = ToAgent::CommitReply {
+            op: OpId(0),
+            generation: Generation(2),
+            decision: Decision::Commit,
+        };
+        rejected(s7_persist_before_reply(&w.state, &other_gen), Rule::S7);
+    }
+
+    #[test]
+    fn s7_apply_before_its_grant_is_durable_is_rejected() {
+        let mut w = World::new();
+        let apply = ToAgent::Apply {
+            op: OpId(0),
+            generation: Generation(1),
+            release: V2,
+        };
+        let v = rejected(s7_persist_before_reply(&w.state, &apply), Rule::S7);
+        assert_eq!(
+            v.detail,
+            "apply for op0 sent but op0 is not in the durable log"
+        );
+        w.start(plan(1, false));
+        holds(s7_persist_before_reply(&w.state, &apply));
+        let other = ToAgent::Apply {
+            op: OpId(0),
+            generation: Generation(1),
+            release: V3,
+        };
+        rejected(s7_persist_before_reply(&w.state, &other), Rule::S7);
+    }
+
+    #[test]
+    fn s7_restore_before_its_request_is_durable_is_rejected() {
+        let mut w = World::new();
+        w.start(plan(1, false));
+        w.ask_commit(0);
+        let restore = ToAgent::Restore {
+            op: OpId(0),
+            generation: Generation(1),
+        };
+        let v = rejected(s7_persist_before_reply(&w.state, &restore), Rule::S7);
+        assert_eq!(
+            v.detail,
+            "restore for op0 sent but no restore request is durable (op is decided)"
+        );
+        w.report(0, ReportKind::Switched, wrong(V2));
+        holds(s7_persist_before_reply(&w.state, &restore));
+        let future = ToAgent::Restore {
+            op: OpId(0),
+            generation: Generation(9),
+        };
+        rejected(s7_persist_before_reply(&w.state, &future), Rule::S7);
+        // A durable state that has moved on to settle the op still backs it.
+        w.report(0, ReportKind::Restored, pass(V1));
+        holds(s7_persist_before_reply(&w.state, &restore));
+        let mut w = World::canary_wrong();
+        w.resolve(0, pass(V1), Resolution::ConfirmBaseline);
+        holds(s7_persist_before_reply(&w.state, &restore));
+        // An op verified without any restore does not.
+        let w = World::canary_verified(1, false);
+        rejected(s7_persist_before_reply(&w.state, &restore), Rule::S7);
+    }
+
+    #[test]
+    fn s6_answers_agree_passes_on_the_stored_decision() {
+        let mut w = World::new();
+        w.start(plan(1, false));
+        w.ask_commit(0);
+        holds(s6_answers_agree(&w.state, OpId(0), Decision::Commit));
+        // After a restart the state is the replayed log: same answer.
+        let restarted = model::controller::replay(&w.log);
+        holds(s6_answers_agree(&restarted, OpId(0), Decision::Commit));
+    }
+
+    #[test]
+    fn s6_answer_that_differs_from_the_stored_decision_is_rejected() {
+        let mut w = World::new();
+        w.start(plan(1, false));
+        let v = rejected(
+            s6_answers_agree(&w.state, OpId(0), Decision::Commit),
+            Rule::S6,
+        );
+        assert_eq!(
+            v.detail,
+            "op0 was answered commit but the stored decision is none"
+        );
+        w.ask_commit(0);
+        rejected(
+            s6_answers_agree(&w.state, OpId(0), Decision::Abort),
+            Rule::S6,
+        );
+        rejected(
+            s6_answers_agree(&w.state, OpId(4), Decision::Abort),
+            Rule::S6,
+        );
+    }
+
+    #[test]
+    fn s10_human_waits_survive_passes_when_operators_acted() {
+        let mut w = World::canary_verified(1, true);
+        holds(s10_human_waits_survive(&w.state, &|_| false, &|_| false));
+        w.input(Input::Approve { rollout: R0 });
+        w.resolve(1, pass(V1), Resolution::ConfirmBaseline);
+        holds(s10_human_waits_survive(&w.state, &|r| r == R0, &|op| {
+            op == OpId(1)
+        }));
+    }
+
+    #[test]
+    fn s10_approval_without_an_operator_is_rejected() {
+        let mut w = World::canary_verified(1, true);
+        // "Recovery auto-approves": the event appears, no operator gave it.
+        w.event(model::controller::Event::RolloutApproved { rollout: R0 });
+        let v = rejected(
+            s10_human_waits_survive(&w.state, &|_| false, &|_| true),
+            Rule::S10,
+        );
+        assert_eq!(
+            v.detail,
+            "rollout r0 is approved after its canary but no operator approved it"
+        );
+    }
+
+    #[test]
+    fn s10_resolution_without_an_operator_is_rejected() {
+        let mut w = World::canary_wrong();
+        w.resolve(0, pass(V1), Resolution::ConfirmBaseline);
+        let v = rejected(
+            s10_human_waits_survive(&w.state, &|_| true, &|_| false),
+            Rule::S10,
+        );
+        assert_eq!(
+            v.detail,
+            "op0 is resolved by an operator (baseline) but no operator resolved it"
+        );
+    }
+}

@@ -1,0 +1,478 @@
+//! State rules: they hold in every reachable controller state.
+
+use crate::{broken, words, Rule, Violation};
+use model::controller::{ControllerState, Op, OpPhase, Outcome, Resolution, Rollout};
+use model::{NodeId, OpId};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// S1: per rollout, the ops holding a slot (granted and not settled, UNKNOWN
+/// included) never exceed the plan's `slots_max`.
+pub fn s1_slot_bound(state: &ControllerState) -> Result<(), Violation> {
+    for r in &state.rollouts {
+        let occupied = state.slots_occupied(r.id);
+        if occupied > r.plan.slots_max as usize {
+            return broken(
+                Rule::S1,
+                format!(
+                    "rollout {} has {occupied} unsettled ops with slots_max {}",
+                    r.id, r.plan.slots_max
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// S2: a node has at most one unsettled op, and the node record's `live_op`
+/// names exactly that op (or nothing when the node has none). The controller
+/// routes reports and probes by `live_op`, so a record that disagrees with
+/// the ops is as bad as a second op.
+pub fn s2_one_live_op_per_node(state: &ControllerState) -> Result<(), Violation> {
+    let mut unsettled: BTreeMap<NodeId, Vec<OpId>> = BTreeMap::new();
+    for op in state.ops.iter().filter(|o| o.occupies_slot()) {
+        unsettled.entry(op.node).or_default().push(op.id);
+    }
+    for (node, ops) in &unsettled {
+        if ops.len() > 1 {
+            let names: Vec<String> = ops.iter().map(|o| o.to_string()).collect();
+            return broken(
+                Rule::S2,
+                format!(
+                    "{node} has {} unsettled ops: {}",
+                    ops.len(),
+                    names.join(", ")
+                ),
+            );
+        }
+    }
+    let nodes: BTreeSet<NodeId> = unsettled
+        .keys()
+        .chain(state.nodes.keys())
+        .copied()
+        .collect();
+    for node in nodes {
+        let actual = unsettled.get(&node).map(|ops| ops[0]);
+        let recorded = state.nodes.get(&node).and_then(|n| n.live_op);
+        let detail = match (recorded, actual) {
+            (None, Some(a)) => format!("{node} records no live op but {a} is unsettled on it"),
+            (Some(r), None) => format!("{node} records live op {r} but has no unsettled op"),
+            (Some(r), Some(a)) if r != a => {
+                format!("{node} records live op {r} but its unsettled op is {a}")
+            }
+            _ => continue,
+        };
+        return broken(Rule::S2, detail);
+    }
+    Ok(())
+}
+
+/// The canary op of a rollout: the op it granted to the plan's canary node.
+fn canary_op<'s>(state: &'s ControllerState, r: &Rollout) -> Option<&'s Op> {
+    state.rollout_op_for(r.id, r.plan.canary)
+}
+
+/// The ops of a rollout that exist, in grant order.
+fn ops_of<'s>(state: &'s ControllerState, r: &'s Rollout) -> impl Iterator<Item = &'s Op> + 's {
+    r.ops.iter().filter_map(|id| state.op(*id))
+}
+
+/// S4: a rollout has follower ops only once its canary op passed (verified,
+/// or confirmed by an operator's observation of the new release) and, where
+/// the plan has an approval gate, an operator approved. Followers are told
+/// apart by the plan, not by the op's `is_canary` flag, and the flag must
+/// agree with the plan: a follower marked canary would dodge the gate.
+pub fn s4_canary_first(state: &ControllerState) -> Result<(), Violation> {
+    for r in &state.rollouts {
+        for op in ops_of(state, r) {
+            let on_canary = op.node == r.plan.canary;
+            if op.is_canary != on_canary {
+                return broken(Rule::S4, flag_mismatch(op.id, op.node, op.is_canary, r));
+            }
+            if on_canary {
+                continue;
+            }
+            let canary = canary_op(state, r);
+            if !canary.is_some_and(Op::passed) {
+                let canary_state = canary.map_or_else(
+                    || "has no op".to_string(),
+                    |c| format!("op {} is {}", c.id, words::phase(c.phase)),
+                );
+                return broken(
+                    Rule::S4,
+                    format!(
+                        "follower {} ({}) exists in rollout {} but canary {} {canary_state}",
+                        op.id, op.node, r.id, r.plan.canary
+                    ),
+                );
+            }
+            if r.plan.approval_after_canary && !r.approved {
+                return broken(
+                    Rule::S4,
+                    format!(
+                        "follower {} ({}) exists in rollout {} before an operator approved after the canary",
+                        op.id, op.node, r.id
+                    ),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn flag_mismatch(
+    op: OpId,
+    node: NodeId,
+    is_canary: bool,
+    r: &model::controller::Rollout,
+) -> String {
+    if is_canary {
+        format!(
+            "{op} on {node} is marked canary but the canary of rollout {} is {}",
+            r.id, r.plan.canary
+        )
+    } else {
+        format!(
+            "{op} on {node} is marked follower but {node} is the canary of rollout {}",
+            r.id
+        )
+    }
+}
+
+/// S11: once a probe of a rollout's canary op saw a wrong answer or no
+/// answer after the switch, the canary is never counted verified, the
+/// baseline was asked back (the op left `Granted`/`Decided`), and no follower
+/// exists unless an operator confirmed the new release with an observation.
+///
+/// The rollout being paused is not checked: an operator may resume it, and
+/// with the canary not passed no follower can follow anyway.
+pub fn s11_wrong_answer_stops(state: &ControllerState) -> Result<(), Violation> {
+    s11_excusing(state, None)
+}
+
+/// [`s11_wrong_answer_stops`], except that the op `restore_owed` may still
+/// be `Decided`: [`crate::check_history`] uses it for the one event between
+/// recording a failed probe and the `RestoreRequested` that follows it in
+/// the same step batch.
+pub(crate) fn s11_excusing(
+    state: &ControllerState,
+    restore_owed: Option<OpId>,
+) -> Result<(), Violation> {
+    for r in &state.rollouts {
+        let Some(canary) = canary_op(state, r).filter(|c| c.failed_probe_seen) else {
+            continue;
+        };
+        let id = canary.id;
+        match canary.phase {
+            OpPhase::Settled(Outcome::Verified) => {
+                return broken(
+                    Rule::S11,
+                    format!(
+                        "canary {id} of rollout {} is verified although a probe saw a wrong or no answer",
+                        r.id
+                    ),
+                )
+            }
+            OpPhase::Granted | OpPhase::Decided if restore_owed != Some(id) => {
+                return broken(
+                    Rule::S11,
+                    format!(
+                        "canary {id} of rollout {} saw a wrong or no answer but no restore of {} was requested (op is {})",
+                        r.id,
+                        words::release(canary.baseline),
+                        words::phase(canary.phase)
+                    ),
+                )
+            }
+            _ => {}
+        }
+        let confirmed_new =
+            canary.phase == OpPhase::Settled(Outcome::Resolved(Resolution::ConfirmNew));
+        if let Some(follower) = ops_of(state, r).find(|o| o.node != r.plan.canary) {
+            if !confirmed_new {
+                return broken(
+                    Rule::S11,
+                    format!(
+                        "follower {} ({}) exists in rollout {} although canary {id} saw a wrong or no answer and no operator confirmed the new release",
+                        follower.id, follower.node, r.id
+                    ),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// All state rules: S1, S2, S4, S11, in that order; the first violation.
+pub fn check_state(state: &ControllerState) -> Result<(), Violation> {
+    s1_slot_bound(state)?;
+    s2_one_live_op_per_node(state)?;
+    s4_canary_first(state)?;
+    s11_wrong_answer_stops(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::*;
+    use model::controller::{Event, OpPhase, Outcome, Resolution};
+    use model::ReportKind;
+
+    #[test]
+    fn s1_slot_bound_holds_while_slots_fill_and_free() {
+        let mut w = World::canary_verified(2, false);
+        // Both followers hold the two slots; neither settled.
+        assert_eq!(w.state.slots_occupied(R0), 2);
+        holds(s1_slot_bound(&w.state));
+        w.switch(1, pass(V2));
+        holds(s1_slot_bound(&w.state));
+    }
+
+    #[test]
+    fn s1_more_unsettled_ops_than_slots_is_rejected() {
+        let mut w = World::new();
+        w.start(plan(1, false));
+        // Force a follower next to the unsettled canary: 2 ops, 1 slot.
+        let grant = w.grant_event(R0, B);
+        w.event(grant);
+        let v = rejected(s1_slot_bound(&w.state), Rule::S1);
+        assert_eq!(v.detail, "rollout r0 has 2 unsettled ops with slots_max 1");
+    }
+
+    #[test]
+    fn s1_unknown_op_still_counts_against_the_bound() {
+        let mut w = World::new();
+        w.start(plan(1, false));
+        w.input(model::controller::Input::Timeout { op: OpId(0) });
+        assert!(w.op(0).unknown.is_some());
+        holds(s1_slot_bound(&w.state));
+        let grant = w.grant_event(R0, B);
+        w.event(grant);
+        rejected(s1_slot_bound(&w.state), Rule::S1);
+    }
+
+    #[test]
+    fn s2_one_live_op_per_node_holds_across_supersede() {
+        let mut w = World::new();
+        w.start(plan(1, false));
+        // r1 wants node-a too, which still holds op0 of r0: no grant yet.
+        w.start(plan(1, false));
+        assert_eq!(w.state.ops.len(), 1);
+        holds(s2_one_live_op_per_node(&w.state));
+        w.switch(0, pass(V2));
+        holds(s2_one_live_op_per_node(&w.state));
+    }
+
+    #[test]
+    fn s2_two_unsettled_ops_on_a_node_are_rejected() {
+        let mut w = World::new();
+        w.start(plan(1, false));
+        w.start(plan(1, false));
+        let grant = w.grant_event(R1, A);
+        w.event(grant);
+        let v = rejected(s2_one_live_op_per_node(&w.state), Rule::S2);
+        assert_eq!(v.detail, "node-a has 2 unsettled ops: op0, op1");
+    }
+
+    #[test]
+    fn s2_live_op_record_that_disagrees_is_rejected() {
+        let mut w = World::new();
+        w.start(plan(1, false));
+        let mut lost = w.state.clone();
+        lost.nodes.get_mut(&A).unwrap().live_op = None;
+        let v = rejected(s2_one_live_op_per_node(&lost), Rule::S2);
+        assert_eq!(
+            v.detail,
+            "node-a records no live op but op0 is unsettled on it"
+        );
+
+        let mut stale = w.state.clone();
+        stale.nodes.get_mut(&B).unwrap().live_op = Some(OpId(0));
+        rejected(s2_one_live_op_per_node(&stale), Rule::S2);
+
+        let mut other = w.state.clone();
+        other.nodes.get_mut(&A).unwrap().live_op = Some(OpId(7));
+        rejected(s2_one_live_op_per_node(&other), Rule::S2);
+    }
+
+    #[test]
+    fn s4_canary_first_holds_through_a_gated_rollout() {
+        let mut w = World::canary_verified(1, true);
+        holds(s4_canary_first(&w.state));
+        assert_eq!(w.state.ops.len(), 1, "gate holds followers back");
+        w.input(model::controller::Input::Approve { rollout: R0 });
+        assert_eq!(w.state.ops.len(), 2);
+        holds(s4_canary_first(&w.state));
+    }
+
+    #[test]
+    fn s4_follower_before_canary_passed_is_rejected() {
+        let mut w = World::new();
+        w.start(plan(2, false));
+        let grant = w.grant_event(R0, B);
+        w.event(grant);
+        let v = rejected(s4_canary_first(&w.state), Rule::S4);
+        assert_eq!(
+            v.detail,
+            "follower op1 (node-b) exists in rollout r0 but canary node-a op op0 is granted"
+        );
+    }
+
+    #[test]
+    fn s4_follower_without_approval_is_rejected() {
+        let mut w = World::canary_verified(1, true);
+        let grant = w.grant_event(R0, B);
+        w.event(grant);
+        let v = rejected(s4_canary_first(&w.state), Rule::S4);
+        assert!(v.detail.contains("before an operator approved"), "{v}");
+    }
+
+    #[test]
+    fn s4_follower_marked_canary_is_rejected() {
+        let mut w = World::new();
+        w.start(plan(2, false));
+        let Event::OpGranted {
+            op,
+            rollout,
+            node,
+            release,
+            generation,
+            baseline,
+            ..
+        } = w.grant_event(R0, B)
+        else {
+            unreachable!()
+        };
+        w.event(Event::OpGranted {
+            op,
+            rollout,
+            node,
+            release,
+            generation,
+            baseline,
+            is_canary: true,
+        });
+        let v = rejected(s4_canary_first(&w.state), Rule::S4);
+        assert!(v.detail.contains("marked canary"), "{v}");
+    }
+
+    #[test]
+    fn s11_wrong_answer_stops_holds_after_restore_and_rollback() {
+        let mut w = World::canary_wrong();
+        holds(s11_wrong_answer_stops(&w.state));
+        assert!(w.state.rollouts[0].paused.is_some());
+        w.report(0, ReportKind::Restored, pass(V1));
+        assert_eq!(w.op(0).phase, OpPhase::Settled(Outcome::RolledBack));
+        holds(s11_wrong_answer_stops(&w.state));
+        // Resuming does not let a follower through: the canary did not pass.
+        w.input(model::controller::Input::Resume { rollout: R0 });
+        assert_eq!(w.state.ops.len(), 1);
+        holds(s11_wrong_answer_stops(&w.state));
+    }
+
+    #[test]
+    fn s11_operator_confirming_the_new_release_lets_followers_go() {
+        let mut w = World::canary_wrong();
+        w.resolve(0, pass(V2), Resolution::ConfirmNew);
+        w.input(model::controller::Input::Resume { rollout: R0 });
+        assert_eq!(w.state.ops.len(), 2, "follower granted");
+        holds(s11_wrong_answer_stops(&w.state));
+        holds(check_state(&w.state));
+    }
+
+    #[test]
+    fn s11_canary_verified_after_wrong_answer_is_rejected() {
+        let mut w = World::canary_wrong();
+        w.op_mut(0).phase = OpPhase::Settled(Outcome::Verified);
+        let v = rejected(s11_wrong_answer_stops(&w.state), Rule::S11);
+        assert!(v.detail.contains("is verified although"), "{v}");
+    }
+
+    #[test]
+    fn s11_wrong_answer_without_restore_is_rejected() {
+        let mut w = World::canary_wrong();
+        w.op_mut(0).phase = OpPhase::Decided;
+        let v = rejected(s11_wrong_answer_stops(&w.state), Rule::S11);
+        assert_eq!(
+            v.detail,
+            "canary op0 of rollout r0 saw a wrong or no answer but no restore of v1 was requested (op is decided)"
+        );
+    }
+
+    #[test]
+    fn s11_follower_after_wrong_answer_is_rejected() {
+        let mut w = World::canary_wrong();
+        w.report(0, ReportKind::Restored, pass(V1));
+        let grant = w.grant_event(R0, B);
+        w.event(grant);
+        let v = rejected(s11_wrong_answer_stops(&w.state), Rule::S11);
+        assert!(v.detail.starts_with("follower op1 (node-b) exists"), "{v}");
+        // A canary resolved to the baseline does not open the way either.
+        let mut w = World::canary_wrong();
+        w.resolve(0, pass(V1), Resolution::ConfirmBaseline);
+        let grant = w.grant_event(R0, B);
+        w.event(grant);
+        rejected(s11_wrong_answer_stops(&w.state), Rule::S11);
+    }
+
+    /// The one intermediate state of a real step batch that breaks a state
+    /// rule: the failed probe is recorded, the `RestoreRequested` that
+    /// follows in the same batch is not applied yet. `check_state` rejects
+    /// it on purpose (the rule is not weakened); `check_history` lets it
+    /// through only when the restore comes next.
+    #[test]
+    fn s11_intermediate_state_between_failed_probe_and_restore_is_rejected() {
+        let mut w = World::new();
+        w.start(plan(1, false));
+        w.ask_commit(0);
+        let events = model::controller::step(
+            &w.state,
+            &model::controller::Input::FromAgent {
+                node: A,
+                msg: model::ToController::Report {
+                    op: OpId(0),
+                    kind: ReportKind::Switched,
+                    observation: wrong(V2),
+                },
+            },
+        )
+        .unwrap();
+        assert!(matches!(events[0], Event::ReportRecorded { .. }));
+        assert_eq!(events[1], Event::RestoreRequested { op: OpId(0) });
+        w.event(events[0].clone());
+        rejected(check_state(&w.state), Rule::S11);
+        for e in &events[1..] {
+            w.event(e.clone());
+        }
+        holds(check_state(&w.state));
+    }
+
+    #[test]
+    fn check_state_holds_on_every_state_of_a_clean_rollout() {
+        let mut w = World::new();
+        w.start(plan(2, false));
+        w.switch(0, pass(V2));
+        w.switch(1, pass(V2));
+        w.switch(2, pass(V2));
+        let mut state = ControllerState::default();
+        for e in &w.log {
+            model::controller::apply(&mut state, e);
+            holds(check_state(&state));
+        }
+        assert_eq!(
+            state.rollouts[0].status,
+            model::controller::RolloutStatus::Completed
+        );
+    }
+
+    #[test]
+    fn check_state_reports_the_first_rule_in_order() {
+        let mut w = World::new();
+        w.start(plan(1, false));
+        // A follower beside the unsettled canary breaks S1 and S4: S1 first.
+        let grant = w.grant_event(R0, B);
+        w.event(grant);
+        rejected(check_state(&w.state), Rule::S1);
+        w.state.rollouts[0].plan.slots_max = 2;
+        rejected(check_state(&w.state), Rule::S4);
+    }
+}
