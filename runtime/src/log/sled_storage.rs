@@ -283,13 +283,25 @@ impl SledStorage {
 
 impl LogStorage for SledStorage {
     fn append_batch(&self, entries: &[(u64, Vec<u8>)]) -> Result<(), StorageError> {
-        let mut batch = sled::Batch::default();
-        for (sequence, value) in entries {
-            batch.insert(&sequence.to_be_bytes(), value.as_slice());
-        }
-        self.entries
-            .apply_batch(batch)
-            .map_err(|err| sled_error(&self.path, "inserting entries", err))?;
+        // A single insert is atomic by itself. `apply_batch` is only used
+        // when atomicity across entries is needed, because in sled 0.34.7 it
+        // rolls the IO buffer (`pin_log`): every batch pays its own write and
+        // sync_file_range, which would defeat group commit for the common
+        // one-event append.
+        let result = match entries {
+            [(sequence, value)] => self
+                .entries
+                .insert(sequence.to_be_bytes(), value.as_slice())
+                .map(|_| ()),
+            _ => {
+                let mut batch = sled::Batch::default();
+                for (sequence, value) in entries {
+                    batch.insert(&sequence.to_be_bytes(), value.as_slice());
+                }
+                self.entries.apply_batch(batch)
+            }
+        };
+        result.map_err(|err| sled_error(&self.path, "inserting entries", err))?;
         if let Some((last, _)) = entries.iter().max_by_key(|(sequence, _)| *sequence) {
             self.appended_end
                 .fetch_max(last.saturating_add(1), Ordering::Release);
