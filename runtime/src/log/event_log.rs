@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::commit::GroupCommit;
+use super::commit::{CommitStats, GroupCommit};
 use super::durable::Durable;
 use super::envelope::{decode_payload, encode_payload, hash_bytes, Envelope, Hash};
 use super::error::LogError;
@@ -135,6 +135,12 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
         Ok(writer.next_sequence.checked_sub(1))
     }
 
+    /// Group-commit counters: flushes so far and the durable end. Events
+    /// appended divided by flushes is the average group size.
+    pub fn commit_stats(&self) -> Result<CommitStats, LogError> {
+        self.commit.stats()
+    }
+
     /// The underlying storage, e.g. for its path or diagnostics.
     pub fn storage(&self) -> &S {
         &self.storage
@@ -180,6 +186,8 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
         writer.next_sequence = end;
         writer.last_hash = prev_hash;
         self.inserted_end.store(end, Ordering::Release);
+        drop(writer);
+        self.commit.notify_inserted();
         Ok(first)
     }
 }

@@ -31,6 +31,7 @@ mod storage;
 mod verify;
 mod watermark;
 
+pub use commit::CommitStats;
 pub use durable::Durable;
 pub use envelope::{
     decode_payload, encode_payload, genesis_hash, hash_bytes, Envelope, EnvelopeFault, Hash,
