@@ -64,6 +64,9 @@ impl<E: Serialize + DeserializeOwned> EventLog<E, SledStorage> {
 
 impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
     /// Opens a log on any storage: verifies the chain, decodes every event.
+    ///
+    /// For a sled directory use [`EventLog::open`], which also refuses
+    /// foreign data and entries lost below the durable watermark.
     #[allow(clippy::type_complexity)]
     pub fn with_storage(storage: S) -> Result<(Self, Vec<(u64, E)>), LogError> {
         let (log, events, _) = Self::replay(storage)?;

@@ -18,6 +18,7 @@
 //!
 //! Files: `envelope.rs` (entry format), `storage.rs` (the [`LogStorage`]
 //! trait), `sled_storage.rs` (sled implementation and its durability notes),
+//! `sled_dir.rs` (atomic creation, sled's files and lock),
 //! `watermark.rs` (detects entries sled's recovery dropped), `commit.rs`
 //! (group commit), `event_log.rs` ([`EventLog`]), `verify.rs`.
 
@@ -26,6 +27,7 @@ mod durable;
 mod envelope;
 mod error;
 mod event_log;
+mod sled_dir;
 mod sled_storage;
 mod storage;
 mod verify;

@@ -21,28 +21,23 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::thread;
-use std::time::{Duration, Instant};
 
-use fs2::FileExt;
-
+use super::sled_dir::{
+    create, dir_has_entries, has_sled_files, wait_for_lock_release, SLED_BLOBS_DIR, SLED_DB_FILE,
+};
 use super::storage::{LogStorage, RawEntry, StorageError};
 use super::watermark::{Watermark, WATERMARK_FILE};
 
 /// Tree holding the entries.
-const ENTRIES_TREE: &[u8] = b"entries";
+pub(super) const ENTRIES_TREE: &[u8] = b"entries";
 /// Tree holding the log marker.
-const META_TREE: &[u8] = b"meta";
+pub(super) const META_TREE: &[u8] = b"meta";
 /// The marker's key in [`META_TREE`].
-const META_FORMAT_KEY: &[u8] = b"format";
+pub(super) const META_FORMAT_KEY: &[u8] = b"format";
 /// The marker's value: this is a Fleetweft log in layout version 1.
-const META_FORMAT_VALUE: &[u8] = b"fleetweft-log-v1";
+pub(super) const META_FORMAT_VALUE: &[u8] = b"fleetweft-log-v1";
 /// Name sled gives its default tree; the log keeps it empty.
 const SLED_DEFAULT_TREE: &[u8] = b"__sled__default";
-/// Files sled keeps in a database directory.
-const SLED_CONF_FILE: &str = "conf";
-const SLED_DB_FILE: &str = "db";
-const SLED_BLOBS_DIR: &str = "blobs";
 
 /// sled's segment (and IO buffer) size. sled persists it in `conf` and refuses
 /// to open a database with a different value, so it can never change for an
@@ -57,9 +52,6 @@ const SEGMENT_BYTES: usize = 8 * 1024 * 1024;
 /// once at open and afterwards only appends, so a large cache buys nothing and
 /// a controller on a small edge host should not reserve 1 GiB for it.
 const CACHE_BYTES: u64 = 64 * 1024 * 1024;
-
-/// How long opening waits for a previous holder's file lock to go away.
-const LOCK_RELEASE_WAIT: Duration = Duration::from_secs(5);
 
 /// The exact sled configuration of a log in `dir`.
 ///
@@ -384,106 +376,7 @@ pub struct ForeignData {
     pub key: Option<Vec<u8>>,
 }
 
-/// Creates a new, empty log at `dir` (missing or an empty directory).
-///
-/// The database is built in a sibling staging directory and renamed into
-/// place only once the marker is durable, so a crash mid-creation leaves
-/// either nothing or a complete empty log, never a marker-less database that
-/// would later be refused as "not a Fleetweft log".
-fn create(dir: &Path) -> Result<(), StorageError> {
-    let staging = staging_path(dir);
-    // Only this function creates the staging name, so a leftover is the
-    // remains of a crashed creation and holds nothing of value.
-    if staging.exists() {
-        fs::remove_dir_all(&staging)
-            .map_err(|err| io_error(dir, "removing a stale staging directory", err))?;
-    }
-    {
-        let db = sled_config(&staging)
-            .open()
-            .map_err(|err| sled_error(dir, "creating the database", err))?;
-        db.open_tree(ENTRIES_TREE)
-            .map_err(|err| sled_error(dir, "creating the entries tree", err))?;
-        db.open_tree(META_TREE)
-            .and_then(|meta| meta.insert(META_FORMAT_KEY, META_FORMAT_VALUE))
-            .map_err(|err| sled_error(dir, "writing the log marker", err))?;
-        db.flush()
-            .map_err(|err| sled_error(dir, "flushing the new database", err))?;
-    }
-    Watermark::create(&staging)
-        .map_err(|err| io_error(dir, "creating the durable watermark", err))?;
-    // sled syncs neither `conf` nor directory entries; do it before the
-    // rename publishes the log.
-    for file in [SLED_CONF_FILE, SLED_DB_FILE] {
-        File::open(staging.join(file))
-            .and_then(|file| file.sync_all())
-            .map_err(|err| io_error(dir, "syncing the new database files", err))?;
-    }
-    for directory in [staging.join(SLED_BLOBS_DIR), staging.clone()] {
-        sync_dir(&directory).map_err(|err| io_error(dir, "syncing the new directories", err))?;
-    }
-    // rename(2) replaces `dir` if it is an empty directory.
-    fs::rename(&staging, dir).map_err(|err| io_error(dir, "moving the new log into place", err))?;
-    sync_dir(&parent_of(dir)).map_err(|err| io_error(dir, "syncing the parent directory", err))
-}
-
-fn staging_path(dir: &Path) -> PathBuf {
-    let mut name = dir.file_name().unwrap_or_default().to_os_string();
-    name.push(".fleetweft-creating");
-    parent_of(dir).join(name)
-}
-
-fn parent_of(dir: &Path) -> PathBuf {
-    match dir.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
-/// Waits (bounded) until nobody holds sled's exclusive lock on `db_file`.
-///
-/// sled's background writer tasks keep their own handles to the database
-/// file, and with them its `flock`, until they finish, which can be a moment
-/// after the last `Db` handle was dropped (e.g. right after `close`). Without
-/// this wait, reopening a log just closed in the same process can fail with
-/// "could not acquire lock". A lock still held after the wait belongs to a
-/// live user; sled's open then reports it.
-fn wait_for_lock_release(db_file: &Path) -> io::Result<()> {
-    let file = File::open(db_file)?;
-    let deadline = Instant::now() + LOCK_RELEASE_WAIT;
-    loop {
-        match FileExt::try_lock_exclusive(&file) {
-            Ok(()) => return FileExt::unlock(&file),
-            Err(err)
-                if err.kind() == fs2::lock_contended_error().kind()
-                    && Instant::now() < deadline =>
-            {
-                thread::sleep(Duration::from_millis(5));
-            }
-            // Timed out or cannot lock at all: let sled's open report it.
-            Err(_) => return Ok(()),
-        }
-    }
-}
-
-fn has_sled_files(dir: &Path) -> bool {
-    dir.join(SLED_CONF_FILE).is_file() && dir.join(SLED_DB_FILE).is_file()
-}
-
-/// Whether `dir` exists and has any entry; a missing directory has none.
-fn dir_has_entries(dir: &Path) -> io::Result<bool> {
-    match fs::read_dir(dir) {
-        Ok(mut entries) => Ok(entries.next().is_some()),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(err) => Err(err),
-    }
-}
-
-fn io_error(path: &Path, action: &'static str, err: io::Error) -> StorageError {
+pub(super) fn io_error(path: &Path, action: &'static str, err: io::Error) -> StorageError {
     StorageError::Io {
         path: path.to_path_buf(),
         action,
@@ -493,7 +386,7 @@ fn io_error(path: &Path, action: &'static str, err: io::Error) -> StorageError {
 
 /// Maps sled errors, keeping corruption distinct so it is never mistaken
 /// for a transient failure.
-fn sled_error(path: &Path, action: &'static str, err: sled::Error) -> StorageError {
+pub(super) fn sled_error(path: &Path, action: &'static str, err: sled::Error) -> StorageError {
     match err {
         sled::Error::Corruption { at, .. } => StorageError::Corruption {
             path: path.to_path_buf(),

@@ -1,0 +1,123 @@
+//! The log directory on disk, below sled: creating a log atomically,
+//! recognising a sled database, and waiting for sled's file lock.
+
+use std::fs::{self, File};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use fs2::FileExt;
+
+use super::sled_storage::{
+    io_error, sled_config, sled_error, ENTRIES_TREE, META_FORMAT_KEY, META_FORMAT_VALUE, META_TREE,
+};
+use super::storage::StorageError;
+use super::watermark::Watermark;
+
+/// Files sled keeps in a database directory.
+const SLED_CONF_FILE: &str = "conf";
+pub(super) const SLED_DB_FILE: &str = "db";
+pub(super) const SLED_BLOBS_DIR: &str = "blobs";
+
+/// How long opening waits for a previous holder's file lock to go away.
+const LOCK_RELEASE_WAIT: Duration = Duration::from_secs(5);
+
+/// Creates a new, empty log at `dir` (missing or an empty directory).
+///
+/// The database is built in a sibling staging directory and renamed into
+/// place only once the marker is durable, so a crash mid-creation leaves
+/// either nothing or a complete empty log, never a marker-less database that
+/// would later be refused as "not a Fleetweft log".
+pub(super) fn create(dir: &Path) -> Result<(), StorageError> {
+    let staging = staging_path(dir);
+    // Only this function creates the staging name, so a leftover is the
+    // remains of a crashed creation and holds nothing of value.
+    if staging.exists() {
+        fs::remove_dir_all(&staging)
+            .map_err(|err| io_error(dir, "removing a stale staging directory", err))?;
+    }
+    {
+        let db = sled_config(&staging)
+            .open()
+            .map_err(|err| sled_error(dir, "creating the database", err))?;
+        db.open_tree(ENTRIES_TREE)
+            .map_err(|err| sled_error(dir, "creating the entries tree", err))?;
+        db.open_tree(META_TREE)
+            .and_then(|meta| meta.insert(META_FORMAT_KEY, META_FORMAT_VALUE))
+            .map_err(|err| sled_error(dir, "writing the log marker", err))?;
+        db.flush()
+            .map_err(|err| sled_error(dir, "flushing the new database", err))?;
+    }
+    Watermark::create(&staging)
+        .map_err(|err| io_error(dir, "creating the durable watermark", err))?;
+    // sled syncs neither `conf` nor directory entries; do it before the
+    // rename publishes the log.
+    for file in [SLED_CONF_FILE, SLED_DB_FILE] {
+        File::open(staging.join(file))
+            .and_then(|file| file.sync_all())
+            .map_err(|err| io_error(dir, "syncing the new database files", err))?;
+    }
+    for directory in [staging.join(SLED_BLOBS_DIR), staging.clone()] {
+        sync_dir(&directory).map_err(|err| io_error(dir, "syncing the new directories", err))?;
+    }
+    // rename(2) replaces `dir` if it is an empty directory.
+    fs::rename(&staging, dir).map_err(|err| io_error(dir, "moving the new log into place", err))?;
+    sync_dir(&parent_of(dir)).map_err(|err| io_error(dir, "syncing the parent directory", err))
+}
+
+fn staging_path(dir: &Path) -> PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(".fleetweft-creating");
+    parent_of(dir).join(name)
+}
+
+fn parent_of(dir: &Path) -> PathBuf {
+    match dir.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Waits (bounded) until nobody holds sled's exclusive lock on `db_file`.
+///
+/// sled's background writer tasks keep their own handles to the database
+/// file, and with them its `flock`, until they finish, which can be a moment
+/// after the last `Db` handle was dropped (e.g. right after `close`). Without
+/// this wait, reopening a log just closed in the same process can fail with
+/// "could not acquire lock". A lock still held after the wait belongs to a
+/// live user; sled's open then reports it.
+pub(super) fn wait_for_lock_release(db_file: &Path) -> io::Result<()> {
+    let file = File::open(db_file)?;
+    let deadline = Instant::now() + LOCK_RELEASE_WAIT;
+    loop {
+        match FileExt::try_lock_exclusive(&file) {
+            Ok(()) => return FileExt::unlock(&file),
+            Err(err)
+                if err.kind() == fs2::lock_contended_error().kind()
+                    && Instant::now() < deadline =>
+            {
+                thread::sleep(Duration::from_millis(5));
+            }
+            // Timed out or cannot lock at all: let sled's open report it.
+            Err(_) => return Ok(()),
+        }
+    }
+}
+
+pub(super) fn has_sled_files(dir: &Path) -> bool {
+    dir.join(SLED_CONF_FILE).is_file() && dir.join(SLED_DB_FILE).is_file()
+}
+
+/// Whether `dir` exists and has any entry; a missing directory has none.
+pub(super) fn dir_has_entries(dir: &Path) -> io::Result<bool> {
+    match fs::read_dir(dir) {
+        Ok(mut entries) => Ok(entries.next().is_some()),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(err) => Err(err),
+    }
+}
