@@ -1,1 +1,20 @@
-pub fn x(){}
+//! # Fleetweft's model checker
+//!
+//! `model`'s controller and agents wrapped in a `stateright` model with a
+//! faulty environment ([`fleet`]), the rules as properties
+//! ([`properties`]), named mutants that must be caught ([`mutants`]), and the
+//! runner behind the `fleetweft-check` binary ([`run`]).
+
+pub mod config;
+pub mod fleet;
+pub mod gallery;
+pub mod mutants;
+pub mod properties;
+pub mod run;
+pub mod world;
+
+pub use config::{CheckConfig, Fault, Faults};
+pub use fleet::{Action, FleetModel};
+pub use mutants::Mutant;
+pub use run::{run, Report, RunOptions, Status};
+pub use world::World;

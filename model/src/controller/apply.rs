@@ -173,12 +173,18 @@ fn record(
     if after_switch && observation.verdict != ProbeVerdict::Pass {
         op.failed_probe_seen = true;
     }
-    if op.evidence.len() == OP_EVIDENCE_MAX {
-        op.evidence.remove(0);
-    }
-    op.evidence.push(EvidenceItem {
+    let item = EvidenceItem {
         source,
         observation,
         after_restore: op.phase == OpPhase::Restoring,
-    });
+    };
+    // A repeated observation (a retried report) adds nothing new: keep the
+    // state small instead of filling the window with copies.
+    if op.evidence.last() == Some(&item) {
+        return;
+    }
+    if op.evidence.len() == OP_EVIDENCE_MAX {
+        op.evidence.remove(0);
+    }
+    op.evidence.push(item);
 }

@@ -141,7 +141,7 @@ pub struct Op {
 
 /// How many evidence items an op keeps. Older ones are dropped from state
 /// (they stay in the event log); the rules only need the latest.
-pub const OP_EVIDENCE_MAX: usize = 4;
+pub const OP_EVIDENCE_MAX: usize = 3;
 
 impl Op {
     /// Occupies a slot: granted and not yet settled by evidence (S1, S3).

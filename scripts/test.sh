@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The README's test command: installs what the tests need on a fresh machine,
+# then runs every test of the workspace. Release mode: the model checker's
+# exhaustive runs are ~10x faster optimised.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# python3 is used by later end-to-end tests (sample app); install when missing.
+if ! command -v python3 >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq python3
+  else
+    echo "scripts/test.sh: python3 missing and cannot install it (not root or no apt-get)" >&2
+    exit 2
+  fi
+fi
+
+cargo test --workspace --release "$@"

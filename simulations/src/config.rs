@@ -1,0 +1,174 @@
+//! What the checker explores: the plan's shape, which faults the environment
+//! may inject and how many, what the operator may do, and which mutant (if
+//! any) replaces a real rule.
+
+use crate::mutants::Mutant;
+use std::fmt;
+
+/// A kind of fault the environment may inject. Each injection spends one unit
+/// of the shared budget `max_faults`, which keeps the state space finite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Fault {
+    /// Drop a message in flight.
+    Loss,
+    /// Deliver a message and keep a copy in flight.
+    Dup,
+    /// Cut a node off (both directions) until it heals.
+    Partition,
+    /// SIGKILL an agent and start it again: journal survives, connections and
+    /// the app process do not (its supervisor restarts the app).
+    AgentCrash,
+    /// SIGKILL the controller and start it again: only durable events survive,
+    /// every connection drops and agents reconnect.
+    ControllerCrash,
+    /// A switched release answers wrongly while its process looks healthy.
+    WrongAnswer,
+    /// A restored baseline's process dies right after the restore.
+    AppCrash,
+}
+
+impl Fault {
+    /// Every fault, in CLI order.
+    pub const ALL: [Fault; 7] = [
+        Fault::Loss,
+        Fault::Dup,
+        Fault::Partition,
+        Fault::AgentCrash,
+        Fault::ControllerCrash,
+        Fault::WrongAnswer,
+        Fault::AppCrash,
+    ];
+
+    /// The CLI name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::Loss => "loss",
+            Fault::Dup => "dup",
+            Fault::Partition => "partition",
+            Fault::AgentCrash => "agent-crash",
+            Fault::ControllerCrash => "controller-crash",
+            Fault::WrongAnswer => "wrong-answer",
+            Fault::AppCrash => "app-crash",
+        }
+    }
+
+    /// Parse a CLI name.
+    pub fn parse(name: &str) -> Option<Fault> {
+        Fault::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
+}
+
+/// A set of faults.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Faults(u8);
+
+impl Faults {
+    /// All faults enabled.
+    pub fn all() -> Self {
+        Fault::ALL.into_iter().fold(Faults(0), |s, f| s.with(f))
+    }
+    /// No fault enabled.
+    pub fn none() -> Self {
+        Faults(0)
+    }
+    /// This set plus `fault`.
+    pub fn with(self, fault: Fault) -> Self {
+        Faults(self.0 | fault.bit())
+    }
+    /// Whether `fault` is enabled.
+    pub fn has(self, fault: Fault) -> bool {
+        self.0 & fault.bit() != 0
+    }
+    /// Parse `loss,dup,...`; the error names the unknown fault.
+    pub fn parse(list: &str) -> Result<Self, String> {
+        let mut set = Faults::none();
+        for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let fault = Fault::parse(name).ok_or_else(|| {
+                let known: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
+                format!("unknown fault '{name}' (known: {})", known.join(", "))
+            })?;
+            set = set.with(fault);
+        }
+        Ok(set)
+    }
+}
+
+impl fmt::Display for Faults {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = Fault::ALL
+            .iter()
+            .filter(|x| self.has(**x))
+            .map(|x| x.name())
+            .collect();
+        if names.is_empty() {
+            write!(f, "none")
+        } else {
+            write!(f, "{}", names.join(","))
+        }
+    }
+}
+
+/// Upper bound on followers the checker accepts: beyond this the space is
+/// too large for a 2-core machine and node bitmasks would overflow.
+pub const FOLLOWERS_MAX: u8 = 4;
+/// Upper bound on the fault budget.
+pub const FAULTS_MAX: u8 = 4;
+
+/// One configuration of the checked system.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CheckConfig {
+    /// Followers after the canary.
+    pub followers: u8,
+    /// The plan's `slots_max`.
+    pub slots: u8,
+    /// Which faults the environment may inject.
+    pub faults: Faults,
+    /// How many faults in total along one path.
+    pub max_faults: u8,
+    /// The plan asks for an operator's approval after the canary.
+    pub approval: bool,
+    /// The operator may pause, resume and resolve UNKNOWN ops.
+    pub operator: bool,
+    /// The operator may start a second rollout (v3) that supersedes the
+    /// first: this is what makes generations matter.
+    pub supersede: bool,
+    /// A named deviation of the real rules, or `None` for the real rules.
+    pub mutant: Option<Mutant>,
+}
+
+impl Default for CheckConfig {
+    /// The default configuration of `fleetweft-check` with no arguments.
+    fn default() -> Self {
+        CheckConfig {
+            followers: 2,
+            slots: 1,
+            faults: Faults::all(),
+            max_faults: 1,
+            approval: false,
+            operator: true,
+            supersede: false,
+            mutant: None,
+        }
+    }
+}
+
+impl fmt::Display for CheckConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "canary + {} followers, slots {}, faults {} (max {}), approval gate {}, operator {}, supersede {}, mutant {}",
+            self.followers,
+            self.slots,
+            self.faults,
+            self.max_faults,
+            if self.approval { "on" } else { "off" },
+            if self.operator { "on" } else { "off" },
+            if self.supersede { "on" } else { "off" },
+            self.mutant.map_or("none", |m| m.name()),
+        )
+    }
+}

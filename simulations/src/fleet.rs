@@ -1,0 +1,644 @@
+//! The stateright model: `model`'s controller and agents inside an
+//! environment that loses, duplicates and reorders messages, partitions
+//! nodes, crashes processes, answers probes rightly or wrongly, and acts as an
+//! operator. The environment decides *what happens*; every decision about
+//! *what it means* is `model`'s (through [`crate::mutants`]).
+
+use crate::config::{CheckConfig, Fault};
+use crate::mutants::{agent_step_as, controller_step, recovery_events, reply_before_persist};
+use crate::world::{App, Ghost, Msg, World};
+use model::agent::{agent_apply, outbox, AgentEffect, AgentEvent, AgentInput, AgentState};
+use model::controller::{apply, effects, Effect, Event, Input, Outcome, Resolution};
+use model::{Decision, Digest, NodeId, OpId, Plan, RolloutId, ToAgent};
+
+/// The release every node serves at the start.
+pub const V1: Digest = Digest::repeat(1);
+/// The release the first rollout moves to.
+pub const V2: Digest = Digest::repeat(2);
+/// The release a superseding rollout moves to.
+pub const V3: Digest = Digest::repeat(3);
+
+/// A fault the environment attaches to a delivery.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AppFault {
+    /// The switched-to release answers wrongly while healthy.
+    WrongAnswer,
+    /// The restored baseline's process dies right after the restore.
+    RestoredDies,
+}
+
+/// One step of the environment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Action {
+    Deliver { msg: Msg, fault: Option<AppFault> },
+    Duplicate(Msg),
+    Drop(Msg),
+    Retry(NodeId),
+    Timeout(OpId),
+    Partition(NodeId),
+    Heal(NodeId),
+    CrashAgent(NodeId),
+    CrashController,
+    Flush,
+    ProbeRoute(NodeId),
+    Pause(RolloutId),
+    Resume(RolloutId),
+    Approve(RolloutId),
+    Resolve(OpId),
+    Supersede,
+}
+
+/// The checked system for one configuration.
+#[derive(Clone, Debug)]
+pub struct FleetModel {
+    pub cfg: CheckConfig,
+}
+
+/// A narrator collects domain-word lines while a transition runs; `None`
+/// when only the next state matters (the checker's hot path).
+pub type Narration = Option<Vec<String>>;
+
+fn say(narration: &mut Narration, line: impl FnOnce() -> String) {
+    if let Some(lines) = narration {
+        lines.push(line());
+    }
+}
+
+impl FleetModel {
+    /// A model of the given configuration.
+    pub fn new(cfg: CheckConfig) -> Self {
+        FleetModel { cfg }
+    }
+
+    /// Every node, canary (index 0) first.
+    pub fn nodes(&self) -> impl Iterator<Item = NodeId> {
+        (0..=self.cfg.followers as u16).map(NodeId)
+    }
+
+    fn plan(&self, release: Digest) -> Plan {
+        Plan {
+            release,
+            canary: NodeId(0),
+            followers: (1..=self.cfg.followers as u16).map(NodeId).collect(),
+            slots_max: self.cfg.slots,
+            approval_after_canary: self.cfg.approval,
+        }
+    }
+
+    /// The initial world: every node serves v1 and said so; the operator has
+    /// just started the rollout to v2.
+    pub fn initial(&self) -> World {
+        let count = self.cfg.followers as usize + 1;
+        let mut world = World {
+            durable: Default::default(),
+            unflushed: Vec::new(),
+            agents: vec![
+                AgentState {
+                    serving: Some(V1),
+                    ..AgentState::default()
+                };
+                count
+            ],
+            apps: vec![App::Correct; count],
+            net: Default::default(),
+            partitioned: 0,
+            faults_used: 0,
+            ghost: Ghost::default(),
+            violation: None,
+        };
+        let mut quiet = None;
+        for node in self.nodes() {
+            self.agent(&mut world, node, AgentInput::Connected, None, &mut quiet);
+        }
+        self.deliver_all_to_controller(&mut world);
+        self.controller(
+            &mut world,
+            Input::StartRollout {
+                plan: self.plan(V2),
+            },
+            &mut quiet,
+        );
+        world
+    }
+
+    fn deliver_all_to_controller(&self, world: &mut World) {
+        let inbound: Vec<Msg> = world
+            .net
+            .iter()
+            .filter(|m| matches!(m, Msg::ToController(..)))
+            .copied()
+            .collect();
+        for msg in inbound {
+            world.net.remove(&msg);
+            if let Msg::ToController(node, msg) = msg {
+                self.controller(world, Input::FromAgent { node, msg }, &mut None);
+            }
+        }
+    }
+
+    fn budget_left(&self, world: &World, fault: Fault) -> bool {
+        self.cfg.faults.has(fault) && world.faults_used < self.cfg.max_faults
+    }
+
+    /// Feed one input to the controller core and carry out its effects the
+    /// way the runtime does: append, flush, apply, then send (S7).
+    pub fn controller(&self, world: &mut World, input: Input, narration: &mut Narration) {
+        let before = world.controller().into_owned();
+        let Ok(events) = controller_step(self.cfg.mutant, &before, &input) else {
+            say(narration, || "   controller refuses it".to_string());
+            return;
+        };
+        self.controller_events(world, before, events, narration);
+    }
+
+    fn controller_events(
+        &self,
+        world: &mut World,
+        before: model::controller::ControllerState,
+        events: Vec<Event>,
+        narration: &mut Narration,
+    ) {
+        let mut state = before;
+        let mut outbox = Vec::new();
+        for event in &events {
+            world.record(invariants::check_event(&state, event));
+            let paused = match event {
+                Event::OpSettled { op, .. } => state
+                    .op(*op)
+                    .and_then(|o| state.rollout(o.rollout))
+                    .is_some_and(|r| r.paused.is_some()),
+                _ => false,
+            };
+            apply(&mut state, event);
+            self.note_ghost(world, &state, event, paused);
+            say(narration, || {
+                let mut line = format!("   controller: {event}");
+                if let Event::OpGranted { rollout, .. } = event {
+                    let max = state.rollout(*rollout).map_or(0, |r| r.plan.slots_max);
+                    line.push_str(&format!(
+                        " — slots {}/{}",
+                        state.slots_occupied(*rollout),
+                        max
+                    ));
+                }
+                line
+            });
+            outbox.extend(effects(&state, event));
+        }
+        // A batch is appended and applied atomically, so state rules are
+        // checked on the state it leads to, not between its events.
+        world.record(invariants::check_state(&state));
+        if reply_before_persist(self.cfg.mutant) {
+            world.unflushed.extend(events);
+        } else {
+            // The batch is durable (appended and flushed) before any effect.
+            world.durable = state;
+        }
+        for effect in outbox {
+            if let Effect::Send { to, msg } = effect {
+                world.record(invariants::s7_persist_before_reply(&world.durable, &msg));
+                say(narration, || {
+                    format!("   controller sends {} to {to}", describe_command(&msg))
+                });
+                world.net.insert(Msg::ToAgent(to, msg));
+            }
+        }
+    }
+
+    fn note_ghost(
+        &self,
+        world: &mut World,
+        state: &model::controller::ControllerState,
+        event: &Event,
+        was_paused: bool,
+    ) {
+        match event {
+            Event::OpUnknown { op, .. } => world.ghost.were_unknown |= 1 << op.0,
+            Event::OpSettled { op, outcome } => {
+                if world.ghost.were_unknown & (1 << op.0) != 0 {
+                    world.ghost.unknown_settled = true;
+                }
+                if was_paused && state.op(*op).is_some_and(|o| o.decision.is_some()) {
+                    world.ghost.settled_while_paused = true;
+                }
+                if *outcome == Outcome::RolledBack {
+                    world.ghost.rolled_back = true;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Feed one input to a node's agent core; journal, then act.
+    pub fn agent(
+        &self,
+        world: &mut World,
+        node: NodeId,
+        input: AgentInput,
+        fault: Option<AppFault>,
+        narration: &mut Narration,
+    ) {
+        let index = node.0 as usize;
+        let out = agent_step_as(self.cfg.mutant, &world.agents[index], input);
+        let mut journal = world.agents[index];
+        for event in &out.events {
+            world.record(invariants::check_agent_event(&journal, event));
+            agent_apply(&mut journal, event);
+            // What really serves follows the route switch.
+            match event {
+                AgentEvent::Switched { .. } => {
+                    world.apps[index] = if fault == Some(AppFault::WrongAnswer) {
+                        App::Wrong
+                    } else {
+                        App::Correct
+                    }
+                }
+                AgentEvent::Restored { .. } => {
+                    world.apps[index] = if fault == Some(AppFault::RestoredDies) {
+                        App::Down
+                    } else {
+                        App::Correct
+                    }
+                }
+                _ => {}
+            }
+            say(narration, || format!("   {node} {event}"));
+        }
+        world.agents[index] = journal;
+        for effect in out.effects {
+            match effect {
+                AgentEffect::Send(msg) => {
+                    world.net.insert(Msg::ToController(node, msg));
+                }
+                AgentEffect::ProbeRoute => {
+                    let observation = world.observe(node);
+                    self.agent(
+                        world,
+                        node,
+                        AgentInput::Probed(observation),
+                        None,
+                        narration,
+                    );
+                }
+            }
+        }
+    }
+
+    /// Every action the environment may take in `world`.
+    pub fn enabled(&self, world: &World, actions: &mut Vec<Action>) {
+        if world.violation.is_some() {
+            return; // the path to here is the counterexample; stop.
+        }
+        let ctrl = world.controller();
+        for msg in &world.net {
+            if !world.is_partitioned(msg.node()) {
+                actions.push(Action::Deliver {
+                    msg: *msg,
+                    fault: None,
+                });
+                if let Some(fault) = self.delivery_fault(world, msg) {
+                    actions.push(Action::Deliver {
+                        msg: *msg,
+                        fault: Some(fault),
+                    });
+                }
+                if self.budget_left(world, Fault::Dup) {
+                    actions.push(Action::Duplicate(*msg));
+                }
+            }
+            if self.budget_left(world, Fault::Loss) {
+                actions.push(Action::Drop(*msg));
+            }
+        }
+        for node in self.nodes() {
+            let agent = &world.agents[node.0 as usize];
+            // The retry timer fires only when nothing is in flight to or from
+            // the node: a retry is for lost messages, not for impatience.
+            if outbox(agent).is_some() && self.silent(world, node) {
+                actions.push(Action::Retry(node));
+            }
+            if world.is_partitioned(node) {
+                actions.push(Action::Heal(node));
+            } else if self.budget_left(world, Fault::Partition) {
+                actions.push(Action::Partition(node));
+            }
+            if self.budget_left(world, Fault::AgentCrash) {
+                actions.push(Action::CrashAgent(node));
+            }
+            let live_unknown = ctrl
+                .nodes
+                .get(&node)
+                .and_then(|n| n.live_op)
+                .and_then(|op| ctrl.op(op))
+                .is_some_and(|o| o.unknown.is_some());
+            if live_unknown && !world.is_partitioned(node) {
+                actions.push(Action::ProbeRoute(node));
+            }
+        }
+        for op in ctrl.ops.iter().filter(|o| o.occupies_slot()) {
+            // Deadlines are longer than a round trip: an op times out when its
+            // node is silent (nothing in flight, or cut off), not while an
+            // answer is on its way. Late evidence after UNKNOWN stays
+            // reachable through partitions, loss and crashes.
+            if op.unknown.is_none()
+                && (self.silent(world, op.node) || world.is_partitioned(op.node))
+            {
+                actions.push(Action::Timeout(op.id));
+            } else if self.cfg.operator {
+                actions.push(Action::Resolve(op.id));
+            }
+        }
+        if self.budget_left(world, Fault::ControllerCrash) {
+            actions.push(Action::CrashController);
+        }
+        if !world.unflushed.is_empty() {
+            actions.push(Action::Flush);
+        }
+        if let Some(r) = ctrl.active_rollout() {
+            if self.cfg.operator && r.paused.is_none() && world.ghost.pauses == 0 {
+                actions.push(Action::Pause(r.id));
+            }
+            if self.cfg.operator && r.paused.is_some() && world.ghost.resumes == 0 {
+                actions.push(Action::Resume(r.id));
+            }
+            let canary_passed = ctrl
+                .rollout_op_for(r.id, r.plan.canary)
+                .is_some_and(|o| o.passed());
+            if r.plan.approval_after_canary && !r.approved && canary_passed {
+                actions.push(Action::Approve(r.id));
+            }
+            if self.cfg.supersede && ctrl.rollouts.len() == 1 {
+                actions.push(Action::Supersede);
+            }
+        }
+    }
+
+    /// Nothing in flight to or from `node`.
+    fn silent(&self, world: &World, node: NodeId) -> bool {
+        !world.net.iter().any(|m| m.node() == node)
+    }
+
+    fn delivery_fault(&self, world: &World, msg: &Msg) -> Option<AppFault> {
+        match msg {
+            Msg::ToAgent(
+                _,
+                ToAgent::CommitReply {
+                    decision: Decision::Commit,
+                    ..
+                },
+            ) if self.budget_left(world, Fault::WrongAnswer) => Some(AppFault::WrongAnswer),
+            Msg::ToAgent(_, ToAgent::Restore { .. })
+                if self.budget_left(world, Fault::AppCrash) =>
+            {
+                Some(AppFault::RestoredDies)
+            }
+            _ => None,
+        }
+    }
+
+    /// Take `action` in `world`, narrating into `narration` when asked.
+    pub fn transition(&self, world: &World, action: Action, narration: &mut Narration) -> World {
+        let mut next = world.clone();
+        match action {
+            Action::Deliver { msg, fault } => {
+                next.net.remove(&msg);
+                if fault.is_some() {
+                    next.faults_used += 1;
+                }
+                self.deliver(&mut next, msg, fault, narration);
+            }
+            Action::Duplicate(msg) => {
+                next.faults_used += 1;
+                say(narration, || {
+                    "   (the network keeps a duplicate)".to_string()
+                });
+                self.deliver(&mut next, msg, None, narration);
+            }
+            Action::Drop(_) => {
+                next.faults_used += 1;
+                next.net.remove(&match action {
+                    Action::Drop(m) => m,
+                    _ => unreachable!("matched Drop above"),
+                });
+            }
+            Action::Retry(node) => {
+                self.agent(&mut next, node, AgentInput::Retry, None, narration);
+            }
+            Action::Timeout(op) => {
+                self.controller(&mut next, Input::Timeout { op }, narration);
+            }
+            Action::Partition(node) => {
+                next.faults_used += 1;
+                next.partitioned |= 1 << node.0;
+            }
+            Action::Heal(node) => {
+                next.partitioned &= !(1 << node.0);
+                self.agent(&mut next, node, AgentInput::Connected, None, narration);
+            }
+            Action::CrashAgent(node) => {
+                next.faults_used += 1;
+                // Its connection dies with it; the supervisor restarts a dead app.
+                next.net.retain(|m| m.node() != node);
+                let index = node.0 as usize;
+                if next.apps[index] == App::Down {
+                    next.apps[index] = App::Correct;
+                }
+                let serving = next.agents[index].serving;
+                self.agent(
+                    &mut next,
+                    node,
+                    AgentInput::Restarted { serving },
+                    None,
+                    narration,
+                );
+            }
+            Action::CrashController => {
+                next.faults_used += 1;
+                // Only the durable log survives; every connection drops.
+                next.unflushed.clear();
+                next.net.clear();
+                let recovered = next.durable.clone();
+                let events = recovery_events(self.cfg.mutant, &recovered);
+                if !events.is_empty() {
+                    self.controller_events(&mut next, recovered, events, narration);
+                }
+                for node in self.nodes() {
+                    if !next.is_partitioned(node) {
+                        self.agent(&mut next, node, AgentInput::Connected, None, narration);
+                    }
+                }
+            }
+            Action::Flush => {
+                for event in std::mem::take(&mut next.unflushed) {
+                    apply(&mut next.durable, &event);
+                }
+            }
+            Action::ProbeRoute(node) => {
+                let observation = next.observe(node);
+                self.controller(
+                    &mut next,
+                    Input::RouteProbed { node, observation },
+                    narration,
+                );
+            }
+            Action::Pause(rollout) => {
+                next.ghost.pauses += 1;
+                self.controller(&mut next, Input::Pause { rollout }, narration);
+            }
+            Action::Resume(rollout) => {
+                next.ghost.resumes += 1;
+                self.controller(&mut next, Input::Resume { rollout }, narration);
+            }
+            Action::Approve(rollout) => {
+                next.ghost.approved_by_operator |= 1 << rollout.0;
+                self.controller(&mut next, Input::Approve { rollout }, narration);
+            }
+            Action::Resolve(op) => {
+                next.ghost.resolved_by_operator |= 1 << op.0;
+                let ctrl = next.controller().into_owned();
+                if let Some(o) = ctrl.op(op) {
+                    // The operator looks at the node and records what is there.
+                    let observation = next.observe(o.node);
+                    let resolution = if observation.proves_serving(o.release) {
+                        Resolution::ConfirmNew
+                    } else if o.baseline.is_some_and(|b| observation.proves_serving(b)) {
+                        Resolution::ConfirmBaseline
+                    } else {
+                        Resolution::Abandon
+                    };
+                    say(narration, || {
+                        format!("   operator observes {}: {observation}", o.node)
+                    });
+                    self.controller(
+                        &mut next,
+                        Input::Resolve {
+                            op,
+                            observation,
+                            resolution,
+                        },
+                        narration,
+                    );
+                }
+            }
+            Action::Supersede => {
+                self.controller(
+                    &mut next,
+                    Input::StartRollout {
+                        plan: self.plan(V3),
+                    },
+                    narration,
+                );
+            }
+        }
+        next
+    }
+
+    fn deliver(
+        &self,
+        world: &mut World,
+        msg: Msg,
+        fault: Option<AppFault>,
+        narration: &mut Narration,
+    ) {
+        match msg {
+            Msg::ToAgent(node, cmd) => {
+                self.agent(world, node, AgentInput::Command(cmd), fault, narration)
+            }
+            Msg::ToController(node, msg) => {
+                self.controller(world, Input::FromAgent { node, msg }, narration)
+            }
+        }
+    }
+
+    /// One line naming the action, in domain words.
+    pub fn describe(&self, world: &World, action: &Action) -> String {
+        match action {
+            Action::Deliver { msg, fault } => {
+                let what = describe_msg(msg);
+                match fault {
+                    None => format!("deliver {what}"),
+                    Some(AppFault::WrongAnswer) => {
+                        format!(
+                            "deliver {what}; the new release will answer WRONGLY (healthy process)"
+                        )
+                    }
+                    Some(AppFault::RestoredDies) => {
+                        format!("deliver {what}; the restored app's process dies right after")
+                    }
+                }
+            }
+            Action::Duplicate(msg) => format!(
+                "deliver {} and keep a duplicate in flight",
+                describe_msg(msg)
+            ),
+            Action::Drop(msg) => format!("network LOSES {}", describe_msg(msg)),
+            Action::Retry(node) => format!("{node} retries what it has outstanding"),
+            Action::Timeout(op) => format!("deadline of {op} passes with no settling evidence"),
+            Action::Partition(node) => format!("network PARTITIONS {node}"),
+            Action::Heal(node) => format!("partition of {node} heals; agent reconnects"),
+            Action::CrashAgent(node) => format!("agent on {node} is SIGKILLed and restarts"),
+            Action::CrashController => {
+                let lost = world.unflushed.len();
+                if lost > 0 {
+                    format!("controller is SIGKILLed ({lost} unflushed events lost) and restarts")
+                } else {
+                    "controller is SIGKILLed and restarts from its durable log".to_string()
+                }
+            }
+            Action::Flush => format!(
+                "controller flushes {} events to disk",
+                world.unflushed.len()
+            ),
+            Action::ProbeRoute(node) => format!("controller probes {node}'s public route"),
+            Action::Pause(r) => format!("operator pauses rollout {r}"),
+            Action::Resume(r) => format!("operator resumes rollout {r}"),
+            Action::Approve(r) => format!("operator approves rollout {r} after the canary"),
+            Action::Resolve(op) => format!("operator resolves {op} with an observation"),
+            Action::Supersede => {
+                "operator starts a rollout of v3, superseding the current one".to_string()
+            }
+        }
+    }
+}
+
+fn describe_command(cmd: &ToAgent) -> String {
+    match cmd {
+        ToAgent::Apply {
+            op,
+            generation,
+            release,
+        } => format!("apply {op} ({release}, {generation})"),
+        ToAgent::CommitReply {
+            op,
+            generation,
+            decision,
+        } => format!("commit reply {decision:?} for {op} ({generation})"),
+        ToAgent::Restore { op, generation } => format!("restore for {op} ({generation})"),
+    }
+}
+
+fn describe_msg(msg: &Msg) -> String {
+    match msg {
+        Msg::ToAgent(node, cmd) => format!("{} to {node}", describe_command(cmd)),
+        Msg::ToController(node, m) => match m {
+            model::ToController::Hello {
+                serving,
+                generation,
+            } => match serving {
+                Some(r) => format!("hello from {node} (serving {r}, {generation})"),
+                None => format!("hello from {node} (serving nothing, {generation})"),
+            },
+            model::ToController::CommitRequest { op } => {
+                format!("commit request for {op} from {node}")
+            }
+            model::ToController::Report {
+                op,
+                kind,
+                observation,
+            } => format!("report {kind:?} for {op} from {node}: {observation}"),
+            model::ToController::Rejected { op, generation, .. } => {
+                format!("stale-command rejection for {op} ({generation}) from {node}")
+            }
+        },
+    }
+}

@@ -1,0 +1,310 @@
+//! Mutants: named one-line deviations of the real rules. Each wraps the real
+//! `model` code (it never copies it) and must be caught by the checker with
+//! the rule it names. A checker that cannot fail proves nothing.
+
+use crate::config::{CheckConfig, Fault};
+use invariants::Rule;
+use model::agent::{agent_step, AgentInput, AgentOutput, AgentState};
+use model::controller::{
+    apply, progress, step, ControllerState, Event, Input, OpPhase, Outcome, Refusal, RolloutStatus,
+};
+use model::{Generation, ProbeVerdict, ToController};
+
+/// A named deviation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Mutant {
+    ReleaseOnTimeout,
+    GrantWhilePaused,
+    RedecideOnRetry,
+    ReplyBeforePersist,
+    SkipGenerationCheck,
+    RestoreWithoutProbe,
+    RecoveryAutoApproves,
+    CanaryTrustsProcess,
+    FollowerBeforeCanary,
+    TrustRestoreClaim,
+}
+
+impl Mutant {
+    /// Every mutant, in `--list-mutants` order.
+    pub const ALL: [Mutant; 10] = [
+        Mutant::ReleaseOnTimeout,
+        Mutant::GrantWhilePaused,
+        Mutant::RedecideOnRetry,
+        Mutant::ReplyBeforePersist,
+        Mutant::SkipGenerationCheck,
+        Mutant::RestoreWithoutProbe,
+        Mutant::RecoveryAutoApproves,
+        Mutant::CanaryTrustsProcess,
+        Mutant::FollowerBeforeCanary,
+        Mutant::TrustRestoreClaim,
+    ];
+
+    /// The CLI name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mutant::ReleaseOnTimeout => "release-on-timeout",
+            Mutant::GrantWhilePaused => "grant-while-paused",
+            Mutant::RedecideOnRetry => "redecide-on-retry",
+            Mutant::ReplyBeforePersist => "reply-before-persist",
+            Mutant::SkipGenerationCheck => "skip-generation-check",
+            Mutant::RestoreWithoutProbe => "restore-without-probe",
+            Mutant::RecoveryAutoApproves => "recovery-auto-approves",
+            Mutant::CanaryTrustsProcess => "canary-trusts-process",
+            Mutant::FollowerBeforeCanary => "follower-before-canary",
+            Mutant::TrustRestoreClaim => "trust-restore-claim",
+        }
+    }
+
+    /// Parse a CLI name.
+    pub fn parse(name: &str) -> Option<Mutant> {
+        Mutant::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// The rule the checker must report broken.
+    pub fn breaks(self) -> Rule {
+        match self {
+            Mutant::ReleaseOnTimeout => Rule::S3,
+            Mutant::GrantWhilePaused => Rule::S5,
+            Mutant::RedecideOnRetry => Rule::S6,
+            Mutant::ReplyBeforePersist => Rule::S7,
+            Mutant::SkipGenerationCheck => Rule::S8,
+            Mutant::RestoreWithoutProbe => Rule::S9,
+            Mutant::RecoveryAutoApproves => Rule::S10,
+            Mutant::CanaryTrustsProcess => Rule::S11,
+            Mutant::FollowerBeforeCanary => Rule::S4,
+            Mutant::TrustRestoreClaim => Rule::S9,
+        }
+    }
+
+    /// The tempting shortcut, in one line.
+    pub fn description(self) -> &'static str {
+        match self {
+            Mutant::ReleaseOnTimeout => {
+                "on a deadline, assume the node never applied the op and free its slot"
+            }
+            Mutant::GrantWhilePaused => "pause only blocks new rollouts; grants go on",
+            Mutant::RedecideOnRetry => "answer a retried commit request by deciding again",
+            Mutant::ReplyBeforePersist => "send effects first, flush the log afterwards",
+            Mutant::SkipGenerationCheck => "the agent applies every command it receives",
+            Mutant::RestoreWithoutProbe => "count a rollback as done once the restore is requested",
+            Mutant::RecoveryAutoApproves => {
+                "after a controller restart, treat a waiting approval gate as approved"
+            }
+            Mutant::CanaryTrustsProcess => {
+                "judge the canary by its process health instead of its answer"
+            }
+            Mutant::FollowerBeforeCanary => "grant followers without waiting for the canary",
+            Mutant::TrustRestoreClaim => {
+                "accept the agent's 'restored' report as a rollback whatever its probe saw"
+            }
+        }
+    }
+
+    /// Adjust a configuration so the mutant's deviation can matter: the
+    /// smallest configuration where the rule can break.
+    pub fn tune(self, cfg: &mut CheckConfig) {
+        match self {
+            // Deadlines, retries and sends happen on every path: nothing to add.
+            Mutant::ReleaseOnTimeout | Mutant::RedecideOnRetry | Mutant::ReplyBeforePersist => {}
+            Mutant::SkipGenerationCheck => {
+                cfg.supersede = true;
+                cfg.faults = cfg.faults.with(Fault::Dup);
+            }
+            Mutant::GrantWhilePaused => cfg.operator = true,
+            Mutant::RestoreWithoutProbe | Mutant::CanaryTrustsProcess => {
+                cfg.faults = cfg.faults.with(Fault::WrongAnswer);
+            }
+            Mutant::TrustRestoreClaim => {
+                cfg.faults = cfg.faults.with(Fault::WrongAnswer).with(Fault::AppCrash);
+                cfg.max_faults = cfg.max_faults.max(2);
+            }
+            Mutant::RecoveryAutoApproves => {
+                cfg.approval = true;
+                cfg.faults = cfg.faults.with(Fault::ControllerCrash);
+            }
+            Mutant::FollowerBeforeCanary => cfg.slots = cfg.slots.max(2),
+        }
+    }
+}
+
+/// The controller core as the checked system runs it: the real `step`, or
+/// the real `step` bent by one mutant.
+pub fn controller_step(
+    mutant: Option<Mutant>,
+    state: &ControllerState,
+    input: &Input,
+) -> Result<Vec<Event>, Refusal> {
+    match (mutant, input) {
+        (
+            Some(Mutant::RedecideOnRetry),
+            Input::FromAgent {
+                msg: ToController::CommitRequest { op },
+                ..
+            },
+        ) => {
+            // Forget the stored decision and decide again.
+            let mut forgetful = state.clone();
+            if let Some(o) = forgetful.ops.get_mut(op.0 as usize) {
+                o.decision = None;
+            }
+            step(&forgetful, input)
+        }
+        (
+            Some(Mutant::CanaryTrustsProcess),
+            Input::FromAgent {
+                node,
+                msg:
+                    ToController::Report {
+                        op,
+                        kind,
+                        observation,
+                    },
+            },
+        ) => {
+            // A healthy process counts as a passing canary.
+            let mut trusted = *observation;
+            let is_canary = state.op(*op).is_some_and(|o| o.is_canary);
+            if is_canary && observation.process_healthy {
+                trusted.verdict = ProbeVerdict::Pass;
+            }
+            step(
+                state,
+                &Input::FromAgent {
+                    node: *node,
+                    msg: ToController::Report {
+                        op: *op,
+                        kind: *kind,
+                        observation: trusted,
+                    },
+                },
+            )
+        }
+        (
+            Some(Mutant::TrustRestoreClaim),
+            Input::FromAgent {
+                msg:
+                    ToController::Report {
+                        op,
+                        kind: model::ReportKind::Restored,
+                        ..
+                    },
+                ..
+            },
+        ) => {
+            let mut events = step(state, input)?;
+            let restoring = state.op(*op).is_some_and(|o| o.phase == OpPhase::Restoring);
+            if restoring && !events.iter().any(|e| matches!(e, Event::OpSettled { .. })) {
+                events.retain(|e| !matches!(e, Event::OpUnknown { .. }));
+                events.push(Event::OpSettled {
+                    op: *op,
+                    outcome: Outcome::RolledBack,
+                });
+            }
+            Ok(events)
+        }
+        (Some(Mutant::ReleaseOnTimeout), Input::Timeout { .. }) => Ok(step(state, input)?
+            .into_iter()
+            .map(|e| match e {
+                Event::OpUnknown { op, .. } => Event::OpSettled {
+                    op,
+                    outcome: Outcome::NotApplied,
+                },
+                other => other,
+            })
+            .collect()),
+        (Some(Mutant::RestoreWithoutProbe), _) => {
+            let mut events = Vec::new();
+            for e in step(state, input)? {
+                let restore = match e {
+                    Event::RestoreRequested { op } => Some(op),
+                    _ => None,
+                };
+                events.push(e);
+                if let Some(op) = restore {
+                    events.push(Event::OpSettled {
+                        op,
+                        outcome: Outcome::RolledBack,
+                    });
+                }
+            }
+            Ok(events)
+        }
+        (Some(Mutant::GrantWhilePaused), _) => {
+            let mut events = step(state, input)?;
+            let mut after = state.clone();
+            events.iter().for_each(|e| apply(&mut after, e));
+            after.rollouts.iter_mut().for_each(|r| r.paused = None);
+            events.extend(
+                progress(&after)
+                    .into_iter()
+                    .filter(|e| matches!(e, Event::OpGranted { .. })),
+            );
+            Ok(events)
+        }
+        (Some(Mutant::FollowerBeforeCanary), _) => {
+            let mut events = step(state, input)?;
+            let mut after = state.clone();
+            events.iter().for_each(|e| apply(&mut after, e));
+            // Pretend every canary already passed and every gate is open.
+            for r in after.rollouts.iter_mut() {
+                r.approved = true;
+            }
+            for o in after.ops.iter_mut().filter(|o| o.is_canary) {
+                o.phase = OpPhase::Settled(Outcome::Verified);
+            }
+            let ops_before = after.ops.len();
+            events.extend(
+                progress(&after)
+                    .into_iter()
+                    .filter(|e| matches!(e, Event::OpGranted { .. })),
+            );
+            debug_assert!(after.ops.len() == ops_before);
+            Ok(events)
+        }
+        _ => step(state, input),
+    }
+}
+
+/// What the controller does on its own when it restarts. The real rules:
+/// nothing at all (S10).
+pub fn recovery_events(mutant: Option<Mutant>, state: &ControllerState) -> Vec<Event> {
+    if mutant != Some(Mutant::RecoveryAutoApproves) {
+        return Vec::new();
+    }
+    let mut events: Vec<Event> = state
+        .rollouts
+        .iter()
+        .filter(|r| {
+            r.status == RolloutStatus::Active && r.plan.approval_after_canary && !r.approved
+        })
+        .filter(|r| {
+            state
+                .rollout_op_for(r.id, r.plan.canary)
+                .is_some_and(|o| o.passed())
+        })
+        .map(|r| Event::RolloutApproved { rollout: r.id })
+        .collect();
+    let mut after = state.clone();
+    events.iter().for_each(|e| apply(&mut after, e));
+    events.extend(progress(&after));
+    events
+}
+
+/// The agent core as the checked system runs it.
+pub fn agent_step_as(mutant: Option<Mutant>, state: &AgentState, input: AgentInput) -> AgentOutput {
+    if mutant == Some(Mutant::SkipGenerationCheck) {
+        // Forget which generation was accepted before looking at a command.
+        let forgetful = AgentState {
+            accepted: Generation(0),
+            ..*state
+        };
+        return agent_step(&forgetful, input);
+    }
+    agent_step(state, input)
+}
+
+/// Whether effects leave before the events behind them are durable.
+pub fn reply_before_persist(mutant: Option<Mutant>) -> bool {
+    mutant == Some(Mutant::ReplyBeforePersist)
+}

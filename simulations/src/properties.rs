@@ -1,0 +1,144 @@
+//! The properties the checker verifies: one `always` per rule S1–S11 and a
+//! few `sometimes` reachability properties standing in for liveness
+//! (stateright's `eventually` is unsound on cycles and has no fairness).
+
+use crate::config::Fault;
+use crate::fleet::{Action, FleetModel};
+use crate::world::{App, World};
+use invariants::Rule;
+use model::controller::{OpPhase, Outcome, RolloutStatus};
+use stateright::{Model, Property};
+
+fn holds(world: &World, rule: Rule) -> bool {
+    world.violation.as_ref().is_none_or(|v| v.rule != rule)
+}
+
+/// S11 against the ground truth: the controller never counts a canary as
+/// verified while that canary's route serves the release wrongly.
+pub fn canary_truth_agrees(world: &World) -> bool {
+    let ctrl = world.controller();
+    ctrl.ops.iter().all(|op| {
+        let index = op.node.0 as usize;
+        !(op.is_canary
+            && op.phase == OpPhase::Settled(Outcome::Verified)
+            && world.agents[index].serving == Some(op.release)
+            && world.apps[index] == App::Wrong)
+    })
+}
+
+/// S10 against the ghost record of what the operator actually did.
+pub fn human_waits_hold(world: &World) -> bool {
+    let ghost = &world.ghost;
+    invariants::s10_human_waits_survive(
+        &world.controller(),
+        &|r| ghost.approved_by_operator & (1 << r.0) != 0,
+        &|op| ghost.resolved_by_operator & (1 << op.0) != 0,
+    )
+    .is_ok()
+}
+
+/// The property name that stands for each rule.
+pub fn property_name(rule: Rule) -> &'static str {
+    match rule {
+        Rule::S1 => "S1 slot bound",
+        Rule::S2 => "S2 one live op per node",
+        Rule::S3 => "S3 evidence releases a slot",
+        Rule::S4 => "S4 canary first",
+        Rule::S5 => "S5 pause stops grants, not accounting",
+        Rule::S6 => "S6 stable decisions",
+        Rule::S7 => "S7 persist before reply",
+        Rule::S8 => "S8 no stale apply",
+        Rule::S9 => "S9 restore needs proof",
+        Rule::S10 => "S10 human waits survive",
+        Rule::S11 => "S11 wrong answer stops",
+    }
+}
+
+/// The rule a property name stands for.
+pub fn rule_of(name: &str) -> Option<Rule> {
+    Rule::ALL.into_iter().find(|r| property_name(*r) == name)
+}
+
+/// Every property of `model`'s configuration.
+pub fn properties(model: &FleetModel) -> Vec<Property<FleetModel>> {
+    let mut props = vec![
+        Property::<FleetModel>::always(property_name(Rule::S1), |_, w| {
+            holds(w, Rule::S1) && invariants::s1_slot_bound(&w.controller()).is_ok()
+        }),
+        Property::<FleetModel>::always(property_name(Rule::S2), |_, w| {
+            holds(w, Rule::S2) && invariants::s2_one_live_op_per_node(&w.controller()).is_ok()
+        }),
+        Property::<FleetModel>::always(property_name(Rule::S3), |_, w| holds(w, Rule::S3)),
+        Property::<FleetModel>::always(property_name(Rule::S4), |_, w| {
+            holds(w, Rule::S4) && invariants::s4_canary_first(&w.controller()).is_ok()
+        }),
+        Property::<FleetModel>::always(property_name(Rule::S5), |_, w| holds(w, Rule::S5)),
+        Property::<FleetModel>::always(property_name(Rule::S6), |_, w| holds(w, Rule::S6)),
+        Property::<FleetModel>::always(property_name(Rule::S7), |_, w| holds(w, Rule::S7)),
+        Property::<FleetModel>::always(property_name(Rule::S8), |_, w| holds(w, Rule::S8)),
+        Property::<FleetModel>::always(property_name(Rule::S9), |_, w| holds(w, Rule::S9)),
+        Property::<FleetModel>::always(property_name(Rule::S10), |_, w| {
+            holds(w, Rule::S10) && human_waits_hold(w)
+        }),
+        Property::<FleetModel>::always(property_name(Rule::S11), |_, w| {
+            holds(w, Rule::S11)
+                && invariants::s11_wrong_answer_stops(&w.controller()).is_ok()
+                && canary_truth_agrees(w)
+        }),
+        Property::<FleetModel>::sometimes("rollout completes", |_, w| {
+            w.controller()
+                .rollouts
+                .first()
+                .is_some_and(|r| r.status == RolloutStatus::Completed)
+        }),
+        Property::<FleetModel>::sometimes("UNKNOWN op settles with evidence", |_, w| {
+            w.ghost.unknown_settled
+        }),
+    ];
+    if model.cfg.operator {
+        props.push(Property::<FleetModel>::sometimes(
+            "paused rollout lets a decided op settle",
+            |_, w| w.ghost.settled_while_paused,
+        ));
+    }
+    if model.cfg.faults.has(Fault::WrongAnswer) {
+        props.push(Property::<FleetModel>::sometimes(
+            "wrong answer rolled back with proof",
+            |_, w| w.ghost.rolled_back,
+        ));
+    }
+    props
+}
+
+impl Model for FleetModel {
+    type State = World;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<World> {
+        vec![self.initial()]
+    }
+
+    fn actions(&self, state: &World, actions: &mut Vec<Action>) {
+        self.enabled(state, actions);
+    }
+
+    fn next_state(&self, state: &World, action: Action) -> Option<World> {
+        let next = self.transition(state, action, &mut None);
+        // A step that changes nothing is no transition (keeps the graph small).
+        (next != *state).then_some(next)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        properties(self)
+    }
+
+    fn format_action(&self, action: &Action) -> String {
+        format!("{action:?}")
+    }
+
+    fn format_step(&self, state: &World, action: Action) -> Option<String> {
+        let mut lines = Some(vec![self.describe(state, &action)]);
+        self.transition(state, action, &mut lines);
+        lines.map(|l| l.join("\n"))
+    }
+}

@@ -1,0 +1,235 @@
+//! Running the checker: progress on stderr, a summary, and counterexamples
+//! told as numbered steps in domain words.
+
+use crate::config::CheckConfig;
+use crate::fleet::{Action, FleetModel};
+use crate::properties::rule_of;
+use crate::world::World;
+use serde::Serialize;
+use stateright::{Checker, Expectation, HasDiscoveries, Model};
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+/// How often progress is printed.
+pub const PROGRESS_INTERVAL_MS: u64 = 2_000;
+
+/// The verdict on one property.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum Status {
+    /// A safety property held in every explored state.
+    Pass,
+    /// A safety property was violated; see the counterexample.
+    Fail,
+    /// A reachability property found an example.
+    Found,
+    /// A reachability property found no example.
+    NotFound,
+    /// The run stopped at the first failure before this was settled.
+    Unsettled,
+}
+
+/// One property's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct PropertyResult {
+    pub name: String,
+    /// `always` or `sometimes`.
+    pub kind: String,
+    pub status: Status,
+    /// The rule this property stands for (`S1`…`S11`), if any.
+    pub rule: Option<String>,
+    /// Numbered steps of the shortest counterexample found (failures only).
+    pub counterexample: Option<Vec<String>>,
+}
+
+/// What one run of the checker found.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub config: String,
+    pub unique_states: usize,
+    pub states: usize,
+    pub max_depth: usize,
+    pub elapsed_ms: u128,
+    pub states_per_sec: u64,
+    pub properties: Vec<PropertyResult>,
+}
+
+impl Report {
+    /// Every safety property held and every reachability property was found.
+    pub fn ok(&self) -> bool {
+        self.properties
+            .iter()
+            .all(|p| matches!(p.status, Status::Pass | Status::Found))
+    }
+
+    /// The failed safety properties.
+    pub fn failures(&self) -> impl Iterator<Item = &PropertyResult> {
+        self.properties.iter().filter(|p| p.status == Status::Fail)
+    }
+}
+
+/// Options for one run.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub threads: usize,
+    /// Print progress lines to stderr.
+    pub progress: bool,
+}
+
+/// Explore `cfg` exhaustively (breadth first, so counterexamples are the
+/// shortest), stopping at the first safety failure.
+pub fn run(cfg: &CheckConfig, options: &RunOptions) -> Report {
+    let model = FleetModel::new(cfg.clone());
+    let started = Instant::now();
+    let checker = model
+        .clone()
+        .checker()
+        .threads(options.threads.max(1))
+        .finish_when(HasDiscoveries::AnyFailures)
+        .spawn_bfs();
+    let mut last = Instant::now();
+    while !checker.is_done() {
+        std::thread::sleep(Duration::from_millis(50));
+        if options.progress && last.elapsed() >= Duration::from_millis(PROGRESS_INTERVAL_MS) {
+            last = Instant::now();
+            let secs = started.elapsed().as_secs_f64();
+            let states = checker.state_count();
+            let _ = writeln!(
+                std::io::stderr(),
+                "[{secs:6.1}s] states {states}, unique {}, depth {}, {:.0} states/s",
+                checker.unique_state_count(),
+                checker.max_depth(),
+                states as f64 / secs.max(1e-9)
+            );
+        }
+    }
+    let checker = checker.join();
+    let elapsed = started.elapsed();
+    let discoveries = checker.discoveries();
+    let any_failure = model
+        .properties()
+        .iter()
+        .any(|p| p.expectation == Expectation::Always && discoveries.contains_key(p.name));
+    let properties = model
+        .properties()
+        .into_iter()
+        .map(|p| {
+            let found = discoveries.get(p.name);
+            let (kind, status) = match (&p.expectation, found) {
+                (Expectation::Always, Some(_)) => ("always", Status::Fail),
+                (Expectation::Always, None) if any_failure => ("always", Status::Unsettled),
+                (Expectation::Always, None) => ("always", Status::Pass),
+                (Expectation::Sometimes, Some(_)) => ("sometimes", Status::Found),
+                (Expectation::Sometimes, None) if any_failure => ("sometimes", Status::Unsettled),
+                (Expectation::Sometimes, None) => ("sometimes", Status::NotFound),
+                (Expectation::Eventually, Some(_)) => ("eventually", Status::Fail),
+                (Expectation::Eventually, None) => ("eventually", Status::Pass),
+            };
+            let counterexample = match (&status, found) {
+                (Status::Fail, Some(path)) => Some(narrate(&model, path.clone().into_vec())),
+                _ => None,
+            };
+            PropertyResult {
+                name: p.name.to_string(),
+                kind: kind.to_string(),
+                status,
+                rule: rule_of(p.name).map(|r| r.code().to_string()),
+                counterexample,
+            }
+        })
+        .collect();
+    let states = checker.state_count();
+    Report {
+        config: cfg.to_string(),
+        unique_states: checker.unique_state_count(),
+        states,
+        max_depth: checker.max_depth(),
+        elapsed_ms: elapsed.as_millis(),
+        states_per_sec: (states as f64 / elapsed.as_secs_f64().max(1e-9)) as u64,
+        properties,
+    }
+}
+
+/// Tell a path as numbered steps in domain words, with what each step made
+/// the controller and agents do, and the broken rule at the end.
+pub fn narrate(model: &FleetModel, path: Vec<(World, Option<Action>)>) -> Vec<String> {
+    let mut steps = vec![format!(
+        "0. start: every node serves v1; operator starts rollout r0 of v2 (canary {}, slots {})",
+        model::NodeId(0),
+        model.cfg.slots
+    )];
+    let mut last: Option<World> = None;
+    for (index, (world, action)) in path.into_iter().enumerate() {
+        if let Some(action) = action {
+            let mut lines = Some(Vec::new());
+            let next = model.transition(&world, action, &mut lines);
+            let mut text = format!("{}. {}", index + 1, model.describe(&world, &action));
+            for line in lines.unwrap_or_default() {
+                text.push('\n');
+                text.push_str(&line);
+            }
+            steps.push(text);
+            last = Some(next);
+        } else {
+            last = Some(world);
+        }
+    }
+    if let Some(v) = last.and_then(|w| w.violation) {
+        steps.push(format!("=> breaks {}: {}", v.rule, v.detail));
+    }
+    steps
+}
+
+/// The human summary.
+pub fn summary(report: &Report) -> String {
+    let mut out = String::new();
+    out.push_str(&format!("config: {}\n", report.config));
+    out.push_str(&format!(
+        "explored: {} unique states ({} generated), max depth {}, {:.1}s, {} states/s\n",
+        report.unique_states,
+        report.states,
+        report.max_depth,
+        report.elapsed_ms as f64 / 1000.0,
+        report.states_per_sec
+    ));
+    for p in &report.properties {
+        let status = match p.status {
+            Status::Pass => "PASS",
+            Status::Fail => "FAIL",
+            Status::Found => "FOUND",
+            Status::NotFound => "NOT FOUND",
+            Status::Unsettled => "unsettled (stopped at first failure)",
+        };
+        out.push_str(&format!("  {status:<10} {:<9} {}\n", p.kind, p.name));
+    }
+    for p in report.failures() {
+        out.push_str(&format!("\ncounterexample for \"{}\":\n", p.name));
+        for step in p.counterexample.iter().flatten() {
+            out.push_str(step);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// A Markdown page for a failed run (the counterexample gallery).
+pub fn markdown(report: &Report, title: &str, intro: &str) -> String {
+    let mut out = format!("# {title}\n\n{intro}\n\n");
+    out.push_str(&format!("Configuration: {}\n\n", report.config));
+    out.push_str(&format!(
+        "Explored {} unique states before the first violation (max depth {}).\n\n",
+        report.unique_states, report.max_depth
+    ));
+    for p in report.failures() {
+        out.push_str(&format!("## Property broken: {}\n\n", p.name));
+        out.push_str("```text\n");
+        for step in p.counterexample.iter().flatten() {
+            out.push_str(step);
+            out.push('\n');
+        }
+        out.push_str("```\n\n");
+    }
+    if report.failures().next().is_none() {
+        out.push_str("No property failed.\n");
+    }
+    out
+}
