@@ -1,7 +1,11 @@
 //! Fleetweft runtime: the pieces that touch disk, clocks and threads around
-//! the pure `model` crate. So far: the controller's durable event log.
+//! the pure `model` crate: the controller's durable event log ([`log`]), the
+//! controller loop around it ([`controller`]) and read-only inspection of a
+//! log ([`inspect`], behind `fleetweft log verify|show`).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod controller;
+pub mod inspect;
 pub mod log;
