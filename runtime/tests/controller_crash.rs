@@ -3,7 +3,7 @@
 //! the rebuilt state is the replay of exactly the acknowledged events, and
 //! no acknowledged event is missing from the log.
 
-use model::controller::{replay, ControllerState, Event, Input, OpPhase, Resolution};
+use model::controller::{replay, Event, Input, Resolution};
 use model::{
     Digest, Generation, NodeId, OpId, Plan, ProbeVerdict, ReportKind, RolloutId, RouteObservation,
     ToController,
@@ -134,38 +134,9 @@ fn input() -> impl Strategy<Value = Input> {
     ]
 }
 
-/// A canary's "switched" report with a failing probe while its op has no
-/// commit decision yet. No honest agent sends it (it switches only after a
-/// Commit), and today the model records it as UNKNOWN (contradictory)
-/// without requesting a restore, which `invariants` S11 rejects: the
-/// controller's debug assertion panics and a restart refuses the log. Left
-/// to the model/invariants owners; skipped here so the test keeps covering
-/// everything else. See `contradictory_switch_report_on_undecided_canary`.
-fn known_disagreement(state: &ControllerState, input: &Input) -> bool {
-    match input {
-        Input::FromAgent {
-            node,
-            msg:
-                ToController::Report {
-                    op,
-                    kind: ReportKind::Switched,
-                    observation,
-                },
-        } => state.op(*op).is_some_and(|o| {
-            o.node == *node
-                && o.phase == OpPhase::Granted
-                && observation.verdict != ProbeVerdict::Pass
-        }),
-        _ => false,
-    }
-}
-
 /// Feeds `inputs`, recording every acknowledged event; refusals record nothing.
 fn feed(ctrl: &mut Controller, inputs: &[Input], acknowledged: &mut Vec<(u64, Event)>) {
     for input in inputs {
-        if known_disagreement(ctrl.state(), input) {
-            continue;
-        }
         match ctrl.handle(input.clone()) {
             Ok(ready) => acknowledged.extend(ready.into_parts().0),
             Err(ControllerError::Refused(_)) => {}
@@ -225,10 +196,10 @@ proptest! {
     }
 }
 
-/// The disagreement `known_disagreement` skips, pinned so it is not
-/// forgotten: ignored until model and invariants agree on it.
+/// A contradictory "switched, wrong answer" report on an undecided canary (no
+/// honest agent sends it) makes the op UNKNOWN; it must neither panic the
+/// controller nor leave a log that a restart refuses.
 #[test]
-#[ignore = "model and invariants disagree on S11 for a contradictory report; reported"]
 fn contradictory_switch_report_on_undecided_canary() {
     let temp = tempfile::tempdir().expect("temp dir");
     let mut ctrl = Controller::open(temp.path().join("log")).expect("open");
@@ -252,7 +223,6 @@ fn contradictory_switch_report_on_undecided_canary() {
             },
         },
     };
-    // Panics today (debug assertion: S11) after the events are durable.
     let _recorded = ctrl.handle(report).expect("handled");
     ctrl.close().expect("close");
     Controller::open(temp.path().join("log")).expect("a restart accepts the log");

@@ -45,6 +45,7 @@ pub enum Action {
     Resume(RolloutId),
     Approve(RolloutId),
     Resolve(OpId),
+    Start,
     Supersede,
 }
 
@@ -85,8 +86,8 @@ impl FleetModel {
         }
     }
 
-    /// The initial world: every node serves v1 and said so; the operator has
-    /// just started the rollout to v2.
+    /// The initial world: every node serves v1 and said so; the operator's
+    /// first action is to start the rollout to v2.
     pub fn initial(&self) -> World {
         let count = self.cfg.followers as usize + 1;
         let mut world = World {
@@ -111,13 +112,6 @@ impl FleetModel {
             self.agent(&mut world, node, AgentInput::Connected, None, &mut quiet);
         }
         self.deliver_all_to_controller(&mut world);
-        self.controller(
-            &mut world,
-            Input::StartRollout {
-                plan: self.plan(V2),
-            },
-            &mut quiet,
-        );
         world
     }
 
@@ -354,6 +348,9 @@ impl FleetModel {
         if !world.unflushed.is_empty() {
             actions.push(Action::Flush);
         }
+        if ctrl.rollouts.is_empty() {
+            actions.push(Action::Start);
+        }
         if let Some(r) = ctrl.active_rollout() {
             if self.cfg.operator && r.paused.is_none() && world.ghost.pauses == 0 {
                 actions.push(Action::Pause(r.id));
@@ -520,6 +517,15 @@ impl FleetModel {
                     );
                 }
             }
+            Action::Start => {
+                self.controller(
+                    &mut next,
+                    Input::StartRollout {
+                        plan: self.plan(V2),
+                    },
+                    narration,
+                );
+            }
             Action::Supersede => {
                 self.controller(
                     &mut next,
@@ -594,6 +600,12 @@ impl FleetModel {
             Action::Resume(r) => format!("operator resumes rollout {r}"),
             Action::Approve(r) => format!("operator approves rollout {r} after the canary"),
             Action::Resolve(op) => format!("operator resolves {op} with an observation"),
+            Action::Start => format!(
+                "operator starts rollout r0 of v2 (canary {}, {} followers, slots {})",
+                NodeId(0),
+                self.cfg.followers,
+                self.cfg.slots
+            ),
             Action::Supersede => {
                 "operator starts a rollout of v3, superseding the current one".to_string()
             }

@@ -253,13 +253,13 @@ pub fn controller_step(
             for o in after.ops.iter_mut().filter(|o| o.is_canary) {
                 o.phase = OpPhase::Settled(Outcome::Verified);
             }
-            let ops_before = after.ops.len();
+            // One extra grant per step is enough to show the shortcut.
             events.extend(
                 progress(&after)
                     .into_iter()
-                    .filter(|e| matches!(e, Event::OpGranted { .. })),
+                    .filter(|e| matches!(e, Event::OpGranted { .. }))
+                    .take(1),
             );
-            debug_assert!(after.ops.len() == ops_before);
             Ok(events)
         }
         _ => step(state, input),

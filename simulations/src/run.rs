@@ -125,7 +125,11 @@ pub fn run(cfg: &CheckConfig, options: &RunOptions) -> Report {
                 (Expectation::Eventually, None) => ("eventually", Status::Pass),
             };
             let counterexample = match (&status, found) {
-                (Status::Fail, Some(path)) => Some(narrate(&model, path.clone().into_vec())),
+                (Status::Fail, Some(path)) => {
+                    let found = path.clone().into_vec();
+                    let shortest = shortest_path(&model, p.condition, found.len()).unwrap_or(found);
+                    Some(narrate(&model, shortest, p.name))
+                }
                 _ => None,
             };
             PropertyResult {
@@ -149,14 +153,63 @@ pub fn run(cfg: &CheckConfig, options: &RunOptions) -> Report {
     }
 }
 
+/// Upper bound on states the counterexample shortener may visit.
+pub const SHORTEN_STATES_MAX: usize = 2_000_000;
+
+/// The shortest path from the initial state to a state where `condition`
+/// fails, searched breadth first up to `depth_max` states long.
+///
+/// Why: stateright's BFS records a discovery per block of states and a later
+/// state of the same block can overwrite an earlier, shorter one, so the path
+/// it returns is not always the shortest. Counterexamples are read by people;
+/// the shortest one is the clearest.
+pub fn shortest_path(
+    model: &FleetModel,
+    condition: fn(&FleetModel, &World) -> bool,
+    depth_max: usize,
+) -> Option<Vec<(World, Option<Action>)>> {
+    use std::collections::{HashMap, VecDeque};
+    let init = model.initial();
+    let mut parent: HashMap<World, Option<(World, Action)>> = HashMap::new();
+    parent.insert(init.clone(), None);
+    let mut queue = VecDeque::from([(init, 1usize)]);
+    let mut actions = Vec::new();
+    while let Some((world, depth)) = queue.pop_front() {
+        if !condition(model, &world) {
+            // Walk back to the root, then tell it forwards.
+            let mut path: Vec<(World, Option<Action>)> = vec![(world.clone(), None)];
+            let mut cursor = world;
+            while let Some(Some((prev, action))) = parent.get(&cursor).cloned() {
+                path.push((prev.clone(), Some(action)));
+                cursor = prev;
+            }
+            path.reverse();
+            return Some(path);
+        }
+        if depth >= depth_max || parent.len() >= SHORTEN_STATES_MAX {
+            continue;
+        }
+        model.enabled(&world, &mut actions);
+        for action in actions.drain(..) {
+            let next = model.transition(&world, action, &mut None);
+            if next == world || parent.contains_key(&next) {
+                continue;
+            }
+            parent.insert(next.clone(), Some((world.clone(), action)));
+            queue.push_back((next, depth + 1));
+        }
+    }
+    None
+}
+
 /// Tell a path as numbered steps in domain words, with what each step made
 /// the controller and agents do, and the broken rule at the end.
-pub fn narrate(model: &FleetModel, path: Vec<(World, Option<Action>)>) -> Vec<String> {
-    let mut steps = vec![format!(
-        "0. start: every node serves v1; operator starts rollout r0 of v2 (canary {}, slots {})",
-        model::NodeId(0),
-        model.cfg.slots
-    )];
+pub fn narrate(
+    model: &FleetModel,
+    path: Vec<(World, Option<Action>)>,
+    property: &str,
+) -> Vec<String> {
+    let mut steps = vec!["0. every node serves v1 and has said so to the controller".to_string()];
     let mut last: Option<World> = None;
     for (index, (world, action)) in path.into_iter().enumerate() {
         if let Some(action) = action {
@@ -173,10 +226,44 @@ pub fn narrate(model: &FleetModel, path: Vec<(World, Option<Action>)>) -> Vec<St
             last = Some(world);
         }
     }
-    if let Some(v) = last.and_then(|w| w.violation) {
-        steps.push(format!("=> breaks {}: {}", v.rule, v.detail));
-    }
+    let detail = last.as_ref().and_then(|w| why_broken(w, property));
+    steps.push(match detail {
+        Some(detail) => format!("=> breaks {property}: {detail}"),
+        None => format!("=> breaks {property}"),
+    });
     steps
+}
+
+/// Why `property` fails in `world`, in domain words.
+fn why_broken(world: &World, property: &str) -> Option<String> {
+    let rule = rule_of(property)?;
+    if let Some(v) = world.violation.as_ref().filter(|v| v.rule == rule) {
+        return Some(v.detail.clone());
+    }
+    let ctrl = world.controller();
+    let state_check = match rule {
+        invariants::Rule::S1 => invariants::s1_slot_bound(&ctrl),
+        invariants::Rule::S2 => invariants::s2_one_live_op_per_node(&ctrl),
+        invariants::Rule::S4 => invariants::s4_canary_first(&ctrl),
+        invariants::Rule::S10 => {
+            let ghost = &world.ghost;
+            invariants::s10_human_waits_survive(
+                &ctrl,
+                &|r| ghost.approved_by_operator & (1 << r.0) != 0,
+                &|op| ghost.resolved_by_operator & (1 << op.0) != 0,
+            )
+        }
+        invariants::Rule::S11 => invariants::s11_wrong_answer_stops(&ctrl),
+        _ => Ok(()),
+    };
+    match state_check {
+        Err(v) => Some(v.detail),
+        Ok(()) if rule == invariants::Rule::S11 => Some(
+            "the controller counts the canary as verified while its route answers wrongly"
+                .to_string(),
+        ),
+        Ok(()) => None,
+    }
 }
 
 /// The human summary.

@@ -100,7 +100,12 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
             observation,
         } => {
             if let Some(o) = op_mut(state, op.0) {
-                let after_switch = *kind == ReportKind::Switched;
+                // Only a committed op's switch report is a probe of the new
+                // release; on an undecided op it is a contradiction, which
+                // makes the op UNKNOWN instead (S11 judges served answers).
+                let after_switch = *kind == ReportKind::Switched
+                    && o.decision == Some(Decision::Commit)
+                    && o.phase == OpPhase::Decided;
                 record(o, EvidenceSource::Agent(*kind), *observation, after_switch);
             }
         }

@@ -1,0 +1,88 @@
+//! `fleetweft-check` as an operator or CI runs it: exit codes and output.
+
+use std::process::Command;
+
+fn check(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_fleetweft-check"))
+        .args(args)
+        .output()
+        .expect("run fleetweft-check");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn clean_run_exits_zero_with_a_summary() {
+    let (code, stdout, stderr) = check(&["--followers", "1", "--faults", "loss,wrong-answer"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("unique states"));
+    assert!(stdout.contains("PASS       always    S6 stable decisions"));
+    assert!(stdout.contains("FOUND"));
+}
+
+#[test]
+fn every_listed_mutant_exits_one_naming_its_rule() {
+    let (code, list, _) = check(&["--list-mutants"]);
+    assert_eq!(code, 0);
+    let mutants: Vec<(String, String)> = list
+        .lines()
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            let name = words.next()?.to_string();
+            let _breaks = words.next()?;
+            Some((name, words.next()?.to_string()))
+        })
+        .collect();
+    assert!(mutants.len() >= 9, "{list}");
+    for (name, rule) in mutants {
+        let (code, stdout, stderr) = check(&["--mutant", &name]);
+        assert_eq!(code, 1, "{name}: {stdout}{stderr}");
+        assert!(
+            stdout.contains(&format!("=> breaks {rule} ")),
+            "{name} must name {rule}:\n{stdout}"
+        );
+        assert!(stdout.contains("1. "), "numbered steps for {name}");
+    }
+}
+
+#[test]
+fn bad_arguments_exit_two_naming_the_argument() {
+    for (args, needle) in [
+        (vec!["--mutant", "nope"], "--mutant"),
+        (vec!["--faults", "loss,meteor"], "--faults"),
+        (vec!["--followers", "9"], "--followers"),
+        (vec!["--slots", "0"], "--slots"),
+        (vec!["--max-faults", "x"], "--max-faults"),
+    ] {
+        let (code, _, stderr) = check(&args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(needle),
+            "{args:?} should name {needle}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn json_and_markdown_outputs() {
+    let dir = std::env::temp_dir().join(format!("fleetweft-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let md = dir.join("cex.md");
+    let md_arg = md.to_string_lossy().into_owned();
+    let (code, stdout, _) = check(&[
+        "--mutant",
+        "grant-while-paused",
+        "--json",
+        "--markdown",
+        &md_arg,
+    ]);
+    assert_eq!(code, 1);
+    let json: serde_json::Value = serde_json::from_str(&stdout).expect("valid JSON");
+    assert!(json["unique_states"].as_u64().is_some_and(|n| n > 0));
+    let page = std::fs::read_to_string(&md).expect("markdown written");
+    assert!(page.contains("S5 pause stops grants"), "{page}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
