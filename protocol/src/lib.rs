@@ -1,0 +1,6 @@
+//! # What the controller and agents share
+//!
+//! - `pki`: the fleet CA, controller and node certificates, operator token.
+//! - `bundle`: signed app bundles (manifest + app file, Ed25519).
+//! - `frame`: versioned, length-prefixed, bounded wire frames.
+//! - `quic`: quinn endpoints with mutual TLS (rustls, TLS 1.3 only).
