@@ -5,3 +5,4 @@
 //! - `frame`: versioned, length-prefixed, bounded wire frames.
 //! - `quic`: quinn endpoints with mutual TLS (rustls, TLS 1.3 only).
 pub mod frame;
+pub mod pki;

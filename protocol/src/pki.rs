@@ -1,0 +1,719 @@
+//! The fleet's PKI: a fleet CA, the controller's server certificate, one
+//! client certificate per node, and the operator token.
+//!
+//! # Layout of a PKI directory
+//!
+//! ```text
+//! DIR/ca.pem                  fleet CA certificate (public)
+//! DIR/ca-key.pem              fleet CA private key (0600)
+//! DIR/controller.pem          controller server certificate (public)
+//! DIR/controller-key.pem      controller private key (0600)
+//! DIR/nodes/<node>.pem        node client certificate (public)
+//! DIR/nodes/<node>-key.pem    node private key (0600)
+//! DIR/operator-token          64 hex characters and a newline (0600)
+//! ```
+//!
+//! # Node identity
+//!
+//! A node id is `[a-z0-9-]{1,63}` (see [`validate_node_id`]). A node's
+//! certificate carries exactly one SAN DNS name `<node>.nodes.fleetweft`
+//! ([`NODE_SAN_SUFFIX`]); after the TLS handshake has verified the chain, the
+//! controller reads the node id from that SAN with [`node_id_from_cert`],
+//! never from a message, so a node cannot speak for another node.
+//!
+//! All keys are ECDSA P-256 with SHA-256: rustls with the ring provider
+//! verifies it for TLS 1.3 server and client authentication.
+
+use std::collections::BTreeSet;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use rand_core::{OsRng, RngCore};
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose, SanType, PKCS_ECDSA_P256_SHA256,
+};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use x509_parser::extensions::GeneralName;
+
+/// Suffix of the SAN DNS name that carries a node id: `<node>.nodes.fleetweft`.
+pub const NODE_SAN_SUFFIX: &str = ".nodes.fleetweft";
+/// Longest node id: one DNS label.
+pub const NODE_ID_LEN_MAX: usize = 63;
+/// Longest controller host name: a DNS name.
+pub const CONTROLLER_HOST_LEN_MAX: usize = 253;
+/// The controller host used when the operator names none.
+pub const DEFAULT_CONTROLLER_HOST: &str = "localhost";
+/// Largest PEM or token file we read; real ones are a few KiB.
+pub const PEM_FILE_BYTES_MAX: u64 = 1024 * 1024;
+/// Random bytes in the operator token (hex-encoded on disk).
+pub const OPERATOR_TOKEN_BYTES: usize = 32;
+
+/// Mode of private keys and the operator token.
+const SECRET_FILE_MODE: u32 = 0o600;
+/// Mode of certificates.
+const PUBLIC_FILE_MODE: u32 = 0o644;
+/// Mode of the PKI directory and its `nodes` directory.
+const DIR_MODE: u32 = 0o700;
+
+/// Why a PKI operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PkiError {
+    /// A file or directory could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// `init_fleet` refuses to overwrite an existing PKI.
+    #[error("{0} already exists; refusing to overwrite an existing PKI directory")]
+    AlreadyExists(PathBuf),
+    /// The PKI directory path has no usable final component.
+    #[error("{0}: not a usable directory path")]
+    BadDirectory(PathBuf),
+    /// A node id does not match `[a-z0-9-]{{1,63}}`.
+    #[error("invalid node id {0:?}: expected 1 to 63 of a-z, 0-9, '-'")]
+    InvalidNodeId(String),
+    /// The same node id was given twice.
+    #[error("node id {0:?} given twice")]
+    DuplicateNode(String),
+    /// `init_fleet` was given no nodes.
+    #[error("no nodes given; a fleet needs at least one node")]
+    NoNodes,
+    /// The controller host is not a DNS name or IP address.
+    #[error("invalid controller host {0:?}: expected a DNS name or IP address")]
+    InvalidControllerHost(String),
+    /// rcgen failed to generate a key or certificate.
+    #[error("certificate generation failed: {0}")]
+    Generate(#[from] rcgen::Error),
+    /// A certificate could not be parsed.
+    #[error("certificate does not parse: {0}")]
+    BadCertificate(String),
+    /// A certificate carries no `<node>.nodes.fleetweft` SAN.
+    #[error("certificate carries no node id (no SAN DNS name ending in {NODE_SAN_SUFFIX})")]
+    NoNodeId,
+    /// A certificate carries more than one node SAN.
+    #[error("certificate carries {0} node ids; exactly one is allowed")]
+    AmbiguousNodeId(usize),
+    /// A PEM file holds no certificate.
+    #[error("{0}: no certificate found")]
+    NoCertificate(PathBuf),
+    /// A PEM file holds no private key.
+    #[error("{0}: no private key found")]
+    NoPrivateKey(PathBuf),
+    /// A PEM or token file is larger than any real one.
+    #[error("{path}: {len} bytes, larger than the {max}-byte limit")]
+    FileTooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        len: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// The operator token file does not hold 64 hex characters.
+    #[error("{0}: not an operator token (expected 64 hex characters)")]
+    BadToken(PathBuf),
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> PkiError + '_ {
+    move |source| PkiError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Checks that `id` is `[a-z0-9-]{1,63}`: one DNS label, so
+/// `<id>.nodes.fleetweft` is a valid SAN and ids compare byte for byte.
+pub fn validate_node_id(id: &str) -> Result<(), PkiError> {
+    let ok = !id.is_empty()
+        && id.len() <= NODE_ID_LEN_MAX
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(PkiError::InvalidNodeId(id.to_string()))
+    }
+}
+
+/// The SAN DNS name that carries `node`'s identity.
+pub fn node_san(node: &str) -> String {
+    format!("{node}{NODE_SAN_SUFFIX}")
+}
+
+/// Where the files of a PKI directory live (see the module docs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FleetPki {
+    /// The PKI directory.
+    pub dir: PathBuf,
+    /// The node ids, in the order given to [`init_fleet`].
+    pub nodes: Vec<String>,
+}
+
+impl FleetPki {
+    /// The fleet CA certificate.
+    pub fn ca_cert(&self) -> PathBuf {
+        self.dir.join("ca.pem")
+    }
+    /// The fleet CA private key.
+    pub fn ca_key(&self) -> PathBuf {
+        self.dir.join("ca-key.pem")
+    }
+    /// The controller's server certificate.
+    pub fn controller_cert(&self) -> PathBuf {
+        self.dir.join("controller.pem")
+    }
+    /// The controller's private key.
+    pub fn controller_key(&self) -> PathBuf {
+        self.dir.join("controller-key.pem")
+    }
+    /// `node`'s client certificate.
+    pub fn node_cert(&self, node: &str) -> PathBuf {
+        self.dir.join("nodes").join(format!("{node}.pem"))
+    }
+    /// `node`'s private key.
+    pub fn node_key(&self, node: &str) -> PathBuf {
+        self.dir.join("nodes").join(format!("{node}-key.pem"))
+    }
+    /// The operator token file.
+    pub fn operator_token(&self) -> PathBuf {
+        self.dir.join("operator-token")
+    }
+}
+
+/// Creates a new fleet PKI in `dir` (see the module docs for the layout).
+///
+/// `dir` must not exist. Everything is written into a temporary directory
+/// next to it and renamed into place at the end, so a failure leaves either
+/// no `dir` or a complete one, never a half-written PKI.
+pub fn init_fleet(
+    dir: &Path,
+    nodes: &[String],
+    controller_host: &str,
+) -> Result<FleetPki, PkiError> {
+    if nodes.is_empty() {
+        return Err(PkiError::NoNodes);
+    }
+    let mut seen = BTreeSet::new();
+    for node in nodes {
+        validate_node_id(node)?;
+        if !seen.insert(node.as_str()) {
+            return Err(PkiError::DuplicateNode(node.clone()));
+        }
+    }
+    let controller_san = controller_san(controller_host)?;
+    let name = dir
+        .file_name()
+        .ok_or_else(|| PkiError::BadDirectory(dir.to_path_buf()))?;
+    if dir.symlink_metadata().is_ok() {
+        return Err(PkiError::AlreadyExists(dir.to_path_buf()));
+    }
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    fs::create_dir_all(&parent).map_err(io_err(&parent))?;
+
+    let mut suffix = [0u8; 8];
+    OsRng.fill_bytes(&mut suffix);
+    let tmp = parent.join(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        hex::encode(suffix)
+    ));
+    fs::DirBuilder::new()
+        .mode(DIR_MODE)
+        .create(&tmp)
+        .map_err(io_err(&tmp))?;
+    let staged = FleetPki {
+        dir: tmp.clone(),
+        nodes: nodes.to_vec(),
+    };
+    let result = write_pki(&staged, controller_san).and_then(|()| {
+        // Checked again: someone may have created `dir` while we generated,
+        // and rename(2) would silently replace an empty directory.
+        if dir.symlink_metadata().is_ok() {
+            return Err(PkiError::AlreadyExists(dir.to_path_buf()));
+        }
+        fs::rename(&tmp, dir).map_err(io_err(dir))?;
+        // Make the rename itself durable.
+        File::open(&parent)
+            .and_then(|d| d.sync_all())
+            .map_err(io_err(&parent))
+    });
+    if let Err(err) = result {
+        // Best effort: the error we report matters more than cleanup failing.
+        let _ = fs::remove_dir_all(&tmp);
+        return Err(err);
+    }
+    Ok(FleetPki {
+        dir: dir.to_path_buf(),
+        nodes: nodes.to_vec(),
+    })
+}
+
+/// The controller certificate's SAN for `host`: an IP SAN for an address,
+/// else a DNS SAN.
+fn controller_san(host: &str) -> Result<SanType, PkiError> {
+    let invalid = || PkiError::InvalidControllerHost(host.to_string());
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Ok(SanType::IpAddress(ip));
+    }
+    let ok = !host.is_empty()
+        && host.len() <= CONTROLLER_HOST_LEN_MAX
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        });
+    if !ok {
+        return Err(invalid());
+    }
+    let name = host
+        .to_ascii_lowercase()
+        .try_into()
+        .map_err(|_| invalid())?;
+    Ok(SanType::DnsName(name))
+}
+
+fn distinguished_name(common_name: &str) -> DistinguishedName {
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::OrganizationName, "Fleetweft");
+    dn.push(DnType::CommonName, common_name);
+    dn
+}
+
+fn write_pki(pki: &FleetPki, controller_san: SanType) -> Result<(), PkiError> {
+    let ca_key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
+    let mut ca_params = CertificateParams::default();
+    ca_params.distinguished_name = distinguished_name("Fleetweft fleet CA");
+    // Path length 0: the CA signs leaves only, never another CA.
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca = ca_params.self_signed(&ca_key)?;
+    write_file(&pki.ca_cert(), ca.pem().as_bytes(), PUBLIC_FILE_MODE)?;
+    write_file(
+        &pki.ca_key(),
+        ca_key.serialize_pem().as_bytes(),
+        SECRET_FILE_MODE,
+    )?;
+
+    let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
+    let mut params = CertificateParams::default();
+    params.distinguished_name = distinguished_name("Fleetweft controller");
+    let mut sans = vec![controller_san];
+    let loopback = SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    if !sans.contains(&loopback) {
+        sans.push(loopback);
+    }
+    params.subject_alt_names = sans;
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    // Server auth only: the controller's certificate cannot pose as a node.
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let cert = params.signed_by(&key, &ca, &ca_key)?;
+    write_file(
+        &pki.controller_cert(),
+        cert.pem().as_bytes(),
+        PUBLIC_FILE_MODE,
+    )?;
+    write_file(
+        &pki.controller_key(),
+        key.serialize_pem().as_bytes(),
+        SECRET_FILE_MODE,
+    )?;
+
+    let nodes_dir = pki.dir.join("nodes");
+    fs::DirBuilder::new()
+        .mode(DIR_MODE)
+        .create(&nodes_dir)
+        .map_err(io_err(&nodes_dir))?;
+    for node in &pki.nodes {
+        let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
+        let mut params = CertificateParams::default();
+        params.distinguished_name = distinguished_name(node);
+        let san = node_san(node)
+            .try_into()
+            .map_err(|_| PkiError::InvalidNodeId(node.clone()))?;
+        params.subject_alt_names = vec![SanType::DnsName(san)];
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        // Client auth only: a node's certificate cannot pose as the controller.
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = params.signed_by(&key, &ca, &ca_key)?;
+        write_file(
+            &pki.node_cert(node),
+            cert.pem().as_bytes(),
+            PUBLIC_FILE_MODE,
+        )?;
+        write_file(
+            &pki.node_key(node),
+            key.serialize_pem().as_bytes(),
+            SECRET_FILE_MODE,
+        )?;
+    }
+
+    let mut token = [0u8; OPERATOR_TOKEN_BYTES];
+    OsRng.fill_bytes(&mut token);
+    let line = format!("{}\n", hex::encode(token));
+    write_file(&pki.operator_token(), line.as_bytes(), SECRET_FILE_MODE)?;
+
+    let dir = &pki.dir;
+    File::open(&nodes_dir)
+        .and_then(|d| d.sync_all())
+        .and_then(|()| File::open(dir))
+        .and_then(|d| d.sync_all())
+        .map_err(io_err(dir))
+}
+
+/// Writes a new file with `mode` set at creation, so a secret is never
+/// readable by others even for an instant, and syncs it.
+fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result<(), PkiError> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)
+        .map_err(io_err(path))?;
+    file.write_all(bytes).map_err(io_err(path))?;
+    file.sync_all().map_err(io_err(path))
+}
+
+/// Reads a small file, refusing anything over [`PEM_FILE_BYTES_MAX`].
+fn read_small(path: &Path) -> Result<Vec<u8>, PkiError> {
+    let file = File::open(path).map_err(io_err(path))?;
+    let mut bytes = Vec::new();
+    // Read one byte past the limit to tell "at the limit" from "over it".
+    file.take(PEM_FILE_BYTES_MAX + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io_err(path))?;
+    let len = bytes.len() as u64;
+    if len > PEM_FILE_BYTES_MAX {
+        return Err(PkiError::FileTooLarge {
+            path: path.to_path_buf(),
+            len,
+            max: PEM_FILE_BYTES_MAX,
+        });
+    }
+    Ok(bytes)
+}
+
+/// The node id carried by a certificate: the one SAN DNS name of the form
+/// `<node>.nodes.fleetweft`, with `<node>` a valid node id.
+///
+/// This reads the identity only; it does not verify the chain. Call it on a
+/// peer certificate that the TLS handshake has already verified.
+pub fn node_id_from_cert(der: &[u8]) -> Result<String, PkiError> {
+    let (rest, cert) = x509_parser::parse_x509_certificate(der)
+        .map_err(|e| PkiError::BadCertificate(e.to_string()))?;
+    if !rest.is_empty() {
+        return Err(PkiError::BadCertificate(format!(
+            "{} trailing bytes after the certificate",
+            rest.len()
+        )));
+    }
+    let san = cert
+        .subject_alternative_name()
+        .map_err(|e| PkiError::BadCertificate(e.to_string()))?;
+    let mut ids = Vec::new();
+    if let Some(san) = san {
+        for name in &san.value.general_names {
+            if let GeneralName::DNSName(dns) = name {
+                if let Some(node) = dns.strip_suffix(NODE_SAN_SUFFIX) {
+                    validate_node_id(node)?;
+                    ids.push(node.to_string());
+                }
+            }
+        }
+    }
+    match ids.len() {
+        0 => Err(PkiError::NoNodeId),
+        1 => Ok(ids.remove(0)),
+        n => Err(PkiError::AmbiguousNodeId(n)),
+    }
+}
+
+/// All certificates in a PEM file, in order; an error if there are none.
+pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, PkiError> {
+    let bytes = read_small(path)?;
+    let certs = rustls_pemfile::certs(&mut bytes.as_slice())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(io_err(path))?;
+    if certs.is_empty() {
+        return Err(PkiError::NoCertificate(path.to_path_buf()));
+    }
+    Ok(certs)
+}
+
+/// The first private key in a PEM file (PKCS#8, PKCS#1 or SEC1).
+pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, PkiError> {
+    let bytes = read_small(path)?;
+    rustls_pemfile::private_key(&mut bytes.as_slice())
+        .map_err(io_err(path))?
+        .ok_or_else(|| PkiError::NoPrivateKey(path.to_path_buf()))
+}
+
+/// The operator token: 64 lower-case hex characters, surrounding whitespace
+/// ignored.
+pub fn load_operator_token(path: &Path) -> Result<String, PkiError> {
+    let bytes = read_small(path)?;
+    let text = std::str::from_utf8(&bytes).map_err(|_| PkiError::BadToken(path.to_path_buf()))?;
+    let token = text.trim();
+    let ok = token.len() == 2 * OPERATOR_TOKEN_BYTES
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if ok {
+        Ok(token.to_string())
+    } else {
+        Err(PkiError::BadToken(path.to_path_buf()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use std::sync::Arc;
+
+    use rustls::client::danger::ServerCertVerifier;
+    use rustls::client::WebPkiServerVerifier;
+    use rustls::pki_types::{ServerName, UnixTime};
+    use rustls::server::danger::ClientCertVerifier;
+    use rustls::server::WebPkiClientVerifier;
+    use rustls::RootCertStore;
+
+    fn nodes(ids: &[&str]) -> Vec<String> {
+        ids.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn fleet(temp: &tempfile::TempDir, name: &str) -> FleetPki {
+        init_fleet(
+            &temp.path().join(name),
+            &nodes(&["node-a", "node-b"]),
+            DEFAULT_CONTROLLER_HOST,
+        )
+        .expect("init fleet")
+    }
+
+    fn roots(pki: &FleetPki) -> Arc<RootCertStore> {
+        let mut roots = RootCertStore::empty();
+        for cert in load_certs(&pki.ca_cert()).expect("ca") {
+            roots.add(cert).expect("add root");
+        }
+        Arc::new(roots)
+    }
+
+    fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+        Arc::new(rustls::crypto::ring::default_provider())
+    }
+
+    fn client_verifier(pki: &FleetPki) -> Arc<dyn ClientCertVerifier> {
+        WebPkiClientVerifier::builder_with_provider(roots(pki), provider())
+            .build()
+            .expect("client verifier")
+    }
+
+    fn server_verifier(pki: &FleetPki) -> Arc<WebPkiServerVerifier> {
+        WebPkiServerVerifier::builder_with_provider(roots(pki), provider())
+            .build()
+            .expect("server verifier")
+    }
+
+    fn leaf(path: &Path) -> CertificateDer<'static> {
+        load_certs(path).expect("certs").remove(0)
+    }
+
+    fn mode(path: &Path) -> u32 {
+        fs::metadata(path).expect("metadata").permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn layout_and_modes() {
+        let temp = tempfile::tempdir().expect("tempdir");
+        let pki = fleet(&temp, "pki");
+        for public in [
+            pki.ca_cert(),
+            pki.controller_cert(),
+            pki.node_cert("node-a"),
+        ] {
+            assert_eq!(mode(&public), PUBLIC_FILE_MODE, "{}", public.display());
+        }
+        for secret in [
+            pki.ca_key(),
+            pki.controller_key(),
+            pki.node_key("node-a"),
+            pki.node_key("node-b"),
+            pki.operator_token(),
+        ] {
+            assert_eq!(mode(&secret), SECRET_FILE_MODE, "{}", secret.display());
+        }
+        load_key(&pki.node_key("node-b")).expect("node key");
+        load_key(&pki.controller_key()).expect("controller key");
+        let token = load_operator_token(&pki.operator_token()).expect("token");
+        assert_eq!(token.len(), 64);
+        // No temporary directory is left behind.
+        let entries: Vec<_> = fs::read_dir(temp.path()).expect("read").collect();
+        assert_eq!(entries.len(), 1);
+    }
+
+    #[test]
+    fn node_ids_come_from_certificates() {
+        let temp = tempfile::tempdir().expect("tempdir");
+        let pki = fleet(&temp, "pki");
+        for node in ["node-a", "node-b"] {
+            let cert = leaf(&pki.node_cert(node));
+            assert_eq!(node_id_from_cert(&cert).expect("node id"), node);
+        }
+        let controller = leaf(&pki.controller_cert());
+        assert!(matches!(
+            node_id_from_cert(&controller),
+            Err(PkiError::NoNodeId)
+        ));
+        assert!(matches!(
+            node_id_from_cert(b"not a certificate"),
+            Err(PkiError::BadCertificate(_))
+        ));
+    }
+
+    #[test]
+    fn rustls_accepts_fleet_certificates() {
+        let temp = tempfile::tempdir().expect("tempdir");
+        let pki = fleet(&temp, "pki");
+        let now = UnixTime::now();
+        client_verifier(&pki)
+            .verify_client_cert(&leaf(&pki.node_cert("node-a")), &[], now)
+            .expect("node cert verifies as a client");
+        let server = server_verifier(&pki);
+        let controller = leaf(&pki.controller_cert());
+        for name in ["localhost", "127.0.0.1"] {
+            let name = ServerName::try_from(name).expect("name");
+            server
+                .verify_server_cert(&controller, &[], &name, &[], now)
+                .expect("controller cert verifies as a server");
+        }
+    }
+
+    #[test]
+    fn roles_do_not_swap() {
+        let temp = tempfile::tempdir().expect("tempdir");
+        let pki = fleet(&temp, "pki");
+        let now = UnixTime::now();
+        // The controller's certificate cannot act as a node...
+        assert!(client_verifier(&pki)
+            .verify_client_cert(&leaf(&pki.controller_cert()), &[], now)
+            .is_err());
+        // ...and a node's certificate cannot act as the controller.
+        let name = ServerName::try_from("node-a.nodes.fleetweft").expect("name");
+        assert!(server_verifier(&pki)
+            .verify_server_cert(&leaf(&pki.node_cert("node-a")), &[], &name, &[], now)
+            .is_err());
+    }
+
+    #[test]
+    fn foreign_certificates_are_refused() {
+        let temp = tempfile::tempdir().expect("tempdir");
+        let ours = fleet(&temp, "ours");
+        let foreign = fleet(&temp, "foreign");
+        let now = UnixTime::now();
+        assert!(client_verifier(&ours)
+            .verify_client_cert(&leaf(&foreign.node_cert("node-a")), &[], now)
+            .is_err());
+        let name = ServerName::try_from("localhost").expect("name");
+        assert!(server_verifier(&ours)
+            .verify_server_cert(&leaf(&foreign.controller_cert()), &[], &name, &[], now)
+            .is_err());
+    }
+
+    #[test]
+    fn controller_host_becomes_a_san() {
+        let temp = tempfile::tempdir().expect("tempdir");
+        let dir = temp.path().join("pki");
+        let pki = init_fleet(&dir, &nodes(&["n1"]), "ctl.example.org").expect("init");
+        let controller = leaf(&pki.controller_cert());
+        let server = server_verifier(&pki);
+        let now = UnixTime::now();
+        for ok in ["ctl.example.org", "127.0.0.1"] {
+            let name = ServerName::try_from(ok).expect("name");
+            server
+                .verify_server_cert(&controller, &[], &name, &[], now)
+                .expect("verifies");
+        }
+        let other = ServerName::try_from("localhost").expect("name");
+        assert!(server
+            .verify_server_cert(&controller, &[], &other, &[], now)
+            .is_err());
+    }
+
+    #[test]
+    fn refuses_to_overwrite() {
+        let temp = tempfile::tempdir().expect("tempdir");
+        let pki = fleet(&temp, "pki");
+        let before = fs::read(pki.ca_cert()).expect("read");
+        let err = init_fleet(&pki.dir, &nodes(&["node-c"]), "localhost").unwrap_err();
+        assert!(matches!(err, PkiError::AlreadyExists(_)), "{err}");
+        assert_eq!(fs::read(pki.ca_cert()).expect("read"), before);
+        // An empty directory counts too: rename(2) would replace it.
+        let empty = temp.path().join("empty");
+        fs::create_dir(&empty).expect("mkdir");
+        let err = init_fleet(&empty, &nodes(&["node-c"]), "localhost").unwrap_err();
+        assert!(matches!(err, PkiError::AlreadyExists(_)), "{err}");
+    }
+
+    #[test]
+    fn bad_inputs_write_nothing() {
+        let temp = tempfile::tempdir().expect("tempdir");
+        let dir = temp.path().join("pki");
+        for (ids, host) in [
+            (nodes(&[]), "localhost"),
+            (nodes(&["Node-A"]), "localhost"),
+            (nodes(&["node_a"]), "localhost"),
+            (nodes(&[""]), "localhost"),
+            (nodes(&[&"a".repeat(64)]), "localhost"),
+            (nodes(&["a", "a"]), "localhost"),
+            (nodes(&["a"]), ""),
+            (nodes(&["a"]), "bad host"),
+            (nodes(&["a"]), "a..b"),
+        ] {
+            assert!(init_fleet(&dir, &ids, host).is_err(), "{ids:?} {host:?}");
+        }
+        assert_eq!(fs::read_dir(temp.path()).expect("read").count(), 0);
+        validate_node_id(&"a".repeat(NODE_ID_LEN_MAX)).expect("63 is fine");
+    }
+
+    #[test]
+    fn load_errors_name_the_file() {
+        let temp = tempfile::tempdir().expect("tempdir");
+        let missing = temp.path().join("missing.pem");
+        let err = load_certs(&missing).unwrap_err();
+        assert!(err.to_string().contains("missing.pem"), "{err}");
+        let empty = temp.path().join("empty.pem");
+        fs::write(&empty, "nothing here\n").expect("write");
+        let err = load_certs(&empty).unwrap_err();
+        assert!(matches!(err, PkiError::NoCertificate(_)), "{err}");
+        assert!(err.to_string().contains("empty.pem"), "{err}");
+        let err = load_key(&empty).unwrap_err();
+        assert!(matches!(err, PkiError::NoPrivateKey(_)), "{err}");
+        let big = temp.path().join("big.pem");
+        fs::write(&big, vec![b'a'; PEM_FILE_BYTES_MAX as usize + 1]).expect("write");
+        assert!(matches!(
+            load_certs(&big),
+            Err(PkiError::FileTooLarge { .. })
+        ));
+        assert!(matches!(
+            load_operator_token(&empty),
+            Err(PkiError::BadToken(_))
+        ));
+    }
+}
