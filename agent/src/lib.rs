@@ -1,0 +1,10 @@
+//! # Fleetweft's node agent
+//!
+//! Drives `model::agent`'s core with real effects: a journal fsynced before
+//! any action, signed-bundle verification, supervised app instances on
+//! private ports, a public-route proxy that stamps the serving release, and
+//! route probes.
+
+pub mod probe;
+pub mod proxy;
+pub mod supervisor;

@@ -1,0 +1,48 @@
+"""Fleetweft's sample app: a tiny HTTP service answering its version.
+
+The agent starts it with PORT set and probes GET /hello. HELLO_VERSION is
+baked in per bundle by the demo (v1, v2). HELLO_ANSWER_WRONGLY=1 (set only by
+an agent started with --allow-fault-injection) makes it answer a healthy 200
+with the wrong body: the failure a process check cannot see.
+"""
+
+import os
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+VERSION = "v1"
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path == "/hello":
+            wrong = os.environ.get("HELLO_ANSWER_WRONGLY") == "1"
+            body = ("goodbye from " if wrong else "hello from ") + VERSION
+            payload = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+        elif self.path == "/healthz":
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+        else:
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    def log_message(self, fmt, *args):  # keep the agent's log readable
+        sys.stderr.write("hello-app %s: %s\n" % (VERSION, fmt % args))
+
+
+def main():
+    port = int(os.environ.get("PORT", "0"))
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
