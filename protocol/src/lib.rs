@@ -4,5 +4,6 @@
 //! - `bundle`: signed app bundles (manifest + app file, Ed25519).
 //! - `frame`: versioned, length-prefixed, bounded wire frames.
 //! - `quic`: quinn endpoints with mutual TLS (rustls, TLS 1.3 only).
+pub mod bundle;
 pub mod frame;
 pub mod pki;
