@@ -7,3 +7,5 @@
 pub mod bundle;
 pub mod frame;
 pub mod pki;
+pub mod quic;
+pub mod tls;

@@ -1,0 +1,749 @@
+//! QUIC endpoints (quinn) with mutual TLS between the controller and agents.
+//!
+//! Streams on one connection:
+//! - the **control stream**: the first bidirectional stream the agent opens,
+//!   right after connecting. Both sides exchange frames on it for the life of
+//!   the connection. QUIC makes a stream visible to the peer only once data
+//!   is sent on it, so the agent speaks first (its `Hello`, SPEC);
+//! - **bundle streams**: every later bidirectional stream the agent opens
+//!   carries one `FetchBundle` request and its answer.
+//!
+//! QUIC hands bidirectional streams to the acceptor in stream-id order, so
+//! the controller's first accepted stream is always the control stream.
+//!
+//! A peer that sends a malformed, oversized or out-of-place frame has its
+//! whole connection closed with an application close code and a logged
+//! reason; nothing it sends can panic this side.
+
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use model::Digest;
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use quinn::{Connection, Endpoint, RecvStream, SendStream, TransportConfig, VarInt};
+use rustls::pki_types::CertificateDer;
+use sha2::{Digest as _, Sha256};
+use thiserror::Error;
+use tracing::{debug, warn};
+
+use crate::frame::{read_frame, write_frame, FrameBody, FrameError};
+use crate::tls::{self, ClientIdentity, ServerIdentity, TlsError};
+
+/// Largest bundle sent or accepted, in bytes. Checked against the announced
+/// length before any buffer is allocated.
+pub const BUNDLE_BYTES_MAX: u64 = 16 * 1024 * 1024;
+
+/// Interval between QUIC keep-alive pings. Well under [`IDLE_TIMEOUT`] so a
+/// healthy but quiet connection (no rollout in progress) is never idled out.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(2);
+
+/// A connection with no packets from the peer for this long is dead: an
+/// agent notices a lost controller (and reconnects with [`Backoff`]), the
+/// controller notices a lost agent, within seconds rather than TCP-like
+/// minutes. Also bounds how long a stalled handshake can last.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long the controller waits for a new connection's TLS handshake.
+/// Handshakes are awaited one at a time in [`ControllerEndpoint::accept`],
+/// so a peer that stalls one must not hold up the next agent for long.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long the controller waits for an agent to open its control stream
+/// (send its first frame), and for a bundle stream's request frame.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Most bidirectional streams an agent may have open at once: the control
+/// stream plus a few concurrent bundle fetches. Bounds per-agent work.
+pub const STREAMS_BIDI_MAX: u32 = 8;
+
+/// Application close code: orderly shutdown.
+pub const CLOSE_NORMAL: u32 = 0;
+/// Application close code: a frame was malformed, oversized or of another
+/// wire version.
+pub const CLOSE_BAD_FRAME: u32 = 1;
+/// Application close code: a well-formed frame that does not belong where it
+/// was sent (e.g. `ToAgent` from an agent).
+pub const CLOSE_UNEXPECTED_FRAME: u32 = 2;
+/// Application close code: the client certificate names no node.
+pub const CLOSE_NOT_A_NODE: u32 = 3;
+/// Application close code: the agent did not open its control stream in
+/// time.
+pub const CLOSE_CONTROL_TIMEOUT: u32 = 4;
+
+/// Why a transport operation failed.
+#[derive(Debug, Error)]
+pub enum TransportError {
+    /// A TLS configuration could not be built.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// quinn refused the TLS configuration.
+    #[error("QUIC refused the TLS configuration: {0}")]
+    QuicConfig(String),
+    /// The UDP socket could not be bound.
+    #[error("cannot bind UDP {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A connection could not be started (bad server name, endpoint closed).
+    #[error("cannot connect: {0}")]
+    Connect(#[from] quinn::ConnectError),
+    /// The TLS/QUIC handshake failed (untrusted certificate, wrong ALPN, ...).
+    #[error("handshake failed: {0}")]
+    Handshake(quinn::ConnectionError),
+    /// The handshake took longer than [`HANDSHAKE_TIMEOUT`].
+    #[error("handshake did not finish within {0:?}")]
+    HandshakeTimeout(Duration),
+    /// The peer presented no certificate chain.
+    #[error("peer presented no certificate")]
+    NoPeerCertificate,
+    /// The peer's certificate does not name exactly one well-formed node.
+    #[error("certificate names no node: {0}")]
+    NotANodeCert(String),
+    /// The connection failed or was closed.
+    #[error("connection lost: {0}")]
+    Connection(quinn::ConnectionError),
+    /// The agent did not open its control stream within [`REQUEST_TIMEOUT`],
+    /// or a bundle request did not arrive in time.
+    #[error("peer sent nothing within {0:?}")]
+    RequestTimeout(Duration),
+    /// The peer sent a malformed frame; the connection was closed.
+    #[error("peer sent a bad frame: {0}")]
+    BadFrame(FrameError),
+    /// The peer sent a frame that does not belong here; the connection was
+    /// closed.
+    #[error("unexpected frame on {stream} stream: {got}")]
+    UnexpectedFrame {
+        /// Which stream ("control" or "bundle").
+        stream: &'static str,
+        /// What arrived.
+        got: String,
+    },
+    /// Reading or writing a frame failed for a reason other than bad bytes.
+    #[error(transparent)]
+    Frame(FrameError),
+    /// The peer finished the control stream.
+    #[error("control stream finished by peer")]
+    ControlFinished,
+    /// A bundle's announced length exceeds [`BUNDLE_BYTES_MAX`].
+    #[error("bundle of {len} bytes exceeds the limit of {max} bytes")]
+    BundleTooLarge {
+        /// Announced length.
+        len: u64,
+        /// [`BUNDLE_BYTES_MAX`].
+        max: u64,
+    },
+    /// The controller has no bundle with this digest.
+    #[error("controller has no bundle {0}")]
+    BundleMissing(Digest),
+    /// The bundle stream carried bytes other than what was announced.
+    #[error("bundle stream: {0}")]
+    BundleStream(String),
+    /// The bundle's SHA-256 is not the digest asked for.
+    #[error("bundle digest mismatch: asked for {expected}, got {got}")]
+    DigestMismatch {
+        /// Digest asked for.
+        expected: Digest,
+        /// SHA-256 of the bytes received.
+        got: Digest,
+    },
+}
+
+/// The transport parameters both sides use.
+fn transport_config() -> Arc<TransportConfig> {
+    let mut config = TransportConfig::default();
+    config
+        .keep_alive_interval(Some(KEEP_ALIVE))
+        // Infallible: IDLE_TIMEOUT is far below the varint limit.
+        .max_idle_timeout(Some(
+            VarInt::from_u32(IDLE_TIMEOUT.as_millis() as u32).into(),
+        ))
+        .max_concurrent_bidi_streams(VarInt::from_u32(STREAMS_BIDI_MAX))
+        // Neither side uses unidirectional streams; refuse them outright.
+        .max_concurrent_uni_streams(VarInt::from_u32(0));
+    Arc::new(config)
+}
+
+/// The controller's quinn server configuration (mutual TLS, TLS 1.3 only).
+pub fn quinn_server_config(
+    identity: &ServerIdentity,
+) -> Result<quinn::ServerConfig, TransportError> {
+    let tls = tls::server_config(identity)?;
+    let crypto =
+        QuicServerConfig::try_from(tls).map_err(|e| TransportError::QuicConfig(e.to_string()))?;
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    config.transport_config(transport_config());
+    Ok(config)
+}
+
+/// An agent's quinn client configuration (mutual TLS, TLS 1.3 only).
+pub fn quinn_client_config(
+    identity: &ClientIdentity,
+) -> Result<quinn::ClientConfig, TransportError> {
+    let tls = tls::client_config(identity)?;
+    let crypto =
+        QuicClientConfig::try_from(tls).map_err(|e| TransportError::QuicConfig(e.to_string()))?;
+    let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+    config.transport_config(transport_config());
+    Ok(config)
+}
+
+fn close(conn: &Connection, code: u32, reason: &str) {
+    conn.close(VarInt::from_u32(code), reason.as_bytes());
+}
+
+/// Which side of the control stream this is, i.e. which frames it accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    /// Accepts `ToController` frames only.
+    Controller,
+    /// Accepts `ToAgent` frames only.
+    Agent,
+}
+
+/// The sending half of a control stream.
+#[derive(Debug)]
+pub struct ControlSender {
+    send: SendStream,
+}
+
+impl ControlSender {
+    /// Sends one frame.
+    pub async fn send(&mut self, body: &FrameBody) -> Result<(), TransportError> {
+        write_frame(&mut self.send, body)
+            .await
+            .map_err(TransportError::Frame)
+    }
+}
+
+/// The receiving half of a control stream.
+#[derive(Debug)]
+pub struct ControlReceiver {
+    conn: Connection,
+    recv: RecvStream,
+    side: Side,
+}
+
+impl ControlReceiver {
+    /// Receives one frame. On the controller only `ToController` frames are
+    /// accepted, on an agent only `ToAgent`. A malformed or out-of-place
+    /// frame closes the whole connection (the peer is broken or hostile;
+    /// nothing later on the stream could be trusted to be in sync).
+    pub async fn recv(&mut self) -> Result<FrameBody, TransportError> {
+        let body = match read_frame(&mut self.recv).await {
+            Ok(body) => body,
+            Err(FrameError::Finished) => return Err(TransportError::ControlFinished),
+            Err(e) if e.is_protocol_violation() => {
+                warn!(peer = %self.conn.remote_address(), error = %e, "closing connection: bad frame on control stream");
+                close(&self.conn, CLOSE_BAD_FRAME, &e.to_string());
+                return Err(TransportError::BadFrame(e));
+            }
+            Err(e) => return Err(TransportError::Frame(e)),
+        };
+        let fits = matches!(
+            (&body, self.side),
+            (FrameBody::ToController(_), Side::Controller) | (FrameBody::ToAgent(_), Side::Agent)
+        );
+        if !fits {
+            let got = format!("{body:?}");
+            warn!(peer = %self.conn.remote_address(), frame = %got, "closing connection: unexpected frame on control stream");
+            close(
+                &self.conn,
+                CLOSE_UNEXPECTED_FRAME,
+                "unexpected frame on control stream",
+            );
+            return Err(TransportError::UnexpectedFrame {
+                stream: "control",
+                got,
+            });
+        }
+        Ok(body)
+    }
+}
+
+/// The long-lived bidirectional control stream, either side.
+#[derive(Debug)]
+pub struct ControlStream {
+    sender: ControlSender,
+    receiver: ControlReceiver,
+}
+
+impl ControlStream {
+    fn new(conn: Connection, send: SendStream, recv: RecvStream, side: Side) -> Self {
+        ControlStream {
+            sender: ControlSender { send },
+            receiver: ControlReceiver { conn, recv, side },
+        }
+    }
+
+    /// Sends one frame.
+    pub async fn send(&mut self, body: &FrameBody) -> Result<(), TransportError> {
+        self.sender.send(body).await
+    }
+
+    /// Receives one frame; see [`ControlReceiver::recv`].
+    pub async fn recv(&mut self) -> Result<FrameBody, TransportError> {
+        self.receiver.recv().await
+    }
+
+    /// Splits the stream so sending and receiving can run in separate tasks.
+    pub fn split(self) -> (ControlSender, ControlReceiver) {
+        (self.sender, self.receiver)
+    }
+}
+
+/// Where the controller finds bundles to serve, by digest.
+pub trait BundleStore: Send + Sync + 'static {
+    /// The bundle bytes whose SHA-256 is `digest`, if known.
+    fn get(&self, digest: Digest) -> Option<Vec<u8>>;
+}
+
+impl<F> BundleStore for F
+where
+    F: Fn(Digest) -> Option<Vec<u8>> + Send + Sync + 'static,
+{
+    fn get(&self, digest: Digest) -> Option<Vec<u8>> {
+        self(digest)
+    }
+}
+
+/// The controller's QUIC endpoint.
+#[derive(Debug)]
+pub struct ControllerEndpoint {
+    endpoint: Endpoint,
+}
+
+/// An authenticated agent connection, as seen by the controller.
+#[derive(Debug, Clone)]
+pub struct AgentLink {
+    /// The node id from the agent's certificate (the only source of it).
+    pub node: String,
+    /// The QUIC connection.
+    pub conn: Connection,
+}
+
+impl ControllerEndpoint {
+    /// Binds the controller's UDP socket at `addr`.
+    pub fn bind(addr: SocketAddr, identity: ServerIdentity) -> Result<Self, TransportError> {
+        let config = quinn_server_config(&identity)?;
+        let endpoint = Endpoint::server(config, addr)
+            .map_err(|source| TransportError::Bind { addr, source })?;
+        Ok(ControllerEndpoint { endpoint })
+    }
+
+    /// The bound address (useful when bound to port 0).
+    pub fn local_addr(&self) -> Result<SocketAddr, TransportError> {
+        self.endpoint
+            .local_addr()
+            .map_err(|source| TransportError::Bind {
+                addr: SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
+                source,
+            })
+    }
+
+    /// Waits for the next connection and authenticates it.
+    ///
+    /// `None` once the endpoint is closed. `Some(Err(..))` for a connection
+    /// that failed the handshake (e.g. a certificate from another CA) or
+    /// whose certificate names no node; such connections are closed and the
+    /// caller should simply keep accepting.
+    pub async fn accept(&self) -> Option<Result<AgentLink, TransportError>> {
+        let incoming = self.endpoint.accept().await?;
+        let remote = incoming.remote_address();
+        let result = self.authenticate(incoming).await;
+        if let Err(e) = &result {
+            warn!(peer = %remote, error = %e, "refused agent connection");
+        }
+        Some(result)
+    }
+
+    async fn authenticate(&self, incoming: quinn::Incoming) -> Result<AgentLink, TransportError> {
+        let conn = match tokio::time::timeout(HANDSHAKE_TIMEOUT, incoming).await {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(e)) => return Err(TransportError::Handshake(e)),
+            // Dropping the connecting future abandons the handshake.
+            Err(_) => return Err(TransportError::HandshakeTimeout(HANDSHAKE_TIMEOUT)),
+        };
+        let chain = conn
+            .peer_identity()
+            .and_then(|any| any.downcast::<Vec<CertificateDer<'static>>>().ok());
+        let node = match chain.as_deref().and_then(|chain| chain.first()) {
+            Some(leaf) => tls::node_id_from_cert(leaf),
+            None => Err(TransportError::NoPeerCertificate),
+        };
+        match node {
+            Ok(node) => {
+                debug!(%node, peer = %conn.remote_address(), "agent connected");
+                Ok(AgentLink { node, conn })
+            }
+            Err(e) => {
+                close(&conn, CLOSE_NOT_A_NODE, &e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    /// Closes every connection and stops accepting.
+    pub fn close(&self) {
+        self.endpoint
+            .close(VarInt::from_u32(CLOSE_NORMAL), b"controller shutting down");
+    }
+}
+
+impl AgentLink {
+    /// Accepts the agent's control stream. Call once, before
+    /// [`AgentLink::serve_bundles`]: the first stream the agent opens is the
+    /// control stream. Closes the connection if the agent does not send its
+    /// first frame within [`REQUEST_TIMEOUT`].
+    pub async fn control(&self) -> Result<ControlStream, TransportError> {
+        match tokio::time::timeout(REQUEST_TIMEOUT, self.conn.accept_bi()).await {
+            Ok(Ok((send, recv))) => Ok(ControlStream::new(
+                self.conn.clone(),
+                send,
+                recv,
+                Side::Controller,
+            )),
+            Ok(Err(e)) => Err(TransportError::Connection(e)),
+            Err(_) => {
+                warn!(node = %self.node, "closing connection: no control stream");
+                close(
+                    &self.conn,
+                    CLOSE_CONTROL_TIMEOUT,
+                    "no control stream opened",
+                );
+                Err(TransportError::RequestTimeout(REQUEST_TIMEOUT))
+            }
+        }
+    }
+
+    /// Answers the agent's bundle requests until the connection closes.
+    /// Each request is served in its own task; a bad request closes the
+    /// connection. Call after [`AgentLink::control`].
+    pub async fn serve_bundles<S: BundleStore>(&self, store: Arc<S>) -> TransportError {
+        loop {
+            match self.conn.accept_bi().await {
+                Ok((send, recv)) => {
+                    let conn = self.conn.clone();
+                    let store = store.clone();
+                    let node = self.node.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = serve_one_bundle(&conn, send, recv, &*store).await {
+                            debug!(%node, error = %e, "bundle request failed");
+                        }
+                    });
+                }
+                Err(e) => return TransportError::Connection(e),
+            }
+        }
+    }
+}
+
+/// Answers one bundle stream: `FetchBundle` in, `BundleFollows` + bytes or
+/// `BundleMissing` out.
+async fn serve_one_bundle<S: BundleStore + ?Sized>(
+    conn: &Connection,
+    mut send: SendStream,
+    mut recv: RecvStream,
+    store: &S,
+) -> Result<(), TransportError> {
+    let request = match tokio::time::timeout(REQUEST_TIMEOUT, read_frame(&mut recv)).await {
+        Ok(result) => result,
+        Err(_) => return Err(TransportError::RequestTimeout(REQUEST_TIMEOUT)),
+    };
+    let digest = match request {
+        Ok(FrameBody::FetchBundle { digest }) => digest,
+        Ok(other) => {
+            let got = format!("{other:?}");
+            warn!(peer = %conn.remote_address(), frame = %got, "closing connection: unexpected frame on bundle stream");
+            close(
+                conn,
+                CLOSE_UNEXPECTED_FRAME,
+                "unexpected frame on bundle stream",
+            );
+            return Err(TransportError::UnexpectedFrame {
+                stream: "bundle",
+                got,
+            });
+        }
+        Err(e) if e.is_protocol_violation() => {
+            warn!(peer = %conn.remote_address(), error = %e, "closing connection: bad frame on bundle stream");
+            close(conn, CLOSE_BAD_FRAME, &e.to_string());
+            return Err(TransportError::BadFrame(e));
+        }
+        Err(e) => return Err(TransportError::Frame(e)),
+    };
+    let bundle = store.get(digest).filter(|bytes| {
+        let fits = bytes.len() as u64 <= BUNDLE_BYTES_MAX;
+        if !fits {
+            // The agent would refuse it anyway; say missing rather than send
+            // 16+ MiB for nothing.
+            warn!(%digest, len = bytes.len(), "stored bundle exceeds BUNDLE_BYTES_MAX; answering missing");
+        }
+        fits
+    });
+    match bundle {
+        Some(bytes) => {
+            let len = bytes.len() as u64;
+            write_frame(&mut send, &FrameBody::BundleFollows { len })
+                .await
+                .map_err(TransportError::Frame)?;
+            send.write_all(&bytes)
+                .await
+                .map_err(|e| TransportError::Frame(FrameError::Write(e.to_string())))?;
+        }
+        None => write_frame(&mut send, &FrameBody::BundleMissing)
+            .await
+            .map_err(TransportError::Frame)?,
+    }
+    // Finishing tells the agent nothing more follows; an error only means the
+    // agent already went away.
+    let _ = send.finish();
+    Ok(())
+}
+
+/// Fetches the bundle with SHA-256 `digest` over a new stream on `conn` and
+/// checks the bytes hash to `digest`.
+pub async fn fetch_bundle(conn: &Connection, digest: Digest) -> Result<Vec<u8>, TransportError> {
+    let (mut send, mut recv) = conn.open_bi().await.map_err(TransportError::Connection)?;
+    write_frame(&mut send, &FrameBody::FetchBundle { digest })
+        .await
+        .map_err(TransportError::Frame)?;
+    let _ = send.finish();
+    let len = match read_frame(&mut recv).await {
+        Ok(FrameBody::BundleFollows { len }) => len,
+        Ok(FrameBody::BundleMissing) => return Err(TransportError::BundleMissing(digest)),
+        Ok(other) => {
+            return Err(TransportError::UnexpectedFrame {
+                stream: "bundle",
+                got: format!("{other:?}"),
+            })
+        }
+        Err(e) if e.is_protocol_violation() => return Err(TransportError::BadFrame(e)),
+        Err(e) => return Err(TransportError::Frame(e)),
+    };
+    if len > BUNDLE_BYTES_MAX {
+        return Err(TransportError::BundleTooLarge {
+            len,
+            max: BUNDLE_BYTES_MAX,
+        });
+    }
+    // In bounds: len <= BUNDLE_BYTES_MAX, which fits usize on every target.
+    let mut bytes = vec![0u8; len as usize];
+    recv.read_exact(&mut bytes).await.map_err(|e| match e {
+        quinn::ReadExactError::FinishedEarly(got) => {
+            TransportError::BundleStream(format!("ended after {got} of {len} bytes"))
+        }
+        quinn::ReadExactError::ReadError(e) => TransportError::BundleStream(e.to_string()),
+    })?;
+    // Nothing may follow the announced bytes; a size limit of 0 makes any
+    // extra byte an error.
+    recv.read_to_end(0)
+        .await
+        .map_err(|e| TransportError::BundleStream(format!("after {len} bytes: {e}")))?;
+    let got = Digest(Sha256::digest(&bytes).into());
+    if got != digest {
+        return Err(TransportError::DigestMismatch {
+            expected: digest,
+            got,
+        });
+    }
+    Ok(bytes)
+}
+
+/// An agent's connection to the controller, with its control stream open.
+#[derive(Debug)]
+pub struct AgentConnection {
+    // Kept so the UDP socket lives as long as the connection.
+    endpoint: Endpoint,
+    conn: Connection,
+    control: ControlStream,
+}
+
+impl AgentConnection {
+    /// Connects to the controller at `addr`, verifying its certificate for
+    /// `server_name`, and opens the control stream. The controller sees the
+    /// control stream once the first frame (the agent's `Hello`) is sent.
+    pub async fn connect(
+        addr: SocketAddr,
+        server_name: &str,
+        identity: ClientIdentity,
+    ) -> Result<Self, TransportError> {
+        let config = quinn_client_config(&identity)?;
+        let local = if addr.is_ipv4() {
+            SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0))
+        } else {
+            SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0))
+        };
+        let mut endpoint = Endpoint::client(local).map_err(|source| TransportError::Bind {
+            addr: local,
+            source,
+        })?;
+        endpoint.set_default_client_config(config);
+        let conn = endpoint
+            .connect(addr, server_name)?
+            .await
+            .map_err(TransportError::Handshake)?;
+        let (send, recv) = conn.open_bi().await.map_err(TransportError::Connection)?;
+        let control = ControlStream::new(conn.clone(), send, recv, Side::Agent);
+        Ok(AgentConnection {
+            endpoint,
+            conn,
+            control,
+        })
+    }
+
+    /// The control stream.
+    pub fn control(&mut self) -> &mut ControlStream {
+        &mut self.control
+    }
+
+    /// The QUIC connection (e.g. to watch `closed()`).
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// Fetches and digest-checks a bundle; see [`fetch_bundle`].
+    pub async fn fetch_bundle(&self, digest: Digest) -> Result<Vec<u8>, TransportError> {
+        fetch_bundle(&self.conn, digest).await
+    }
+
+    /// Splits into the connection and the control stream, e.g. to run the
+    /// control stream's halves in their own tasks. The returned endpoint must
+    /// be kept alive as long as the connection is used.
+    pub fn into_parts(self) -> (Endpoint, Connection, ControlStream) {
+        (self.endpoint, self.conn, self.control)
+    }
+
+    /// Closes the connection in an orderly way.
+    pub fn close(&self) {
+        close(&self.conn, CLOSE_NORMAL, "agent closing");
+    }
+}
+
+/// Connects to the controller; see [`AgentConnection::connect`].
+pub async fn connect(
+    addr: SocketAddr,
+    server_name: &str,
+    identity: ClientIdentity,
+) -> Result<AgentConnection, TransportError> {
+    AgentConnection::connect(addr, server_name, identity).await
+}
+
+/// Jittered exponential reconnect delays.
+///
+/// Attempt `n` waits between half and all of `min(max_ms, base_ms * 2^n)`
+/// ("equal jitter"): growth keeps a dead controller from being hammered, the
+/// jitter keeps a fleet that lost the controller at the same instant from
+/// reconnecting in lockstep. Deterministic for a seed, so tests and
+/// simulations replay; [`Backoff::for_node`] seeds from the node id so
+/// different nodes spread out without a random number generator.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Backoff {
+    base_ms: u64,
+    max_ms: u64,
+    seed: u64,
+    attempt: u32,
+}
+
+impl Backoff {
+    /// A backoff with an explicit seed.
+    pub fn new(base_ms: u64, max_ms: u64, seed: u64) -> Self {
+        Backoff {
+            base_ms,
+            max_ms: max_ms.max(base_ms),
+            seed,
+            attempt: 0,
+        }
+    }
+
+    /// A backoff seeded from the node id (FNV-1a).
+    pub fn for_node(node: &str, base_ms: u64, max_ms: u64) -> Self {
+        let seed = node.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+        Backoff::new(base_ms, max_ms, seed)
+    }
+
+    /// The delay before attempt `attempt` (0-based), without advancing.
+    pub fn delay_for(&self, attempt: u32) -> Duration {
+        let ceiling = self
+            .base_ms
+            .saturating_mul(2u64.saturating_pow(attempt))
+            .min(self.max_ms);
+        let floor = ceiling / 2;
+        let jitter = xorshift(self.seed ^ u64::from(attempt).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+            % (ceiling - floor + 1);
+        Duration::from_millis(floor + jitter)
+    }
+
+    /// The delay before the next attempt; advances the attempt counter.
+    pub fn next_delay(&mut self) -> Duration {
+        let delay = self.delay_for(self.attempt);
+        self.attempt = self.attempt.saturating_add(1);
+        delay
+    }
+
+    /// Attempts made since the last reset.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// Starts over after a successful connection.
+    pub fn reset(&mut self) {
+        self.attempt = 0;
+    }
+}
+
+/// A few rounds of xorshift64 over a seed (zero is mapped away, since it is
+/// xorshift's fixed point).
+fn xorshift(seed: u64) -> u64 {
+    let mut x = if seed == 0 {
+        0x2545_f491_4f6c_dd1d
+    } else {
+        seed
+    };
+    for _ in 0..3 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+    }
+    x
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_within_bounds_and_is_deterministic() {
+        let mut a = Backoff::for_node("node-a", 100, 5_000);
+        let b = Backoff::for_node("node-a", 100, 5_000);
+        for attempt in 0..40 {
+            let ceiling = (100u64.saturating_mul(1u64 << attempt.min(40))).min(5_000);
+            let d = a.next_delay().as_millis() as u64;
+            assert!(d >= ceiling / 2 && d <= ceiling, "attempt {attempt}: {d}");
+            assert_eq!(b.delay_for(attempt).as_millis() as u64, d);
+        }
+        a.reset();
+        assert_eq!(a.attempt(), 0);
+        assert!(a.next_delay() <= Duration::from_millis(100));
+    }
+
+    #[test]
+    fn backoff_differs_between_nodes() {
+        let a = Backoff::for_node("node-a", 1_000, 60_000);
+        let b = Backoff::for_node("node-b", 1_000, 60_000);
+        assert!((0..10).any(|n| a.delay_for(n) != b.delay_for(n)));
+    }
+
+    #[test]
+    fn backoff_survives_extremes() {
+        let b = Backoff::new(u64::MAX, u64::MAX, 0);
+        let _ = b.delay_for(u32::MAX);
+        let b = Backoff::new(0, 0, 7);
+        assert_eq!(b.delay_for(3), Duration::ZERO);
+    }
+}

@@ -1,0 +1,341 @@
+//! rustls configurations for mutual TLS between the controller and agents.
+//!
+//! Both sides use an explicit ring crypto provider and TLS 1.3 only (QUIC
+//! requires 1.3 anyway). Nothing here touches rustls's process-wide default
+//! provider, so another library in the same process cannot change what we
+//! accept. The fleet CA is the only trust root: the controller requires a
+//! client certificate signed by it, agents require the controller's
+//! certificate to be signed by it and to name the host they dialled.
+
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::client::WebPkiServerVerifier;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::RootCertStore;
+use thiserror::Error;
+use x509_parser::extensions::GeneralName;
+
+use crate::quic::TransportError;
+
+/// ALPN protocol id; a peer speaking anything else fails the handshake.
+pub const ALPN: &[u8] = b"fleetweft/1";
+
+/// DNS-name suffix that marks a SAN as a node id: `<node>.nodes.fleetweft`.
+pub const NODE_SAN_SUFFIX: &str = ".nodes.fleetweft";
+
+/// Longest node id accepted: one DNS label.
+pub const NODE_ID_LEN_MAX: usize = 63;
+
+/// Largest PEM file read. Certificates and keys are a few KiB; the bound
+/// keeps a wrong path (a log, a disk image) from being slurped into memory.
+pub const PEM_FILE_BYTES_MAX: u64 = 1024 * 1024;
+
+/// Why a TLS configuration could not be built.
+#[derive(Debug, Error)]
+pub enum TlsError {
+    /// A PEM file could not be opened or read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A PEM file is larger than [`PEM_FILE_BYTES_MAX`].
+    #[error("{path} is larger than {max} bytes; not a certificate or key file")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// [`PEM_FILE_BYTES_MAX`].
+        max: u64,
+    },
+    /// A PEM file is malformed.
+    #[error("{path} is not valid PEM: {source}")]
+    Pem {
+        /// The file.
+        path: PathBuf,
+        /// The parse error.
+        source: std::io::Error,
+    },
+    /// A certificate file holds no certificate.
+    #[error("{0} contains no certificate")]
+    NoCertificate(PathBuf),
+    /// A key file holds no private key.
+    #[error("{0} contains no private key")]
+    NoPrivateKey(PathBuf),
+    /// A CA certificate cannot be used as a trust root.
+    #[error("CA certificate is not a usable trust root: {0}")]
+    BadRoot(rustls::Error),
+    /// The certificate verifier could not be built.
+    #[error("cannot build certificate verifier: {0}")]
+    Verifier(String),
+    /// rustls refused the configuration (e.g. key does not match certificate).
+    #[error("TLS configuration refused: {0}")]
+    Config(#[from] rustls::Error),
+}
+
+/// The controller's TLS identity: its certificate chain and key, and the
+/// fleet CA that agents' certificates must chain to.
+#[derive(Debug)]
+pub struct ServerIdentity {
+    roots: Vec<CertificateDer<'static>>,
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+}
+
+/// An agent's TLS identity: its node certificate chain and key, and the fleet
+/// CA that the controller's certificate must chain to.
+#[derive(Debug)]
+pub struct ClientIdentity {
+    roots: Vec<CertificateDer<'static>>,
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+}
+
+impl ServerIdentity {
+    /// An identity from in-memory DER: the fleet CA, the controller's chain
+    /// (leaf first) and its private key.
+    pub fn new(
+        ca: CertificateDer<'static>,
+        chain: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+    ) -> Self {
+        ServerIdentity {
+            roots: vec![ca],
+            chain,
+            key,
+        }
+    }
+
+    /// Loads `ca.pem`, `controller.pem` and `controller-key.pem` (or any
+    /// paths in the same roles). Errors name the offending file.
+    pub fn from_pem_files(ca: &Path, cert: &Path, key: &Path) -> Result<Self, TlsError> {
+        Ok(ServerIdentity {
+            roots: load_certs(ca)?,
+            chain: load_certs(cert)?,
+            key: load_key(key)?,
+        })
+    }
+}
+
+impl ClientIdentity {
+    /// An identity from in-memory DER: the fleet CA, the node's chain (leaf
+    /// first) and its private key.
+    pub fn new(
+        ca: CertificateDer<'static>,
+        chain: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+    ) -> Self {
+        ClientIdentity {
+            roots: vec![ca],
+            chain,
+            key,
+        }
+    }
+
+    /// Loads `ca.pem`, `nodes/<node>.pem` and `nodes/<node>-key.pem` (or any
+    /// paths in the same roles). Errors name the offending file.
+    pub fn from_pem_files(ca: &Path, cert: &Path, key: &Path) -> Result<Self, TlsError> {
+        Ok(ClientIdentity {
+            roots: load_certs(ca)?,
+            chain: load_certs(cert)?,
+            key: load_key(key)?,
+        })
+    }
+}
+
+/// The crypto provider for every config built here: explicit, never the
+/// process default.
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn root_store(roots: &[CertificateDer<'static>]) -> Result<Arc<RootCertStore>, TlsError> {
+    let mut store = RootCertStore::empty();
+    for root in roots {
+        store.add(root.clone()).map_err(TlsError::BadRoot)?;
+    }
+    Ok(Arc::new(store))
+}
+
+/// The controller's rustls config: TLS 1.3, ALPN [`ALPN`], and a client
+/// certificate signed by the fleet CA is required (no anonymous agents).
+pub fn server_config(identity: &ServerIdentity) -> Result<rustls::ServerConfig, TlsError> {
+    let provider = provider();
+    let verifier =
+        WebPkiClientVerifier::builder_with_provider(root_store(&identity.roots)?, provider.clone())
+            .build()
+            .map_err(|e| TlsError::Verifier(e.to_string()))?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(identity.chain.clone(), identity.key.clone_key())?;
+    config.alpn_protocols = vec![ALPN.to_vec()];
+    Ok(config)
+}
+
+/// An agent's rustls config: TLS 1.3, ALPN [`ALPN`], the controller must
+/// present a certificate from the fleet CA for the dialled name, and the
+/// agent presents its node certificate.
+pub fn client_config(identity: &ClientIdentity) -> Result<rustls::ClientConfig, TlsError> {
+    let provider = provider();
+    let verifier =
+        WebPkiServerVerifier::builder_with_provider(root_store(&identity.roots)?, provider.clone())
+            .build()
+            .map_err(|e| TlsError::Verifier(e.to_string()))?;
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_webpki_verifier(verifier)
+        .with_client_auth_cert(identity.chain.clone(), identity.key.clone_key())?;
+    config.alpn_protocols = vec![ALPN.to_vec()];
+    Ok(config)
+}
+
+/// Reads a whole PEM file, refusing files over [`PEM_FILE_BYTES_MAX`].
+fn read_pem_file(path: &Path) -> Result<Vec<u8>, TlsError> {
+    let read_err = |source| TlsError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = File::open(path).map_err(read_err)?;
+    let mut bytes = Vec::new();
+    // Read one byte past the limit so an oversized file is detected without
+    // trusting metadata (which may lie for pipes and special files).
+    file.take(PEM_FILE_BYTES_MAX + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_err)?;
+    if bytes.len() as u64 > PEM_FILE_BYTES_MAX {
+        return Err(TlsError::TooLarge {
+            path: path.to_path_buf(),
+            max: PEM_FILE_BYTES_MAX,
+        });
+    }
+    Ok(bytes)
+}
+
+/// Loads every certificate in a PEM file (at least one).
+pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let bytes = read_pem_file(path)?;
+    let certs = rustls_pemfile::certs(&mut BufReader::new(bytes.as_slice()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|source| TlsError::Pem {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if certs.is_empty() {
+        return Err(TlsError::NoCertificate(path.to_path_buf()));
+    }
+    Ok(certs)
+}
+
+/// Loads the first private key (PKCS#8, PKCS#1 or SEC1) in a PEM file.
+pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    let bytes = read_pem_file(path)?;
+    rustls_pemfile::private_key(&mut BufReader::new(bytes.as_slice()))
+        .map_err(|source| TlsError::Pem {
+            path: path.to_path_buf(),
+            source,
+        })?
+        .ok_or_else(|| TlsError::NoPrivateKey(path.to_path_buf()))
+}
+
+/// The node id named by a certificate: the `<node>` of its single SAN DNS
+/// name `<node>.nodes.fleetweft`.
+///
+/// This is the only source of a peer's node id; messages never carry one.
+/// A certificate with no such SAN, with more than one (which node would it
+/// be?), or with a malformed id is refused.
+pub fn node_id_from_cert(der: &CertificateDer<'_>) -> Result<String, TransportError> {
+    let refuse = |reason: String| TransportError::NotANodeCert(reason);
+    let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref())
+        .map_err(|e| refuse(format!("certificate does not parse: {e}")))?;
+    let san = cert
+        .subject_alternative_name()
+        .map_err(|e| refuse(format!("bad subjectAltName extension: {e}")))?
+        .ok_or_else(|| refuse("certificate has no subjectAltName".to_string()))?;
+    let mut ids = san
+        .value
+        .general_names
+        .iter()
+        .filter_map(|name| match name {
+            GeneralName::DNSName(dns) => dns.strip_suffix(NODE_SAN_SUFFIX),
+            _ => None,
+        });
+    let id = ids
+        .next()
+        .ok_or_else(|| refuse(format!("no SAN DNS name ends in {NODE_SAN_SUFFIX}")))?;
+    if ids.next().is_some() {
+        return Err(refuse(format!(
+            "more than one SAN DNS name ends in {NODE_SAN_SUFFIX}"
+        )));
+    }
+    let well_formed = !id.is_empty()
+        && id.len() <= NODE_ID_LEN_MAX
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if !well_formed {
+        return Err(refuse(format!(
+            "node id {id:?} is not 1..={NODE_ID_LEN_MAX} of [a-z0-9-]"
+        )));
+    }
+    Ok(id.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cert_with_sans(sans: &[&str]) -> CertificateDer<'static> {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let params =
+            rcgen::CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                .expect("params");
+        params.self_signed(&key).expect("cert").der().clone()
+    }
+
+    #[test]
+    fn node_id_comes_from_the_node_san() {
+        let cert = cert_with_sans(&["other.example", "node-a.nodes.fleetweft"]);
+        assert_eq!(node_id_from_cert(&cert).expect("node id"), "node-a");
+    }
+
+    #[test]
+    fn certs_without_exactly_one_well_formed_node_san_are_refused() {
+        for sans in [
+            &["localhost"][..],
+            &["a.nodes.fleetweft", "b.nodes.fleetweft"][..],
+            &["x.y.nodes.fleetweft"][..],
+            &["nodes.fleetweft"][..],
+        ] {
+            let cert = cert_with_sans(sans);
+            assert!(
+                matches!(
+                    node_id_from_cert(&cert),
+                    Err(TransportError::NotANodeCert(_))
+                ),
+                "{sans:?} accepted"
+            );
+        }
+        let garbage = CertificateDer::from(vec![0x30, 0x03, 0x01, 0x02]);
+        assert!(node_id_from_cert(&garbage).is_err());
+    }
+
+    #[test]
+    fn pem_errors_name_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let missing = dir.path().join("missing.pem");
+        let err = load_certs(&missing).expect_err("missing file");
+        assert!(err.to_string().contains("missing.pem"), "{err}");
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "not pem").expect("write");
+        let err = load_certs(&empty).expect_err("no certs");
+        assert!(err.to_string().contains("empty.pem"), "{err}");
+        let err = load_key(&empty).expect_err("no key");
+        assert!(err.to_string().contains("empty.pem"), "{err}");
+    }
+}
