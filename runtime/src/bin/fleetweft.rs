@@ -5,19 +5,39 @@
 //!   sound, 1 naming the first bad sequence and why, 2 if DIR is not a log.
 //! - `fleetweft log show --data DIR [--from SEQ] [--json]`: prints the events
 //!   in domain words (or JSON lines).
+//! - `fleetweft pki init --dir DIR --nodes a,b,c [--controller-host NAME]`:
+//!   creates the fleet CA, controller and node certificates and the operator
+//!   token (layout in `protocol::pki`). Refuses an existing DIR.
+//! - `fleetweft bundle keygen --out DIR`: writes `DIR/bundle-signing.key`
+//!   (0600) and `DIR/bundle-signing.pub`.
+//! - `fleetweft bundle sign --key KEY --app FILE --name N --version V
+//!   --probe-path P --expect-status S --expect-body B [--run CMD] --out FILE`:
+//!   writes a signed bundle and prints its digest (the release identity).
+//! - `fleetweft bundle verify --pubkey PUB BUNDLE`: exit 0 printing name,
+//!   version and digest; exit 1 with the reason the bundle is refused.
+//!
+//! Exit codes of `pki` and `bundle`: 0 on success, 1 on any failure (the
+//! reason is printed), 2 for usage errors.
 
-use std::io::{self, Write};
-use std::path::PathBuf;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
+use protocol::bundle::{self, ManifestFields, ProbeSpec, APP_BYTES_MAX};
+use protocol::pki::{self, DEFAULT_CONTROLLER_HOST};
 use runtime::inspect::{verify_controller_log, visit_events, InspectError, LogSummary};
 
 /// Exit code for a log that is damaged or breaks a rule.
 const EXIT_BAD_LOG: u8 = 1;
 /// Exit code for a directory that is not a Fleetweft log (or is missing).
 const EXIT_NOT_A_LOG: u8 = 2;
+/// File name of the bundle signing key written by `bundle keygen`.
+const SIGNING_KEY_FILE: &str = "bundle-signing.key";
+/// File name of the bundle public key written by `bundle keygen`.
+const PUBLIC_KEY_FILE: &str = "bundle-signing.pub";
 
 #[derive(Parser)]
 #[command(name = "fleetweft", about = "Fleetweft edge release manager")]
@@ -32,6 +52,83 @@ enum Command {
     Log {
         #[command(subcommand)]
         command: LogCommand,
+    },
+    /// Create the fleet's certificates and operator token.
+    Pki {
+        #[command(subcommand)]
+        command: PkiCommand,
+    },
+    /// Create signing keys; sign and verify app bundles.
+    Bundle {
+        #[command(subcommand)]
+        command: BundleCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PkiCommand {
+    /// Create a fleet CA, the controller's and each node's certificate, and
+    /// a random operator token in a new directory.
+    Init {
+        /// The PKI directory to create; it must not exist.
+        #[arg(long)]
+        dir: PathBuf,
+        /// Node ids, comma-separated; each is 1-63 of a-z, 0-9, '-'.
+        #[arg(long, value_delimiter = ',', required = true)]
+        nodes: Vec<String>,
+        /// DNS name (or IP address) agents use to reach the controller;
+        /// 127.0.0.1 is always included.
+        #[arg(long, default_value = DEFAULT_CONTROLLER_HOST)]
+        controller_host: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum BundleCommand {
+    /// Create an Ed25519 signing key pair.
+    Keygen {
+        /// Directory for bundle-signing.key (0600) and bundle-signing.pub.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Sign an app file into a bundle; print the bundle's digest.
+    Sign {
+        /// The signing key (bundle-signing.key).
+        #[arg(long)]
+        key: PathBuf,
+        /// The app file; its file name is the name it is staged under.
+        #[arg(long)]
+        app: PathBuf,
+        /// Release name.
+        #[arg(long)]
+        name: String,
+        /// Release version.
+        #[arg(long)]
+        version: String,
+        /// HTTP path the agent probes, e.g. /health.
+        #[arg(long)]
+        probe_path: String,
+        /// HTTP status the probe expects.
+        #[arg(long)]
+        expect_status: u16,
+        /// Response body the probe expects.
+        #[arg(long, allow_hyphen_values = true)]
+        expect_body: String,
+        /// Command that starts the app, split on whitespace. Default:
+        /// `python3 FILE` for a .py file, else `./FILE`.
+        #[arg(long)]
+        run: Option<String>,
+        /// Where to write the bundle; must not exist.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Verify a bundle against a public key; print name, version, digest.
+    Verify {
+        /// The trusted public key (bundle-signing.pub).
+        #[arg(long)]
+        pubkey: PathBuf,
+        /// The bundle file.
+        bundle: PathBuf,
     },
 }
 
@@ -69,6 +166,36 @@ fn main() -> ExitCode {
         Command::Log {
             command: LogCommand::Show { data, from, json },
         } => log_show(&data, from, json),
+        Command::Pki {
+            command:
+                PkiCommand::Init {
+                    dir,
+                    nodes,
+                    controller_host,
+                },
+        } => pki_init(&dir, &nodes, &controller_host),
+        Command::Bundle { command } => match command {
+            BundleCommand::Keygen { out } => bundle_keygen(&out),
+            BundleCommand::Sign {
+                key,
+                app,
+                name,
+                version,
+                probe_path,
+                expect_status,
+                expect_body,
+                run,
+                out,
+            } => {
+                let probe = ProbeSpec {
+                    path: probe_path,
+                    expect_status,
+                    expect_body,
+                };
+                bundle_sign(&key, &app, name, version, probe, run, &out)
+            }
+            BundleCommand::Verify { pubkey, bundle } => bundle_verify(&pubkey, &bundle),
+        },
     };
     match result {
         Ok(code) => code,
@@ -191,4 +318,162 @@ fn log_show(dir: &std::path::Path, from: u64, json: bool) -> anyhow::Result<Exit
             Ok(exit_code(&err))
         }
     }
+}
+
+fn pki_init(dir: &Path, nodes: &[String], controller_host: &str) -> anyhow::Result<ExitCode> {
+    let pki = pki::init_fleet(dir, nodes, controller_host)
+        .with_context(|| format!("creating the fleet PKI in {}", dir.display()))?;
+    let mut out = io::stdout().lock();
+    writeln!(out, "created fleet PKI in {}", pki.dir.display())?;
+    writeln!(out, "  CA certificate:      {}", pki.ca_cert().display())?;
+    writeln!(out, "  CA key (secret):     {}", pki.ca_key().display())?;
+    writeln!(
+        out,
+        "  controller:          {}",
+        pki.controller_cert().display()
+    )?;
+    for node in &pki.nodes {
+        writeln!(out, "  node {node}: {}", pki.node_cert(node).display())?;
+    }
+    // The token itself is never printed: terminals and CI logs keep output.
+    writeln!(
+        out,
+        "  operator token (secret): {}",
+        pki.operator_token().display()
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bundle_keygen(dir: &Path) -> anyhow::Result<ExitCode> {
+    let secret_path = dir.join(SIGNING_KEY_FILE);
+    let public_path = dir.join(PUBLIC_KEY_FILE);
+    // Checked up front so a refusal leaves neither file half-replaced.
+    for path in [&secret_path, &public_path] {
+        if path.symlink_metadata().is_ok() {
+            bail!(
+                "{} already exists; refusing to overwrite a key",
+                path.display()
+            );
+        }
+    }
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let (secret, public) = bundle::keygen();
+    bundle::save_signing_key(&secret_path, &secret)?;
+    bundle::save_verifying_key(&public_path, &public)?;
+    let mut out = io::stdout().lock();
+    writeln!(out, "signing key (secret): {}", secret_path.display())?;
+    writeln!(out, "public key:           {}", public_path.display())?;
+    writeln!(
+        out,
+        "key id:               {}",
+        hex_string(&bundle::key_id(&public))
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn hex_string(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Reads the app file, refusing anything over `APP_BYTES_MAX` without
+/// reading all of it.
+fn read_app(path: &Path) -> anyhow::Result<Vec<u8>> {
+    let file = File::open(path).with_context(|| format!("opening app {}", path.display()))?;
+    let mut bytes = Vec::new();
+    file.take(APP_BYTES_MAX + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("reading app {}", path.display()))?;
+    if bytes.len() as u64 > APP_BYTES_MAX {
+        bail!(
+            "app {} is larger than the {APP_BYTES_MAX}-byte limit",
+            path.display()
+        );
+    }
+    Ok(bytes)
+}
+
+/// The default run command for an app file: Python scripts run under
+/// `python3`, anything else is executed directly.
+fn default_run(app_file_name: &str) -> Vec<String> {
+    if app_file_name.ends_with(".py") {
+        vec!["python3".to_string(), app_file_name.to_string()]
+    } else {
+        vec![format!("./{app_file_name}")]
+    }
+}
+
+fn bundle_sign(
+    key_path: &Path,
+    app_path: &Path,
+    name: String,
+    version: String,
+    probe: ProbeSpec,
+    run: Option<String>,
+    out_path: &Path,
+) -> anyhow::Result<ExitCode> {
+    let key = bundle::load_signing_key(key_path)?;
+    let app = read_app(app_path)?;
+    let app_file_name = app_path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .with_context(|| format!("{}: no usable file name", app_path.display()))?
+        .to_string();
+    let run = match run {
+        Some(cmd) => cmd.split_whitespace().map(str::to_string).collect(),
+        None => default_run(&app_file_name),
+    };
+    let fields = ManifestFields {
+        name,
+        version,
+        app_file_name,
+        run,
+        probe,
+    };
+    let bytes = bundle::sign(&key, &app, fields).context("signing the bundle")?;
+    write_new_atomically(out_path, &bytes)?;
+    println!("{}", bundle::bundle_digest(&bytes).to_hex());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `bytes` to a new file at `path` via a temporary file and a rename,
+/// so a reader never sees a partial bundle. Refuses to replace a file: a
+/// bundle is a release identity and is never rewritten in place.
+fn write_new_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    if path.symlink_metadata().is_ok() {
+        bail!("{} already exists; refusing to overwrite", path.display());
+    }
+    let file_name = path
+        .file_name()
+        .with_context(|| format!("{}: not a file path", path.display()))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(file_name);
+    tmp_name.push(format!(".tmp-{}", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let written = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut file| {
+            file.write_all(bytes)?;
+            file.sync_all()
+        })
+        // link(2) fails if `path` appeared meanwhile, where rename(2) would
+        // silently replace it.
+        .and_then(|()| fs::hard_link(&tmp, path));
+    // Best effort: the bundle is in place (or the write error is what the
+    // operator needs to see); a stray temporary file is harmless.
+    let _ = fs::remove_file(&tmp);
+    written.with_context(|| format!("writing {}", path.display()))
+}
+
+fn bundle_verify(pubkey: &Path, bundle_path: &Path) -> anyhow::Result<ExitCode> {
+    let key = bundle::load_verifying_key(pubkey)?;
+    let bytes = bundle::read_bundle(bundle_path)?;
+    let verified = bundle::verify(&key, &bytes)
+        .with_context(|| format!("bundle {} refused", bundle_path.display()))?;
+    let mut out = io::stdout().lock();
+    writeln!(out, "name:    {}", verified.manifest.name)?;
+    writeln!(out, "version: {}", verified.manifest.version)?;
+    writeln!(out, "digest:  {}", verified.digest.to_hex())?;
+    Ok(ExitCode::SUCCESS)
 }
