@@ -5,6 +5,11 @@
 //! private ports, a public-route proxy that stamps the serving release, and
 //! route probes.
 
+pub mod config;
+pub mod daemon;
+pub mod journal;
 pub mod probe;
 pub mod proxy;
+pub mod recovery;
+pub mod staging;
 pub mod supervisor;

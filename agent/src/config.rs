@@ -1,0 +1,194 @@
+//! `agent.toml`. A bad config names the file, the key and what was expected.
+
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// Upper bound on the config file size.
+pub const CONFIG_BYTES_MAX: u64 = 64 * 1024;
+
+/// The whole agent configuration.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// This node's id; must match the SAN of `tls.cert`.
+    pub node: String,
+    /// Where the journal and installed releases live.
+    pub data_dir: PathBuf,
+    /// The public port users (and probes) reach the app on, on 127.0.0.1.
+    pub public_port: u16,
+    pub controller: ControllerSection,
+    pub tls: TlsSection,
+    pub bundles: BundleSection,
+    #[serde(default)]
+    pub timing: TimingSection,
+    /// Honoured only when the agent runs with `--allow-fault-injection`.
+    #[serde(default)]
+    pub faults: FaultSection,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControllerSection {
+    /// The controller's QUIC address.
+    pub addr: SocketAddr,
+    /// The name on the controller's certificate.
+    #[serde(default = "default_server_name")]
+    pub server_name: String,
+}
+
+fn default_server_name() -> String {
+    "localhost".to_string()
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSection {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BundleSection {
+    /// The Ed25519 public key bundles must be signed with.
+    pub pubkey: PathBuf,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimingSection {
+    /// How often outstanding work (a commit request, a report) is re-sent.
+    pub retry_ms: u64,
+    /// Reconnect backoff bounds.
+    pub backoff_base_ms: u64,
+    pub backoff_max_ms: u64,
+}
+
+impl Default for TimingSection {
+    fn default() -> Self {
+        TimingSection {
+            retry_ms: 1_000,
+            backoff_base_ms: 200,
+            backoff_max_ms: 5_000,
+        }
+    }
+}
+
+/// Fault injection for demos and tests. Ignored (with a warning) unless the
+/// agent was started with `--allow-fault-injection`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSection {
+    /// Release digests (hex) whose app is started with
+    /// `HELLO_ANSWER_WRONGLY=1`: healthy process, wrong answer.
+    #[serde(default)]
+    pub answer_wrongly: Vec<String>,
+}
+
+/// Why a config could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: larger than {CONFIG_BYTES_MAX} bytes")]
+    TooLarge { path: PathBuf },
+    #[error("{path}: {detail}")]
+    Invalid { path: PathBuf, detail: String },
+}
+
+impl AgentConfig {
+    /// Read and validate `path`.
+    pub fn load(path: &Path) -> Result<AgentConfig, ConfigError> {
+        let meta = std::fs::metadata(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        if meta.len() > CONFIG_BYTES_MAX {
+            return Err(ConfigError::TooLarge {
+                path: path.to_path_buf(),
+            });
+        }
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(path, &text)
+    }
+
+    /// Parse config text; `path` only names the file in errors.
+    pub fn parse(path: &Path, text: &str) -> Result<AgentConfig, ConfigError> {
+        let invalid = |detail: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            detail,
+        };
+        // toml's message names the key, the line and what was expected.
+        let cfg: AgentConfig = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        protocol::pki::validate_node_id(&cfg.node)
+            .map_err(|e| invalid(format!("key `node`: {e}")))?;
+        if cfg.public_port == 0 {
+            return Err(invalid(
+                "key `public_port`: expected a port 1..=65535, got 0".into(),
+            ));
+        }
+        if cfg.timing.retry_ms == 0 || cfg.timing.backoff_base_ms == 0 {
+            return Err(invalid(
+                "section [timing]: intervals must be above 0 ms".into(),
+            ));
+        }
+        Ok(cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+node = "node-a"
+data_dir = "/tmp/a"
+public_port = 8101
+[controller]
+addr = "127.0.0.1:7700"
+[tls]
+ca = "ca.pem"
+cert = "nodes/node-a.pem"
+key = "nodes/node-a-key.pem"
+[bundles]
+pubkey = "bundle-signing.pub"
+"#;
+
+    #[test]
+    fn a_good_config_parses() {
+        let cfg = AgentConfig::parse(Path::new("agent.toml"), GOOD).expect("valid");
+        assert_eq!(cfg.node, "node-a");
+        assert_eq!(cfg.timing.retry_ms, 1_000);
+    }
+
+    #[test]
+    fn errors_name_the_file_and_the_key() {
+        let bad = GOOD.replace("public_port = 8101", "public_port = \"x\"");
+        let err = AgentConfig::parse(Path::new("agent.toml"), &bad).expect_err("invalid");
+        let text = err.to_string();
+        assert!(
+            text.contains("agent.toml") && text.contains("public_port"),
+            "{text}"
+        );
+
+        let bad = GOOD.replace("node = \"node-a\"", "node = \"Node A\"");
+        let text = AgentConfig::parse(Path::new("agent.toml"), &bad)
+            .expect_err("invalid")
+            .to_string();
+        assert!(text.contains("`node`"), "{text}");
+
+        let bad = format!("{GOOD}\nsurprise = 1\n");
+        let text = AgentConfig::parse(Path::new("agent.toml"), &bad)
+            .expect_err("invalid")
+            .to_string();
+        assert!(text.contains("surprise"), "{text}");
+    }
+}

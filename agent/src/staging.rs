@@ -1,0 +1,141 @@
+//! Installed releases on disk: `DATA/releases/<digest>/` holds the bundle as
+//! received, the app file and the manifest. Nothing here is trusted on its
+//! own word: loading a release re-verifies the bundle (signature and digest)
+//! every time.
+
+use crate::probe::ProbeExpect;
+use ed25519_dalek::VerifyingKey;
+use model::Digest;
+use protocol::bundle::{self, BundleError, Manifest};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The name of the bundle file inside a release directory.
+pub const BUNDLE_FILE: &str = "bundle";
+
+/// A verified release ready to run.
+#[derive(Clone, Debug)]
+pub struct Release {
+    pub digest: Digest,
+    pub dir: PathBuf,
+    pub manifest: Manifest,
+}
+
+impl Release {
+    /// What the route probe expects of this release.
+    pub fn probe_expect(&self) -> ProbeExpect {
+        ProbeExpect {
+            path: self.manifest.probe.path.clone(),
+            status: self.manifest.probe.expect_status,
+            body: self.manifest.probe.expect_body.clone(),
+        }
+    }
+}
+
+/// Why staging failed; `permanent()` tells the recovery table's error class.
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    #[error("bundle {digest} refused: {source}")]
+    Refused {
+        digest: Digest,
+        #[source]
+        source: BundleError,
+    },
+    #[error("bundle {digest}: its bytes hash to {actual}")]
+    WrongDigest { digest: Digest, actual: Digest },
+    #[error("staging {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl StageError {
+    /// A refused or mismatched bundle fails the same way again.
+    pub fn permanent(&self) -> bool {
+        matches!(
+            self,
+            StageError::Refused { .. } | StageError::WrongDigest { .. }
+        )
+    }
+}
+
+/// The directory of a release.
+pub fn release_dir(data_dir: &Path, digest: Digest) -> PathBuf {
+    data_dir.join("releases").join(digest.to_hex())
+}
+
+/// Verify `bytes` as the bundle `digest` and install it. The directory is
+/// written under a temporary name, fsynced and renamed, so a crash never
+/// leaves a half-installed release under the real name.
+pub fn install(
+    data_dir: &Path,
+    key: &VerifyingKey,
+    digest: Digest,
+    bytes: &[u8],
+) -> Result<Release, StageError> {
+    let actual = bundle::bundle_digest(bytes);
+    if actual != digest {
+        return Err(StageError::WrongDigest { digest, actual });
+    }
+    let verified =
+        bundle::verify(key, bytes).map_err(|source| StageError::Refused { digest, source })?;
+    let dir = release_dir(data_dir, digest);
+    if dir.exists() {
+        return load(data_dir, key, digest);
+    }
+    let parent = data_dir.join("releases");
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| StageError::Io { path, source }
+    };
+    std::fs::create_dir_all(&parent).map_err(io(&parent))?;
+    let tmp = parent.join(format!(".{}.tmp", digest.to_hex()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
+    write_synced(&tmp.join(BUNDLE_FILE), bytes)?;
+    write_synced(&tmp.join(&verified.manifest.app_file_name), &verified.app)?;
+    std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
+    if let Ok(handle) = std::fs::File::open(&parent) {
+        let _ = handle.sync_all();
+    }
+    Ok(Release {
+        digest,
+        dir,
+        manifest: verified.manifest,
+    })
+}
+
+/// Load an installed release, re-verifying its bundle and its app file.
+pub fn load(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> Result<Release, StageError> {
+    let dir = release_dir(data_dir, digest);
+    let path = dir.join(BUNDLE_FILE);
+    let bytes = std::fs::read(&path).map_err(|source| StageError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    let actual = bundle::bundle_digest(&bytes);
+    if actual != digest {
+        return Err(StageError::WrongDigest { digest, actual });
+    }
+    let verified =
+        bundle::verify(key, &bytes).map_err(|source| StageError::Refused { digest, source })?;
+    // The app file is what runs: rewrite it from the verified bundle so a
+    // tampered copy on disk is never started.
+    write_synced(&dir.join(&verified.manifest.app_file_name), &verified.app)?;
+    Ok(Release {
+        digest,
+        dir,
+        manifest: verified.manifest,
+    })
+}
+
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), StageError> {
+    let io = |source| StageError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = std::fs::File::create(path).map_err(io)?;
+    file.write_all(bytes).map_err(io)?;
+    file.sync_all().map_err(io)
+}
