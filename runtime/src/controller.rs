@@ -91,6 +91,14 @@ impl Controller {
     /// Refuses to start, naming the sequence, if the log is corrupt or its
     /// history breaks a rule. Nothing is ever repaired.
     pub fn open(dir: impl AsRef<Path>) -> Result<Controller, ControllerError> {
+        Ok(Self::open_with_events(dir)?.0)
+    }
+
+    /// [`Controller::open`], also handing back the replayed events (for the
+    /// daemon's event feed).
+    pub fn open_with_events(
+        dir: impl AsRef<Path>,
+    ) -> Result<(Controller, Vec<(u64, Event)>), ControllerError> {
         let (log, events) = EventLog::<Event>::open(dir)?;
         let state =
             invariants::check_history(events.iter().map(|(_, event)| event)).map_err(|err| {
@@ -104,11 +112,14 @@ impl Controller {
                 }
             })?;
         let last_sequence = events.last().map(|(sequence, _)| *sequence);
-        Ok(Controller {
-            log,
-            state,
-            last_sequence,
-        })
+        Ok((
+            Controller {
+                log,
+                state,
+                last_sequence,
+            },
+            events,
+        ))
     }
 
     /// Handles one input: the model decides, the log makes the events

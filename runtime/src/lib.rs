@@ -6,6 +6,10 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod client;
 pub mod controller;
+pub mod daemon;
+pub mod demo;
 pub mod inspect;
 pub mod log;
+pub mod proof;

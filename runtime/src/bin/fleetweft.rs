@@ -63,6 +63,27 @@ enum Command {
         #[command(subcommand)]
         command: BundleCommand,
     },
+    /// Run the controller daemon.
+    Controller {
+        /// Path to controller.toml.
+        #[arg(long)]
+        config: PathBuf,
+        /// Honour the config's [faults] section (demos and tests only).
+        #[arg(long)]
+        allow_fault_injection: bool,
+    },
+    /// Run a controller and three agents on loopback and roll v1 -> v2.
+    Demo {
+        /// Where to put keys, configs, data and logs (default: a new temp dir).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Which story to tell.
+        #[arg(long, value_enum, default_value = "happy")]
+        scenario: runtime::demo::Scenario,
+        /// Keep the fleet running afterwards until Ctrl-C.
+        #[arg(long)]
+        keep_running: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -196,6 +217,19 @@ fn main() -> ExitCode {
             }
             BundleCommand::Verify { pubkey, bundle } => bundle_verify(&pubkey, &bundle),
         },
+        Command::Controller {
+            config,
+            allow_fault_injection,
+        } => run_controller(&config, allow_fault_injection),
+        Command::Demo {
+            dir,
+            scenario,
+            keep_running,
+        } => run_demo(runtime::demo::DemoOptions {
+            dir,
+            scenario,
+            keep_running,
+        }),
     };
     match result {
         Ok(code) => code,
@@ -476,4 +510,44 @@ fn bundle_verify(pubkey: &Path, bundle_path: &Path) -> anyhow::Result<ExitCode> 
     writeln!(out, "version: {}", verified.manifest.version)?;
     writeln!(out, "digest:  {}", verified.digest.to_hex())?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn init_tracing(default: &str) {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
+        )
+        .with_writer(io::stderr)
+        .try_init();
+}
+
+fn tokio_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+fn run_controller(config: &Path, allow_faults: bool) -> anyhow::Result<ExitCode> {
+    init_tracing("info");
+    let cfg = match runtime::daemon::config::ControllerConfig::load(config) {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            eprintln!("fleetweft: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    tokio_runtime()?.block_on(runtime::daemon::run(cfg, allow_faults))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_demo(options: runtime::demo::DemoOptions) -> anyhow::Result<ExitCode> {
+    init_tracing("warn");
+    let ok = tokio_runtime()?.block_on(runtime::demo::run(options))?;
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

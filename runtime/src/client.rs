@@ -1,0 +1,161 @@
+//! A small client for the controller's HTTP API, used by the CLI and the
+//! demo. Errors say what was asked and what came back.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::TokioExecutor;
+use std::time::Duration;
+
+/// Upper bound on an API answer.
+pub const ANSWER_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// How long one API call may take.
+pub const CALL_TIMEOUT_MS: u64 = 10_000;
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The controller could not be reached.
+    #[error("{method} {url}: cannot reach the controller: {detail}")]
+    Unreachable {
+        /// HTTP method.
+        method: String,
+        /// URL.
+        url: String,
+        /// What failed.
+        detail: String,
+    },
+    /// The controller answered with an error status.
+    #[error("{method} {url}: {status}: {body}")]
+    Status {
+        /// HTTP method.
+        method: String,
+        /// URL.
+        url: String,
+        /// Status code.
+        status: u16,
+        /// The answer's body.
+        body: String,
+    },
+    /// The answer was not the JSON expected.
+    #[error("{url}: unexpected answer: {detail}")]
+    Decode {
+        /// URL.
+        url: String,
+        /// What was wrong.
+        detail: String,
+    },
+}
+
+/// An API client.
+#[derive(Clone)]
+pub struct ApiClient {
+    base: String,
+    token: Option<String>,
+    http: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl ApiClient {
+    /// A client for `base` (e.g. `http://127.0.0.1:7800`).
+    pub fn new(base: impl Into<String>, token: Option<String>) -> ApiClient {
+        ApiClient {
+            base: base.into().trim_end_matches('/').to_string(),
+            token,
+            http: Client::builder(TokioExecutor::new()).build_http(),
+        }
+    }
+
+    /// GET and decode JSON.
+    pub async fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        let bytes = self.call("GET", path, Bytes::new(), None).await?;
+        self.decode(path, &bytes)
+    }
+
+    /// POST a JSON body and decode the JSON answer.
+    pub async fn post_json<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> Result<T, ClientError> {
+        let bytes = Bytes::from(body.to_string());
+        let answer = self
+            .call("POST", path, bytes, Some("application/json"))
+            .await?;
+        self.decode(path, &answer)
+    }
+
+    /// POST raw bytes and decode the JSON answer.
+    pub async fn post_bytes<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        body: Vec<u8>,
+    ) -> Result<T, ClientError> {
+        let answer = self
+            .call(
+                "POST",
+                path,
+                Bytes::from(body),
+                Some("application/octet-stream"),
+            )
+            .await?;
+        self.decode(path, &answer)
+    }
+
+    fn decode<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        bytes: &[u8],
+    ) -> Result<T, ClientError> {
+        serde_json::from_slice(bytes).map_err(|e| ClientError::Decode {
+            url: format!("{}{path}", self.base),
+            detail: e.to_string(),
+        })
+    }
+
+    async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Bytes,
+        content_type: Option<&str>,
+    ) -> Result<Bytes, ClientError> {
+        let url = format!("{}{path}", self.base);
+        let unreachable = |detail: String| ClientError::Unreachable {
+            method: method.to_string(),
+            url: url.clone(),
+            detail,
+        };
+        let mut request = hyper::Request::builder().method(method).uri(&url);
+        if let Some(token) = &self.token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        if let Some(ct) = content_type {
+            request = request.header("content-type", ct);
+        }
+        let request = request
+            .body(Full::new(body))
+            .map_err(|e| unreachable(e.to_string()))?;
+        let answer = tokio::time::timeout(
+            Duration::from_millis(CALL_TIMEOUT_MS),
+            self.http.request(request),
+        )
+        .await
+        .map_err(|_| unreachable(format!("no answer within {CALL_TIMEOUT_MS} ms")))?
+        .map_err(|e| unreachable(e.to_string()))?;
+        let status = answer.status().as_u16();
+        let bytes = http_body_util::Limited::new(answer.into_body(), ANSWER_BYTES_MAX)
+            .collect()
+            .await
+            .map_err(|e| unreachable(e.to_string()))?
+            .to_bytes();
+        if status >= 400 {
+            return Err(ClientError::Status {
+                method: method.to_string(),
+                url,
+                status,
+                body: String::from_utf8_lossy(&bytes).into_owned(),
+            });
+        }
+        Ok(bytes)
+    }
+}

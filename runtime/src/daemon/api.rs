@@ -1,0 +1,444 @@
+//! The operator HTTP API (axum). Reads are open on the API's address
+//! (loopback by default); every write needs the operator token as
+//! `Authorization: Bearer`, and a write without it changes nothing.
+
+use super::config::ControllerConfig;
+use super::core::{CoreHandle, Snapshot};
+use super::links::BundleDir;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use ed25519_dalek::VerifyingKey;
+use model::controller::{Input, OpPhase, Outcome};
+use model::{Digest, NodeId, Plan, RolloutId};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// Upper bound on an uploaded bundle.
+pub const UPLOAD_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Upper bound on events returned by one page of `/api/events`.
+pub const EVENTS_PAGE_MAX: usize = 1_000;
+
+/// Shared API state.
+#[derive(Clone)]
+pub struct Api {
+    /// The configuration (node names).
+    pub cfg: Arc<ControllerConfig>,
+    /// The core.
+    pub core: CoreHandle,
+    /// The operator token.
+    pub token: Arc<String>,
+    /// Accepted bundles.
+    pub bundles: Arc<BundleDir>,
+    /// The bundle signing key.
+    pub key: Arc<VerifyingKey>,
+}
+
+/// The router.
+pub fn router(api: Api) -> Router {
+    Router::new()
+        .route("/api/status", get(status))
+        .route("/api/events", get(events))
+        .route("/api/bundles", post(upload_bundle))
+        .route("/api/rollouts", post(start_rollout))
+        .route("/api/rollouts/{id}/pause", post(pause))
+        .route("/api/rollouts/{id}/resume", post(resume))
+        .route("/api/rollouts/{id}/approve", post(approve))
+        .layer(axum::extract::DefaultBodyLimit::max(UPLOAD_BYTES_MAX))
+        .with_state(api)
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(serde_json::json!({ "error": message.into() }))).into_response()
+}
+
+fn authorized(api: &Api, headers: &HeaderMap) -> Result<(), Response> {
+    let presented = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    // Compare without an early exit so timing does not leak a prefix.
+    let expected = api.token.as_bytes();
+    let same = presented.len() == expected.len()
+        && presented
+            .bytes()
+            .zip(expected.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0;
+    if same {
+        Ok(())
+    } else {
+        Err(error(
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong operator token (Authorization: Bearer)",
+        ))
+    }
+}
+
+/// One rollout as operators see it.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct RolloutDto {
+    /// `r0`, `r1`, ...
+    pub id: String,
+    /// Release digest (hex).
+    pub release: String,
+    /// `active`, `paused`, `waiting-approval`, `superseded`, `completed`.
+    pub status: String,
+    /// Why it is paused, if it is.
+    pub paused_reason: Option<String>,
+    /// Occupied slots (UNKNOWN ops count).
+    pub slots_occupied: usize,
+    /// The slot budget.
+    pub slots_max: u8,
+    /// Canary node.
+    pub canary: String,
+    /// Followers in order.
+    pub followers: Vec<String>,
+    /// Its ops.
+    pub ops: Vec<String>,
+    /// Fleet generation its commands carry.
+    pub generation: u64,
+}
+
+/// One op as operators see it.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct OpDto {
+    /// `op0`, ...
+    pub id: String,
+    /// Its rollout.
+    pub rollout: String,
+    /// Its node.
+    pub node: String,
+    /// Target release (hex).
+    pub release: String,
+    /// Generation.
+    pub generation: u64,
+    /// `granted`, `decided`, `restoring`, `settled`.
+    pub phase: String,
+    /// How it settled, if it did.
+    pub outcome: Option<String>,
+    /// The stored commit decision.
+    pub decision: Option<String>,
+    /// Why it is UNKNOWN, if it is.
+    pub unknown: Option<String>,
+    /// Whether it still holds a slot.
+    pub holds_slot: bool,
+}
+
+/// One node as operators see it.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct NodeDto {
+    /// Node id.
+    pub name: String,
+    /// Has a live connection.
+    pub connected: bool,
+    /// Release last proven by settling evidence (hex).
+    pub confirmed: Option<String>,
+    /// Release the agent last claimed (hex).
+    pub reported_serving: Option<String>,
+    /// Its unsettled op.
+    pub live_op: Option<String>,
+}
+
+/// `/api/status`.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct StatusDto {
+    /// Last durable log sequence.
+    pub last_sequence: Option<u64>,
+    /// Fleet generation.
+    pub generation: u64,
+    /// Rollouts, oldest first.
+    pub rollouts: Vec<RolloutDto>,
+    /// Nodes in fleet order.
+    pub nodes: Vec<NodeDto>,
+    /// Ops, oldest first.
+    pub ops: Vec<OpDto>,
+}
+
+fn hex(d: Digest) -> String {
+    d.to_hex()
+}
+
+/// Build the status DTO from a snapshot.
+pub fn status_dto(cfg: &ControllerConfig, snap: &Snapshot) -> StatusDto {
+    let s = &snap.state;
+    let name = |n: NodeId| cfg.node_name(n);
+    let rollouts = s
+        .rollouts
+        .iter()
+        .map(|r| {
+            let canary_passed = s
+                .rollout_op_for(r.id, r.plan.canary)
+                .is_some_and(|o| o.passed());
+            let status = match (r.status, r.paused) {
+                (model::controller::RolloutStatus::Completed, _) => "completed",
+                (model::controller::RolloutStatus::Superseded, _) => "superseded",
+                (_, Some(_)) => "paused",
+                _ if r.plan.approval_after_canary && canary_passed && !r.approved => {
+                    "waiting-approval"
+                }
+                _ => "active",
+            };
+            RolloutDto {
+                id: r.id.to_string(),
+                release: hex(r.plan.release),
+                status: status.to_string(),
+                paused_reason: r.paused.map(|p| match p {
+                    model::controller::PauseReason::Operator => "operator".to_string(),
+                    model::controller::PauseReason::ProbeFailed { op } => {
+                        format!("probe of {op} failed")
+                    }
+                }),
+                slots_occupied: s.slots_occupied(r.id),
+                slots_max: r.plan.slots_max,
+                canary: name(r.plan.canary),
+                followers: r.plan.followers.iter().map(|n| name(*n)).collect(),
+                ops: r.ops.iter().map(|o| o.to_string()).collect(),
+                generation: r.generation.0,
+            }
+        })
+        .collect();
+    let ops = s
+        .ops
+        .iter()
+        .map(|o| OpDto {
+            id: o.id.to_string(),
+            rollout: o.rollout.to_string(),
+            node: name(o.node),
+            release: hex(o.release),
+            generation: o.generation.0,
+            phase: match o.phase {
+                OpPhase::Granted => "granted",
+                OpPhase::Decided => "decided",
+                OpPhase::Restoring => "restoring",
+                OpPhase::Settled(_) => "settled",
+            }
+            .to_string(),
+            outcome: match o.phase {
+                OpPhase::Settled(Outcome::Verified) => Some("verified".into()),
+                OpPhase::Settled(Outcome::RolledBack) => Some("rolled-back".into()),
+                OpPhase::Settled(Outcome::NotApplied) => Some("not-applied".into()),
+                OpPhase::Settled(Outcome::Resolved(r)) => Some(format!("resolved ({r:?})")),
+                _ => None,
+            },
+            decision: o.decision.map(|d| format!("{d:?}").to_lowercase()),
+            unknown: o.unknown.map(|u| format!("{u:?}")),
+            holds_slot: o.occupies_slot(),
+        })
+        .collect();
+    let nodes = cfg
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let id = NodeId(i as u16);
+            let record = s.nodes.get(&id).cloned().unwrap_or_default();
+            NodeDto {
+                name: n.name.clone(),
+                connected: snap.connected.contains(&id),
+                confirmed: record.confirmed.map(hex),
+                reported_serving: record.reported_serving.map(hex),
+                live_op: record.live_op.map(|o| o.to_string()),
+            }
+        })
+        .collect();
+    StatusDto {
+        last_sequence: snap.last_sequence,
+        generation: s.generation.0,
+        rollouts,
+        nodes,
+        ops,
+    }
+}
+
+async fn status(State(api): State<Api>) -> Response {
+    match api.core.snapshot().await {
+        Some(snap) => Json(status_dto(&api.cfg, &snap)).into_response(),
+        None => error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped"),
+    }
+}
+
+#[derive(Deserialize)]
+struct EventsQuery {
+    from: Option<u64>,
+    limit: Option<usize>,
+}
+
+/// One event in the feed.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct EventDto {
+    /// Log sequence.
+    pub sequence: u64,
+    /// Domain words.
+    pub text: String,
+    /// The event itself.
+    pub event: model::controller::Event,
+}
+
+async fn events(State(api): State<Api>, Query(q): Query<EventsQuery>) -> Response {
+    let limit = q.limit.unwrap_or(EVENTS_PAGE_MAX).min(EVENTS_PAGE_MAX);
+    let events = api.core.events(q.from.unwrap_or(0), limit).await;
+    let dto: Vec<EventDto> = events
+        .into_iter()
+        .map(|(sequence, event)| EventDto {
+            sequence,
+            text: super::core::describe(&api.cfg, &event),
+            event,
+        })
+        .collect();
+    Json(dto).into_response()
+}
+
+async fn upload_bundle(State(api): State<Api>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(r) = authorized(&api, &headers) {
+        return r;
+    }
+    let verified = match protocol::bundle::verify(&api.key, &body) {
+        Ok(v) => v,
+        Err(e) => return error(StatusCode::BAD_REQUEST, format!("bundle refused: {e}")),
+    };
+    let path = api.bundles.path(verified.digest);
+    let tmp = path.with_extension("tmp");
+    let written = std::fs::write(&tmp, &body)
+        .and_then(|_| std::fs::File::open(&tmp).and_then(|f| f.sync_all()))
+        .and_then(|_| std::fs::rename(&tmp, &path));
+    if let Err(e) = written {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("storing the bundle: {e}"),
+        );
+    }
+    Json(serde_json::json!({
+        "digest": verified.digest.to_hex(),
+        "name": verified.manifest.name,
+        "version": verified.manifest.version,
+    }))
+    .into_response()
+}
+
+/// `POST /api/rollouts`.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct StartRollout {
+    /// Release digest (hex) of an uploaded bundle.
+    pub release: String,
+    /// Canary node.
+    pub canary: String,
+    /// Followers in order.
+    #[serde(default)]
+    pub followers: Vec<String>,
+    /// Slot budget.
+    pub slots: u8,
+    /// Wait for approval after the canary.
+    #[serde(default)]
+    pub approve_after_canary: bool,
+}
+
+async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(r) = authorized(&api, &headers) {
+        return r;
+    }
+    let request: StartRollout = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        // serde_json names the field and the position.
+        Err(e) => return error(StatusCode::BAD_REQUEST, format!("malformed request: {e}")),
+    };
+    let Some(release) = agentless_digest(&request.release) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "field `release`: expected 64 hex digits",
+        );
+    };
+    if !api.bundles.path(release).exists() {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "field `release`: no such bundle uploaded",
+        );
+    }
+    let node = |name: &str, field: &str| {
+        api.cfg.node_id(name).ok_or_else(|| {
+            error(
+                StatusCode::BAD_REQUEST,
+                format!("field `{field}`: unknown node {name}"),
+            )
+        })
+    };
+    let canary = match node(&request.canary, "canary") {
+        Ok(n) => n,
+        Err(r) => return r,
+    };
+    let mut followers = Vec::new();
+    for f in &request.followers {
+        match node(f, "followers") {
+            Ok(n) => followers.push(n),
+            Err(r) => return r,
+        }
+    }
+    let plan = Plan {
+        release,
+        canary,
+        followers,
+        slots_max: request.slots,
+        approval_after_canary: request.approve_after_canary,
+    };
+    respond(&api, Input::StartRollout { plan }).await
+}
+
+fn agentless_digest(text: &str) -> Option<Digest> {
+    let bytes = ::hex::decode(text.trim()).ok()?;
+    Some(Digest(bytes.try_into().ok()?))
+}
+
+fn rollout_id(text: &str) -> Option<RolloutId> {
+    text.strip_prefix('r')?.parse().ok().map(RolloutId)
+}
+
+async fn respond(api: &Api, input: Input) -> Response {
+    match api.core.input(input).await {
+        Ok(events) => Json(serde_json::json!({
+            "events": events.iter().map(|(s, e)| serde_json::json!({
+                "sequence": s,
+                "text": super::core::describe(&api.cfg, e),
+            })).collect::<Vec<_>>(),
+        }))
+        .into_response(),
+        Err(refusal) if refusal.starts_with("unknown rollout") => {
+            error(StatusCode::NOT_FOUND, refusal)
+        }
+        Err(refusal) => error(StatusCode::CONFLICT, refusal),
+    }
+}
+
+async fn rollout_command(
+    api: Api,
+    headers: HeaderMap,
+    id: String,
+    make: fn(RolloutId) -> Input,
+) -> Response {
+    if let Err(r) = authorized(&api, &headers) {
+        return r;
+    }
+    let Some(rollout) = rollout_id(&id) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no rollout {id} (ids look like r0)"),
+        );
+    };
+    respond(&api, make(rollout)).await
+}
+
+async fn pause(State(api): State<Api>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    rollout_command(api, headers, id, |rollout| Input::Pause { rollout }).await
+}
+
+async fn resume(State(api): State<Api>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    rollout_command(api, headers, id, |rollout| Input::Resume { rollout }).await
+}
+
+async fn approve(State(api): State<Api>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    rollout_command(api, headers, id, |rollout| Input::Approve { rollout }).await
+}

@@ -1,0 +1,300 @@
+//! The controller's single owner: one task holds the [`Controller`] and
+//! handles every input in turn (agents, operators, deadlines). Effects leave
+//! only from a [`crate::controller::Ready`], which exists only once the
+//! events behind it are durable (S7).
+
+use super::config::ControllerConfig;
+use crate::controller::{Controller, ControllerError};
+use model::controller::{ControllerState, Effect, Event, Input};
+use model::{NodeId, ToAgent};
+use std::collections::HashMap;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// Upper bound on queued commands to the core.
+pub const CORE_QUEUE_MAX: usize = 1024;
+/// Upper bound on queued commands to one agent connection.
+pub const LINK_QUEUE_MAX: usize = 256;
+/// Events kept in memory for the API's event feed.
+pub const EVENTS_IN_MEMORY_MAX: usize = 100_000;
+
+/// What the core is asked to do.
+pub enum Command {
+    /// Feed an input; the reply gets the durable events or the refusal.
+    Input {
+        /// The input.
+        input: Input,
+        /// Where the outcome goes, if anyone waits for it.
+        reply: Option<oneshot::Sender<Result<Vec<(u64, Event)>, String>>>,
+    },
+    /// An authenticated agent connection is up.
+    Attach {
+        /// Its node.
+        node: NodeId,
+        /// A unique id of this connection.
+        link: u64,
+        /// Where commands for it go.
+        tx: mpsc::Sender<ToAgent>,
+        /// The connection, closed when a newer one replaces it.
+        conn: quinn::Connection,
+    },
+    /// That connection is gone.
+    Detach {
+        /// Its node.
+        node: NodeId,
+        /// Its id (a newer connection is left alone).
+        link: u64,
+    },
+    /// A consistent copy of what the controller knows.
+    Snapshot {
+        /// Where it goes.
+        reply: oneshot::Sender<Snapshot>,
+    },
+    /// Events from a sequence on.
+    Events {
+        /// First sequence wanted.
+        from: u64,
+        /// At most this many.
+        limit: usize,
+        /// Where they go.
+        reply: oneshot::Sender<Vec<(u64, Event)>>,
+    },
+}
+
+/// What the API reads.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    /// The controller state.
+    pub state: ControllerState,
+    /// The last durable sequence.
+    pub last_sequence: Option<u64>,
+    /// Nodes with a live connection.
+    pub connected: Vec<NodeId>,
+}
+
+/// A handle to send commands to the core.
+#[derive(Clone)]
+pub struct CoreHandle {
+    tx: mpsc::Sender<Command>,
+}
+
+impl CoreHandle {
+    /// Feed an input and wait for its durable outcome.
+    pub async fn input(&self, input: Input) -> Result<Vec<(u64, Event)>, String> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Command::Input {
+            input,
+            reply: Some(reply),
+        })
+        .await;
+        answer
+            .await
+            .unwrap_or_else(|_| Err("controller core stopped".into()))
+    }
+
+    /// Send a command without waiting for an outcome.
+    pub async fn send(&self, command: Command) {
+        if self.tx.send(command).await.is_err() {
+            tracing::error!("controller core stopped");
+        }
+    }
+
+    /// A snapshot of the state.
+    pub async fn snapshot(&self) -> Option<Snapshot> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Command::Snapshot { reply }).await;
+        answer.await.ok()
+    }
+
+    /// Events from `from` on.
+    pub async fn events(&self, from: u64, limit: usize) -> Vec<(u64, Event)> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Command::Events { from, limit, reply }).await;
+        answer.await.unwrap_or_default()
+    }
+}
+
+struct Link {
+    id: u64,
+    tx: mpsc::Sender<ToAgent>,
+    conn: quinn::Connection,
+}
+
+/// Start the core task over an opened controller.
+pub fn spawn(
+    controller: Controller,
+    history: Vec<(u64, Event)>,
+    cfg: ControllerConfig,
+    allow_faults: bool,
+) -> CoreHandle {
+    let (tx, rx) = mpsc::channel(CORE_QUEUE_MAX);
+    let handle = CoreHandle { tx: tx.clone() };
+    tokio::spawn(run(
+        controller,
+        history,
+        cfg,
+        allow_faults,
+        rx,
+        handle.clone(),
+    ));
+    handle
+}
+
+async fn run(
+    mut controller: Controller,
+    mut history: Vec<(u64, Event)>,
+    cfg: ControllerConfig,
+    allow_faults: bool,
+    mut rx: mpsc::Receiver<Command>,
+    me: CoreHandle,
+) {
+    let timeout = Duration::from_millis(cfg.timing.op_timeout_ms);
+    let mut drop_commit_reply = match (&cfg.faults.drop_first_commit_reply_for, allow_faults) {
+        (Some(release), true) => {
+            tracing::warn!(
+                "FAULT INJECTION ENABLED: the first commit reply for release {release} will be dropped"
+            );
+            Some(release.clone())
+        }
+        (Some(_), false) => {
+            tracing::warn!(
+                "[faults] present but ignored: start with --allow-fault-injection to use it"
+            );
+            None
+        }
+        (None, _) => None,
+    };
+    let mut links: HashMap<NodeId, Link> = HashMap::new();
+    // A restart re-arms the deadline of every op still holding a slot.
+    for op in controller.state().ops.iter().filter(|o| o.occupies_slot()) {
+        arm(&me, op.id, timeout);
+    }
+    while let Some(command) = rx.recv().await {
+        match command {
+            Command::Input { input, reply } => {
+                let outcome = tokio::task::block_in_place(|| controller.handle(input));
+                match outcome {
+                    Ok(ready) => {
+                        let (events, effects) = ready.into_parts();
+                        for (sequence, event) in &events {
+                            tracing::info!(sequence, "{}", describe(&cfg, event));
+                        }
+                        for effect in effects {
+                            match effect {
+                                Effect::Send { to, msg } => {
+                                    let release =
+                                        controller.state().op(msg.op()).map(|o| o.release.to_hex());
+                                    if matches!(msg, ToAgent::CommitReply { .. })
+                                        && drop_commit_reply.is_some()
+                                        && drop_commit_reply == release
+                                    {
+                                        drop_commit_reply = None;
+                                        tracing::warn!(
+                                            "FAULT INJECTION: dropping the commit reply for {} to {} (the decision is durable)",
+                                            msg.op(),
+                                            cfg.node_name(to)
+                                        );
+                                        continue;
+                                    }
+                                    match links.get(&to) {
+                                        Some(link) => {
+                                            if link.tx.try_send(msg).is_err() {
+                                                tracing::warn!("{} is not keeping up; it will resync on reconnect", cfg.node_name(to));
+                                            }
+                                        }
+                                        None => tracing::info!(
+                                            "{} is not connected; it gets the command when it says hello",
+                                            cfg.node_name(to)
+                                        ),
+                                    }
+                                }
+                                Effect::ArmTimeout { op } => arm(&me, op, timeout),
+                            }
+                        }
+                        history.extend(events.iter().cloned());
+                        if history.len() > EVENTS_IN_MEMORY_MAX {
+                            let excess = history.len() - EVENTS_IN_MEMORY_MAX;
+                            history.drain(..excess);
+                        }
+                        if let Some(reply) = reply {
+                            let _ = reply.send(Ok(events));
+                        }
+                    }
+                    Err(ControllerError::Refused(refusal)) => {
+                        if let Some(reply) = reply {
+                            let _ = reply.send(Err(refusal.to_string()));
+                        }
+                    }
+                    Err(other) => {
+                        // The log failed: nothing may be acknowledged any more.
+                        tracing::error!("event log failure, stopping: {other}");
+                        std::process::exit(3);
+                    }
+                }
+            }
+            Command::Attach {
+                node,
+                link,
+                tx,
+                conn,
+            } => {
+                if let Some(old) = links.insert(node, Link { id: link, tx, conn }) {
+                    // A second connection for the same node replaces the first.
+                    old.conn
+                        .close(0u32.into(), b"replaced by a newer connection");
+                }
+            }
+            Command::Detach { node, link } => {
+                if links.get(&node).is_some_and(|l| l.id == link) {
+                    links.remove(&node);
+                }
+            }
+            Command::Snapshot { reply } => {
+                let mut connected: Vec<NodeId> = links.keys().copied().collect();
+                connected.sort();
+                let _ = reply.send(Snapshot {
+                    state: controller.state().clone(),
+                    last_sequence: controller.last_sequence(),
+                    connected,
+                });
+            }
+            Command::Events { from, limit, reply } => {
+                let events = history
+                    .iter()
+                    .filter(|(s, _)| *s >= from)
+                    .take(limit)
+                    .cloned()
+                    .collect();
+                let _ = reply.send(events);
+            }
+        }
+    }
+    if let Err(e) = tokio::task::block_in_place(|| controller.close()) {
+        tracing::error!("closing the event log: {e}");
+    }
+}
+
+fn arm(core: &CoreHandle, op: model::OpId, after: Duration) {
+    let core = core.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        core.send(Command::Input {
+            input: Input::Timeout { op },
+            reply: None,
+        })
+        .await;
+    });
+}
+
+/// An event in domain words with node names.
+pub fn describe(cfg: &ControllerConfig, event: &Event) -> String {
+    let mut text = event.to_string();
+    // Model node ids print as node-a, node-b, ...; show configured names.
+    for (i, node) in cfg.nodes.iter().enumerate().rev() {
+        let id = NodeId(i as u16).to_string();
+        if id != node.name {
+            text = text.replace(&id, &node.name);
+        }
+    }
+    text
+}

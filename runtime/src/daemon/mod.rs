@@ -1,0 +1,65 @@
+//! The controller daemon: `fleetweft controller --config controller.toml`.
+//! One core task owns the durable controller; agent connections, the
+//! operator API and deadlines only send it inputs.
+
+pub mod api;
+pub mod config;
+pub mod core;
+pub mod links;
+
+use anyhow::Context;
+use config::ControllerConfig;
+use std::sync::Arc;
+
+/// Run the controller until the process is stopped.
+pub async fn run(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<()> {
+    let log_dir = cfg.data_dir.join("log");
+    let bundle_dir = cfg.data_dir.join("bundles");
+    std::fs::create_dir_all(&bundle_dir)
+        .with_context(|| format!("creating {}", bundle_dir.display()))?;
+    // A corrupt log stops the daemon here, naming the sequence: never repaired.
+    let (controller, history) = crate::controller::Controller::open_with_events(&log_dir)
+        .with_context(|| format!("opening the event log in {}", log_dir.display()))?;
+    tracing::info!(
+        events = history.len(),
+        "event log replayed; state rebuilt from {}",
+        log_dir.display()
+    );
+    let token = protocol::pki::load_operator_token(&cfg.tls.operator_token)
+        .context("loading the operator token")?;
+    let key = protocol::bundle::load_verifying_key(&cfg.bundles.pubkey)
+        .context("loading the bundle public key")?;
+    let identity =
+        protocol::tls::ServerIdentity::from_pem_files(&cfg.tls.ca, &cfg.tls.cert, &cfg.tls.key)
+            .context("loading the controller's TLS identity")?;
+    let endpoint = protocol::quic::ControllerEndpoint::bind(cfg.listen, identity)
+        .with_context(|| format!("binding QUIC on {}", cfg.listen))?;
+    let api_listener = tokio::net::TcpListener::bind(cfg.api.listen)
+        .await
+        .with_context(|| format!("binding the API on {}", cfg.api.listen))?;
+    let cfg = Arc::new(cfg);
+    let core = core::spawn(controller, history, (*cfg).clone(), allow_faults);
+    let bundles = Arc::new(links::BundleDir { dir: bundle_dir });
+    tokio::spawn(links::serve(
+        endpoint,
+        cfg.clone(),
+        core.clone(),
+        bundles.clone(),
+    ));
+    let api = api::Api {
+        cfg: cfg.clone(),
+        core,
+        token: Arc::new(token),
+        bundles,
+        key: Arc::new(key),
+    };
+    tracing::info!(
+        "controller up: agents on {}, API on http://{}",
+        cfg.listen,
+        cfg.api.listen
+    );
+    axum::serve(api_listener, api::router(api))
+        .await
+        .context("serving the API")?;
+    Ok(())
+}

@@ -1,0 +1,539 @@
+//! `fleetweft demo`: a real controller and three real agents on loopback,
+//! a signed Python app rolled from v1 to v2 through a canary, narrated step
+//! by step, ending with the proof for every node and the handover report.
+
+use crate::client::ApiClient;
+use crate::daemon::api::{EventDto, StatusDto};
+use anyhow::{bail, Context};
+use protocol::bundle::{self, ManifestFields, ProbeSpec};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::process::{Child, Command};
+
+/// The sample app, embedded so the demo needs nothing but its binaries.
+pub const HELLO_APP: &str = include_str!("../../examples/hello/app.py");
+/// The fleet of the demo.
+pub const NODES: [&str; 3] = ["node-a", "node-b", "node-c"];
+/// How long any one demo step may take.
+pub const STEP_TIMEOUT_MS: u64 = 60_000;
+
+/// Which story the demo tells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    /// v1 everywhere, then v2 through the canary to every node.
+    Happy,
+    /// v2 answers wrongly on the canary (healthy process): restore, pause.
+    WrongAnswer,
+    /// The first commit reply for v2 is lost; the operator pauses; the
+    /// stored decision is replayed and the op settles; no follower granted.
+    LostReply,
+}
+
+/// Options of `fleetweft demo`.
+#[derive(Clone, Debug)]
+pub struct DemoOptions {
+    /// Where everything goes (a fresh directory is made inside a temp dir
+    /// when not given).
+    pub dir: Option<PathBuf>,
+    /// Which story.
+    pub scenario: Scenario,
+    /// Keep the fleet running after the story until Ctrl-C.
+    pub keep_running: bool,
+}
+
+struct Fleet {
+    children: Vec<(String, Child)>,
+}
+
+impl Fleet {
+    async fn stop(&mut self) {
+        for (name, child) in self.children.iter_mut() {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            tracing::debug!("stopped {name}");
+        }
+        self.children.clear();
+    }
+}
+
+fn say(text: impl AsRef<str>) {
+    println!("{}", text.as_ref());
+}
+
+/// Run the demo; Ok(true) when the story ended as it should.
+pub async fn run(options: DemoOptions) -> anyhow::Result<bool> {
+    let mut fleet = Fleet {
+        children: Vec::new(),
+    };
+    let outcome = tokio::select! {
+        result = story(&options, &mut fleet) => result,
+        _ = tokio::signal::ctrl_c() => {
+            say("\ninterrupted: stopping every process");
+            Ok(false)
+        }
+    };
+    fleet.stop().await;
+    outcome
+}
+
+async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool> {
+    let dir = match &options.dir {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!("fleetweft-demo-{}", std::process::id())),
+    };
+    if dir.exists() && std::fs::read_dir(&dir)?.next().is_some() {
+        bail!("{} is not empty; give an empty or new --dir", dir.display());
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    say(format!(
+        "Fleetweft demo ({:?}) in {}",
+        options.scenario,
+        dir.display()
+    ));
+
+    say("\n[1] PKI: fleet CA, controller and node certificates, operator token");
+    let names: Vec<String> = NODES.iter().map(|s| s.to_string()).collect();
+    let pki = protocol::pki::init_fleet(&dir.join("pki"), &names, "localhost")?;
+    let token = protocol::pki::load_operator_token(&pki.operator_token())?;
+
+    say("[2] bundle signing key, and two signed releases of the sample app");
+    let keys = dir.join("keys");
+    std::fs::create_dir_all(&keys)?;
+    let (signing, verifying) = bundle::keygen();
+    bundle::save_signing_key(&keys.join("bundle-signing.key"), &signing)?;
+    bundle::save_verifying_key(&keys.join("bundle-signing.pub"), &verifying)?;
+    let mut releases = Vec::new();
+    for version in ["v1", "v2"] {
+        let app = HELLO_APP.replace("VERSION = \"v1\"", &format!("VERSION = \"{version}\""));
+        let bytes = bundle::sign(
+            &signing,
+            app.as_bytes(),
+            ManifestFields {
+                name: "hello".into(),
+                version: version.into(),
+                app_file_name: "app.py".into(),
+                run: vec!["python3".into(), "app.py".into()],
+                probe: ProbeSpec {
+                    path: "/hello".into(),
+                    expect_status: 200,
+                    expect_body: format!("hello from {version}"),
+                },
+            },
+        )?;
+        let digest = bundle::bundle_digest(&bytes);
+        let path = dir.join(format!("hello-{version}.bundle"));
+        std::fs::write(&path, &bytes)?;
+        say(format!("    hello {version}: release {}", digest.to_hex()));
+        releases.push((version, digest, bytes));
+    }
+    let v1 = releases[0].1;
+    let v2 = releases[1].1;
+
+    say("[3] starting the controller and three agents on loopback");
+    let quic_port = free_udp_port()?;
+    let api_port = free_tcp_port()?;
+    let public_ports: Vec<u16> = (0..NODES.len())
+        .map(|_| free_tcp_port())
+        .collect::<Result<_, _>>()?;
+    let faults_controller = options.scenario == Scenario::LostReply;
+    let faults_canary = options.scenario == Scenario::WrongAnswer;
+    write_controller_config(
+        &dir,
+        &pki,
+        quic_port,
+        api_port,
+        &public_ports,
+        faults_controller.then_some(v2),
+    )?;
+    let logs = dir.join("logs");
+    std::fs::create_dir_all(&logs)?;
+    let exe = std::env::current_exe().context("locating the fleetweft binary")?;
+    let mut args = vec![
+        "controller".to_string(),
+        "--config".into(),
+        dir.join("controller.toml").display().to_string(),
+    ];
+    if faults_controller {
+        args.push("--allow-fault-injection".into());
+    }
+    fleet.children.push((
+        "controller".into(),
+        spawn(&exe, &args, &logs.join("controller.log"))?,
+    ));
+    let agent_exe = exe.with_file_name("fleetweft-agent");
+    if !agent_exe.exists() {
+        bail!(
+            "{} not found: build it with `cargo build --release -p agent` (scripts/demo.sh does)",
+            agent_exe.display()
+        );
+    }
+    for (i, node) in NODES.iter().enumerate() {
+        let wrong = faults_canary && i == 0;
+        let config = write_agent_config(
+            &dir,
+            &pki,
+            node,
+            quic_port,
+            public_ports[i],
+            wrong.then_some(v2),
+        )?;
+        let mut args = vec!["--config".to_string(), config.display().to_string()];
+        if wrong {
+            args.push("--allow-fault-injection".into());
+        }
+        fleet.children.push((
+            node.to_string(),
+            spawn(&agent_exe, &args, &logs.join(format!("{node}.log")))?,
+        ));
+    }
+    let api = ApiClient::new(format!("http://127.0.0.1:{api_port}"), Some(token));
+    let mut seen = 0u64;
+    wait_for(&api, &mut seen, "every agent connected", |s| {
+        s.nodes.iter().all(|n| n.connected)
+    })
+    .await?;
+    say(format!(
+        "    controller API on http://127.0.0.1:{api_port}; logs in {}",
+        logs.display()
+    ));
+
+    say("\n[4] uploading both bundles (the controller checks their signatures)");
+    for (version, _, bytes) in &releases {
+        let answer: serde_json::Value = api.post_bytes("/api/bundles", bytes.clone()).await?;
+        say(format!(
+            "    {version}: accepted as {}",
+            answer["digest"].as_str().unwrap_or("?")
+        ));
+    }
+
+    say("\n[5] installing v1 everywhere: canary node-a, then node-b, node-c, one slot");
+    start_rollout(&api, v1).await?;
+    wait_for(&api, &mut seen, "rollout r0 completed", |s| {
+        rollout_status(s, "r0") == Some("completed")
+    })
+    .await?;
+
+    say("\n[6] rolling out v2 through the canary");
+    start_rollout(&api, v2).await?;
+    let ok = match options.scenario {
+        Scenario::Happy => {
+            wait_for(&api, &mut seen, "rollout r1 completed", |s| {
+                rollout_status(s, "r1") == Some("completed")
+            })
+            .await?;
+            true
+        }
+        Scenario::WrongAnswer => {
+            wait_for(
+                &api,
+                &mut seen,
+                "the canary's op settled and the rollout paused",
+                |s| {
+                    rollout_status(s, "r1") == Some("paused")
+                        && s.ops
+                            .iter()
+                            .any(|o| o.rollout == "r1" && o.outcome.is_some())
+                },
+            )
+            .await?;
+            let status: StatusDto = api.get("/api/status").await?;
+            let r1_ops: Vec<_> = status.ops.iter().filter(|o| o.rollout == "r1").collect();
+            say(format!(
+                "\n    r1 granted {} op(s); canary outcome: {}",
+                r1_ops.len(),
+                r1_ops
+                    .first()
+                    .and_then(|o| o.outcome.clone())
+                    .unwrap_or_default()
+            ));
+            r1_ops.len() == 1 && r1_ops[0].outcome.as_deref() == Some("rolled-back")
+        }
+        Scenario::LostReply => {
+            say("    operator pauses r1 right away (the canary was already granted)");
+            let _: serde_json::Value = api
+                .post_json("/api/rollouts/r1/pause", &serde_json::json!({}))
+                .await?;
+            wait_for(
+                &api,
+                &mut seen,
+                "the canary's op settled while paused",
+                |s| {
+                    s.ops
+                        .iter()
+                        .any(|o| o.rollout == "r1" && o.outcome.is_some())
+                },
+            )
+            .await?;
+            let events: Vec<EventDto> = api.get("/api/events?from=0").await?;
+            let decided = events
+                .iter()
+                .filter(|e| e.text.contains("decide op3"))
+                .count();
+            let replayed = events
+                .iter()
+                .filter(|e| e.text.contains("replay stored decision for op3"))
+                .count();
+            let status: StatusDto = api.get("/api/status").await?;
+            let r1_ops = status.ops.iter().filter(|o| o.rollout == "r1").count();
+            say(format!(
+                "\n    decision for op3 stored once, sent {} time(s) (1 + {replayed} replay); r1 ops while paused: {r1_ops}",
+                decided + replayed
+            ));
+            let held = decided == 1 && replayed >= 1 && r1_ops == 1;
+            say("    operator resumes r1");
+            let _: serde_json::Value = api
+                .post_json("/api/rollouts/r1/resume", &serde_json::json!({}))
+                .await?;
+            wait_for(&api, &mut seen, "rollout r1 completed", |s| {
+                rollout_status(s, "r1") == Some("completed")
+            })
+            .await?;
+            held
+        }
+    };
+
+    say("\n[7] what users get: each node's public route");
+    for (i, node) in NODES.iter().enumerate() {
+        let answer = probe_public(public_ports[i]).await;
+        say(format!("    {node}: {answer}"));
+    }
+    say("\n[8] proof per node");
+    let status: StatusDto = api.get("/api/status").await?;
+    let mut all_verified = true;
+    for node in &status.nodes {
+        let proof = simple_proof(&status, &node.name);
+        all_verified &= proof.starts_with("verified");
+        say(format!("    {}: {proof}", node.name));
+    }
+    say("\n[9] handover report (ops still holding a slot or waiting)");
+    let open: Vec<_> = status.ops.iter().filter(|o| o.holds_slot).collect();
+    if open.is_empty() {
+        say("    nothing unresolved");
+    }
+    for op in open {
+        say(format!(
+            "    {} on {}: phase {}, unknown {:?}",
+            op.id, op.node, op.phase, op.unknown
+        ));
+    }
+    let success = match options.scenario {
+        Scenario::Happy | Scenario::LostReply => ok && all_verified,
+        Scenario::WrongAnswer => ok,
+    };
+    say(format!(
+        "\ndemo {}",
+        if success { "succeeded" } else { "FAILED" }
+    ));
+    if options.keep_running {
+        say(format!(
+            "fleet keeps running (API http://127.0.0.1:{api_port}); Ctrl-C stops it"
+        ));
+        std::future::pending::<()>().await;
+    }
+    Ok(success)
+}
+
+fn rollout_status<'a>(status: &'a StatusDto, id: &str) -> Option<&'a str> {
+    status
+        .rollouts
+        .iter()
+        .find(|r| r.id == id)
+        .map(|r| r.status.as_str())
+}
+
+/// The node's verdict from what the controller has proven.
+fn simple_proof(status: &StatusDto, node: &str) -> String {
+    let intended = status
+        .rollouts
+        .iter()
+        .rev()
+        .find(|r| r.canary == node || r.followers.iter().any(|f| f == node))
+        .map(|r| r.release.clone());
+    let confirmed = status
+        .nodes
+        .iter()
+        .find(|n| n.name == node)
+        .and_then(|n| n.confirmed.clone());
+    match (intended, confirmed) {
+        (Some(i), Some(c)) if i == c => format!("verified (serving {} proven by probe)", &c[..12]),
+        (Some(i), Some(c)) => format!("stale (intended {}, proven serving {})", &i[..12], &c[..12]),
+        (Some(i), None) => format!("unverified (intended {}, nothing proven)", &i[..12]),
+        (None, _) => "unverified (no rollout)".into(),
+    }
+}
+
+async fn start_rollout(api: &ApiClient, release: model::Digest) -> anyhow::Result<()> {
+    let _: serde_json::Value = api
+        .post_json(
+            "/api/rollouts",
+            &serde_json::json!({
+                "release": release.to_hex(),
+                "canary": NODES[0],
+                "followers": [NODES[1], NODES[2]],
+                "slots": 1,
+            }),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Poll the controller, narrating new events, until `done` holds.
+async fn wait_for(
+    api: &ApiClient,
+    seen: &mut u64,
+    what: &str,
+    done: impl Fn(&StatusDto) -> bool,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_millis(STEP_TIMEOUT_MS);
+    loop {
+        if let Ok(events) = api
+            .get::<Vec<EventDto>>(&format!("/api/events?from={seen}"))
+            .await
+        {
+            for e in events {
+                if !matches!(e.event, model::controller::Event::NodeHello { .. }) {
+                    say(format!("    #{:<3} {}", e.sequence, e.text));
+                }
+                *seen = e.sequence + 1;
+            }
+        }
+        if let Ok(status) = api.get::<StatusDto>("/api/status").await {
+            if done(&status) {
+                return Ok(());
+            }
+        }
+        if Instant::now() > deadline {
+            bail!("timed out after {STEP_TIMEOUT_MS} ms waiting for: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn probe_public(port: u16) -> String {
+    let client = ApiClient::new(format!("http://127.0.0.1:{port}"), None);
+    // The route answers text, not JSON: read it through a raw probe.
+    match raw_get(port, "/hello").await {
+        Some((status, release, body)) => format!(
+            "{status} {body:?} from release {}",
+            release.map_or("?".into(), |r| r[..12].to_string())
+        ),
+        None => {
+            drop(client);
+            "no answer".into()
+        }
+    }
+}
+
+async fn raw_get(port: u16, path: &str) -> Option<(u16, Option<String>, String)> {
+    use http_body_util::BodyExt;
+    let client: hyper_util::client::legacy::Client<_, http_body_util::Empty<bytes::Bytes>> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http();
+    let uri: hyper::Uri = format!("http://127.0.0.1:{port}{path}").parse().ok()?;
+    let answer = tokio::time::timeout(Duration::from_secs(3), client.get(uri))
+        .await
+        .ok()?
+        .ok()?;
+    let status = answer.status().as_u16();
+    let release = answer
+        .headers()
+        .get("x-fleetweft-release")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let body = http_body_util::Limited::new(answer.into_body(), 64 * 1024)
+        .collect()
+        .await
+        .ok()?
+        .to_bytes();
+    Some((
+        status,
+        release,
+        String::from_utf8_lossy(&body).trim().to_string(),
+    ))
+}
+
+fn spawn(exe: &Path, args: &[String], log: &Path) -> anyhow::Result<Child> {
+    let out = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let err = out.try_clone()?;
+    Command::new(exe)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {}", exe.display()))
+}
+
+fn free_tcp_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind(("127.0.0.1", 0))?
+        .local_addr()?
+        .port())
+}
+
+fn free_udp_port() -> anyhow::Result<u16> {
+    Ok(std::net::UdpSocket::bind(("127.0.0.1", 0))?
+        .local_addr()?
+        .port())
+}
+
+fn write_controller_config(
+    dir: &Path,
+    pki: &protocol::pki::FleetPki,
+    quic_port: u16,
+    api_port: u16,
+    public_ports: &[u16],
+    drop_reply_for: Option<model::Digest>,
+) -> anyhow::Result<()> {
+    let mut text = format!(
+        "data_dir = {:?}\nlisten = \"127.0.0.1:{quic_port}\"\n\n[api]\nlisten = \"127.0.0.1:{api_port}\"\n\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\noperator_token = {:?}\n\n[bundles]\npubkey = {:?}\n\n[timing]\nop_timeout_ms = 15000\n",
+        dir.join("controller-data").display().to_string(),
+        pki.ca_cert().display().to_string(),
+        pki.controller_cert().display().to_string(),
+        pki.controller_key().display().to_string(),
+        pki.operator_token().display().to_string(),
+        dir.join("keys/bundle-signing.pub").display().to_string(),
+    );
+    if let Some(release) = drop_reply_for {
+        text.push_str(&format!(
+            "\n[faults]\ndrop_first_commit_reply_for = \"{}\"\n",
+            release.to_hex()
+        ));
+    }
+    for (i, node) in NODES.iter().enumerate() {
+        text.push_str(&format!(
+            "\n[[nodes]]\nname = \"{node}\"\npublic = \"127.0.0.1:{}\"\n",
+            public_ports[i]
+        ));
+    }
+    std::fs::write(dir.join("controller.toml"), text)?;
+    Ok(())
+}
+
+fn write_agent_config(
+    dir: &Path,
+    pki: &protocol::pki::FleetPki,
+    node: &str,
+    quic_port: u16,
+    public_port: u16,
+    answer_wrongly: Option<model::Digest>,
+) -> anyhow::Result<PathBuf> {
+    let mut text = format!(
+        "node = \"{node}\"\ndata_dir = {:?}\npublic_port = {public_port}\n\n[controller]\naddr = \"127.0.0.1:{quic_port}\"\nserver_name = \"localhost\"\n\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n\n[bundles]\npubkey = {:?}\n",
+        dir.join(format!("{node}-data")).display().to_string(),
+        pki.ca_cert().display().to_string(),
+        pki.node_cert(node).display().to_string(),
+        pki.node_key(node).display().to_string(),
+        dir.join("keys/bundle-signing.pub").display().to_string(),
+    );
+    if let Some(release) = answer_wrongly {
+        text.push_str(&format!(
+            "\n[faults]\nanswer_wrongly = [\"{}\"]\n",
+            release.to_hex()
+        ));
+    }
+    let path = dir.join(format!("agent-{node}.toml"));
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
