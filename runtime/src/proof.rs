@@ -1,0 +1,1307 @@
+//! Deployment proof (SPEC §6) and the handover report (SPEC §7), computed
+//! from controller state alone. Pure: no IO, no clock.
+//!
+//! # Where the intent comes from
+//!
+//! The *intended release* of a node is the release of the latest rollout whose
+//! plan includes the node; the *intended op* is the latest op that rollout
+//! granted to the node (none yet if the rollout has not reached it).
+//! [`rollout_proof`] judges every node of one rollout against that rollout's
+//! intent instead, so an old rollout can still be proven after the fact.
+//!
+//! # Evidence items
+//!
+//! Checks are read from the op's evidence (latest last); only the latest
+//! observation is judged, so a failure followed by a success is a success.
+//!
+//! - `artifact digest`: what the agent says it put in place, taken from its
+//!   latest report for the op (`Switched` claims the op's release, `Restored`
+//!   and `NotApplied` claim the baseline). No agent report (only controller
+//!   or operator probes) => could not read, [`ReasonCode::DigestUnreadable`];
+//!   another digest => [`ReasonCode::DigestMismatch`].
+//! - `process`: the agent's `process_healthy` flag. Dead process and no answer
+//!   on the route => false, [`ReasonCode::RestartLoop`] (the model has no
+//!   restart counter yet: a dead process that does not answer is treated as
+//!   crash-looping or stopped at its restart limit). A dead-looking process
+//!   while the route answers => false, [`ReasonCode::ProcessUnhealthy`], which
+//!   is informational only: a process's looks are not evidence either way
+//!   (S11), so it never changes the verdict.
+//! - `health probe`: `Pass` => true; `WrongAnswer` => false,
+//!   [`ReasonCode::ProbeWrongAnswer`]; `Unreachable` without a release
+//!   identity => could not read, [`ReasonCode::ProbeUnreachable`];
+//!   `Unreachable` *with* an identity means the node's stamping proxy answered
+//!   with an error status => false, [`ReasonCode::ProbeNon2xx`].
+//! - `route identity`: the `X-Fleetweft-Release` identity the public route
+//!   answered with, against the intended release. Equal => true; another
+//!   release => false, [`ReasonCode::RouteIdentityMismatch`]; none while
+//!   unreachable => could not read, [`ReasonCode::ProbeUnreachable`]; none
+//!   although something answered => could not read,
+//!   [`ReasonCode::DigestUnreadable`].
+//!
+//! "Could not read" (`ok: None`) and "read something else" (`ok: Some(false)`)
+//! never share a reason code.
+//!
+//! # Verdicts, first match wins
+//!
+//! 1. No rollout includes the node => `unverified` ([`ReasonCode::NotInRollout`]).
+//! 2. The intended rollout has not granted the node an op: `stale`
+//!    ([`ReasonCode::SupersededOp`]) when the node's latest older op's last
+//!    observation passed and the node's confirmed release is not the
+//!    intended one, else `unverified` ([`ReasonCode::OpNotGranted`]).
+//! 3. The op is UNKNOWN => `unverified` ([`ReasonCode::OpUnknown`]).
+//! 4. The op settled `Resolved(Abandon)` => `unverified` ([`ReasonCode::Abandoned`]).
+//! 5. The op settled `RolledBack`, `NotApplied` or `Resolved(ConfirmBaseline)`,
+//!    the node's confirmed release is not the intended one and the last
+//!    observation passed => `stale` ([`ReasonCode::RolledBack`] — also for an
+//!    operator's confirmed baseline — or [`ReasonCode::NotApplied`]).
+//! 6. No evidence => `unverified` ([`ReasonCode::NoEvidence`], or
+//!    [`ReasonCode::OpNotSettled`] while the op still holds its slot).
+//! 7. A counted check is false => `failed` (its reason).
+//! 8. The op is not settled => `unverified` ([`ReasonCode::OpNotSettled`]).
+//! 9. The op settled `Verified` or `Resolved(ConfirmNew)` (no check false
+//!    by now): some check could not be read => `partially-verified` (the
+//!    first unreadable check's reason); every check true and the last
+//!    observation proves the intended release serving => `verified`.
+//! 10. Anything else => `unverified` ([`ReasonCode::NoEvidence`]).
+//!
+//! A rollout's verdict is the worst of its nodes' verdicts in the order
+//! `failed` < `unverified` < `partially-verified` < `stale` < `verified`
+//! ([`Verdict::rank`]); a rollout with no nodes is `unverified`.
+
+use model::controller::{
+    ControllerState, EvidenceSource, Op, OpPhase, Outcome, PauseReason, Resolution, Rollout,
+    RolloutStatus, UnknownReason,
+};
+use model::{Decision, Digest, NodeId, ProbeVerdict, ReportKind, RolloutId, RouteObservation};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// One of the five answers of SPEC §6.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Every evidence item was read and matches the intent.
+    Verified,
+    /// What could be read matches; something could not be read.
+    PartiallyVerified,
+    /// Not enough evidence to tell.
+    Unverified,
+    /// Healthy, but not the intended release or op.
+    Stale,
+    /// An observation contradicts the intent.
+    Failed,
+}
+
+impl Verdict {
+    /// Position in the "worst first" order used for rollouts: `failed` (0) <
+    /// `unverified` < `partially-verified` < `stale` < `verified` (4).
+    pub fn rank(self) -> u8 {
+        match self {
+            Verdict::Failed => 0,
+            Verdict::Unverified => 1,
+            Verdict::PartiallyVerified => 2,
+            Verdict::Stale => 3,
+            Verdict::Verified => 4,
+        }
+    }
+
+    /// The kebab-case name, as serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Verified => "verified",
+            Verdict::PartiallyVerified => "partially-verified",
+            Verdict::Unverified => "unverified",
+            Verdict::Stale => "stale",
+            Verdict::Failed => "failed",
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a check or a verdict is not plainly "ok".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasonCode {
+    /// The route answered as another release (read, and wrong).
+    RouteIdentityMismatch,
+    /// No release identity could be read (could not read).
+    DigestUnreadable,
+    /// The agent reported another artifact in place (read, and wrong).
+    DigestMismatch,
+    /// The process is down and the route does not answer.
+    RestartLoop,
+    /// The process looked dead while the route answered (informational).
+    ProcessUnhealthy,
+    /// The node's proxy answered with an error status.
+    ProbeNon2xx,
+    /// The service answered, but not what the probe spec expects.
+    ProbeWrongAnswer,
+    /// No answer from the public route (could not read).
+    ProbeUnreachable,
+    /// No observation was recorded for the op.
+    NoEvidence,
+    /// The op's outcome cannot be told from the evidence.
+    OpUnknown,
+    /// The op still holds its slot, waiting for settling evidence.
+    OpNotSettled,
+    /// The intended rollout has not granted this node an op yet.
+    OpNotGranted,
+    /// The node still serves the release of an older, superseded op.
+    SupersededOp,
+    /// The op was rolled back to the baseline (or an operator confirmed it).
+    RolledBack,
+    /// The op was aborted before switching; the baseline stayed.
+    NotApplied,
+    /// An operator took the node out of the rollout; serving state unknown.
+    Abandoned,
+    /// No rollout includes this node.
+    NotInRollout,
+}
+
+/// One evidence item: what was expected, what was observed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvidenceCheck {
+    /// `"artifact digest"`, `"process"`, `"health probe"` or `"route identity"`.
+    pub item: String,
+    /// What the intent requires, if it can be said.
+    pub expected: Option<String>,
+    /// What was read, if anything.
+    pub observed: Option<String>,
+    /// `Some(true)` matches, `Some(false)` contradicts, `None` could not read.
+    pub ok: Option<bool>,
+    /// Why it is not plainly ok.
+    pub reason: Option<ReasonCode>,
+}
+
+/// The proof for one node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeProof {
+    /// The node's name.
+    pub node: String,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// The verdict's main reason; `None` when verified.
+    pub reason: Option<ReasonCode>,
+    /// Hex digest of the intended release, if any rollout includes the node.
+    pub intended_release: Option<String>,
+    /// The intended op, like `"op3"`.
+    pub op: Option<String>,
+    /// The evidence items read from the latest observation.
+    pub checks: Vec<EvidenceCheck>,
+    /// One line for humans.
+    pub summary: String,
+}
+
+/// The proof for one rollout: the worst of its nodes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RolloutProof {
+    /// The rollout, like `"r0"`.
+    pub rollout: String,
+    /// The worst node verdict (see [`Verdict::rank`]).
+    pub verdict: Verdict,
+    /// Every node of the plan, canary first.
+    pub nodes: Vec<NodeProof>,
+}
+
+/// The proof for `node` against the latest rollout that includes it.
+pub fn node_proof(state: &ControllerState, node: NodeId, name: &str) -> NodeProof {
+    match state
+        .rollouts
+        .iter()
+        .rev()
+        .find(|r| r.plan.nodes().any(|n| n == node))
+    {
+        Some(r) => proof_in(state, r, node, name),
+        None => NodeProof {
+            node: name.to_string(),
+            verdict: Verdict::Unverified,
+            reason: Some(ReasonCode::NotInRollout),
+            intended_release: None,
+            op: None,
+            checks: Vec::new(),
+            summary: format!("{name}: no rollout includes this node"),
+        },
+    }
+}
+
+/// The proof for every node of `rollout`, each judged against this rollout's
+/// release. `None` if the rollout does not exist.
+pub fn rollout_proof(
+    state: &ControllerState,
+    rollout: RolloutId,
+    names: &dyn Fn(NodeId) -> String,
+) -> Option<RolloutProof> {
+    let r = state.rollout(rollout)?;
+    let nodes: Vec<NodeProof> = r
+        .plan
+        .nodes()
+        .map(|n| proof_in(state, r, n, &names(n)))
+        .collect();
+    let verdict = nodes
+        .iter()
+        .map(|p| p.verdict)
+        .min_by_key(|v| v.rank())
+        .unwrap_or(Verdict::Unverified);
+    Some(RolloutProof {
+        rollout: r.id.to_string(),
+        verdict,
+        nodes,
+    })
+}
+
+fn proof_in(state: &ControllerState, r: &Rollout, node: NodeId, name: &str) -> NodeProof {
+    let intended = r.plan.release;
+    let op = r
+        .ops
+        .iter()
+        .rev()
+        .filter_map(|id| state.op(*id))
+        .find(|op| op.node == node);
+    let confirmed = state.nodes.get(&node).and_then(|n| n.confirmed);
+    let (verdict, reason, checks, op_name) = match op {
+        Some(op) => {
+            let checks = checks_for(op, intended);
+            let (verdict, reason) = judge(op, intended, confirmed, &checks);
+            (verdict, reason, checks, Some(op.id.to_string()))
+        }
+        None => {
+            // Not granted yet: judge the node's latest older op, if any.
+            let older = state.ops.iter().rev().find(|o| {
+                o.node == node
+                    && state
+                        .rollout(o.rollout)
+                        .is_some_and(|or| or.generation < r.generation)
+            });
+            let checks = older.map_or_else(Vec::new, |o| checks_for(o, intended));
+            let healthy = older
+                .and_then(|o| o.evidence.last())
+                .is_some_and(|e| e.observation.verdict == ProbeVerdict::Pass);
+            if healthy && confirmed != Some(intended) {
+                (Verdict::Stale, Some(ReasonCode::SupersededOp), checks, None)
+            } else {
+                (
+                    Verdict::Unverified,
+                    Some(ReasonCode::OpNotGranted),
+                    checks,
+                    None,
+                )
+            }
+        }
+    };
+    let summary = summarize(name, verdict, reason, intended, op_name.as_deref(), &checks);
+    NodeProof {
+        node: name.to_string(),
+        verdict,
+        reason,
+        intended_release: Some(intended.to_hex()),
+        op: op_name,
+        checks,
+        summary,
+    }
+}
+
+fn judge(
+    op: &Op,
+    intended: Digest,
+    confirmed: Option<Digest>,
+    checks: &[EvidenceCheck],
+) -> (Verdict, Option<ReasonCode>) {
+    use ReasonCode as R;
+    let last = op.evidence.last().map(|e| e.observation);
+    let passed = last.is_some_and(|o| o.verdict == ProbeVerdict::Pass);
+    if op.unknown.is_some() {
+        return (Verdict::Unverified, Some(R::OpUnknown));
+    }
+    match op.phase {
+        OpPhase::Settled(Outcome::Resolved(Resolution::Abandon)) => {
+            return (Verdict::Unverified, Some(R::Abandoned));
+        }
+        OpPhase::Settled(
+            o @ (Outcome::RolledBack
+            | Outcome::NotApplied
+            | Outcome::Resolved(Resolution::ConfirmBaseline)),
+        ) if confirmed != Some(intended) && passed => {
+            let reason = if o == Outcome::NotApplied {
+                R::NotApplied
+            } else {
+                R::RolledBack
+            };
+            return (Verdict::Stale, Some(reason));
+        }
+        _ => {}
+    }
+    let Some(last) = last else {
+        let reason = if op.occupies_slot() {
+            R::OpNotSettled
+        } else {
+            R::NoEvidence
+        };
+        return (Verdict::Unverified, Some(reason));
+    };
+    if let Some(c) = checks.iter().find(|c| counts(c) && c.ok == Some(false)) {
+        return (Verdict::Failed, c.reason);
+    }
+    if op.occupies_slot() {
+        return (Verdict::Unverified, Some(R::OpNotSettled));
+    }
+    if op.passed() {
+        match checks.iter().find(|c| counts(c) && c.ok.is_none()) {
+            Some(c) => return (Verdict::PartiallyVerified, c.reason),
+            None if last.proves_serving(intended) => return (Verdict::Verified, None),
+            None => {}
+        }
+    }
+    (Verdict::Unverified, Some(R::NoEvidence))
+}
+
+/// Whether a check takes part in the verdict: all do except a dead-looking
+/// process while the route answers (S11: a process's looks are not evidence).
+fn counts(check: &EvidenceCheck) -> bool {
+    check.reason != Some(ReasonCode::ProcessUnhealthy)
+}
+
+fn checks_for(op: &Op, intended: Digest) -> Vec<EvidenceCheck> {
+    let Some(last) = op.evidence.last() else {
+        return Vec::new();
+    };
+    let obs = last.observation;
+    let expected = Some(intended.to_hex());
+    let mut checks = Vec::with_capacity(4);
+
+    // Artifact digest: the agent's latest claim of what it put in place.
+    let claim = op.evidence.iter().rev().find_map(|e| match e.source {
+        EvidenceSource::Agent(ReportKind::Switched) => Some(Some(op.release)),
+        EvidenceSource::Agent(ReportKind::Restored | ReportKind::NotApplied) => Some(op.baseline),
+        _ => None,
+    });
+    checks.push(match claim {
+        Some(Some(d)) if d == intended => {
+            check("artifact digest", &expected, Some(d), Some(true), None)
+        }
+        Some(Some(d)) => check(
+            "artifact digest",
+            &expected,
+            Some(d),
+            Some(false),
+            Some(ReasonCode::DigestMismatch),
+        ),
+        Some(None) | None => check(
+            "artifact digest",
+            &expected,
+            None,
+            None,
+            Some(ReasonCode::DigestUnreadable),
+        ),
+    });
+
+    // Process.
+    let answered = obs.verdict != ProbeVerdict::Unreachable;
+    checks.push(EvidenceCheck {
+        item: "process".into(),
+        expected: Some("running".into()),
+        observed: Some(
+            if obs.process_healthy {
+                "running"
+            } else {
+                "down"
+            }
+            .into(),
+        ),
+        ok: Some(obs.process_healthy),
+        reason: match (obs.process_healthy, answered) {
+            (true, _) => None,
+            (false, false) => Some(ReasonCode::RestartLoop),
+            (false, true) => Some(ReasonCode::ProcessUnhealthy),
+        },
+    });
+
+    // Health probe.
+    let (ok, reason) = match (obs.verdict, obs.identity) {
+        (ProbeVerdict::Pass, _) => (Some(true), None),
+        (ProbeVerdict::WrongAnswer, _) => (Some(false), Some(ReasonCode::ProbeWrongAnswer)),
+        (ProbeVerdict::Unreachable, Some(_)) => (Some(false), Some(ReasonCode::ProbeNon2xx)),
+        (ProbeVerdict::Unreachable, None) => (None, Some(ReasonCode::ProbeUnreachable)),
+    };
+    checks.push(EvidenceCheck {
+        item: "health probe".into(),
+        expected: Some("pass".into()),
+        observed: Some(probe_word(obs.verdict).into()),
+        ok,
+        reason,
+    });
+
+    // Route identity.
+    checks.push(match obs.identity {
+        Some(d) if d == intended => check("route identity", &expected, Some(d), Some(true), None),
+        Some(d) => check(
+            "route identity",
+            &expected,
+            Some(d),
+            Some(false),
+            Some(ReasonCode::RouteIdentityMismatch),
+        ),
+        None if !answered => check(
+            "route identity",
+            &expected,
+            None,
+            None,
+            Some(ReasonCode::ProbeUnreachable),
+        ),
+        None => check(
+            "route identity",
+            &expected,
+            None,
+            None,
+            Some(ReasonCode::DigestUnreadable),
+        ),
+    });
+    checks
+}
+
+fn check(
+    item: &str,
+    expected: &Option<String>,
+    observed: Option<Digest>,
+    ok: Option<bool>,
+    reason: Option<ReasonCode>,
+) -> EvidenceCheck {
+    EvidenceCheck {
+        item: item.into(),
+        expected: expected.clone(),
+        observed: observed.map(|d| d.to_hex()),
+        ok,
+        reason,
+    }
+}
+
+fn probe_word(v: ProbeVerdict) -> &'static str {
+    match v {
+        ProbeVerdict::Pass => "pass",
+        ProbeVerdict::WrongAnswer => "wrong answer",
+        ProbeVerdict::Unreachable => "unreachable",
+    }
+}
+
+fn summarize(
+    name: &str,
+    verdict: Verdict,
+    reason: Option<ReasonCode>,
+    intended: Digest,
+    op: Option<&str>,
+    checks: &[EvidenceCheck],
+) -> String {
+    let mut s = format!("{name}: {verdict} for {intended}");
+    if let Some(op) = op {
+        s.push_str(&format!(" ({op})"));
+    }
+    if let Some(reason) = reason {
+        s.push_str(&format!(", {}", reason_str(reason)));
+    }
+    let unreadable: Vec<&str> = checks
+        .iter()
+        .filter(|c| c.ok.is_none())
+        .map(|c| c.item.as_str())
+        .collect();
+    if !unreadable.is_empty() {
+        s.push_str(&format!("; could not read: {}", unreadable.join(", ")));
+    }
+    s
+}
+
+fn reason_str(r: ReasonCode) -> String {
+    serde_json::to_value(r)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// One entry of the handover report (SPEC §7): a slot-holding op or a rollout
+/// waiting for an operator.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unresolved {
+    /// The node holding the op (the canary for a rollout-level entry).
+    pub node: String,
+    /// The op, like `"op3"`; `"-"` for a rollout waiting for an operator.
+    pub op: String,
+    /// The rollout, like `"r0"`.
+    pub rollout: String,
+    /// Hex digest of the op's (or rollout's) release.
+    pub release: String,
+    /// The generation the op (or rollout) carries.
+    pub generation: u64,
+    /// Where it stands: `granted`, `decided (commit)`, `decided (abort)`,
+    /// `restoring`, `waiting for approval`, `paused by operator`,
+    /// `paused after a failed probe of opN`.
+    pub phase: String,
+    /// Why the op is UNKNOWN: `silence`, `restore-unproven`, `contradictory`.
+    pub unknown_reason: Option<String>,
+    /// Hex digest of the node's last confirmed release.
+    pub last_confirmed_release: Option<String>,
+    /// The latest observation recorded for the op, like `"pass from v2"`.
+    pub last_serving_result: Option<String>,
+    /// What evidence would settle it.
+    pub missing_evidence: Vec<String>,
+    /// Who owns it. The model records no owner yet, so always `None`, shown
+    /// as `"unowned"` ([`Unresolved::owner_or_unowned`]).
+    pub owner: Option<String>,
+    /// When it is reviewed next. Not recorded by the model yet: `None`.
+    pub review_by: Option<String>,
+    /// What the operator can do.
+    pub options: Vec<String>,
+    /// The command that checks the node's real state, e.g.
+    /// `fleetweft probe node-a`.
+    pub check_command: String,
+}
+
+impl Unresolved {
+    /// The owner, or `"unowned"`.
+    pub fn owner_or_unowned(&self) -> &str {
+        self.owner.as_deref().unwrap_or("unowned")
+    }
+}
+
+/// The handover report: every op that holds a slot (UNKNOWN, or waiting:
+/// granted, decided and not yet settled, restoring) in op order, then every
+/// active rollout that waits for an operator (approval gate after a passed
+/// canary, or paused), as an entry with op `"-"`. All unsettled ops are
+/// listed, even one that already has a report: until evidence settles it, it
+/// holds a slot and someone must know.
+pub fn unresolved(state: &ControllerState, names: &dyn Fn(NodeId) -> String) -> Vec<Unresolved> {
+    let mut out = Vec::new();
+    for op in state.ops.iter().filter(|o| o.occupies_slot()) {
+        let name = names(op.node);
+        let phase = match op.phase {
+            OpPhase::Granted => "granted".to_string(),
+            OpPhase::Decided => match op.decision {
+                Some(Decision::Abort) => "decided (abort)".to_string(),
+                _ => "decided (commit)".to_string(),
+            },
+            OpPhase::Restoring => "restoring".to_string(),
+            OpPhase::Settled(_) => "settled".to_string(),
+        };
+        let baseline = op
+            .baseline
+            .map_or_else(|| "nothing".to_string(), |b| b.to_string());
+        let mut missing = Vec::new();
+        match op.unknown {
+            Some(UnknownReason::Silence) => {
+                missing.push("any answer from the node: it was silent past the deadline".into())
+            }
+            Some(UnknownReason::RestoreUnproven) => missing.push(format!(
+                "a serving probe after the restore proving the baseline {baseline}"
+            )),
+            Some(UnknownReason::Contradictory) => missing.push(
+                "an observation consistent with the op's phase: the last report contradicted it"
+                    .into(),
+            ),
+            None => {}
+        }
+        match (op.phase, op.decision) {
+            (OpPhase::Granted, _) => missing
+                .push("the agent's commit request (the node has not asked to switch yet)".into()),
+            (OpPhase::Decided, Some(Decision::Abort)) => missing.push(format!(
+                "the agent's not-applied report with a probe proving the baseline {baseline}"
+            )),
+            (OpPhase::Decided, _) => missing.push(format!(
+                "the agent's switch report with a probe answering as {}",
+                op.release
+            )),
+            (OpPhase::Restoring, _) => missing.push(format!(
+                "a probe after the restore proving the baseline {baseline} serving"
+            )),
+            (OpPhase::Settled(_), _) => {}
+        }
+        missing.push(format!(
+            "a route observation (release identity and functional probe) proving {} or the baseline {baseline} serving",
+            op.release
+        ));
+        out.push(Unresolved {
+            node: name.clone(),
+            op: op.id.to_string(),
+            rollout: op.rollout.to_string(),
+            release: op.release.to_hex(),
+            generation: op.generation.0,
+            phase,
+            unknown_reason: op.unknown.map(|u| {
+                match u {
+                    UnknownReason::Silence => "silence",
+                    UnknownReason::RestoreUnproven => "restore-unproven",
+                    UnknownReason::Contradictory => "contradictory",
+                }
+                .to_string()
+            }),
+            last_confirmed_release: confirmed(state, op.node),
+            last_serving_result: op.evidence.last().map(|e| observation_str(&e.observation)),
+            missing_evidence: missing,
+            owner: None,
+            review_by: None,
+            options: vec![
+                format!("keep paused: leave {} holding its slot", op.id),
+                format!(
+                    "roll back: ask {name} to restore the baseline {baseline} and prove it"
+                ),
+                format!(
+                    "resolve with an observation: settle {} by hand with what a probe of {name} shows",
+                    op.id
+                ),
+            ],
+            check_command: format!("fleetweft probe {name}"),
+        });
+    }
+    for r in state
+        .rollouts
+        .iter()
+        .filter(|r| r.status == RolloutStatus::Active)
+    {
+        let canary_passed = state
+            .rollout_op_for(r.id, r.plan.canary)
+            .is_some_and(Op::passed);
+        let gate = r.plan.approval_after_canary && !r.approved && canary_passed;
+        let (phase, missing, first) = match (gate, r.paused) {
+            (true, _) => (
+                "waiting for approval".to_string(),
+                "an operator's approval after the verified canary".to_string(),
+                format!("approve: let {} grant its followers", r.id),
+            ),
+            (false, Some(PauseReason::Operator)) => (
+                "paused by operator".to_string(),
+                "an operator's decision to resume".to_string(),
+                format!("resume: let {} grant again", r.id),
+            ),
+            (false, Some(PauseReason::ProbeFailed { op })) => (
+                format!("paused after a failed probe of {op}"),
+                format!("an operator's decision after the failed probe of {op}"),
+                format!("resume: let {} grant again", r.id),
+            ),
+            (false, None) => continue,
+        };
+        let canary = names(r.plan.canary);
+        out.push(Unresolved {
+            node: canary.clone(),
+            op: "-".into(),
+            rollout: r.id.to_string(),
+            release: r.plan.release.to_hex(),
+            generation: r.generation.0,
+            phase,
+            unknown_reason: None,
+            last_confirmed_release: confirmed(state, r.plan.canary),
+            last_serving_result: state
+                .rollout_op_for(r.id, r.plan.canary)
+                .and_then(|o| o.evidence.last())
+                .map(|e| observation_str(&e.observation)),
+            missing_evidence: vec![missing],
+            owner: None,
+            review_by: None,
+            options: vec![
+                first,
+                format!("keep paused: leave {} as it is", r.id),
+                format!(
+                    "roll back: start a rollout of the previous release over {}'s nodes",
+                    r.id
+                ),
+            ],
+            check_command: format!("fleetweft probe {canary}"),
+        });
+    }
+    out
+}
+
+fn confirmed(state: &ControllerState, node: NodeId) -> Option<String> {
+    state
+        .nodes
+        .get(&node)
+        .and_then(|n| n.confirmed)
+        .map(|d| d.to_hex())
+}
+
+fn observation_str(o: &RouteObservation) -> String {
+    let mut s = o.to_string();
+    if !o.process_healthy {
+        s.push_str(", process down");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use model::controller::{apply, Event};
+    use model::{Generation, OpId, Plan};
+
+    const V1: Digest = Digest::repeat(1);
+    const V2: Digest = Digest::repeat(2);
+    const A: NodeId = NodeId(0);
+    const B: NodeId = NodeId(1);
+
+    fn name(n: NodeId) -> String {
+        n.to_string()
+    }
+
+    fn obs(
+        verdict: ProbeVerdict,
+        identity: Option<Digest>,
+        process_healthy: bool,
+    ) -> RouteObservation {
+        RouteObservation {
+            verdict,
+            identity,
+            process_healthy,
+        }
+    }
+
+    /// Builds a state by folding events, like a log replay.
+    struct S(ControllerState);
+
+    impl S {
+        fn new() -> Self {
+            S(ControllerState::default())
+        }
+        fn ev(mut self, e: Event) -> Self {
+            apply(&mut self.0, &e);
+            self
+        }
+        fn start(
+            self,
+            rollout: u32,
+            release: Digest,
+            followers: Vec<NodeId>,
+            approval: bool,
+        ) -> Self {
+            self.ev(Event::RolloutStarted {
+                rollout: RolloutId(rollout),
+                plan: Plan {
+                    release,
+                    canary: A,
+                    followers,
+                    slots_max: 1,
+                    approval_after_canary: approval,
+                },
+                generation: Generation(rollout as u64 + 1),
+            })
+        }
+        fn grant(self, op: u32, rollout: u32, node: NodeId, release: Digest) -> Self {
+            self.ev(Event::OpGranted {
+                op: OpId(op),
+                rollout: RolloutId(rollout),
+                node,
+                release,
+                generation: Generation(rollout as u64 + 1),
+                baseline: Some(V1),
+                is_canary: node == A,
+            })
+        }
+        fn decide(self, op: u32, decision: Decision) -> Self {
+            self.ev(Event::CommitDecided {
+                op: OpId(op),
+                decision,
+            })
+        }
+        fn report(self, op: u32, kind: ReportKind, observation: RouteObservation) -> Self {
+            self.ev(Event::ReportRecorded {
+                op: OpId(op),
+                kind,
+                observation,
+            })
+        }
+        fn probe(self, op: u32, observation: RouteObservation) -> Self {
+            self.ev(Event::ProbeRecorded {
+                op: OpId(op),
+                observation,
+            })
+        }
+        fn settle(self, op: u32, outcome: Outcome) -> Self {
+            self.ev(Event::OpSettled {
+                op: OpId(op),
+                outcome,
+            })
+        }
+        fn switched(self, op: u32, observation: RouteObservation) -> Self {
+            self.decide(op, Decision::Commit)
+                .report(op, ReportKind::Switched, observation)
+        }
+        fn proof(&self, node: NodeId) -> NodeProof {
+            node_proof(&self.0, node, &name(node))
+        }
+    }
+
+    fn canary_switched(observation: RouteObservation) -> S {
+        S::new()
+            .start(0, V2, vec![], false)
+            .grant(0, 0, A, V2)
+            .switched(0, observation)
+    }
+
+    fn verified() -> S {
+        canary_switched(RouteObservation::passing(V2)).settle(0, Outcome::Verified)
+    }
+
+    fn item<'a>(p: &'a NodeProof, item: &str) -> &'a EvidenceCheck {
+        p.checks.iter().find(|c| c.item == item).expect(item)
+    }
+
+    #[test]
+    fn verified_when_every_item_matches() {
+        let p = verified().proof(A);
+        assert_eq!(p.verdict, Verdict::Verified, "{p:#?}");
+        assert_eq!(p.reason, None);
+        assert_eq!(p.op.as_deref(), Some("op0"));
+        assert_eq!(p.intended_release, Some(V2.to_hex()));
+        assert_eq!(p.checks.len(), 4);
+        assert!(p
+            .checks
+            .iter()
+            .all(|c| c.ok == Some(true) && c.reason.is_none()));
+        assert!(
+            p.summary.starts_with("node-a: verified for v2"),
+            "{}",
+            p.summary
+        );
+    }
+
+    #[test]
+    fn partially_verified_when_the_artifact_claim_cannot_be_read() {
+        // Settled by the controller's own probe: no agent report, so nothing
+        // says which artifact the agent put in place.
+        let s = S::new()
+            .start(0, V2, vec![], false)
+            .grant(0, 0, A, V2)
+            .decide(0, Decision::Commit)
+            .probe(0, RouteObservation::passing(V2))
+            .settle(0, Outcome::Verified);
+        let p = s.proof(A);
+        assert_eq!(p.verdict, Verdict::PartiallyVerified, "{p:#?}");
+        assert_eq!(p.reason, Some(ReasonCode::DigestUnreadable));
+        let c = item(&p, "artifact digest");
+        assert_eq!((c.ok, c.observed.as_ref()), (None, None));
+        assert!(p.summary.contains("could not read: artifact digest"));
+    }
+
+    #[test]
+    fn process_looks_are_informational_when_the_route_proves_serving() {
+        let s =
+            canary_switched(obs(ProbeVerdict::Pass, Some(V2), false)).settle(0, Outcome::Verified);
+        let p = s.proof(A);
+        assert_eq!(p.verdict, Verdict::Verified);
+        let c = item(&p, "process");
+        assert_eq!(c.ok, Some(false));
+        assert_eq!(c.reason, Some(ReasonCode::ProcessUnhealthy));
+    }
+
+    #[test]
+    fn unverified_without_evidence_or_settlement() {
+        let granted = S::new().start(0, V2, vec![], false).grant(0, 0, A, V2);
+        let p = granted.proof(A);
+        assert_eq!(p.verdict, Verdict::Unverified);
+        assert_eq!(p.reason, Some(ReasonCode::OpNotSettled));
+        assert!(p.checks.is_empty());
+
+        // Passing evidence, but the op has not settled yet.
+        let p = canary_switched(RouteObservation::passing(V2)).proof(A);
+        assert_eq!(p.verdict, Verdict::Unverified);
+        assert_eq!(p.reason, Some(ReasonCode::OpNotSettled));
+
+        // Settled, but its evidence is gone from state (an odd log): no evidence.
+        let mut s = verified();
+        s.0.ops[0].evidence.clear();
+        let p = s.proof(A);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Unverified, Some(ReasonCode::NoEvidence))
+        );
+    }
+
+    #[test]
+    fn unknown_op_is_unverified() {
+        let s = canary_switched(RouteObservation::passing(V2)).ev(Event::OpUnknown {
+            op: OpId(0),
+            reason: UnknownReason::Silence,
+        });
+        let p = s.proof(A);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Unverified, Some(ReasonCode::OpUnknown))
+        );
+    }
+
+    #[test]
+    fn node_in_no_rollout_is_unverified() {
+        let p = verified().proof(NodeId(7));
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Unverified, Some(ReasonCode::NotInRollout))
+        );
+        assert_eq!(p.intended_release, None);
+    }
+
+    #[test]
+    fn wrong_answer_fails_then_rollback_is_stale() {
+        let failing = canary_switched(obs(ProbeVerdict::WrongAnswer, Some(V2), true));
+        let p = failing.proof(A);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Failed, Some(ReasonCode::ProbeWrongAnswer))
+        );
+        assert_eq!(item(&p, "health probe").ok, Some(false));
+        assert_eq!(item(&p, "route identity").ok, Some(true));
+
+        // Restore proven: v1 serves healthy while v2 was intended.
+        let s = failing
+            .ev(Event::RestoreRequested { op: OpId(0) })
+            .report(0, ReportKind::Restored, RouteObservation::passing(V1))
+            .settle(0, Outcome::RolledBack);
+        let p = s.proof(A);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Stale, Some(ReasonCode::RolledBack))
+        );
+        let c = item(&p, "artifact digest");
+        assert_eq!(
+            (c.ok, c.reason),
+            (Some(false), Some(ReasonCode::DigestMismatch))
+        );
+        assert_eq!(c.observed, Some(V1.to_hex()));
+        assert_eq!(
+            item(&p, "route identity").reason,
+            Some(ReasonCode::RouteIdentityMismatch)
+        );
+    }
+
+    #[test]
+    fn operator_confirmed_baseline_is_stale_rolled_back() {
+        let s = canary_switched(obs(ProbeVerdict::Unreachable, None, false))
+            .ev(Event::OperatorObserved {
+                op: OpId(0),
+                observation: RouteObservation::passing(V1),
+            })
+            .settle(0, Outcome::Resolved(Resolution::ConfirmBaseline));
+        let p = s.proof(A);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Stale, Some(ReasonCode::RolledBack))
+        );
+    }
+
+    #[test]
+    fn aborted_op_is_stale_not_applied() {
+        let s = S::new()
+            .start(0, V2, vec![], false)
+            .grant(0, 0, A, V2)
+            .decide(0, Decision::Abort)
+            .report(0, ReportKind::NotApplied, RouteObservation::passing(V1))
+            .settle(0, Outcome::NotApplied);
+        let p = s.proof(A);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Stale, Some(ReasonCode::NotApplied))
+        );
+    }
+
+    #[test]
+    fn abandoned_op_is_unverified() {
+        let s = canary_switched(obs(ProbeVerdict::Unreachable, None, true))
+            .ev(Event::OperatorObserved {
+                op: OpId(0),
+                observation: obs(ProbeVerdict::Unreachable, None, true),
+            })
+            .settle(0, Outcome::Resolved(Resolution::Abandon));
+        let p = s.proof(A);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Unverified, Some(ReasonCode::Abandoned))
+        );
+    }
+
+    #[test]
+    fn could_not_read_the_digest_and_read_another_digest_differ() {
+        // The route answered correctly but without an identity header.
+        let unreadable =
+            canary_switched(obs(ProbeVerdict::Pass, None, true)).settle(0, Outcome::Verified);
+        let p = unreadable.proof(A);
+        let c = item(&p, "route identity");
+        assert_eq!((c.ok, c.reason), (None, Some(ReasonCode::DigestUnreadable)));
+        assert_eq!(c.observed, None);
+        // What could be read matches; the identity could not be read.
+        assert_eq!(
+            (p.verdict, p.reason),
+            (
+                Verdict::PartiallyVerified,
+                Some(ReasonCode::DigestUnreadable)
+            )
+        );
+
+        // The route answered 200 as v1 although the agent switched to v2:
+        // a stale proxy target. Read, and wrong.
+        let other = canary_switched(obs(ProbeVerdict::Pass, Some(V1), true));
+        let p = other.proof(A);
+        let c = item(&p, "route identity");
+        assert_eq!(
+            (c.ok, c.reason),
+            (Some(false), Some(ReasonCode::RouteIdentityMismatch))
+        );
+        assert_eq!(c.observed, Some(V1.to_hex()));
+        assert_eq!(c.expected, Some(V2.to_hex()));
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Failed, Some(ReasonCode::RouteIdentityMismatch))
+        );
+        assert_ne!(
+            item(&unreadable.proof(A), "route identity").reason,
+            item(&p, "route identity").reason
+        );
+    }
+
+    #[test]
+    fn unreachable_route_cannot_be_read_and_dead_process_is_a_restart_loop() {
+        let p = canary_switched(obs(ProbeVerdict::Unreachable, None, true)).proof(A);
+        assert_eq!(
+            item(&p, "health probe").reason,
+            Some(ReasonCode::ProbeUnreachable)
+        );
+        assert_eq!(item(&p, "health probe").ok, None);
+        assert_eq!(
+            item(&p, "route identity").reason,
+            Some(ReasonCode::ProbeUnreachable)
+        );
+        assert_eq!(item(&p, "route identity").ok, None);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Unverified, Some(ReasonCode::OpNotSettled))
+        );
+
+        let p = canary_switched(obs(ProbeVerdict::Unreachable, None, false)).proof(A);
+        let c = item(&p, "process");
+        assert_eq!(
+            (c.ok, c.reason),
+            (Some(false), Some(ReasonCode::RestartLoop))
+        );
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Failed, Some(ReasonCode::RestartLoop))
+        );
+    }
+
+    #[test]
+    fn proxy_error_status_is_non_2xx() {
+        let p = canary_switched(obs(ProbeVerdict::Unreachable, Some(V2), true)).proof(A);
+        let c = item(&p, "health probe");
+        assert_eq!(
+            (c.ok, c.reason),
+            (Some(false), Some(ReasonCode::ProbeNon2xx))
+        );
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Failed, Some(ReasonCode::ProbeNon2xx))
+        );
+    }
+
+    #[test]
+    fn a_later_success_wins_over_an_earlier_failure() {
+        let s = canary_switched(obs(ProbeVerdict::WrongAnswer, Some(V2), true))
+            .probe(0, RouteObservation::passing(V2))
+            .settle(0, Outcome::Verified);
+        assert_eq!(s.proof(A).verdict, Verdict::Verified);
+    }
+
+    #[test]
+    fn node_not_granted_yet_is_stale_on_an_older_op_or_unverified() {
+        // r0 put v1 on node-a and node-b; r1 (v2) has only reached node-a.
+        let s = S::new()
+            .start(0, V1, vec![B], false)
+            .grant(0, 0, A, V1)
+            .switched(0, RouteObservation::passing(V1))
+            .settle(0, Outcome::Verified)
+            .grant(1, 0, B, V1)
+            .switched(1, RouteObservation::passing(V1))
+            .settle(1, Outcome::Verified)
+            .start(1, V2, vec![B], false)
+            .grant(2, 1, A, V2);
+        let p = s.proof(B);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Stale, Some(ReasonCode::SupersededOp))
+        );
+        assert_eq!(p.op, None);
+
+        let fresh = S::new().start(0, V2, vec![B], false).grant(0, 0, A, V2);
+        let p = fresh.proof(B);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Unverified, Some(ReasonCode::OpNotGranted))
+        );
+    }
+
+    #[test]
+    fn rollout_verdict_is_the_worst_node() {
+        let s = verified().start(1, V2, vec![B], false);
+        // r0 (only node-a): verified.
+        let r0 = rollout_proof(&s.0, RolloutId(0), &name).unwrap();
+        assert_eq!(r0.verdict, Verdict::Verified);
+        assert_eq!(r0.rollout, "r0");
+        // r1: node-a verified again, node-b got a wrong answer.
+        let s = s
+            .grant(1, 1, A, V2)
+            .switched(1, RouteObservation::passing(V2))
+            .settle(1, Outcome::Verified)
+            .grant(2, 1, B, V2)
+            .switched(2, obs(ProbeVerdict::WrongAnswer, Some(V2), true));
+        let r1 = rollout_proof(&s.0, RolloutId(1), &name).unwrap();
+        assert_eq!(r1.nodes.len(), 2);
+        assert_eq!(r1.nodes[0].verdict, Verdict::Verified);
+        assert_eq!(r1.nodes[1].verdict, Verdict::Failed);
+        assert_eq!(r1.verdict, Verdict::Failed);
+        assert!(rollout_proof(&s.0, RolloutId(9), &name).is_none());
+
+        let order = [
+            Verdict::Failed,
+            Verdict::Unverified,
+            Verdict::PartiallyVerified,
+            Verdict::Stale,
+            Verdict::Verified,
+        ];
+        assert!(order.windows(2).all(|w| w[0].rank() < w[1].rank()));
+    }
+
+    #[test]
+    fn names_serialize_as_documented() {
+        assert_eq!(Verdict::PartiallyVerified.to_string(), "partially-verified");
+        assert_eq!(
+            serde_json::to_string(&Verdict::PartiallyVerified).unwrap(),
+            "\"partially-verified\""
+        );
+        for v in [
+            Verdict::Verified,
+            Verdict::Unverified,
+            Verdict::Stale,
+            Verdict::Failed,
+        ] {
+            assert_eq!(serde_json::to_string(&v).unwrap(), format!("\"{v}\""));
+        }
+        assert_eq!(
+            serde_json::to_string(&ReasonCode::RouteIdentityMismatch).unwrap(),
+            "\"route_identity_mismatch\""
+        );
+        assert_eq!(
+            reason_str(ReasonCode::DigestUnreadable),
+            "digest_unreadable"
+        );
+    }
+
+    #[test]
+    fn unknown_op_is_handed_over_with_what_is_missing() {
+        let s = canary_switched(obs(ProbeVerdict::Unreachable, None, true)).ev(Event::OpUnknown {
+            op: OpId(0),
+            reason: UnknownReason::Silence,
+        });
+        let list = unresolved(&s.0, &name);
+        assert_eq!(list.len(), 1, "{list:#?}");
+        let u = &list[0];
+        assert_eq!(u.node, "node-a");
+        assert_eq!(u.op, "op0");
+        assert_eq!(u.rollout, "r0");
+        assert_eq!(u.release, V2.to_hex());
+        assert_eq!(u.generation, 1);
+        assert_eq!(u.phase, "decided (commit)");
+        assert_eq!(u.unknown_reason.as_deref(), Some("silence"));
+        assert_eq!(u.last_confirmed_release, None);
+        assert_eq!(
+            u.last_serving_result.as_deref(),
+            Some("unreachable, no identity")
+        );
+        assert!(u.missing_evidence.iter().any(|m| m.contains("silent")));
+        assert!(u
+            .missing_evidence
+            .iter()
+            .any(|m| m.contains("proving v2 or the baseline v1")));
+        assert_eq!(u.owner, None);
+        assert_eq!(u.owner_or_unowned(), "unowned");
+        assert_eq!(u.review_by, None);
+        for option in ["keep paused", "roll back", "resolve with an observation"] {
+            assert!(u.options.iter().any(|o| o.starts_with(option)), "{option}");
+        }
+        assert_eq!(u.check_command, "fleetweft probe node-a");
+    }
+
+    #[test]
+    fn waiting_ops_are_handed_over_by_phase() {
+        let granted = S::new().start(0, V2, vec![], false).grant(0, 0, A, V2);
+        let u = &unresolved(&granted.0, &name)[0];
+        assert_eq!(u.phase, "granted");
+        assert!(u.missing_evidence[0].contains("commit request"));
+        assert_eq!(u.unknown_reason, None);
+
+        let restoring = canary_switched(obs(ProbeVerdict::WrongAnswer, Some(V2), true))
+            .ev(Event::RestoreRequested { op: OpId(0) })
+            .ev(Event::OpUnknown {
+                op: OpId(0),
+                reason: UnknownReason::RestoreUnproven,
+            });
+        let list = unresolved(&restoring.0, &name);
+        let u = &list[0];
+        assert_eq!(u.phase, "restoring");
+        assert_eq!(u.unknown_reason.as_deref(), Some("restore-unproven"));
+        assert_eq!(
+            u.last_serving_result.as_deref(),
+            Some("wrong answer from v2")
+        );
+
+        let aborting = S::new()
+            .start(0, V2, vec![], false)
+            .grant(0, 0, A, V2)
+            .decide(0, Decision::Abort);
+        assert_eq!(unresolved(&aborting.0, &name)[0].phase, "decided (abort)");
+
+        // Settled ops are not listed.
+        assert!(unresolved(&verified().0, &name).is_empty());
+    }
+
+    #[test]
+    fn rollout_waiting_for_approval_is_listed() {
+        let s = S::new()
+            .start(0, V2, vec![B], true)
+            .grant(0, 0, A, V2)
+            .switched(0, RouteObservation::passing(V2))
+            .settle(0, Outcome::Verified)
+            .ev(Event::RolloutPaused {
+                rollout: RolloutId(0),
+                reason: PauseReason::Operator,
+            });
+        let list = unresolved(&s.0, &name);
+        assert_eq!(list.len(), 1, "{list:#?}");
+        let u = &list[0];
+        assert_eq!((u.op.as_str(), u.rollout.as_str()), ("-", "r0"));
+        assert_eq!(u.phase, "waiting for approval");
+        assert_eq!(u.node, "node-a");
+        assert_eq!(u.last_confirmed_release, Some(V2.to_hex()));
+        assert!(u.options[0].starts_with("approve"));
+        assert_eq!(u.owner_or_unowned(), "unowned");
+        assert_eq!(u.check_command, "fleetweft probe node-a");
+
+        // Approved: nothing left to hand over except the pause.
+        let s = s.ev(Event::RolloutApproved {
+            rollout: RolloutId(0),
+        });
+        let list = unresolved(&s.0, &name);
+        assert_eq!(list[0].phase, "paused by operator");
+    }
+
+    #[test]
+    fn rollout_paused_by_a_failed_probe_is_listed() {
+        let s = canary_switched(obs(ProbeVerdict::WrongAnswer, Some(V2), true))
+            .ev(Event::RolloutPaused {
+                rollout: RolloutId(0),
+                reason: PauseReason::ProbeFailed { op: OpId(0) },
+            })
+            .ev(Event::RestoreRequested { op: OpId(0) })
+            .report(0, ReportKind::Restored, RouteObservation::passing(V1))
+            .settle(0, Outcome::RolledBack);
+        let list = unresolved(&s.0, &name);
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].phase, "paused after a failed probe of op0");
+        assert_eq!(list[0].last_confirmed_release, Some(V1.to_hex()));
+    }
+}
