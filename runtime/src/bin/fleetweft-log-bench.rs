@@ -1,7 +1,8 @@
 //! Benchmark of the durable event log against the disk's fsync limit.
 //!
 //! Usage: `fleetweft-log-bench [--dir DIR] [--events N] [--seconds S] [--only PHASE]`
-//! (PHASE: raw, sled, single, 8, 64, slow or replay; for profiling one phase).
+//! (PHASE: raw, sled, single, 8, 64, slow or replay, or several separated by
+//! commas, e.g. `raw,single,8,64`; for profiling one phase).
 //!
 //! All phases run in one directory (default: a fresh one under /tmp, removed
 //! afterwards; a given `--dir` is kept). Prints a Markdown table:
@@ -110,7 +111,11 @@ type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
 fn run(dir: &Path, args: &Args) -> BenchResult<()> {
     fs::create_dir_all(dir)?;
     let phase = Duration::from_secs(args.seconds);
-    let wanted = |name: &str| args.only.as_deref().is_none_or(|only| only == name);
+    let wanted = |name: &str| {
+        args.only
+            .as_deref()
+            .is_none_or(|only| only.split(',').any(|phase| phase == name))
+    };
     println!(
         "directory: {}, {} s per phase\n",
         dir.display(),

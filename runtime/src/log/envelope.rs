@@ -147,6 +147,11 @@ impl Envelope {
     /// Validates, then encodes with bincode; the result is what gets stored.
     pub fn encode(&self) -> Result<Vec<u8>, EnvelopeFault> {
         self.validate()?;
+        self.encode_unchecked()
+    }
+
+    /// Encodes with bincode and checks the size bound, without validating.
+    fn encode_unchecked(&self) -> Result<Vec<u8>, EnvelopeFault> {
         let bytes = bincode::serde::encode_to_vec(self, CODEC).map_err(|err| {
             EnvelopeFault::Undecodable {
                 detail: format!("cannot encode envelope: {err}"),
@@ -161,6 +166,29 @@ impl Envelope {
             });
         }
         Ok(bytes)
+    }
+
+    /// Seals a new envelope and encodes it: the bytes to store and their
+    /// hash (the next entry's `prev_hash`).
+    ///
+    /// Same checks as `seal(..).encode()`, minus recomputing the checksum
+    /// that was computed an instant earlier: one SHA-256 for the checksum and
+    /// one for the chain per entry, instead of three.
+    pub fn seal_encoded(
+        sequence: u64,
+        prev_hash: Hash,
+        payload: Vec<u8>,
+    ) -> Result<(Vec<u8>, Hash), EnvelopeFault> {
+        let envelope = Envelope::seal(sequence, prev_hash, payload);
+        if envelope.payload.len() > PAYLOAD_BYTES_MAX {
+            return Err(EnvelopeFault::TooLarge {
+                len: envelope.payload.len(),
+                max: PAYLOAD_BYTES_MAX,
+            });
+        }
+        let bytes = envelope.encode_unchecked()?;
+        let hash = hash_bytes(&bytes);
+        Ok((bytes, hash))
     }
 
     /// Decodes stored bytes (bounded, all bytes consumed) and validates.

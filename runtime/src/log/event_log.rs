@@ -8,9 +8,9 @@ use std::sync::Mutex;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::commit::{CommitStats, GroupCommit};
+use super::commit::{CommitStats, GroupCommit, GroupResult, Request};
 use super::durable::Durable;
-use super::envelope::{decode_payload, encode_payload, hash_bytes, Envelope, Hash};
+use super::envelope::{decode_payload, encode_payload, Envelope, Hash};
 use super::error::LogError;
 use super::sled_storage::SledStorage;
 use super::storage::LogStorage;
@@ -27,10 +27,11 @@ pub const APPEND_EVENTS_MAX: usize = 4096;
 /// flushes (group commit, see the `commit` module docs).
 pub struct EventLog<E, S: LogStorage = SledStorage> {
     storage: S,
-    /// Serializes sequence assignment, chaining and insertion.
+    /// Sequence assignment and chaining; only the group-commit leader locks
+    /// it on the append path, so it is uncontended there.
     writer: Mutex<Writer>,
-    /// End of the inserted prefix, published after each insert for the
-    /// flush leader (Release here, Acquire there).
+    /// End of the inserted prefix (written by group-commit leaders), so an
+    /// empty append can tell whether anything is still owed a flush.
     inserted_end: AtomicU64,
     commit: GroupCommit,
     /// `fn() -> E`: the log stores encoded bytes, never an `E`, so it is
@@ -44,6 +45,8 @@ struct Writer {
     next_sequence: u64,
     /// Hash of the last entry's encoded bytes, the next entry's `prev_hash`.
     last_hash: Hash,
+    /// The leader's buffer of sealed entries, kept to reuse its allocation.
+    entries: Vec<(u64, Vec<u8>)>,
 }
 
 impl<E: Serialize + DeserializeOwned> EventLog<E, SledStorage> {
@@ -86,6 +89,7 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
             writer: Mutex::new(Writer {
                 next_sequence: report.entries,
                 last_hash: report.head_hash,
+                entries: Vec::new(),
             }),
             inserted_end: AtomicU64::new(report.entries),
             // What is on disk at open counts as durable: it is what a crash
@@ -115,18 +119,22 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
                 max: APPEND_EVENTS_MAX,
             });
         }
-        // Encode outside the lock so concurrent appenders do it in parallel.
+        if events.is_empty() {
+            self.commit.check_healthy()?;
+            // Appends that returned before this call are durable already;
+            // only a flush still owed (e.g. after a failed one) needs a group.
+            if self.commit.durable_end() >= self.inserted_end.load(Ordering::Acquire) {
+                return Ok(Durable::new(Vec::new()));
+            }
+        }
+        // Encode outside any lock so concurrent appenders do it in parallel.
         let payloads = events
             .iter()
             .map(encode_payload)
             .collect::<Result<Vec<_>, _>>()?;
-        let first = self.insert(payloads)?;
-        let end = first + events.len() as u64;
-        self.commit.wait_durable(
-            end,
-            || self.inserted_end.load(Ordering::Acquire),
-            || self.storage.flush(),
-        )?;
+        let first = self
+            .commit
+            .submit(payloads, |group| self.commit_group(group))?;
         let sequenced = (first..).zip(events).collect();
         Ok(Durable::new(sequenced))
     }
@@ -162,35 +170,66 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
         Ok(())
     }
 
-    /// Assigns sequences, chains and validates the envelopes and inserts
-    /// them as one batch; returns the first sequence.
-    fn insert(&self, payloads: Vec<Vec<u8>>) -> Result<u64, LogError> {
+    /// The group-commit leader's work: assigns sequences, chains and seals
+    /// the envelopes of every request in `group`, inserts them all as one
+    /// atomic batch, flushes once, and records each request's outcome.
+    fn commit_group(&self, group: &mut [Request]) -> Result<GroupResult, LogError> {
         let mut writer = self.writer.lock().map_err(|_| LogError::Poisoned)?;
-        self.commit.check_healthy()?;
-        let first = writer.next_sequence;
-        let mut prev_hash = writer.last_hash;
-        let mut entries = Vec::with_capacity(payloads.len());
-        for (sequence, payload) in (first..).zip(payloads) {
-            let encoded = Envelope::seal(sequence, prev_hash, payload)
-                .encode()
-                .map_err(|fault| LogError::InvalidEntry { sequence, fault })?;
-            prev_hash = hash_bytes(&encoded);
-            entries.push((sequence, encoded));
-        }
-        let end = first + entries.len() as u64;
-        if !entries.is_empty() {
-            if let Err(err) = self.storage.append_batch(&entries) {
-                // The batch may or may not be in the engine; sequences can no
-                // longer be assigned safely.
-                self.commit.fail();
-                return Err(err.into());
+        let Writer {
+            next_sequence,
+            last_hash,
+            entries,
+        } = &mut *writer;
+        entries.clear();
+        for request in group.iter_mut() {
+            let first = *next_sequence;
+            let mut prev_hash = *last_hash;
+            let mark = entries.len();
+            let mut fault = None;
+            for (sequence, payload) in (first..).zip(request.payloads.drain(..)) {
+                match Envelope::seal_encoded(sequence, prev_hash, payload) {
+                    Ok((encoded, hash)) => {
+                        prev_hash = hash;
+                        entries.push((sequence, encoded));
+                    }
+                    Err(err) => {
+                        fault = Some(LogError::InvalidEntry {
+                            sequence,
+                            fault: err,
+                        });
+                        break;
+                    }
+                }
+            }
+            match fault {
+                // Refused before writing: the chain goes on without it.
+                Some(err) => {
+                    entries.truncate(mark);
+                    request.outcome = Some(Err(err));
+                }
+                None => {
+                    *next_sequence = first + (entries.len() - mark) as u64;
+                    *last_hash = prev_hash;
+                    request.outcome = Some(Ok(first));
+                }
             }
         }
-        writer.next_sequence = end;
-        writer.last_hash = prev_hash;
-        self.inserted_end.store(end, Ordering::Release);
+        let end = *next_sequence;
+        if !entries.is_empty() {
+            // The batch may or may not be in the engine after a failure;
+            // sequences can no longer be assigned safely: poison (by Err).
+            self.storage.append_batch(entries)?;
+            self.inserted_end.store(end, Ordering::Release);
+        }
+        entries.clear();
         drop(writer);
-        self.commit.notify_inserted();
-        Ok(first)
+        let flushed = end > self.commit.durable_end();
+        if flushed {
+            self.storage.flush()?;
+        }
+        Ok(GroupResult {
+            durable_end: end,
+            flushed,
+        })
     }
 }
