@@ -13,9 +13,10 @@ pub fn s8_no_stale_apply(before: &AgentState, event: &AgentEvent) -> Result<(), 
         AgentEvent::Switched { op, generation } => (op, generation, "switched the route for"),
         AgentEvent::AbortAccepted { op, generation } => (op, generation, "aborted"),
         AgentEvent::Restored { op, generation } => (op, generation, "restored the baseline for"),
-        AgentEvent::Refused { .. } | AgentEvent::Probed { .. } | AgentEvent::Restarted { .. } => {
-            return Ok(())
-        }
+        AgentEvent::Refused { .. }
+        | AgentEvent::Probed { .. }
+        | AgentEvent::Restarted { .. }
+        | AgentEvent::Closed { .. } => return Ok(()),
     };
     if generation < before.accepted {
         return broken(

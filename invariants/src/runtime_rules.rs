@@ -68,6 +68,17 @@ pub fn s7_persist_before_reply(durable: &ControllerState, sent: &ToAgent) -> Res
                 );
             }
         }
+        ToAgent::Settled { .. } => {
+            if o.occupies_slot() {
+                return broken(
+                    Rule::S7,
+                    format!(
+                        "settled acknowledgement for {op} sent but the durable op is {}",
+                        words::phase(o.phase)
+                    ),
+                );
+            }
+        }
         ToAgent::Restore { generation, .. } => {
             let requested = match o.phase {
                 OpPhase::Restoring => true,
@@ -102,6 +113,7 @@ fn command(sent: &ToAgent) -> &'static str {
         ToAgent::Apply { .. } => "apply",
         ToAgent::CommitReply { .. } => "commit reply",
         ToAgent::Restore { .. } => "restore",
+        ToAgent::Settled { .. } => "settled acknowledgement",
     }
 }
 

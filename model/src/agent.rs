@@ -86,6 +86,8 @@ pub enum AgentEvent {
     },
     /// The agent restarted and observed what serves.
     Restarted { serving: Option<Digest> },
+    /// The controller settled the op: nothing is outstanding any more.
+    Closed { op: OpId },
 }
 
 impl fmt::Display for AgentEvent {
@@ -106,6 +108,7 @@ impl fmt::Display for AgentEvent {
             AgentEvent::Probed { op, observation } => {
                 write!(f, "probes the route for {op}: {observation}")
             }
+            AgentEvent::Closed { op } => write!(f, "closes {op}: the controller settled it"),
             AgentEvent::Restarted { serving } => match serving {
                 Some(r) => write!(f, "restarts and sees {r} serving"),
                 None => write!(f, "restarts and sees nothing serving"),
@@ -133,6 +136,16 @@ pub struct AgentOutput {
 pub fn agent_step(state: &AgentState, input: AgentInput) -> AgentOutput {
     let mut out = AgentOutput::default();
     match input {
+        AgentInput::Command(ToAgent::Settled { op, .. }) => {
+            // The controller recorded this op's report: stop re-sending it.
+            // Touches no route, so no generation fence is needed.
+            if state
+                .op
+                .is_some_and(|o| o.id == op && matches!(o.stage, AgentStage::Reporting(..)))
+            {
+                out.events.push(AgentEvent::Closed { op });
+            }
+        }
         AgentInput::Command(cmd) => {
             // S8: a command older than the newest accepted intent is refused
             // and the refusal reported; it never touches the route.
@@ -307,6 +320,11 @@ pub fn agent_apply(state: &mut AgentState, event: &AgentEvent) {
                 if let AgentStage::Probing(kind) = o.stage {
                     o.stage = AgentStage::Reporting(kind, observation);
                 }
+            }
+        }
+        AgentEvent::Closed { op } => {
+            if state.op.is_some_and(|o| o.id == op) {
+                state.op = None;
             }
         }
         AgentEvent::Restarted { serving } => {

@@ -33,6 +33,9 @@ pub enum ToAgent {
     },
     /// Put the baseline back on the public route and probe it.
     Restore { op: OpId, generation: Generation },
+    /// The op's report is recorded and the op settled: stop re-sending it.
+    /// Changes nothing on the route, so it is not fenced by generation.
+    Settled { op: OpId, generation: Generation },
 }
 
 impl ToAgent {
@@ -41,7 +44,8 @@ impl ToAgent {
         match self {
             ToAgent::Apply { generation, .. }
             | ToAgent::CommitReply { generation, .. }
-            | ToAgent::Restore { generation, .. } => *generation,
+            | ToAgent::Restore { generation, .. }
+            | ToAgent::Settled { generation, .. } => *generation,
         }
     }
 
@@ -50,7 +54,8 @@ impl ToAgent {
         match self {
             ToAgent::Apply { op, .. }
             | ToAgent::CommitReply { op, .. }
-            | ToAgent::Restore { op, .. } => *op,
+            | ToAgent::Restore { op, .. }
+            | ToAgent::Settled { op, .. } => *op,
         }
     }
 }

@@ -626,6 +626,7 @@ fn describe_command(cmd: &ToAgent) -> String {
             decision,
         } => format!("commit reply {decision:?} for {op} ({generation})"),
         ToAgent::Restore { op, generation } => format!("restore for {op} ({generation})"),
+        ToAgent::Settled { op, .. } => format!("settled acknowledgement for {op}"),
     }
 }
 

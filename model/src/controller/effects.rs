@@ -40,6 +40,22 @@ pub fn effects(state: &ControllerState, event: &Event) -> Vec<Effect> {
             })
             .into_iter()
             .collect(),
+        // A report for a settled op is answered with an acknowledgement so
+        // the agent stops re-sending it. (Settling itself sends nothing: the
+        // agent's next retry is acknowledged, which keeps one message kind
+        // out of every interleaving the checker explores.)
+        Event::LateReportIgnored { node, op } => state
+            .op(*op)
+            .filter(|o| !o.occupies_slot() && o.node == *node)
+            .map(|o| Effect::Send {
+                to: o.node,
+                msg: ToAgent::Settled {
+                    op: *op,
+                    generation: o.generation,
+                },
+            })
+            .into_iter()
+            .collect(),
         // A (re)connected agent gets the command for its live op again: the
         // command reveals nothing that is not already durable.
         Event::NodeHello { node, .. } => state
