@@ -22,6 +22,7 @@ struct MemStorage {
     flushes: AtomicUsize,
     flush_delay: Duration,
     fail_flush: AtomicBool,
+    panic_flush: AtomicBool,
 }
 
 impl MemStorage {
@@ -63,6 +64,9 @@ impl LogStorage for MemStorage {
     fn flush(&self) -> Result<(), StorageError> {
         let snapshot = self.memory.lock().map_err(|_| failure("flushing"))?.clone();
         thread::sleep(self.flush_delay);
+        if self.panic_flush.load(Ordering::SeqCst) {
+            panic!("injected panic in flush");
+        }
         if self.fail_flush.load(Ordering::SeqCst) {
             return Err(failure("flushing"));
         }
@@ -190,6 +194,44 @@ fn failed_flush_is_not_acknowledged_and_poisons_the_log() {
     let err = log.append(vec![sample(2)]).expect_err("poisoned");
     assert!(matches!(err, LogError::Poisoned), "{err:?}");
     assert!(matches!(log.close(), Err(LogError::Poisoned)));
+}
+
+#[test]
+fn a_panicking_flush_poisons_the_log_and_releases_every_waiter() {
+    const THREADS: usize = 8;
+    let storage = MemStorage::with_delay(Duration::from_millis(20));
+    storage.panic_flush.store(true, Ordering::SeqCst);
+    let (log, _) = EventLog::<TestEvent, MemStorage>::with_storage(storage).expect("open");
+    let log = Arc::new(log);
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    for i in 0..THREADS {
+        let log = Arc::clone(&log);
+        let done_tx = done_tx.clone();
+        thread::spawn(move || {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                log.append(vec![sample(i as u64)]).map(|_| ())
+            }));
+            let _ = done_tx.send(result);
+        });
+    }
+    let mut panicked = 0;
+    for _ in 0..THREADS {
+        // A waiter left parked by the unwinding leader would hang here.
+        match done_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("every appender returns")
+        {
+            Err(_) => panicked += 1,
+            Ok(Err(LogError::Poisoned)) => {}
+            Ok(other) => panic!("expected Poisoned, got {other:?}"),
+        }
+    }
+    assert!(panicked >= 1, "the flush panicked in some leader");
+    storage_of(&log).panic_flush.store(false, Ordering::SeqCst);
+    assert!(matches!(
+        log.append(vec![sample(99)]),
+        Err(LogError::Poisoned)
+    ));
 }
 
 #[test]
