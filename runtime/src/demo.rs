@@ -299,23 +299,49 @@ async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool>
         say(format!("    {node}: {answer}"));
     }
     say("\n[8] proof per node");
-    let status: StatusDto = api.get("/api/status").await?;
     let mut all_verified = true;
-    for node in &status.nodes {
-        let proof = simple_proof(&status, &node.name);
-        all_verified &= proof.starts_with("verified");
-        say(format!("    {}: {proof}", node.name));
+    for node in NODES {
+        let proof: crate::proof::NodeProof = api.get(&format!("/api/nodes/{node}/proof")).await?;
+        all_verified &= proof.verdict == crate::proof::Verdict::Verified;
+        say(format!("    {node}: {} — {}", proof.verdict, proof.summary));
+        for check in &proof.checks {
+            say(format!(
+                "        {:<15} expected {:<14} observed {:<14} {}",
+                check.item,
+                check.expected.as_deref().map_or("-".to_string(), short),
+                check
+                    .observed
+                    .as_deref()
+                    .map_or("(could not read)".to_string(), short),
+                match check.ok {
+                    Some(true) => "ok".to_string(),
+                    Some(false) => format!("NO ({:?})", check.reason),
+                    None => format!("? ({:?})", check.reason),
+                }
+            ));
+        }
     }
-    say("\n[9] handover report (ops still holding a slot or waiting)");
-    let open: Vec<_> = status.ops.iter().filter(|o| o.holds_slot).collect();
+    say("\n[9] handover report (ops holding a slot or waiting for a person)");
+    let open: Vec<crate::proof::Unresolved> = api.get("/api/unresolved").await?;
     if open.is_empty() {
         say("    nothing unresolved");
     }
-    for op in open {
+    for u in &open {
         say(format!(
-            "    {} on {}: phase {}, unknown {:?}",
-            op.id, op.node, op.phase, op.unknown
+            "    {} {} on {}: {} — missing: {}; owner: {}; check: {}",
+            u.rollout,
+            u.op,
+            u.node,
+            u.phase,
+            if u.missing_evidence.is_empty() {
+                "-".to_string()
+            } else {
+                u.missing_evidence.join(", ")
+            },
+            u.owner_or_unowned(),
+            u.check_command
         ));
+        say(format!("        options: {}", u.options.join(" | ")));
     }
     let success = match options.scenario {
         Scenario::Happy | Scenario::LostReply => ok && all_verified,
@@ -342,24 +368,12 @@ fn rollout_status<'a>(status: &'a StatusDto, id: &str) -> Option<&'a str> {
         .map(|r| r.status.as_str())
 }
 
-/// The node's verdict from what the controller has proven.
-fn simple_proof(status: &StatusDto, node: &str) -> String {
-    let intended = status
-        .rollouts
-        .iter()
-        .rev()
-        .find(|r| r.canary == node || r.followers.iter().any(|f| f == node))
-        .map(|r| r.release.clone());
-    let confirmed = status
-        .nodes
-        .iter()
-        .find(|n| n.name == node)
-        .and_then(|n| n.confirmed.clone());
-    match (intended, confirmed) {
-        (Some(i), Some(c)) if i == c => format!("verified (serving {} proven by probe)", &c[..12]),
-        (Some(i), Some(c)) => format!("stale (intended {}, proven serving {})", &i[..12], &c[..12]),
-        (Some(i), None) => format!("unverified (intended {}, nothing proven)", &i[..12]),
-        (None, _) => "unverified (no rollout)".into(),
+/// A digest shortened for tables; other text unchanged.
+fn short(text: &str) -> String {
+    if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        text[..12].to_string()
+    } else {
+        text.to_string()
     }
 }
 

@@ -47,6 +47,9 @@ pub fn router(api: Api) -> Router {
         .route("/api/rollouts/{id}/pause", post(pause))
         .route("/api/rollouts/{id}/resume", post(resume))
         .route("/api/rollouts/{id}/approve", post(approve))
+        .route("/api/rollouts/{id}/proof", get(rollout_proof))
+        .route("/api/nodes/{name}/proof", get(node_proof))
+        .route("/api/unresolved", get(unresolved))
         .layer(axum::extract::DefaultBodyLimit::max(UPLOAD_BYTES_MAX))
         .with_state(api)
 }
@@ -55,7 +58,8 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(serde_json::json!({ "error": message.into() }))).into_response()
 }
 
-fn authorized(api: &Api, headers: &HeaderMap) -> Result<(), Response> {
+/// `None` when the request carries the operator token, else the 401 answer.
+fn unauthorized(api: &Api, headers: &HeaderMap) -> Option<Response> {
     let presented = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -69,14 +73,12 @@ fn authorized(api: &Api, headers: &HeaderMap) -> Result<(), Response> {
             .zip(expected.iter())
             .fold(0u8, |acc, (a, b)| acc | (a ^ b))
             == 0;
-    if same {
-        Ok(())
-    } else {
-        Err(error(
+    (!same).then(|| {
+        error(
             StatusCode::UNAUTHORIZED,
             "missing or wrong operator token (Authorization: Bearer)",
-        ))
-    }
+        )
+    })
 }
 
 /// One rollout as operators see it.
@@ -294,8 +296,8 @@ async fn events(State(api): State<Api>, Query(q): Query<EventsQuery>) -> Respons
 }
 
 async fn upload_bundle(State(api): State<Api>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err(r) = authorized(&api, &headers) {
-        return r;
+    if let Some(rejection) = unauthorized(&api, &headers) {
+        return rejection;
     }
     let verified = match protocol::bundle::verify(&api.key, &body) {
         Ok(v) => v,
@@ -339,8 +341,8 @@ pub struct StartRollout {
 }
 
 async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err(r) = authorized(&api, &headers) {
-        return r;
+    if let Some(rejection) = unauthorized(&api, &headers) {
+        return rejection;
     }
     let request: StartRollout = match serde_json::from_slice(&body) {
         Ok(r) => r,
@@ -359,23 +361,20 @@ async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
             "field `release`: no such bundle uploaded",
         );
     }
-    let node = |name: &str, field: &str| {
-        api.cfg.node_id(name).ok_or_else(|| {
-            error(
-                StatusCode::BAD_REQUEST,
-                format!("field `{field}`: unknown node {name}"),
-            )
-        })
+    let unknown = |field: &str, name: &str| {
+        error(
+            StatusCode::BAD_REQUEST,
+            format!("field `{field}`: unknown node {name}"),
+        )
     };
-    let canary = match node(&request.canary, "canary") {
-        Ok(n) => n,
-        Err(r) => return r,
+    let Some(canary) = api.cfg.node_id(&request.canary) else {
+        return unknown("canary", &request.canary);
     };
     let mut followers = Vec::new();
     for f in &request.followers {
-        match node(f, "followers") {
-            Ok(n) => followers.push(n),
-            Err(r) => return r,
+        match api.cfg.node_id(f) {
+            Some(n) => followers.push(n),
+            None => return unknown("followers", f),
         }
     }
     let plan = Plan {
@@ -419,8 +418,8 @@ async fn rollout_command(
     id: String,
     make: fn(RolloutId) -> Input,
 ) -> Response {
-    if let Err(r) = authorized(&api, &headers) {
-        return r;
+    if let Some(rejection) = unauthorized(&api, &headers) {
+        return rejection;
     }
     let Some(rollout) = rollout_id(&id) else {
         return error(
@@ -441,4 +440,36 @@ async fn resume(State(api): State<Api>, headers: HeaderMap, Path(id): Path<Strin
 
 async fn approve(State(api): State<Api>, headers: HeaderMap, Path(id): Path<String>) -> Response {
     rollout_command(api, headers, id, |rollout| Input::Approve { rollout }).await
+}
+
+async fn node_proof(State(api): State<Api>, Path(name): Path<String>) -> Response {
+    let Some(node) = api.cfg.node_id(&name) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no node {name} in the fleet"),
+        );
+    };
+    let Some(snap) = api.core.snapshot().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
+    };
+    Json(crate::proof::node_proof(&snap.state, node, &name)).into_response()
+}
+
+async fn rollout_proof(State(api): State<Api>, Path(id): Path<String>) -> Response {
+    let Some(snap) = api.core.snapshot().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
+    };
+    let names = |n: NodeId| api.cfg.node_name(n);
+    match rollout_id(&id).and_then(|r| crate::proof::rollout_proof(&snap.state, r, &names)) {
+        Some(proof) => Json(proof).into_response(),
+        None => error(StatusCode::NOT_FOUND, format!("no rollout {id}")),
+    }
+}
+
+async fn unresolved(State(api): State<Api>) -> Response {
+    let Some(snap) = api.core.snapshot().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
+    };
+    let names = |n: NodeId| api.cfg.node_name(n);
+    Json(crate::proof::unresolved(&snap.state, &names)).into_response()
 }

@@ -18,6 +18,9 @@ pub const LINK_QUEUE_MAX: usize = 256;
 /// Events kept in memory for the API's event feed.
 pub const EVENTS_IN_MEMORY_MAX: usize = 100_000;
 
+/// Where the outcome of an input goes: its durable events, or the refusal.
+pub type InputReply = oneshot::Sender<Result<Vec<(u64, Event)>, String>>;
+
 /// What the core is asked to do.
 pub enum Command {
     /// Feed an input; the reply gets the durable events or the refusal.
@@ -25,7 +28,7 @@ pub enum Command {
         /// The input.
         input: Input,
         /// Where the outcome goes, if anyone waits for it.
-        reply: Option<oneshot::Sender<Result<Vec<(u64, Event)>, String>>>,
+        reply: Option<InputReply>,
     },
     /// An authenticated agent connection is up.
     Attach {

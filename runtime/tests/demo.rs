@@ -1,0 +1,143 @@
+//! `fleetweft demo` end to end: a real controller and three real agents as
+//! child processes on loopback, for every scenario; afterwards the
+//! controller's log verifies and no child process is left behind.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn fleetweft() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_fleetweft"))
+}
+
+/// The demo starts `fleetweft-agent` from next to `fleetweft`. Under
+/// `cargo test --workspace` it is built already; under `-p runtime` alone,
+/// build it with the same profile.
+fn ensure_agent_binary() {
+    let agent = fleetweft().with_file_name("fleetweft-agent");
+    if agent.exists() {
+        return;
+    }
+    let release = fleetweft().parent().is_some_and(|p| p.ends_with("release"));
+    let mut build = Command::new(env!("CARGO"));
+    build.args(["build", "-p", "agent", "--bin", "fleetweft-agent"]);
+    if release {
+        build.arg("--release");
+    }
+    let status = build.status().expect("run cargo build for the agent");
+    assert!(status.success(), "building fleetweft-agent failed");
+    assert!(agent.exists(), "{} still missing", agent.display());
+}
+
+fn run_demo(scenario: &str) -> (String, PathBuf) {
+    ensure_agent_binary();
+    let dir = tempfile::tempdir().expect("temp dir").keep();
+    let out = Command::new(fleetweft())
+        .args(["demo", "--scenario", scenario, "--dir"])
+        .arg(dir.join("demo"))
+        .output()
+        .expect("run fleetweft demo");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "demo {scenario} failed ({:?}):\n{stdout}\n{stderr}",
+        out.status.code()
+    );
+    (stdout, dir.join("demo"))
+}
+
+fn log_verifies(demo: &Path) {
+    let out = Command::new(fleetweft())
+        .args(["log", "verify", "--data"])
+        .arg(demo.join("controller-data/log"))
+        .output()
+        .expect("run log verify");
+    assert!(
+        out.status.success(),
+        "log verify failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn no_children_left(demo: &Path) {
+    // Every child was started with a config inside the demo dir.
+    let needle = demo.display().to_string();
+    let ps = Command::new("ps")
+        .args(["-eo", "args"])
+        .output()
+        .expect("ps");
+    let left: Vec<String> = String::from_utf8_lossy(&ps.stdout)
+        .lines()
+        .filter(|l| l.contains(&needle) && !l.contains("ps -eo"))
+        .map(str::to_string)
+        .collect();
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+}
+
+#[test]
+fn happy_rollout_ends_verified_on_every_node() {
+    let (out, dir) = run_demo("happy");
+    for node in ["node-a", "node-b", "node-c"] {
+        assert!(
+            out.contains(&format!("    {node}: verified")),
+            "{node} not verified:\n{out}"
+        );
+        assert!(
+            out.contains(&format!("{node}: 200 \"hello from v2\"")),
+            "{out}"
+        );
+    }
+    assert!(out.contains("rollout r1 completed"), "{out}");
+    log_verifies(&dir);
+    no_children_left(&dir);
+}
+
+#[test]
+fn wrong_answer_restores_the_canary_and_pauses() {
+    let (out, dir) = run_demo("wrong-answer");
+    assert!(
+        out.contains("record report for op3 (Switched): wrong answer"),
+        "{out}"
+    );
+    assert!(
+        out.contains("rollout r1 paused: probe of op3 failed"),
+        "{out}"
+    );
+    assert!(out.contains("op3 settled: RolledBack"), "{out}");
+    assert!(
+        out.contains("r1 granted 1 op(s); canary outcome: rolled-back"),
+        "{out}"
+    );
+    assert!(
+        out.contains("node-a: 200 \"hello from v1\""),
+        "canary back on v1:\n{out}"
+    );
+    assert!(!out.contains("grant op4"), "no follower granted:\n{out}");
+    log_verifies(&dir);
+    no_children_left(&dir);
+}
+
+#[test]
+fn lost_reply_is_answered_from_the_stored_decision() {
+    let (out, dir) = run_demo("lost-reply");
+    assert!(out.contains("decide op3: Commit (stored)"), "{out}");
+    assert!(
+        out.contains("replay stored decision for op3: Commit"),
+        "{out}"
+    );
+    assert!(
+        out.contains("r1 ops while paused: 1"),
+        "no follower while paused:\n{out}"
+    );
+    assert_eq!(
+        out.matches("decide op3:").count(),
+        1,
+        "decided once:\n{out}"
+    );
+    for node in ["node-a", "node-b", "node-c"] {
+        assert!(out.contains(&format!("    {node}: verified")), "{out}");
+    }
+    log_verifies(&dir);
+    no_children_left(&dir);
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The README's main command: builds the controller CLI and the agent, then
+# runs `fleetweft demo` (a controller and three agents on loopback, v1 -> v2
+# through a canary). Extra arguments go to the demo, e.g.
+#   bash scripts/demo.sh --scenario wrong-answer
+#   bash scripts/demo.sh --scenario lost-reply --keep-running
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v python3 >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq python3
+  else
+    echo "scripts/demo.sh: the sample app needs python3; install it" >&2
+    exit 2
+  fi
+fi
+cargo build --release -q -p runtime -p agent
+exec ./target/release/fleetweft demo "$@"
