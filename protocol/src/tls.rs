@@ -17,7 +17,6 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::RootCertStore;
 use thiserror::Error;
-use x509_parser::extensions::GeneralName;
 
 use crate::quic::TransportError;
 
@@ -250,40 +249,9 @@ pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
 /// A certificate with no such SAN, with more than one (which node would it
 /// be?), or with a malformed id is refused.
 pub fn node_id_from_cert(der: &CertificateDer<'_>) -> Result<String, TransportError> {
-    let refuse = |reason: String| TransportError::NotANodeCert(reason);
-    let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref())
-        .map_err(|e| refuse(format!("certificate does not parse: {e}")))?;
-    let san = cert
-        .subject_alternative_name()
-        .map_err(|e| refuse(format!("bad subjectAltName extension: {e}")))?
-        .ok_or_else(|| refuse("certificate has no subjectAltName".to_string()))?;
-    let mut ids = san
-        .value
-        .general_names
-        .iter()
-        .filter_map(|name| match name {
-            GeneralName::DNSName(dns) => dns.strip_suffix(NODE_SAN_SUFFIX),
-            _ => None,
-        });
-    let id = ids
-        .next()
-        .ok_or_else(|| refuse(format!("no SAN DNS name ends in {NODE_SAN_SUFFIX}")))?;
-    if ids.next().is_some() {
-        return Err(refuse(format!(
-            "more than one SAN DNS name ends in {NODE_SAN_SUFFIX}"
-        )));
-    }
-    let well_formed = !id.is_empty()
-        && id.len() <= NODE_ID_LEN_MAX
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-    if !well_formed {
-        return Err(refuse(format!(
-            "node id {id:?} is not 1..={NODE_ID_LEN_MAX} of [a-z0-9-]"
-        )));
-    }
-    Ok(id.to_string())
+    // One reading of the SAN convention, shared with the PKI that writes it.
+    crate::pki::node_id_from_cert(der.as_ref())
+        .map_err(|e| TransportError::NotANodeCert(e.to_string()))
 }
 
 #[cfg(test)]
