@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod cli_ops;
 pub mod client;
 pub mod controller;
 pub mod daemon;

@@ -18,6 +18,13 @@
 //!
 //! Exit codes of `pki` and `bundle`: 0 on success, 1 on any failure (the
 //! reason is printed), 2 for usage errors.
+//!
+//! Against a running controller (`--controller URL`, default
+//! http://127.0.0.1:7800; writes take the token from `--token-file` or
+//! `FLEETWEFT_TOKEN`): `status`, `proof NODE | --rollout ID`, `unresolved`,
+//! `rollout start|pause|resume|approve`, each with `--json` for the API's
+//! DTO. Exit 0 ok, 1 bad news (proof not verified, something unresolved, a
+//! refused command), 2 usage or connection error ([`runtime::cli_ops`]).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -83,6 +90,91 @@ enum Command {
         /// Keep the fleet running afterwards until Ctrl-C.
         #[arg(long)]
         keep_running: bool,
+    },
+    /// Fleet, rollouts and ops as the controller knows them.
+    Status {
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// The proof verdict for a node or a rollout (exit 1 unless verified).
+    Proof {
+        /// The node.
+        #[arg(required_unless_present = "rollout", conflicts_with = "rollout")]
+        node: Option<String>,
+        /// A rollout id (r0, r1, ...) instead of a node.
+        #[arg(long)]
+        rollout: Option<String>,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// The handover report: every UNKNOWN or waiting op (exit 1 if any).
+    Unresolved {
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Start and steer rollouts.
+    Rollout {
+        #[command(subcommand)]
+        command: RolloutCommand,
+    },
+}
+
+/// How to reach the controller's API.
+#[derive(clap::Args, Clone)]
+struct ApiArgs {
+    /// The controller's API.
+    #[arg(long, default_value = runtime::cli_ops::DEFAULT_CONTROLLER)]
+    controller: String,
+    /// File holding the operator token (else FLEETWEFT_TOKEN).
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// Print the API's JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+enum RolloutCommand {
+    /// Upload a signed bundle and start rolling it out.
+    Start {
+        /// The signed bundle file.
+        #[arg(long)]
+        bundle: PathBuf,
+        /// The canary node.
+        #[arg(long)]
+        canary: String,
+        /// Followers in order, comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        followers: Vec<String>,
+        /// How many ops may hold a slot at once (UNKNOWN ones count).
+        #[arg(long)]
+        slots: u8,
+        /// Wait for `rollout approve` after the canary passes.
+        #[arg(long)]
+        approve_after_canary: bool,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Pause a rollout.
+    Pause {
+        /// Rollout id.
+        id: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Resume a paused rollout.
+    Resume {
+        /// Rollout id.
+        id: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Approve the followers after the canary.
+    Approve {
+        /// Rollout id.
+        id: String,
+        #[command(flatten)]
+        api: ApiArgs,
     },
 }
 
@@ -230,6 +322,26 @@ fn main() -> ExitCode {
             scenario,
             keep_running,
         }),
+        Command::Status { api } => {
+            return api_command(&api, |c, json| async move {
+                runtime::cli_ops::status(&c, json).await
+            })
+        }
+        Command::Proof { node, rollout, api } => {
+            return api_command(&api, |c, json| async move {
+                match (node, rollout) {
+                    (_, Some(id)) => runtime::cli_ops::rollout_proof(&c, &id, json).await,
+                    (Some(node), None) => runtime::cli_ops::node_proof(&c, &node, json).await,
+                    (None, None) => unreachable!("clap requires a node or --rollout"),
+                }
+            })
+        }
+        Command::Unresolved { api } => {
+            return api_command(&api, |c, json| async move {
+                runtime::cli_ops::unresolved(&c, json).await
+            })
+        }
+        Command::Rollout { command } => return rollout(command),
     };
     match result {
         Ok(code) => code,
@@ -550,4 +662,74 @@ fn run_demo(options: runtime::demo::DemoOptions) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+fn rollout(command: RolloutCommand) -> ExitCode {
+    match command {
+        RolloutCommand::Start {
+            bundle,
+            canary,
+            followers,
+            slots,
+            approve_after_canary,
+            api,
+        } => {
+            let bytes = match protocol::bundle::read_bundle(&bundle) {
+                Ok(b) => b,
+                Err(e) => {
+                    eprintln!("fleetweft: reading {}: {e}", bundle.display());
+                    return ExitCode::from(runtime::cli_ops::EXIT_USAGE);
+                }
+            };
+            let request = runtime::cli_ops::StartRequest {
+                bundle: bytes,
+                canary,
+                followers,
+                slots,
+                approve_after_canary,
+            };
+            api_command(&api, |c, json| async move {
+                runtime::cli_ops::rollout_start(&c, request, json).await
+            })
+        }
+        RolloutCommand::Pause { id, api } => api_command(&api, |c, json| async move {
+            runtime::cli_ops::rollout_command(&c, "pause", &id, json).await
+        }),
+        RolloutCommand::Resume { id, api } => api_command(&api, |c, json| async move {
+            runtime::cli_ops::rollout_command(&c, "resume", &id, json).await
+        }),
+        RolloutCommand::Approve { id, api } => api_command(&api, |c, json| async move {
+            runtime::cli_ops::rollout_command(&c, "approve", &id, json).await
+        }),
+    }
+}
+
+/// Run one API command: token, client, runtime, print, exit code.
+fn api_command<F, Fut>(api: &ApiArgs, run: F) -> ExitCode
+where
+    F: FnOnce(runtime::client::ApiClient, bool) -> Fut,
+    Fut: std::future::Future<Output = Result<runtime::cli_ops::Output, runtime::cli_ops::Failure>>,
+{
+    use runtime::cli_ops::{load_token, Failure, EXIT_USAGE};
+    let outcome = load_token(api.token_file.as_deref()).and_then(|token| {
+        let client = runtime::client::ApiClient::new(api.controller.clone(), token);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Failure {
+                message: format!("starting the async runtime: {e}"),
+                code: EXIT_USAGE,
+            })?;
+        rt.block_on(run(client, api.json))
+    });
+    match outcome {
+        Ok(out) => {
+            print!("{}", out.text);
+            ExitCode::from(out.code)
+        }
+        Err(failure) => {
+            eprintln!("fleetweft: {}", failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
 }

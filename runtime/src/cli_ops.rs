@@ -1,0 +1,447 @@
+//! The operator commands that talk to a running controller's API
+//! (`fleetweft status|proof|unresolved|rollout`). Each returns the text to
+//! print and the exit code, so the binary stays thin and tests can call them.
+//!
+//! Exit codes: [`EXIT_OK`] (0), [`EXIT_BAD_NEWS`] (1: a proof that is not
+//! `verified`, a non-empty handover report, a refused command),
+//! [`EXIT_USAGE`] (2: usage, authentication or connection error).
+
+use crate::client::{ApiClient, ClientError};
+use crate::daemon::api::{StartRollout, StatusDto};
+use crate::proof::{NodeProof, RolloutProof, Unresolved, Verdict};
+use std::path::Path;
+
+/// Everything as hoped.
+pub const EXIT_OK: u8 = 0;
+/// The answer is bad news (or the controller refused the command).
+pub const EXIT_BAD_NEWS: u8 = 1;
+/// Usage, authentication or connection error.
+pub const EXIT_USAGE: u8 = 2;
+/// The default API address.
+pub const DEFAULT_CONTROLLER: &str = "http://127.0.0.1:7800";
+/// The environment variable holding the operator token.
+pub const TOKEN_ENV: &str = "FLEETWEFT_TOKEN";
+
+/// What a command prints and how it exits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Output {
+    /// Text for stdout (ends with a newline when not empty).
+    pub text: String,
+    /// The exit code.
+    pub code: u8,
+}
+
+/// A failed command: the message for stderr and the exit code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// For stderr.
+    pub message: String,
+    /// The exit code.
+    pub code: u8,
+}
+
+impl From<ClientError> for Failure {
+    fn from(e: ClientError) -> Failure {
+        // The controller refused a well-formed command (409): bad news, not
+        // a usage error. Everything else (401, 400, 404, unreachable) is 2.
+        let code = match &e {
+            ClientError::Status { status: 409, .. } => EXIT_BAD_NEWS,
+            _ => EXIT_USAGE,
+        };
+        Failure {
+            message: e.to_string(),
+            code,
+        }
+    }
+}
+
+/// The operator token: `--token-file` first, else `FLEETWEFT_TOKEN`, else none
+/// (reads need no token).
+pub fn load_token(token_file: Option<&Path>) -> Result<Option<String>, Failure> {
+    if let Some(path) = token_file {
+        return protocol::pki::load_operator_token(path)
+            .map(Some)
+            .map_err(|e| Failure {
+                message: format!("reading the operator token {}: {e}", path.display()),
+                code: EXIT_USAGE,
+            });
+    }
+    Ok(std::env::var(TOKEN_ENV)
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty()))
+}
+
+/// Aligned columns: two spaces between, header first.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if i < widths.len() {
+                widths[i] = widths[i].max(cell.chars().count());
+            }
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(cell);
+            } else {
+                s.push_str(cell);
+                let pad = widths[i] - cell.chars().count() + 2;
+                s.push_str(&" ".repeat(pad));
+            }
+        }
+        s.truncate(s.trim_end().len());
+        s.push('\n');
+        s
+    };
+    let mut out = line(headers.to_vec());
+    for row in rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+/// The first 12 hex digits of a digest.
+pub fn short(digest: &str) -> String {
+    digest.chars().take(12).collect()
+}
+
+fn opt(v: &Option<String>) -> String {
+    v.clone().unwrap_or_else(|| "-".to_string())
+}
+
+fn json_text<T: serde::Serialize>(value: &T) -> String {
+    let mut s = serde_json::to_string_pretty(value).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// `fleetweft status`.
+pub async fn status(client: &ApiClient, json: bool) -> Result<Output, Failure> {
+    let dto: StatusDto = client.get("/api/status").await?;
+    let text = if json {
+        json_text(&dto)
+    } else {
+        render_status(&dto)
+    };
+    Ok(Output {
+        text,
+        code: EXIT_OK,
+    })
+}
+
+/// The status DTO as tables.
+pub fn render_status(dto: &StatusDto) -> String {
+    let mut out = format!(
+        "last sequence: {}  generation: {}\n\nNODES\n",
+        dto.last_sequence
+            .map_or_else(|| "none".to_string(), |s| s.to_string()),
+        dto.generation
+    );
+    let rows: Vec<Vec<String>> = dto
+        .nodes
+        .iter()
+        .map(|n| {
+            vec![
+                n.name.clone(),
+                if n.connected { "yes" } else { "no" }.to_string(),
+                n.confirmed.as_deref().map_or("-".into(), short),
+                n.reported_serving.as_deref().map_or("-".into(), short),
+                opt(&n.live_op),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &["NODE", "CONNECTED", "CONFIRMED", "REPORTED", "LIVE OP"],
+        &rows,
+    ));
+    out.push_str("\nROLLOUTS\n");
+    let rows: Vec<Vec<String>> = dto
+        .rollouts
+        .iter()
+        .map(|r| {
+            vec![
+                r.id.clone(),
+                short(&r.release),
+                match &r.paused_reason {
+                    Some(p) => format!("{} ({p})", r.status),
+                    None => r.status.clone(),
+                },
+                format!("{}/{}", r.slots_occupied, r.slots_max),
+                std::iter::once(r.canary.clone())
+                    .chain(r.followers.iter().cloned())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &["ROLLOUT", "RELEASE", "STATUS", "SLOTS", "NODES"],
+        &rows,
+    ));
+    out.push_str("\nOPS\n");
+    let rows: Vec<Vec<String>> = dto
+        .ops
+        .iter()
+        .map(|o| {
+            vec![
+                o.id.clone(),
+                o.rollout.clone(),
+                o.node.clone(),
+                o.phase.clone(),
+                opt(&o.outcome),
+                o.unknown
+                    .as_ref()
+                    .map_or("-".into(), |u| format!("UNKNOWN ({u})")),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &["OP", "ROLLOUT", "NODE", "PHASE", "OUTCOME", "UNKNOWN"],
+        &rows,
+    ));
+    out
+}
+
+fn verdict_code(v: Verdict) -> u8 {
+    if v == Verdict::Verified {
+        EXIT_OK
+    } else {
+        EXIT_BAD_NEWS
+    }
+}
+
+/// `fleetweft proof NODE`.
+pub async fn node_proof(client: &ApiClient, node: &str, json: bool) -> Result<Output, Failure> {
+    let proof: NodeProof = client.get(&format!("/api/nodes/{node}/proof")).await?;
+    let text = if json {
+        json_text(&proof)
+    } else {
+        render_node_proof(&proof)
+    };
+    Ok(Output {
+        text,
+        code: verdict_code(proof.verdict),
+    })
+}
+
+/// `fleetweft proof --rollout ID`.
+pub async fn rollout_proof(client: &ApiClient, id: &str, json: bool) -> Result<Output, Failure> {
+    let proof: RolloutProof = client.get(&format!("/api/rollouts/{id}/proof")).await?;
+    let text = if json {
+        json_text(&proof)
+    } else {
+        let mut out = format!("rollout {}: {}\n", proof.rollout, proof.verdict);
+        for node in &proof.nodes {
+            out.push('\n');
+            out.push_str(&render_node_proof(node));
+        }
+        out
+    };
+    Ok(Output {
+        text,
+        code: verdict_code(proof.verdict),
+    })
+}
+
+fn reason_text<T: serde::Serialize>(r: &Option<T>) -> String {
+    r.as_ref()
+        .and_then(|r| serde_json::to_value(r).ok())
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| "-".to_string())
+}
+
+/// One node's proof as text.
+pub fn render_node_proof(p: &NodeProof) -> String {
+    let mut out = format!(
+        "{}: {} (reason {}, op {}, intended {})\n{}\n",
+        p.node,
+        p.verdict,
+        reason_text(&p.reason),
+        p.op.as_deref().unwrap_or("-"),
+        p.intended_release.as_deref().map_or("-".into(), short),
+        p.summary
+    );
+    if !p.checks.is_empty() {
+        let rows: Vec<Vec<String>> = p
+            .checks
+            .iter()
+            .map(|c| {
+                vec![
+                    c.item.clone(),
+                    opt(&c.expected),
+                    opt(&c.observed),
+                    match c.ok {
+                        Some(true) => "ok",
+                        Some(false) => "CONTRADICTS",
+                        None => "could not read",
+                    }
+                    .to_string(),
+                    reason_text(&c.reason),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &["EVIDENCE", "EXPECTED", "OBSERVED", "RESULT", "REASON"],
+            &rows,
+        ));
+    }
+    out
+}
+
+/// `fleetweft unresolved`.
+pub async fn unresolved(client: &ApiClient, json: bool) -> Result<Output, Failure> {
+    let entries: Vec<Unresolved> = client.get("/api/unresolved").await?;
+    let text = if json {
+        json_text(&entries)
+    } else if entries.is_empty() {
+        "nothing unresolved\n".to_string()
+    } else {
+        render_unresolved(&entries)
+    };
+    Ok(Output {
+        text,
+        code: if entries.is_empty() {
+            EXIT_OK
+        } else {
+            EXIT_BAD_NEWS
+        },
+    })
+}
+
+/// The handover report as text: a table, then each entry's details.
+pub fn render_unresolved(entries: &[Unresolved]) -> String {
+    let rows: Vec<Vec<String>> = entries
+        .iter()
+        .map(|u| {
+            vec![
+                u.node.clone(),
+                u.op.clone(),
+                u.rollout.clone(),
+                short(&u.release),
+                u.generation.to_string(),
+                u.phase.clone(),
+                u.unknown_reason
+                    .as_ref()
+                    .map_or("-".into(), |r| format!("UNKNOWN ({r})")),
+                u.owner_or_unowned().to_string(),
+            ]
+        })
+        .collect();
+    let mut out = table(
+        &[
+            "NODE", "OP", "ROLLOUT", "RELEASE", "GEN", "PHASE", "UNKNOWN", "OWNER",
+        ],
+        &rows,
+    );
+    for u in entries {
+        out.push_str(&format!("\n{} on {} ({}):\n", u.op, u.node, u.rollout));
+        out.push_str(&format!(
+            "  last confirmed release: {}\n  last serving result:    {}\n  owner: {}  review by: {}\n",
+            u.last_confirmed_release.as_deref().map_or("-".into(), short),
+            opt(&u.last_serving_result),
+            u.owner_or_unowned(),
+            u.review_by.as_deref().unwrap_or("not scheduled"),
+        ));
+        for m in &u.missing_evidence {
+            out.push_str(&format!("  missing: {m}\n"));
+        }
+        for o in &u.options {
+            out.push_str(&format!("  option:  {o}\n"));
+        }
+        out.push_str(&format!("  check:   {}\n", u.check_command));
+    }
+    out
+}
+
+/// What `fleetweft rollout start` asks for.
+#[derive(Debug, Clone)]
+pub struct StartRequest {
+    /// The signed bundle's bytes.
+    pub bundle: Vec<u8>,
+    /// Canary node.
+    pub canary: String,
+    /// Followers in order.
+    pub followers: Vec<String>,
+    /// Slot budget.
+    pub slots: u8,
+    /// Wait for approval after the canary.
+    pub approve_after_canary: bool,
+}
+
+/// `fleetweft rollout start`: upload the bundle, then start the rollout.
+pub async fn rollout_start(
+    client: &ApiClient,
+    request: StartRequest,
+    json: bool,
+) -> Result<Output, Failure> {
+    let uploaded: serde_json::Value = client.post_bytes("/api/bundles", request.bundle).await?;
+    let digest = uploaded["digest"].as_str().unwrap_or_default().to_string();
+    let body = StartRollout {
+        release: digest.clone(),
+        canary: request.canary,
+        followers: request.followers,
+        slots: request.slots,
+        approve_after_canary: request.approve_after_canary,
+    };
+    let body = serde_json::to_value(&body).map_err(|e| Failure {
+        message: e.to_string(),
+        code: EXIT_USAGE,
+    })?;
+    let answer: serde_json::Value = client.post_json("/api/rollouts", &body).await?;
+    let text = if json {
+        json_text(&serde_json::json!({ "bundle": uploaded, "rollout": answer }))
+    } else {
+        let mut out = format!(
+            "uploaded {} {} as {}\n",
+            uploaded["name"].as_str().unwrap_or("?"),
+            uploaded["version"].as_str().unwrap_or("?"),
+            digest
+        );
+        out.push_str(&events_text(&answer));
+        out
+    };
+    Ok(Output {
+        text,
+        code: EXIT_OK,
+    })
+}
+
+fn events_text(answer: &serde_json::Value) -> String {
+    let mut out = String::new();
+    for e in answer["events"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "#{} {}\n",
+            e["sequence"],
+            e["text"].as_str().unwrap_or_default()
+        ));
+    }
+    out
+}
+
+/// `fleetweft rollout pause|resume|approve ID`.
+pub async fn rollout_command(
+    client: &ApiClient,
+    verb: &str,
+    id: &str,
+    json: bool,
+) -> Result<Output, Failure> {
+    let answer: serde_json::Value = client
+        .post_json(
+            &format!("/api/rollouts/{id}/{verb}"),
+            &serde_json::json!({}),
+        )
+        .await?;
+    let text = if json {
+        json_text(&answer)
+    } else {
+        events_text(&answer)
+    };
+    Ok(Output {
+        text,
+        code: EXIT_OK,
+    })
+}
