@@ -171,8 +171,20 @@ fn run(dir: &Path, args: &Args) -> BenchResult<()> {
                     vs_raw(rate)
                 ),
             );
-            group = Some(rate);
+            group = Some((threads, rate));
         }
+    }
+    // The disk is shared and its fsync rate drifts within seconds: measure
+    // the limit again right after the group phases and judge the target
+    // against the higher of the two, so a slow moment cannot flatter it.
+    let mut raw_after = None;
+    if wanted("raw") && group.is_some() {
+        let again = raw_fdatasync(&dir.join("raw.bin"), phase, RawMode::Overwrite)?;
+        row(
+            "raw again, after the group phases: overwrite 128 B in place + fdatasync",
+            format!("{again:.0} /s"),
+        );
+        raw_after = Some(again);
     }
     if wanted("slow") {
         // Emulated slow disk: is the group commit bounded by flush latency
@@ -235,12 +247,25 @@ fn run(dir: &Path, args: &Args) -> BenchResult<()> {
             ),
         );
     }
-    if let (Some(raw), Some(single), Some(group)) = (raw, single, group) {
+    if let (Some(raw), Some(single), Some((threads, group))) = (raw, single, group) {
+        let raw_max = raw.max(raw_after.unwrap_or(0.0));
         println!();
+        if let Some(after) = raw_after {
+            if raw.max(after) > 2.0 * raw.min(after) {
+                println!(
+                    "warning: the raw fsync rate moved from {raw:.0} /s to {after:.0} /s during \
+                     the run (shared disk); ratios to raw are unreliable, rerun"
+                );
+            }
+        }
         println!(
-            "targets: single append >= 50% of raw: {}; group commit (64 threads) >= 20x raw: {}",
+            "{threads} threads vs the higher raw measurement ({raw_max:.0} /s): {:.1}x",
+            group / raw_max
+        );
+        println!(
+            "targets: single append >= 50% of raw: {}; group commit ({threads} threads) >= 20x raw: {}",
             verdict(single >= 0.5 * raw),
-            verdict(group >= 20.0 * raw),
+            verdict(group >= 20.0 * raw_max),
         );
     }
     Ok(())

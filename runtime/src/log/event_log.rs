@@ -17,7 +17,8 @@ use super::storage::LogStorage;
 use super::verify::{check_layout, check_watermark, walk_chain, VerifyReport};
 
 /// Most events accepted by one [`EventLog::append`]. Bounds the work done
-/// under the writer lock and the size of one storage batch (≤ 4096 × 64 KiB).
+/// by a group-commit leader for one append and the size of one storage
+/// batch (≤ 4096 × 64 KiB; see `commit::GROUP_EVENTS_MAX` for a group).
 pub const APPEND_EVENTS_MAX: usize = 4096;
 
 /// A durable log of events of type `E`.
