@@ -439,7 +439,8 @@ async fn probe_public(port: u16) -> String {
     }
 }
 
-async fn raw_get(port: u16, path: &str) -> Option<(u16, Option<String>, String)> {
+/// GET `path` on a node's public route: status, `X-Fleetweft-Release`, body.
+pub async fn raw_get(port: u16, path: &str) -> Option<(u16, Option<String>, String)> {
     use http_body_util::BodyExt;
     let client: hyper_util::client::legacy::Client<_, http_body_util::Empty<bytes::Bytes>> =
         hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
@@ -467,7 +468,8 @@ async fn raw_get(port: u16, path: &str) -> Option<(u16, Option<String>, String)>
     ))
 }
 
-fn spawn(exe: &Path, args: &[String], log: &Path) -> anyhow::Result<Child> {
+/// Start `exe` with `args`, stdout and stderr to `log`, killed on drop.
+pub fn spawn(exe: &Path, args: &[String], log: &Path) -> anyhow::Result<Child> {
     let out = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let err = out.try_clone()?;
     Command::new(exe)
@@ -480,19 +482,22 @@ fn spawn(exe: &Path, args: &[String], log: &Path) -> anyhow::Result<Child> {
         .with_context(|| format!("starting {}", exe.display()))
 }
 
-fn free_tcp_port() -> anyhow::Result<u16> {
+/// A free TCP port on loopback (at the time of asking).
+pub fn free_tcp_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind(("127.0.0.1", 0))?
         .local_addr()?
         .port())
 }
 
-fn free_udp_port() -> anyhow::Result<u16> {
+/// A free UDP port on loopback (at the time of asking).
+pub fn free_udp_port() -> anyhow::Result<u16> {
     Ok(std::net::UdpSocket::bind(("127.0.0.1", 0))?
         .local_addr()?
         .port())
 }
 
-fn write_controller_config(
+/// Write `<dir>/controller.toml` for the demo fleet ([`NODES`]).
+pub fn write_controller_config(
     dir: &Path,
     pki: &protocol::pki::FleetPki,
     quic_port: u16,
@@ -525,7 +530,8 @@ fn write_controller_config(
     Ok(())
 }
 
-fn write_agent_config(
+/// Write `<dir>/agent-<node>.toml` and return its path.
+pub fn write_agent_config(
     dir: &Path,
     pki: &protocol::pki::FleetPki,
     node: &str,

@@ -1,0 +1,630 @@
+//! Process-level fault tests: a real controller and real agents as child
+//! processes on loopback. Each test is bounded in time and kills every child
+//! it started (the `Fleet` guard kills them on drop, also on panic).
+//!
+//! The tests run one at a time (a shared lock): a 2-core machine running
+//! four fleets at once would stretch every step towards the op timeout.
+
+use model::controller::Event;
+use model::Digest;
+use protocol::bundle::{self, ManifestFields, ProbeSpec};
+use runtime::client::{ApiClient, ClientError};
+use runtime::daemon::api::{EventDto, OpDto, StatusDto};
+use runtime::demo::{self, HELLO_APP, NODES};
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::Command as StdCommand;
+use std::time::{Duration, Instant};
+use tokio::process::Child;
+
+/// How long one wait may take.
+const STEP: Duration = Duration::from_secs(60);
+/// How long one whole test may take.
+const TEST: Duration = Duration::from_secs(240);
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn fleetweft() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_fleetweft"))
+}
+
+/// `fleetweft-agent` next to `fleetweft`, built with the same profile if
+/// missing (as in tests/demo.rs).
+fn agent_binary() -> PathBuf {
+    let agent = fleetweft().with_file_name("fleetweft-agent");
+    if !agent.exists() {
+        let release = fleetweft().parent().is_some_and(|p| p.ends_with("release"));
+        let mut build = StdCommand::new(env!("CARGO"));
+        build.args(["build", "-p", "agent", "--bin", "fleetweft-agent"]);
+        if release {
+            build.arg("--release");
+        }
+        assert!(build.status().expect("cargo build").success());
+    }
+    assert!(agent.exists(), "{} missing", agent.display());
+    agent
+}
+
+/// A running fleet; dropping it kills every child.
+struct Fleet {
+    dir: PathBuf,
+    pki: protocol::pki::FleetPki,
+    api: ApiClient,
+    quic_port: u16,
+    public_ports: Vec<u16>,
+    /// version -> (digest, signed bytes)
+    releases: HashMap<String, (Digest, Vec<u8>)>,
+    children: HashMap<String, Child>,
+    starts: HashMap<String, u32>,
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for child in self.children.values_mut() {
+            let _ = child.start_kill();
+        }
+    }
+}
+
+impl Fleet {
+    /// PKI, signed releases of the sample app, the controller, the given
+    /// agents; every release uploaded.
+    async fn start(versions: &[&str], agents: &[&str]) -> Fleet {
+        let dir = tempfile::tempdir().expect("temp dir").keep().join("fleet");
+        std::fs::create_dir_all(dir.join("logs")).unwrap();
+        let names: Vec<String> = NODES.iter().map(|s| s.to_string()).collect();
+        let pki = protocol::pki::init_fleet(&dir.join("pki"), &names, "localhost").unwrap();
+        let token = protocol::pki::load_operator_token(&pki.operator_token()).unwrap();
+        let keys = dir.join("keys");
+        std::fs::create_dir_all(&keys).unwrap();
+        let (signing, verifying) = bundle::keygen();
+        bundle::save_signing_key(&keys.join("bundle-signing.key"), &signing).unwrap();
+        bundle::save_verifying_key(&keys.join("bundle-signing.pub"), &verifying).unwrap();
+        let mut releases = HashMap::new();
+        for version in versions {
+            let app = HELLO_APP.replace("VERSION = \"v1\"", &format!("VERSION = \"{version}\""));
+            let bytes = bundle::sign(
+                &signing,
+                app.as_bytes(),
+                ManifestFields {
+                    name: "hello".into(),
+                    version: version.to_string(),
+                    app_file_name: "app.py".into(),
+                    run: vec!["python3".into(), "app.py".into()],
+                    probe: ProbeSpec {
+                        path: "/hello".into(),
+                        expect_status: 200,
+                        expect_body: format!("hello from {version}"),
+                    },
+                },
+            )
+            .unwrap();
+            releases.insert(version.to_string(), (bundle::bundle_digest(&bytes), bytes));
+        }
+        let quic_port = demo::free_udp_port().unwrap();
+        let api_port = demo::free_tcp_port().unwrap();
+        let public_ports: Vec<u16> = NODES
+            .iter()
+            .map(|_| demo::free_tcp_port().unwrap())
+            .collect();
+        demo::write_controller_config(&dir, &pki, quic_port, api_port, &public_ports, None)
+            .unwrap();
+        let api = ApiClient::new(format!("http://127.0.0.1:{api_port}"), Some(token));
+        let mut fleet = Fleet {
+            dir,
+            pki,
+            api,
+            quic_port,
+            public_ports,
+            releases,
+            children: HashMap::new(),
+            starts: HashMap::new(),
+        };
+        let config = fleet.dir.join("controller.toml").display().to_string();
+        fleet.spawn(
+            "controller",
+            &fleetweft(),
+            &["controller".into(), "--config".into(), config],
+        );
+        for node in agents {
+            fleet.start_agent(node);
+        }
+        let api = fleet.api.clone();
+        poll("the controller's API answers", || async {
+            api.get::<StatusDto>("/api/status").await.is_ok()
+        })
+        .await;
+        for version in versions {
+            let bytes = fleet.releases[*version].1.clone();
+            let _: serde_json::Value = fleet.api.post_bytes("/api/bundles", bytes).await.unwrap();
+        }
+        fleet
+    }
+
+    fn spawn(&mut self, name: &str, exe: &Path, args: &[String]) {
+        let n = self.starts.entry(name.to_string()).or_insert(0);
+        *n += 1;
+        let log = self.dir.join(format!("logs/{name}.{n}.log"));
+        let child = demo::spawn(exe, args, &log).unwrap();
+        assert!(self.children.insert(name.to_string(), child).is_none());
+    }
+
+    fn start_agent(&mut self, node: &str) {
+        let i = NODES.iter().position(|n| *n == node).unwrap();
+        let config = demo::write_agent_config(
+            &self.dir,
+            &self.pki,
+            node,
+            self.quic_port,
+            self.public_ports[i],
+            None,
+        )
+        .unwrap();
+        self.spawn(
+            node,
+            &agent_binary(),
+            &["--config".into(), config.display().to_string()],
+        );
+    }
+
+    /// SIGKILL a child and reap it.
+    async fn kill(&mut self, name: &str) {
+        let mut child = self.children.remove(name).expect("a running child");
+        child.start_kill().unwrap();
+        child.wait().await.unwrap();
+    }
+
+    fn digest(&self, version: &str) -> Digest {
+        self.releases[version].0
+    }
+
+    async fn rollout(&self, version: &str, canary: &str, followers: &[&str]) {
+        let _: serde_json::Value = self
+            .api
+            .post_json(
+                "/api/rollouts",
+                &serde_json::json!({
+                    "release": self.digest(version).to_hex(),
+                    "canary": canary,
+                    "followers": followers,
+                    "slots": 1,
+                }),
+            )
+            .await
+            .unwrap();
+    }
+
+    async fn status(&self) -> StatusDto {
+        self.api.get("/api/status").await.unwrap()
+    }
+
+    async fn events(&self) -> Vec<EventDto> {
+        self.api.get("/api/events?from=0").await.unwrap()
+    }
+
+    /// Poll the status until `done` holds; on timeout panic with the events.
+    async fn wait(&self, what: &str, done: impl Fn(&StatusDto) -> bool) -> StatusDto {
+        let deadline = Instant::now() + STEP;
+        loop {
+            if let Ok(s) = self.api.get::<StatusDto>("/api/status").await {
+                if done(&s) {
+                    return s;
+                }
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "timed out waiting for: {what}\nstatus: {:#?}\nevents:\n{}\n(logs in {})",
+                    self.api.get::<StatusDto>("/api/status").await.ok(),
+                    self.event_text().await,
+                    self.dir.join("logs").display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn event_text(&self) -> String {
+        match self.api.get::<Vec<EventDto>>("/api/events?from=0").await {
+            Ok(events) => events
+                .iter()
+                .map(|e| format!("  #{} {}\n", e.sequence, e.text))
+                .collect(),
+            Err(e) => format!("  (no events: {e})"),
+        }
+    }
+
+    async fn public(&self, node: &str) -> Option<(u16, Option<String>, String)> {
+        let i = NODES.iter().position(|n| *n == node).unwrap();
+        demo::raw_get(self.public_ports[i], "/hello").await
+    }
+
+    /// Every log file of `name` (one per start), concatenated.
+    fn logs(&self, name: &str) -> String {
+        let mut text = String::new();
+        for n in 1..=self.starts.get(name).copied().unwrap_or(0) {
+            let path = self.dir.join(format!("logs/{name}.{n}.log"));
+            text.push_str(&std::fs::read_to_string(path).unwrap_or_default());
+        }
+        text
+    }
+
+    /// Stop the controller and run `fleetweft log verify` on its log.
+    async fn verify_log(&mut self) {
+        self.kill("controller").await;
+        let out = StdCommand::new(fleetweft())
+            .args(["log", "verify", "--data"])
+            .arg(self.dir.join("controller-data/log"))
+            .output()
+            .expect("run log verify");
+        assert!(
+            out.status.success(),
+            "log verify failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+async fn poll<F: Future<Output = bool>>(what: &str, check: impl Fn() -> F) {
+    let deadline = Instant::now() + STEP;
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn rollout_is(s: &StatusDto, id: &str, status: &str) -> bool {
+    s.rollouts.iter().any(|r| r.id == id && r.status == status)
+}
+
+fn op_of<'a>(s: &'a StatusDto, rollout: &str, node: &str) -> Option<&'a OpDto> {
+    s.ops
+        .iter()
+        .find(|o| o.rollout == rollout && o.node == node)
+}
+
+fn all_connected(s: &StatusDto) -> bool {
+    s.nodes.iter().all(|n| n.connected)
+}
+
+/// Run a test body under the serial lock and the test deadline.
+async fn bounded(body: impl Future<Output = ()>) {
+    let _serial = SERIAL.lock().await;
+    tokio::time::timeout(TEST, body)
+        .await
+        .expect("the test overran its deadline");
+}
+
+/// v1 on every node through r0 (canary node-a, then node-b, node-c).
+async fn install_v1_everywhere(fleet: &Fleet) {
+    fleet.wait("every agent connected", all_connected).await;
+    fleet.rollout("v1", "node-a", &["node-b", "node-c"]).await;
+    fleet
+        .wait("r0 completed", |s| rollout_is(s, "r0", "completed"))
+        .await;
+}
+
+async fn assert_serves(fleet: &Fleet, node: &str, version: &str) {
+    let answer = fleet.public(node).await;
+    let expected = fleet.digest(version).to_hex();
+    assert!(
+        matches!(&answer, Some((200, Some(id), body)) if *id == expected && *body == format!("hello from {version}")),
+        "{node} should serve {version} ({expected}) on its public route, answered {answer:?}"
+    );
+}
+
+async fn assert_verified(fleet: &Fleet, node: &str) {
+    let proof: runtime::proof::NodeProof = fleet
+        .api
+        .get(&format!("/api/nodes/{node}/proof"))
+        .await
+        .unwrap();
+    assert_eq!(
+        proof.verdict,
+        runtime::proof::Verdict::Verified,
+        "{node}: {proof:?}"
+    );
+}
+
+fn commit_decisions(events: &[EventDto], op: &str) -> usize {
+    events
+        .iter()
+        .filter(|e| matches!(&e.event, Event::CommitDecided { op: o, .. } if o.to_string() == op))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_killed_mid_stage_resumes_and_applies_once() {
+    bounded(async {
+        let mut fleet = Fleet::start(&["v1", "v2"], &NODES).await;
+        install_v1_everywhere(&fleet).await;
+
+        fleet.rollout("v2", "node-a", &["node-b", "node-c"]).await;
+        // Kill the canary's agent as soon as its op is granted or decided.
+        let deadline = Instant::now() + STEP;
+        let (op, phase) = loop {
+            let s = fleet.status().await;
+            if let Some(o) = op_of(&s, "r1", "node-a") {
+                break (o.id.clone(), o.phase.clone());
+            }
+            assert!(Instant::now() < deadline, "r1 never granted the canary");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        // Then, tighter, as soon as the agent journaled accepting it (it is
+        // fetching and staging from then on), if that comes first.
+        let accepted = format!("accepts {op}");
+        let deadline = Instant::now() + STEP;
+        while !fleet.logs("node-a").contains(&accepted)
+            && op_of(&fleet.status().await, "r1", "node-a").is_none_or(|o| o.phase == "granted")
+        {
+            assert!(Instant::now() < deadline, "node-a never took {op}");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        fleet.kill("node-a").await;
+        eprintln!("killed node-a with {op} {phase}");
+        fleet
+            .wait("node-a seen disconnected", |s| !s.nodes[0].connected)
+            .await;
+        fleet.start_agent("node-a");
+
+        fleet
+            .wait("r1 completed", |s| rollout_is(s, "r1", "completed"))
+            .await;
+        for node in NODES {
+            assert_verified(&fleet, node).await;
+            assert_serves(&fleet, node, "v2").await;
+        }
+        let events = fleet.events().await;
+        assert_eq!(
+            commit_decisions(&events, &op),
+            1,
+            "one stored decision for {op}:\n{}",
+            fleet.event_text().await
+        );
+        // The restarted agent brought back what its journal said serves.
+        let v1 = fleet.digest("v1").to_hex();
+        let second = std::fs::read_to_string(fleet.dir.join("logs/node-a.2.log")).unwrap();
+        assert!(
+            second.contains(&format!("restarts and sees {} serving", &v1[..12])),
+            "{second}"
+        );
+        // The agent's own record (both runs): one switch for the op.
+        let agent_log = fleet.logs("node-a");
+        assert_eq!(
+            agent_log
+                .matches(&format!("switches the route for {op}"))
+                .count(),
+            1,
+            "node-a switched once for {op}:\n{agent_log}"
+        );
+        fleet.verify_log().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_cannot_report_for_another() {
+    bounded(async {
+        // No agents: node-c's op stays granted.
+        let fleet = Fleet::start(&["v1"], &[]).await;
+        fleet.rollout("v1", "node-c", &[]).await;
+        let s = fleet
+            .wait("op on node-c granted", |s| op_of(s, "r0", "node-c").is_some())
+            .await;
+        let op = op_of(&s, "r0", "node-c").unwrap().clone();
+        assert_eq!(op.phase, "granted");
+
+        // Connect with node-b's certificate and report node-c's op as a pass.
+        let identity = protocol::tls::ClientIdentity::from_pem_files(
+            &fleet.pki.ca_cert(),
+            &fleet.pki.node_cert("node-b"),
+            &fleet.pki.node_key("node-b"),
+        )
+        .unwrap();
+        let addr = format!("127.0.0.1:{}", fleet.quic_port).parse().unwrap();
+        let mut conn = protocol::quic::AgentConnection::connect(addr, "localhost", identity)
+            .await
+            .unwrap();
+        let release = fleet.digest("v1");
+        let op_id = model::OpId(op.id.trim_start_matches("op").parse().unwrap());
+        for body in [
+            model::ToController::Hello {
+                serving: Some(release),
+                generation: model::Generation(op.generation),
+            },
+            model::ToController::Report {
+                op: op_id,
+                kind: model::ReportKind::Switched,
+                observation: model::RouteObservation::passing(release),
+            },
+        ] {
+            conn.control()
+                .send(&protocol::frame::FrameBody::ToController(body))
+                .await
+                .unwrap();
+        }
+        let needle = format!("late report from node-b for {} ignored", op.id);
+        let api = fleet.api.clone();
+        poll(&needle, || async {
+            api.get::<Vec<EventDto>>("/api/events?from=0")
+                .await
+                .is_ok_and(|e| e.iter().any(|e| e.text == needle))
+        })
+        .await;
+        let s = fleet.status().await;
+        let after = op_of(&s, "r0", "node-c").unwrap();
+        assert!(after.outcome.is_none(), "{after:?}");
+        assert!(after.holds_slot, "{after:?}");
+        assert!(after.phase == "granted", "{after:?}");
+        let c = &s.nodes[2];
+        assert_eq!(c.confirmed, None, "{c:?}");
+        assert_eq!(c.reported_serving, None, "{c:?}");
+        assert_eq!(c.live_op.as_deref(), Some(op.id.as_str()), "{c:?}");
+        let events = fleet.events().await;
+        assert!(
+            !events.iter().any(|e| matches!(
+                &e.event,
+                Event::ReportRecorded { op: o, .. } | Event::OpSettled { op: o, .. } if o.to_string() == op.id
+            )),
+            "{}",
+            fleet.event_text().await
+        );
+        conn.close();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tampered_bundle_is_refused() {
+    bounded(async {
+        let fleet = Fleet::start(&["v1", "v2"], &["node-a"]).await;
+        fleet
+            .wait("node-a connected", |s| s.nodes[0].connected)
+            .await;
+        fleet.rollout("v1", "node-a", &[]).await;
+        fleet
+            .wait("r0 completed", |s| rollout_is(s, "r0", "completed"))
+            .await;
+
+        // Upload of a tampered bundle: refused, with the reason.
+        let (v2, good) = fleet.releases["v2"].clone();
+        let mut bad = good.clone();
+        let at = bad.len() / 2;
+        bad[at] ^= 0x01;
+        match fleet
+            .api
+            .post_bytes::<serde_json::Value>("/api/bundles", bad.clone())
+            .await
+        {
+            Err(ClientError::Status { status, body, .. }) => {
+                assert_eq!(status, 400, "{body}");
+                assert!(body.contains("bundle refused: "), "{body}");
+                eprintln!("upload refused: {body}");
+            }
+            other => panic!("tampered upload not refused: {other:?}"),
+        }
+
+        // The accepted file replaced by a tampered copy after upload.
+        let stored = fleet
+            .dir
+            .join(format!("controller-data/bundles/{}.bundle", v2.to_hex()));
+        assert_eq!(std::fs::read(&stored).unwrap(), good);
+        std::fs::write(&stored, &bad).unwrap();
+
+        fleet.rollout("v2", "node-a", &[]).await;
+        let s = fleet
+            .wait("r1's op settled", |s| {
+                op_of(s, "r1", "node-a").is_some_and(|o| o.outcome.is_some())
+            })
+            .await;
+        let op = op_of(&s, "r1", "node-a").unwrap().clone();
+        eprintln!("r1 op: {op:?}\n{}", fleet.event_text().await);
+        assert_eq!(op.outcome.as_deref(), Some("not-applied"), "{op:?}");
+        let events = fleet.events().await;
+        assert_eq!(commit_decisions(&events, &op.id), 0, "never decided");
+        assert!(
+            events.iter().any(|e| matches!(
+                &e.event,
+                Event::ReportRecorded { op: o, kind: model::ReportKind::NotApplied, observation }
+                    if o.to_string() == op.id && observation.proves_serving(fleet.digest("v1"))
+            )),
+            "a not-applied report proving v1 still serves:\n{}",
+            fleet.event_text().await
+        );
+        assert_serves(&fleet, "node-a", "v1").await;
+        let staged = fleet
+            .dir
+            .join(format!("node-a-data/releases/{}", v2.to_hex()));
+        assert!(!staged.exists(), "{} exists", staged.display());
+        // What actually happens: the controller serves only bytes that hash
+        // to the bundle's name, so the agent is told the bundle is missing
+        // (treated as transient), spends its attempt budget, then refuses.
+        let agent_log = fleet.logs("node-a");
+        let short = &v2.to_hex()[..12];
+        assert!(
+            agent_log.contains(&format!("controller has no bundle {short}")),
+            "{agent_log}"
+        );
+        assert!(
+            agent_log.contains(&format!("refuses the bundle of {}", op.id)),
+            "{agent_log}"
+        );
+        assert!(
+            !agent_log.contains(&format!("switches the route for {}", op.id)),
+            "{agent_log}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_down_during_two_rollouts_converges_to_the_newest() {
+    bounded(async {
+        let mut fleet = Fleet::start(&["v1", "v2", "v3"], &NODES).await;
+        install_v1_everywhere(&fleet).await;
+
+        fleet.kill("node-c").await;
+        fleet
+            .wait("node-c seen disconnected", |s| !s.nodes[2].connected)
+            .await;
+        fleet.rollout("v2", "node-a", &["node-b", "node-c"]).await;
+        let s = fleet
+            .wait("r1 granted node-c (down)", |s| {
+                op_of(s, "r1", "node-c").is_some()
+            })
+            .await;
+        let stale = op_of(&s, "r1", "node-c").unwrap().clone();
+        fleet.rollout("v3", "node-a", &["node-b", "node-c"]).await;
+        fleet
+            .wait("r2 verified node-a and node-b", |s| {
+                rollout_is(s, "r1", "superseded")
+                    && ["node-a", "node-b"].iter().all(|n| {
+                        op_of(s, "r2", n).is_some_and(|o| o.outcome.as_deref() == Some("verified"))
+                    })
+            })
+            .await;
+
+        fleet.start_agent("node-c");
+        fleet
+            .wait("r2 completed", |s| rollout_is(s, "r2", "completed"))
+            .await;
+        for node in NODES {
+            assert_serves(&fleet, node, "v3").await;
+            assert_verified(&fleet, node).await;
+        }
+        let s = fleet.status().await;
+        let stale_after = s.ops.iter().find(|o| o.id == stale.id).unwrap();
+        eprintln!(
+            "stale op after: {stale_after:?}\n{}",
+            fleet.event_text().await
+        );
+        // The superseded op never switched node-c's route: on reconnect the
+        // controller re-sent its Apply (generation 2 >= node-c's accepted 1,
+        // so not stale for the agent), then answered the commit request from
+        // the newer intent: Abort; the op settled not-applied on evidence.
+        assert_eq!(
+            stale_after.decision.as_deref(),
+            Some("abort"),
+            "{stale_after:?}"
+        );
+        assert_eq!(
+            stale_after.outcome.as_deref(),
+            Some("not-applied"),
+            "{stale_after:?}"
+        );
+        let agent_log = fleet.logs("node-c");
+        assert!(
+            !agent_log.contains(&format!("switches the route for {}", stale.id)),
+            "{agent_log}"
+        );
+        let events = fleet.events().await;
+        let rejected = events
+            .iter()
+            .filter(|e| matches!(e.event, Event::StaleCommandRejected { .. }))
+            .count();
+        eprintln!("stale commands rejected: {rejected}");
+        fleet.verify_log().await;
+    })
+    .await;
+}
