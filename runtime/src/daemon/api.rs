@@ -40,6 +40,8 @@ pub struct Api {
 /// The router.
 pub fn router(api: Api) -> Router {
     Router::new()
+        .route("/", get(dashboard))
+        .route("/metrics", get(metrics))
         .route("/api/status", get(status))
         .route("/api/events", get(events))
         .route("/api/bundles", post(upload_bundle))
@@ -346,8 +348,17 @@ async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
     }
     let request: StartRollout = match serde_json::from_slice(&body) {
         Ok(r) => r,
-        // serde_json names the field and the position.
-        Err(e) => return error(StatusCode::BAD_REQUEST, format!("malformed request: {e}")),
+        // serde_json names a missing or unknown field; a field of the wrong
+        // type is named by `bad_field`.
+        Err(e) => {
+            let field = bad_field(&body)
+                .map(|f| format!("field `{f}`: "))
+                .unwrap_or_default();
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("malformed request: {field}{e}"),
+            );
+        }
     };
     let Some(release) = agentless_digest(&request.release) else {
         return error(
@@ -385,6 +396,32 @@ async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
         approval_after_canary: request.approve_after_canary,
     };
     respond(&api, Input::StartRollout { plan }).await
+}
+
+/// The first field of a `StartRollout` body that has the wrong type.
+fn bad_field(body: &[u8]) -> Option<&'static str> {
+    use serde_json::Value;
+    let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(body) else {
+        return None;
+    };
+    let is_string_list = |v: &Value| {
+        v.as_array()
+            .is_some_and(|a| a.iter().all(|x| x.is_string()))
+    };
+    type Check<'a> = (&'static str, &'a dyn Fn(&Value) -> bool);
+    let checks: [Check; 5] = [
+        ("release", &|v: &Value| v.is_string()),
+        ("canary", &|v: &Value| v.is_string()),
+        ("followers", &is_string_list),
+        ("slots", &|v: &Value| {
+            v.as_u64().is_some_and(|n| n <= u64::from(u8::MAX))
+        }),
+        ("approve_after_canary", &|v: &Value| v.is_boolean()),
+    ];
+    checks
+        .iter()
+        .find(|(name, ok)| map.get(*name).is_some_and(|v| !ok(v)))
+        .map(|(name, _)| *name)
 }
 
 fn agentless_digest(text: &str) -> Option<Digest> {
@@ -472,4 +509,40 @@ async fn unresolved(State(api): State<Api>) -> Response {
     };
     let names = |n: NodeId| api.cfg.node_name(n);
     Json(crate::proof::unresolved(&snap.state, &names)).into_response()
+}
+
+async fn dashboard(State(api): State<Api>) -> Response {
+    let Some(snap) = api.core.snapshot().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
+    };
+    let from = snap.last_sequence.map_or(0, |last| {
+        (last + 1).saturating_sub(super::dashboard::DASHBOARD_EVENTS as u64)
+    });
+    let events = api
+        .core
+        .events(from, super::dashboard::DASHBOARD_EVENTS)
+        .await
+        .into_iter()
+        .map(|(sequence, event)| EventDto {
+            sequence,
+            text: super::core::describe(&api.cfg, &event),
+            event,
+        })
+        .collect();
+    let data = super::dashboard::data(&api.cfg, &snap, events);
+    axum::response::Html(super::dashboard::render(&data)).into_response()
+}
+
+async fn metrics(State(api): State<Api>) -> Response {
+    let Some(snap) = api.core.snapshot().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
+    };
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        super::dashboard::metrics(&api.cfg, &snap, std::time::SystemTime::now()),
+    )
+        .into_response()
 }

@@ -6,9 +6,9 @@
 use super::config::ControllerConfig;
 use crate::controller::{Controller, ControllerError};
 use model::controller::{ControllerState, Effect, Event, Input};
-use model::{NodeId, ToAgent};
+use model::{NodeId, OpId, ToAgent};
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use tokio::sync::{mpsc, oneshot};
 
 /// Upper bound on queued commands to the core.
@@ -73,6 +73,10 @@ pub struct Snapshot {
     pub last_sequence: Option<u64>,
     /// Nodes with a live connection.
     pub connected: Vec<NodeId>,
+    /// When each op that is UNKNOWN now became UNKNOWN, by this process's
+    /// wall clock (runtime-only: the model has no clock). An op already
+    /// UNKNOWN when the daemon started counts from the start.
+    pub unknown_since: HashMap<OpId, SystemTime>,
 }
 
 /// A handle to send commands to the core.
@@ -168,6 +172,8 @@ async fn run(
         (None, _) => None,
     };
     let mut links: HashMap<NodeId, Link> = HashMap::new();
+    let mut unknown_since: HashMap<OpId, SystemTime> = HashMap::new();
+    track_unknown(controller.state(), &mut unknown_since);
     // A restart re-arms the deadline of every op still holding a slot.
     for op in controller.state().ops.iter().filter(|o| o.occupies_slot()) {
         arm(&me, op.id, timeout);
@@ -214,6 +220,7 @@ async fn run(
                                 Effect::ArmTimeout { op } => arm(&me, op, timeout),
                             }
                         }
+                        track_unknown(controller.state(), &mut unknown_since);
                         history.extend(events.iter().cloned());
                         if history.len() > EVENTS_IN_MEMORY_MAX {
                             let excess = history.len() - EVENTS_IN_MEMORY_MAX;
@@ -259,6 +266,7 @@ async fn run(
                     state: controller.state().clone(),
                     last_sequence: controller.last_sequence(),
                     connected,
+                    unknown_since: unknown_since.clone(),
                 });
             }
             Command::Events { from, limit, reply } => {
@@ -274,6 +282,15 @@ async fn run(
     }
     if let Err(e) = tokio::task::block_in_place(|| controller.close()) {
         tracing::error!("closing the event log: {e}");
+    }
+}
+
+/// Note when ops became UNKNOWN; forget ops that no longer are.
+fn track_unknown(state: &ControllerState, since: &mut HashMap<OpId, SystemTime>) {
+    let now = SystemTime::now();
+    since.retain(|op, _| state.op(*op).is_some_and(|o| o.unknown.is_some()));
+    for op in state.ops.iter().filter(|o| o.unknown.is_some()) {
+        since.entry(op.id).or_insert(now);
     }
 }
 

@@ -5,6 +5,7 @@
 pub mod api;
 pub mod config;
 pub mod core;
+pub mod dashboard;
 pub mod links;
 
 use anyhow::Context;

@@ -1,0 +1,333 @@
+//! The read-only dashboard (`GET /`) and the Prometheus metrics
+//! (`GET /metrics`). Both read the same DTOs as the API: [`status_dto`],
+//! [`crate::proof`]'s node proofs and handover report. Server-rendered HTML,
+//! refreshed every 2 s; every text is escaped.
+//!
+//! UNKNOWN has its own neutral style (class `unknown`: grey background,
+//! amber text, dashed border), never the green of success or the red of
+//! failure: an UNKNOWN op is neither.
+
+use super::api::{status_dto, EventDto, StatusDto};
+use super::config::ControllerConfig;
+use super::core::Snapshot;
+use crate::proof::{NodeProof, Unresolved, Verdict};
+use model::NodeId;
+use std::fmt::Write;
+use std::time::SystemTime;
+
+/// Events shown on the dashboard.
+pub const DASHBOARD_EVENTS: usize = 20;
+
+/// Escape text for HTML element content and quoted attribute values.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const STYLE: &str = "body{font-family:sans-serif;margin:1.5em}\
+table{border-collapse:collapse;margin-bottom:1.5em}\
+td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:top}\
+code{font-size:90%}\
+.verified,.ok{color:#fff;background:#2a7a2a}\
+.failed,.bad{color:#fff;background:#b02020}\
+.unknown{color:#7a4b00;background:#e4e4e4;border:1px dashed #888}\
+.stale,.partially-verified,.unverified,.waiting{color:#333;background:#f3e3b5}\
+.unowned{font-weight:bold;text-transform:uppercase}";
+
+fn verdict_cell(v: Verdict) -> String {
+    format!("<td class=\"{0}\">{0}</td>", v.as_str())
+}
+
+fn short(d: &Option<String>) -> String {
+    d.as_deref()
+        .map_or_else(|| "-".to_string(), crate::cli_ops::short)
+}
+
+/// Everything the dashboard shows, read from one snapshot.
+pub struct DashboardData {
+    /// `/api/status`.
+    pub status: StatusDto,
+    /// Every node's proof, in fleet order.
+    pub proofs: Vec<NodeProof>,
+    /// `/api/unresolved`.
+    pub unresolved: Vec<Unresolved>,
+    /// The latest events, oldest first.
+    pub events: Vec<EventDto>,
+}
+
+/// Gather the DTOs from a snapshot.
+pub fn data(cfg: &ControllerConfig, snap: &Snapshot, events: Vec<EventDto>) -> DashboardData {
+    let names = |n: NodeId| cfg.node_name(n);
+    DashboardData {
+        status: status_dto(cfg, snap),
+        proofs: cfg
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| crate::proof::node_proof(&snap.state, NodeId(i as u16), &n.name))
+            .collect(),
+        unresolved: crate::proof::unresolved(&snap.state, &names),
+        events,
+    }
+}
+
+/// The dashboard page.
+pub fn render(d: &DashboardData) -> String {
+    let s = &d.status;
+    let unknown_ops: Vec<&str> = s
+        .ops
+        .iter()
+        .filter(|o| o.unknown.is_some() && o.holds_slot)
+        .map(|o| o.id.as_str())
+        .collect();
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">\
+         <meta http-equiv=\"refresh\" content=\"2\"><title>Fleetweft</title>\
+         <style>{STYLE}</style></head><body>\n<h1>Fleetweft</h1>\n\
+         <p>log sequence {} &middot; generation {} &middot; {} UNKNOWN op(s)</p>\n",
+        s.last_sequence
+            .map_or_else(|| "none".to_string(), |q| q.to_string()),
+        s.generation,
+        unknown_ops.len()
+    );
+
+    h.push_str("<h2>Fleet</h2>\n<table id=\"fleet\"><tr><th>node</th><th>connected</th><th>confirmed release</th><th>live op</th><th>proof</th></tr>\n");
+    for n in &s.nodes {
+        let proof = d.proofs.iter().find(|p| p.node == n.name);
+        let live = match &n.live_op {
+            Some(op) if unknown_ops.contains(&op.as_str()) => {
+                format!("<td class=\"unknown\">{} UNKNOWN</td>", escape(op))
+            }
+            Some(op) => format!("<td>{}</td>", escape(op)),
+            None => "<td>-</td>".to_string(),
+        };
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td><code>{}</code></td>{live}{}</tr>",
+            escape(&n.name),
+            if n.connected { "yes" } else { "no" },
+            escape(&short(&n.confirmed)),
+            proof.map_or_else(|| "<td>-</td>".to_string(), |p| verdict_cell(p.verdict)),
+        );
+    }
+    h.push_str("</table>\n");
+
+    h.push_str("<h2>Rollouts</h2>\n");
+    if s.rollouts.is_empty() {
+        h.push_str("<p>no rollouts</p>\n");
+    } else {
+        h.push_str("<table id=\"rollouts\"><tr><th>rollout</th><th>release</th><th>status</th><th>progress</th><th>slots (occupied / max, UNKNOWN counted)</th><th>ops</th></tr>\n");
+    }
+    for r in &s.rollouts {
+        let ops: Vec<_> = s.ops.iter().filter(|o| o.rollout == r.id).collect();
+        let nodes = 1 + r.followers.len();
+        let settled = ops.iter().filter(|o| o.phase == "settled").count();
+        let unknown_here = ops
+            .iter()
+            .filter(|o| o.unknown.is_some() && o.holds_slot)
+            .count();
+        let mut op_cells = String::new();
+        for o in &ops {
+            let (class, label) = match (&o.unknown, &o.outcome) {
+                (Some(u), _) if o.holds_slot => ("unknown", format!("UNKNOWN ({u})")),
+                (_, Some(out)) if out == "verified" => ("ok", out.clone()),
+                (_, Some(out)) => ("", out.clone()),
+                _ => ("waiting", o.phase.clone()),
+            };
+            let _ = write!(
+                op_cells,
+                "<span class=\"{class}\">{} {}: {}</span><br>",
+                escape(&o.id),
+                escape(&o.node),
+                escape(&label)
+            );
+        }
+        let status = match &r.paused_reason {
+            Some(p) => format!("{} ({})", r.status, p),
+            None => r.status.clone(),
+        };
+        let slots_class = if unknown_here > 0 {
+            " class=\"unknown\""
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{settled} / {nodes} nodes settled</td>\
+             <td{slots_class}>{} / {}{}</td><td>{op_cells}</td></tr>",
+            escape(&r.id),
+            escape(&crate::cli_ops::short(&r.release)),
+            escape(&status),
+            r.slots_occupied,
+            r.slots_max,
+            if unknown_here > 0 {
+                format!(" ({unknown_here} UNKNOWN)")
+            } else {
+                String::new()
+            },
+        );
+    }
+    if !s.rollouts.is_empty() {
+        h.push_str("</table>\n");
+    }
+
+    h.push_str("<h2>Unresolved (handover)</h2>\n");
+    if d.unresolved.is_empty() {
+        h.push_str("<p>nothing unresolved</p>\n");
+    } else {
+        h.push_str("<table id=\"unresolved\"><tr><th>node</th><th>op</th><th>rollout</th><th>phase</th><th>state</th><th>missing evidence</th><th>owner</th><th>review by</th><th>options</th><th>check</th></tr>\n");
+    }
+    for u in &d.unresolved {
+        let state = match &u.unknown_reason {
+            Some(r) => format!("<td class=\"unknown\">UNKNOWN ({})</td>", escape(r)),
+            None => "<td class=\"waiting\">waiting</td>".to_string(),
+        };
+        let owner = match &u.owner {
+            Some(o) => format!("<td>{}</td>", escape(o)),
+            None => "<td class=\"unowned\">unowned</td>".to_string(),
+        };
+        let list = |items: &[String]| {
+            items
+                .iter()
+                .map(|i| format!("<li>{}</li>", escape(i)))
+                .collect::<String>()
+        };
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td>{state}<td><ul>{}</ul></td>{owner}<td>{}</td><td><ul>{}</ul></td><td><code>{}</code></td></tr>",
+            escape(&u.node),
+            escape(&u.op),
+            escape(&u.rollout),
+            escape(&u.phase),
+            list(&u.missing_evidence),
+            escape(u.review_by.as_deref().unwrap_or("not scheduled")),
+            list(&u.options),
+            escape(&u.check_command),
+        );
+    }
+    if !d.unresolved.is_empty() {
+        h.push_str("</table>\n");
+    }
+
+    h.push_str("<h2>Latest events</h2>\n<table id=\"events\"><tr><th>#</th><th>event</th></tr>\n");
+    for e in d.events.iter().rev() {
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td></tr>",
+            e.sequence,
+            escape(&e.text)
+        );
+    }
+    h.push_str("</table>\n</body></html>\n");
+    h
+}
+
+/// Prometheus text exposition of the snapshot.
+pub fn metrics(cfg: &ControllerConfig, snap: &Snapshot, now: SystemTime) -> String {
+    let s = status_dto(cfg, snap);
+    let mut m = String::new();
+    m.push_str("# HELP fleetweft_slots_occupied Slots held by a rollout's ops (UNKNOWN ops count).\n# TYPE fleetweft_slots_occupied gauge\n");
+    for r in &s.rollouts {
+        let _ = writeln!(
+            m,
+            "fleetweft_slots_occupied{{rollout=\"{}\"}} {}",
+            label(&r.id),
+            r.slots_occupied
+        );
+    }
+    m.push_str(
+        "# HELP fleetweft_slots_max A rollout's slot budget.\n# TYPE fleetweft_slots_max gauge\n",
+    );
+    for r in &s.rollouts {
+        let _ = writeln!(
+            m,
+            "fleetweft_slots_max{{rollout=\"{}\"}} {}",
+            label(&r.id),
+            r.slots_max
+        );
+    }
+    // Each op counted once: `unknown` if UNKNOWN and still holding its slot,
+    // else by phase.
+    let mut counts = [0usize; 5];
+    for o in &s.ops {
+        let i = if o.unknown.is_some() && o.holds_slot {
+            0
+        } else {
+            match o.phase.as_str() {
+                "granted" => 1,
+                "decided" => 2,
+                "restoring" => 3,
+                _ => 4,
+            }
+        };
+        counts[i] += 1;
+    }
+    m.push_str("# HELP fleetweft_ops Ops by state (each op once; unknown takes precedence over its phase).\n# TYPE fleetweft_ops gauge\n");
+    for (state, n) in ["unknown", "granted", "decided", "restoring", "settled"]
+        .iter()
+        .zip(counts)
+    {
+        let _ = writeln!(m, "fleetweft_ops{{state=\"{state}\"}} {n}");
+    }
+    let oldest = snap
+        .state
+        .ops
+        .iter()
+        .filter(|o| o.unknown.is_some() && o.occupies_slot())
+        .filter_map(|o| snap.unknown_since.get(&o.id))
+        .min()
+        .map_or(0.0, |t| {
+            now.duration_since(*t).map_or(0.0, |d| d.as_secs_f64())
+        });
+    let _ = write!(
+        m,
+        "# HELP fleetweft_oldest_unknown_op_age_seconds Age of the oldest UNKNOWN op (0 if none), by the controller's wall clock since it became UNKNOWN (or since the daemon started).\n# TYPE fleetweft_oldest_unknown_op_age_seconds gauge\nfleetweft_oldest_unknown_op_age_seconds {oldest:.3}\n"
+    );
+    let _ = write!(
+        m,
+        "# HELP fleetweft_log_sequence Last durable event log sequence (-1 if empty).\n# TYPE fleetweft_log_sequence gauge\nfleetweft_log_sequence {}\n",
+        s.last_sequence.map_or(-1, |q| q as i64)
+    );
+    let _ = write!(
+        m,
+        "# HELP fleetweft_agents_connected Agents with a live connection.\n# TYPE fleetweft_agents_connected gauge\nfleetweft_agents_connected {}\n",
+        snap.connected.len()
+    );
+    let _ = write!(
+        m,
+        "# HELP fleetweft_nodes Nodes in the configured fleet.\n# TYPE fleetweft_nodes gauge\nfleetweft_nodes {}\n",
+        cfg.nodes.len()
+    );
+    m
+}
+
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escape;
+
+    #[test]
+    fn escape_covers_markup_and_quotes() {
+        assert_eq!(
+            escape(r#"<a href="x">&'</a>"#),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;"
+        );
+    }
+}

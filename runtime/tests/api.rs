@@ -1,0 +1,514 @@
+//! The operator API, dashboard, metrics and CLI against a real controller
+//! process with no agents: authentication (401 and nothing logged),
+//! malformed requests (400 naming the field), unknown ids (404), and a
+//! rollout whose canary never connects, so its op goes UNKNOWN and must show
+//! up, unowned, on the dashboard, in the metrics and in `fleetweft unresolved`.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const NODES: [&str; 3] = ["node-a", "node-b", "node-c"];
+/// Small, so an unanswered op goes UNKNOWN quickly.
+const OP_TIMEOUT_MS: u64 = 1_000;
+
+struct Controller {
+    child: Child,
+    port: u16,
+    token: String,
+    token_file: PathBuf,
+    bundle: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_tcp_port() -> u16 {
+    std::net::TcpListener::bind(("127.0.0.1", 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind(("127.0.0.1", 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+impl Controller {
+    fn start() -> Controller {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let nodes: Vec<String> = NODES.iter().map(|n| n.to_string()).collect();
+        let pki =
+            protocol::pki::init_fleet(&dir.path().join("pki"), &nodes, "localhost").expect("pki");
+        let (signing, verifying) = protocol::bundle::keygen();
+        let pubkey = dir.path().join("bundle-signing.pub");
+        protocol::bundle::save_verifying_key(&pubkey, &verifying).expect("pubkey");
+        let bundle_bytes = protocol::bundle::sign(
+            &signing,
+            b"print('hello')\n",
+            protocol::bundle::ManifestFields {
+                name: "app".into(),
+                version: "v2".into(),
+                app_file_name: "app.py".into(),
+                run: vec!["python3".into(), "app.py".into()],
+                probe: protocol::bundle::ProbeSpec {
+                    path: "/health".into(),
+                    expect_status: 200,
+                    expect_body: "ok".into(),
+                },
+            },
+        )
+        .expect("sign");
+        let bundle = dir.path().join("v2.bundle");
+        std::fs::write(&bundle, bundle_bytes).expect("bundle");
+        let port = free_tcp_port();
+        let mut text = format!(
+            "data_dir = {:?}\nlisten = \"127.0.0.1:{}\"\n\n[api]\nlisten = \"127.0.0.1:{port}\"\n\n\
+             [tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\noperator_token = {:?}\n\n\
+             [bundles]\npubkey = {:?}\n\n[timing]\nop_timeout_ms = {OP_TIMEOUT_MS}\n",
+            s(&dir.path().join("data")),
+            free_udp_port(),
+            s(&pki.ca_cert()),
+            s(&pki.controller_cert()),
+            s(&pki.controller_key()),
+            s(&pki.operator_token()),
+            s(&pubkey),
+        );
+        for node in NODES {
+            text.push_str(&format!(
+                "\n[[nodes]]\nname = \"{node}\"\npublic = \"127.0.0.1:{}\"\n",
+                free_tcp_port()
+            ));
+        }
+        let config = dir.path().join("controller.toml");
+        std::fs::write(&config, text).expect("config");
+        let log = std::fs::File::create(dir.path().join("controller.log")).expect("log");
+        let child = Command::new(env!("CARGO_BIN_EXE_fleetweft"))
+            .arg("controller")
+            .arg("--config")
+            .arg(&config)
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start the controller");
+        let token = protocol::pki::load_operator_token(&pki.operator_token()).expect("token");
+        let ctl = Controller {
+            child,
+            port,
+            token,
+            token_file: pki.operator_token(),
+            bundle,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while ctl.try_http("GET", "/api/status", None, b"").is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "controller did not come up: {}",
+                std::fs::read_to_string(ctl._dir.path().join("controller.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        ctl
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn try_http(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: &[u8],
+    ) -> Option<(u16, String)> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .ok()?;
+        let auth = token
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).ok()?;
+        stream.write_all(body).ok()?;
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).ok()?;
+        let text = String::from_utf8_lossy(&answer).into_owned();
+        let status = text.split(' ').nth(1)?.parse().ok()?;
+        let body = text.split_once("\r\n\r\n")?.1.to_string();
+        // Small answers only here; decode chunked bodies crudely.
+        let body = if text
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked")
+        {
+            dechunk(&body)
+        } else {
+            body
+        };
+        Some((status, body))
+    }
+
+    fn http(&self, method: &str, path: &str, token: Option<&str>, body: &[u8]) -> (u16, String) {
+        self.try_http(method, path, token, body)
+            .unwrap_or_else(|| panic!("{method} {path}: no answer"))
+    }
+
+    fn status(&self) -> serde_json::Value {
+        let (code, body) = self.http("GET", "/api/status", None, b"");
+        assert_eq!(code, 200, "{body}");
+        serde_json::from_str(&body).expect("status json")
+    }
+
+    fn last_sequence(&self) -> serde_json::Value {
+        self.status()["last_sequence"].clone()
+    }
+
+    /// Upload the bundle and start a rollout with canary `canary`; returns
+    /// the rollout's id.
+    fn start_rollout(&self, canary: &str) -> String {
+        let bytes = std::fs::read(&self.bundle).unwrap();
+        let (code, body) = self.http("POST", "/api/bundles", Some(&self.token), &bytes);
+        assert_eq!(code, 200, "{body}");
+        let digest = serde_json::from_str::<serde_json::Value>(&body).unwrap()["digest"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let request = serde_json::json!({
+            "release": digest, "canary": canary, "followers": [], "slots": 1,
+        });
+        let (code, body) = self.http(
+            "POST",
+            "/api/rollouts",
+            Some(&self.token),
+            request.to_string().as_bytes(),
+        );
+        assert_eq!(code, 200, "{body}");
+        let status = self.status();
+        status["rollouts"].as_array().unwrap().last().unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    fn cli(&self, args: &[&str], token: Option<&str>) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_fleetweft"));
+        cmd.args(args)
+            .arg("--controller")
+            .arg(self.url())
+            .env_remove("FLEETWEFT_TOKEN")
+            .stdin(Stdio::null());
+        if let Some(t) = token {
+            cmd.env("FLEETWEFT_TOKEN", t);
+        }
+        cmd.output().expect("run fleetweft")
+    }
+
+    /// Wait until the rollout's op is UNKNOWN.
+    fn wait_for_unknown(&self) -> serde_json::Value {
+        let deadline = Instant::now() + Duration::from_millis(OP_TIMEOUT_MS + 15_000);
+        loop {
+            let status = self.status();
+            if status["ops"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|o| !o["unknown"].is_null())
+            {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "no op went UNKNOWN: {status}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+fn dechunk(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || after.len() < n {
+            break;
+        }
+        out.push_str(&after[..n]);
+        rest = after[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn writes_without_the_token_are_refused_and_log_nothing() {
+    let ctl = Controller::start();
+    let id = ctl.start_rollout("node-a");
+    let before = ctl.last_sequence();
+    assert!(before.is_u64(), "the rollout was logged: {before}");
+    let bundle = std::fs::read(&ctl.bundle).unwrap();
+    let start = serde_json::json!({"release": "00", "canary": "node-a", "slots": 1}).to_string();
+    let writes: Vec<(String, Vec<u8>)> = vec![
+        ("/api/bundles".into(), bundle),
+        ("/api/rollouts".into(), start.into_bytes()),
+        (format!("/api/rollouts/{id}/pause"), Vec::new()),
+        (format!("/api/rollouts/{id}/resume"), Vec::new()),
+        (format!("/api/rollouts/{id}/approve"), Vec::new()),
+    ];
+    for (path, body) in &writes {
+        for token in [None, Some("0".repeat(64).as_str()), Some("")] {
+            let (code, answer) = ctl.http("POST", path, token, body);
+            assert_eq!(code, 401, "POST {path} with {token:?}: {answer}");
+        }
+    }
+    assert_eq!(
+        ctl.last_sequence(),
+        before,
+        "a refused write changed the log"
+    );
+    // The CLI without a token: 401 is a usage error (2), nothing logged.
+    let out = ctl.cli(&["rollout", "pause", &id], None);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("401"), "{}", text(&out.stderr));
+    assert_eq!(ctl.last_sequence(), before);
+    // With the token from the environment it works and is logged.
+    let out = ctl.cli(&["rollout", "pause", &id], Some(&ctl.token));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_ne!(ctl.last_sequence(), before);
+    // Pausing twice is refused by the controller: bad news (1).
+    let out = ctl.cli(&["rollout", "pause", &id], Some(&ctl.token));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+}
+
+#[test]
+fn malformed_requests_are_400_naming_the_field_and_unknown_ids_404() {
+    let ctl = Controller::start();
+    let t = Some(ctl.token.as_str());
+    let cases: [(&str, &str); 4] = [
+        (
+            r#"{"release": "ab", "canary": "node-a", "slots": "two"}"#,
+            "slots",
+        ),
+        (r#"{"release": "ab", "slots": 1}"#, "canary"),
+        (
+            r#"{"release": 7, "canary": "node-a", "slots": 1}"#,
+            "release",
+        ),
+        (
+            r#"{"release": "ab", "canary": "node-a", "slots": 1, "colour": "red"}"#,
+            "colour",
+        ),
+    ];
+    for (body, field) in cases {
+        let (code, answer) = ctl.http("POST", "/api/rollouts", t, body.as_bytes());
+        assert_eq!(code, 400, "{body}: {answer}");
+        assert!(
+            answer.contains(field),
+            "{body}: {answer} should name {field}"
+        );
+    }
+    let (code, answer) = ctl.http("POST", "/api/rollouts", t, b"{not json");
+    assert_eq!(code, 400, "{answer}");
+    assert_eq!(ctl.last_sequence(), serde_json::Value::Null);
+
+    for path in ["/api/rollouts/r9/pause", "/api/rollouts/nope/approve"] {
+        let (code, answer) = ctl.http("POST", path, t, b"");
+        assert_eq!(code, 404, "{path}: {answer}");
+    }
+    let (code, answer) = ctl.http("GET", "/api/rollouts/r9/proof", None, b"");
+    assert_eq!(code, 404, "{answer}");
+    let (code, answer) = ctl.http("GET", "/api/nodes/node-zz/proof", None, b"");
+    assert_eq!(code, 404, "{answer}");
+
+    // The CLI: an unknown node or rollout is a usage error (2).
+    let out = ctl.cli(&["proof", "node-zz"], None);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let out = ctl.cli(&["proof", "--rollout", "r9"], None);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    // Nothing in flight: unresolved is empty (0); status is fine (0).
+    let out = ctl.cli(&["unresolved"], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("nothing unresolved"));
+    let out = ctl.cli(&["unresolved", "--json"], None);
+    assert_eq!(out.status.code(), Some(0));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(json, serde_json::json!([]));
+    let out = ctl.cli(&["status"], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("NODE") && stdout.contains("node-c"),
+        "{stdout}"
+    );
+    // An unreachable controller is a connection error (2).
+    let out = Command::new(env!("CARGO_BIN_EXE_fleetweft"))
+        .args(["status", "--controller"])
+        .arg(format!("http://127.0.0.1:{}", free_tcp_port()))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
+#[test]
+fn an_unknown_op_shows_unowned_on_the_dashboard_metrics_and_cli() {
+    let ctl = Controller::start();
+    // Before any rollout: the page has the fleet table, metrics the names.
+    let (code, page) = ctl.http("GET", "/", None, b"");
+    assert_eq!(code, 200);
+    assert!(page.contains(r#"<meta http-equiv="refresh" content="2">"#));
+    assert!(page.contains(r#"<table id="fleet">"#), "{page}");
+    for node in NODES {
+        assert!(page.contains(&format!("<td>{node}</td>")), "{page}");
+    }
+
+    // Start through the CLI, with the token file: canary node-c never connects.
+    let token_file = s(&ctl.token_file);
+    let bundle = s(&ctl.bundle);
+    let out = ctl.cli(
+        &[
+            "rollout",
+            "start",
+            "--bundle",
+            &bundle,
+            "--canary",
+            "node-c",
+            "--slots",
+            "1",
+            "--token-file",
+            &token_file,
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("uploaded app v2"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let status = ctl.wait_for_unknown();
+    let op = status["ops"][0]["id"].as_str().unwrap().to_string();
+    assert_eq!(status["ops"][0]["node"], "node-c");
+    assert_eq!(status["rollouts"][0]["slots_occupied"], 1);
+
+    let (_, unresolved) = ctl.http("GET", "/api/unresolved", None, b"");
+    let unresolved: serde_json::Value = serde_json::from_str(&unresolved).unwrap();
+    let missing = unresolved[0]["missing_evidence"][0]
+        .as_str()
+        .expect("missing evidence")
+        .to_string();
+
+    let (code, page) = ctl.http("GET", "/", None, b"");
+    assert_eq!(code, 200);
+    assert!(page.contains(r#"<table id="unresolved">"#), "{page}");
+    assert!(page.contains(&format!("{op} UNKNOWN")), "{page}");
+    assert!(
+        page.contains(&format!(
+            "<li>{}</li>",
+            runtime::daemon::dashboard::escape(&missing)
+        )),
+        "{page}"
+    );
+    assert!(
+        page.contains(r#"<td class="unowned">unowned</td>"#),
+        "{page}"
+    );
+    assert!(page.contains(r#"<td class="unknown">UNKNOWN ("#), "{page}");
+    assert!(page.contains("1 / 1 (1 UNKNOWN)"), "{page}");
+    assert!(page.contains(r#"<table id="events">"#), "{page}");
+    // UNKNOWN never wears the colours of success or failure.
+    let style = page
+        .split(".unknown{")
+        .nth(1)
+        .unwrap()
+        .split('}')
+        .next()
+        .unwrap();
+    assert!(
+        !style.contains("#2a7a2a") && !style.contains("#b02020"),
+        "{style}"
+    );
+
+    let (code, metrics) = ctl.http("GET", "/metrics", None, b"");
+    assert_eq!(code, 200);
+    for line in [
+        "fleetweft_slots_occupied{rollout=\"r0\"} 1",
+        "fleetweft_ops{state=\"unknown\"} 1",
+        "fleetweft_ops{state=\"granted\"} 0",
+        "fleetweft_ops{state=\"decided\"} 0",
+        "fleetweft_ops{state=\"restoring\"} 0",
+        "fleetweft_ops{state=\"settled\"} 0",
+        "fleetweft_agents_connected 0",
+    ] {
+        assert!(metrics.contains(line), "{line} missing:\n{metrics}");
+    }
+    let seq = ctl.last_sequence().as_u64().unwrap();
+    assert!(
+        metrics.contains(&format!("fleetweft_log_sequence {seq}\n")),
+        "{metrics}"
+    );
+    let age: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("fleetweft_oldest_unknown_op_age_seconds "))
+        .expect("age metric")
+        .parse()
+        .unwrap();
+    assert!((0.0..60.0).contains(&age), "{age}");
+
+    // CLI: unresolved is bad news (1), in text and JSON.
+    let out = ctl.cli(&["unresolved"], None);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("unowned") && stdout.contains(&missing),
+        "{stdout}"
+    );
+    let out = ctl.cli(&["unresolved", "--json"], None);
+    assert_eq!(out.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(json, unresolved, "--json prints the API's DTO");
+    // Proof of the silent canary and of the rollout: not verified (1).
+    let out = ctl.cli(&["proof", "node-c", "--json"], None);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(json["node"], "node-c");
+    assert_ne!(json["verdict"], "verified");
+    let out = ctl.cli(&["proof", "--rollout", "r0"], None);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("rollout r0: "));
+    // Status: 0, and --json is the API's DTO.
+    let out = ctl.cli(&["status", "--json"], None);
+    assert_eq!(out.status.code(), Some(0));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(json["ops"][0]["id"], serde_json::json!(op));
+    assert!(json["last_sequence"].is_u64());
+    let out = ctl.cli(&["status"], None);
+    assert!(
+        text(&out.stdout).contains("UNKNOWN ("),
+        "{}",
+        text(&out.stdout)
+    );
+}
