@@ -1,6 +1,7 @@
 //! Process-level fault tests: a real controller and real agents as child
 //! processes on loopback. Each test is bounded in time and kills every child
-//! it started (the `Fleet` guard kills them on drop, also on panic).
+//! it started (the `Fleet` guard kills them on drop, also on panic, and
+//! removes the fleet's directory unless the test failed).
 //!
 //! The tests run one at a time (a shared lock): a 2-core machine running
 //! four fleets at once would stretch every step towards the op timeout.
@@ -63,6 +64,12 @@ impl Drop for Fleet {
     fn drop(&mut self) {
         for child in self.children.values_mut() {
             let _ = child.start_kill();
+        }
+        // Keep the logs of a failed test for a post-mortem.
+        if !std::thread::panicking() {
+            if let Some(parent) = self.dir.parent() {
+                let _ = std::fs::remove_dir_all(parent);
+            }
         }
     }
 }
@@ -351,15 +358,18 @@ async fn agent_killed_mid_stage_resumes_and_applies_once() {
             assert!(Instant::now() < deadline, "r1 never granted the canary");
             tokio::time::sleep(Duration::from_millis(10)).await;
         };
-        // Then, tighter, as soon as the agent journaled accepting it (it is
-        // fetching and staging from then on), if that comes first.
+        // Then, tighter, as soon as the agent logs accepting it (journaled;
+        // it fetches, verifies and stages from then on). Where exactly the
+        // kill lands is a race; the assertions hold for every position.
         let accepted = format!("accepts {op}");
+        let first_log = fleet.dir.join("logs/node-a.1.log");
         let deadline = Instant::now() + STEP;
-        while !fleet.logs("node-a").contains(&accepted)
-            && op_of(&fleet.status().await, "r1", "node-a").is_none_or(|o| o.phase == "granted")
+        while !std::fs::read_to_string(&first_log)
+            .unwrap_or_default()
+            .contains(&accepted)
         {
             assert!(Instant::now() < deadline, "node-a never took {op}");
-            tokio::time::sleep(Duration::from_millis(2)).await;
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
         fleet.kill("node-a").await;
         eprintln!("killed node-a with {op} {phase}");
@@ -382,11 +392,29 @@ async fn agent_killed_mid_stage_resumes_and_applies_once() {
             "one stored decision for {op}:\n{}",
             fleet.event_text().await
         );
-        // The restarted agent brought back what its journal said serves.
-        let v1 = fleet.digest("v1").to_hex();
+        // The restarted agent brought back what its journal said serves:
+        // v1 if it was killed before the switch, v2 if after.
+        let first = std::fs::read_to_string(&first_log).unwrap();
+        let switched_before_kill = first.contains(&format!("switches the route for {op}"));
+        let back = fleet
+            .digest(if switched_before_kill { "v2" } else { "v1" })
+            .to_hex();
         let second = std::fs::read_to_string(fleet.dir.join("logs/node-a.2.log")).unwrap();
+        eprintln!(
+            "node-a killed {} the switch; first run ended with: {:?}",
+            if switched_before_kill {
+                "after"
+            } else {
+                "before"
+            },
+            first
+                .lines()
+                .rev()
+                .find(|l| l.contains("agent::daemon"))
+                .unwrap_or("")
+        );
         assert!(
-            second.contains(&format!("restarts and sees {} serving", &v1[..12])),
+            second.contains(&format!("restarts and sees {} serving", &back[..12])),
             "{second}"
         );
         // The agent's own record (both runs): one switch for the op.
