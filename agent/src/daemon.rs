@@ -446,8 +446,8 @@ impl Agent {
             .map(Release::probe_expect)
             .unwrap_or(ProbeExpect {
                 path: "/".into(),
-                status: 200,
-                body: String::new(),
+                expect_status: 200,
+                expect_body: String::new(),
             });
         let healthy = match current.and_then(|b| self.instances.get_mut(&b.release)) {
             Some(instance) => instance.is_alive(),

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use model::{Digest, ProbeVerdict, RouteObservation};
+use model::{Digest, RouteObservation};
 use std::time::Duration;
 
 /// How long one probe may take.
@@ -14,13 +14,8 @@ pub const PROBE_TIMEOUT_MS: u64 = 3_000;
 /// Upper bound on the probed body.
 pub const PROBE_BODY_BYTES_MAX: usize = 64 * 1024;
 
-/// What a probe expects (from the bundle manifest).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProbeExpect {
-    pub path: String,
-    pub status: u16,
-    pub body: String,
-}
+/// What a probe expects: the bundle manifest's probe spec.
+pub type ProbeExpect = protocol::bundle::ProbeSpec;
 
 /// The raw answer of one probe, kept for evidence and reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,19 +32,12 @@ pub async fn probe(
     process_healthy: bool,
 ) -> (RouteObservation, ProbeAnswer) {
     let answer = fetch(port, &expect.path).await;
-    let verdict = match answer.status {
-        None => ProbeVerdict::Unreachable,
-        Some(s) if s >= 500 && answer.identity.is_none() => ProbeVerdict::Unreachable,
-        Some(s) if s == expect.status && answer.body.trim() == expect.body.trim() => {
-            ProbeVerdict::Pass
-        }
-        Some(_) => ProbeVerdict::WrongAnswer,
-    };
-    let observation = RouteObservation {
-        verdict,
-        identity: answer.identity,
+    let observation = expect.judge(
+        answer.status,
+        &answer.body,
+        answer.identity,
         process_healthy,
-    };
+    );
     (observation, answer)
 }
 

@@ -24,11 +24,7 @@ pub struct Release {
 impl Release {
     /// What the route probe expects of this release.
     pub fn probe_expect(&self) -> ProbeExpect {
-        ProbeExpect {
-            path: self.manifest.probe.path.clone(),
-            status: self.manifest.probe.expect_status,
-            body: self.manifest.probe.expect_body.clone(),
-        }
+        self.manifest.probe.clone()
     }
 }
 

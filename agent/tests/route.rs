@@ -23,8 +23,8 @@ fn spec(release: Digest, env: Vec<(String, String)>) -> AppSpec {
 fn expect() -> ProbeExpect {
     ProbeExpect {
         path: "/hello".into(),
-        status: 200,
-        body: "hello from v1".into(),
+        expect_status: 200,
+        expect_body: "hello from v1".into(),
     }
 }
 

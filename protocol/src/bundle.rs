@@ -177,6 +177,36 @@ pub struct ProbeSpec {
     pub expect_body: String,
 }
 
+impl ProbeSpec {
+    /// Judge one answer of the route against this spec. `status` is `None`
+    /// when nothing answered; `identity` is the `X-Fleetweft-Release` the
+    /// route answered with. A 5xx without an identity is the proxy saying
+    /// no instance answered: unreachable, not a wrong answer. The agent and
+    /// the controller judge with this one function.
+    pub fn judge(
+        &self,
+        status: Option<u16>,
+        body: &str,
+        identity: Option<Digest>,
+        process_healthy: bool,
+    ) -> model::RouteObservation {
+        use model::ProbeVerdict;
+        let verdict = match status {
+            None => ProbeVerdict::Unreachable,
+            Some(s) if s >= 500 && identity.is_none() => ProbeVerdict::Unreachable,
+            Some(s) if s == self.expect_status && body.trim() == self.expect_body.trim() => {
+                ProbeVerdict::Pass
+            }
+            Some(_) => ProbeVerdict::WrongAnswer,
+        };
+        model::RouteObservation {
+            verdict,
+            identity,
+            process_healthy,
+        }
+    }
+}
+
 /// The signed description of a release.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -918,5 +948,40 @@ mod tests {
             let len = at.index(bytes.len());
             prop_assert!(verify(&public, &bytes[..len]).is_err());
         }
+    }
+}
+
+#[cfg(test)]
+mod judge_tests {
+    use super::ProbeSpec;
+    use model::{Digest, ProbeVerdict};
+
+    fn spec() -> ProbeSpec {
+        ProbeSpec {
+            path: "/hello".into(),
+            expect_status: 200,
+            expect_body: "hello from v2".into(),
+        }
+    }
+
+    #[test]
+    fn judging_a_route_answer() {
+        let id = Some(Digest::repeat(2));
+        let v = |status, body, identity| spec().judge(status, body, identity, true).verdict;
+        assert_eq!(v(Some(200), "hello from v2\n", id), ProbeVerdict::Pass);
+        assert_eq!(
+            v(Some(200), "goodbye from v2", id),
+            ProbeVerdict::WrongAnswer
+        );
+        assert_eq!(v(Some(404), "hello from v2", id), ProbeVerdict::WrongAnswer);
+        // The proxy's 502 without an identity: nothing answered.
+        assert_eq!(v(Some(502), "", None), ProbeVerdict::Unreachable);
+        // A 5xx the app itself sent (identity stamped): a wrong answer.
+        assert_eq!(v(Some(500), "", id), ProbeVerdict::WrongAnswer);
+        assert_eq!(v(None, "", None), ProbeVerdict::Unreachable);
+        assert_eq!(
+            spec().judge(Some(200), "hello from v2", id, true).identity,
+            id
+        );
     }
 }

@@ -312,6 +312,45 @@ pub async fn unresolved(client: &ApiClient, json: bool) -> Result<Output, Failur
     })
 }
 
+/// `fleetweft probe NODE`: the controller probes the node's public route now,
+/// records what it saw as evidence, and prints it. Exit 1 unless it passed.
+pub async fn probe(client: &ApiClient, node: &str, json: bool) -> Result<Output, Failure> {
+    let dto: crate::daemon::api::ProbeDto = client
+        .post_json(&format!("/api/nodes/{node}/probe"), &serde_json::json!({}))
+        .await?;
+    let passed = dto.observation.verdict == model::ProbeVerdict::Pass;
+    let text = if json {
+        json_text(&dto)
+    } else {
+        let mut out = format!(
+            "{}: GET {} expecting {} {:?} from release {}\n",
+            dto.node,
+            dto.expect.path,
+            dto.expect.expect_status,
+            dto.expect.expect_body,
+            short(&dto.release)
+        );
+        match &dto.answer {
+            Some(a) => out.push_str(&format!(
+                "  answered {} {:?} as release {}\n",
+                a.status,
+                a.body,
+                a.identity.as_deref().map_or("(none)".to_string(), short)
+            )),
+            None => out.push_str("  nothing answered\n"),
+        }
+        out.push_str(&format!("  verdict: {}\n", dto.observation));
+        for line in &dto.recorded {
+            out.push_str(&format!("  recorded {line}\n"));
+        }
+        out
+    };
+    Ok(Output {
+        text,
+        code: if passed { EXIT_OK } else { EXIT_BAD_NEWS },
+    })
+}
+
 /// The handover report as text: a table, then each entry's details.
 pub fn render_unresolved(entries: &[Unresolved]) -> String {
     let rows: Vec<Vec<String>> = entries

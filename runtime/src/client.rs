@@ -159,3 +159,47 @@ impl ApiClient {
         Ok(bytes)
     }
 }
+
+/// Upper bound on a probed route's body.
+pub const ROUTE_BODY_BYTES_MAX: usize = 64 * 1024;
+/// How long a route probe may take.
+pub const ROUTE_TIMEOUT_MS: u64 = 3_000;
+
+/// What a node's public route answered.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RouteAnswer {
+    /// HTTP status.
+    pub status: u16,
+    /// `X-Fleetweft-Release`, if the route named a release.
+    pub identity: Option<String>,
+    /// The body (trimmed, bounded).
+    pub body: String,
+}
+
+/// GET `http://{addr}{path}` on a node's public route; `None` when nothing
+/// answered within [`ROUTE_TIMEOUT_MS`].
+pub async fn get_route(addr: std::net::SocketAddr, path: &str) -> Option<RouteAnswer> {
+    let client: Client<HttpConnector, http_body_util::Empty<Bytes>> =
+        Client::builder(TokioExecutor::new()).build_http();
+    let uri: hyper::Uri = format!("http://{addr}{path}").parse().ok()?;
+    let answer = tokio::time::timeout(Duration::from_millis(ROUTE_TIMEOUT_MS), client.get(uri))
+        .await
+        .ok()?
+        .ok()?;
+    let status = answer.status().as_u16();
+    let identity = answer
+        .headers()
+        .get("x-fleetweft-release")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let body = http_body_util::Limited::new(answer.into_body(), ROUTE_BODY_BYTES_MAX)
+        .collect()
+        .await
+        .ok()?
+        .to_bytes();
+    Some(RouteAnswer {
+        status,
+        identity,
+        body: String::from_utf8_lossy(&body).trim().to_string(),
+    })
+}

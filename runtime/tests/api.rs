@@ -511,4 +511,33 @@ fn an_unknown_op_shows_unowned_on_the_dashboard_metrics_and_cli() {
         "{}",
         text(&out.stdout)
     );
+
+    // The handover report's check command works: the controller probes the
+    // silent node's route, records what it saw, and it settles nothing.
+    let check = unresolved[0]["check_command"]
+        .as_str()
+        .expect("check command");
+    assert_eq!(check, "fleetweft probe node-c");
+    let out = ctl.cli(&["probe", "node-c"], None);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a probe records evidence: token needed"
+    );
+    let before = ctl.last_sequence().as_u64().unwrap();
+    let out = ctl.cli(&["probe", "node-c", "--token-file", &token_file], None);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("nothing answered"), "{stdout}");
+    assert!(stdout.contains("unreachable"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("record controller probe for {op}: unreachable")),
+        "{stdout}"
+    );
+    assert_eq!(ctl.last_sequence().as_u64().unwrap(), before + 1);
+    let status = ctl.wait_for_unknown();
+    assert_eq!(
+        status["ops"][0]["holds_slot"], true,
+        "silence settles nothing"
+    );
 }

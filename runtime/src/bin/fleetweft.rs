@@ -112,6 +112,14 @@ enum Command {
         #[command(flatten)]
         api: ApiArgs,
     },
+    /// Ask the controller to probe a node's public route now; it records
+    /// what it saw as evidence and prints it (exit 1 unless it passed).
+    Probe {
+        /// The node.
+        node: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
     /// Start and steer rollouts.
     Rollout {
         #[command(subcommand)]
@@ -339,6 +347,11 @@ fn main() -> ExitCode {
         Command::Unresolved { api } => {
             return api_command(&api, |c, json| async move {
                 runtime::cli_ops::unresolved(&c, json).await
+            })
+        }
+        Command::Probe { node, api } => {
+            return api_command(&api, |c, json| async move {
+                runtime::cli_ops::probe(&c, &node, json).await
             })
         }
         Command::Rollout { command } => return rollout(command),

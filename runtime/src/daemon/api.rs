@@ -51,6 +51,7 @@ pub fn router(api: Api) -> Router {
         .route("/api/rollouts/{id}/approve", post(approve))
         .route("/api/rollouts/{id}/proof", get(rollout_proof))
         .route("/api/nodes/{name}/proof", get(node_proof))
+        .route("/api/nodes/{name}/probe", post(probe_node))
         .route("/api/unresolved", get(unresolved))
         .layer(axum::extract::DefaultBodyLimit::max(UPLOAD_BYTES_MAX))
         .with_state(api)
@@ -545,4 +546,117 @@ async fn metrics(State(api): State<Api>) -> Response {
         super::dashboard::metrics(&api.cfg, &snap, std::time::SystemTime::now()),
     )
         .into_response()
+}
+
+/// `POST /api/nodes/{name}/probe`: what the controller saw on the node's
+/// public route, judged against the intended release's probe spec.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct ProbeDto {
+    /// The node.
+    pub node: String,
+    /// The release the probe judged against (hex).
+    pub release: String,
+    /// The probe spec of that release.
+    pub expect: protocol::bundle::ProbeSpec,
+    /// What answered (`None`: nothing did).
+    pub answer: Option<crate::client::RouteAnswer>,
+    /// The judged observation.
+    pub observation: model::RouteObservation,
+    /// Events recorded by the probe (evidence for the node's live op, and
+    /// whatever it settled), in domain words.
+    pub recorded: Vec<String>,
+}
+
+async fn probe_node(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Response {
+    // A probe records evidence: it is a write.
+    if let Some(rejection) = unauthorized(&api, &headers) {
+        return rejection;
+    }
+    let Some(node) = api.cfg.node_id(&name) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no node {name} in the fleet"),
+        );
+    };
+    let Some(entry) = api.cfg.nodes.get(node.0 as usize) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no node {name} in the fleet"),
+        );
+    };
+    let Some(snap) = api.core.snapshot().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
+    };
+    // Judge against what the node should serve: its live op's release, else
+    // what was last proven there, else the latest rollout that includes it.
+    let state = &snap.state;
+    let record = state.nodes.get(&node).cloned().unwrap_or_default();
+    let intended = record
+        .live_op
+        .and_then(|op| state.op(op))
+        .map(|o| o.release)
+        .or(record.confirmed)
+        .or_else(|| {
+            state
+                .rollouts
+                .iter()
+                .rev()
+                .find(|r| r.plan.nodes().any(|n| n == node))
+                .map(|r| r.plan.release)
+        });
+    let Some(release) = intended else {
+        return error(
+            StatusCode::CONFLICT,
+            format!("no release is intended for {name} yet"),
+        );
+    };
+    let spec = match std::fs::read(api.bundles.path(release))
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| protocol::bundle::verify(&api.key, &bytes).map_err(|e| e.to_string()))
+    {
+        Ok(verified) => verified.manifest.probe,
+        Err(e) => {
+            return error(
+                StatusCode::CONFLICT,
+                format!(
+                    "bundle {} unavailable to judge the probe: {e}",
+                    release.to_hex()
+                ),
+            )
+        }
+    };
+    let answer = crate::client::get_route(entry.public, &spec.path).await;
+    let observation = match &answer {
+        None => spec.judge(None, "", None, false),
+        Some(a) => {
+            let identity = a.identity.as_deref().and_then(agentless_digest);
+            // The controller cannot see the process; an answer means
+            // something runs (recorded for operators, never judged on).
+            spec.judge(Some(a.status), &a.body, identity, true)
+        }
+    };
+    let recorded = match api
+        .core
+        .input(Input::RouteProbed { node, observation })
+        .await
+    {
+        Ok(events) => events
+            .iter()
+            .map(|(s, e)| format!("#{s} {}", super::core::describe(&api.cfg, e)))
+            .collect(),
+        Err(refusal) => return error(StatusCode::CONFLICT, refusal),
+    };
+    Json(ProbeDto {
+        node: name,
+        release: release.to_hex(),
+        expect: spec,
+        answer,
+        observation,
+        recorded,
+    })
+    .into_response()
 }
