@@ -334,6 +334,30 @@ fn malformed_requests_are_400_naming_the_field_and_unknown_ids_404() {
     assert_eq!(code, 400, "{answer}");
     assert_eq!(ctl.last_sequence(), serde_json::Value::Null);
 
+    // Bundles: tampered, unsigned and garbage uploads are refused with the reason.
+    let signed = std::fs::read(&ctl.bundle).expect("bundle");
+    let mut tampered = signed.clone();
+    let last = tampered.len() - 1;
+    tampered[last] ^= 0x01;
+    let mut unsigned = signed.clone();
+    let magic = protocol::bundle::MAGIC.len();
+    let manifest_len =
+        u32::from_be_bytes(unsigned[magic..magic + 4].try_into().expect("length")) as usize;
+    let signature = magic + 4 + manifest_len + 4;
+    unsigned[signature..signature + 64].fill(0);
+    for (body, reason) in [
+        (tampered, "digest mismatch"),
+        (unsigned, "unsigned"),
+        (b"hello".to_vec(), "bundle"),
+    ] {
+        let (code, answer) = ctl.http("POST", "/api/bundles", t, &body);
+        assert_eq!(code, 400, "{answer}");
+        assert!(
+            answer.to_lowercase().contains(reason),
+            "{answer} should say {reason}"
+        );
+    }
+
     for path in ["/api/rollouts/r9/pause", "/api/rollouts/nope/approve"] {
         let (code, answer) = ctl.http("POST", path, t, b"");
         assert_eq!(code, 404, "{path}: {answer}");

@@ -26,9 +26,18 @@ impl BundleDir {
 
 impl BundleStore for BundleDir {
     fn get(&self, digest: Digest) -> Option<Vec<u8>> {
-        let bytes = std::fs::read(self.path(digest)).ok()?;
-        // Serve only what still hashes to its name.
-        (protocol::bundle::bundle_digest(&bytes) == digest).then_some(bytes)
+        let path = self.path(digest);
+        let bytes = std::fs::read(&path).ok()?;
+        // Serve only what still hashes to its name; say so when it does not.
+        let actual = protocol::bundle::bundle_digest(&bytes);
+        if actual != digest {
+            tracing::warn!(
+                "{} hashes to {actual}, not its name: refusing to serve it (tampered or damaged)",
+                path.display()
+            );
+            return None;
+        }
+        Some(bytes)
     }
 }
 
