@@ -149,3 +149,91 @@ fn replay_rebuilds_the_same_state() {
     fleet.run();
     assert_eq!(model::controller::replay(&fleet.log), fleet.ctrl);
 }
+
+#[test]
+fn a_claim_is_recorded_refused_when_invalid_and_settles_nothing() {
+    use model::controller::{Claim, Refusal};
+    use model::OpId;
+    let mut ctrl = ControllerState::default();
+    let mut log = Vec::new();
+    let mut run = |ctrl: &mut ControllerState, input: Input| {
+        let events = step(ctrl, &input)?;
+        for e in &events {
+            apply(ctrl, e);
+        }
+        log.extend(events.clone());
+        Ok::<_, Refusal>(events)
+    };
+    run(&mut ctrl, Input::StartRollout { plan: plan() }).unwrap();
+    let claim = |owner: &str, review_by: &str| Input::Claim {
+        op: OpId(0),
+        owner: owner.into(),
+        review_by: review_by.into(),
+    };
+    assert_eq!(
+        run(
+            &mut ctrl,
+            Input::Claim {
+                op: OpId(9),
+                owner: "a".into(),
+                review_by: "t".into()
+            }
+        ),
+        Err(Refusal::UnknownOp(OpId(9)))
+    );
+    assert!(matches!(
+        run(&mut ctrl, claim(" ", "t")),
+        Err(Refusal::InvalidClaim(_))
+    ));
+    let long = "x".repeat(129);
+    assert!(matches!(
+        run(&mut ctrl, claim(&long, "t")),
+        Err(Refusal::InvalidClaim(_))
+    ));
+    assert!(matches!(
+        run(&mut ctrl, claim("a", &long)),
+        Err(Refusal::InvalidClaim(_))
+    ));
+    let before = ctrl.clone();
+    let events = run(&mut ctrl, claim("alice", "2026-12-01T10:00:00Z")).unwrap();
+    assert_eq!(
+        events,
+        vec![Event::OpClaimed {
+            op: OpId(0),
+            owner: "alice".into(),
+            review_by: "2026-12-01T10:00:00Z".into()
+        }]
+    );
+    assert_eq!(
+        events[0].to_string(),
+        "op0 claimed by alice, review by 2026-12-01T10:00:00Z"
+    );
+    let op = &ctrl.ops[0];
+    assert_eq!(
+        op.claim,
+        Some(Claim {
+            owner: "alice".into(),
+            review_by: "2026-12-01T10:00:00Z".into()
+        })
+    );
+    assert_eq!(op.phase, before.ops[0].phase, "a claim settles nothing");
+    assert!(op.occupies_slot());
+    run(
+        &mut ctrl,
+        Input::Resolve {
+            op: OpId(0),
+            observation: RouteObservation {
+                verdict: ProbeVerdict::Unreachable,
+                identity: None,
+                process_healthy: false,
+            },
+            resolution: model::controller::Resolution::Abandon,
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        run(&mut ctrl, claim("bob", "t")),
+        Err(Refusal::OpAlreadySettled(OpId(0)))
+    );
+    assert_eq!(model::controller::replay(&log), ctrl);
+}

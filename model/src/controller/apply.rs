@@ -4,8 +4,8 @@
 
 use super::event::Event;
 use super::state::{
-    ControllerState, EvidenceItem, EvidenceSource, Op, OpPhase, Outcome, Resolution, Rollout,
-    RolloutStatus, OP_EVIDENCE_MAX,
+    Claim, ControllerState, EvidenceItem, EvidenceSource, Op, OpPhase, Outcome, Resolution,
+    Rollout, RolloutStatus, OP_EVIDENCE_MAX,
 };
 use crate::evidence::ProbeVerdict;
 use crate::msg::{Decision, ReportKind};
@@ -77,6 +77,7 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
                 unknown: None,
                 evidence: Vec::new(),
                 failed_probe_seen: false,
+                claim: None,
             });
             if let Some(r) = state.rollouts.get_mut(rollout.0 as usize) {
                 r.ops.push(*op);
@@ -154,6 +155,18 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
                 | Outcome::Resolved(Resolution::ConfirmBaseline) => baseline,
                 Outcome::Resolved(Resolution::Abandon) => None,
             };
+        }
+        Event::OpClaimed {
+            op,
+            owner,
+            review_by,
+        } => {
+            if let Some(o) = op_mut(state, op.0) {
+                o.claim = Some(Claim {
+                    owner: owner.clone(),
+                    review_by: review_by.clone(),
+                });
+            }
         }
         Event::NodeHello { node, serving, .. } => {
             state.nodes.entry(*node).or_default().reported_serving = *serving;

@@ -88,6 +88,12 @@ pub enum Event {
         op: OpId,
         observation: RouteObservation,
     },
+    /// An operator took ownership of an unsettled op. Changes no rule.
+    OpClaimed {
+        op: OpId,
+        owner: String,
+        review_by: String,
+    },
     /// An agent (re)connected and said what it serves. A claim only.
     NodeHello {
         node: NodeId,
@@ -177,6 +183,11 @@ impl fmt::Display for Event {
             Event::OperatorObserved { op, observation } => {
                 write!(f, "operator observation for {op}: {observation}")
             }
+            Event::OpClaimed {
+                op,
+                owner,
+                review_by,
+            } => write!(f, "{op} claimed by {owner}, review by {review_by}"),
             Event::NodeHello {
                 node,
                 serving,

@@ -25,6 +25,13 @@ pub enum Input {
         observation: RouteObservation,
         resolution: Resolution,
     },
+    /// Operator: take ownership of an unresolved op, promising to look at it
+    /// again by `review_by`. Recorded durably; settles nothing.
+    Claim {
+        op: OpId,
+        owner: String,
+        review_by: String,
+    },
     /// A message from an agent; `node` comes from its certificate.
     FromAgent { node: NodeId, msg: ToController },
     /// The controller probed `node`'s public route.

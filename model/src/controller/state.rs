@@ -137,7 +137,22 @@ pub struct Op {
     /// A probe of this op ever saw a wrong answer or no answer after the
     /// switch. Kept so S11 can be checked after the fact.
     pub failed_probe_seen: bool,
+    /// The operator who took ownership of this op, if any.
+    #[serde(default)]
+    pub claim: Option<Claim>,
 }
+
+/// An operator's ownership of an unsettled op.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Claim {
+    /// Who owns it.
+    pub owner: String,
+    /// When they promised to look again (free text, e.g. RFC 3339).
+    pub review_by: String,
+}
+
+/// Upper bound on a claim's owner and review-by texts.
+pub const CLAIM_TEXT_MAX: usize = 128;
 
 /// How many evidence items an op keeps. Older ones are dropped from state
 /// (they stay in the event log); the rules only need the latest.

@@ -6,6 +6,7 @@ use super::event::Event;
 use super::input::Input;
 use super::state::{
     ControllerState, Op, OpPhase, Outcome, PauseReason, Resolution, RolloutStatus, UnknownReason,
+    CLAIM_TEXT_MAX,
 };
 use crate::evidence::{ProbeVerdict, RouteObservation};
 use crate::ids::{NodeId, OpId, RolloutId};
@@ -27,6 +28,8 @@ pub enum Refusal {
     OpAlreadySettled(OpId),
     /// The observation does not show what the resolution claims.
     ObservationContradictsResolution(OpId),
+    /// A claim without an owner, or with a text over [`CLAIM_TEXT_MAX`].
+    InvalidClaim(String),
 }
 
 impl fmt::Display for Refusal {
@@ -47,6 +50,7 @@ impl fmt::Display for Refusal {
                 f,
                 "the observation for {op} does not show what the resolution claims"
             ),
+            Refusal::InvalidClaim(why) => write!(f, "invalid claim: {why}"),
         }
     }
 }
@@ -160,6 +164,31 @@ fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal>
                     outcome: Outcome::Resolved(*resolution),
                 },
             ])
+        }
+        Input::Claim {
+            op,
+            owner,
+            review_by,
+        } => {
+            let o = state.op(*op).ok_or(Refusal::UnknownOp(*op))?;
+            if !o.occupies_slot() {
+                return Err(Refusal::OpAlreadySettled(*op));
+            }
+            if owner.trim().is_empty() {
+                return Err(Refusal::InvalidClaim("the owner is empty".into()));
+            }
+            for (field, text) in [("owner", owner), ("review_by", review_by)] {
+                if text.chars().count() > CLAIM_TEXT_MAX {
+                    return Err(Refusal::InvalidClaim(format!(
+                        "{field} is longer than {CLAIM_TEXT_MAX} characters"
+                    )));
+                }
+            }
+            Ok(vec![Event::OpClaimed {
+                op: *op,
+                owner: owner.clone(),
+                review_by: review_by.clone(),
+            }])
         }
         Input::FromAgent { node, msg } => Ok(from_agent(state, *node, msg)),
         Input::RouteProbed { node, observation } => Ok(route_probed(state, *node, observation)),
