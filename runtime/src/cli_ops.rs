@@ -484,3 +484,53 @@ pub async fn rollout_command(
         code: EXIT_OK,
     })
 }
+
+/// `fleetweft resolve OP`: settle an op by hand. `observation` is `None` for
+/// `--probe` (the controller probes the node now and uses what it sees).
+pub async fn resolve(
+    client: &ApiClient,
+    op: &str,
+    resolution: &str,
+    observation: Option<serde_json::Value>,
+    json: bool,
+) -> Result<Output, Failure> {
+    let body = match observation {
+        Some(o) => serde_json::json!({ "observation": o, "resolution": resolution }),
+        None => serde_json::json!({ "probe": true, "resolution": resolution }),
+    };
+    let answer: serde_json::Value = client
+        .post_json(&format!("/api/ops/{op}/resolve"), &body)
+        .await?;
+    Ok(Output {
+        text: if json {
+            json_text(&answer)
+        } else {
+            events_text(&answer)
+        },
+        code: EXIT_OK,
+    })
+}
+
+/// `fleetweft claim OP --owner NAME --review-by TIME`.
+pub async fn claim(
+    client: &ApiClient,
+    op: &str,
+    owner: &str,
+    review_by: &str,
+    json: bool,
+) -> Result<Output, Failure> {
+    let answer: serde_json::Value = client
+        .post_json(
+            &format!("/api/ops/{op}/claim"),
+            &serde_json::json!({ "owner": owner, "review_by": review_by }),
+        )
+        .await?;
+    Ok(Output {
+        text: if json {
+            json_text(&answer)
+        } else {
+            events_text(&answer)
+        },
+        code: EXIT_OK,
+    })
+}

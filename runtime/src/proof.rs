@@ -546,10 +546,11 @@ pub struct Unresolved {
     pub last_serving_result: Option<String>,
     /// What evidence would settle it.
     pub missing_evidence: Vec<String>,
-    /// Who owns it. The model records no owner yet, so always `None`, shown
-    /// as `"unowned"` ([`Unresolved::owner_or_unowned`]).
+    /// Who owns it: the operator who claimed the op (`fleetweft claim`), else
+    /// `None`, shown as `"unowned"` ([`Unresolved::owner_or_unowned`]).
+    /// A waiting rollout entry (op `"-"`) is never owned.
     pub owner: Option<String>,
-    /// When it is reviewed next. Not recorded by the model yet: `None`.
+    /// When its owner promised to review it next, from the claim.
     pub review_by: Option<String>,
     /// What the operator can do.
     pub options: Vec<String>,
@@ -638,8 +639,8 @@ pub fn unresolved(state: &ControllerState, names: &dyn Fn(NodeId) -> String) -> 
             last_confirmed_release: confirmed(state, op.node),
             last_serving_result: op.evidence.last().map(|e| observation_str(&e.observation)),
             missing_evidence: missing,
-            owner: None,
-            review_by: None,
+            owner: op.claim.as_ref().map(|c| c.owner.clone()),
+            review_by: op.claim.as_ref().map(|c| c.review_by.clone()),
             options: vec![
                 format!("keep paused: leave {} holding its slot", op.id),
                 format!(

@@ -46,6 +46,24 @@ fn free_udp_port() -> u16 {
         .port()
 }
 
+/// Start `fleetweft controller` on `dir/controller.toml`, appending its
+/// output to `dir/controller.log`.
+fn spawn_controller(dir: &Path) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("controller.log"))
+        .expect("log");
+    Command::new(env!("CARGO_BIN_EXE_fleetweft"))
+        .arg("controller")
+        .arg("--config")
+        .arg(dir.join("controller.toml"))
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("start the controller")
+}
+
 fn s(p: &Path) -> String {
     p.display().to_string()
 }
@@ -98,15 +116,7 @@ impl Controller {
         }
         let config = dir.path().join("controller.toml");
         std::fs::write(&config, text).expect("config");
-        let log = std::fs::File::create(dir.path().join("controller.log")).expect("log");
-        let child = Command::new(env!("CARGO_BIN_EXE_fleetweft"))
-            .arg("controller")
-            .arg("--config")
-            .arg(&config)
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start the controller");
+        let child = spawn_controller(dir.path());
         let token = protocol::pki::load_operator_token(&pki.operator_token()).expect("token");
         let ctl = Controller {
             child,
@@ -116,16 +126,30 @@ impl Controller {
             bundle,
             _dir: dir,
         };
+        ctl.wait_up();
+        ctl
+    }
+
+    /// Kill the controller process and start it again on the same config
+    /// and data directory.
+    fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = spawn_controller(self._dir.path());
+        self.wait_up();
+    }
+
+    fn wait_up(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
-        while ctl.try_http("GET", "/api/status", None, b"").is_none() {
+        while self.try_http("GET", "/api/status", None, b"").is_none() {
             assert!(
                 Instant::now() < deadline,
                 "controller did not come up: {}",
-                std::fs::read_to_string(ctl._dir.path().join("controller.log")).unwrap_or_default()
+                std::fs::read_to_string(self._dir.path().join("controller.log"))
+                    .unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        ctl
     }
 
     fn url(&self) -> String {
@@ -564,4 +588,418 @@ fn an_unknown_op_shows_unowned_on_the_dashboard_metrics_and_cli() {
         status["ops"][0]["holds_slot"], true,
         "silence settles nothing"
     );
+}
+
+fn json(body: &str) -> serde_json::Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+fn events_text(ctl: &Controller) -> String {
+    let (code, body) = ctl.http("GET", "/api/events", None, b"");
+    assert_eq!(code, 200, "{body}");
+    body
+}
+
+#[test]
+fn resolve_and_claim_need_the_token_name_bad_fields_and_refuse_contradictions() {
+    let ctl = Controller::start();
+    ctl.start_rollout("node-c");
+    let status = ctl.wait_for_unknown();
+    let op = status["ops"][0]["id"].as_str().unwrap().to_string();
+    let release = status["ops"][0]["release"].as_str().unwrap().to_string();
+    let before = ctl.last_sequence();
+    let t = Some(ctl.token.as_str());
+    let resolve = format!("/api/ops/{op}/resolve");
+    let claim = format!("/api/ops/{op}/claim");
+    let abandon = serde_json::json!({
+        "observation": {"verdict": "unreachable", "identity": null, "process_healthy": false},
+        "resolution": "abandon",
+    })
+    .to_string();
+    let claim_body = r#"{"owner": "alice", "review_by": "2026-12-01T10:00:00Z"}"#;
+
+    // 401 without (or with a wrong) token, nothing logged.
+    for (path, body) in [(&resolve, abandon.as_str()), (&claim, claim_body)] {
+        for token in [None, Some("0".repeat(64).as_str()), Some("")] {
+            let (code, answer) = ctl.http("POST", path, token, body.as_bytes());
+            assert_eq!(code, 401, "POST {path} with {token:?}: {answer}");
+        }
+    }
+    let out = ctl.cli(&["claim", &op, "--owner", "x", "--review-by", "y"], None);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let out = ctl.cli(
+        &["resolve", &op, "--resolution", "abandon", "--probe"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert_eq!(
+        ctl.last_sequence(),
+        before,
+        "a refused write changed the log"
+    );
+
+    // 400 naming the field.
+    let bad: [(&str, &str, &str); 9] = [
+        (
+            &resolve,
+            r#"{"observation": {"verdict": "maybe"}, "resolution": "abandon"}"#,
+            "observation.verdict",
+        ),
+        (
+            &resolve,
+            r#"{"observation": {"verdict": "pass", "identity": "zz"}, "resolution": "abandon"}"#,
+            "observation.identity",
+        ),
+        (
+            &resolve,
+            r#"{"observation": {"verdict": "pass", "process_healthy": "yes"}, "resolution": "abandon"}"#,
+            "observation.process_healthy",
+        ),
+        (
+            &resolve,
+            r#"{"probe": true, "resolution": "forget"}"#,
+            "resolution",
+        ),
+        (&resolve, r#"{"probe": true}"#, "resolution"),
+        (
+            &resolve,
+            r#"{"probe": "yes", "resolution": "abandon"}"#,
+            "probe",
+        ),
+        (
+            &resolve,
+            r#"{"probe": true, "resolution": "abandon", "colour": "red"}"#,
+            "colour",
+        ),
+        (&claim, r#"{"owner": 7, "review_by": "soon"}"#, "owner"),
+        (&claim, r#"{"owner": "alice"}"#, "review_by"),
+    ];
+    for (path, body, field) in bad {
+        let (code, answer) = ctl.http("POST", path, t, body.as_bytes());
+        assert_eq!(code, 400, "{path} {body}: {answer}");
+        assert!(
+            answer.contains(&format!("`{field}`")),
+            "{body}: {answer} should name {field}"
+        );
+    }
+    let (code, answer) = ctl.http("POST", &resolve, t, b"{not json");
+    assert_eq!(code, 400, "{answer}");
+    // Neither or both of observation and probe.
+    let (code, answer) = ctl.http("POST", &resolve, t, br#"{"resolution": "abandon"}"#);
+    assert_eq!(code, 400, "{answer}");
+
+    // 404 for unknown ops.
+    for path in [
+        "/api/ops/op9/resolve",
+        "/api/ops/nope/resolve",
+        "/api/ops/op9/claim",
+        "/api/ops/nope/claim",
+    ] {
+        let body = if path.ends_with("claim") {
+            claim_body
+        } else {
+            abandon.as_str()
+        };
+        let (code, answer) = ctl.http("POST", path, t, body.as_bytes());
+        assert_eq!(code, 404, "{path}: {answer}");
+        assert!(json(&answer)["error"].is_string(), "{answer}");
+    }
+    assert_eq!(ctl.last_sequence(), before);
+
+    // 409: an observation that contradicts the resolution, typed or probed.
+    let contradicting = serde_json::json!({
+        "observation": {"verdict": "unreachable", "identity": null, "process_healthy": false},
+        "resolution": "confirm-new",
+    })
+    .to_string();
+    let (code, answer) = ctl.http("POST", &resolve, t, contradicting.as_bytes());
+    assert_eq!(code, 409, "{answer}");
+    assert!(answer.contains("does not show"), "{answer}");
+    let wrong_identity = serde_json::json!({
+        "observation": {"verdict": "pass", "identity": "11".repeat(32), "process_healthy": true},
+        "resolution": "confirm-new",
+    })
+    .to_string();
+    let (code, answer) = ctl.http("POST", &resolve, t, wrong_identity.as_bytes());
+    assert_eq!(code, 409, "{answer}");
+    let out = ctl.cli(
+        &["resolve", &op, "--resolution", "confirm-new", "--probe"],
+        Some(&ctl.token),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let out = ctl.cli(
+        &[
+            "resolve",
+            &op,
+            "--resolution",
+            "confirm-baseline",
+            "--observed-verdict",
+            "pass",
+            "--observed-identity",
+            &release,
+            "--process-healthy",
+        ],
+        Some(&ctl.token),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "no baseline: {}",
+        text(&out.stderr)
+    );
+    // Claims the model refuses: empty owner, too long.
+    for body in [
+        r#"{"owner": "  ", "review_by": "soon"}"#.to_string(),
+        serde_json::json!({"owner": "a".repeat(129), "review_by": "soon"}).to_string(),
+        serde_json::json!({"owner": "alice", "review_by": "t".repeat(129)}).to_string(),
+    ] {
+        let (code, answer) = ctl.http("POST", &claim, t, body.as_bytes());
+        assert_eq!(code, 409, "{body}: {answer}");
+    }
+    assert_eq!(ctl.last_sequence(), before, "a refusal changed the log");
+    let status = ctl.status();
+    assert_eq!(status["ops"][0]["holds_slot"], true);
+    assert_eq!(status["rollouts"][0]["slots_occupied"], 1);
+}
+
+#[test]
+fn a_claim_shows_its_owner_and_survives_a_restart_then_abandon_frees_the_slot() {
+    let mut ctl = Controller::start();
+    ctl.start_rollout("node-c");
+    let status = ctl.wait_for_unknown();
+    let op = status["ops"][0]["id"].as_str().unwrap().to_string();
+    let t = Some(ctl.token.as_str());
+    let (_, page) = ctl.http("GET", "/", None, b"");
+    assert!(
+        page.contains(r#"<td class="unowned">unowned</td>"#),
+        "{page}"
+    );
+
+    let (code, answer) = ctl.http(
+        "POST",
+        &format!("/api/ops/{op}/claim"),
+        t,
+        br#"{"owner": "alice", "review_by": "2026-12-01T10:00:00Z"}"#,
+    );
+    assert_eq!(code, 200, "{answer}");
+    assert!(
+        answer.contains(&format!(
+            "{op} claimed by alice, review by 2026-12-01T10:00:00Z"
+        )),
+        "{answer}"
+    );
+    let (_, unresolved) = ctl.http("GET", "/api/unresolved", None, b"");
+    let unresolved = json(&unresolved);
+    assert_eq!(unresolved[0]["op"], serde_json::json!(op));
+    assert_eq!(unresolved[0]["owner"], "alice");
+    assert_eq!(unresolved[0]["review_by"], "2026-12-01T10:00:00Z");
+    let (_, page) = ctl.http("GET", "/", None, b"");
+    assert!(!page.contains("unowned</td>"), "{page}");
+    assert!(
+        page.contains("<td>alice</td><td>2026-12-01T10:00:00Z</td>"),
+        "{page}"
+    );
+
+    // A new claim through the CLI replaces the owner.
+    let out = ctl.cli(
+        &[
+            "claim",
+            &op,
+            "--owner",
+            "bob",
+            "--review-by",
+            "2026-12-02T08:00:00Z",
+        ],
+        Some(&ctl.token),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("claimed by bob"),
+        "{}",
+        text(&out.stdout)
+    );
+    let claimed_at = ctl.last_sequence();
+
+    // Durable: kill the controller and start it on the same data dir.
+    ctl.restart();
+    let t = Some(ctl.token.as_str());
+    assert_eq!(ctl.last_sequence(), claimed_at, "replayed, nothing lost");
+    let (_, unresolved) = ctl.http("GET", "/api/unresolved", None, b"");
+    let unresolved = json(&unresolved);
+    assert_eq!(unresolved[0]["owner"], "bob");
+    assert_eq!(unresolved[0]["review_by"], "2026-12-02T08:00:00Z");
+    let out = ctl.cli(&["unresolved"], None);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("bob") && !stdout.contains("unowned"),
+        "{stdout}"
+    );
+    let events = events_text(&ctl);
+    assert!(
+        events.contains("claimed by alice") && events.contains("claimed by bob"),
+        "{events}"
+    );
+    let status = ctl.status();
+    assert_eq!(
+        status["ops"][0]["holds_slot"], true,
+        "a claim settles nothing"
+    );
+
+    // Abandon with a fresh controller probe: nothing answers on node-c,
+    // which backs an abandon. The op settles and its slot is freed.
+    let before = ctl.last_sequence().as_u64().unwrap();
+    let out = ctl.cli(
+        &[
+            "resolve",
+            &op,
+            "--resolution",
+            "abandon",
+            "--probe",
+            "--json",
+        ],
+        Some(&ctl.token),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let texts: Vec<&str> = answer["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["text"].as_str().unwrap())
+        .collect();
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with(&format!("operator observation for {op}: unreachable"))),
+        "{texts:?}"
+    );
+    assert!(
+        texts
+            .iter()
+            .any(|t| *t == format!("{op} settled: Resolved(Abandon), slot freed")),
+        "{texts:?}"
+    );
+    assert!(ctl.last_sequence().as_u64().unwrap() >= before + 2);
+    let status = ctl.status();
+    assert_eq!(status["ops"][0]["holds_slot"], false);
+    assert_eq!(status["ops"][0]["phase"], "settled");
+    assert_eq!(status["rollouts"][0]["slots_occupied"], 0);
+    assert!(status["nodes"][2]["live_op"].is_null(), "{status}");
+    let events = events_text(&ctl);
+    assert!(events.contains("settled: Resolved(Abandon)"), "{events}");
+    let out = ctl.cli(&["unresolved", "--json"], None);
+    let json_out: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(
+        json_out
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|u| u["op"] != serde_json::json!(op)),
+        "{json_out}"
+    );
+    // Settled: a second resolve or a claim is refused (409), nothing logged.
+    let seq = ctl.last_sequence();
+    let (code, answer) = ctl.http(
+        "POST",
+        &format!("/api/ops/{op}/resolve"),
+        t,
+        br#"{"observation": {"verdict": "unreachable", "identity": null, "process_healthy": false}, "resolution": "abandon"}"#,
+    );
+    assert_eq!(code, 409, "{answer}");
+    let (code, answer) = ctl.http(
+        "POST",
+        &format!("/api/ops/{op}/claim"),
+        t,
+        br#"{"owner": "carol", "review_by": "later"}"#,
+    );
+    assert_eq!(code, 409, "{answer}");
+    assert_eq!(ctl.last_sequence(), seq);
+}
+
+/// The routes `runtime::daemon::api::router` serves; kept by hand so a route
+/// added to the router without documentation fails here.
+const ROUTER_ROUTES: &[(&str, &str)] = &[
+    ("/", "get"),
+    ("/metrics", "get"),
+    ("/api/status", "get"),
+    ("/api/events", "get"),
+    ("/api/bundles", "post"),
+    ("/api/rollouts", "post"),
+    ("/api/rollouts/{id}/pause", "post"),
+    ("/api/rollouts/{id}/resume", "post"),
+    ("/api/rollouts/{id}/approve", "post"),
+    ("/api/rollouts/{id}/proof", "get"),
+    ("/api/nodes/{name}/proof", "get"),
+    ("/api/nodes/{name}/probe", "post"),
+    ("/api/unresolved", "get"),
+    ("/api/ops/{op}/resolve", "post"),
+    ("/api/ops/{op}/claim", "post"),
+    ("/api/openapi.json", "get"),
+];
+
+#[test]
+fn the_openapi_document_matches_the_router() {
+    let ctl = Controller::start();
+    ctl.start_rollout("node-c");
+    let (code, body) = ctl.http("GET", "/api/openapi.json", None, b"");
+    assert_eq!(code, 200, "{body}");
+    let doc = json(&body);
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.0"), "{doc}");
+    assert_eq!(
+        doc["components"]["securitySchemes"]["bearer"]["scheme"],
+        "bearer"
+    );
+    let paths = doc["paths"].as_object().expect("paths");
+
+    // Sanity: an unrouted path is axum's bare 404, and a wrong method 405.
+    let (code, body) = ctl.http("GET", "/api/nowhere", None, b"");
+    assert_eq!(code, 404);
+    assert!(body.is_empty(), "{body}");
+    let (code, _) = ctl.http("GET", "/api/rollouts", None, b"");
+    assert_eq!(code, 405);
+
+    let mut documented = Vec::new();
+    for (path, methods) in paths {
+        for (method, operation) in methods.as_object().unwrap() {
+            documented.push((path.clone(), method.clone()));
+            let concrete = path
+                .replace("{id}", "r0")
+                .replace("{name}", "node-a")
+                .replace("{op}", "op0");
+            let write = method == "post";
+            assert_eq!(
+                operation.get("security").is_some(),
+                write,
+                "{method} {path}: Bearer security exactly on writes"
+            );
+            if write {
+                // Without a token: 401, so the route exists and is guarded.
+                let (code, answer) = ctl.http("POST", &concrete, None, b"{}");
+                assert_eq!(code, 401, "{method} {path}: {answer}");
+            }
+            let token = write.then_some(ctl.token.as_str());
+            let (code, answer) = ctl.http(&method.to_uppercase(), &concrete, token, b"{}");
+            assert_ne!(code, 405, "{method} {path} is not routed: {answer}");
+            if code == 404 {
+                let error = serde_json::from_str::<serde_json::Value>(&answer)
+                    .ok()
+                    .and_then(|v| v["error"].as_str().map(String::from));
+                assert!(
+                    error.is_some(),
+                    "{method} {concrete} is not routed (bare 404): {answer:?}"
+                );
+            }
+            if let Some(body) = operation.get("requestBody") {
+                assert!(body["content"].as_object().is_some_and(|c| !c.is_empty()));
+            }
+        }
+    }
+    for (path, method) in ROUTER_ROUTES {
+        assert!(
+            documented.contains(&(path.to_string(), method.to_string())),
+            "{method} {path} is routed but not documented"
+        );
+    }
+    assert_eq!(documented.len(), ROUTER_ROUTES.len(), "{documented:?}");
 }

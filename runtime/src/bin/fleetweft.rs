@@ -120,6 +120,42 @@ enum Command {
         #[command(flatten)]
         api: ApiArgs,
     },
+    /// Settle an op by hand with an observation: a fresh controller probe
+    /// (--probe) or what you saw yourself.
+    Resolve {
+        /// The op (op0, op1, ...).
+        op: String,
+        /// What the observation shows.
+        #[arg(long, value_parser = ["confirm-new", "confirm-baseline", "abandon"])]
+        resolution: String,
+        /// Let the controller probe the node's route now and use that.
+        #[arg(long, conflicts_with_all = ["observed_verdict", "observed_identity", "process_healthy"], required_unless_present = "observed_verdict")]
+        probe: bool,
+        /// The functional verdict you observed.
+        #[arg(long, value_parser = ["pass", "wrong-answer", "unreachable"], requires = "observed_identity")]
+        observed_verdict: Option<String>,
+        /// The release identity (hex) the route answered with, or "none".
+        #[arg(long)]
+        observed_identity: Option<String>,
+        /// The app process looked alive (recorded, never judged on).
+        #[arg(long)]
+        process_healthy: bool,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Take ownership of an unresolved op (recorded in the log).
+    Claim {
+        /// The op (op0, op1, ...).
+        op: String,
+        /// Who owns it.
+        #[arg(long)]
+        owner: String,
+        /// When you will look again, e.g. 2026-12-01T10:00:00Z.
+        #[arg(long)]
+        review_by: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
     /// Start and steer rollouts.
     Rollout {
         #[command(subcommand)]
@@ -352,6 +388,43 @@ fn main() -> ExitCode {
         Command::Probe { node, api } => {
             return api_command(&api, |c, json| async move {
                 runtime::cli_ops::probe(&c, &node, json).await
+            })
+        }
+        Command::Resolve {
+            op,
+            resolution,
+            probe,
+            observed_verdict,
+            observed_identity,
+            process_healthy,
+            api,
+        } => {
+            let observation = match (probe, observed_verdict) {
+                (false, Some(verdict)) => {
+                    let identity = observed_identity
+                        .filter(|i| !matches!(i.as_str(), "none" | "null" | ""))
+                        .map(serde_json::Value::String)
+                        .unwrap_or(serde_json::Value::Null);
+                    Some(serde_json::json!({
+                        "verdict": verdict,
+                        "identity": identity,
+                        "process_healthy": process_healthy,
+                    }))
+                }
+                _ => None,
+            };
+            return api_command(&api, |c, json| async move {
+                runtime::cli_ops::resolve(&c, &op, &resolution, observation, json).await
+            });
+        }
+        Command::Claim {
+            op,
+            owner,
+            review_by,
+            api,
+        } => {
+            return api_command(&api, |c, json| async move {
+                runtime::cli_ops::claim(&c, &op, &owner, &review_by, json).await
             })
         }
         Command::Rollout { command } => return rollout(command),

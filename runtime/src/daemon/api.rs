@@ -12,8 +12,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use ed25519_dalek::VerifyingKey;
-use model::controller::{Input, OpPhase, Outcome};
-use model::{Digest, NodeId, Plan, RolloutId};
+use model::controller::{Input, OpPhase, Outcome, Resolution};
+use model::{Digest, NodeId, OpId, Plan, RolloutId};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -53,6 +53,9 @@ pub fn router(api: Api) -> Router {
         .route("/api/nodes/{name}/proof", get(node_proof))
         .route("/api/nodes/{name}/probe", post(probe_node))
         .route("/api/unresolved", get(unresolved))
+        .route("/api/ops/{op}/resolve", post(resolve_op))
+        .route("/api/ops/{op}/claim", post(claim_op))
+        .route("/api/openapi.json", get(openapi))
         .layer(axum::extract::DefaultBodyLimit::max(UPLOAD_BYTES_MAX))
         .with_state(api)
 }
@@ -443,7 +446,9 @@ async fn respond(api: &Api, input: Input) -> Response {
             })).collect::<Vec<_>>(),
         }))
         .into_response(),
-        Err(refusal) if refusal.starts_with("unknown rollout") => {
+        Err(refusal)
+            if refusal.starts_with("unknown rollout") || refusal.starts_with("unknown op") =>
+        {
             error(StatusCode::NOT_FOUND, refusal)
         }
         Err(refusal) => error(StatusCode::CONFLICT, refusal),
@@ -582,17 +587,63 @@ async fn probe_node(
             format!("no node {name} in the fleet"),
         );
     };
+    let probed = match probe_route(&api, node).await {
+        Ok(p) => p,
+        Err(rejection) => return rejection,
+    };
+    let observation = probed.observation;
+    let recorded = match api
+        .core
+        .input(Input::RouteProbed { node, observation })
+        .await
+    {
+        Ok(events) => events
+            .iter()
+            .map(|(s, e)| format!("#{s} {}", super::core::describe(&api.cfg, e)))
+            .collect(),
+        Err(refusal) => return error(StatusCode::CONFLICT, refusal),
+    };
+    Json(ProbeDto {
+        node: name,
+        release: probed.release.to_hex(),
+        expect: probed.spec,
+        answer: probed.answer,
+        observation,
+        recorded,
+    })
+    .into_response()
+}
+
+/// What one probe of a node's public route by the controller saw.
+pub struct Probed {
+    /// The release judged against.
+    pub release: Digest,
+    /// Its probe spec.
+    pub spec: protocol::bundle::ProbeSpec,
+    /// What answered, if anything.
+    pub answer: Option<crate::client::RouteAnswer>,
+    /// The judged observation.
+    pub observation: model::RouteObservation,
+}
+
+/// Probe `node`'s public route now and judge the answer against the release
+/// the node should serve: its live op's release, else what was last proven
+/// there, else the latest rollout that includes it. Records nothing; the
+/// error is the HTTP answer to give.
+pub async fn probe_route(api: &Api, node: NodeId) -> Result<Probed, Response> {
+    let name = api.cfg.node_name(node);
     let Some(entry) = api.cfg.nodes.get(node.0 as usize) else {
-        return error(
+        return Err(error(
             StatusCode::NOT_FOUND,
             format!("no node {name} in the fleet"),
-        );
+        ));
     };
     let Some(snap) = api.core.snapshot().await else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
+        return Err(error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "controller core stopped",
+        ));
     };
-    // Judge against what the node should serve: its live op's release, else
-    // what was last proven there, else the latest rollout that includes it.
     let state = &snap.state;
     let record = state.nodes.get(&node).cloned().unwrap_or_default();
     let intended = record
@@ -609,10 +660,10 @@ async fn probe_node(
                 .map(|r| r.plan.release)
         });
     let Some(release) = intended else {
-        return error(
+        return Err(error(
             StatusCode::CONFLICT,
             format!("no release is intended for {name} yet"),
-        );
+        ));
     };
     let spec = match std::fs::read(api.bundles.path(release))
         .map_err(|e| e.to_string())
@@ -620,13 +671,13 @@ async fn probe_node(
     {
         Ok(verified) => verified.manifest.probe,
         Err(e) => {
-            return error(
+            return Err(error(
                 StatusCode::CONFLICT,
                 format!(
                     "bundle {} unavailable to judge the probe: {e}",
                     release.to_hex()
                 ),
-            )
+            ))
         }
     };
     let answer = crate::client::get_route(entry.public, &spec.path).await;
@@ -639,24 +690,209 @@ async fn probe_node(
             spec.judge(Some(a.status), &a.body, identity, true)
         }
     };
-    let recorded = match api
-        .core
-        .input(Input::RouteProbed { node, observation })
-        .await
-    {
-        Ok(events) => events
-            .iter()
-            .map(|(s, e)| format!("#{s} {}", super::core::describe(&api.cfg, e)))
-            .collect(),
-        Err(refusal) => return error(StatusCode::CONFLICT, refusal),
-    };
-    Json(ProbeDto {
-        node: name,
-        release: release.to_hex(),
-        expect: spec,
+    Ok(Probed {
+        release,
+        spec,
         answer,
         observation,
-        recorded,
     })
-    .into_response()
+}
+
+fn op_id(text: &str) -> Option<OpId> {
+    text.strip_prefix("op")?.parse().ok().map(OpId)
+}
+
+fn bad_request(message: impl Into<String>) -> Response {
+    error(StatusCode::BAD_REQUEST, message)
+}
+
+/// The request body as a JSON object whose keys are all in `allowed`.
+fn json_object(
+    body: &[u8],
+    allowed: &[&str],
+) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    let value: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| format!("malformed request: {e}"))?;
+    let serde_json::Value::Object(map) = value else {
+        return Err(String::from("malformed request: expected a JSON object"));
+    };
+    if let Some(unknown) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(format!(
+            "field `{unknown}`: unknown field, expected one of {}",
+            allowed.join(", ")
+        ));
+    }
+    Ok(map)
+}
+
+fn parse_resolution(v: Option<&serde_json::Value>) -> Result<Resolution, String> {
+    match v.and_then(|v| v.as_str()) {
+        Some("confirm-new") => Ok(Resolution::ConfirmNew),
+        Some("confirm-baseline") => Ok(Resolution::ConfirmBaseline),
+        Some("abandon") => Ok(Resolution::Abandon),
+        _ => Err(String::from(
+            "field `resolution`: expected \"confirm-new\", \"confirm-baseline\" or \"abandon\"",
+        )),
+    }
+}
+
+fn parse_observation(v: &serde_json::Value) -> Result<model::RouteObservation, String> {
+    let serde_json::Value::Object(map) = v else {
+        return Err(String::from("field `observation`: expected an object"));
+    };
+    let allowed = ["verdict", "identity", "process_healthy"];
+    if let Some(unknown) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(format!(
+            "field `observation.{unknown}`: unknown field, expected one of {}",
+            allowed.join(", ")
+        ));
+    }
+    let verdict = match map.get("verdict").and_then(|v| v.as_str()) {
+        Some("pass") => model::ProbeVerdict::Pass,
+        Some("wrong-answer") => model::ProbeVerdict::WrongAnswer,
+        Some("unreachable") => model::ProbeVerdict::Unreachable,
+        _ => return Err(String::from(
+            "field `observation.verdict`: expected \"pass\", \"wrong-answer\" or \"unreachable\"",
+        )),
+    };
+    let identity = match map.get("identity") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(h)) => match agentless_digest(h) {
+            Some(d) => Some(d),
+            None => {
+                return Err(String::from(
+                    "field `observation.identity`: expected 64 hex digits or null",
+                ))
+            }
+        },
+        Some(_) => {
+            return Err(String::from(
+                "field `observation.identity`: expected 64 hex digits or null",
+            ))
+        }
+    };
+    let process_healthy = match map.get("process_healthy") {
+        None => false,
+        Some(serde_json::Value::Bool(b)) => *b,
+        Some(_) => {
+            return Err(String::from(
+                "field `observation.process_healthy`: expected true or false",
+            ))
+        }
+    };
+    Ok(model::RouteObservation {
+        verdict,
+        identity,
+        process_healthy,
+    })
+}
+
+/// `POST /api/ops/{op}/resolve`: settle an op by hand with an observation,
+/// typed by the operator or taken by a fresh controller probe.
+async fn resolve_op(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    if let Some(rejection) = unauthorized(&api, &headers) {
+        return rejection;
+    }
+    let map = match json_object(&body, &["observation", "probe", "resolution"]) {
+        Ok(m) => m,
+        Err(why) => return bad_request(why),
+    };
+    let resolution = match parse_resolution(map.get("resolution")) {
+        Ok(r) => r,
+        Err(why) => return bad_request(why),
+    };
+    let probe = match map.get("probe") {
+        None => false,
+        Some(serde_json::Value::Bool(b)) => *b,
+        Some(_) => return bad_request("field `probe`: expected true or false"),
+    };
+    let typed = match map.get("observation") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(v) => match parse_observation(v) {
+            Ok(o) => Some(o),
+            Err(why) => return bad_request(why),
+        },
+    };
+    if probe == typed.is_some() {
+        return bad_request(
+            "field `observation`: give either an observation or \"probe\": true, not both or neither",
+        );
+    }
+    let Some(op) = op_id(&id) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no op {id} (ids look like op0)"),
+        );
+    };
+    let Some(snap) = api.core.snapshot().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
+    };
+    let Some(node) = snap.state.op(op).map(|o| o.node) else {
+        return error(StatusCode::NOT_FOUND, format!("unknown op {op}"));
+    };
+    let observation = match typed {
+        Some(o) => o,
+        None => match probe_route(&api, node).await {
+            Ok(p) => p.observation,
+            Err(rejection) => return rejection,
+        },
+    };
+    respond(
+        &api,
+        Input::Resolve {
+            op,
+            observation,
+            resolution,
+        },
+    )
+    .await
+}
+
+/// `POST /api/ops/{op}/claim`: an operator takes ownership of an unsettled op.
+async fn claim_op(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    if let Some(rejection) = unauthorized(&api, &headers) {
+        return rejection;
+    }
+    let map = match json_object(&body, &["owner", "review_by"]) {
+        Ok(m) => m,
+        Err(why) => return bad_request(why),
+    };
+    let mut texts = Vec::new();
+    for field in ["owner", "review_by"] {
+        match map.get(field).and_then(|v| v.as_str()) {
+            Some(t) => texts.push(t.trim().to_string()),
+            None => return bad_request(format!("field `{field}`: expected a string")),
+        }
+    }
+    let Some(op) = op_id(&id) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no op {id} (ids look like op0)"),
+        );
+    };
+    let review_by = texts.pop().unwrap_or_default();
+    let owner = texts.pop().unwrap_or_default();
+    respond(
+        &api,
+        Input::Claim {
+            op,
+            owner,
+            review_by,
+        },
+    )
+    .await
+}
+
+async fn openapi() -> Response {
+    Json(super::openapi::document()).into_response()
 }

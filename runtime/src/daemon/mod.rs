@@ -7,6 +7,7 @@ pub mod config;
 pub mod core;
 pub mod dashboard;
 pub mod links;
+pub mod openapi;
 
 use anyhow::Context;
 use config::ControllerConfig;

@@ -1,0 +1,194 @@
+//! `GET /api/openapi.json`: the API described as an OpenAPI 3.0 document,
+//! written by hand. `runtime/tests/openapi.rs` checks it against the router:
+//! every documented route answers, every routed path is documented.
+
+use serde_json::{json, Value};
+
+/// Every (path, method) the router serves, in OpenAPI path syntax. The
+/// document lists exactly these.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("/", "get"),
+    ("/metrics", "get"),
+    ("/api/status", "get"),
+    ("/api/events", "get"),
+    ("/api/bundles", "post"),
+    ("/api/rollouts", "post"),
+    ("/api/rollouts/{id}/pause", "post"),
+    ("/api/rollouts/{id}/resume", "post"),
+    ("/api/rollouts/{id}/approve", "post"),
+    ("/api/rollouts/{id}/proof", "get"),
+    ("/api/nodes/{name}/proof", "get"),
+    ("/api/nodes/{name}/probe", "post"),
+    ("/api/unresolved", "get"),
+    ("/api/ops/{op}/resolve", "post"),
+    ("/api/ops/{op}/claim", "post"),
+    ("/api/openapi.json", "get"),
+];
+
+fn json_answer(description: &str) -> Value {
+    json!({
+        "description": description,
+        "content": { "application/json": { "schema": { "type": "object" } } },
+    })
+}
+
+fn error_answer(description: &str) -> Value {
+    json!({
+        "description": description,
+        "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Error" } } },
+    })
+}
+
+fn path_param(name: &str, description: &str) -> Value {
+    json!({
+        "name": name, "in": "path", "required": true,
+        "description": description, "schema": { "type": "string" },
+    })
+}
+
+/// A write: Bearer token, 401 without it, 409 when the controller refuses.
+fn write(summary: &str, params: Vec<Value>, body: Option<Value>, extra_404: bool) -> Value {
+    let mut responses = json!({
+        "200": json_answer("accepted; the events recorded, in domain words"),
+        "401": error_answer("missing or wrong operator token; nothing recorded"),
+        "409": error_answer("the controller refused; nothing recorded"),
+    });
+    if body.is_some() {
+        responses["400"] = error_answer("malformed request; the message names the field");
+    }
+    if extra_404 {
+        responses["404"] = error_answer("no such id");
+    }
+    let mut op = json!({
+        "summary": summary,
+        "security": [{ "bearer": [] }],
+        "parameters": params,
+        "responses": responses,
+    });
+    if let Some(b) = body {
+        op["requestBody"] = json!({ "required": true, "content": b });
+    }
+    op
+}
+
+fn read(summary: &str, params: Vec<Value>, ok: Value, extra_404: bool) -> Value {
+    let mut responses = json!({ "200": ok });
+    if extra_404 {
+        responses["404"] = error_answer("no such id");
+    }
+    json!({ "summary": summary, "parameters": params, "responses": responses })
+}
+
+fn schema_body(schema: Value) -> Value {
+    json!({ "application/json": { "schema": schema } })
+}
+
+/// The OpenAPI document.
+pub fn document() -> Value {
+    let rollout = || vec![path_param("id", "rollout id: r0, r1, ...")];
+    let node = || vec![path_param("name", "node name from controller.toml")];
+    let op = || vec![path_param("op", "op id: op0, op1, ...")];
+    let observation = json!({
+        "type": "object",
+        "required": ["verdict"],
+        "additionalProperties": false,
+        "properties": {
+            "verdict": { "type": "string", "enum": ["pass", "wrong-answer", "unreachable"] },
+            "identity": { "type": "string", "nullable": true, "pattern": "^[0-9a-f]{64}$",
+                          "description": "the X-Fleetweft-Release the route answered with" },
+            "process_healthy": { "type": "boolean", "default": false },
+        },
+    });
+    let resolution =
+        json!({ "type": "string", "enum": ["confirm-new", "confirm-baseline", "abandon"] });
+    json!({
+        "openapi": "3.0.3",
+        "info": {
+            "title": "Fleetweft controller API",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Reads are open on the API address; every write needs the operator token as Authorization: Bearer and changes nothing without it.",
+        },
+        "components": {
+            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
+            "schemas": {
+                "Error": {
+                    "type": "object", "required": ["error"],
+                    "properties": { "error": { "type": "string" } },
+                },
+                "RouteObservation": observation,
+            },
+        },
+        "paths": {
+            "/": { "get": read("the dashboard (HTML, refreshes every 2 s)", vec![],
+                json!({ "description": "HTML page", "content": { "text/html": { "schema": { "type": "string" } } } }), false) },
+            "/metrics": { "get": read("Prometheus metrics", vec![],
+                json!({ "description": "text exposition format", "content": { "text/plain": { "schema": { "type": "string" } } } }), false) },
+            "/api/status": { "get": read("fleet, rollouts and ops", vec![], json_answer("the status"), false) },
+            "/api/events": { "get": read("a page of the event log", vec![
+                json!({ "name": "from", "in": "query", "required": false, "schema": { "type": "integer", "minimum": 0 } }),
+                json!({ "name": "limit", "in": "query", "required": false, "schema": { "type": "integer", "minimum": 0, "maximum": super::api::EVENTS_PAGE_MAX } }),
+            ], json_answer("events with their sequence and domain words"), false) },
+            "/api/bundles": { "post": write("upload a signed bundle", vec![],
+                Some(json!({ "application/octet-stream": { "schema": { "type": "string", "format": "binary" } } })), false) },
+            "/api/rollouts": { "post": write("start a rollout (supersedes the active one)", vec![],
+                Some(schema_body(json!({
+                    "type": "object", "required": ["release", "canary", "slots"], "additionalProperties": false,
+                    "properties": {
+                        "release": { "type": "string", "pattern": "^[0-9a-f]{64}$" },
+                        "canary": { "type": "string" },
+                        "followers": { "type": "array", "items": { "type": "string" } },
+                        "slots": { "type": "integer", "minimum": 0, "maximum": 255 },
+                        "approve_after_canary": { "type": "boolean" },
+                    },
+                }))), false) },
+            "/api/rollouts/{id}/pause": { "post": write("pause: no new grants, accounting continues", rollout(), None, true) },
+            "/api/rollouts/{id}/resume": { "post": write("resume a paused rollout", rollout(), None, true) },
+            "/api/rollouts/{id}/approve": { "post": write("pass the approval gate after the canary", rollout(), None, true) },
+            "/api/rollouts/{id}/proof": { "get": read("the rollout's proof", rollout(), json_answer("the proof"), true) },
+            "/api/nodes/{name}/proof": { "get": read("the node's proof", node(), json_answer("the proof"), true) },
+            "/api/nodes/{name}/probe": { "post": write("probe the node's public route now and record what answered", node(), None, true) },
+            "/api/unresolved": { "get": read("the handover report: every op holding a slot, every rollout waiting for an operator", vec![], json_answer("entries"), false) },
+            "/api/ops/{op}/resolve": { "post": write("settle an op by hand with an observation (typed, or a fresh controller probe)", op(),
+                Some(schema_body(json!({
+                    "type": "object", "required": ["resolution"], "additionalProperties": false,
+                    "description": "exactly one of observation and probe: true",
+                    "properties": {
+                        "observation": { "$ref": "#/components/schemas/RouteObservation" },
+                        "probe": { "type": "boolean" },
+                        "resolution": resolution,
+                    },
+                }))), true) },
+            "/api/ops/{op}/claim": { "post": write("take ownership of an unsettled op (recorded in the log)", op(),
+                Some(schema_body(json!({
+                    "type": "object", "required": ["owner", "review_by"], "additionalProperties": false,
+                    "properties": {
+                        "owner": { "type": "string", "minLength": 1, "maxLength": model::controller::CLAIM_TEXT_MAX },
+                        "review_by": { "type": "string", "maxLength": model::controller::CLAIM_TEXT_MAX, "example": "2026-12-01T10:00:00Z" },
+                    },
+                }))), true) },
+            "/api/openapi.json": { "get": read("this document", vec![], json_answer("OpenAPI 3.0"), false) },
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_document_lists_exactly_the_routes() {
+        let doc = super::document();
+        let paths = doc["paths"].as_object().unwrap();
+        let mut listed = Vec::new();
+        for (path, methods) in paths {
+            for method in methods.as_object().unwrap().keys() {
+                listed.push((path.clone(), method.clone()));
+            }
+        }
+        let mut expected: Vec<(String, String)> = super::ROUTES
+            .iter()
+            .map(|(p, m)| (p.to_string(), m.to_string()))
+            .collect();
+        listed.sort();
+        expected.sort();
+        assert_eq!(listed, expected);
+    }
+}
