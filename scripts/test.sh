@@ -15,4 +15,15 @@ if ! command -v python3 >/dev/null 2>&1; then
   fi
 fi
 
+# chromium drives the dashboard browser test (runtime/tests/dashboard_browser.rs);
+# install Debian's package when missing.
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+  else
+    echo "scripts/test.sh: chromium missing and cannot install it (not root or no apt-get)" >&2
+    exit 2
+  fi
+fi
+
 cargo test --workspace --release "$@"
