@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# python3 is used by later end-to-end tests (sample app); install when missing.
+# python3 runs the sample app in the demo and the end-to-end tests; install when missing.
 if ! command -v python3 >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq python3

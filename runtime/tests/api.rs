@@ -647,7 +647,10 @@ const ROUTER_ROUTES: &[(&str, &str)] = &[
     ("/api/status", "get"),
     ("/api/events", "get"),
     ("/api/bundles", "post"),
+    ("/api/rollouts", "get"),
     ("/api/rollouts", "post"),
+    ("/api/rollouts/{id}", "get"),
+    ("/api/nodes", "get"),
     ("/api/rollouts/{id}/pause", "post"),
     ("/api/rollouts/{id}/resume", "post"),
     ("/api/rollouts/{id}/approve", "post"),
@@ -678,8 +681,24 @@ fn the_openapi_document_matches_the_router() {
     let (code, body) = ctl.http("GET", "/api/nowhere", None, b"");
     assert_eq!(code, 404);
     assert!(body.is_empty(), "{body}");
-    let (code, _) = ctl.http("GET", "/api/rollouts", None, b"");
+    let (code, _) = ctl.http("GET", "/api/bundles", None, b"");
     assert_eq!(code, 405);
+    // The read routes answer the same DTOs as /api/status.
+    let status = json(&ctl.http("GET", "/api/status", None, b"").1);
+    assert_eq!(
+        json(&ctl.http("GET", "/api/rollouts", None, b"").1),
+        status["rollouts"]
+    );
+    assert_eq!(
+        json(&ctl.http("GET", "/api/nodes", None, b"").1),
+        status["nodes"]
+    );
+    assert_eq!(
+        json(&ctl.http("GET", "/api/rollouts/r0", None, b"").1),
+        status["rollouts"][0]
+    );
+    let (code, _) = ctl.http("GET", "/api/rollouts/r9", None, b"");
+    assert_eq!(code, 404);
 
     let mut documented = Vec::new();
     for (path, methods) in paths {

@@ -45,7 +45,9 @@ pub fn router(api: Api) -> Router {
         .route("/api/status", get(status))
         .route("/api/events", get(events))
         .route("/api/bundles", post(upload_bundle))
-        .route("/api/rollouts", post(start_rollout))
+        .route("/api/rollouts", get(list_rollouts).post(start_rollout))
+        .route("/api/rollouts/{id}", get(one_rollout))
+        .route("/api/nodes", get(list_nodes))
         .route("/api/rollouts/{id}/pause", post(pause))
         .route("/api/rollouts/{id}/resume", post(resume))
         .route("/api/rollouts/{id}/approve", post(approve))
@@ -895,4 +897,32 @@ async fn claim_op(
 
 async fn openapi() -> Response {
     Json(super::openapi::document()).into_response()
+}
+
+async fn list_rollouts(State(api): State<Api>) -> Response {
+    match api.core.snapshot().await {
+        Some(snap) => Json(status_dto(&api.cfg, &snap).rollouts).into_response(),
+        None => error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped"),
+    }
+}
+
+async fn one_rollout(State(api): State<Api>, Path(id): Path<String>) -> Response {
+    let Some(snap) = api.core.snapshot().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
+    };
+    match status_dto(&api.cfg, &snap)
+        .rollouts
+        .into_iter()
+        .find(|r| r.id == id)
+    {
+        Some(rollout) => Json(rollout).into_response(),
+        None => error(StatusCode::NOT_FOUND, format!("no rollout {id}")),
+    }
+}
+
+async fn list_nodes(State(api): State<Api>) -> Response {
+    match api.core.snapshot().await {
+        Some(snap) => Json(status_dto(&api.cfg, &snap).nodes).into_response(),
+        None => error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped"),
+    }
 }

@@ -12,7 +12,10 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("/api/status", "get"),
     ("/api/events", "get"),
     ("/api/bundles", "post"),
+    ("/api/rollouts", "get"),
     ("/api/rollouts", "post"),
+    ("/api/rollouts/{id}", "get"),
+    ("/api/nodes", "get"),
     ("/api/rollouts/{id}/pause", "post"),
     ("/api/rollouts/{id}/resume", "post"),
     ("/api/rollouts/{id}/approve", "post"),
@@ -124,13 +127,15 @@ pub fn document() -> Value {
             "/metrics": { "get": read("Prometheus metrics", vec![],
                 json!({ "description": "text exposition format", "content": { "text/plain": { "schema": { "type": "string" } } } }), false) },
             "/api/status": { "get": read("fleet, rollouts and ops", vec![], json_answer("the status"), false) },
+            "/api/rollouts/{id}": { "get": read("one rollout", vec![path_param("id", "a rollout id such as r0")], json_answer("the rollout"), true) },
+            "/api/nodes": { "get": read("every node of the fleet", vec![], json_answer("nodes in fleet order"), false) },
             "/api/events": { "get": read("a page of the event log", vec![
                 json!({ "name": "from", "in": "query", "required": false, "schema": { "type": "integer", "minimum": 0 } }),
                 json!({ "name": "limit", "in": "query", "required": false, "schema": { "type": "integer", "minimum": 0, "maximum": super::api::EVENTS_PAGE_MAX } }),
             ], json_answer("events with their sequence and domain words"), false) },
             "/api/bundles": { "post": write("upload a signed bundle", vec![],
                 Some(json!({ "application/octet-stream": { "schema": { "type": "string", "format": "binary" } } })), false) },
-            "/api/rollouts": { "post": write("start a rollout (supersedes the active one)", vec![],
+            "/api/rollouts": { "get": read("every rollout", vec![], json_answer("rollouts, oldest first"), false), "post": write("start a rollout (supersedes the active one)", vec![],
                 Some(schema_body(json!({
                     "type": "object", "required": ["release", "canary", "slots"], "additionalProperties": false,
                     "properties": {
