@@ -441,31 +441,10 @@ async fn probe_public(port: u16) -> String {
 
 /// GET `path` on a node's public route: status, `X-Fleetweft-Release`, body.
 pub async fn raw_get(port: u16, path: &str) -> Option<(u16, Option<String>, String)> {
-    use http_body_util::BodyExt;
-    let client: hyper_util::client::legacy::Client<_, http_body_util::Empty<bytes::Bytes>> =
-        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-            .build_http();
-    let uri: hyper::Uri = format!("http://127.0.0.1:{port}{path}").parse().ok()?;
-    let answer = tokio::time::timeout(Duration::from_secs(3), client.get(uri))
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    crate::client::get_route(addr, path)
         .await
-        .ok()?
-        .ok()?;
-    let status = answer.status().as_u16();
-    let release = answer
-        .headers()
-        .get("x-fleetweft-release")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    let body = http_body_util::Limited::new(answer.into_body(), 64 * 1024)
-        .collect()
-        .await
-        .ok()?
-        .to_bytes();
-    Some((
-        status,
-        release,
-        String::from_utf8_lossy(&body).trim().to_string(),
-    ))
+        .map(|a| (a.status, a.identity, a.body))
 }
 
 /// Start `exe` with `args`, stdout and stderr to `log`, killed on drop.
