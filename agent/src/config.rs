@@ -15,8 +15,14 @@ pub struct AgentConfig {
     pub node: String,
     /// Where the journal and installed releases live.
     pub data_dir: PathBuf,
-    /// The public port users (and probes) reach the app on, on 127.0.0.1.
+    /// The public port users (and probes) reach the app on.
     pub public_port: u16,
+    /// The address the public route binds: loopback by default; `0.0.0.0`
+    /// when the controller probes the route from another host (the agent's
+    /// own probes always go through 127.0.0.1, so a specific non-loopback
+    /// address is refused).
+    #[serde(default = "default_public_ip")]
+    pub public_ip: std::net::IpAddr,
     pub controller: ControllerSection,
     pub tls: TlsSection,
     pub bundles: BundleSection,
@@ -35,6 +41,10 @@ pub struct ControllerSection {
     /// The name on the controller's certificate.
     #[serde(default = "default_server_name")]
     pub server_name: String,
+}
+
+fn default_public_ip() -> std::net::IpAddr {
+    std::net::IpAddr::from([127, 0, 0, 1])
 }
 
 fn default_server_name() -> String {
@@ -85,6 +95,62 @@ pub struct FaultSection {
     /// `HELLO_ANSWER_WRONGLY=1`: healthy process, wrong answer.
     #[serde(default)]
     pub answer_wrongly: Vec<String>,
+    /// Release digests (hex) whose app is started with
+    /// `HELLO_CRASH_ON_START=1`: the process exits at once, every time, so
+    /// the supervisor ends in a restart loop.
+    #[serde(default)]
+    pub crash_on_start: Vec<String>,
+    /// Stop, once per agent process, at this point of an op for `hold_ms`,
+    /// logging `FAULT INJECTION: holding at <point>` first: lets a test
+    /// SIGKILL the agent inside a given stage.
+    #[serde(default)]
+    pub hold_at: Option<HoldPoint>,
+    /// How long a hold lasts.
+    #[serde(default = "default_hold_ms")]
+    pub hold_ms: u64,
+}
+
+fn default_hold_ms() -> u64 {
+    30_000
+}
+
+impl FaultSection {
+    /// Whether any fault is configured.
+    pub fn any(&self) -> bool {
+        !self.answer_wrongly.is_empty() || !self.crash_on_start.is_empty() || self.hold_at.is_some()
+    }
+}
+
+/// Where a held agent stops (see [`FaultSection::hold_at`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HoldPoint {
+    /// After the fetch checkpoint is journaled, before the bundle is fetched.
+    Fetch,
+    /// After the fetch is recorded done, before verification and install.
+    Verify,
+    /// After the release is installed on disk, before the stage is recorded done.
+    Stage,
+    /// After the switch is journaled, before the route is switched.
+    Switch,
+    /// After the route is switched to the new release, before its probe.
+    Probe,
+    /// After a restore is journaled and the baseline started, before its probe.
+    RestoreProbe,
+}
+
+impl std::fmt::Display for HoldPoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self {
+            HoldPoint::Fetch => "fetch",
+            HoldPoint::Verify => "verify",
+            HoldPoint::Stage => "stage",
+            HoldPoint::Switch => "switch",
+            HoldPoint::Probe => "probe",
+            HoldPoint::RestoreProbe => "restore-probe",
+        };
+        f.write_str(name)
+    }
 }
 
 /// Why a config could not be used.
@@ -134,6 +200,12 @@ impl AgentConfig {
             return Err(invalid(
                 "key `public_port`: expected a port 1..=65535, got 0".into(),
             ));
+        }
+        if !cfg.public_ip.is_loopback() && !cfg.public_ip.is_unspecified() {
+            return Err(invalid(format!(
+                "key `public_ip`: expected a loopback address or 0.0.0.0, got {} (the agent probes its own route on 127.0.0.1)",
+                cfg.public_ip
+            )));
         }
         if cfg.timing.retry_ms == 0 || cfg.timing.backoff_base_ms == 0 {
             return Err(invalid(

@@ -4,7 +4,7 @@
 //! durable before the agent does anything on its account. The daemon holds
 //! no rule of its own: what a command means is `agent_step`'s to decide.
 
-use crate::config::AgentConfig;
+use crate::config::{AgentConfig, HoldPoint};
 use crate::journal::{Journal, Record, Stage, ATTEMPT_BUDGET};
 use crate::probe::{probe, ProbeExpect};
 use crate::proxy::{self, Backend, Route};
@@ -36,19 +36,21 @@ pub struct Agent {
     instances: HashMap<Digest, Instance>,
     route: Route,
     conn: Option<quinn::Connection>,
+    /// Whether the configured fault hold already happened (once per process).
+    held: bool,
 }
 
 impl Agent {
     /// Open the journal, bring up the public route, and reconstruct what
     /// actually serves before anything is reported.
     pub async fn start(cfg: AgentConfig, allow_faults: bool) -> anyhow::Result<Agent> {
-        if allow_faults && !cfg.faults.answer_wrongly.is_empty() {
+        if allow_faults && cfg.faults.any() {
             tracing::warn!(
-                "FAULT INJECTION ENABLED: releases {:?} will answer wrongly on {}",
-                cfg.faults.answer_wrongly,
-                cfg.node
+                "FAULT INJECTION ENABLED on {}: {:?}",
+                cfg.node,
+                cfg.faults
             );
-        } else if !cfg.faults.answer_wrongly.is_empty() {
+        } else if cfg.faults.any() {
             tracing::warn!(
                 "[faults] present but ignored: start with --allow-fault-injection to use it"
             );
@@ -59,9 +61,10 @@ impl Agent {
         let journal_dir = cfg.data_dir.join("journal");
         let journal = Journal::open(&journal_dir)
             .with_context(|| format!("opening the journal in {}", journal_dir.display()))?;
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", cfg.public_port))
+        let public = std::net::SocketAddr::new(cfg.public_ip, cfg.public_port);
+        let listener = tokio::net::TcpListener::bind(public)
             .await
-            .with_context(|| format!("binding the public port 127.0.0.1:{}", cfg.public_port))?;
+            .with_context(|| format!("binding the public route {public}"))?;
         let route = Route::default();
         tokio::spawn(proxy::serve(listener, route.clone()));
         let mut agent = Agent {
@@ -73,6 +76,7 @@ impl Agent {
             instances: HashMap::new(),
             route,
             conn: None,
+            held: false,
         };
         agent.reconstruct().await?;
         Ok(agent)
@@ -210,6 +214,19 @@ impl Agent {
             for effect in out.effects {
                 match effect {
                     AgentEffect::ProbeRoute => {
+                        let restoring = out
+                            .events
+                            .iter()
+                            .any(|e| matches!(e, model::agent::AgentEvent::Restored { .. }));
+                        let switching = out
+                            .events
+                            .iter()
+                            .any(|e| matches!(e, model::agent::AgentEvent::Switched { .. }));
+                        if restoring {
+                            self.hold(HoldPoint::RestoreProbe).await;
+                        } else if switching {
+                            self.hold(HoldPoint::Probe).await;
+                        }
                         let (observation, answer) = self.probe_route().await;
                         tracing::info!(%observation, ?answer, "route probe");
                         queue.push_back(AgentInput::Probed(observation));
@@ -246,6 +263,7 @@ impl Agent {
                 let Some(current) = self.journal.state.op.filter(|o| o.id == op) else {
                     return;
                 };
+                self.hold(HoldPoint::Switch).await;
                 match self.ready(current.release).await {
                     Ok(backend) => {
                         // Probe the new instance directly before users see it;
@@ -291,6 +309,9 @@ impl Agent {
             let mut env = Vec::new();
             if self.allow_faults && self.cfg.faults.answer_wrongly.contains(&release.to_hex()) {
                 env.push(("HELLO_ANSWER_WRONGLY".to_string(), "1".to_string()));
+            }
+            if self.allow_faults && self.cfg.faults.crash_on_start.contains(&release.to_hex()) {
+                env.push(("HELLO_CRASH_ON_START".to_string(), "1".to_string()));
             }
             AppSpec {
                 release,
@@ -353,12 +374,18 @@ impl Agent {
             Position::BeforeStage
         };
         let budget_left = ATTEMPT_BUDGET.saturating_sub(self.journal.spent);
-        match recovery::exit(
+        let exit = recovery::exit(
             Some(position),
             Some(ErrorClass::Transient),
             Some(observed),
             budget_left,
-        ) {
+        );
+        // Operators (and the scenario harness) read which row was taken.
+        tracing::info!(
+            op = %op.id,
+            "recovery table: {position:?}, transient, {observed:?}, budget {budget_left} -> {exit:?}"
+        );
+        match exit {
             Exit::Resume => {
                 self.journal.append(vec![Record::Done {
                     op: op.id,
@@ -383,6 +410,7 @@ impl Agent {
             attempt_id: self.journal.attempts,
             budget_left: budget_left.saturating_sub(1),
         }])?;
+        self.hold(HoldPoint::Fetch).await;
         let bytes = match protocol::quic::fetch_bundle(&conn, op.release).await {
             Ok(bytes) => bytes,
             Err(e) => {
@@ -397,6 +425,7 @@ impl Agent {
             op: op.id,
             stage: Stage::Fetch,
         }])?;
+        self.hold(HoldPoint::Verify).await;
         match staging::install(&self.cfg.data_dir, &self.key, op.release, &bytes) {
             Ok(release) => {
                 tracing::info!(
@@ -406,6 +435,7 @@ impl Agent {
                     release.manifest.version
                 );
                 self.releases.insert(op.release, release);
+                self.hold(HoldPoint::Stage).await;
                 self.journal.append(vec![
                     Record::Done {
                         op: op.id,
@@ -437,6 +467,20 @@ impl Agent {
             reason,
         }])?;
         Ok(())
+    }
+
+    /// Fault injection: stop here once for `hold_ms` if configured, so a
+    /// test can SIGKILL the agent inside this stage.
+    async fn hold(&mut self, point: HoldPoint) {
+        if !self.allow_faults || self.held || self.cfg.faults.hold_at != Some(point) {
+            return;
+        }
+        self.held = true;
+        tracing::warn!(
+            "FAULT INJECTION: holding at {point} for {} ms",
+            self.cfg.faults.hold_ms
+        );
+        tokio::time::sleep(Duration::from_millis(self.cfg.faults.hold_ms)).await;
     }
 
     async fn probe_route(&mut self) -> (model::RouteObservation, crate::probe::ProbeAnswer) {

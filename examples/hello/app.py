@@ -4,6 +4,7 @@ The agent starts it with PORT set and probes GET /hello. HELLO_VERSION is
 baked in per bundle by the demo (v1, v2). HELLO_ANSWER_WRONGLY=1 (set only by
 an agent started with --allow-fault-injection) makes it answer a healthy 200
 with the wrong body: the failure a process check cannot see.
+HELLO_CRASH_ON_START=1 (same switch) makes it exit at once: a restart loop.
 """
 
 import os
@@ -39,6 +40,9 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main():
+    if os.environ.get("HELLO_CRASH_ON_START") == "1":
+        sys.stderr.write("hello-app %s: crashing on start (fault injection)\n" % VERSION)
+        sys.exit(3)
     port = int(os.environ.get("PORT", "0"))
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.serve_forever()

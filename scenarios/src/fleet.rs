@@ -1,0 +1,828 @@
+//! A fleet inside the scenario network: the real `fleetweft controller` in
+//! namespace `ctl`, a real `fleetweft-agent` in each node's namespace, a
+//! signed sample app per release. Outcomes are read only through the public
+//! surface: the operator's CLI (`status|proof|unresolved --json`), the API's
+//! event feed, `fleetweft log verify` and the nodes' public routes.
+
+use crate::net::{self, Net, SUBNET};
+use anyhow::{anyhow, bail, ensure, Context};
+use model::controller::Event;
+use model::Digest;
+use protocol::bundle::{self, ManifestFields, ProbeSpec};
+use runtime::client::{ApiClient, RouteAnswer};
+use runtime::daemon::api::{EventDto, OpDto, RolloutDto, StatusDto};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::process::{Child, Command};
+
+/// The nodes of every scenario, in `controller.toml` order.
+pub const NODES: [&str; 3] = ["node-a", "node-b", "node-c"];
+/// The controller's QUIC port.
+pub const QUIC_PORT: u16 = 7000;
+/// The delaying relay's port (in the controller's namespace).
+pub const RELAY_PORT: u16 = 7001;
+/// The controller's API port (on its scenario address).
+pub const API_PORT: u16 = 7800;
+/// Each node's public route port.
+pub const PUBLIC_PORT: u16 = 8080;
+/// Default deadline of one wait.
+pub const WAIT_MS: u64 = 45_000;
+/// How often a wait polls.
+pub const POLL_MS: u64 = 150;
+/// After this long without settling evidence an op is UNKNOWN.
+pub const OP_TIMEOUT_MS: u64 = 5_000;
+
+/// Where the binaries are.
+#[derive(Clone, Debug)]
+pub struct Bins {
+    /// `fleetweft`.
+    pub fleetweft: PathBuf,
+    /// `fleetweft-agent`.
+    pub agent: PathBuf,
+    /// This harness (for `relay`).
+    pub harness: PathBuf,
+}
+
+impl Bins {
+    /// The binaries beside this one (same cargo profile directory).
+    pub fn beside_me() -> anyhow::Result<Bins> {
+        let harness = std::env::current_exe()?;
+        let dir = harness.parent().context("harness has no directory")?;
+        let bins = Bins {
+            fleetweft: dir.join("fleetweft"),
+            agent: dir.join("fleetweft-agent"),
+            harness: harness.clone(),
+        };
+        for b in [&bins.fleetweft, &bins.agent] {
+            ensure!(
+                b.exists(),
+                "{} missing: build the workspace first (cargo build --release --workspace)",
+                b.display()
+            );
+        }
+        Ok(bins)
+    }
+}
+
+/// Faults an agent is started with (honoured with `--allow-fault-injection`).
+#[derive(Clone, Debug, Default)]
+pub struct AgentFaults {
+    /// Releases whose app answers wrongly while healthy.
+    pub answer_wrongly: Vec<Digest>,
+    /// Releases whose app exits at once on every start.
+    pub crash_on_start: Vec<Digest>,
+    /// Where to hold once (`fetch`, `verify`, `stage`, `switch`, `probe`,
+    /// `restore-probe`), and for how long.
+    pub hold_at: Option<(&'static str, u64)>,
+}
+
+/// Options of the controller.
+#[derive(Clone, Debug, Default)]
+pub struct ControllerFaults {
+    /// Drop the first commit reply for this release.
+    pub drop_first_commit_reply_for: Option<Digest>,
+}
+
+/// A running fleet. Dropping it kills every process it started.
+pub struct Fleet {
+    /// Everything of this scenario lives here.
+    pub dir: PathBuf,
+    /// The network.
+    pub net: Net,
+    bins: Bins,
+    pki: protocol::pki::FleetPki,
+    /// version -> (release digest, bundle file)
+    releases: HashMap<String, (Digest, PathBuf)>,
+    children: HashMap<String, Child>,
+    starts: HashMap<String, u32>,
+    api: ApiClient,
+    /// Where agents send QUIC (the controller, or the delaying relay).
+    pub agent_quic_port: u16,
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for child in self.children.values_mut() {
+            let _ = child.start_kill();
+        }
+    }
+}
+
+/// The sample app, versioned.
+fn app(version: &str) -> String {
+    runtime::demo::HELLO_APP.replace("VERSION = \"v1\"", &format!("VERSION = \"{version}\""))
+}
+
+impl Fleet {
+    /// The network (controller, the three nodes, and `extra` hosts), the
+    /// PKI, signed releases `versions`, and the controller running.
+    pub async fn start(
+        dir: &Path,
+        bins: &Bins,
+        versions: &[&str],
+        extra: &[(&str, u8)],
+    ) -> anyhow::Result<Fleet> {
+        std::fs::create_dir_all(dir.join("logs"))?;
+        let mut hosts = vec![("ctl", 1u8), ("a", 11), ("b", 12), ("c", 13)];
+        hosts.extend_from_slice(extra);
+        let net = Net::create(&hosts)?;
+        let names: Vec<String> = NODES.iter().map(|s| s.to_string()).collect();
+        let pki = protocol::pki::init_fleet(&dir.join("pki"), &names, "localhost")?;
+        let token = protocol::pki::load_operator_token(&pki.operator_token())?;
+        let keys = dir.join("keys");
+        std::fs::create_dir_all(&keys)?;
+        let (signing, verifying) = bundle::keygen();
+        bundle::save_signing_key(&keys.join("bundle-signing.key"), &signing)?;
+        bundle::save_verifying_key(&keys.join("bundle-signing.pub"), &verifying)?;
+        let mut releases = HashMap::new();
+        for version in versions {
+            let bytes = bundle::sign(
+                &signing,
+                app(version).as_bytes(),
+                ManifestFields {
+                    name: "hello".into(),
+                    version: version.to_string(),
+                    app_file_name: "app.py".into(),
+                    run: vec!["python3".into(), "app.py".into()],
+                    probe: ProbeSpec {
+                        path: "/hello".into(),
+                        expect_status: 200,
+                        expect_body: format!("hello from {version}"),
+                    },
+                },
+            )?;
+            let path = dir.join(format!("hello-{version}.bundle"));
+            std::fs::write(&path, &bytes)?;
+            releases.insert(version.to_string(), (bundle::bundle_digest(&bytes), path));
+        }
+        let ctl_ip = net.host("ctl")?.ip.clone();
+        let api = ApiClient::new(format!("http://{ctl_ip}:{API_PORT}"), Some(token));
+        let mut fleet = Fleet {
+            dir: dir.to_path_buf(),
+            net,
+            bins: bins.clone(),
+            pki,
+            releases,
+            children: HashMap::new(),
+            starts: HashMap::new(),
+            api,
+            agent_quic_port: QUIC_PORT,
+        };
+        fleet.start_controller(&ControllerFaults::default()).await?;
+        Ok(fleet)
+    }
+
+    /// The digest of `version`.
+    pub fn digest(&self, version: &str) -> Digest {
+        self.releases
+            .get(version)
+            .map(|r| r.0)
+            .unwrap_or_else(|| panic!("scenario bug: no release {version}"))
+    }
+
+    /// The bundle file of `version`.
+    pub fn bundle_file(&self, version: &str) -> PathBuf {
+        self.releases[version].1.clone()
+    }
+
+    fn controller_url(&self) -> String {
+        format!("http://{}.1:{API_PORT}", SUBNET)
+    }
+
+    /// The controller's data directory.
+    pub fn controller_data(&self) -> PathBuf {
+        self.dir.join("controller-data")
+    }
+
+    /// Start `exe args` inside namespace `ns` as `name`; its output goes to
+    /// `logs/<name>.<n>.log` (one file per start).
+    fn spawn_in(&mut self, name: &str, ns: &str, exe: &Path, args: &[String]) -> anyhow::Result<()> {
+        ensure!(!self.children.contains_key(name), "{name} already running");
+        let n = self.starts.entry(name.to_string()).or_insert(0);
+        *n += 1;
+        let log = self.dir.join(format!("logs/{name}.{n}.log"));
+        let out = std::fs::File::create(&log)?;
+        let err = out.try_clone()?;
+        // `ip netns exec` enters the namespace and execs: the child's pid is
+        // the process itself, so a SIGKILL reaches it directly.
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns])
+            .arg(exe)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {name} in {ns}"))?;
+        self.children.insert(name.to_string(), child);
+        Ok(())
+    }
+
+    /// Write `controller.toml` and start the controller; wait for its API.
+    pub async fn start_controller(&mut self, faults: &ControllerFaults) -> anyhow::Result<()> {
+        let ctl = self.net.host("ctl")?.ip.clone();
+        let mut text = format!(
+            "data_dir = {:?}\nlisten = \"{ctl}:{QUIC_PORT}\"\n\n[api]\nlisten = \"{ctl}:{API_PORT}\"\n\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\noperator_token = {:?}\n\n[bundles]\npubkey = {:?}\n\n[timing]\nop_timeout_ms = {OP_TIMEOUT_MS}\n",
+            self.controller_data().display().to_string(),
+            self.pki.ca_cert().display().to_string(),
+            self.pki.controller_cert().display().to_string(),
+            self.pki.controller_key().display().to_string(),
+            self.pki.operator_token().display().to_string(),
+            self.dir.join("keys/bundle-signing.pub").display().to_string(),
+        );
+        if let Some(release) = faults.drop_first_commit_reply_for {
+            text.push_str(&format!(
+                "\n[faults]\ndrop_first_commit_reply_for = \"{}\"\n",
+                release.to_hex()
+            ));
+        }
+        for (i, node) in NODES.iter().enumerate() {
+            text.push_str(&format!(
+                "\n[[nodes]]\nname = \"{node}\"\npublic = \"{SUBNET}.{}:{PUBLIC_PORT}\"\n",
+                11 + i
+            ));
+        }
+        let config = self.dir.join("controller.toml");
+        std::fs::write(&config, text)?;
+        let mut args = vec![
+            "controller".to_string(),
+            "--config".into(),
+            config.display().to_string(),
+        ];
+        if faults.drop_first_commit_reply_for.is_some() {
+            args.push("--allow-fault-injection".into());
+        }
+        let exe = self.bins.fleetweft.clone();
+        self.spawn_in("controller", "fwsc-ctl", &exe, &args)?;
+        let api = self.api.clone();
+        wait_for("the controller's API answers", WAIT_MS, || {
+            let api = api.clone();
+            async move { api.get::<StatusDto>("/api/status").await.is_ok() }
+        })
+        .await
+    }
+
+    /// Start node `node`'s agent (a, b, c) with `faults`, against the fleet
+    /// CA (or another fleet's `pki` when given).
+    pub fn start_agent(&mut self, node: &str, faults: &AgentFaults) -> anyhow::Result<()> {
+        self.start_agent_as(node, node, faults, None)
+    }
+
+    /// Start an agent claiming to be `node` inside `host`'s namespace, with
+    /// `pki` (default: the fleet's).
+    pub fn start_agent_as(
+        &mut self,
+        name: &str,
+        node: &str,
+        faults: &AgentFaults,
+        pki: Option<&protocol::pki::FleetPki>,
+    ) -> anyhow::Result<()> {
+        let host = match node {
+            "node-a" => "a",
+            "node-b" => "b",
+            "node-c" => "c",
+            other => bail!("unknown node {other}"),
+        };
+        let ns = if name == node {
+            self.net.host(host)?.ns.clone()
+        } else {
+            self.net.host("x")?.ns.clone()
+        };
+        let pki = pki.unwrap_or(&self.pki);
+        let mut text = format!(
+            "node = \"{node}\"\ndata_dir = {:?}\npublic_port = {PUBLIC_PORT}\npublic_ip = \"0.0.0.0\"\n\n[controller]\naddr = \"{SUBNET}.1:{}\"\nserver_name = \"localhost\"\n\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n\n[bundles]\npubkey = {:?}\n\n[timing]\nretry_ms = 1000\nbackoff_base_ms = 200\nbackoff_max_ms = 2000\n",
+            self.dir.join(format!("{name}-data")).display().to_string(),
+            self.agent_quic_port,
+            // Always the fleet's CA: a foreign `pki` supplies only the node's
+            // certificate and key, so the controller alone decides.
+            self.pki.ca_cert().display().to_string(),
+            pki.node_cert(node).display().to_string(),
+            pki.node_key(node).display().to_string(),
+            self.dir.join("keys/bundle-signing.pub").display().to_string(),
+        );
+        let any_fault = !faults.answer_wrongly.is_empty()
+            || !faults.crash_on_start.is_empty()
+            || faults.hold_at.is_some();
+        if any_fault {
+            let list = |d: &[Digest]| {
+                d.iter()
+                    .map(|x| format!("\"{}\"", x.to_hex()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            text.push_str(&format!(
+                "\n[faults]\nanswer_wrongly = [{}]\ncrash_on_start = [{}]\n",
+                list(&faults.answer_wrongly),
+                list(&faults.crash_on_start)
+            ));
+            if let Some((point, ms)) = faults.hold_at {
+                text.push_str(&format!("hold_at = \"{point}\"\nhold_ms = {ms}\n"));
+            }
+        }
+        let config = self.dir.join(format!("agent-{name}.toml"));
+        std::fs::write(&config, text)?;
+        let mut args = vec!["--config".to_string(), config.display().to_string()];
+        if any_fault {
+            args.push("--allow-fault-injection".into());
+        }
+        let exe = self.bins.agent.clone();
+        self.spawn_in(name, &ns, &exe, &args)
+    }
+
+    /// Start every node's agent without faults.
+    pub fn start_agents(&mut self) -> anyhow::Result<()> {
+        for node in NODES {
+            self.start_agent(node, &AgentFaults::default())?;
+        }
+        Ok(())
+    }
+
+    /// Start the delaying relay in the controller's namespace; agents
+    /// started afterwards send QUIC through it.
+    pub fn start_relay(&mut self, delay_ms: u64) -> anyhow::Result<()> {
+        let ctl = self.net.host("ctl")?.ip.clone();
+        let args = vec![
+            "relay".to_string(),
+            "--listen".into(),
+            format!("{ctl}:{RELAY_PORT}"),
+            "--upstream".into(),
+            format!("{ctl}:{QUIC_PORT}"),
+            "--delay-ms".into(),
+            delay_ms.to_string(),
+        ];
+        let exe = self.bins.harness.clone();
+        self.spawn_in("relay", "fwsc-ctl", &exe, &args)?;
+        self.agent_quic_port = RELAY_PORT;
+        Ok(())
+    }
+
+    /// The pid of a running process of the fleet.
+    pub fn pid(&self, name: &str) -> anyhow::Result<u32> {
+        self.children
+            .get(name)
+            .and_then(|c| c.id())
+            .with_context(|| format!("{name} is not running"))
+    }
+
+    /// SIGKILL `name` and reap it.
+    pub async fn kill(&mut self, name: &str) -> anyhow::Result<()> {
+        let mut child = self
+            .children
+            .remove(name)
+            .with_context(|| format!("{name} is not running"))?;
+        child.start_kill()?;
+        tokio::time::timeout(Duration::from_secs(10), child.wait())
+            .await
+            .with_context(|| format!("{name} did not die after SIGKILL"))??;
+        Ok(())
+    }
+
+    /// SIGTERM `name` (an orderly stop) and reap it; SIGKILL after 10 s.
+    pub async fn stop(&mut self, name: &str) -> anyhow::Result<()> {
+        let pid = self.pid(name)?;
+        // SAFETY: kill(2) on a pid we started and have not reaped.
+        unsafe {
+            libc::kill(pid as i32, libc::SIGTERM);
+        }
+        let mut child = self.children.remove(name).context("running")?;
+        if tokio::time::timeout(Duration::from_secs(10), child.wait())
+            .await
+            .is_err()
+        {
+            child.start_kill()?;
+            child.wait().await?;
+            bail!("{name} ignored SIGTERM for 10 s");
+        }
+        Ok(())
+    }
+
+    /// Kill every process and tear the network down.
+    pub async fn shutdown(&mut self) -> anyhow::Result<()> {
+        let names: Vec<String> = self.children.keys().cloned().collect();
+        for name in names {
+            let _ = self.kill(&name).await;
+        }
+        self.net.teardown()
+    }
+
+    /// Every log of `name`, concatenated, one start after another.
+    pub fn logs(&self, name: &str) -> String {
+        let mut text = String::new();
+        for n in 1..=self.starts.get(name).copied().unwrap_or(0) {
+            let path = self.dir.join(format!("logs/{name}.{n}.log"));
+            text.push_str(&std::fs::read_to_string(path).unwrap_or_default());
+        }
+        text
+    }
+
+    /// The log of the latest start of `name`.
+    pub fn last_log(&self, name: &str) -> String {
+        let n = self.starts.get(name).copied().unwrap_or(0);
+        std::fs::read_to_string(self.dir.join(format!("logs/{name}.{n}.log"))).unwrap_or_default()
+    }
+
+    /// Run the operator CLI from the root namespace: (exit code, stdout).
+    pub async fn cli(&self, args: &[&str]) -> anyhow::Result<(i32, String)> {
+        let mut cmd = Command::new(&self.bins.fleetweft);
+        cmd.args(args)
+            .arg("--controller")
+            .arg(self.controller_url())
+            .arg("--token-file")
+            .arg(self.pki.operator_token())
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        let out = tokio::time::timeout(Duration::from_secs(20), cmd.output())
+            .await
+            .with_context(|| format!("fleetweft {} hung", args.join(" ")))??;
+        let code = out.status.code().unwrap_or(-1);
+        if code == 2 {
+            bail!(
+                "fleetweft {}: usage or connection error: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok((code, String::from_utf8_lossy(&out.stdout).into_owned()))
+    }
+
+    /// `fleetweft status --json`.
+    pub async fn status(&self) -> anyhow::Result<StatusDto> {
+        let (_, out) = self.cli(&["status", "--json"]).await?;
+        serde_json::from_str(&out).with_context(|| format!("status JSON: {out}"))
+    }
+
+    /// `fleetweft proof --rollout ID --json`: (exit code, JSON).
+    pub async fn rollout_proof(&self, id: &str) -> anyhow::Result<(i32, serde_json::Value)> {
+        let (code, out) = self.cli(&["proof", "--rollout", id, "--json"]).await?;
+        Ok((code, serde_json::from_str(&out).context("proof JSON")?))
+    }
+
+    /// `fleetweft proof NODE --json`: (exit code, JSON).
+    pub async fn node_proof(&self, node: &str) -> anyhow::Result<(i32, serde_json::Value)> {
+        let (code, out) = self.cli(&["proof", node, "--json"]).await?;
+        Ok((code, serde_json::from_str(&out).context("proof JSON")?))
+    }
+
+    /// `fleetweft unresolved --json`: (exit code, JSON).
+    pub async fn unresolved(&self) -> anyhow::Result<(i32, serde_json::Value)> {
+        let (code, out) = self.cli(&["unresolved", "--json"]).await?;
+        Ok((code, serde_json::from_str(&out).context("unresolved JSON")?))
+    }
+
+    /// `fleetweft rollout start`; returns the new rollout's id.
+    pub async fn rollout(
+        &self,
+        version: &str,
+        canary: &str,
+        followers: &[&str],
+        slots: u8,
+        approval: bool,
+    ) -> anyhow::Result<String> {
+        let bundle = self.bundle_file(version).display().to_string();
+        let slots = slots.to_string();
+        let followers = followers.join(",");
+        let mut args = vec![
+            "rollout", "start", "--bundle", &bundle, "--canary", canary, "--slots", &slots,
+            "--json",
+        ];
+        if !followers.is_empty() {
+            args.extend(["--followers", &followers]);
+        }
+        if approval {
+            args.push("--approve-after-canary");
+        }
+        let (code, out) = self.cli(&args).await?;
+        ensure!(code == 0, "rollout start refused: {out}");
+        let release = self.digest(version).to_hex();
+        let status = self.status().await?;
+        status
+            .rollouts
+            .iter()
+            .rev()
+            .find(|r| r.release == release)
+            .map(|r| r.id.clone())
+            .ok_or_else(|| anyhow!("no rollout of {version} after starting it"))
+    }
+
+    /// `fleetweft rollout pause|resume|approve ID`.
+    pub async fn rollout_command(&self, verb: &str, id: &str) -> anyhow::Result<()> {
+        let (code, out) = self.cli(&["rollout", verb, id, "--json"]).await?;
+        ensure!(code == 0, "rollout {verb} {id} refused: {out}");
+        Ok(())
+    }
+
+    /// Upload a bundle through the API (`POST /api/bundles`).
+    pub async fn upload(&self, bytes: &[u8]) -> anyhow::Result<()> {
+        let _: serde_json::Value = self
+            .api
+            .post_bytes("/api/bundles", bytes.to_vec())
+            .await
+            .map_err(|e| anyhow!("upload: {e}"))?;
+        Ok(())
+    }
+
+    /// Start a rollout of an already uploaded release through the API
+    /// (`POST /api/rollouts`), slots 1; returns its id.
+    pub async fn start_rollout_api(
+        &self,
+        release: Digest,
+        canary: &str,
+        followers: &[&str],
+    ) -> anyhow::Result<String> {
+        let _: serde_json::Value = self
+            .api
+            .post_json(
+                "/api/rollouts",
+                &serde_json::json!({
+                    "release": release.to_hex(),
+                    "canary": canary,
+                    "followers": followers,
+                    "slots": 1,
+                }),
+            )
+            .await
+            .map_err(|e| anyhow!("start rollout: {e}"))?;
+        let status = self.status().await?;
+        status
+            .rollouts
+            .iter()
+            .rev()
+            .find(|r| r.release == release.to_hex())
+            .map(|r| r.id.clone())
+            .ok_or_else(|| anyhow!("no rollout of {release} after starting it"))
+    }
+
+    /// The whole event log, through the API's feed.
+    pub async fn events(&self) -> anyhow::Result<Vec<EventDto>> {
+        let mut all: Vec<EventDto> = Vec::new();
+        loop {
+            let from = all.last().map(|e| e.sequence + 1).unwrap_or(0);
+            let page: Vec<EventDto> = self
+                .api
+                .get(&format!("/api/events?from={from}"))
+                .await
+                .map_err(|e| anyhow!("event feed: {e}"))?;
+            if page.is_empty() {
+                return Ok(all);
+            }
+            all.extend(page);
+        }
+    }
+
+    /// The events, one line each, for failure messages.
+    pub async fn event_text(&self) -> String {
+        match self.events().await {
+            Ok(events) => events
+                .iter()
+                .map(|e| format!("  #{} {}\n", e.sequence, e.text))
+                .collect(),
+            Err(e) => format!("  (no events: {e})"),
+        }
+    }
+
+    /// Poll the status until `done` holds (bounded by `ms`).
+    pub async fn wait(
+        &self,
+        what: &str,
+        ms: u64,
+        done: impl Fn(&StatusDto) -> bool,
+    ) -> anyhow::Result<StatusDto> {
+        let deadline = Instant::now() + Duration::from_millis(ms);
+        let mut last_error = None;
+        loop {
+            match self.status().await {
+                Ok(s) if done(&s) => return Ok(s),
+                Ok(_) => {}
+                Err(e) => last_error = Some(e),
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "timed out after {ms} ms waiting for: {what}\nlast error: {last_error:?}\nevents:\n{}",
+                    self.event_text().await
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+        }
+    }
+
+    /// Poll the event log until one event satisfies `find`.
+    pub async fn wait_event(
+        &self,
+        what: &str,
+        ms: u64,
+        find: impl Fn(&Event) -> bool,
+    ) -> anyhow::Result<EventDto> {
+        let deadline = Instant::now() + Duration::from_millis(ms);
+        loop {
+            if let Ok(events) = self.events().await {
+                if let Some(e) = events.into_iter().find(|e| find(&e.event)) {
+                    return Ok(e);
+                }
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "timed out after {ms} ms waiting for: {what}\nevents:\n{}",
+                    self.event_text().await
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Poll `name`'s latest log until it contains `needle`.
+    pub async fn wait_log(&self, name: &str, needle: &str, ms: u64) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_millis(ms);
+        while !self.last_log(name).contains(needle) {
+            if Instant::now() > deadline {
+                bail!("timed out after {ms} ms waiting for {name} to log {needle:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(())
+    }
+
+    /// GET /hello on `node`'s public route from the operator's host.
+    pub async fn public(&self, node: &str) -> Option<RouteAnswer> {
+        let i = NODES.iter().position(|n| *n == node)?;
+        let addr: std::net::SocketAddr = format!("{SUBNET}.{}:{PUBLIC_PORT}", 11 + i).parse().ok()?;
+        runtime::client::get_route(addr, "/hello").await
+    }
+
+    /// `node`'s public route answers `version`'s body and identity.
+    pub async fn assert_serves(&self, node: &str, version: &str) -> anyhow::Result<()> {
+        let want = self.digest(version).to_hex();
+        let answer = self.public(node).await;
+        let ok = answer.as_ref().is_some_and(|a| {
+            a.status == 200
+                && a.body == format!("hello from {version}")
+                && a.identity.as_deref() == Some(want.as_str())
+        });
+        ensure!(ok, "{node} should serve {version}: {answer:?}");
+        Ok(())
+    }
+
+    /// Stop the controller, then `fleetweft log verify` must pass on its log.
+    pub async fn verify_log(&mut self) -> anyhow::Result<String> {
+        if self.children.contains_key("controller") {
+            self.kill("controller").await?;
+        }
+        let out = tokio::time::timeout(
+            Duration::from_secs(60),
+            Command::new(&self.bins.fleetweft)
+                .args(["log", "verify", "--data"])
+                .arg(self.controller_data().join("log"))
+                .output(),
+        )
+        .await
+        .context("log verify hung")??;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ensure!(out.status.success(), "fleetweft log verify failed: {text}");
+        Ok(text)
+    }
+
+    /// Pids of app processes (`app.py`) running from `node`'s data
+    /// directory for `release`.
+    pub fn app_pids(&self, node: &str, release: Digest) -> Vec<u32> {
+        let data = self.dir.join(format!("{node}-data"));
+        let hex = release.to_hex();
+        processes_under(&data)
+            .into_iter()
+            .filter(|(_, cmdline, cwd)| {
+                cmdline.contains("app.py") && cwd.to_string_lossy().contains(&hex)
+            })
+            .map(|(pid, _, _)| pid)
+            .collect()
+    }
+}
+
+/// Processes whose command line or working directory mentions `dir`:
+/// (pid, command line, cwd).
+pub fn processes_under(dir: &Path) -> Vec<(u32, String, PathBuf)> {
+    let me = std::process::id();
+    let needle = dir.display().to_string();
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let cmdline = std::fs::read(entry.path().join("cmdline"))
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+            .unwrap_or_default();
+        if cmdline.is_empty() {
+            continue; // a zombie or a kernel thread
+        }
+        let cwd = std::fs::read_link(entry.path().join("cwd")).unwrap_or_default();
+        if cmdline.contains(&needle) || cwd.starts_with(dir) {
+            found.push((pid, cmdline, cwd));
+        }
+    }
+    found
+}
+
+/// Poll `check` until true (bounded by `ms`).
+pub async fn wait_for<F, Fut>(what: &str, ms: u64, check: F) -> anyhow::Result<()>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_millis(ms);
+    while !check().await {
+        if Instant::now() > deadline {
+            bail!("timed out after {ms} ms waiting for: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+    }
+    Ok(())
+}
+
+/// The rollout `id`.
+pub fn rollout<'a>(s: &'a StatusDto, id: &str) -> Option<&'a RolloutDto> {
+    s.rollouts.iter().find(|r| r.id == id)
+}
+
+/// Whether rollout `id` has status `status`.
+pub fn rollout_is(s: &StatusDto, id: &str, status: &str) -> bool {
+    rollout(s, id).is_some_and(|r| r.status == status)
+}
+
+/// The op of rollout `id` on `node`.
+pub fn op_of<'a>(s: &'a StatusDto, id: &str, node: &str) -> Option<&'a OpDto> {
+    s.ops.iter().find(|o| o.rollout == id && o.node == node)
+}
+
+/// Whether every node is connected.
+pub fn all_connected(s: &StatusDto) -> bool {
+    s.nodes.iter().all(|n| n.connected)
+}
+
+/// Whether `node` is connected.
+pub fn connected(s: &StatusDto, node: &str) -> bool {
+    s.nodes.iter().any(|n| n.name == node && n.connected)
+}
+
+/// How many commit decisions were stored for `op`, and how many replays
+/// carried a decision different from the stored one.
+pub fn decisions(events: &[EventDto], op: &str) -> (usize, usize) {
+    let mut stored = None;
+    let mut decided = 0;
+    let mut differing = 0;
+    for e in events {
+        match &e.event {
+            Event::CommitDecided { op: o, decision } if o.to_string() == op => {
+                decided += 1;
+                stored = Some(*decision);
+            }
+            Event::CommitReplayed { op: o, decision } if o.to_string() == op => {
+                if stored != Some(*decision) {
+                    differing += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    (decided, differing)
+}
+
+/// How many replays of a stored decision were logged for `op`.
+pub fn replays(events: &[EventDto], op: &str) -> usize {
+    events
+        .iter()
+        .filter(|e| matches!(&e.event, Event::CommitReplayed { op: o, .. } if o.to_string() == op))
+        .count()
+}
+
+/// The largest number of ops of rollout `id` holding a slot at once,
+/// replayed from the log: a grant takes a slot, only settling frees it.
+pub fn max_slots_held(events: &[EventDto], id: &str) -> usize {
+    let mut held = std::collections::HashSet::new();
+    let mut max = 0;
+    for e in events {
+        match &e.event {
+            Event::OpGranted { op, rollout, .. } if rollout.to_string() == id => {
+                held.insert(op.to_string());
+                max = max.max(held.len());
+            }
+            Event::OpSettled { op, .. } => {
+                held.remove(&op.to_string());
+            }
+            _ => {}
+        }
+    }
+    max
+}
+
+/// Re-exported for scenarios.
+pub use net::Direction;

@@ -1,0 +1,678 @@
+//! The scenarios of issue 6. Each runs on a fresh network and fleet, asserts
+//! the rule it exercises through the public surface, and ends with
+//! `fleetweft log verify` on the controller's log.
+
+use crate::fleet::{
+    all_connected, connected, decisions, max_slots_held, op_of, processes_under, replays,
+    rollout, rollout_is, AgentFaults, Bins, ControllerFaults, Direction, Fleet, NODES, WAIT_MS,
+};
+use crate::net;
+use anyhow::{bail, ensure, Context};
+use model::controller::Event;
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::time::Duration;
+
+/// A scenario's body: gets the fleet (controller running, no agents yet),
+/// returns a note for the summary line.
+type Body = for<'a> fn(&'a mut Fleet) -> Pin<Box<dyn Future<Output = anyhow::Result<String>> + 'a>>;
+
+/// One scenario.
+pub struct Scenario {
+    /// Its number in issue 6.
+    pub number: usize,
+    /// What it does.
+    pub title: &'static str,
+    /// The rule(s) it exercises.
+    pub rule: &'static str,
+    /// Releases signed for it.
+    versions: &'static [&'static str],
+    /// Extra hosts (name, last octet).
+    extra: &'static [(&'static str, u8)],
+    body: Body,
+}
+
+/// Upper bound on one scenario, setup and teardown included.
+pub const SCENARIO_MS: u64 = 240_000;
+
+macro_rules! body {
+    ($f:ident) => {
+        |fleet| Box::pin($f(fleet))
+    };
+}
+
+/// Every scenario, in issue order.
+pub fn all() -> Vec<Scenario> {
+    const V12: &[&str] = &["v1", "v2"];
+    const V123: &[&str] = &["v1", "v2", "v3"];
+    vec![
+        Scenario { number: 1, title: "happy rollout: canary then two followers, slots 1", rule: "S1 slots, liveness", versions: V12, extra: &[], body: body!(happy) },
+        Scenario { number: 2, title: "canary partitioned after grant: UNKNOWN, slot held; healed: settles", rule: "S2 silence is UNKNOWN, S1", versions: V12, extra: &[], body: body!(canary_partitioned) },
+        Scenario { number: 3, title: "commit reply lost, operator pauses, link healed: stored decision replayed", rule: "S6 stable decisions, S3 pause", versions: V12, extra: &[], body: body!(lost_reply) },
+        Scenario { number: 4, title: "controller SIGKILLed between commit decision and reply", rule: "S7 persist before reply, S6", versions: V12, extra: &[], body: body!(controller_killed_before_reply) },
+        Scenario { number: 5, title: "canary answers wrongly while healthy", rule: "S11 wrong answer stops, S9", versions: V12, extra: &[], body: body!(wrong_answer) },
+        Scenario { number: 6, title: "restored app killed before its proof: UNKNOWN until an agent restart proves the baseline", rule: "S9 restore needs proof, S2", versions: V12, extra: &[], body: body!(restored_app_killed) },
+        Scenario { number: 7, title: "node offline during a release change converges to the newest intent", rule: "S8 no stale apply, generations", versions: V123, extra: &[], body: body!(offline_during_change) },
+        Scenario { number: 8, title: "agent SIGKILLed in each stage: fixed recovery table, no double apply", rule: "SPEC §5 recovery, S6", versions: &["v1", "v2", "v3", "v4", "v5", "v6"], extra: &[], body: body!(agent_killed_in_each_stage) },
+        Scenario { number: 9, title: "approval gate survives a controller restart", rule: "S10 human waits survive", versions: V12, extra: &[], body: body!(approval_survives_restart) },
+        Scenario { number: 10, title: "restart loop of the new release: proof failed (restart_loop), baseline restored", rule: "S9, S11, proof verdicts", versions: V12, extra: &[], body: body!(restart_loop) },
+        Scenario { number: 11, title: "tampered bundle: refused on the node, nothing installed", rule: "bundle verification, evidence", versions: V12, extra: &[], body: body!(tampered_bundle) },
+        Scenario { number: 12, title: "foreign certificate: connection refused, nothing logged", rule: "mutual TLS", versions: &["v1"], extra: &[("x", 20)], body: body!(foreign_certificate) },
+        Scenario { number: 13, title: "30% loss and 200 ms delay on every link: rollout completes", rule: "all rules under loss", versions: V12, extra: &[], body: body!(lossy_links) },
+        Scenario { number: 14, title: "follower partitioned with slots 2: the other proceeds, the silent slot stays held", rule: "S1, S2", versions: V12, extra: &[], body: body!(follower_partitioned) },
+        Scenario { number: 15, title: "orderly restart of every process in turn mid-rollout: it completes", rule: "restart is a new attempt, S6", versions: V12, extra: &[], body: body!(rolling_restarts) },
+    ]
+}
+
+/// Run one scenario: check for leftovers, build, run (bounded), always tear
+/// down, then check nothing is left behind.
+pub async fn run_one(s: &Scenario, dir: &Path, bins: &Bins) -> anyhow::Result<String> {
+    let before = net::leftovers();
+    ensure!(before.is_empty(), "leftovers before the scenario: {before:?}");
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)?;
+    }
+    std::fs::create_dir_all(dir)?;
+    let outcome = tokio::time::timeout(Duration::from_millis(SCENARIO_MS), async {
+        let mut fleet = Fleet::start(dir, bins, s.versions, s.extra).await?;
+        let result = async {
+            let note = (s.body)(&mut fleet).await?;
+            let verify = fleet.verify_log().await?;
+            let summary = verify.lines().next().unwrap_or("").trim().to_string();
+            Ok::<String, anyhow::Error>(format!("{note}; log verify: {summary}"))
+        }
+        .await;
+        let down = fleet.shutdown().await;
+        let note = result?;
+        down?;
+        Ok::<String, anyhow::Error>(note)
+    })
+    .await;
+    // Whatever happened above, nothing may remain.
+    let mut left = Vec::new();
+    for _ in 0..50 {
+        left = processes_under(dir);
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if !left.is_empty() {
+        for (pid, _, _) in &left {
+            // SAFETY: kill(2) of a process of this scenario.
+            unsafe {
+                libc::kill(*pid as i32, libc::SIGKILL);
+            }
+        }
+    }
+    let after = net::leftovers();
+    if !after.is_empty() {
+        net::remove_leftovers();
+    }
+    let note = match outcome {
+        Ok(result) => result?,
+        Err(_) => bail!("scenario exceeded {SCENARIO_MS} ms"),
+    };
+    ensure!(left.is_empty(), "processes left behind: {left:?}");
+    ensure!(after.is_empty(), "network left behind: {after:?}");
+    Ok(format!(" — {note}"))
+}
+
+/// Agents up (node-a with `faults_a`), all connected, v1 everywhere.
+async fn baseline(f: &mut Fleet, faults_a: &AgentFaults) -> anyhow::Result<()> {
+    f.start_agent("node-a", faults_a)?;
+    f.start_agent("node-b", &AgentFaults::default())?;
+    f.start_agent("node-c", &AgentFaults::default())?;
+    f.wait("every agent connected", WAIT_MS, all_connected).await?;
+    let id = f.rollout("v1", "node-a", &["node-b", "node-c"], 3, false).await?;
+    f.wait("v1 everywhere", WAIT_MS, |s| rollout_is(s, &id, "completed"))
+        .await?;
+    Ok(())
+}
+
+/// The op id of rollout `id` on `node`, waiting for its grant.
+async fn op_id(f: &Fleet, id: &str, node: &str) -> anyhow::Result<String> {
+    let s = f
+        .wait(&format!("{id} grants {node}"), WAIT_MS, |s| {
+            op_of(s, id, node).is_some()
+        })
+        .await?;
+    Ok(op_of(&s, id, node).context("granted")?.id.clone())
+}
+
+fn is_commit_decided(e: &Event, op: &str) -> bool {
+    matches!(e, Event::CommitDecided { op: o, .. } if o.to_string() == op)
+}
+
+async fn happy(f: &mut Fleet) -> anyhow::Result<String> {
+    baseline(f, &AgentFaults::default()).await?;
+    let id = f.rollout("v2", "node-a", &["node-b", "node-c"], 1, false).await?;
+    f.wait("the rollout completes", WAIT_MS, |s| {
+        rollout_is(s, &id, "completed")
+    })
+    .await?;
+    for node in NODES {
+        f.assert_serves(node, "v2").await?;
+    }
+    let events = f.events().await?;
+    let held = max_slots_held(&events, &id);
+    ensure!(held == 1, "slots 1 but {held} ops held a slot at once");
+    let (code, proof) = f.rollout_proof(&id).await?;
+    ensure!(
+        code == 0 && proof["verdict"] == "verified",
+        "rollout proof should be verified: {proof}"
+    );
+    let (code, _) = f.unresolved().await?;
+    ensure!(code == 0, "nothing should be unresolved");
+    Ok("3 nodes verified on v2, at most 1 slot held".into())
+}
+
+async fn canary_partitioned(f: &mut Fleet) -> anyhow::Result<String> {
+    baseline(f, &AgentFaults::default()).await?;
+    f.net.cut("a")?;
+    let id = f.rollout("v2", "node-a", &["node-b", "node-c"], 1, false).await?;
+    let op = op_id(f, &id, "node-a").await?;
+    let s = f
+        .wait("the canary op turns UNKNOWN", WAIT_MS, |s| {
+            op_of(s, &id, "node-a").is_some_and(|o| o.unknown.is_some())
+        })
+        .await?;
+    let canary = op_of(&s, &id, "node-a").context("op")?;
+    ensure!(canary.holds_slot, "an UNKNOWN op keeps its slot: {canary:?}");
+    ensure!(canary.outcome.is_none(), "silence is not an outcome: {canary:?}");
+    let (code, report) = f.unresolved().await?;
+    ensure!(
+        code == 1 && report.to_string().contains(&op),
+        "the handover report names {op}: {report}"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let s = f.status().await?;
+    ensure!(
+        op_of(&s, &id, "node-b").is_none() && op_of(&s, &id, "node-c").is_none(),
+        "no follower granted while the canary is UNKNOWN: {:?}",
+        s.ops
+    );
+    f.net.heal("a")?;
+    f.wait("the canary op settles verified after healing", WAIT_MS, |s| {
+        op_of(s, &id, "node-a").is_some_and(|o| o.outcome.as_deref() == Some("verified"))
+    })
+    .await?;
+    f.wait("the rollout completes", WAIT_MS, |s| {
+        rollout_is(s, &id, "completed")
+    })
+    .await?;
+    let held = max_slots_held(&f.events().await?, &id);
+    ensure!(held == 1, "slots 1 but {held} held at once");
+    Ok(format!("{op} UNKNOWN with slot held, settled after heal"))
+}
+
+async fn lost_reply(f: &mut Fleet) -> anyhow::Result<String> {
+    f.kill("controller").await?;
+    let v2 = f.digest("v2");
+    f.start_controller(&ControllerFaults {
+        drop_first_commit_reply_for: Some(v2),
+    })
+    .await?;
+    baseline(f, &AgentFaults::default()).await?;
+    let id = f.rollout("v2", "node-a", &["node-b", "node-c"], 1, false).await?;
+    let op = op_id(f, &id, "node-a").await?;
+    f.wait_event("the canary's commit decision is logged", WAIT_MS, |e| {
+        is_commit_decided(e, &op)
+    })
+    .await?;
+    // The first reply was dropped by the controller's fault switch; the
+    // one-way cut keeps every retry's reply from arriving too.
+    f.net.cut_one_way("a", Direction::Inbound)?;
+    f.rollout_command("pause", &id).await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let s = f.status().await?;
+    ensure!(rollout_is(&s, &id, "paused"), "paused: {:?}", rollout(&s, &id));
+    let canary = op_of(&s, &id, "node-a").context("op")?;
+    ensure!(canary.outcome.is_none(), "no evidence yet: {canary:?}");
+    f.net.heal_one_way("a", Direction::Inbound)?;
+    let s = f
+        .wait("the canary op settles while paused", WAIT_MS, |s| {
+            op_of(s, &id, "node-a").is_some_and(|o| o.outcome.as_deref() == Some("verified"))
+        })
+        .await?;
+    ensure!(rollout_is(&s, &id, "paused"), "still paused: {:?}", rollout(&s, &id));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let s = f.status().await?;
+    ensure!(
+        op_of(&s, &id, "node-b").is_none() && op_of(&s, &id, "node-c").is_none(),
+        "no follower granted while paused: {:?}",
+        s.ops
+    );
+    let events = f.events().await?;
+    let (decided, differing) = decisions(&events, &op);
+    let replayed = replays(&events, &op);
+    ensure!(decided == 1, "one stored decision, got {decided}");
+    ensure!(differing == 0, "{differing} replays differ from the stored decision");
+    ensure!(replayed >= 1, "the decision reached the node only by a replay");
+    f.rollout_command("resume", &id).await?;
+    f.wait("the rollout completes after resume", WAIT_MS, |s| {
+        rollout_is(s, &id, "completed")
+    })
+    .await?;
+    Ok(format!("1 decision, {replayed} replays, none differing"))
+}
+
+async fn controller_killed_before_reply(f: &mut Fleet) -> anyhow::Result<String> {
+    f.kill("controller").await?;
+    let v2 = f.digest("v2");
+    // The fault switch holds the reply back after the decision is durable:
+    // the SIGKILL below lands between "decided" and "replied".
+    f.start_controller(&ControllerFaults {
+        drop_first_commit_reply_for: Some(v2),
+    })
+    .await?;
+    baseline(f, &AgentFaults::default()).await?;
+    let id = f.rollout("v2", "node-a", &["node-b", "node-c"], 1, false).await?;
+    let op = op_id(f, &id, "node-a").await?;
+    f.wait_event("the canary's commit decision is logged", WAIT_MS, |e| {
+        is_commit_decided(e, &op)
+    })
+    .await?;
+    f.kill("controller").await?;
+    f.start_controller(&ControllerFaults::default()).await?;
+    f.wait("the canary op settles after the restart", WAIT_MS, |s| {
+        op_of(s, &id, "node-a").is_some_and(|o| o.outcome.as_deref() == Some("verified"))
+    })
+    .await?;
+    f.wait("the rollout completes", WAIT_MS, |s| {
+        rollout_is(s, &id, "completed")
+    })
+    .await?;
+    let events = f.events().await?;
+    let (decided, differing) = decisions(&events, &op);
+    let replayed = replays(&events, &op);
+    ensure!(decided == 1, "one stored decision, got {decided}");
+    ensure!(differing == 0, "a replay differs from the stored decision");
+    ensure!(replayed >= 1, "the restarted controller replayed the decision");
+    Ok(format!("decision replayed {replayed}x after SIGKILL, never re-decided"))
+}
+
+async fn wrong_answer(f: &mut Fleet) -> anyhow::Result<String> {
+    let v2 = f.digest("v2");
+    baseline(
+        f,
+        &AgentFaults {
+            answer_wrongly: vec![v2],
+            ..AgentFaults::default()
+        },
+    )
+    .await?;
+    let id = f.rollout("v2", "node-a", &["node-b", "node-c"], 1, false).await?;
+    let s = f
+        .wait("the canary op settles rolled back", WAIT_MS, |s| {
+            op_of(s, &id, "node-a").is_some_and(|o| o.outcome.as_deref() == Some("rolled-back"))
+        })
+        .await?;
+    ensure!(rollout_is(&s, &id, "paused"), "paused: {:?}", rollout(&s, &id));
+    f.assert_serves("node-a", "v1").await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let s = f.status().await?;
+    ensure!(
+        op_of(&s, &id, "node-b").is_none() && op_of(&s, &id, "node-c").is_none(),
+        "no follower granted: {:?}",
+        s.ops
+    );
+    let (code, proof) = f.rollout_proof(&id).await?;
+    ensure!(code == 1, "the rollout's proof is bad news: {proof}");
+    Ok("restored v1 proven by probe, paused, no follower".into())
+}
+
+async fn restored_app_killed(f: &mut Fleet) -> anyhow::Result<String> {
+    let v1 = f.digest("v1");
+    let v2 = f.digest("v2");
+    baseline(
+        f,
+        &AgentFaults {
+            answer_wrongly: vec![v2],
+            hold_at: Some(("restore-probe", 4_000)),
+            ..AgentFaults::default()
+        },
+    )
+    .await?;
+    let id = f.rollout("v2", "node-a", &["node-b", "node-c"], 1, false).await?;
+    f.wait_log("node-a", "holding at restore-probe", WAIT_MS).await?;
+    let pids = f.app_pids("node-a", v1);
+    ensure!(!pids.is_empty(), "the restored v1 app is running");
+    for pid in &pids {
+        // SAFETY: kill(2) of the app process, behind the agent's back.
+        unsafe {
+            libc::kill(*pid as i32, libc::SIGKILL);
+        }
+    }
+    let s = f
+        .wait("the canary op turns UNKNOWN (restore unproven)", WAIT_MS, |s| {
+            op_of(s, &id, "node-a").is_some_and(|o| o.unknown.is_some())
+        })
+        .await?;
+    let canary = op_of(&s, &id, "node-a").context("op")?.clone();
+    ensure!(canary.holds_slot && canary.outcome.is_none(), "{canary:?}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let s = f.status().await?;
+    let still = op_of(&s, &id, "node-a").context("op")?;
+    ensure!(
+        still.outcome.is_none() && still.holds_slot,
+        "without proof the op stays UNKNOWN: {still:?}"
+    );
+    ensure!(
+        op_of(&s, &id, "node-b").is_none(),
+        "no follower granted: {:?}",
+        s.ops
+    );
+    f.kill("node-a").await?;
+    f.start_agent("node-a", &AgentFaults::default())?;
+    f.wait("the agent restart proves the baseline; the op settles", WAIT_MS, |s| {
+        op_of(s, &id, "node-a").is_some_and(|o| o.outcome.as_deref() == Some("rolled-back"))
+    })
+    .await?;
+    f.assert_serves("node-a", "v1").await?;
+    Ok(format!("{} UNKNOWN until the restarted agent proved v1", canary.id))
+}
+
+async fn offline_during_change(f: &mut Fleet) -> anyhow::Result<String> {
+    baseline(f, &AgentFaults::default()).await?;
+    f.net.cut("c")?;
+    let r1 = f.rollout("v2", "node-a", &["node-b", "node-c"], 1, false).await?;
+    let stale = op_id(f, &r1, "node-c").await?;
+    let r2 = f.rollout("v3", "node-a", &["node-b", "node-c"], 1, false).await?;
+    f.wait("r1 superseded; node-a and node-b verified on v3", WAIT_MS, |s| {
+        rollout_is(s, &r1, "superseded")
+            && ["node-a", "node-b"].iter().all(|n| {
+                op_of(s, &r2, n).is_some_and(|o| o.outcome.as_deref() == Some("verified"))
+            })
+    })
+    .await?;
+    f.net.heal("c")?;
+    f.wait("r2 completes once node-c is back", WAIT_MS, |s| {
+        rollout_is(s, &r2, "completed")
+    })
+    .await?;
+    for node in NODES {
+        f.assert_serves(node, "v3").await?;
+    }
+    let s = f.status().await?;
+    let old = s.ops.iter().find(|o| o.id == stale).context("stale op")?;
+    ensure!(
+        old.outcome.as_deref() != Some("verified") && old.decision.as_deref() != Some("commit"),
+        "the superseded op never applied on node-c: {old:?}"
+    );
+    let events = f.events().await?;
+    let rejected = events
+        .iter()
+        .filter(|e| matches!(e.event, Event::StaleCommandRejected { .. }))
+        .count();
+    let c_reports_v2 = events.iter().any(|e| {
+        matches!(&e.event, Event::ReportRecorded { op, observation, .. }
+            if op.to_string() == stale && observation.identity == Some(f.digest("v2")))
+    });
+    ensure!(!c_reports_v2, "node-c never served v2");
+    Ok(format!(
+        "stale {stale} {} / {}; {rejected} stale command(s) rejected by generation",
+        old.decision.as_deref().unwrap_or("undecided"),
+        old.outcome.as_deref().unwrap_or("open")
+    ))
+}
+
+async fn agent_killed_in_each_stage(f: &mut Fleet) -> anyhow::Result<String> {
+    baseline(f, &AgentFaults::default()).await?;
+    let stages = [
+        ("fetch", "v2", Some("Retry")),
+        ("verify", "v3", Some("Retry")),
+        ("stage", "v4", Some("Resume")),
+        ("switch", "v5", None),
+        ("probe", "v6", None),
+    ];
+    let mut notes = Vec::new();
+    for (stage, version, expect_exit) in stages {
+        f.kill("node-a").await?;
+        f.start_agent(
+            "node-a",
+            &AgentFaults {
+                hold_at: Some((stage, 30_000)),
+                ..AgentFaults::default()
+            },
+        )?;
+        f.wait("node-a reconnects", WAIT_MS, |s| connected(s, "node-a"))
+            .await?;
+        let id = f.rollout(version, "node-a", &[], 1, false).await?;
+        let op = op_id(f, &id, "node-a").await?;
+        f.wait_log("node-a", &format!("holding at {stage}"), WAIT_MS)
+            .await?;
+        f.kill("node-a").await?;
+        f.start_agent("node-a", &AgentFaults::default())?;
+        let s = f
+            .wait(&format!("{id} completes after a SIGKILL in {stage}"), WAIT_MS, |s| {
+                rollout_is(s, &id, "completed")
+            })
+            .await?;
+        let o = op_of(&s, &id, "node-a").context("op")?;
+        ensure!(o.outcome.as_deref() == Some("verified"), "{stage}: {o:?}");
+        let (decided, differing) = decisions(&f.events().await?, &op);
+        ensure!(decided == 1 && differing == 0, "{stage}: one decision, got {decided}");
+        f.assert_serves("node-a", version).await?;
+        let log = f.last_log("node-a");
+        let table: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("recovery table") && l.contains(&op))
+            .collect();
+        match expect_exit {
+            Some(exit) => ensure!(
+                table.first().is_some_and(|l| l.ends_with(&format!("-> {exit}"))),
+                "{stage}: after the restart the table should pick {exit}: {table:?}"
+            ),
+            None => ensure!(
+                table.is_empty(),
+                "{stage}: past the decision the staging table is not consulted: {table:?}"
+            ),
+        }
+        notes.push(format!("{stage}: {}", expect_exit.unwrap_or("resumed past decision")));
+    }
+    Ok(notes.join(", "))
+}
+
+async fn approval_survives_restart(f: &mut Fleet) -> anyhow::Result<String> {
+    baseline(f, &AgentFaults::default()).await?;
+    let id = f.rollout("v2", "node-a", &["node-b", "node-c"], 1, true).await?;
+    f.wait("waiting for approval after the canary", WAIT_MS, |s| {
+        rollout_is(s, &id, "waiting-approval")
+    })
+    .await?;
+    f.kill("controller").await?;
+    f.start_controller(&ControllerFaults::default()).await?;
+    let s = f.status().await?;
+    ensure!(
+        rollout_is(&s, &id, "waiting-approval"),
+        "still waiting after the restart: {:?}",
+        rollout(&s, &id)
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let s = f.status().await?;
+    ensure!(
+        rollout_is(&s, &id, "waiting-approval") && op_of(&s, &id, "node-b").is_none(),
+        "nobody approved but the operator: {:?}",
+        s.ops
+    );
+    f.rollout_command("approve", &id).await?;
+    f.wait("the rollout completes after approval", WAIT_MS, |s| {
+        rollout_is(s, &id, "completed")
+    })
+    .await?;
+    Ok("waiting-approval across a SIGKILL, completed after approve".into())
+}
+
+async fn restart_loop(f: &mut Fleet) -> anyhow::Result<String> {
+    let v2 = f.digest("v2");
+    baseline(
+        f,
+        &AgentFaults {
+            crash_on_start: vec![v2],
+            ..AgentFaults::default()
+        },
+    )
+    .await?;
+    let id = f.rollout("v2", "node-a", &["node-b", "node-c"], 1, false).await?;
+    let s = f
+        .wait("the canary op settles", WAIT_MS, |s| {
+            op_of(s, &id, "node-a").is_some_and(|o| o.outcome.is_some())
+        })
+        .await?;
+    let canary = op_of(&s, &id, "node-a").context("op")?;
+    ensure!(canary.outcome.as_deref() == Some("rolled-back"), "{canary:?}");
+    f.assert_serves("node-a", "v1").await?;
+    let (code, proof) = f.rollout_proof(&id).await?;
+    let text = proof.to_string();
+    ensure!(
+        code == 1 && text.contains("\"failed\"") && text.contains("restart_loop"),
+        "proof failed with restart_loop: {proof:#}"
+    );
+    Ok("proof failed/restart_loop, v1 restored".into())
+}
+
+async fn tampered_bundle(f: &mut Fleet) -> anyhow::Result<String> {
+    baseline(f, &AgentFaults::default()).await?;
+    let v2 = f.digest("v2");
+    let good = std::fs::read(f.bundle_file("v2"))?;
+    f.upload(&good).await?;
+    let stored = f
+        .controller_data()
+        .join(format!("bundles/{}.bundle", v2.to_hex()));
+    let mut bad = std::fs::read(&stored)?;
+    ensure!(bad == good, "the controller stored what was uploaded");
+    let at = bad.len() / 2;
+    bad[at] ^= 0x01;
+    std::fs::write(&stored, &bad)?;
+    let id = f.start_rollout_api(v2, "node-a", &["node-b", "node-c"]).await?;
+    let s = f
+        .wait("the canary op settles", WAIT_MS, |s| {
+            op_of(s, &id, "node-a").is_some_and(|o| o.outcome.is_some())
+        })
+        .await?;
+    let canary = op_of(&s, &id, "node-a").context("op")?.clone();
+    ensure!(canary.outcome.as_deref() == Some("not-applied"), "{canary:?}");
+    let events = f.events().await?;
+    ensure!(decisions(&events, &canary.id).0 == 0, "never decided");
+    let v1 = f.digest("v1");
+    ensure!(
+        events.iter().any(|e| matches!(&e.event,
+            Event::ReportRecorded { op, kind: model::ReportKind::NotApplied, observation }
+                if op.to_string() == canary.id && observation.proves_serving(v1))),
+        "evidence: a not-applied report proving v1 still serves"
+    );
+    f.assert_serves("node-a", "v1").await?;
+    let staged = f.dir.join(format!("node-a-data/releases/{}", v2.to_hex()));
+    ensure!(!staged.exists(), "nothing installed: {} exists", staged.display());
+    ensure!(
+        f.logs("node-a").contains(&format!("refuses the bundle of {}", canary.id)),
+        "the node refused the bundle"
+    );
+    Ok("not-applied with v1 proven, nothing installed".into())
+}
+
+async fn foreign_certificate(f: &mut Fleet) -> anyhow::Result<String> {
+    baseline(f, &AgentFaults::default()).await?;
+    let before = f.status().await?.last_sequence;
+    let names: Vec<String> = NODES.iter().map(|s| s.to_string()).collect();
+    let foreign = protocol::pki::init_fleet(&f.dir.join("foreign-pki"), &names, "localhost")?;
+    // The intruder trusts the real controller (fleet CA) but presents a
+    // node-c certificate from another CA.
+    f.start_agent_as("intruder", "node-c", &AgentFaults::default(), Some(&foreign))?;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let s = f.status().await?;
+    ensure!(
+        s.last_sequence == before,
+        "nothing logged from the intruder: {before:?} -> {:?}\n{}",
+        s.last_sequence,
+        f.event_text().await
+    );
+    let log = f.logs("intruder").to_lowercase();
+    ensure!(
+        log.contains("connect") && (log.contains("tls") || log.contains("certificate") || log.contains("refused") || log.contains("closed")),
+        "the intruder's log shows its connection refused:\n{log}"
+    );
+    let controller = f.logs("controller").to_lowercase();
+    ensure!(
+        controller.contains("certificate") || controller.contains("handshake") || controller.contains("tls"),
+        "the controller logs why it refused the intruder"
+    );
+    f.kill("intruder").await?;
+    Ok(format!("log sequence unchanged at {before:?}"))
+}
+
+async fn lossy_links(f: &mut Fleet) -> anyhow::Result<String> {
+    f.start_relay(200)?;
+    f.net.lose(30)?;
+    baseline(f, &AgentFaults::default()).await?;
+    let id = f.rollout("v2", "node-a", &["node-b", "node-c"], 1, false).await?;
+    f.wait("the rollout completes under loss and delay", 150_000, |s| {
+        rollout_is(s, &id, "completed")
+    })
+    .await?;
+    for node in NODES {
+        f.assert_serves(node, "v2").await?;
+    }
+    let events = f.events().await?;
+    let held = max_slots_held(&events, &id);
+    ensure!(held == 1, "slots 1 but {held} held at once");
+    let unknown = events
+        .iter()
+        .filter(|e| matches!(e.event, Event::OpUnknown { .. }))
+        .count();
+    Ok(format!("completed; {unknown} op(s) went UNKNOWN on the way and settled"))
+}
+
+async fn follower_partitioned(f: &mut Fleet) -> anyhow::Result<String> {
+    baseline(f, &AgentFaults::default()).await?;
+    f.net.cut("c")?;
+    let id = f.rollout("v2", "node-a", &["node-b", "node-c"], 2, false).await?;
+    let s = f
+        .wait("node-b verified while node-c is silent and UNKNOWN", WAIT_MS, |s| {
+            op_of(s, &id, "node-b").is_some_and(|o| o.outcome.as_deref() == Some("verified"))
+                && op_of(s, &id, "node-c").is_some_and(|o| o.unknown.is_some())
+        })
+        .await?;
+    let silent = op_of(&s, &id, "node-c").context("op")?;
+    ensure!(silent.holds_slot && silent.outcome.is_none(), "{silent:?}");
+    let r = rollout(&s, &id).context("rollout")?;
+    ensure!(r.slots_occupied == 1 && r.status == "active", "{r:?}");
+    f.net.heal("c")?;
+    f.wait("the rollout completes after healing", WAIT_MS, |s| {
+        rollout_is(s, &id, "completed")
+    })
+    .await?;
+    let held = max_slots_held(&f.events().await?, &id);
+    ensure!(held <= 2, "slots 2 but {held} held at once");
+    Ok("node-b verified, node-c's slot held until it came back".into())
+}
+
+async fn rolling_restarts(f: &mut Fleet) -> anyhow::Result<String> {
+    baseline(f, &AgentFaults::default()).await?;
+    let id = f.rollout("v2", "node-a", &["node-b", "node-c"], 1, false).await?;
+    for name in ["controller", "node-a", "node-b", "node-c"] {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        f.stop(name).await?;
+        if name == "controller" {
+            f.start_controller(&ControllerFaults::default()).await?;
+        } else {
+            f.start_agent(name, &AgentFaults::default())?;
+        }
+    }
+    let s = f
+        .wait("the rollout completes", WAIT_MS, |s| {
+            rollout_is(s, &id, "completed")
+        })
+        .await?;
+    let events = f.events().await?;
+    for o in s.ops.iter().filter(|o| o.rollout == id) {
+        let (decided, differing) = decisions(&events, &o.id);
+        ensure!(decided == 1 && differing == 0, "{}: {decided} decisions", o.id);
+    }
+    for node in NODES {
+        f.assert_serves(node, "v2").await?;
+    }
+    Ok("every process restarted once; one decision per op".into())
+}
