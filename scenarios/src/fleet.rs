@@ -31,6 +31,8 @@ pub const PUBLIC_PORT: u16 = 8080;
 pub const WAIT_MS: u64 = 45_000;
 /// How often a wait polls.
 pub const POLL_MS: u64 = 150;
+/// How often a public route is asked before it counts as not answering.
+pub const ROUTE_ATTEMPTS: u32 = 20;
 /// After this long without settling evidence an op is UNKNOWN.
 pub const OP_TIMEOUT_MS: u64 = 5_000;
 
@@ -651,17 +653,41 @@ impl Fleet {
         runtime::client::get_route(addr, "/hello").await
     }
 
-    /// `node`'s public route answers `version`'s body and identity.
+    /// `node`'s public route answers `version`'s body and identity. Asked
+    /// up to [`ROUTE_ATTEMPTS`] times: on a lossy link one GET may time out,
+    /// but any answer that is not `version` fails at once.
     pub async fn assert_serves(&self, node: &str, version: &str) -> anyhow::Result<()> {
         let want = self.digest(version).to_hex();
-        let answer = self.public(node).await;
-        let ok = answer.as_ref().is_some_and(|a| {
-            a.status == 200
-                && a.body == format!("hello from {version}")
-                && a.identity.as_deref() == Some(want.as_str())
-        });
-        ensure!(ok, "{node} should serve {version}: {answer:?}");
-        Ok(())
+        for _ in 0..ROUTE_ATTEMPTS {
+            let Some(answer) = self.public(node).await else {
+                tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+                continue;
+            };
+            let ok = answer.status == 200
+                && answer.body == format!("hello from {version}")
+                && answer.identity.as_deref() == Some(want.as_str());
+            ensure!(ok, "{node} should serve {version}: {answer:?}");
+            return Ok(());
+        }
+        bail!("{node}'s public route did not answer in {ROUTE_ATTEMPTS} attempts")
+    }
+
+    /// The log's last sequence once it stayed unchanged for `quiet_ms`.
+    pub async fn quiet_sequence(&self, quiet_ms: u64, ms: u64) -> anyhow::Result<Option<u64>> {
+        let deadline = Instant::now() + Duration::from_millis(ms);
+        let mut last = self.status().await?.last_sequence;
+        let mut since = Instant::now();
+        loop {
+            tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+            let now = self.status().await?.last_sequence;
+            if now != last {
+                last = now;
+                since = Instant::now();
+            } else if since.elapsed() >= Duration::from_millis(quiet_ms) {
+                return Ok(last);
+            }
+            ensure!(Instant::now() < deadline, "the log never went quiet");
+        }
     }
 
     /// Stop the controller, then `fleetweft log verify` must pass on its log.

@@ -462,7 +462,7 @@ async fn agent_killed_in_each_stage(f: &mut Fleet) -> anyhow::Result<String> {
             .collect();
         match expect_exit {
             Some(exit) => ensure!(
-                table.first().is_some_and(|l| l.ends_with(&format!("-> {exit}"))),
+                table.first().is_some_and(|l| l.contains(&format!("-> {exit}"))),
                 "{stage}: after the restart the table should pick {exit}: {table:?}"
             ),
             None => ensure!(
@@ -575,7 +575,9 @@ async fn tampered_bundle(f: &mut Fleet) -> anyhow::Result<String> {
 
 async fn foreign_certificate(f: &mut Fleet) -> anyhow::Result<String> {
     baseline(f, &AgentFaults::default()).await?;
-    let before = f.status().await?.last_sequence;
+    // Late reports after the rollout settle are logged too; wait until the
+    // log is quiet so that any later entry can only be the intruder's.
+    let before = f.quiet_sequence(2_000, WAIT_MS).await?;
     let names: Vec<String> = NODES.iter().map(|s| s.to_string()).collect();
     let foreign = protocol::pki::init_fleet(&f.dir.join("foreign-pki"), &names, "localhost")?;
     // The intruder trusts the real controller (fleet CA) but presents a
@@ -589,15 +591,14 @@ async fn foreign_certificate(f: &mut Fleet) -> anyhow::Result<String> {
         s.last_sequence,
         f.event_text().await
     );
-    let log = f.logs("intruder").to_lowercase();
     ensure!(
-        log.contains("connect") && (log.contains("tls") || log.contains("certificate") || log.contains("refused") || log.contains("closed")),
-        "the intruder's log shows its connection refused:\n{log}"
+        f.logs("intruder").contains("invalid peer certificate"),
+        "the intruder's handshake is refused:\n{}",
+        f.logs("intruder")
     );
-    let controller = f.logs("controller").to_lowercase();
     ensure!(
-        controller.contains("certificate") || controller.contains("handshake") || controller.contains("tls"),
-        "the controller logs why it refused the intruder"
+        f.logs("controller").contains("refused agent connection"),
+        "the controller logs the refusal"
     );
     f.kill("intruder").await?;
     Ok(format!("log sequence unchanged at {before:?}"))
