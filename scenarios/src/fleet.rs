@@ -200,7 +200,13 @@ impl Fleet {
 
     /// Start `exe args` inside namespace `ns` as `name`; its output goes to
     /// `logs/<name>.<n>.log` (one file per start).
-    fn spawn_in(&mut self, name: &str, ns: &str, exe: &Path, args: &[String]) -> anyhow::Result<()> {
+    fn spawn_in(
+        &mut self,
+        name: &str,
+        ns: &str,
+        exe: &Path,
+        args: &[String],
+    ) -> anyhow::Result<()> {
         ensure!(!self.children.contains_key(name), "{name} already running");
         let n = self.starts.entry(name.to_string()).or_insert(0);
         *n += 1;
@@ -332,14 +338,6 @@ impl Fleet {
         }
         let exe = self.bins.agent.clone();
         self.spawn_in(name, &ns, &exe, &args)
-    }
-
-    /// Start every node's agent without faults.
-    pub fn start_agents(&mut self) -> anyhow::Result<()> {
-        for node in NODES {
-            self.start_agent(node, &AgentFaults::default())?;
-        }
-        Ok(())
     }
 
     /// Start the delaying relay in the controller's namespace; agents
@@ -649,7 +647,8 @@ impl Fleet {
     /// GET /hello on `node`'s public route from the operator's host.
     pub async fn public(&self, node: &str) -> Option<RouteAnswer> {
         let i = NODES.iter().position(|n| *n == node)?;
-        let addr: std::net::SocketAddr = format!("{SUBNET}.{}:{PUBLIC_PORT}", 11 + i).parse().ok()?;
+        let addr: std::net::SocketAddr =
+            format!("{SUBNET}.{}:{PUBLIC_PORT}", 11 + i).parse().ok()?;
         runtime::client::get_route(addr, "/hello").await
     }
 
@@ -738,7 +737,11 @@ pub fn processes_under(dir: &Path) -> Vec<(u32, String, PathBuf)> {
         return found;
     };
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
             continue;
         };
         if pid == me {
@@ -811,10 +814,10 @@ pub fn decisions(events: &[EventDto], op: &str) -> (usize, usize) {
                 decided += 1;
                 stored = Some(*decision);
             }
-            Event::CommitReplayed { op: o, decision } if o.to_string() == op => {
-                if stored != Some(*decision) {
-                    differing += 1;
-                }
+            Event::CommitReplayed { op: o, decision }
+                if o.to_string() == op && stored != Some(*decision) =>
+            {
+                differing += 1;
             }
             _ => {}
         }

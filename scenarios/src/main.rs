@@ -20,7 +20,10 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 #[derive(Parser)]
-#[command(name = "fleetweft-scenarios", about = "Fleetweft fault scenarios in network namespaces")]
+#[command(
+    name = "fleetweft-scenarios",
+    about = "Fleetweft fault scenarios in network namespaces"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Sub>,

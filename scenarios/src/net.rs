@@ -27,8 +27,6 @@ pub const COMMAND_TIMEOUT_MS: u64 = 10_000;
 pub enum Direction {
     /// Packets towards the host are dropped (e.g. controller → node).
     Inbound,
-    /// Packets from the host are dropped (e.g. node → controller).
-    Outbound,
 }
 
 /// One host of the scenario network.
@@ -72,7 +70,10 @@ pub fn run(program: &str, args: &[&str]) -> anyhow::Result<String> {
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            bail!("`{program} {}` took over {COMMAND_TIMEOUT_MS} ms", args.join(" "));
+            bail!(
+                "`{program} {}` took over {COMMAND_TIMEOUT_MS} ms",
+                args.join(" ")
+            );
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -126,7 +127,11 @@ pub fn preflight() -> anyhow::Result<()> {
         bail!("the scenarios need root (network namespaces, veth, nftables); run as root");
     }
     let mut missing = Vec::new();
-    for (tool, package) in [("ip", "iproute2"), ("nft", "nftables"), ("python3", "python3")] {
+    for (tool, package) in [
+        ("ip", "iproute2"),
+        ("nft", "nftables"),
+        ("python3", "python3"),
+    ] {
         if run("sh", &["-c", &format!("command -v {tool}")]).is_err() {
             missing.push(package);
         }
@@ -214,8 +219,18 @@ impl Net {
                 "link", "add", "eth0", "netns", &ns, "type", "veth", "peer", "name", &port,
                 "netns", &bridge_ns,
             ])?;
-            ip(&["-n", &bridge_ns, "link", "set", &port, "master", "br0", "up"])?;
-            ip(&["-n", &ns, "addr", "add", &format!("{addr}/24"), "dev", "eth0"])?;
+            ip(&[
+                "-n", &bridge_ns, "link", "set", &port, "master", "br0", "up",
+            ])?;
+            ip(&[
+                "-n",
+                &ns,
+                "addr",
+                "add",
+                &format!("{addr}/24"),
+                "dev",
+                "eth0",
+            ])?;
             ip(&["-n", &ns, "link", "set", "eth0", "up"])?;
             ip(&["-n", &ns, "link", "set", "lo", "up"])?;
         }
@@ -223,7 +238,9 @@ impl Net {
         ip(&[
             "link", "add", &op_link, "type", "veth", "peer", "name", "v-op", "netns", &bridge_ns,
         ])?;
-        ip(&["-n", &bridge_ns, "link", "set", "v-op", "master", "br0", "up"])?;
+        ip(&[
+            "-n", &bridge_ns, "link", "set", "v-op", "master", "br0", "up",
+        ])?;
         ip(&["addr", "add", &format!("{OPERATOR_IP}/24"), "dev", &op_link])?;
         ip(&["link", "set", &op_link, "up"])?;
         Ok(net)
@@ -254,7 +271,6 @@ impl Net {
     fn one_way_table(host: &Host, direction: Direction) -> String {
         let way = match direction {
             Direction::Inbound => "in",
-            Direction::Outbound => "out",
         };
         format!("cut_{}_{way}", host.name)
     }
@@ -265,7 +281,6 @@ impl Net {
         let table = Self::one_way_table(h, direction);
         let matcher = match direction {
             Direction::Inbound => format!("oifname \"{}\"", h.port),
-            Direction::Outbound => format!("iifname \"{}\"", h.port),
         };
         nft(
             &self.bridge_ns,

@@ -3,8 +3,8 @@
 //! `fleetweft log verify` on the controller's log.
 
 use crate::fleet::{
-    all_connected, connected, decisions, max_slots_held, op_of, processes_under, replays,
-    rollout, rollout_is, AgentFaults, Bins, ControllerFaults, Direction, Fleet, NODES, WAIT_MS,
+    all_connected, connected, decisions, max_slots_held, op_of, processes_under, replays, rollout,
+    rollout_is, AgentFaults, Bins, ControllerFaults, Direction, Fleet, NODES, WAIT_MS,
 };
 use crate::net;
 use anyhow::{bail, ensure, Context};
@@ -69,7 +69,10 @@ pub fn all() -> Vec<Scenario> {
 /// down, then check nothing is left behind.
 pub async fn run_one(s: &Scenario, dir: &Path, bins: &Bins) -> anyhow::Result<String> {
     let before = net::leftovers();
-    ensure!(before.is_empty(), "leftovers before the scenario: {before:?}");
+    ensure!(
+        before.is_empty(),
+        "leftovers before the scenario: {before:?}"
+    );
     if dir.exists() {
         std::fs::remove_dir_all(dir)?;
     }
@@ -124,10 +127,15 @@ async fn baseline(f: &mut Fleet, faults_a: &AgentFaults) -> anyhow::Result<()> {
     f.start_agent("node-a", faults_a)?;
     f.start_agent("node-b", &AgentFaults::default())?;
     f.start_agent("node-c", &AgentFaults::default())?;
-    f.wait("every agent connected", WAIT_MS, all_connected).await?;
-    let id = f.rollout("v1", "node-a", &["node-b", "node-c"], 3, false).await?;
-    f.wait("v1 everywhere", WAIT_MS, |s| rollout_is(s, &id, "completed"))
+    f.wait("every agent connected", WAIT_MS, all_connected)
         .await?;
+    let id = f
+        .rollout("v1", "node-a", &["node-b", "node-c"], 3, false)
+        .await?;
+    f.wait("v1 everywhere", WAIT_MS, |s| {
+        rollout_is(s, &id, "completed")
+    })
+    .await?;
     Ok(())
 }
 
@@ -147,7 +155,9 @@ fn is_commit_decided(e: &Event, op: &str) -> bool {
 
 async fn happy(f: &mut Fleet) -> anyhow::Result<String> {
     baseline(f, &AgentFaults::default()).await?;
-    let id = f.rollout("v2", "node-a", &["node-b", "node-c"], 1, false).await?;
+    let id = f
+        .rollout("v2", "node-a", &["node-b", "node-c"], 1, false)
+        .await?;
     f.wait("the rollout completes", WAIT_MS, |s| {
         rollout_is(s, &id, "completed")
     })
@@ -163,6 +173,13 @@ async fn happy(f: &mut Fleet) -> anyhow::Result<String> {
         code == 0 && proof["verdict"] == "verified",
         "rollout proof should be verified: {proof}"
     );
+    for node in NODES {
+        let (code, proof) = f.node_proof(node).await?;
+        ensure!(
+            code == 0 && proof["verdict"] == "verified",
+            "{node}'s proof should be verified: {proof}"
+        );
+    }
     let (code, _) = f.unresolved().await?;
     ensure!(code == 0, "nothing should be unresolved");
     Ok("3 nodes verified on v2, at most 1 slot held".into())
@@ -171,7 +188,9 @@ async fn happy(f: &mut Fleet) -> anyhow::Result<String> {
 async fn canary_partitioned(f: &mut Fleet) -> anyhow::Result<String> {
     baseline(f, &AgentFaults::default()).await?;
     f.net.cut("a")?;
-    let id = f.rollout("v2", "node-a", &["node-b", "node-c"], 1, false).await?;
+    let id = f
+        .rollout("v2", "node-a", &["node-b", "node-c"], 1, false)
+        .await?;
     let op = op_id(f, &id, "node-a").await?;
     let s = f
         .wait("the canary op turns UNKNOWN", WAIT_MS, |s| {
@@ -179,8 +198,14 @@ async fn canary_partitioned(f: &mut Fleet) -> anyhow::Result<String> {
         })
         .await?;
     let canary = op_of(&s, &id, "node-a").context("op")?;
-    ensure!(canary.holds_slot, "an UNKNOWN op keeps its slot: {canary:?}");
-    ensure!(canary.outcome.is_none(), "silence is not an outcome: {canary:?}");
+    ensure!(
+        canary.holds_slot,
+        "an UNKNOWN op keeps its slot: {canary:?}"
+    );
+    ensure!(
+        canary.outcome.is_none(),
+        "silence is not an outcome: {canary:?}"
+    );
     let (code, report) = f.unresolved().await?;
     ensure!(
         code == 1 && report.to_string().contains(&op),
@@ -194,9 +219,11 @@ async fn canary_partitioned(f: &mut Fleet) -> anyhow::Result<String> {
         s.ops
     );
     f.net.heal("a")?;
-    f.wait("the canary op settles verified after healing", WAIT_MS, |s| {
-        op_of(s, &id, "node-a").is_some_and(|o| o.outcome.as_deref() == Some("verified"))
-    })
+    f.wait(
+        "the canary op settles verified after healing",
+        WAIT_MS,
+        |s| op_of(s, &id, "node-a").is_some_and(|o| o.outcome.as_deref() == Some("verified")),
+    )
     .await?;
     f.wait("the rollout completes", WAIT_MS, |s| {
         rollout_is(s, &id, "completed")
@@ -215,7 +242,9 @@ async fn lost_reply(f: &mut Fleet) -> anyhow::Result<String> {
     })
     .await?;
     baseline(f, &AgentFaults::default()).await?;
-    let id = f.rollout("v2", "node-a", &["node-b", "node-c"], 1, false).await?;
+    let id = f
+        .rollout("v2", "node-a", &["node-b", "node-c"], 1, false)
+        .await?;
     let op = op_id(f, &id, "node-a").await?;
     f.wait_event("the canary's commit decision is logged", WAIT_MS, |e| {
         is_commit_decided(e, &op)
@@ -227,7 +256,11 @@ async fn lost_reply(f: &mut Fleet) -> anyhow::Result<String> {
     f.rollout_command("pause", &id).await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let s = f.status().await?;
-    ensure!(rollout_is(&s, &id, "paused"), "paused: {:?}", rollout(&s, &id));
+    ensure!(
+        rollout_is(&s, &id, "paused"),
+        "paused: {:?}",
+        rollout(&s, &id)
+    );
     let canary = op_of(&s, &id, "node-a").context("op")?;
     ensure!(canary.outcome.is_none(), "no evidence yet: {canary:?}");
     f.net.heal_one_way("a", Direction::Inbound)?;
@@ -236,7 +269,11 @@ async fn lost_reply(f: &mut Fleet) -> anyhow::Result<String> {
             op_of(s, &id, "node-a").is_some_and(|o| o.outcome.as_deref() == Some("verified"))
         })
         .await?;
-    ensure!(rollout_is(&s, &id, "paused"), "still paused: {:?}", rollout(&s, &id));
+    ensure!(
+        rollout_is(&s, &id, "paused"),
+        "still paused: {:?}",
+        rollout(&s, &id)
+    );
     tokio::time::sleep(Duration::from_secs(1)).await;
     let s = f.status().await?;
     ensure!(
@@ -248,8 +285,14 @@ async fn lost_reply(f: &mut Fleet) -> anyhow::Result<String> {
     let (decided, differing) = decisions(&events, &op);
     let replayed = replays(&events, &op);
     ensure!(decided == 1, "one stored decision, got {decided}");
-    ensure!(differing == 0, "{differing} replays differ from the stored decision");
-    ensure!(replayed >= 1, "the decision reached the node only by a replay");
+    ensure!(
+        differing == 0,
+        "{differing} replays differ from the stored decision"
+    );
+    ensure!(
+        replayed >= 1,
+        "the decision reached the node only by a replay"
+    );
     f.rollout_command("resume", &id).await?;
     f.wait("the rollout completes after resume", WAIT_MS, |s| {
         rollout_is(s, &id, "completed")
@@ -268,7 +311,9 @@ async fn controller_killed_before_reply(f: &mut Fleet) -> anyhow::Result<String>
     })
     .await?;
     baseline(f, &AgentFaults::default()).await?;
-    let id = f.rollout("v2", "node-a", &["node-b", "node-c"], 1, false).await?;
+    let id = f
+        .rollout("v2", "node-a", &["node-b", "node-c"], 1, false)
+        .await?;
     let op = op_id(f, &id, "node-a").await?;
     f.wait_event("the canary's commit decision is logged", WAIT_MS, |e| {
         is_commit_decided(e, &op)
@@ -289,8 +334,13 @@ async fn controller_killed_before_reply(f: &mut Fleet) -> anyhow::Result<String>
     let replayed = replays(&events, &op);
     ensure!(decided == 1, "one stored decision, got {decided}");
     ensure!(differing == 0, "a replay differs from the stored decision");
-    ensure!(replayed >= 1, "the restarted controller replayed the decision");
-    Ok(format!("decision replayed {replayed}x after SIGKILL, never re-decided"))
+    ensure!(
+        replayed >= 1,
+        "the restarted controller replayed the decision"
+    );
+    Ok(format!(
+        "decision replayed {replayed}x after SIGKILL, never re-decided"
+    ))
 }
 
 async fn wrong_answer(f: &mut Fleet) -> anyhow::Result<String> {
@@ -303,13 +353,19 @@ async fn wrong_answer(f: &mut Fleet) -> anyhow::Result<String> {
         },
     )
     .await?;
-    let id = f.rollout("v2", "node-a", &["node-b", "node-c"], 1, false).await?;
+    let id = f
+        .rollout("v2", "node-a", &["node-b", "node-c"], 1, false)
+        .await?;
     let s = f
         .wait("the canary op settles rolled back", WAIT_MS, |s| {
             op_of(s, &id, "node-a").is_some_and(|o| o.outcome.as_deref() == Some("rolled-back"))
         })
         .await?;
-    ensure!(rollout_is(&s, &id, "paused"), "paused: {:?}", rollout(&s, &id));
+    ensure!(
+        rollout_is(&s, &id, "paused"),
+        "paused: {:?}",
+        rollout(&s, &id)
+    );
     f.assert_serves("node-a", "v1").await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let s = f.status().await?;
@@ -335,8 +391,11 @@ async fn restored_app_killed(f: &mut Fleet) -> anyhow::Result<String> {
         },
     )
     .await?;
-    let id = f.rollout("v2", "node-a", &["node-b", "node-c"], 1, false).await?;
-    f.wait_log("node-a", "holding at restore-probe", WAIT_MS).await?;
+    let id = f
+        .rollout("v2", "node-a", &["node-b", "node-c"], 1, false)
+        .await?;
+    f.wait_log("node-a", "holding at restore-probe", WAIT_MS)
+        .await?;
     let pids = f.app_pids("node-a", v1);
     ensure!(!pids.is_empty(), "the restored v1 app is running");
     for pid in &pids {
@@ -346,9 +405,11 @@ async fn restored_app_killed(f: &mut Fleet) -> anyhow::Result<String> {
         }
     }
     let s = f
-        .wait("the canary op turns UNKNOWN (restore unproven)", WAIT_MS, |s| {
-            op_of(s, &id, "node-a").is_some_and(|o| o.unknown.is_some())
-        })
+        .wait(
+            "the canary op turns UNKNOWN (restore unproven)",
+            WAIT_MS,
+            |s| op_of(s, &id, "node-a").is_some_and(|o| o.unknown.is_some()),
+        )
         .await?;
     let canary = op_of(&s, &id, "node-a").context("op")?.clone();
     ensure!(canary.holds_slot && canary.outcome.is_none(), "{canary:?}");
@@ -366,26 +427,39 @@ async fn restored_app_killed(f: &mut Fleet) -> anyhow::Result<String> {
     );
     f.kill("node-a").await?;
     f.start_agent("node-a", &AgentFaults::default())?;
-    f.wait("the agent restart proves the baseline; the op settles", WAIT_MS, |s| {
-        op_of(s, &id, "node-a").is_some_and(|o| o.outcome.as_deref() == Some("rolled-back"))
-    })
+    f.wait(
+        "the agent restart proves the baseline; the op settles",
+        WAIT_MS,
+        |s| op_of(s, &id, "node-a").is_some_and(|o| o.outcome.as_deref() == Some("rolled-back")),
+    )
     .await?;
     f.assert_serves("node-a", "v1").await?;
-    Ok(format!("{} UNKNOWN until the restarted agent proved v1", canary.id))
+    Ok(format!(
+        "{} UNKNOWN until the restarted agent proved v1",
+        canary.id
+    ))
 }
 
 async fn offline_during_change(f: &mut Fleet) -> anyhow::Result<String> {
     baseline(f, &AgentFaults::default()).await?;
     f.net.cut("c")?;
-    let r1 = f.rollout("v2", "node-a", &["node-b", "node-c"], 1, false).await?;
+    let r1 = f
+        .rollout("v2", "node-a", &["node-b", "node-c"], 1, false)
+        .await?;
     let stale = op_id(f, &r1, "node-c").await?;
-    let r2 = f.rollout("v3", "node-a", &["node-b", "node-c"], 1, false).await?;
-    f.wait("r1 superseded; node-a and node-b verified on v3", WAIT_MS, |s| {
-        rollout_is(s, &r1, "superseded")
-            && ["node-a", "node-b"].iter().all(|n| {
-                op_of(s, &r2, n).is_some_and(|o| o.outcome.as_deref() == Some("verified"))
-            })
-    })
+    let r2 = f
+        .rollout("v3", "node-a", &["node-b", "node-c"], 1, false)
+        .await?;
+    f.wait(
+        "r1 superseded; node-a and node-b verified on v3",
+        WAIT_MS,
+        |s| {
+            rollout_is(s, &r1, "superseded")
+                && ["node-a", "node-b"].iter().all(|n| {
+                    op_of(s, &r2, n).is_some_and(|o| o.outcome.as_deref() == Some("verified"))
+                })
+        },
+    )
     .await?;
     f.net.heal("c")?;
     f.wait("r2 completes once node-c is back", WAIT_MS, |s| {
@@ -446,14 +520,19 @@ async fn agent_killed_in_each_stage(f: &mut Fleet) -> anyhow::Result<String> {
         f.kill("node-a").await?;
         f.start_agent("node-a", &AgentFaults::default())?;
         let s = f
-            .wait(&format!("{id} completes after a SIGKILL in {stage}"), WAIT_MS, |s| {
-                rollout_is(s, &id, "completed")
-            })
+            .wait(
+                &format!("{id} completes after a SIGKILL in {stage}"),
+                WAIT_MS,
+                |s| rollout_is(s, &id, "completed"),
+            )
             .await?;
         let o = op_of(&s, &id, "node-a").context("op")?;
         ensure!(o.outcome.as_deref() == Some("verified"), "{stage}: {o:?}");
         let (decided, differing) = decisions(&f.events().await?, &op);
-        ensure!(decided == 1 && differing == 0, "{stage}: one decision, got {decided}");
+        ensure!(
+            decided == 1 && differing == 0,
+            "{stage}: one decision, got {decided}"
+        );
         f.assert_serves("node-a", version).await?;
         let log = f.last_log("node-a");
         let table: Vec<&str> = log
@@ -462,7 +541,9 @@ async fn agent_killed_in_each_stage(f: &mut Fleet) -> anyhow::Result<String> {
             .collect();
         match expect_exit {
             Some(exit) => ensure!(
-                table.first().is_some_and(|l| l.contains(&format!("-> {exit}"))),
+                table
+                    .first()
+                    .is_some_and(|l| l.contains(&format!("-> {exit}"))),
                 "{stage}: after the restart the table should pick {exit}: {table:?}"
             ),
             None => ensure!(
@@ -470,14 +551,19 @@ async fn agent_killed_in_each_stage(f: &mut Fleet) -> anyhow::Result<String> {
                 "{stage}: past the decision the staging table is not consulted: {table:?}"
             ),
         }
-        notes.push(format!("{stage}: {}", expect_exit.unwrap_or("resumed past decision")));
+        notes.push(format!(
+            "{stage}: {}",
+            expect_exit.unwrap_or("resumed past decision")
+        ));
     }
     Ok(notes.join(", "))
 }
 
 async fn approval_survives_restart(f: &mut Fleet) -> anyhow::Result<String> {
     baseline(f, &AgentFaults::default()).await?;
-    let id = f.rollout("v2", "node-a", &["node-b", "node-c"], 1, true).await?;
+    let id = f
+        .rollout("v2", "node-a", &["node-b", "node-c"], 1, true)
+        .await?;
     f.wait("waiting for approval after the canary", WAIT_MS, |s| {
         rollout_is(s, &id, "waiting-approval")
     })
@@ -515,14 +601,19 @@ async fn restart_loop(f: &mut Fleet) -> anyhow::Result<String> {
         },
     )
     .await?;
-    let id = f.rollout("v2", "node-a", &["node-b", "node-c"], 1, false).await?;
+    let id = f
+        .rollout("v2", "node-a", &["node-b", "node-c"], 1, false)
+        .await?;
     let s = f
         .wait("the canary op settles", WAIT_MS, |s| {
             op_of(s, &id, "node-a").is_some_and(|o| o.outcome.is_some())
         })
         .await?;
     let canary = op_of(&s, &id, "node-a").context("op")?;
-    ensure!(canary.outcome.as_deref() == Some("rolled-back"), "{canary:?}");
+    ensure!(
+        canary.outcome.as_deref() == Some("rolled-back"),
+        "{canary:?}"
+    );
     f.assert_serves("node-a", "v1").await?;
     let (code, proof) = f.rollout_proof(&id).await?;
     let text = proof.to_string();
@@ -546,14 +637,19 @@ async fn tampered_bundle(f: &mut Fleet) -> anyhow::Result<String> {
     let at = bad.len() / 2;
     bad[at] ^= 0x01;
     std::fs::write(&stored, &bad)?;
-    let id = f.start_rollout_api(v2, "node-a", &["node-b", "node-c"]).await?;
+    let id = f
+        .start_rollout_api(v2, "node-a", &["node-b", "node-c"])
+        .await?;
     let s = f
         .wait("the canary op settles", WAIT_MS, |s| {
             op_of(s, &id, "node-a").is_some_and(|o| o.outcome.is_some())
         })
         .await?;
     let canary = op_of(&s, &id, "node-a").context("op")?.clone();
-    ensure!(canary.outcome.as_deref() == Some("not-applied"), "{canary:?}");
+    ensure!(
+        canary.outcome.as_deref() == Some("not-applied"),
+        "{canary:?}"
+    );
     let events = f.events().await?;
     ensure!(decisions(&events, &canary.id).0 == 0, "never decided");
     let v1 = f.digest("v1");
@@ -565,9 +661,14 @@ async fn tampered_bundle(f: &mut Fleet) -> anyhow::Result<String> {
     );
     f.assert_serves("node-a", "v1").await?;
     let staged = f.dir.join(format!("node-a-data/releases/{}", v2.to_hex()));
-    ensure!(!staged.exists(), "nothing installed: {} exists", staged.display());
     ensure!(
-        f.logs("node-a").contains(&format!("refuses the bundle of {}", canary.id)),
+        !staged.exists(),
+        "nothing installed: {} exists",
+        staged.display()
+    );
+    ensure!(
+        f.logs("node-a")
+            .contains(&format!("refuses the bundle of {}", canary.id)),
         "the node refused the bundle"
     );
     Ok("not-applied with v1 proven, nothing installed".into())
@@ -582,7 +683,12 @@ async fn foreign_certificate(f: &mut Fleet) -> anyhow::Result<String> {
     let foreign = protocol::pki::init_fleet(&f.dir.join("foreign-pki"), &names, "localhost")?;
     // The intruder trusts the real controller (fleet CA) but presents a
     // node-c certificate from another CA.
-    f.start_agent_as("intruder", "node-c", &AgentFaults::default(), Some(&foreign))?;
+    f.start_agent_as(
+        "intruder",
+        "node-c",
+        &AgentFaults::default(),
+        Some(&foreign),
+    )?;
     tokio::time::sleep(Duration::from_secs(4)).await;
     let s = f.status().await?;
     ensure!(
@@ -608,7 +714,9 @@ async fn lossy_links(f: &mut Fleet) -> anyhow::Result<String> {
     f.start_relay(200)?;
     f.net.lose(30)?;
     baseline(f, &AgentFaults::default()).await?;
-    let id = f.rollout("v2", "node-a", &["node-b", "node-c"], 1, false).await?;
+    let id = f
+        .rollout("v2", "node-a", &["node-b", "node-c"], 1, false)
+        .await?;
     f.wait("the rollout completes under loss and delay", 150_000, |s| {
         rollout_is(s, &id, "completed")
     })
@@ -623,18 +731,26 @@ async fn lossy_links(f: &mut Fleet) -> anyhow::Result<String> {
         .iter()
         .filter(|e| matches!(e.event, Event::OpUnknown { .. }))
         .count();
-    Ok(format!("completed; {unknown} op(s) went UNKNOWN on the way and settled"))
+    Ok(format!(
+        "completed; {unknown} op(s) went UNKNOWN on the way and settled"
+    ))
 }
 
 async fn follower_partitioned(f: &mut Fleet) -> anyhow::Result<String> {
     baseline(f, &AgentFaults::default()).await?;
     f.net.cut("c")?;
-    let id = f.rollout("v2", "node-a", &["node-b", "node-c"], 2, false).await?;
+    let id = f
+        .rollout("v2", "node-a", &["node-b", "node-c"], 2, false)
+        .await?;
     let s = f
-        .wait("node-b verified while node-c is silent and UNKNOWN", WAIT_MS, |s| {
-            op_of(s, &id, "node-b").is_some_and(|o| o.outcome.as_deref() == Some("verified"))
-                && op_of(s, &id, "node-c").is_some_and(|o| o.unknown.is_some())
-        })
+        .wait(
+            "node-b verified while node-c is silent and UNKNOWN",
+            WAIT_MS,
+            |s| {
+                op_of(s, &id, "node-b").is_some_and(|o| o.outcome.as_deref() == Some("verified"))
+                    && op_of(s, &id, "node-c").is_some_and(|o| o.unknown.is_some())
+            },
+        )
         .await?;
     let silent = op_of(&s, &id, "node-c").context("op")?;
     ensure!(silent.holds_slot && silent.outcome.is_none(), "{silent:?}");
@@ -652,7 +768,9 @@ async fn follower_partitioned(f: &mut Fleet) -> anyhow::Result<String> {
 
 async fn rolling_restarts(f: &mut Fleet) -> anyhow::Result<String> {
     baseline(f, &AgentFaults::default()).await?;
-    let id = f.rollout("v2", "node-a", &["node-b", "node-c"], 1, false).await?;
+    let id = f
+        .rollout("v2", "node-a", &["node-b", "node-c"], 1, false)
+        .await?;
     for name in ["controller", "node-a", "node-b", "node-c"] {
         tokio::time::sleep(Duration::from_millis(700)).await;
         f.stop(name).await?;
@@ -670,7 +788,11 @@ async fn rolling_restarts(f: &mut Fleet) -> anyhow::Result<String> {
     let events = f.events().await?;
     for o in s.ops.iter().filter(|o| o.rollout == id) {
         let (decided, differing) = decisions(&events, &o.id);
-        ensure!(decided == 1 && differing == 0, "{}: {decided} decisions", o.id);
+        ensure!(
+            decided == 1 && differing == 0,
+            "{}: {decided} decisions",
+            o.id
+        );
     }
     for node in NODES {
         f.assert_serves(node, "v2").await?;
