@@ -34,7 +34,9 @@ pub struct Scenario {
 }
 
 /// Upper bound on one scenario, setup and teardown included.
-pub const SCENARIO_MS: u64 = 240_000;
+pub const SCENARIO_MS: u64 = 300_000;
+/// Upper bound on one wait under 30% loss and 200 ms delay.
+pub const LOSSY_WAIT_MS: u64 = 120_000;
 
 macro_rules! body {
     ($f:ident) => {
@@ -124,18 +126,20 @@ pub async fn run_one(s: &Scenario, dir: &Path, bins: &Bins) -> anyhow::Result<St
 
 /// Agents up (node-a with `faults_a`), all connected, v1 everywhere.
 async fn baseline(f: &mut Fleet, faults_a: &AgentFaults) -> anyhow::Result<()> {
+    baseline_within(f, faults_a, WAIT_MS).await
+}
+
+/// [`baseline`] with each wait bounded by `ms` (longer on lossy links).
+async fn baseline_within(f: &mut Fleet, faults_a: &AgentFaults, ms: u64) -> anyhow::Result<()> {
     f.start_agent("node-a", faults_a)?;
     f.start_agent("node-b", &AgentFaults::default())?;
     f.start_agent("node-c", &AgentFaults::default())?;
-    f.wait("every agent connected", WAIT_MS, all_connected)
-        .await?;
+    f.wait("every agent connected", ms, all_connected).await?;
     let id = f
         .rollout("v1", "node-a", &["node-b", "node-c"], 3, false)
         .await?;
-    f.wait("v1 everywhere", WAIT_MS, |s| {
-        rollout_is(s, &id, "completed")
-    })
-    .await?;
+    f.wait("v1 everywhere", ms, |s| rollout_is(s, &id, "completed"))
+        .await?;
     Ok(())
 }
 
@@ -713,13 +717,15 @@ async fn foreign_certificate(f: &mut Fleet) -> anyhow::Result<String> {
 async fn lossy_links(f: &mut Fleet) -> anyhow::Result<String> {
     f.start_relay(200)?;
     f.net.lose(30)?;
-    baseline(f, &AgentFaults::default()).await?;
+    baseline_within(f, &AgentFaults::default(), LOSSY_WAIT_MS).await?;
     let id = f
         .rollout("v2", "node-a", &["node-b", "node-c"], 1, false)
         .await?;
-    f.wait("the rollout completes under loss and delay", 150_000, |s| {
-        rollout_is(s, &id, "completed")
-    })
+    f.wait(
+        "the rollout completes under loss and delay",
+        LOSSY_WAIT_MS,
+        |s| rollout_is(s, &id, "completed"),
+    )
     .await?;
     for node in NODES {
         f.assert_serves(node, "v2").await?;
