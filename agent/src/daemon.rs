@@ -45,11 +45,7 @@ impl Agent {
     /// actually serves before anything is reported.
     pub async fn start(cfg: AgentConfig, allow_faults: bool) -> anyhow::Result<Agent> {
         if allow_faults && cfg.faults.any() {
-            tracing::warn!(
-                "FAULT INJECTION ENABLED on {}: {:?}",
-                cfg.node,
-                cfg.faults
-            );
+            tracing::warn!("FAULT INJECTION ENABLED on {}: {:?}", cfg.node, cfg.faults);
         } else if cfg.faults.any() {
             tracing::warn!(
                 "[faults] present but ignored: start with --allow-fault-injection to use it"

@@ -315,6 +315,31 @@ pub fn s8_late_report_changes_nothing(
                 Some(_) => Ok(()),
             }
         }
+        // A node's word counts only for its own ops (SPEC §8): a message
+        // about another node's op must be logged as foreign, never as the
+        // sender's own late report.
+        Event::LateReportIgnored { node, op } => match before.op(*op) {
+            Some(o) if o.node != *node => broken(
+                Rule::S8,
+                format!(
+                    "{node}'s message about {}'s {op} logged as its own late report",
+                    o.node
+                ),
+            ),
+            _ => Ok(()),
+        },
+        Event::ForeignMessageIgnored { node, op, owner } => {
+            let actual = before.op(*op).map(|o| o.node);
+            if actual != *owner || actual == Some(*node) {
+                return broken(
+                    Rule::S8,
+                    format!(
+                        "{node}'s message about {op} logged as foreign with owner {owner:?}, but the op belongs to {actual:?}"
+                    ),
+                );
+            }
+            Ok(())
+        }
         Event::OpGranted {
             op,
             rollout,
@@ -444,7 +469,7 @@ mod tests {
     use super::*;
     use crate::testkit::*;
     use model::controller::{Input, UnknownReason};
-    use model::{Generation, OpId, Plan, ReportKind, RolloutId};
+    use model::{Generation, NodeId, OpId, Plan, ReportKind, RolloutId};
 
     fn settle(op: u32, outcome: Outcome) -> Event {
         Event::OpSettled {
@@ -820,6 +845,53 @@ mod tests {
             decision: Decision::Abort,
         };
         rejected(s6_stable_decisions(&w.state, &flipped), Rule::S6);
+    }
+
+    #[test]
+    fn s8_a_message_about_another_nodes_op_is_foreign_not_late() {
+        let w = busy_world();
+        let op = OpId(0);
+        let owner = w.state.op(op).expect("op0 granted").node;
+        let other = NodeId(owner.0 + 1);
+        // The real core tells the two apart.
+        let events = model::controller::step(
+            &w.state,
+            &Input::FromAgent {
+                node: other,
+                msg: model::ToController::CommitRequest { op },
+            },
+        )
+        .expect("accepted");
+        assert_eq!(
+            events,
+            vec![Event::ForeignMessageIgnored {
+                node: other,
+                op,
+                owner: Some(owner),
+            }]
+        );
+        every_event_passes(&w, s8_late_report_changes_nothing);
+        holds(s8_late_report_changes_nothing(&w.state, &events[0]));
+        // Logged as the sender's own late report: broken.
+        let v = rejected(
+            s8_late_report_changes_nothing(&w.state, &Event::LateReportIgnored { node: other, op }),
+            Rule::S8,
+        );
+        assert!(v.detail.contains("late report"), "{v}");
+        // Foreign with the wrong owner, or foreign although it is its own: broken.
+        for (node, owner_claimed) in [(other, Some(other)), (owner, Some(owner)), (other, None)] {
+            rejected(
+                s8_late_report_changes_nothing(
+                    &w.state,
+                    &Event::ForeignMessageIgnored {
+                        node,
+                        op,
+                        owner: owner_claimed,
+                    },
+                ),
+                Rule::S8,
+            );
+        }
     }
 
     #[test]

@@ -187,7 +187,9 @@ impl Fleet {
             Event::RolloutSuperseded { .. } => s.superseded += 1,
             Event::RolloutCompleted { .. } => s.completed += 1,
             Event::RolloutApproved { .. } => s.approvals += 1,
-            Event::LateReportIgnored { .. } => s.late_reports += 1,
+            Event::LateReportIgnored { .. } | Event::ForeignMessageIgnored { .. } => {
+                s.late_reports += 1
+            }
             Event::StaleCommandRejected { .. } => s.stale_rejections += 1,
             _ => {}
         }

@@ -171,7 +171,9 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
         Event::NodeHello { node, serving, .. } => {
             state.nodes.entry(*node).or_default().reported_serving = *serving;
         }
-        Event::LateReportIgnored { .. } | Event::StaleCommandRejected { .. } => {
+        Event::LateReportIgnored { .. }
+        | Event::StaleCommandRejected { .. }
+        | Event::ForeignMessageIgnored { .. } => {
             // Recorded for the audit trail; a late or stale message never
             // changes a node's recorded state (S8).
         }

@@ -100,8 +100,8 @@ pub enum Event {
         serving: Option<Digest>,
         generation: Generation,
     },
-    /// A report about an op that is settled or not the node's: kept for the
-    /// record, changes nothing (S8).
+    /// A report or commit request about the node's own op that is already
+    /// settled: kept for the record, changes nothing (S8).
     LateReportIgnored {
         node: NodeId,
         op: OpId,
@@ -112,6 +112,15 @@ pub enum Event {
         op: OpId,
         generation: Generation,
         accepted: Generation,
+    },
+    /// A node spoke about an op that is not its own (`owner` is the node the
+    /// op belongs to) or that does not exist (`owner` is `None`): kept for
+    /// the audit trail, answered with nothing, changes nothing (SPEC §8: a
+    /// node cannot speak for another). Appended last so older logs decode.
+    ForeignMessageIgnored {
+        node: NodeId,
+        op: OpId,
+        owner: Option<NodeId>,
     },
 }
 
@@ -211,6 +220,19 @@ impl fmt::Display for Event {
                 f,
                 "{node} rejected a command for {op} at {generation} (accepted {accepted})"
             ),
+            Event::ForeignMessageIgnored {
+                node,
+                op,
+                owner: Some(owner),
+            } => write!(
+                f,
+                "{node} spoke about {owner}'s op {op}: ignored (a node cannot speak for another)"
+            ),
+            Event::ForeignMessageIgnored {
+                node,
+                op,
+                owner: None,
+            } => write!(f, "{node} spoke about an unknown op {op}: ignored"),
         }
     }
 }

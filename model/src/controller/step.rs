@@ -215,6 +215,26 @@ fn active(state: &ControllerState, id: RolloutId) -> Result<&super::state::Rollo
 /// The node's own unsettled op with this id, or `None` when the message is
 /// late (op settled) or foreign (op of another node: a node cannot speak for
 /// another, S8).
+/// Why a message about `op` from `node` changes nothing: the op is the
+/// node's own but settled (late), or it is another node's or unknown
+/// (foreign). The two are told apart in the log because the second is what
+/// an impostor or a confused node looks like.
+fn ignored(state: &ControllerState, node: NodeId, op: OpId) -> Event {
+    match state.op(op) {
+        Some(o) if o.node == node => Event::LateReportIgnored { node, op },
+        Some(o) => Event::ForeignMessageIgnored {
+            node,
+            op,
+            owner: Some(o.node),
+        },
+        None => Event::ForeignMessageIgnored {
+            node,
+            op,
+            owner: None,
+        },
+    }
+}
+
 fn own_live_op(state: &ControllerState, node: NodeId, op: OpId) -> Option<&Op> {
     state.op(op).filter(|o| o.node == node && o.occupies_slot())
 }
@@ -238,14 +258,14 @@ fn from_agent(state: &ControllerState, node: NodeId, msg: &ToController) -> Vec<
                     decision: decision_for(state, o),
                 }],
             },
-            _ => vec![Event::LateReportIgnored { node, op }],
+            _ => vec![ignored(state, node, op)],
         },
         ToController::Report {
             op,
             kind,
             observation,
         } => match own_live_op(state, node, op) {
-            None => vec![Event::LateReportIgnored { node, op }],
+            None => vec![ignored(state, node, op)],
             Some(o) => {
                 let mut events = vec![Event::ReportRecorded {
                     op,
