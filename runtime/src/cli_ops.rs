@@ -340,6 +340,12 @@ pub async fn probe(client: &ApiClient, node: &str, json: bool) -> Result<Output,
             None => out.push_str("  nothing answered\n"),
         }
         out.push_str(&format!("  verdict: {}\n", dto.observation));
+        // The controller's probe cannot see the process: this says so
+        // instead of printing numbers it does not have.
+        out.push_str(&format!(
+            "  process: {}\n",
+            crate::proof::observation_process_text(&dto.observation)
+        ));
         for line in &dto.recorded {
             out.push_str(&format!("  recorded {line}\n"));
         }

@@ -361,7 +361,7 @@ fn resolve_and_claim_need_the_token_name_bad_fields_and_refuse_contradictions() 
     );
 
     // 400 naming the field.
-    let bad: [(&str, &str, &str); 9] = [
+    let bad: [(&str, &str, &str); 12] = [
         (
             &resolve,
             r#"{"observation": {"verdict": "maybe"}, "resolution": "abandon"}"#,
@@ -376,6 +376,21 @@ fn resolve_and_claim_need_the_token_name_bad_fields_and_refuse_contradictions() 
             &resolve,
             r#"{"observation": {"verdict": "pass", "process_healthy": "yes"}, "resolution": "abandon"}"#,
             "observation.process_healthy",
+        ),
+        (
+            &resolve,
+            r#"{"observation": {"verdict": "pass", "process_restarts": "many"}, "resolution": "abandon"}"#,
+            "observation.process_restarts",
+        ),
+        (
+            &resolve,
+            r#"{"observation": {"verdict": "pass", "process_restarts": 4294967296}, "resolution": "abandon"}"#,
+            "observation.process_restarts",
+        ),
+        (
+            &resolve,
+            r#"{"observation": {"verdict": "pass", "process_uptime_ms": -5}, "resolution": "abandon"}"#,
+            "observation.process_uptime_ms",
         ),
         (
             &resolve,
@@ -482,6 +497,42 @@ fn resolve_and_claim_need_the_token_name_bad_fields_and_refuse_contradictions() 
     let status = ctl.status();
     assert_eq!(status["ops"][0]["holds_slot"], true);
     assert_eq!(status["rollouts"][0]["slots_occupied"], 1);
+
+    // An operator who saw the process's numbers records them with the
+    // observation; the proof shows them (and judges the restart count).
+    let out = ctl.cli(
+        &[
+            "resolve",
+            &op,
+            "--resolution",
+            "abandon",
+            "--observed-verdict",
+            "unreachable",
+            "--observed-identity",
+            "none",
+            "--process-uptime-ms",
+            "0",
+            "--process-restarts",
+            "5",
+        ],
+        Some(&ctl.token),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let (code, proof) = ctl.http("GET", "/api/nodes/node-c/proof", None, b"");
+    assert_eq!(code, 200, "{proof}");
+    let proof = json(&proof);
+    let process = proof["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["item"] == "process")
+        .expect("process check")
+        .clone();
+    assert_eq!(process["observed"], "down, 5 restarts", "{proof}");
+    assert_eq!(process["expected"], "running, at most 3 restarts");
+    assert_eq!(process["reason"], "restart_loop");
+    // Abandoned settles the verdict before any check is judged.
+    assert_eq!(proof["reason"], "abandoned", "{proof}");
 }
 
 #[test]

@@ -129,7 +129,7 @@ enum Command {
         #[arg(long, value_parser = ["confirm-new", "confirm-baseline", "abandon"])]
         resolution: String,
         /// Let the controller probe the node's route now and use that.
-        #[arg(long, conflicts_with_all = ["observed_verdict", "observed_identity", "process_healthy"], required_unless_present = "observed_verdict")]
+        #[arg(long, conflicts_with_all = ["observed_verdict", "observed_identity", "process_healthy", "process_uptime_ms", "process_restarts"], required_unless_present = "observed_verdict")]
         probe: bool,
         /// The functional verdict you observed.
         #[arg(long, value_parser = ["pass", "wrong-answer", "unreachable"], requires = "observed_identity")]
@@ -140,6 +140,15 @@ enum Command {
         /// The app process looked alive (recorded, never judged on).
         #[arg(long)]
         process_healthy: bool,
+        /// How long the app process had been up, in milliseconds, if you saw
+        /// it (recorded; omitted: not observed).
+        #[arg(long, requires = "observed_verdict")]
+        process_uptime_ms: Option<u64>,
+        /// How often the app process had been restarted, if you saw it
+        /// (recorded; the proof says restart_loop above the supervisor's
+        /// bound; omitted: not observed).
+        #[arg(long, requires = "observed_verdict")]
+        process_restarts: Option<u32>,
         #[command(flatten)]
         api: ApiArgs,
     },
@@ -397,6 +406,8 @@ fn main() -> ExitCode {
             observed_verdict,
             observed_identity,
             process_healthy,
+            process_uptime_ms,
+            process_restarts,
             api,
         } => {
             let observation = match (probe, observed_verdict) {
@@ -409,6 +420,8 @@ fn main() -> ExitCode {
                         "verdict": verdict,
                         "identity": identity,
                         "process_healthy": process_healthy,
+                        "process_uptime_ms": process_uptime_ms,
+                        "process_restarts": process_restarts,
                     }))
                 }
                 _ => None,
