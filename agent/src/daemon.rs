@@ -10,7 +10,7 @@ use crate::probe::{probe, ProbeExpect};
 use crate::proxy::{self, Backend, Route};
 use crate::recovery::{self, ErrorClass, Exit, Observed, Position};
 use crate::staging::{self, Release, StageError};
-use crate::supervisor::{AppSpec, Instance};
+use crate::supervisor::{route_process, AppSpec, Instance};
 use anyhow::Context;
 use ed25519_dalek::VerifyingKey;
 use model::agent::{agent_step, AgentEffect, AgentInput, AgentOp, AgentStage};
@@ -265,8 +265,12 @@ impl Agent {
                         // Probe the new instance directly before users see it;
                         // the route probe after the switch is the evidence.
                         if let Some(release) = self.releases.get(&current.release) {
+                            let process = self
+                                .instances
+                                .get_mut(&current.release)
+                                .map(Instance::sample);
                             let (direct, _) =
-                                probe(backend.port, &release.probe_expect(), true).await;
+                                probe(backend.port, &release.probe_expect(), process).await;
                             tracing::info!(%direct, "direct probe of the new instance");
                         }
                         self.route.switch(Some(backend));
@@ -316,6 +320,7 @@ impl Agent {
                 env,
             }
         };
+        let mut dead = None;
         if let Some(instance) = self.instances.get_mut(&release) {
             if instance.keep_alive().await {
                 return Ok(Backend {
@@ -323,9 +328,12 @@ impl Agent {
                     release,
                 });
             }
-            self.instances.remove(&release);
+            dead = self.instances.remove(&release);
         }
-        let instance = Instance::start(spec).await?;
+        let mut instance = Instance::start(spec).await?;
+        if let Some(dead) = &dead {
+            instance.carry_restarts_from(dead);
+        }
         let backend = Backend {
             port: instance.port,
             release,
@@ -489,11 +497,8 @@ impl Agent {
                 expect_status: 200,
                 expect_body: String::new(),
             });
-        let healthy = match current.and_then(|b| self.instances.get_mut(&b.release)) {
-            Some(instance) => instance.is_alive(),
-            None => false,
-        };
-        probe(self.cfg.public_port, &expect, healthy).await
+        let process = route_process(current, &mut self.instances);
+        probe(self.cfg.public_port, &expect, process).await
     }
 
     async fn supervise(&mut self) {

@@ -2,6 +2,7 @@
 //! expected status and body, with the identity the route answered with.
 
 use crate::proxy::RELEASE_HEADER;
+use crate::supervisor::ProcessSample;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
@@ -25,19 +26,23 @@ pub struct ProbeAnswer {
     pub identity: Option<Digest>,
 }
 
-/// GET `http://127.0.0.1:{port}{path}` and judge it.
+/// GET `http://127.0.0.1:{port}{path}` and judge it. `process` is what the
+/// supervisor sees of the process behind the route (`None`: no supervised
+/// process there); it is recorded with the observation, never judged on.
 pub async fn probe(
     port: u16,
     expect: &ProbeExpect,
-    process_healthy: bool,
+    process: Option<ProcessSample>,
 ) -> (RouteObservation, ProbeAnswer) {
     let answer = fetch(port, &expect.path).await;
-    let observation = expect.judge(
+    let mut observation = expect.judge(
         answer.status,
         &answer.body,
         answer.identity,
-        process_healthy,
+        process.is_some_and(|p| p.running),
     );
+    observation.process_uptime_ms = process.map(|p| p.uptime_ms);
+    observation.process_restarts = process.map(|p| p.restarts);
     (observation, answer)
 }
 

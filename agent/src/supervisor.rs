@@ -4,6 +4,7 @@
 //! processes up and says how often it had to.
 
 use model::Digest;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
@@ -11,8 +12,9 @@ use tokio::process::{Child, Command};
 /// How long a started app may take to accept connections.
 pub const APP_START_TIMEOUT_MS: u64 = 10_000;
 /// Restarts tolerated within [`RESTART_WINDOW_MS`] before the instance is
-/// declared to be in a restart loop and left down.
-pub const RESTARTS_MAX: u32 = 3;
+/// declared to be in a restart loop and left down. The same bound proofs
+/// judge recorded restart counts against, hence shared through `model`.
+pub const RESTARTS_MAX: u32 = model::evidence::PROCESS_RESTARTS_MAX;
 /// The window over which restarts are counted.
 pub const RESTART_WINDOW_MS: u64 = 30_000;
 
@@ -64,7 +66,11 @@ pub struct Instance {
     started: Instant,
     /// Restart times within the window.
     restarts: Vec<Instant>,
-    /// Restarts since the instance was first started.
+    /// Restarts of the release's process since this agent process first
+    /// started it: every restart by [`Instance::keep_alive`], plus the fresh
+    /// starts that replaced a dead instance (see
+    /// [`Instance::carry_restarts_from`]). Kept in memory only, so an agent
+    /// restart counts from 0 again.
     pub restart_count: u32,
     /// Set once the restart bound was exceeded: the instance stays down.
     pub looping: bool,
@@ -112,9 +118,33 @@ impl Instance {
         matches!(self.child.try_wait(), Ok(None))
     }
 
-    /// Seconds since the current process started.
+    /// Time since the current process started.
     pub fn uptime(&self) -> Duration {
         self.started.elapsed()
+    }
+
+    /// What the supervisor sees of the process now, for route observations.
+    pub fn sample(&mut self) -> ProcessSample {
+        let running = self.is_alive();
+        ProcessSample {
+            running,
+            // A dead process has no uptime; the time since it was started
+            // would read as if it were still up.
+            uptime_ms: if running {
+                u64::try_from(self.uptime().as_millis()).unwrap_or(u64::MAX)
+            } else {
+                0
+            },
+            restarts: self.restart_count,
+        }
+    }
+
+    /// This instance replaces `dead`, an earlier instance of the same release
+    /// that could not be kept alive: starting it again is one more restart,
+    /// and the earlier ones still count (a loop must not hide behind a fresh
+    /// start).
+    pub fn carry_restarts_from(&mut self, dead: &Instance) {
+        self.restart_count = dead.restart_count.saturating_add(1);
     }
 
     /// Restart the process if it died, within the restart bound. Returns
@@ -153,6 +183,31 @@ impl Instance {
     pub async fn stop(&mut self) {
         let _ = self.child.kill().await;
     }
+}
+
+/// One look at a supervised process, recorded with a route observation
+/// (process uptime and restart count, SPEC §6). Never evidence of serving:
+/// the rules do not read it (S11).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcessSample {
+    /// Whether the process is running.
+    pub running: bool,
+    /// Milliseconds since the current process started; 0 when not running.
+    pub uptime_ms: u64,
+    /// [`Instance::restart_count`].
+    pub restarts: u32,
+}
+
+/// The process behind the route: a sample of the instance of the release
+/// the route forwards to, or `None` when the route forwards nowhere or no
+/// instance of that release is supervised.
+pub fn route_process(
+    current: Option<crate::proxy::Backend>,
+    instances: &mut HashMap<Digest, Instance>,
+) -> Option<ProcessSample> {
+    current
+        .and_then(|b| instances.get_mut(&b.release))
+        .map(Instance::sample)
 }
 
 fn free_port(release: Digest) -> Result<u16, SuperviseError> {

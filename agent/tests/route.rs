@@ -3,8 +3,9 @@
 
 use agent::probe::{probe, ProbeExpect};
 use agent::proxy::{serve, Backend, Route};
-use agent::supervisor::{AppSpec, Instance};
+use agent::supervisor::{route_process, AppSpec, Instance};
 use model::{Digest, ProbeVerdict};
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 fn hello_dir() -> PathBuf {
@@ -47,29 +48,111 @@ async fn route_serves_the_instance_and_names_it() {
     let port = public_route(route.clone()).await;
 
     // Nothing installed yet: unreachable, no identity claimed.
-    let (nothing, _) = probe(port, &expect(), false).await;
+    let (nothing, _) = probe(port, &expect(), None).await;
     assert_eq!(nothing.verdict, ProbeVerdict::Unreachable);
     assert_eq!(nothing.identity, None);
+    assert_eq!(nothing.process_restarts, None, "no process was observed");
 
     route.switch(Some(Backend {
         port: app.port,
         release,
     }));
-    let (seen, answer) = probe(port, &expect(), true).await;
+    let (seen, answer) = probe(port, &expect(), Some(app.sample())).await;
     assert_eq!(seen.verdict, ProbeVerdict::Pass, "{answer:?}");
     assert_eq!(seen.identity, Some(release));
+    assert_eq!(seen.process_restarts, Some(0));
 
     // The process dies: the route no longer answers and claims nothing.
     app.stop().await;
-    let (down, _) = probe(port, &expect(), false).await;
+    let (down, _) = probe(port, &expect(), Some(app.sample())).await;
     assert_eq!(down.verdict, ProbeVerdict::Unreachable);
     assert_eq!(down.identity, None);
+    assert!(!down.process_healthy);
+    assert_eq!(
+        down.process_uptime_ms,
+        Some(0),
+        "a dead process has no uptime"
+    );
 
     // The supervisor brings it back.
     assert!(app.keep_alive().await);
-    let (back, _) = probe(port, &expect(), true).await;
+    let (back, _) = probe(port, &expect(), Some(app.sample())).await;
     assert_eq!(back.verdict, ProbeVerdict::Pass);
     assert_eq!(app.restart_count, 1);
+    app.stop().await;
+}
+
+/// The observation the daemon records carries the supervisor's own numbers
+/// for the process behind the route: its real restart count (also across a
+/// fresh start that replaced a dead instance) and the current process's
+/// uptime.
+#[tokio::test]
+async fn the_route_observation_carries_the_supervisors_restart_count_and_uptime() {
+    let release = Digest::repeat(0xa3);
+    let first = Instance::start(spec(release, vec![]))
+        .await
+        .expect("start app");
+    let route = Route::default();
+    let port = public_route(route.clone()).await;
+    let backend = Backend {
+        port: first.port,
+        release,
+    };
+    route.switch(Some(backend));
+    let mut instances = HashMap::from([(release, first)]);
+
+    // Only the release the route forwards to is sampled.
+    assert_eq!(route_process(None, &mut instances), None);
+    let other = Backend {
+        port: backend.port,
+        release: Digest::repeat(0xff),
+    };
+    assert_eq!(route_process(Some(other), &mut instances), None);
+
+    // Killed twice, restarted twice by the supervisor.
+    for _ in 0..2 {
+        let app = instances.get_mut(&release).expect("instance");
+        app.stop().await;
+        assert!(app.keep_alive().await);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let (seen, answer) = probe(
+        port,
+        &expect(),
+        route_process(route.current(), &mut instances),
+    )
+    .await;
+    assert_eq!(seen.verdict, ProbeVerdict::Pass, "{answer:?}");
+    assert!(seen.process_healthy);
+    assert_eq!(seen.process_restarts, Some(2));
+    let uptime = seen.process_uptime_ms.expect("uptime observed");
+    assert!(
+        (300..60_000).contains(&uptime),
+        "uptime of the restarted process: {uptime} ms"
+    );
+
+    // A fresh start replacing a dead instance is one more restart.
+    let mut dead = instances.remove(&release).expect("instance");
+    dead.stop().await;
+    let mut fresh = Instance::start(spec(release, vec![]))
+        .await
+        .expect("start app");
+    fresh.carry_restarts_from(&dead);
+    route.switch(Some(Backend {
+        port: fresh.port,
+        release,
+    }));
+    instances.insert(release, fresh);
+    let (seen, _) = probe(
+        port,
+        &expect(),
+        route_process(route.current(), &mut instances),
+    )
+    .await;
+    assert_eq!(seen.process_restarts, Some(3));
+    for app in instances.values_mut() {
+        app.stop().await;
+    }
 }
 
 #[tokio::test]
@@ -87,7 +170,7 @@ async fn a_healthy_process_with_the_wrong_answer_is_a_wrong_answer() {
         release,
     }));
     let port = public_route(route).await;
-    let (seen, answer) = probe(port, &expect(), app.is_alive()).await;
+    let (seen, answer) = probe(port, &expect(), Some(app.sample())).await;
     assert_eq!(seen.verdict, ProbeVerdict::WrongAnswer, "{answer:?}");
     assert_eq!(seen.identity, Some(release));
     assert!(seen.process_healthy);

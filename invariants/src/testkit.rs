@@ -38,6 +38,8 @@ pub fn wrong(release: Digest) -> RouteObservation {
         verdict: ProbeVerdict::WrongAnswer,
         identity: Some(release),
         process_healthy: true,
+        process_uptime_ms: None,
+        process_restarts: None,
     }
 }
 
@@ -46,6 +48,8 @@ pub fn unreachable() -> RouteObservation {
         verdict: ProbeVerdict::Unreachable,
         identity: None,
         process_healthy: false,
+        process_uptime_ms: None,
+        process_restarts: None,
     }
 }
 

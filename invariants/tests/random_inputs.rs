@@ -36,6 +36,8 @@ impl Answer {
                 n => Some(Digest::repeat(n - 3)),
             },
             process_healthy: self.healthy,
+            process_uptime_ms: None,
+            process_restarts: None,
         }
     }
 }

@@ -18,7 +18,20 @@ pub enum ProbeVerdict {
     Unreachable,
 }
 
-/// One observation of a node's public route.
+/// The agent supervisor's restart bound for one app instance: once it has
+/// restarted the process this often within its window, the next exit leaves
+/// the process down. A proof calls a recorded restart count above it a restart
+/// loop. The rules never read it (S11: they never settle anything on process
+/// health).
+pub const PROCESS_RESTARTS_MAX: u32 = 3;
+
+/// One observation of a node's public route, with what the observer could see
+/// of the app process behind it.
+///
+/// The process fields are recorded for operators and shown in proofs; the
+/// rules never settle anything on them (S11). `None` means "not observed",
+/// which is different from 0: the controller's own probe of a public route
+/// and an operator's typed observation cannot see the process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct RouteObservation {
     /// What the functional probe concluded.
@@ -28,6 +41,13 @@ pub struct RouteObservation {
     /// Whether the supervised process looked alive. Recorded for operators;
     /// the rules never settle anything on it (S11).
     pub process_healthy: bool,
+    /// How long the app process behind the route had been running when the
+    /// route was observed, in milliseconds; `Some(0)` when it was not
+    /// running, `None` when the observer could not see the process.
+    pub process_uptime_ms: Option<u64>,
+    /// How often the agent's supervisor had restarted the release's process
+    /// since the agent first started it; `None` when not observed.
+    pub process_restarts: Option<u32>,
 }
 
 impl RouteObservation {
@@ -43,6 +63,21 @@ impl RouteObservation {
             verdict: ProbeVerdict::Pass,
             identity: Some(release),
             process_healthy: true,
+            process_uptime_ms: None,
+            process_restarts: None,
+        }
+    }
+
+    /// An observation without process evidence (uptime and restarts not
+    /// observed): what an observer that cannot see the process (the
+    /// controller's own probe, an operator) records.
+    pub fn new(verdict: ProbeVerdict, identity: Option<Digest>, process_healthy: bool) -> Self {
+        RouteObservation {
+            verdict,
+            identity,
+            process_healthy,
+            process_uptime_ms: None,
+            process_restarts: None,
         }
     }
 }

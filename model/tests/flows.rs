@@ -74,6 +74,8 @@ impl Fleet {
                         },
                         identity: serving,
                         process_healthy: true,
+                        process_uptime_ms: None,
+                        process_restarts: None,
                     };
                     self.agent(node, AgentInput::Probed(observation));
                 }
@@ -226,6 +228,8 @@ fn a_claim_is_recorded_refused_when_invalid_and_settles_nothing() {
                 verdict: ProbeVerdict::Unreachable,
                 identity: None,
                 process_healthy: false,
+                process_uptime_ms: None,
+                process_restarts: None,
             },
             resolution: model::controller::Resolution::Abandon,
         },

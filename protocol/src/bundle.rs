@@ -182,7 +182,8 @@ impl ProbeSpec {
     /// when nothing answered; `identity` is the `X-Fleetweft-Release` the
     /// route answered with. A 5xx without an identity is the proxy saying
     /// no instance answered: unreachable, not a wrong answer. The agent and
-    /// the controller judge with this one function.
+    /// the controller judge with this one function. The process uptime and
+    /// restart count are left unobserved (`None`).
     pub fn judge(
         &self,
         status: Option<u16>,
@@ -199,11 +200,9 @@ impl ProbeSpec {
             }
             Some(_) => ProbeVerdict::WrongAnswer,
         };
-        model::RouteObservation {
-            verdict,
-            identity,
-            process_healthy,
-        }
+        // Uptime and restart count are the supervisor's to add (the agent
+        // does); a judge of an HTTP answer alone cannot see them.
+        model::RouteObservation::new(verdict, identity, process_healthy)
     }
 }
 

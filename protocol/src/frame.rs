@@ -13,7 +13,11 @@ use thiserror::Error;
 /// The wire format version this build speaks. Bumped on any incompatible
 /// change to [`FrameBody`]; a peer on another version is refused outright
 /// rather than half-understood.
-pub const WIRE_VERSION: u16 = 1;
+///
+/// - 1: first format.
+/// - 2: route observations in reports carry the process uptime and restart
+///   count (`model::RouteObservation`).
+pub const WIRE_VERSION: u16 = 2;
 
 /// The largest frame body accepted or produced, in bytes. Control messages
 /// are a few hundred bytes; bundles travel as raw bytes outside frames, so a

@@ -55,21 +55,43 @@ impl From<ClientError> for Failure {
     }
 }
 
-/// The operator token: `--token-file` first, else `FLEETWEFT_TOKEN`, else none
-/// (reads need no token).
-pub fn load_token(token_file: Option<&Path>) -> Result<Option<String>, Failure> {
+/// The operator token, first found wins: `--token-file FILE`, else
+/// `--pki DIR` (the PKI directory's operator token, `DIR/operator-token`, as
+/// `fleetweft pki init` wrote it), else `FLEETWEFT_TOKEN`, else none (reads
+/// need no token). An explicit file beats a directory, which beats the
+/// environment, so a flag on the command line always overrides a token
+/// exported in the shell. A given file or directory that does not hold a
+/// valid token is a usage error naming the file; it never falls back to the
+/// next source, which would act with a token the operator did not choose.
+pub fn load_token(
+    token_file: Option<&Path>,
+    pki_dir: Option<&Path>,
+) -> Result<Option<String>, Failure> {
     if let Some(path) = token_file {
-        return protocol::pki::load_operator_token(path)
-            .map(Some)
-            .map_err(|e| Failure {
-                message: format!("reading the operator token {}: {e}", path.display()),
-                code: EXIT_USAGE,
-            });
+        return read_token(path, "--token-file");
+    }
+    if let Some(dir) = pki_dir {
+        let pki = protocol::pki::FleetPki {
+            dir: dir.to_path_buf(),
+            // Only the token's path is needed; no node list.
+            nodes: Vec::new(),
+        };
+        return read_token(&pki.operator_token(), "--pki");
     }
     Ok(std::env::var(TOKEN_ENV)
         .ok()
         .map(|t| t.trim().to_string())
         .filter(|t| !t.is_empty()))
+}
+
+fn read_token(path: &Path, flag: &str) -> Result<Option<String>, Failure> {
+    protocol::pki::load_operator_token(path)
+        .map(Some)
+        .map_err(|e| Failure {
+            // Every `PkiError` of a token read starts with the file's path.
+            message: format!("reading the operator token given by {flag}: {e}"),
+            code: EXIT_USAGE,
+        })
 }
 
 /// Aligned columns: two spaces between, header first.
@@ -340,6 +362,12 @@ pub async fn probe(client: &ApiClient, node: &str, json: bool) -> Result<Output,
             None => out.push_str("  nothing answered\n"),
         }
         out.push_str(&format!("  verdict: {}\n", dto.observation));
+        // The controller's probe cannot see the process: this says so
+        // instead of printing numbers it does not have.
+        out.push_str(&format!(
+            "  process: {}\n",
+            crate::proof::observation_process_text(&dto.observation)
+        ));
         for line in &dto.recorded {
             out.push_str(&format!("  recorded {line}\n"));
         }

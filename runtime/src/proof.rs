@@ -19,13 +19,24 @@
 //!   and `NotApplied` claim the baseline). No agent report (only controller
 //!   or operator probes) => could not read, [`ReasonCode::DigestUnreadable`];
 //!   another digest => [`ReasonCode::DigestMismatch`].
-//! - `process`: the agent's `process_healthy` flag. Dead process and no answer
-//!   on the route => false, [`ReasonCode::RestartLoop`] (the model has no
-//!   restart counter yet: a dead process that does not answer is treated as
-//!   crash-looping or stopped at its restart limit). A dead-looking process
-//!   while the route answers => false, [`ReasonCode::ProcessUnhealthy`], which
-//!   is informational only: a process's looks are not evidence either way
-//!   (S11), so it never changes the verdict.
+//! - `process`: expected `running, at most N restarts` (N =
+//!   [`model::evidence::PROCESS_RESTARTS_MAX`], the agent supervisor's
+//!   bound); observed like `running, up 12 s, 0 restarts`. Whether it runs is
+//!   the latest observation's `process_healthy`. Uptime and restart count are
+//!   the latest observation's own when it has them; the controller's probe
+//!   and an operator's typed observation cannot see the process, so then the
+//!   latest earlier observation of the op that has them (the agent's report)
+//!   is shown, marked `as of an earlier observation`; neither => `uptime and
+//!   restarts not observed`. A restart count above N => false,
+//!   [`ReasonCode::RestartLoop`]. Dead process and no answer on the route =>
+//!   false, [`ReasonCode::RestartLoop`] too (crash-looping, stopped at its
+//!   bound, or not restarted yet: nothing serves either way). A dead-looking
+//!   process while the route answers => false,
+//!   [`ReasonCode::ProcessUnhealthy`], which is informational only: a
+//!   process's looks are not evidence either way (S11), so it never changes
+//!   the verdict. Unobserved uptime and restarts are not a "could not read"
+//!   either: they never turn a verdict into `partially-verified`, because the
+//!   route, not the process, is what proves a release serving.
 //! - `health probe`: `Pass` => true; `WrongAnswer` => false,
 //!   [`ReasonCode::ProbeWrongAnswer`]; `Unreachable` without a release
 //!   identity => could not read, [`ReasonCode::ProbeUnreachable`];
@@ -133,7 +144,9 @@ pub enum ReasonCode {
     DigestUnreadable,
     /// The agent reported another artifact in place (read, and wrong).
     DigestMismatch,
-    /// The process is down and the route does not answer.
+    /// The supervisor restarted the process more often than its bound
+    /// ([`model::evidence::PROCESS_RESTARTS_MAX`]), or the process is down
+    /// and the route does not answer.
     RestartLoop,
     /// The process looked dead while the route answered (informational).
     ProcessUnhealthy,
@@ -399,25 +412,32 @@ fn checks_for(op: &Op, intended: Digest) -> Vec<EvidenceCheck> {
         ),
     });
 
-    // Process.
+    // Process: recorded evidence, judged only for a restart loop.
     let answered = obs.verdict != ProbeVerdict::Unreachable;
+    let numbers = op
+        .evidence
+        .iter()
+        .rev()
+        .map(|e| e.observation)
+        .find(|o| o.process_uptime_ms.is_some() || o.process_restarts.is_some());
+    let earlier = numbers.is_some_and(|o| o != obs);
+    let looping = numbers
+        .and_then(|o| o.process_restarts)
+        .is_some_and(|n| n > model::evidence::PROCESS_RESTARTS_MAX);
+    let (ok, reason) = match (obs.process_healthy, answered, looping) {
+        (_, _, true) | (false, false, _) => (Some(false), Some(ReasonCode::RestartLoop)),
+        (true, _, false) => (Some(true), None),
+        (false, true, false) => (Some(false), Some(ReasonCode::ProcessUnhealthy)),
+    };
     checks.push(EvidenceCheck {
         item: "process".into(),
-        expected: Some("running".into()),
-        observed: Some(
-            if obs.process_healthy {
-                "running"
-            } else {
-                "down"
-            }
-            .into(),
-        ),
-        ok: Some(obs.process_healthy),
-        reason: match (obs.process_healthy, answered) {
-            (true, _) => None,
-            (false, false) => Some(ReasonCode::RestartLoop),
-            (false, true) => Some(ReasonCode::ProcessUnhealthy),
-        },
+        expected: Some(format!(
+            "running, at most {}",
+            restarts_text(model::evidence::PROCESS_RESTARTS_MAX)
+        )),
+        observed: Some(process_text(obs.process_healthy, numbers, earlier)),
+        ok,
+        reason,
     });
 
     // Health probe.
@@ -476,6 +496,59 @@ fn check(
         observed: observed.map(|d| d.to_hex()),
         ok,
         reason,
+    }
+}
+
+/// What an observation says of the process, like `running, up 12 s, 0
+/// restarts` or `running, uptime and restarts not observed`. `numbers` is the
+/// observation the uptime and restart count come from; `earlier` says it is
+/// not the one `running` comes from.
+fn process_text(running: bool, numbers: Option<RouteObservation>, earlier: bool) -> String {
+    let mut s = String::from(if running { "running" } else { "down" });
+    let Some(n) = numbers else {
+        s.push_str(", uptime and restarts not observed");
+        return s;
+    };
+    // A stopped process has no uptime (it is recorded as 0).
+    match n.process_uptime_ms {
+        Some(ms) if n.process_healthy => s.push_str(&format!(", up {}", uptime_text(ms))),
+        Some(_) => {}
+        None => s.push_str(", uptime not observed"),
+    }
+    match n.process_restarts {
+        Some(r) => s.push_str(&format!(", {}", restarts_text(r))),
+        None => s.push_str(", restarts not observed"),
+    }
+    if earlier {
+        s.push_str(" (uptime and restarts as of an earlier observation)");
+    }
+    s
+}
+
+/// What one observation saw of the process, for a single observation on its
+/// own (the CLI's `probe`): like `running, up 12 s, 0 restarts`.
+pub fn observation_process_text(o: &RouteObservation) -> String {
+    let numbers = (o.process_uptime_ms.is_some() || o.process_restarts.is_some()).then_some(*o);
+    process_text(o.process_healthy, numbers, false)
+}
+
+fn restarts_text(n: u32) -> String {
+    if n == 1 {
+        "1 restart".into()
+    } else {
+        format!("{n} restarts")
+    }
+}
+
+/// A duration in milliseconds in the two largest units that matter.
+fn uptime_text(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0 => format!("{ms} ms"),
+        1..=59 => format!("{s} s"),
+        60..=3599 => format!("{} min {} s", s / 60, s % 60),
+        3600..=86_399 => format!("{} h {} min", s / 3600, s % 3600 / 60),
+        _ => format!("{} d {} h", s / 86_400, s % 86_400 / 3600),
     }
 }
 
@@ -752,6 +825,8 @@ mod tests {
             verdict,
             identity,
             process_healthy,
+            process_uptime_ms: None,
+            process_restarts: None,
         }
     }
 
@@ -843,6 +918,124 @@ mod tests {
 
     fn item<'a>(p: &'a NodeProof, item: &str) -> &'a EvidenceCheck {
         p.checks.iter().find(|c| c.item == item).expect(item)
+    }
+
+    /// What an agent reports: the route's answer plus its supervisor's
+    /// numbers for the process.
+    fn agent_obs(release: Digest, uptime_ms: u64, restarts: u32) -> RouteObservation {
+        RouteObservation {
+            process_uptime_ms: Some(uptime_ms),
+            process_restarts: Some(restarts),
+            ..RouteObservation::passing(release)
+        }
+    }
+
+    #[test]
+    fn proof_shows_the_process_uptime_and_restart_count() {
+        let s = canary_switched(agent_obs(V2, 12_345, 0)).settle(0, Outcome::Verified);
+        let p = s.proof(A);
+        assert_eq!((p.verdict, p.reason), (Verdict::Verified, None), "{p:#?}");
+        let c = item(&p, "process");
+        assert_eq!(c.expected.as_deref(), Some("running, at most 3 restarts"));
+        assert_eq!(c.observed.as_deref(), Some("running, up 12 s, 0 restarts"));
+        assert_eq!((c.ok, c.reason), (Some(true), None));
+
+        // At the supervisor's bound is not a loop yet.
+        let p = canary_switched(agent_obs(V2, 61_000, 3))
+            .settle(0, Outcome::Verified)
+            .proof(A);
+        let c = item(&p, "process");
+        assert_eq!(
+            c.observed.as_deref(),
+            Some("running, up 1 min 1 s, 3 restarts")
+        );
+        assert_eq!((c.ok, p.verdict), (Some(true), Verdict::Verified));
+
+        // A dead process shows no uptime, only its restarts.
+        let down = RouteObservation {
+            verdict: ProbeVerdict::Unreachable,
+            identity: None,
+            process_healthy: false,
+            process_uptime_ms: Some(0),
+            process_restarts: Some(1),
+        };
+        let p = canary_switched(down).proof(A);
+        assert_eq!(
+            item(&p, "process").observed.as_deref(),
+            Some("down, 1 restart")
+        );
+    }
+
+    #[test]
+    fn a_restart_count_above_the_bound_is_a_restart_loop() {
+        // The route passes and identifies v2, yet the supervisor had to
+        // restart the process more often than its bound allows.
+        let over = model::evidence::PROCESS_RESTARTS_MAX + 1;
+        let s = canary_switched(agent_obs(V2, 2_000, over)).settle(0, Outcome::Verified);
+        let p = s.proof(A);
+        let c = item(&p, "process");
+        assert_eq!(
+            (c.ok, c.reason),
+            (Some(false), Some(ReasonCode::RestartLoop))
+        );
+        assert_eq!(c.observed.as_deref(), Some("running, up 2 s, 4 restarts"));
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Failed, Some(ReasonCode::RestartLoop))
+        );
+        assert_eq!(
+            reason_str(ReasonCode::RestartLoop),
+            "restart_loop",
+            "the code operators read"
+        );
+    }
+
+    #[test]
+    fn a_controller_probe_shows_the_agents_last_process_numbers_as_earlier() {
+        // The agent reported its numbers; the controller's own probe (which
+        // cannot see the process) came later and is the latest observation.
+        let later = RouteObservation::new(ProbeVerdict::Pass, Some(V2), true);
+        let s = canary_switched(agent_obs(V2, 5_000, 1))
+            .probe(0, later)
+            .settle(0, Outcome::Verified);
+        let p = s.proof(A);
+        assert_eq!(p.verdict, Verdict::Verified);
+        let c = item(&p, "process");
+        assert_eq!(
+            c.observed.as_deref(),
+            Some("running, up 5 s, 1 restart (uptime and restarts as of an earlier observation)")
+        );
+        // The earlier count still counts for a restart loop.
+        let s = canary_switched(agent_obs(V2, 5_000, 9))
+            .probe(0, later)
+            .settle(0, Outcome::Verified);
+        assert_eq!(
+            item(&s.proof(A), "process").reason,
+            Some(ReasonCode::RestartLoop)
+        );
+    }
+
+    #[test]
+    fn unobserved_process_numbers_are_said_and_do_not_change_the_verdict() {
+        // No observation of the op saw the process (operator or controller
+        // only): shown as not observed; the route alone proves serving.
+        let p = verified().proof(A);
+        let c = item(&p, "process");
+        assert_eq!(
+            c.observed.as_deref(),
+            Some("running, uptime and restarts not observed")
+        );
+        assert_eq!((c.ok, p.verdict), (Some(true), Verdict::Verified));
+        assert_eq!(
+            observation_process_text(&RouteObservation::new(ProbeVerdict::Pass, None, true)),
+            "running, uptime and restarts not observed"
+        );
+        assert_eq!(
+            observation_process_text(&agent_obs(V2, 3 * 3_600_000 + 120_000, 0)),
+            "running, up 3 h 2 min, 0 restarts"
+        );
+        assert_eq!(uptime_text(850), "850 ms");
+        assert_eq!(uptime_text(2 * 86_400_000 + 3_600_000), "2 d 1 h");
     }
 
     #[test]

@@ -361,7 +361,7 @@ fn resolve_and_claim_need_the_token_name_bad_fields_and_refuse_contradictions() 
     );
 
     // 400 naming the field.
-    let bad: [(&str, &str, &str); 9] = [
+    let bad: [(&str, &str, &str); 12] = [
         (
             &resolve,
             r#"{"observation": {"verdict": "maybe"}, "resolution": "abandon"}"#,
@@ -376,6 +376,21 @@ fn resolve_and_claim_need_the_token_name_bad_fields_and_refuse_contradictions() 
             &resolve,
             r#"{"observation": {"verdict": "pass", "process_healthy": "yes"}, "resolution": "abandon"}"#,
             "observation.process_healthy",
+        ),
+        (
+            &resolve,
+            r#"{"observation": {"verdict": "pass", "process_restarts": "many"}, "resolution": "abandon"}"#,
+            "observation.process_restarts",
+        ),
+        (
+            &resolve,
+            r#"{"observation": {"verdict": "pass", "process_restarts": 4294967296}, "resolution": "abandon"}"#,
+            "observation.process_restarts",
+        ),
+        (
+            &resolve,
+            r#"{"observation": {"verdict": "pass", "process_uptime_ms": -5}, "resolution": "abandon"}"#,
+            "observation.process_uptime_ms",
         ),
         (
             &resolve,
@@ -482,6 +497,42 @@ fn resolve_and_claim_need_the_token_name_bad_fields_and_refuse_contradictions() 
     let status = ctl.status();
     assert_eq!(status["ops"][0]["holds_slot"], true);
     assert_eq!(status["rollouts"][0]["slots_occupied"], 1);
+
+    // An operator who saw the process's numbers records them with the
+    // observation; the proof shows them (and judges the restart count).
+    let out = ctl.cli(
+        &[
+            "resolve",
+            &op,
+            "--resolution",
+            "abandon",
+            "--observed-verdict",
+            "unreachable",
+            "--observed-identity",
+            "none",
+            "--process-uptime-ms",
+            "0",
+            "--process-restarts",
+            "5",
+        ],
+        Some(&ctl.token),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let (code, proof) = ctl.http("GET", "/api/nodes/node-c/proof", None, b"");
+    assert_eq!(code, 200, "{proof}");
+    let proof = json(&proof);
+    let process = proof["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["item"] == "process")
+        .expect("process check")
+        .clone();
+    assert_eq!(process["observed"], "down, 5 restarts", "{proof}");
+    assert_eq!(process["expected"], "running, at most 3 restarts");
+    assert_eq!(process["reason"], "restart_loop");
+    // Abandoned settles the verdict before any check is judged.
+    assert_eq!(proof["reason"], "abandoned", "{proof}");
 }
 
 #[test]
@@ -637,6 +688,108 @@ fn a_claim_shows_its_owner_and_survives_a_restart_then_abandon_frees_the_slot() 
     );
     assert_eq!(code, 409, "{answer}");
     assert_eq!(ctl.last_sequence(), seq);
+}
+
+/// Where the CLI takes the operator token from: `--token-file FILE`, else
+/// `--pki DIR` (`DIR/operator-token`), else `FLEETWEFT_TOKEN`. A given file
+/// or directory without a valid token is a usage error (2) naming the file,
+/// never a fallback to the next source.
+#[test]
+fn the_cli_takes_the_token_from_the_pki_dir() {
+    let ctl = Controller::start();
+    let id = ctl.start_rollout("node-a");
+    let pki = ctl.token_file.parent().expect("pki dir").to_path_buf();
+    let wrong = "0".repeat(64);
+    let cli = |args: &[&str], env: Option<&str>| {
+        let mut all = args.to_vec();
+        all.push("--json");
+        ctl.cli(&all, env)
+    };
+
+    // --pki DIR alone: the write goes through and is logged.
+    let before = ctl.last_sequence();
+    let out = cli(&["rollout", "pause", &id, "--pki", &s(&pki)], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_ne!(ctl.last_sequence(), before);
+
+    // --pki beats a wrong FLEETWEFT_TOKEN.
+    let before = ctl.last_sequence();
+    let out = cli(&["rollout", "resume", &id, "--pki", &s(&pki)], Some(&wrong));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_ne!(ctl.last_sequence(), before);
+
+    // A directory without an operator-token file: exit 2 naming the file,
+    // nothing logged, and no fallback to the (valid) environment token.
+    let empty = tempfile::tempdir().expect("temp dir");
+    let missing = empty.path().join("operator-token");
+    let before = ctl.last_sequence();
+    let out = cli(
+        &["rollout", "pause", &id, "--pki", &s(empty.path())],
+        Some(&ctl.token),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&s(&missing)) && stderr.contains("--pki"),
+        "{stderr} should name {} and --pki",
+        missing.display()
+    );
+    // A directory whose token file does not hold a token: named too.
+    std::fs::write(&missing, "not a token\n").expect("write");
+    let out = cli(&["rollout", "pause", &id, "--pki", &s(empty.path())], None);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&s(&missing)) && stderr.contains("not an operator token"),
+        "{stderr}"
+    );
+    assert_eq!(
+        ctl.last_sequence(),
+        before,
+        "a refused write changed the log"
+    );
+
+    // --token-file beats --pki: a good file wins over a bad directory, and a
+    // bad file is an error even with a good directory.
+    let out = cli(
+        &[
+            "rollout",
+            "pause",
+            &id,
+            "--token-file",
+            &s(&ctl.token_file),
+            "--pki",
+            &s(empty.path()),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let before = ctl.last_sequence();
+    let out = cli(
+        &[
+            "rollout",
+            "resume",
+            &id,
+            "--token-file",
+            &s(&missing),
+            "--pki",
+            &s(&pki),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("--token-file"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(ctl.last_sequence(), before);
+
+    // The help text says the order.
+    let out = ctl.cli(&["rollout", "pause", "--help"], None);
+    let help = text(&out.stdout);
+    assert!(help.contains("--pki <DIR>"), "{help}");
+    assert!(help.contains("FLEETWEFT_TOKEN"), "{help}");
 }
 
 /// The routes `runtime::daemon::api::router` serves; kept by hand so a route

@@ -43,6 +43,8 @@ fn observation() -> impl Strategy<Value = RouteObservation> {
             verdict,
             identity,
             process_healthy,
+            process_uptime_ms: None,
+            process_restarts: None,
         })
 }
 
@@ -220,6 +222,8 @@ fn contradictory_switch_report_on_undecided_canary() {
                 verdict: ProbeVerdict::WrongAnswer,
                 identity: None,
                 process_healthy: true,
+                process_uptime_ms: None,
+                process_restarts: None,
             },
         },
     };

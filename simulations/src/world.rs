@@ -98,6 +98,10 @@ impl World {
     }
 
     /// What a probe of `node`'s public route observes right now.
+    ///
+    /// The process uptime and restart count stay `None` in every state: the
+    /// rules never read them (S11), and varying them would only multiply the
+    /// explored states (the pinned counts in `docs/model.md` depend on it).
     pub fn observe(&self, node: NodeId) -> RouteObservation {
         let serving = self.agents[node.0 as usize].serving;
         match (serving, self.apps[node.0 as usize]) {
@@ -106,11 +110,15 @@ impl World {
                 verdict: ProbeVerdict::WrongAnswer,
                 identity: Some(release),
                 process_healthy: true,
+                process_uptime_ms: None,
+                process_restarts: None,
             },
             (_, App::Down) | (None, _) => RouteObservation {
                 verdict: ProbeVerdict::Unreachable,
                 identity: None,
                 process_healthy: false,
+                process_uptime_ms: None,
+                process_restarts: None,
             },
         }
     }

@@ -241,12 +241,16 @@ impl Fleet {
                 verdict: model::ProbeVerdict::WrongAnswer,
                 identity: Some(BROKEN),
                 process_healthy: true,
+                process_uptime_ms: None,
+                process_restarts: None,
             },
             Some(release) => model::RouteObservation::passing(release),
             None => model::RouteObservation {
                 verdict: model::ProbeVerdict::Unreachable,
                 identity: None,
                 process_healthy: false,
+                process_uptime_ms: None,
+                process_restarts: None,
             },
         }
     }

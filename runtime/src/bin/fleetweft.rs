@@ -20,8 +20,8 @@
 //! reason is printed), 2 for usage errors.
 //!
 //! Against a running controller (`--controller URL`, default
-//! http://127.0.0.1:7800; writes take the token from `--token-file` or
-//! `FLEETWEFT_TOKEN`): `status`, `proof NODE | --rollout ID`, `unresolved`,
+//! http://127.0.0.1:7800; writes take the token from `--token-file FILE`,
+//! else `--pki DIR` (`DIR/operator-token`), else `FLEETWEFT_TOKEN`): `status`, `proof NODE | --rollout ID`, `unresolved`,
 //! `rollout start|pause|resume|approve`, each with `--json` for the API's
 //! DTO. Exit 0 ok, 1 bad news (proof not verified, something unresolved, a
 //! refused command), 2 usage or connection error ([`runtime::cli_ops`]).
@@ -129,7 +129,7 @@ enum Command {
         #[arg(long, value_parser = ["confirm-new", "confirm-baseline", "abandon"])]
         resolution: String,
         /// Let the controller probe the node's route now and use that.
-        #[arg(long, conflicts_with_all = ["observed_verdict", "observed_identity", "process_healthy"], required_unless_present = "observed_verdict")]
+        #[arg(long, conflicts_with_all = ["observed_verdict", "observed_identity", "process_healthy", "process_uptime_ms", "process_restarts"], required_unless_present = "observed_verdict")]
         probe: bool,
         /// The functional verdict you observed.
         #[arg(long, value_parser = ["pass", "wrong-answer", "unreachable"], requires = "observed_identity")]
@@ -140,6 +140,15 @@ enum Command {
         /// The app process looked alive (recorded, never judged on).
         #[arg(long)]
         process_healthy: bool,
+        /// How long the app process had been up, in milliseconds, if you saw
+        /// it (recorded; omitted: not observed).
+        #[arg(long, requires = "observed_verdict")]
+        process_uptime_ms: Option<u64>,
+        /// How often the app process had been restarted, if you saw it
+        /// (recorded; the proof says restart_loop above the supervisor's
+        /// bound; omitted: not observed).
+        #[arg(long, requires = "observed_verdict")]
+        process_restarts: Option<u32>,
         #[command(flatten)]
         api: ApiArgs,
     },
@@ -169,9 +178,15 @@ struct ApiArgs {
     /// The controller's API.
     #[arg(long, default_value = runtime::cli_ops::DEFAULT_CONTROLLER)]
     controller: String,
-    /// File holding the operator token (else FLEETWEFT_TOKEN).
+    /// File holding the operator token. Writes need a token; the first of
+    /// --token-file, --pki, FLEETWEFT_TOKEN that is given is used.
     #[arg(long)]
     token_file: Option<PathBuf>,
+    /// PKI directory made by `fleetweft pki init`: use its operator-token
+    /// file (DIR/operator-token). --token-file wins over it; it wins over
+    /// FLEETWEFT_TOKEN.
+    #[arg(long, value_name = "DIR")]
+    pki: Option<PathBuf>,
     /// Print the API's JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -397,6 +412,8 @@ fn main() -> ExitCode {
             observed_verdict,
             observed_identity,
             process_healthy,
+            process_uptime_ms,
+            process_restarts,
             api,
         } => {
             let observation = match (probe, observed_verdict) {
@@ -409,6 +426,8 @@ fn main() -> ExitCode {
                         "verdict": verdict,
                         "identity": identity,
                         "process_healthy": process_healthy,
+                        "process_uptime_ms": process_uptime_ms,
+                        "process_restarts": process_restarts,
                     }))
                 }
                 _ => None,
@@ -797,7 +816,7 @@ where
     Fut: std::future::Future<Output = Result<runtime::cli_ops::Output, runtime::cli_ops::Failure>>,
 {
     use runtime::cli_ops::{load_token, Failure, EXIT_USAGE};
-    let outcome = load_token(api.token_file.as_deref()).and_then(|token| {
+    let outcome = load_token(api.token_file.as_deref(), api.pki.as_deref()).and_then(|token| {
         let client = runtime::client::ApiClient::new(api.controller.clone(), token);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()

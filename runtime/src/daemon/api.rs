@@ -632,6 +632,14 @@ pub struct Probed {
 /// the node should serve: its live op's release, else what was last proven
 /// there, else the latest rollout that includes it. Records nothing; the
 /// error is the HTTP answer to give.
+///
+/// The controller sees only the public route, never the process behind it:
+/// the observation's `process_healthy` says only whether anything answered,
+/// and its process uptime and restart count are `None` ("not observed").
+/// The controller does not copy the agent's last reported numbers into its
+/// own observation: they would be stale and the log would claim the
+/// controller saw them. Proofs show the agent's latest reported numbers
+/// alongside (see `crate::proof`).
 pub async fn probe_route(api: &Api, node: NodeId) -> Result<Probed, Response> {
     let name = api.cfg.node_name(node);
     let Some(entry) = api.cfg.nodes.get(node.0 as usize) else {
@@ -689,6 +697,7 @@ pub async fn probe_route(api: &Api, node: NodeId) -> Result<Probed, Response> {
             let identity = a.identity.as_deref().and_then(agentless_digest);
             // The controller cannot see the process; an answer means
             // something runs (recorded for operators, never judged on).
+            // Uptime and restarts stay unobserved (`judge` leaves them None).
             spec.judge(Some(a.status), &a.body, identity, true)
         }
     };
@@ -742,7 +751,13 @@ fn parse_observation(v: &serde_json::Value) -> Result<model::RouteObservation, S
     let serde_json::Value::Object(map) = v else {
         return Err(String::from("field `observation`: expected an object"));
     };
-    let allowed = ["verdict", "identity", "process_healthy"];
+    let allowed = [
+        "verdict",
+        "identity",
+        "process_healthy",
+        "process_uptime_ms",
+        "process_restarts",
+    ];
     if let Some(unknown) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
         return Err(format!(
             "field `observation.{unknown}`: unknown field, expected one of {}",
@@ -782,11 +797,40 @@ fn parse_observation(v: &serde_json::Value) -> Result<model::RouteObservation, S
             ))
         }
     };
+    // Absent or null: the operator did not see the process's numbers.
+    let process_uptime_ms = optional_count(map, "process_uptime_ms", u64::MAX)?;
+    let process_restarts = match optional_count(map, "process_restarts", u64::from(u32::MAX))? {
+        Some(n) => Some(
+            u32::try_from(n)
+                .map_err(|_| String::from("field `observation.process_restarts`: out of range"))?,
+        ),
+        None => None,
+    };
     Ok(model::RouteObservation {
         verdict,
         identity,
         process_healthy,
+        process_uptime_ms,
+        process_restarts,
     })
+}
+
+/// An optional whole number `0..=max` in an observation: absent or `null` is
+/// `None` (not observed).
+fn optional_count(
+    map: &serde_json::Map<String, serde_json::Value>,
+    field: &str,
+    max: u64,
+) -> Result<Option<u64>, String> {
+    match map.get(field) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(n) if n <= max => Ok(Some(n)),
+            _ => Err(format!(
+                "field `observation.{field}`: expected a whole number from 0 to {max}, or null"
+            )),
+        },
+    }
 }
 
 /// `POST /api/ops/{op}/resolve`: settle an op by hand with an observation,

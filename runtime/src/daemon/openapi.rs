@@ -100,6 +100,10 @@ pub fn document() -> Value {
             "identity": { "type": "string", "nullable": true, "pattern": "^[0-9a-f]{64}$",
                           "description": "the X-Fleetweft-Release the route answered with" },
             "process_healthy": { "type": "boolean", "default": false },
+            "process_uptime_ms": { "type": "integer", "format": "int64", "minimum": 0, "nullable": true, "default": null,
+                                   "description": "how long the app process had been up, in ms; null or absent: not observed (recorded, never judged on)" },
+            "process_restarts": { "type": "integer", "format": "int64", "minimum": 0, "maximum": u32::MAX, "nullable": true, "default": null,
+                                  "description": "how often the agent's supervisor had restarted the process; null or absent: not observed. Above the supervisor's bound the proof says restart_loop" },
         },
     });
     let resolution =

@@ -11,8 +11,14 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// Version of the envelope layout written by this build; readers reject others.
-pub const LOG_FORMAT_VERSION: u16 = 1;
+/// Version of the entry format (the envelope layout and the encoding of the
+/// events in it) written by this build; readers reject others.
+///
+/// - 1: first layout.
+/// - 2: route observations in events carry the process uptime and restart
+///   count (`model::RouteObservation`); a version-1 log is refused by name
+///   rather than misread.
+pub const LOG_FORMAT_VERSION: u16 = 2;
 
 /// Upper bound on one encoded envelope, in bytes.
 ///

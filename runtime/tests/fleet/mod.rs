@@ -87,6 +87,8 @@ impl Fleet {
                         },
                         identity: serving,
                         process_healthy: true,
+                        process_uptime_ms: None,
+                        process_restarts: None,
                     };
                     self.agent(node, AgentInput::Probed(observation));
                 }
