@@ -63,8 +63,14 @@
 //! 4. The op settled `Resolved(Abandon)` => `unverified` ([`ReasonCode::Abandoned`]).
 //! 5. The op settled `RolledBack`, `NotApplied` or `Resolved(ConfirmBaseline)`,
 //!    the node's confirmed release is not the intended one and the last
-//!    observation passed => `stale` ([`ReasonCode::RolledBack`] — also for an
-//!    operator's confirmed baseline — or [`ReasonCode::NotApplied`]).
+//!    observation passed: when the op was rolled back because an observation
+//!    of the intended release failed (its switch report: a restart loop, a
+//!    wrong answer, an error status, no answer, another identity), that
+//!    observation contradicts the intent => `failed` with its reason, and it
+//!    is listed as the check `new release before rollback`; otherwise =>
+//!    `stale` ([`ReasonCode::RolledBack`] — also for an operator's confirmed
+//!    baseline — or [`ReasonCode::NotApplied`]). Either way the other checks
+//!    show the baseline the node serves now.
 //! 6. No evidence => `unverified` ([`ReasonCode::NoEvidence`], or
 //!    [`ReasonCode::OpNotSettled`] while the op still holds its slot).
 //! 7. A counted check is false => `failed` (its reason).
@@ -278,7 +284,10 @@ fn proof_in(state: &ControllerState, r: &Rollout, node: NodeId, name: &str) -> N
     let confirmed = state.nodes.get(&node).and_then(|n| n.confirmed);
     let (verdict, reason, checks, op_name) = match op {
         Some(op) => {
-            let checks = checks_for(op, intended);
+            let mut checks = checks_for(op, intended);
+            if op.phase == OpPhase::Settled(Outcome::RolledBack) {
+                checks.extend(rollback_cause(op, intended));
+            }
             let (verdict, reason) = judge(op, intended, confirmed, &checks);
             (verdict, reason, checks, Some(op.id.to_string()))
         }
@@ -339,6 +348,11 @@ fn judge(
             | Outcome::NotApplied
             | Outcome::Resolved(Resolution::ConfirmBaseline)),
         ) if confirmed != Some(intended) && passed => {
+            if o == Outcome::RolledBack {
+                if let Some(cause) = rollback_cause(op, intended) {
+                    return (Verdict::Failed, cause.reason);
+                }
+            }
             let reason = if o == Outcome::NotApplied {
                 R::NotApplied
             } else {
@@ -481,6 +495,45 @@ fn checks_for(op: &Op, intended: Digest) -> Vec<EvidenceCheck> {
         ),
     });
     checks
+}
+
+/// Why the intended release was rolled back: the latest observation made
+/// while it was in place (the agent's switch report, or a probe before the
+/// restore) that does not prove it serving, as a failed check. `None` when
+/// there is none (the rollback was not caused by a failed observation).
+fn rollback_cause(op: &Op, intended: Digest) -> Option<EvidenceCheck> {
+    use ReasonCode as R;
+    let before_restore = op
+        .evidence
+        .iter()
+        .take_while(|e| {
+            !matches!(
+                e.source,
+                EvidenceSource::Agent(ReportKind::Restored | ReportKind::NotApplied)
+            )
+        })
+        .map(|e| e.observation);
+    let failed = before_restore
+        .filter(|o| !o.proves_serving(intended))
+        .last()?;
+    let looping = failed
+        .process_restarts
+        .is_some_and(|n| n > model::evidence::PROCESS_RESTARTS_MAX)
+        || (!failed.process_healthy && failed.verdict == ProbeVerdict::Unreachable);
+    let reason = match (looping, failed.verdict, failed.identity) {
+        (true, _, _) => R::RestartLoop,
+        (false, ProbeVerdict::WrongAnswer, _) => R::ProbeWrongAnswer,
+        (false, ProbeVerdict::Unreachable, Some(_)) => R::ProbeNon2xx,
+        (false, ProbeVerdict::Unreachable, None) => R::ProbeUnreachable,
+        (false, ProbeVerdict::Pass, _) => R::RouteIdentityMismatch,
+    };
+    Some(EvidenceCheck {
+        item: "new release before rollback".into(),
+        expected: Some(format!("pass from {}", intended.to_hex())),
+        observed: Some(observation_str(&failed)),
+        ok: Some(false),
+        reason: Some(reason),
+    })
 }
 
 fn check(
@@ -1133,7 +1186,7 @@ mod tests {
     }
 
     #[test]
-    fn wrong_answer_fails_then_rollback_is_stale() {
+    fn wrong_answer_fails_and_stays_failed_after_the_rollback() {
         let failing = canary_switched(obs(ProbeVerdict::WrongAnswer, Some(V2), true));
         let p = failing.proof(A);
         assert_eq!(
@@ -1151,8 +1204,14 @@ mod tests {
         let p = s.proof(A);
         assert_eq!(
             (p.verdict, p.reason),
-            (Verdict::Stale, Some(ReasonCode::RolledBack))
+            (Verdict::Failed, Some(ReasonCode::ProbeWrongAnswer))
         );
+        let cause = item(&p, "new release before rollback");
+        assert_eq!(
+            (cause.ok, cause.reason),
+            (Some(false), Some(ReasonCode::ProbeWrongAnswer))
+        );
+        assert_eq!(item(&p, "health probe").ok, Some(true), "v1 answers now");
         let c = item(&p, "artifact digest");
         assert_eq!(
             (c.ok, c.reason),
@@ -1163,6 +1222,26 @@ mod tests {
             item(&p, "route identity").reason,
             Some(ReasonCode::RouteIdentityMismatch)
         );
+    }
+
+    #[test]
+    fn restart_loop_then_rollback_is_failed_restart_loop() {
+        // v2 never stayed up: the switch report saw no answer and a dead
+        // process; the baseline was restored and proven.
+        let s = canary_switched(obs(ProbeVerdict::Unreachable, None, false))
+            .ev(Event::RestoreRequested { op: OpId(0) })
+            .report(0, ReportKind::Restored, RouteObservation::passing(V1))
+            .settle(0, Outcome::RolledBack);
+        let p = s.proof(A);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Failed, Some(ReasonCode::RestartLoop))
+        );
+        let cause = item(&p, "new release before rollback");
+        assert_eq!(cause.reason, Some(ReasonCode::RestartLoop));
+        assert!(p.summary.contains("restart_loop"), "{}", p.summary);
+        // The node's own proof judges the same intent (its latest rollout).
+        assert_eq!(item(&p, "route identity").observed, Some(V1.to_hex()));
     }
 
     #[test]

@@ -379,8 +379,12 @@ async fn wrong_answer(f: &mut Fleet) -> anyhow::Result<String> {
         s.ops
     );
     let (code, proof) = f.rollout_proof(&id).await?;
-    ensure!(code == 1, "the rollout's proof is bad news: {proof}");
-    Ok("restored v1 proven by probe, paused, no follower".into())
+    let text = proof.to_string();
+    ensure!(
+        code == 1 && proof["verdict"] == "failed" && text.contains("probe_wrong_answer"),
+        "the rollout's proof is failed with probe_wrong_answer: {proof:#}"
+    );
+    Ok("restored v1 proven by probe, paused, no follower; proof failed/probe_wrong_answer".into())
 }
 
 async fn restored_app_killed(f: &mut Fleet) -> anyhow::Result<String> {
