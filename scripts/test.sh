@@ -36,6 +36,10 @@ cargo test --workspace --release "$@"
 if [ "${FLEETWEFT_SKIP_SCENARIOS:-0}" = 1 ]; then
   echo "scripts/test.sh: SKIPPING the network-namespace scenarios (FLEETWEFT_SKIP_SCENARIOS=1)" >&2
 elif [ "$(id -u)" != 0 ]; then
+  if [ "${FLEETWEFT_REQUIRE_SCENARIOS:-0}" = 1 ]; then
+    echo "scripts/test.sh: the network-namespace scenarios are required (FLEETWEFT_REQUIRE_SCENARIOS=1) but need root" >&2
+    exit 2
+  fi
   echo "scripts/test.sh: SKIPPING the network-namespace scenarios: they need root (run as root to include them)" >&2
 else
   if ! command -v ip >/dev/null 2>&1 || ! command -v nft >/dev/null 2>&1; then

@@ -215,14 +215,27 @@ impl Fleet {
         let err = out.try_clone()?;
         // `ip netns exec` enters the namespace and execs: the child's pid is
         // the process itself, so a SIGKILL reaches it directly.
-        let child = Command::new("ip")
-            .args(["netns", "exec", ns])
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", ns])
             .arg(exe)
             .args(args)
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
-            .kill_on_drop(true)
+            .kill_on_drop(true);
+        // SAFETY: prctl(2) only, between fork and exec. If the harness itself
+        // is killed, the kernel kills its daemons too (kill_on_drop cannot
+        // run then), so a killed run leaves no process behind; the signal
+        // survives the exec of `ip netns exec`.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd
             .spawn()
             .with_context(|| format!("starting {name} in {ns}"))?;
         self.children.insert(name.to_string(), child);
