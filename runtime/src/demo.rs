@@ -105,22 +105,7 @@ async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool>
     bundle::save_verifying_key(&keys.join("bundle-signing.pub"), &verifying)?;
     let mut releases = Vec::new();
     for version in ["v1", "v2"] {
-        let app = HELLO_APP.replace("VERSION = \"v1\"", &format!("VERSION = \"{version}\""));
-        let bytes = bundle::sign(
-            &signing,
-            app.as_bytes(),
-            ManifestFields {
-                name: "hello".into(),
-                version: version.into(),
-                app_file_name: "app.py".into(),
-                run: vec!["python3".into(), "app.py".into()],
-                probe: ProbeSpec {
-                    path: "/hello".into(),
-                    expect_status: 200,
-                    expect_body: format!("hello from {version}"),
-                },
-            },
-        )?;
+        let bytes = sign_hello(&signing, version)?;
         let digest = bundle::bundle_digest(&bytes);
         let path = dir.join(format!("hello-{version}.bundle"));
         std::fs::write(&path, &bytes)?;
@@ -437,6 +422,31 @@ async fn probe_public(port: u16) -> String {
             "no answer".into()
         }
     }
+}
+
+/// The sample app as release `version` (its body says `hello from
+/// <version>`), signed: the bundle bytes. The demo, the fault tests and the
+/// scenarios all ship this.
+pub fn sign_hello(
+    signing: &ed25519_dalek::SigningKey,
+    version: &str,
+) -> Result<Vec<u8>, protocol::bundle::BundleError> {
+    let app = HELLO_APP.replace("VERSION = \"v1\"", &format!("VERSION = \"{version}\""));
+    bundle::sign(
+        signing,
+        app.as_bytes(),
+        ManifestFields {
+            name: "hello".into(),
+            version: version.into(),
+            app_file_name: "app.py".into(),
+            run: vec!["python3".into(), "app.py".into()],
+            probe: ProbeSpec {
+                path: "/hello".into(),
+                expect_status: 200,
+                expect_body: format!("hello from {version}"),
+            },
+        },
+    )
 }
 
 /// GET `path` on a node's public route: status, `X-Fleetweft-Release`, body.

@@ -874,13 +874,7 @@ mod tests {
         identity: Option<Digest>,
         process_healthy: bool,
     ) -> RouteObservation {
-        RouteObservation {
-            verdict,
-            identity,
-            process_healthy,
-            process_uptime_ms: None,
-            process_restarts: None,
-        }
+        RouteObservation::new(verdict, identity, process_healthy)
     }
 
     /// Builds a state by folding events, like a log replay.

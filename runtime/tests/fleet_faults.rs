@@ -8,10 +8,10 @@
 
 use model::controller::Event;
 use model::Digest;
-use protocol::bundle::{self, ManifestFields, ProbeSpec};
+use protocol::bundle;
 use runtime::client::{ApiClient, ClientError};
 use runtime::daemon::api::{EventDto, OpDto, StatusDto};
-use runtime::demo::{self, HELLO_APP, NODES};
+use runtime::demo::{self, NODES};
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -90,23 +90,7 @@ impl Fleet {
         bundle::save_verifying_key(&keys.join("bundle-signing.pub"), &verifying).unwrap();
         let mut releases = HashMap::new();
         for version in versions {
-            let app = HELLO_APP.replace("VERSION = \"v1\"", &format!("VERSION = \"{version}\""));
-            let bytes = bundle::sign(
-                &signing,
-                app.as_bytes(),
-                ManifestFields {
-                    name: "hello".into(),
-                    version: version.to_string(),
-                    app_file_name: "app.py".into(),
-                    run: vec!["python3".into(), "app.py".into()],
-                    probe: ProbeSpec {
-                        path: "/hello".into(),
-                        expect_status: 200,
-                        expect_body: format!("hello from {version}"),
-                    },
-                },
-            )
-            .unwrap();
+            let bytes = demo::sign_hello(&signing, version).unwrap();
             releases.insert(version.to_string(), (bundle::bundle_digest(&bytes), bytes));
         }
         let quic_port = demo::free_udp_port().unwrap();

@@ -8,7 +8,7 @@ use crate::net::{self, Net, SUBNET};
 use anyhow::{anyhow, bail, ensure, Context};
 use model::controller::Event;
 use model::Digest;
-use protocol::bundle::{self, ManifestFields, ProbeSpec};
+use protocol::bundle;
 use runtime::client::{ApiClient, RouteAnswer};
 use runtime::daemon::api::{EventDto, OpDto, RolloutDto, StatusDto};
 use std::collections::HashMap;
@@ -112,11 +112,6 @@ impl Drop for Fleet {
     }
 }
 
-/// The sample app, versioned.
-fn app(version: &str) -> String {
-    runtime::demo::HELLO_APP.replace("VERSION = \"v1\"", &format!("VERSION = \"{version}\""))
-}
-
 impl Fleet {
     /// The network (controller, the three nodes, and `extra` hosts), the
     /// PKI, signed releases `versions`, and the controller running.
@@ -140,21 +135,7 @@ impl Fleet {
         bundle::save_verifying_key(&keys.join("bundle-signing.pub"), &verifying)?;
         let mut releases = HashMap::new();
         for version in versions {
-            let bytes = bundle::sign(
-                &signing,
-                app(version).as_bytes(),
-                ManifestFields {
-                    name: "hello".into(),
-                    version: version.to_string(),
-                    app_file_name: "app.py".into(),
-                    run: vec!["python3".into(), "app.py".into()],
-                    probe: ProbeSpec {
-                        path: "/hello".into(),
-                        expect_status: 200,
-                        expect_body: format!("hello from {version}"),
-                    },
-                },
-            )?;
+            let bytes = runtime::demo::sign_hello(&signing, version)?;
             let path = dir.join(format!("hello-{version}.bundle"));
             std::fs::write(&path, &bytes)?;
             releases.insert(version.to_string(), (bundle::bundle_digest(&bytes), path));

@@ -238,7 +238,10 @@ async fn canary_partitioned(f: &mut Fleet) -> anyhow::Result<String> {
     Ok(format!("{op} UNKNOWN with slot held, settled after heal"))
 }
 
-async fn lost_reply(f: &mut Fleet) -> anyhow::Result<String> {
+/// The controller restarted with its fault switch dropping the first commit
+/// reply for v2, v1 everywhere, v2's rollout started, and the canary's
+/// commit decision durable in the log (its reply never sent): (rollout, op).
+async fn canary_decided_reply_dropped(f: &mut Fleet) -> anyhow::Result<(String, String)> {
     f.kill("controller").await?;
     let v2 = f.digest("v2");
     f.start_controller(&ControllerFaults {
@@ -254,6 +257,11 @@ async fn lost_reply(f: &mut Fleet) -> anyhow::Result<String> {
         is_commit_decided(e, &op)
     })
     .await?;
+    Ok((id, op))
+}
+
+async fn lost_reply(f: &mut Fleet) -> anyhow::Result<String> {
+    let (id, op) = canary_decided_reply_dropped(f).await?;
     // The first reply was dropped by the controller's fault switch; the
     // one-way cut keeps every retry's reply from arriving too.
     f.net.cut_one_way("a", Direction::Inbound)?;
@@ -306,23 +314,9 @@ async fn lost_reply(f: &mut Fleet) -> anyhow::Result<String> {
 }
 
 async fn controller_killed_before_reply(f: &mut Fleet) -> anyhow::Result<String> {
-    f.kill("controller").await?;
-    let v2 = f.digest("v2");
-    // The fault switch holds the reply back after the decision is durable:
+    // The fault switch held the reply back after the decision was durable:
     // the SIGKILL below lands between "decided" and "replied".
-    f.start_controller(&ControllerFaults {
-        drop_first_commit_reply_for: Some(v2),
-    })
-    .await?;
-    baseline(f, &AgentFaults::default()).await?;
-    let id = f
-        .rollout("v2", "node-a", &["node-b", "node-c"], 1, false)
-        .await?;
-    let op = op_id(f, &id, "node-a").await?;
-    f.wait_event("the canary's commit decision is logged", WAIT_MS, |e| {
-        is_commit_decided(e, &op)
-    })
-    .await?;
+    let (id, op) = canary_decided_reply_dropped(f).await?;
     f.kill("controller").await?;
     f.start_controller(&ControllerFaults::default()).await?;
     f.wait("the canary op settles after the restart", WAIT_MS, |s| {
