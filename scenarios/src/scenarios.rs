@@ -782,6 +782,10 @@ async fn rolling_restarts(f: &mut Fleet) -> anyhow::Result<String> {
             f.start_controller(&ControllerFaults::default()).await?;
         } else {
             f.start_agent(name, &AgentFaults::default())?;
+            // Its route is rebuilt (journal, app started, probed) before it
+            // reconnects; until then it answers 503.
+            f.wait_log(name, "reconstructed what serves", WAIT_MS)
+                .await?;
         }
     }
     let s = f
