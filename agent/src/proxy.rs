@@ -88,7 +88,12 @@ async fn forward(
     client: HttpClient,
 ) -> Response<Full<Bytes>> {
     let Some(backend) = route.current() else {
-        return plain(StatusCode::SERVICE_UNAVAILABLE, "no release installed\n");
+        // Also what a restarting agent answers until its route is rebuilt:
+        // say only what is true (nothing serves here now), not why.
+        return plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no release is serving on this route\n",
+        );
     };
     let path = req
         .uri()
