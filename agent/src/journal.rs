@@ -2,9 +2,9 @@
 //! durable log (the same fsync-before-acknowledge log the controller uses).
 //! The agent acts on a record only after `append` returned its `Durable`.
 
+use eventlog::{EventLog, LogError};
 use model::agent::{agent_apply, AgentEvent, AgentState};
 use model::{Digest, OpId};
-use runtime::log::{EventLog, LogError};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 

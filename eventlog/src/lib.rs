@@ -1,4 +1,5 @@
-//! The controller's durable event log (SPEC §4).
+//! Fleetweft's durable event log (SPEC §4): the controller's log and, with
+//! the same format, the agent's journal.
 //!
 //! An append-only log in sled. Each entry is an [`Envelope`]: format version,
 //! sequence (also the big-endian key), SHA-256 of the previous entry (a hash
