@@ -288,22 +288,32 @@ async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool>
     for node in NODES {
         let proof: crate::proof::NodeProof = api.get(&format!("/api/nodes/{node}/proof")).await?;
         all_verified &= proof.verdict == crate::proof::Verdict::Verified;
-        say(format!("    {node}: {} — {}", proof.verdict, proof.summary));
-        for check in &proof.checks {
-            say(format!(
-                "        {:<15} expected {:<14} observed {:<14} {}",
-                check.item,
-                check.expected.as_deref().map_or("-".to_string(), short),
-                check
-                    .observed
-                    .as_deref()
-                    .map_or("(could not read)".to_string(), short),
-                match check.ok {
-                    Some(true) => "ok".to_string(),
-                    Some(false) => format!("NO ({:?})", check.reason),
-                    None => format!("? ({:?})", check.reason),
-                }
-            ));
+        // The summary starts with "<node>: <verdict>".
+        say(format!("    {}", proof.summary));
+        // Columns sized by their content (the process item is wider than a
+        // digest), through the CLI's own table renderer.
+        let rows: Vec<Vec<String>> = proof
+            .checks
+            .iter()
+            .map(|check| {
+                vec![
+                    check.item.clone(),
+                    check.expected.as_deref().map_or("-".to_string(), short),
+                    check
+                        .observed
+                        .as_deref()
+                        .map_or("(could not read)".to_string(), short),
+                    match check.ok {
+                        Some(true) => "ok".to_string(),
+                        Some(false) => format!("NO ({:?})", check.reason),
+                        None => format!("? ({:?})", check.reason),
+                    },
+                ]
+            })
+            .collect();
+        let table = crate::cli_ops::table(&["EVIDENCE", "EXPECTED", "OBSERVED", "RESULT"], &rows);
+        for line in table.lines() {
+            say(format!("        {line}"));
         }
     }
     say("\n[9] handover report (ops holding a slot or waiting for a person)");
