@@ -14,7 +14,7 @@ use crate::supervisor::{route_process, AppSpec, Instance};
 use anyhow::Context;
 use ed25519_dalek::VerifyingKey;
 use model::agent::{agent_step, AgentEffect, AgentInput, AgentOp, AgentStage};
-use model::{Digest, ToController};
+use model::{Digest, StageRefusal, ToController};
 use protocol::frame::FrameBody;
 use protocol::quic::{AgentConnection, Backoff, ControlSender};
 use protocol::tls::ClientIdentity;
@@ -38,6 +38,10 @@ pub struct Agent {
     conn: Option<quinn::Connection>,
     /// Whether the configured fault hold already happened (once per process).
     held: bool,
+    /// Whether the last failed fetch was the controller saying it has no
+    /// such bundle: names the refusal when the budget runs out. In memory
+    /// only; after a restart a spent budget is reported without it.
+    last_fetch_missing: bool,
 }
 
 impl Agent {
@@ -73,6 +77,7 @@ impl Agent {
             route,
             conn: None,
             held: false,
+            last_fetch_missing: false,
         };
         agent.reconstruct().await?;
         Ok(agent)
@@ -233,8 +238,8 @@ impl Agent {
                             match self.ensure_staged().await? {
                                 Staged::Yes => {}
                                 Staged::NotYet => continue,
-                                Staged::Refused => {
-                                    queue.push_back(AgentInput::StageRefused);
+                                Staged::Refused(refusal) => {
+                                    queue.push_back(AgentInput::StageRefused(refusal));
                                     continue;
                                 }
                             }
@@ -355,8 +360,13 @@ impl Agent {
         if self.releases.contains_key(&op.release) && self.journal.done.contains(&Stage::Stage) {
             return Ok(Staged::Yes);
         }
-        if matches!(self.journal.pending, Some(Record::Stopped { op: id, .. }) if id == op.id) {
-            return Ok(Staged::Refused);
+        if let Some(Record::Stopped {
+            op: id, refusal, ..
+        }) = self.journal.pending
+        {
+            if id == op.id {
+                return Ok(Staged::Refused(refusal));
+            }
         }
         // What is observed of the effect now: re-verify, never trust.
         let observed = match staging::load(&self.cfg.data_dir, &self.key, op.release) {
@@ -366,8 +376,13 @@ impl Agent {
             }
             Err(StageError::Io { .. }) => Observed::Absent,
             Err(e) => {
-                self.stop(&op, Stage::Verify, e.to_string())?;
-                return Ok(Staged::Refused);
+                self.stop(
+                    &op,
+                    Stage::Verify,
+                    StageRefusal::BundleRejected,
+                    e.to_string(),
+                )?;
+                return Ok(Staged::Refused(StageRefusal::BundleRejected));
             }
         };
         // Where it stopped: the stage's artifact was recorded committed, or
@@ -398,8 +413,17 @@ impl Agent {
                 return Ok(Staged::Yes);
             }
             Exit::Stop => {
-                self.stop(&op, Stage::Fetch, "attempt budget spent".into())?;
-                return Ok(Staged::Refused);
+                // The table stops on a spent budget or an effect it could
+                // not show good or absent.
+                let refusal = if budget_left == 0 && self.last_fetch_missing {
+                    StageRefusal::BundleUnavailable
+                } else if budget_left == 0 {
+                    StageRefusal::AttemptBudgetSpent
+                } else {
+                    StageRefusal::EffectUnknown
+                };
+                self.stop(&op, Stage::Fetch, refusal, refusal.to_string())?;
+                return Ok(Staged::Refused(refusal));
             }
             Exit::Retry => {}
         }
@@ -418,6 +442,8 @@ impl Agent {
         let bytes = match protocol::quic::fetch_bundle(&conn, op.release).await {
             Ok(bytes) => bytes,
             Err(e) => {
+                self.last_fetch_missing =
+                    matches!(e, protocol::quic::TransportError::BundleMissing(_));
                 tracing::warn!(
                     "fetching {} failed (transient, will retry): {e}",
                     op.release
@@ -454,8 +480,13 @@ impl Agent {
             }
             Err(e) if e.permanent() => {
                 tracing::warn!("bundle refused: {e}");
-                self.stop(&op, Stage::Verify, e.to_string())?;
-                Ok(Staged::Refused)
+                self.stop(
+                    &op,
+                    Stage::Verify,
+                    StageRefusal::BundleRejected,
+                    e.to_string(),
+                )?;
+                Ok(Staged::Refused(StageRefusal::BundleRejected))
             }
             Err(e) => {
                 tracing::warn!("staging failed (transient): {e}");
@@ -464,10 +495,18 @@ impl Agent {
         }
     }
 
-    fn stop(&mut self, op: &AgentOp, stage: Stage, reason: String) -> anyhow::Result<()> {
+    fn stop(
+        &mut self,
+        op: &AgentOp,
+        stage: Stage,
+        refusal: StageRefusal,
+        reason: String,
+    ) -> anyhow::Result<()> {
+        tracing::warn!(op = %op.id, ?stage, "stopping: {refusal}: {reason}");
         self.journal.append(vec![Record::Stopped {
             op: op.id,
             stage,
+            refusal,
             reason,
         }])?;
         Ok(())
@@ -514,5 +553,6 @@ impl Agent {
 enum Staged {
     Yes,
     NotYet,
-    Refused,
+    /// Stopped for good, and why (told to the controller).
+    Refused(StageRefusal),
 }

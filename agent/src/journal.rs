@@ -45,6 +45,9 @@ pub enum Record {
     Stopped {
         op: OpId,
         stage: Stage,
+        /// What the controller is told (in the not-applied report).
+        refusal: model::StageRefusal,
+        /// The details, for the agent's own log and journal.
         reason: String,
     },
 }

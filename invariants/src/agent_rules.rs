@@ -67,7 +67,10 @@ mod tests {
         // Records that act on no command carry no generation to judge.
         holds(s8_no_stale_apply(
             &before,
-            &AgentEvent::Refused { op: OpId(0) },
+            &AgentEvent::Refused {
+                op: OpId(0),
+                reason: model::StageRefusal::BundleRejected,
+            },
         ));
         holds(s8_no_stale_apply(
             &before,

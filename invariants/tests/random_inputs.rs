@@ -83,7 +83,8 @@ enum Action {
     },
     AgentConnected(u8),
     AgentRetry(u8),
-    StageRefused(u8),
+    /// A node's agent refuses to stage (node, which reason).
+    StageRefused(u8, u8),
     /// Answer the probe a node's agent asked for.
     AgentProbe {
         node: u8,
@@ -138,7 +139,7 @@ fn action() -> impl Strategy<Value = Action> {
             .prop_map(|(node, lost_app)| Action::AgentRestart { node, lost_app }),
         1 => node.clone().prop_map(Action::AgentConnected),
         2 => node.clone().prop_map(Action::AgentRetry),
-        1 => node.clone().prop_map(Action::StageRefused),
+        1 => (node.clone(), 0..3u8).prop_map(|(node, why)| Action::StageRefused(node, why)),
         6 => (node.clone(), answer()).prop_map(|(node, answer)| Action::AgentProbe { node, answer }),
         3 => (node, answer()).prop_map(|(node, answer)| Action::CtrlProbe { node, answer }),
         4 => Just(Action::Drain),
@@ -274,7 +275,14 @@ fn run(fleet: &mut Fleet, action: &Action) -> Result<(), String> {
         }
         Action::AgentConnected(node) => fleet.agent(NodeId(node as u16), AgentInput::Connected),
         Action::AgentRetry(node) => fleet.agent(NodeId(node as u16), AgentInput::Retry),
-        Action::StageRefused(node) => fleet.agent(NodeId(node as u16), AgentInput::StageRefused),
+        Action::StageRefused(node, why) => {
+            let reason = match why {
+                0 => model::StageRefusal::BundleRejected,
+                1 => model::StageRefusal::AttemptBudgetSpent,
+                _ => model::StageRefusal::EffectUnknown,
+            };
+            fleet.agent(NodeId(node as u16), AgentInput::StageRefused(reason))
+        }
         Action::AgentProbe { node, answer } => {
             let index = node as usize;
             if !fleet.probe_due[index] {

@@ -5,7 +5,7 @@
 
 use crate::evidence::RouteObservation;
 use crate::ids::{Digest, Generation, OpId};
-use crate::msg::{Decision, ReportKind, ToAgent, ToController};
+use crate::msg::{Decision, ReportKind, StageRefusal, ToAgent, ToController};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -51,7 +51,7 @@ pub enum AgentInput {
     /// The public route was probed.
     Probed(RouteObservation),
     /// Verifying or staging the bundle of the current op failed permanently.
-    StageRefused,
+    StageRefused(StageRefusal),
     /// The connection to the controller (re)opened.
     Connected,
     /// The agent process started again; `serving` is what the route actually
@@ -78,7 +78,7 @@ pub enum AgentEvent {
     /// The public route forwards to the baseline again.
     Restored { op: OpId, generation: Generation },
     /// The bundle was refused; nothing was installed.
-    Refused { op: OpId },
+    Refused { op: OpId, reason: StageRefusal },
     /// A probe of the public route was recorded.
     Probed {
         op: OpId,
@@ -104,7 +104,9 @@ impl fmt::Display for AgentEvent {
             AgentEvent::Switched { op, .. } => write!(f, "switches the route for {op}"),
             AgentEvent::AbortAccepted { op, .. } => write!(f, "aborts {op}, route unchanged"),
             AgentEvent::Restored { op, .. } => write!(f, "restores the baseline for {op}"),
-            AgentEvent::Refused { op } => write!(f, "refuses the bundle of {op}"),
+            AgentEvent::Refused { op, reason } => {
+                write!(f, "refuses the bundle of {op}: {reason}")
+            }
             AgentEvent::Probed { op, observation } => {
                 write!(f, "probes the route for {op}: {observation}")
             }
@@ -170,9 +172,9 @@ pub fn agent_step(state: &AgentState, input: AgentInput) -> AgentOutput {
                 });
             }
         }
-        AgentInput::StageRefused => {
+        AgentInput::StageRefused(reason) => {
             if let Some(op) = state.op.filter(|o| o.stage == AgentStage::AwaitingDecision) {
-                out.events.push(AgentEvent::Refused { op: op.id });
+                out.events.push(AgentEvent::Refused { op: op.id, reason });
             }
         }
         AgentInput::Restarted { serving } => {
@@ -309,10 +311,11 @@ pub fn agent_apply(state: &mut AgentState, event: &AgentEvent) {
                 state.serving = o.baseline;
             }
         }
-        AgentEvent::Refused { op } => {
+        AgentEvent::Refused { op, reason } => {
             if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
-                // The route was never touched: probe it as it is and report.
-                o.stage = AgentStage::Probing(ReportKind::NotApplied);
+                // The route was never touched: probe it as it is and report,
+                // saying why.
+                o.stage = AgentStage::Probing(ReportKind::Refused(reason));
             }
         }
         AgentEvent::Probed { op, observation } => {

@@ -21,5 +21,5 @@ pub mod plan;
 
 pub use evidence::{ProbeVerdict, RouteObservation};
 pub use ids::{Digest, Generation, NodeId, OpId, RolloutId};
-pub use msg::{Decision, ReportKind, ToAgent, ToController};
+pub use msg::{Decision, ReportKind, StageRefusal, ToAgent, ToController};
 pub use plan::Plan;

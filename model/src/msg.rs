@@ -4,6 +4,7 @@
 use crate::evidence::RouteObservation;
 use crate::ids::{Digest, Generation, OpId};
 use serde::{Deserialize, Serialize};
+use std::fmt;
 
 /// The controller's answer to a commit request. Stored durably before it is
 /// sent, and replayed unchanged on every retry (S6, S7).
@@ -69,6 +70,59 @@ pub enum ReportKind {
     Restored,
     /// The op was aborted before switching; the route was probed as it is.
     NotApplied,
+    /// The agent refused to stage the op's release (and so never asked to
+    /// commit); the route was probed as it is. Settles like `NotApplied`;
+    /// the reason reaches the controller's log instead of staying in the
+    /// agent's journal. Appended last so older encodings still decode.
+    Refused(StageRefusal),
+}
+
+impl fmt::Display for ReportKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReportKind::Switched => f.write_str("Switched"),
+            ReportKind::Restored => f.write_str("Restored"),
+            ReportKind::NotApplied => f.write_str("NotApplied"),
+            ReportKind::Refused(reason) => write!(f, "Refused: {reason}"),
+        }
+    }
+}
+
+impl ReportKind {
+    /// Whether the route was left as it was (aborted or refused).
+    pub fn left_route_alone(self) -> bool {
+        matches!(self, ReportKind::NotApplied | ReportKind::Refused(_))
+    }
+}
+
+/// Why an agent refused to stage a release (SPEC §5 recovery, §8 bundles).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum StageRefusal {
+    /// The bundle failed verification: signature, digest, or format.
+    BundleRejected,
+    /// The attempt budget was spent while the controller kept answering
+    /// that it has no bundle with this digest (for example because its
+    /// stored copy no longer hashes to it).
+    BundleUnavailable,
+    /// The attempt budget was spent without a verified bundle, for some
+    /// other transient reason (timeouts, broken streams).
+    AttemptBudgetSpent,
+    /// After a crash, recovery found a stage's effect it could not show good
+    /// or absent, so it stopped rather than risk applying twice.
+    EffectUnknown,
+}
+
+impl fmt::Display for StageRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StageRefusal::BundleRejected => "bundle rejected (signature, digest or format)",
+            StageRefusal::BundleUnavailable => {
+                "the controller has no such bundle (attempt budget spent)"
+            }
+            StageRefusal::AttemptBudgetSpent => "attempt budget spent",
+            StageRefusal::EffectUnknown => "a stage's effect could not be verified after a crash",
+        })
+    }
 }
 
 /// Messages from an agent to the controller.

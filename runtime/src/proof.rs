@@ -16,7 +16,7 @@
 //!
 //! - `artifact digest`: what the agent says it put in place, taken from its
 //!   latest report for the op (`Switched` claims the op's release, `Restored`
-//!   and `NotApplied` claim the baseline). No agent report (only controller
+//!   `NotApplied` and `Refused` claim the baseline). No agent report (only controller
 //!   or operator probes) => could not read, [`ReasonCode::DigestUnreadable`];
 //!   another digest => [`ReasonCode::DigestMismatch`].
 //! - `process`: expected `running, at most N restarts` (N =
@@ -315,7 +315,17 @@ fn proof_in(state: &ControllerState, r: &Rollout, node: NodeId, name: &str) -> N
             }
         }
     };
-    let summary = summarize(name, verdict, reason, intended, op_name.as_deref(), &checks);
+    let mut summary = summarize(name, verdict, reason, intended, op_name.as_deref(), &checks);
+    // Why the node never applied it, in the agent's words (SPEC §5, §8).
+    let refused = op.and_then(|o| {
+        o.evidence.iter().rev().find_map(|e| match e.source {
+            EvidenceSource::Agent(ReportKind::Refused(why)) => Some(why),
+            _ => None,
+        })
+    });
+    if let Some(why) = refused {
+        summary.push_str(&format!("; the agent refused the release: {why}"));
+    }
     NodeProof {
         node: name.to_string(),
         verdict,
@@ -403,7 +413,9 @@ fn checks_for(op: &Op, intended: Digest) -> Vec<EvidenceCheck> {
     // Artifact digest: the agent's latest claim of what it put in place.
     let claim = op.evidence.iter().rev().find_map(|e| match e.source {
         EvidenceSource::Agent(ReportKind::Switched) => Some(Some(op.release)),
-        EvidenceSource::Agent(ReportKind::Restored | ReportKind::NotApplied) => Some(op.baseline),
+        EvidenceSource::Agent(
+            ReportKind::Restored | ReportKind::NotApplied | ReportKind::Refused(_),
+        ) => Some(op.baseline),
         _ => None,
     });
     checks.push(match claim {
@@ -509,7 +521,9 @@ fn rollback_cause(op: &Op, intended: Digest) -> Option<EvidenceCheck> {
         .take_while(|e| {
             !matches!(
                 e.source,
-                EvidenceSource::Agent(ReportKind::Restored | ReportKind::NotApplied)
+                EvidenceSource::Agent(
+                    ReportKind::Restored | ReportKind::NotApplied | ReportKind::Refused(_)
+                )
             )
         })
         .map(|e| e.observation);
@@ -1266,6 +1280,30 @@ mod tests {
             (p.verdict, p.reason),
             (Verdict::Stale, Some(ReasonCode::NotApplied))
         );
+    }
+
+    #[test]
+    fn a_refused_release_is_stale_not_applied_and_says_why() {
+        let s = S::new()
+            .start(0, V2, vec![], false)
+            .grant(0, 0, A, V2)
+            .report(
+                0,
+                ReportKind::Refused(model::StageRefusal::BundleRejected),
+                RouteObservation::passing(V1),
+            )
+            .settle(0, Outcome::NotApplied);
+        let p = s.proof(A);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Stale, Some(ReasonCode::NotApplied))
+        );
+        assert!(
+            p.summary.contains("refused the release: bundle rejected"),
+            "{}",
+            p.summary
+        );
+        assert_eq!(item(&p, "artifact digest").observed, Some(V1.to_hex()));
     }
 
     #[test]

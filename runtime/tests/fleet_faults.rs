@@ -538,10 +538,14 @@ async fn tampered_bundle_is_refused() {
         assert!(
             events.iter().any(|e| matches!(
                 &e.event,
-                Event::ReportRecorded { op: o, kind: model::ReportKind::NotApplied, observation }
+                Event::ReportRecorded {
+                    op: o,
+                    kind: model::ReportKind::Refused(model::StageRefusal::BundleUnavailable),
+                    observation,
+                }
                     if o.to_string() == op.id && observation.proves_serving(fleet.digest("v1"))
             )),
-            "a not-applied report proving v1 still serves:\n{}",
+            "a refused (bundle unavailable) report proving v1 still serves:\n{}",
             fleet.event_text().await
         );
         assert_serves(&fleet, "node-a", "v1").await;

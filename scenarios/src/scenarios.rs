@@ -657,9 +657,9 @@ async fn tampered_bundle(f: &mut Fleet) -> anyhow::Result<String> {
     let v1 = f.digest("v1");
     ensure!(
         events.iter().any(|e| matches!(&e.event,
-            Event::ReportRecorded { op, kind: model::ReportKind::NotApplied, observation }
+            Event::ReportRecorded { op, kind: model::ReportKind::Refused(model::StageRefusal::BundleUnavailable), observation }
                 if op.to_string() == canary.id && observation.proves_serving(v1))),
-        "evidence: a not-applied report proving v1 still serves"
+        "evidence: a refused (the controller has no such bundle) report proving v1 still serves"
     );
     f.assert_serves("node-a", "v1").await?;
     let staged = f.dir.join(format!("node-a-data/releases/{}", v2.to_hex()));
@@ -673,7 +673,15 @@ async fn tampered_bundle(f: &mut Fleet) -> anyhow::Result<String> {
             .contains(&format!("refuses the bundle of {}", canary.id)),
         "the node refused the bundle"
     );
-    Ok("not-applied with v1 proven, nothing installed".into())
+    let (code, proof) = f.rollout_proof(&id).await?;
+    ensure!(
+        code == 1
+            && proof
+                .to_string()
+                .contains("refused the release: the controller has no such bundle"),
+        "the proof says why node-a never applied it: {proof:#}"
+    );
+    Ok("not-applied with v1 proven, nothing installed; the proof names the refusal".into())
 }
 
 async fn foreign_certificate(f: &mut Fleet) -> anyhow::Result<String> {

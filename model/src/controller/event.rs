@@ -182,7 +182,7 @@ impl fmt::Display for Event {
                 op,
                 kind,
                 observation,
-            } => write!(f, "record report for {op} ({kind:?}): {observation}"),
+            } => write!(f, "record report for {op} ({kind}): {observation}"),
             Event::ProbeRecorded { op, observation } => {
                 write!(f, "record controller probe for {op}: {observation}")
             }

@@ -321,13 +321,15 @@ fn judge_report(
             }
         }
         // Not switched: aborted, or the agent refused to stage the bundle.
-        (ReportKind::NotApplied, _, None | Some(Decision::Abort)) => match op.baseline {
-            Some(b) if observation.proves_serving(b) => vec![Event::OpSettled {
-                op: id,
-                outcome: Outcome::NotApplied,
-            }],
-            _ => unknown(op, UnknownReason::RestoreUnproven),
-        },
+        (ReportKind::NotApplied | ReportKind::Refused(_), _, None | Some(Decision::Abort)) => {
+            match op.baseline {
+                Some(b) if observation.proves_serving(b) => vec![Event::OpSettled {
+                    op: id,
+                    outcome: Outcome::NotApplied,
+                }],
+                _ => unknown(op, UnknownReason::RestoreUnproven),
+            }
+        }
         // A switch report while restoring is a late echo: recorded, no more.
         (ReportKind::Switched, OpPhase::Restoring, _) => vec![],
         // Anything else contradicts what the op's phase allows.
