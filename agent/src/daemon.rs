@@ -376,13 +376,12 @@ impl Agent {
             }
             Err(StageError::Io { .. }) => Observed::Absent,
             Err(e) => {
-                self.stop(
+                return self.refuse(
                     &op,
                     Stage::Verify,
                     StageRefusal::BundleRejected,
                     e.to_string(),
-                )?;
-                return Ok(Staged::Refused(StageRefusal::BundleRejected));
+                );
             }
         };
         // Where it stopped: the stage's artifact was recorded committed, or
@@ -422,8 +421,7 @@ impl Agent {
                 } else {
                     StageRefusal::EffectUnknown
                 };
-                self.stop(&op, Stage::Fetch, refusal, refusal.to_string())?;
-                return Ok(Staged::Refused(refusal));
+                return self.refuse(&op, Stage::Fetch, refusal, refusal.to_string());
             }
             Exit::Retry => {}
         }
@@ -478,16 +476,12 @@ impl Agent {
                 ])?;
                 Ok(Staged::Yes)
             }
-            Err(e) if e.permanent() => {
-                tracing::warn!("bundle refused: {e}");
-                self.stop(
-                    &op,
-                    Stage::Verify,
-                    StageRefusal::BundleRejected,
-                    e.to_string(),
-                )?;
-                Ok(Staged::Refused(StageRefusal::BundleRejected))
-            }
+            Err(e) if e.permanent() => self.refuse(
+                &op,
+                Stage::Verify,
+                StageRefusal::BundleRejected,
+                e.to_string(),
+            ),
             Err(e) => {
                 tracing::warn!("staging failed (transient): {e}");
                 Ok(Staged::NotYet)
@@ -495,13 +489,15 @@ impl Agent {
         }
     }
 
-    fn stop(
+    /// Stop the op for good: journal why (durably, before anything is
+    /// reported), then refuse it.
+    fn refuse(
         &mut self,
         op: &AgentOp,
         stage: Stage,
         refusal: StageRefusal,
         reason: String,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<Staged> {
         tracing::warn!(op = %op.id, ?stage, "stopping: {refusal}: {reason}");
         self.journal.append(vec![Record::Stopped {
             op: op.id,
@@ -509,7 +505,7 @@ impl Agent {
             refusal,
             reason,
         }])?;
-        Ok(())
+        Ok(Staged::Refused(refusal))
     }
 
     /// Fault injection: stop here once for `hold_ms` if configured, so a

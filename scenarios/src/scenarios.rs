@@ -341,19 +341,24 @@ async fn controller_killed_before_reply(f: &mut Fleet) -> anyhow::Result<String>
     ))
 }
 
-async fn wrong_answer(f: &mut Fleet) -> anyhow::Result<String> {
+/// v1 everywhere with node-a's agent started with `faults(v2)`, then v2's
+/// rollout (canary node-a, slots 1) started: its id.
+async fn v2_on_faulty_canary(
+    f: &mut Fleet,
+    faults: impl FnOnce(model::Digest) -> AgentFaults,
+) -> anyhow::Result<String> {
     let v2 = f.digest("v2");
-    baseline(
-        f,
-        &AgentFaults {
-            answer_wrongly: vec![v2],
-            ..AgentFaults::default()
-        },
-    )
+    baseline(f, &faults(v2)).await?;
+    f.rollout("v2", "node-a", &["node-b", "node-c"], 1, false)
+        .await
+}
+
+async fn wrong_answer(f: &mut Fleet) -> anyhow::Result<String> {
+    let id = v2_on_faulty_canary(f, |v2| AgentFaults {
+        answer_wrongly: vec![v2],
+        ..AgentFaults::default()
+    })
     .await?;
-    let id = f
-        .rollout("v2", "node-a", &["node-b", "node-c"], 1, false)
-        .await?;
     let s = f
         .wait("the canary op settles rolled back", WAIT_MS, |s| {
             op_of(s, &id, "node-a").is_some_and(|o| o.outcome.as_deref() == Some("rolled-back"))
@@ -383,19 +388,12 @@ async fn wrong_answer(f: &mut Fleet) -> anyhow::Result<String> {
 
 async fn restored_app_killed(f: &mut Fleet) -> anyhow::Result<String> {
     let v1 = f.digest("v1");
-    let v2 = f.digest("v2");
-    baseline(
-        f,
-        &AgentFaults {
-            answer_wrongly: vec![v2],
-            hold_at: Some(("restore-probe", 4_000)),
-            ..AgentFaults::default()
-        },
-    )
+    let id = v2_on_faulty_canary(f, |v2| AgentFaults {
+        answer_wrongly: vec![v2],
+        hold_at: Some(("restore-probe", 4_000)),
+        ..AgentFaults::default()
+    })
     .await?;
-    let id = f
-        .rollout("v2", "node-a", &["node-b", "node-c"], 1, false)
-        .await?;
     f.wait_log("node-a", "holding at restore-probe", WAIT_MS)
         .await?;
     let pids = f.app_pids("node-a", v1);
@@ -594,18 +592,11 @@ async fn approval_survives_restart(f: &mut Fleet) -> anyhow::Result<String> {
 }
 
 async fn restart_loop(f: &mut Fleet) -> anyhow::Result<String> {
-    let v2 = f.digest("v2");
-    baseline(
-        f,
-        &AgentFaults {
-            crash_on_start: vec![v2],
-            ..AgentFaults::default()
-        },
-    )
+    let id = v2_on_faulty_canary(f, |v2| AgentFaults {
+        crash_on_start: vec![v2],
+        ..AgentFaults::default()
+    })
     .await?;
-    let id = f
-        .rollout("v2", "node-a", &["node-b", "node-c"], 1, false)
-        .await?;
     let s = f
         .wait("the canary op settles", WAIT_MS, |s| {
             op_of(s, &id, "node-a").is_some_and(|o| o.outcome.is_some())
