@@ -533,7 +533,11 @@ impl Agent {
                 expect_body: String::new(),
             });
         let process = route_process(current, &mut self.instances);
-        probe(self.cfg.public_port, &expect, process).await
+        let (mut observation, answer) = probe(self.cfg.public_port, &expect, process).await;
+        // The artifact behind the route, re-read from disk: a proof compares
+        // it with the intended release instead of trusting the report.
+        observation.artifact = current.map(|b| staging::read_back(&self.cfg.data_dir, b.release));
+        (observation, answer)
     }
 
     async fn supervise(&mut self) {

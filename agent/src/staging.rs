@@ -102,6 +102,16 @@ pub fn install(
     })
 }
 
+/// Read back the installed bundle of `digest` and hash it: what is really on
+/// disk behind that name (evidence for proofs; never trusted to run).
+/// Missing or unreadable => [`model::ArtifactRead::Unreadable`].
+pub fn read_back(data_dir: &Path, digest: Digest) -> model::ArtifactRead {
+    match std::fs::read(release_dir(data_dir, digest).join(BUNDLE_FILE)) {
+        Ok(bytes) => model::ArtifactRead::Digest(bundle::bundle_digest(&bytes)),
+        Err(_) => model::ArtifactRead::Unreadable,
+    }
+}
+
 /// Load an installed release, re-verifying its bundle and its app file.
 pub fn load(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> Result<Release, StageError> {
     let dir = release_dir(data_dir, digest);
@@ -134,4 +144,60 @@ fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), StageError> {
     let mut file = std::fs::File::create(path).map_err(io)?;
     file.write_all(bytes).map_err(io)?;
     file.sync_all().map_err(io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use protocol::bundle::{ManifestFields, ProbeSpec};
+
+    fn signed(signing: &ed25519_dalek::SigningKey) -> Vec<u8> {
+        bundle::sign(
+            signing,
+            b"print('hi')",
+            ManifestFields {
+                name: "t".into(),
+                version: "v1".into(),
+                app_file_name: "app.py".into(),
+                run: vec!["python3".into(), "app.py".into()],
+                probe: ProbeSpec {
+                    path: "/".into(),
+                    expect_status: 200,
+                    expect_body: "hi".into(),
+                },
+            },
+        )
+        .expect("sign")
+    }
+
+    #[test]
+    fn read_back_hashes_what_is_on_disk() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (signing, verifying) = bundle::keygen();
+        let bytes = signed(&signing);
+        let digest = bundle::bundle_digest(&bytes);
+        assert_eq!(
+            read_back(dir.path(), digest),
+            model::ArtifactRead::Unreadable
+        );
+        install(dir.path(), &verifying, digest, &bytes).expect("install");
+        assert_eq!(
+            read_back(dir.path(), digest),
+            model::ArtifactRead::Digest(digest)
+        );
+        // Changed on disk behind the agent's back: the read-back says so.
+        let file = release_dir(dir.path(), digest).join(BUNDLE_FILE);
+        let mut changed = bytes.clone();
+        changed[0] ^= 1;
+        std::fs::write(&file, &changed).expect("tamper");
+        assert_eq!(
+            read_back(dir.path(), digest),
+            model::ArtifactRead::Digest(bundle::bundle_digest(&changed))
+        );
+        std::fs::remove_file(&file).expect("remove");
+        assert_eq!(
+            read_back(dir.path(), digest),
+            model::ArtifactRead::Unreadable
+        );
+    }
 }

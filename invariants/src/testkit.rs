@@ -40,6 +40,7 @@ pub fn wrong(release: Digest) -> RouteObservation {
         process_healthy: true,
         process_uptime_ms: None,
         process_restarts: None,
+        artifact: None,
     }
 }
 
@@ -50,6 +51,7 @@ pub fn unreachable() -> RouteObservation {
         process_healthy: false,
         process_uptime_ms: None,
         process_restarts: None,
+        artifact: None,
     }
 }
 

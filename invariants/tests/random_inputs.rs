@@ -38,6 +38,7 @@ impl Answer {
             process_healthy: self.healthy,
             process_uptime_ms: None,
             process_restarts: None,
+            artifact: None,
         }
     }
 }

@@ -48,6 +48,21 @@ pub struct RouteObservation {
     /// How often the agent's supervisor had restarted the release's process
     /// since the agent first started it; `None` when not observed.
     pub process_restarts: Option<u32>,
+    /// What the observer read back of the artifact behind the route (the
+    /// agent re-hashes the installed bundle file when it probes). `None`:
+    /// not observed (the controller's probe, an operator), so a proof falls
+    /// back to what the agent's report claims it put in place. Recorded,
+    /// never judged on by the rules.
+    pub artifact: Option<ArtifactRead>,
+}
+
+/// An artifact read back from disk behind a route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum ArtifactRead {
+    /// The SHA-256 of what is on disk (the release identity it really is).
+    Digest(Digest),
+    /// The observer tried and could not read it (missing, unreadable).
+    Unreadable,
 }
 
 impl RouteObservation {
@@ -65,6 +80,7 @@ impl RouteObservation {
             process_healthy: true,
             process_uptime_ms: None,
             process_restarts: None,
+            artifact: None,
         }
     }
 
@@ -78,6 +94,7 @@ impl RouteObservation {
             process_healthy,
             process_uptime_ms: None,
             process_restarts: None,
+            artifact: None,
         }
     }
 }

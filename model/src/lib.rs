@@ -19,7 +19,7 @@ pub mod ids;
 pub mod msg;
 pub mod plan;
 
-pub use evidence::{ProbeVerdict, RouteObservation};
+pub use evidence::{ArtifactRead, ProbeVerdict, RouteObservation};
 pub use ids::{Digest, Generation, NodeId, OpId, RolloutId};
 pub use msg::{Decision, ReportKind, StageRefusal, ToAgent, ToController};
 pub use plan::Plan;

@@ -76,6 +76,7 @@ impl Fleet {
                         process_healthy: true,
                         process_uptime_ms: None,
                         process_restarts: None,
+                        artifact: None,
                     };
                     self.agent(node, AgentInput::Probed(observation));
                 }
@@ -230,6 +231,7 @@ fn a_claim_is_recorded_refused_when_invalid_and_settles_nothing() {
                 process_healthy: false,
                 process_uptime_ms: None,
                 process_restarts: None,
+                artifact: None,
             },
             resolution: model::controller::Resolution::Abandon,
         },

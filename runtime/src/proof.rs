@@ -14,10 +14,14 @@
 //! Checks are read from the op's evidence (latest last); only the latest
 //! observation is judged, so a failure followed by a success is a success.
 //!
-//! - `artifact digest`: what the agent says it put in place, taken from its
-//!   latest report for the op (`Switched` claims the op's release, `Restored`
-//!   `NotApplied` and `Refused` claim the baseline). No agent report (only controller
-//!   or operator probes) => could not read, [`ReasonCode::DigestUnreadable`];
+//! - `artifact digest`: the digest the agent last read back from disk behind
+//!   the route (it re-hashes the installed bundle when it probes: another
+//!   digest => [`ReasonCode::DigestMismatch`], unreadable =>
+//!   [`ReasonCode::DigestUnreadable`]); for observations without a read-back,
+//!   what the agent says it put in place, taken from its latest report for
+//!   the op (`Switched` claims the op's release; `Restored`, `NotApplied`
+//!   and `Refused` claim the baseline). No agent report (only controller or
+//!   operator probes) => could not read, [`ReasonCode::DigestUnreadable`];
 //!   another digest => [`ReasonCode::DigestMismatch`].
 //! - `process`: expected `running, at most N restarts` (N =
 //!   [`model::evidence::PROCESS_RESTARTS_MAX`], the agent supervisor's
@@ -89,7 +93,9 @@ use model::controller::{
     ControllerState, EvidenceSource, Op, OpPhase, Outcome, PauseReason, Resolution, Rollout,
     RolloutStatus, UnknownReason,
 };
-use model::{Decision, Digest, NodeId, ProbeVerdict, ReportKind, RolloutId, RouteObservation};
+use model::{
+    ArtifactRead, Decision, Digest, NodeId, ProbeVerdict, ReportKind, RolloutId, RouteObservation,
+};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -410,7 +416,17 @@ fn checks_for(op: &Op, intended: Digest) -> Vec<EvidenceCheck> {
     let expected = Some(intended.to_hex());
     let mut checks = Vec::with_capacity(4);
 
-    // Artifact digest: the agent's latest claim of what it put in place.
+    // Artifact digest: what the agent last read back from disk behind the
+    // route, else its latest claim of what it put in place.
+    let read_back = op
+        .evidence
+        .iter()
+        .rev()
+        .find_map(|e| e.observation.artifact)
+        .map(|read| match read {
+            ArtifactRead::Digest(d) => Some(d),
+            ArtifactRead::Unreadable => None,
+        });
     let claim = op.evidence.iter().rev().find_map(|e| match e.source {
         EvidenceSource::Agent(ReportKind::Switched) => Some(Some(op.release)),
         EvidenceSource::Agent(
@@ -418,7 +434,7 @@ fn checks_for(op: &Op, intended: Digest) -> Vec<EvidenceCheck> {
         ) => Some(op.baseline),
         _ => None,
     });
-    checks.push(match claim {
+    checks.push(match read_back.or(claim) {
         Some(Some(d)) if d == intended => {
             check("artifact digest", &expected, Some(d), Some(true), None)
         }
@@ -876,6 +892,7 @@ mod tests {
 
     const V1: Digest = Digest::repeat(1);
     const V2: Digest = Digest::repeat(2);
+    const V3: Digest = Digest::repeat(3);
     const A: NodeId = NodeId(0);
     const B: NodeId = NodeId(1);
 
@@ -987,6 +1004,7 @@ mod tests {
         RouteObservation {
             process_uptime_ms: Some(uptime_ms),
             process_restarts: Some(restarts),
+            artifact: None,
             ..RouteObservation::passing(release)
         }
     }
@@ -1019,6 +1037,7 @@ mod tests {
             process_healthy: false,
             process_uptime_ms: Some(0),
             process_restarts: Some(1),
+            artifact: None,
         };
         let p = canary_switched(down).proof(A);
         assert_eq!(
@@ -1304,6 +1323,43 @@ mod tests {
             p.summary
         );
         assert_eq!(item(&p, "artifact digest").observed, Some(V1.to_hex()));
+    }
+
+    #[test]
+    fn the_read_back_artifact_beats_the_claim() {
+        let with_artifact = |artifact| RouteObservation {
+            artifact: Some(artifact),
+            ..RouteObservation::passing(V2)
+        };
+        // The rules settle on the route (it proves v2 serving); the proof
+        // also judges what is on disk. Read back as v2: verified.
+        let p = canary_switched(with_artifact(ArtifactRead::Digest(V2)))
+            .settle(0, Outcome::Verified)
+            .proof(A);
+        assert_eq!(p.verdict, Verdict::Verified);
+        // The report claims v2 but the bytes on disk hash to something else:
+        // read something else => failed, digest_mismatch.
+        let p = canary_switched(with_artifact(ArtifactRead::Digest(V3)))
+            .settle(0, Outcome::Verified)
+            .proof(A);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Failed, Some(ReasonCode::DigestMismatch))
+        );
+        assert_eq!(item(&p, "artifact digest").observed, Some(V3.to_hex()));
+        // Could not read it back: not a mismatch, a gap.
+        let p = canary_switched(with_artifact(ArtifactRead::Unreadable))
+            .settle(0, Outcome::Verified)
+            .proof(A);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (
+                Verdict::PartiallyVerified,
+                Some(ReasonCode::DigestUnreadable)
+            )
+        );
+        let c = item(&p, "artifact digest");
+        assert_eq!((c.ok, c.observed.clone()), (None, None));
     }
 
     #[test]

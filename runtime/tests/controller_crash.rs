@@ -45,6 +45,7 @@ fn observation() -> impl Strategy<Value = RouteObservation> {
             process_healthy,
             process_uptime_ms: None,
             process_restarts: None,
+            artifact: None,
         })
 }
 
@@ -224,6 +225,7 @@ fn contradictory_switch_report_on_undecided_canary() {
                 process_healthy: true,
                 process_uptime_ms: None,
                 process_restarts: None,
+                artifact: None,
             },
         },
     };

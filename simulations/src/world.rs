@@ -99,9 +99,10 @@ impl World {
 
     /// What a probe of `node`'s public route observes right now.
     ///
-    /// The process uptime and restart count stay `None` in every state: the
-    /// rules never read them (S11), and varying them would only multiply the
-    /// explored states (the pinned counts in `docs/model.md` depend on it).
+    /// The process uptime, restart count and artifact read-back stay `None`
+    /// in every state: the rules never read them (S11), and varying them
+    /// would only multiply the explored states (the pinned counts in
+    /// `docs/model.md` depend on it).
     pub fn observe(&self, node: NodeId) -> RouteObservation {
         let serving = self.agents[node.0 as usize].serving;
         match (serving, self.apps[node.0 as usize]) {
@@ -112,6 +113,7 @@ impl World {
                 process_healthy: true,
                 process_uptime_ms: None,
                 process_restarts: None,
+                artifact: None,
             },
             (_, App::Down) | (None, _) => RouteObservation {
                 verdict: ProbeVerdict::Unreachable,
@@ -119,6 +121,7 @@ impl World {
                 process_healthy: false,
                 process_uptime_ms: None,
                 process_restarts: None,
+                artifact: None,
             },
         }
     }

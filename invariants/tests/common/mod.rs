@@ -243,6 +243,7 @@ impl Fleet {
                 process_healthy: true,
                 process_uptime_ms: None,
                 process_restarts: None,
+                artifact: None,
             },
             Some(release) => model::RouteObservation::passing(release),
             None => model::RouteObservation {
@@ -251,6 +252,7 @@ impl Fleet {
                 process_healthy: false,
                 process_uptime_ms: None,
                 process_restarts: None,
+                artifact: None,
             },
         }
     }

@@ -812,6 +812,7 @@ fn parse_observation(v: &serde_json::Value) -> Result<model::RouteObservation, S
         process_healthy,
         process_uptime_ms,
         process_restarts,
+        artifact: None,
     })
 }
 

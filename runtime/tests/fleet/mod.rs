@@ -89,6 +89,7 @@ impl Fleet {
                         process_healthy: true,
                         process_uptime_ms: None,
                         process_restarts: None,
+                        artifact: None,
                     };
                     self.agent(node, AgentInput::Probed(observation));
                 }
