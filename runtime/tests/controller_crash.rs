@@ -39,13 +39,8 @@ fn observation() -> impl Strategy<Value = RouteObservation> {
         release(),
         any::<bool>(),
     )
-        .prop_map(|(verdict, identity, process_healthy)| RouteObservation {
-            verdict,
-            identity,
-            process_healthy,
-            process_uptime_ms: None,
-            process_restarts: None,
-            artifact: None,
+        .prop_map(|(verdict, identity, process_healthy)| {
+            RouteObservation::new(verdict, identity, process_healthy)
         })
 }
 
