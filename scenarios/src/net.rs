@@ -15,6 +15,10 @@ use std::time::{Duration, Instant};
 /// Every namespace and root-namespace link the harness makes starts with
 /// this, so leftovers can be found (and never confused with the host's).
 pub const PREFIX: &str = "fwsc";
+
+/// The operator's port on the bridge (its peer is `fwsc-op` in the root
+/// namespace, where the harness and the CLI run).
+pub const OPERATOR_PORT: &str = "v-op";
 /// The scenario subnet (a /24 unlikely to collide with a host's own).
 pub const SUBNET: &str = "10.213.77";
 /// The operator's address (root namespace).
@@ -236,10 +240,26 @@ impl Net {
         }
         let op_link = format!("{PREFIX}-op");
         ip(&[
-            "link", "add", &op_link, "type", "veth", "peer", "name", "v-op", "netns", &bridge_ns,
+            "link",
+            "add",
+            &op_link,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            OPERATOR_PORT,
+            "netns",
+            &bridge_ns,
         ])?;
         ip(&[
-            "-n", &bridge_ns, "link", "set", "v-op", "master", "br0", "up",
+            "-n",
+            &bridge_ns,
+            "link",
+            "set",
+            OPERATOR_PORT,
+            "master",
+            "br0",
+            "up",
         ])?;
         ip(&["addr", "add", &format!("{OPERATOR_IP}/24"), "dev", &op_link])?;
         ip(&["link", "set", &op_link, "up"])?;
@@ -297,14 +317,23 @@ impl Net {
         nft(&self.bridge_ns, &format!("delete table bridge {table}\n"))
     }
 
-    /// Drop `percent` of all packets crossing the bridge, at random: every
-    /// packet between two hosts crosses it exactly once.
+    /// Drop `percent` of the packets between fleet hosts (controller and
+    /// nodes), at random: every such packet crosses the bridge exactly once.
+    ///
+    /// The operator's port ([`OPERATOR_PORT`]) is exempt. It carries the
+    /// harness's own measurements and writes (CLI calls, route checks), and
+    /// loss there tests TCP's retransmission against the CLI's 10 s limit,
+    /// not Fleetweft: a CI run failed exactly so, on a `rollout start` whose
+    /// bundle upload timed out. An operator's non-idempotent write cannot be
+    /// retried blindly, so the harness would have to guess; instead the
+    /// operator is on a clean management path, like a real operator on a
+    /// different network than the edge links.
     pub fn lose(&self, percent: u8) -> anyhow::Result<()> {
         assert!(percent <= 100, "a percentage");
         nft(
             &self.bridge_ns,
             &format!(
-                "table bridge loss {{\n chain forward {{\n  type filter hook forward priority 0; policy accept;\n  numgen random mod 100 < {percent} drop\n }}\n}}\n"
+                "table bridge loss {{\n chain forward {{\n  type filter hook forward priority 0; policy accept;\n  iifname \"{OPERATOR_PORT}\" accept\n  oifname \"{OPERATOR_PORT}\" accept\n  numgen random mod 100 < {percent} drop\n }}\n}}\n"
             ),
         )
     }

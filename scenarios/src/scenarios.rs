@@ -61,7 +61,7 @@ pub fn all() -> Vec<Scenario> {
         Scenario { number: 10, title: "restart loop of the new release: proof failed (restart_loop), baseline restored", rule: "S9, S11, proof verdicts", versions: V12, extra: &[], body: body!(restart_loop) },
         Scenario { number: 11, title: "tampered bundle: refused on the node, nothing installed", rule: "bundle verification, evidence", versions: V12, extra: &[], body: body!(tampered_bundle) },
         Scenario { number: 12, title: "foreign certificate: connection refused, nothing logged", rule: "mutual TLS", versions: &["v1"], extra: &[("x", 20)], body: body!(foreign_certificate) },
-        Scenario { number: 13, title: "30% loss and 200 ms delay on every link: rollout completes", rule: "all rules under loss", versions: V12, extra: &[], body: body!(lossy_links) },
+        Scenario { number: 13, title: "30% loss and 200 ms delay on every fleet link: rollout completes", rule: "all rules under loss", versions: V12, extra: &[], body: body!(lossy_links) },
         Scenario { number: 14, title: "follower partitioned with slots 2: the other proceeds, the silent slot stays held", rule: "S1, S2", versions: V12, extra: &[], body: body!(follower_partitioned) },
         Scenario { number: 15, title: "orderly restart of every process in turn mid-rollout: it completes", rule: "restart is a new attempt, S6", versions: V12, extra: &[], body: body!(rolling_restarts) },
     ]
