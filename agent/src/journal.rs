@@ -88,7 +88,9 @@ impl Journal {
     fn fold(&mut self, record: &Record) {
         match record {
             Record::Core(event) => {
-                if let AgentEvent::Accepted { .. } = event {
+                // A new op (accepted, or aborted before it was received)
+                // starts with a fresh attempt budget and no checkpoints.
+                if let AgentEvent::Accepted { .. } | AgentEvent::AbortedUnseen { .. } = event {
                     self.pending = None;
                     self.done.clear();
                     self.spent = 0;

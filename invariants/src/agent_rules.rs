@@ -12,6 +12,9 @@ pub fn s8_no_stale_apply(before: &AgentState, event: &AgentEvent) -> Result<(), 
         AgentEvent::Accepted { op, generation, .. } => (op, generation, "accepted"),
         AgentEvent::Switched { op, generation } => (op, generation, "switched the route for"),
         AgentEvent::AbortAccepted { op, generation } => (op, generation, "aborted"),
+        AgentEvent::AbortedUnseen { op, generation, .. } => {
+            (op, generation, "aborted (never received)")
+        }
         AgentEvent::Restored { op, generation } => (op, generation, "restored the baseline for"),
         AgentEvent::Refused { .. }
         | AgentEvent::Probed { .. }
@@ -135,6 +138,7 @@ mod tests {
             ToAgent::CommitReply {
                 op: OpId(1),
                 generation: Generation(2),
+                release: V3,
                 decision: model::Decision::Commit,
             },
         ];

@@ -984,11 +984,13 @@ mod tests {
             ..plan(1, false)
         });
         // op0 belongs to gen 1; the fleet is at gen 2. The real answer is
-        // abort.
+        // abort, decided when the rollout was superseded and replayed to
+        // the commit request.
+        assert_eq!(w.op(0).decision, Some(Decision::Abort));
         let steps = w.ask_commit(0);
         assert_eq!(
             steps[0],
-            Event::CommitDecided {
+            Event::CommitReplayed {
                 op: OpId(0),
                 decision: Decision::Abort
             }

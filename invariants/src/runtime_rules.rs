@@ -30,9 +30,19 @@ pub fn s7_persist_before_reply(durable: &ControllerState, sent: &ToAgent) -> Res
     match *sent {
         ToAgent::CommitReply {
             generation,
+            release,
             decision,
             ..
         } => {
+            if release != o.release {
+                return broken(
+                    Rule::S7,
+                    format!(
+                        "commit reply for {op} names {release} but the durable op moves to {}",
+                        o.release
+                    ),
+                );
+            }
             if o.decision != Some(decision) {
                 return broken(
                     Rule::S7,
@@ -243,6 +253,7 @@ mod tests {
         let reply = ToAgent::CommitReply {
             op: OpId(0),
             generation: Generation(1),
+            release: V2,
             decision: Decision::Commit,
         };
         let durable = w.state.clone();
@@ -256,15 +267,25 @@ mod tests {
         let flipped = ToAgent::CommitReply {
             op: OpId(0),
             generation: Generation(1),
+            release: V2,
             decision: Decision::Abort,
         };
         rejected(s7_persist_before_reply(&w.state, &flipped), Rule::S7);
         let other_gen = ToAgent::CommitReply {
             op: OpId(0),
             generation: Generation(2),
+            release: V2,
             decision: Decision::Commit,
         };
         rejected(s7_persist_before_reply(&w.state, &other_gen), Rule::S7);
+        let other_release = ToAgent::CommitReply {
+            op: OpId(0),
+            generation: Generation(1),
+            release: V3,
+            decision: Decision::Commit,
+        };
+        let v = rejected(s7_persist_before_reply(&w.state, &other_release), Rule::S7);
+        assert!(v.detail.contains("names"), "{}", v.detail);
     }
 
     #[test]

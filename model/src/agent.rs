@@ -75,6 +75,16 @@ pub enum AgentEvent {
     Switched { op: OpId, generation: Generation },
     /// The op was aborted; the route is left as it was.
     AbortAccepted { op: OpId, generation: Generation },
+    /// An op this agent never received (it was offline when the op was
+    /// granted) was aborted before it could be applied: nothing is fetched
+    /// or staged, the route is left as it was, and the agent reports what
+    /// serves so the controller can settle the op and free its slot.
+    /// Appended last so older journal encodings still decode.
+    AbortedUnseen {
+        op: OpId,
+        generation: Generation,
+        release: Digest,
+    },
     /// The public route forwards to the baseline again.
     Restored { op: OpId, generation: Generation },
     /// The bundle was refused; nothing was installed.
@@ -103,6 +113,10 @@ impl fmt::Display for AgentEvent {
             ),
             AgentEvent::Switched { op, .. } => write!(f, "switches the route for {op}"),
             AgentEvent::AbortAccepted { op, .. } => write!(f, "aborts {op}, route unchanged"),
+            AgentEvent::AbortedUnseen { op, release, .. } => write!(
+                f,
+                "aborts {op} ({release}) before receiving it: nothing fetched, route unchanged"
+            ),
             AgentEvent::Restored { op, .. } => write!(f, "restores the baseline for {op}"),
             AgentEvent::Refused { op, reason } => {
                 write!(f, "refuses the bundle of {op}: {reason}")
@@ -233,6 +247,7 @@ fn command(state: &AgentState, cmd: ToAgent, out: &mut AgentOutput) {
                 op,
                 generation,
                 decision,
+                ..
             },
             Some(AgentOp {
                 stage: AgentStage::AwaitingDecision,
@@ -241,6 +256,23 @@ fn command(state: &AgentState, cmd: ToAgent, out: &mut AgentOutput) {
         ) => out.events.push(match decision {
             Decision::Commit => AgentEvent::Switched { op, generation },
             Decision::Abort => AgentEvent::AbortAccepted { op, generation },
+        }),
+        // The controller aborted an op whose `Apply` never reached this
+        // agent (superseded while the node was away). Nothing to fetch: say
+        // what serves so the op settles. A commit is never decided for an
+        // op the agent did not ask about, so only an abort can arrive here.
+        (
+            ToAgent::CommitReply {
+                op,
+                generation,
+                release,
+                decision: Decision::Abort,
+            },
+            None,
+        ) => out.events.push(AgentEvent::AbortedUnseen {
+            op,
+            generation,
+            release,
         }),
         (ToAgent::Restore { op, generation }, Some(current)) => {
             // Restore only what this op changed; re-restoring after a failed
@@ -303,6 +335,20 @@ pub fn agent_apply(state: &mut AgentState, event: &AgentEvent) {
             if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
                 o.stage = AgentStage::Probing(ReportKind::NotApplied);
             }
+        }
+        AgentEvent::AbortedUnseen {
+            op,
+            generation,
+            release,
+        } => {
+            state.accepted = state.accepted.max(generation);
+            state.op = Some(AgentOp {
+                id: op,
+                generation,
+                release,
+                baseline: state.serving,
+                stage: AgentStage::Probing(ReportKind::NotApplied),
+            });
         }
         AgentEvent::Restored { op, generation } => {
             state.accepted = state.accepted.max(generation);

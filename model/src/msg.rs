@@ -26,10 +26,14 @@ pub enum ToAgent {
         generation: Generation,
         release: Digest,
     },
-    /// The (stored) decision for `op`.
+    /// The (stored) decision for `op`. It names the op's release so that an
+    /// agent that never received the `Apply` (offline when the op was
+    /// granted, then superseded) can still account for the op: it journals
+    /// the abort and reports what serves, without fetching anything.
     CommitReply {
         op: OpId,
         generation: Generation,
+        release: Digest,
         decision: Decision,
     },
     /// Put the baseline back on the public route and probe it.

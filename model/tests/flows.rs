@@ -1,15 +1,18 @@
 //! End-to-end flows through the pure cores: controller and agents wired by
 //! hand, no faults. These pin the happy path and the two headline stories.
 
-use model::agent::{agent_apply, agent_step, AgentEffect, AgentInput, AgentState};
+use model::agent::{agent_apply, agent_step, AgentEffect, AgentEvent, AgentInput, AgentState};
 use model::controller::{
     apply, effects, step, ControllerState, Effect, Event, Input, OpPhase, Outcome, RolloutStatus,
 };
-use model::{Digest, NodeId, Plan, ProbeVerdict, RolloutId, RouteObservation, ToAgent};
+use model::{
+    Decision, Digest, NodeId, OpId, Plan, ProbeVerdict, RolloutId, RouteObservation, ToAgent,
+};
 use std::collections::VecDeque;
 
 const V1: Digest = Digest::repeat(1);
 const V2: Digest = Digest::repeat(2);
+const V3: Digest = Digest::repeat(3);
 
 struct Fleet {
     ctrl: ControllerState,
@@ -18,6 +21,8 @@ struct Fleet {
     v2_correct: Vec<bool>,
     to_agents: VecDeque<(NodeId, ToAgent)>,
     log: Vec<Event>,
+    /// Every agent journal record, with its node.
+    agent_log: Vec<(NodeId, AgentEvent)>,
 }
 
 impl Fleet {
@@ -34,6 +39,7 @@ impl Fleet {
             v2_correct: vec![true; nodes as usize],
             to_agents: VecDeque::new(),
             log: Vec::new(),
+            agent_log: Vec::new(),
         };
         for n in 0..nodes {
             fleet.agent(NodeId(n), AgentInput::Connected);
@@ -59,6 +65,7 @@ impl Fleet {
         let out = agent_step(&self.agents[idx], input);
         for event in &out.events {
             agent_apply(&mut self.agents[idx], event);
+            self.agent_log.push((node, *event));
         }
         for effect in out.effects {
             match effect {
@@ -242,4 +249,56 @@ fn a_claim_is_recorded_refused_when_invalid_and_settles_nothing() {
         Err(Refusal::OpAlreadySettled(OpId(0)))
     );
     assert_eq!(model::controller::replay(&log), ctrl);
+}
+
+/// A node that was away when its op was granted never fetches that op's
+/// release once the op is superseded: the supersede stores an abort for it,
+/// the node hears that abort (not an `Apply`) when it comes back, reports
+/// what serves, and the op settles so the newer rollout can proceed.
+#[test]
+fn an_op_superseded_before_its_node_heard_of_it_is_aborted_unseen() {
+    let mut fleet = Fleet::new(3);
+    fleet.controller(Input::StartRollout { plan: plan() });
+    // node 0 (the canary) is away: its Apply is lost.
+    let lost = fleet.to_agents.pop_front().expect("the canary's apply");
+    assert!(
+        matches!(lost, (NodeId(0), ToAgent::Apply { .. })),
+        "{lost:?}"
+    );
+    fleet.controller(Input::StartRollout {
+        plan: Plan {
+            release: V3,
+            ..plan()
+        },
+    });
+    assert!(fleet.log.contains(&Event::CommitDecided {
+        op: OpId(0),
+        decision: Decision::Abort,
+    }));
+    assert_eq!(fleet.ctrl.ops[0].phase, OpPhase::Decided, "slot still held");
+    // node 0 comes back: what it hears about op0 is the stored abort.
+    fleet.agent(NodeId(0), AgentInput::Connected);
+    let to_node0: Vec<_> = fleet.to_agents.iter().map(|(_, m)| *m).collect();
+    assert!(
+        to_node0
+            .iter()
+            .all(|m| !matches!(m, ToAgent::Apply { op: OpId(0), .. })),
+        "{to_node0:?}"
+    );
+    fleet.run();
+    assert!(fleet.agent_log.iter().any(|(n, e)| *n == NodeId(0)
+        && matches!(e, AgentEvent::AbortedUnseen { op: OpId(0), release, .. } if *release == V2)));
+    assert!(
+        !fleet.agent_log.iter().any(|(_, e)| matches!(
+            e,
+            AgentEvent::Accepted { release, .. } if *release == V2
+        )),
+        "nobody staged the superseded release"
+    );
+    assert_eq!(
+        fleet.ctrl.ops[0].phase,
+        OpPhase::Settled(Outcome::NotApplied)
+    );
+    assert_eq!(fleet.ctrl.rollouts[1].status, RolloutStatus::Completed);
+    assert!(fleet.agents.iter().all(|a| a.serving == Some(V3)));
 }

@@ -287,6 +287,7 @@ mod tests {
             FrameBody::ToAgent(ToAgent::CommitReply {
                 op: OpId(9),
                 generation: Generation(2),
+                release: Digest::repeat(5),
                 decision: Decision::Commit,
             }),
             FrameBody::FetchBundle {

@@ -224,6 +224,7 @@ async fn frames_round_trip_and_node_id_comes_from_the_certificate() {
     let reply = FrameBody::ToAgent(ToAgent::CommitReply {
         op: OpId(1),
         generation: Generation(5),
+        release: Digest::repeat(5),
         decision: Decision::Commit,
     });
     // Split halves work from separate tasks.

@@ -447,6 +447,14 @@ async fn offline_during_change(f: &mut Fleet) -> anyhow::Result<String> {
         .rollout("v2", "node-a", &["node-b", "node-c"], 1, false)
         .await?;
     let stale = op_id(f, &r1, "node-c").await?;
+    // Node-c is offline, not merely slow: wait until the controller has
+    // dropped its connection (QUIC idle timeout), so the Apply queued on the
+    // dead connection is gone and only what the controller sends on
+    // reconnect can reach node-c.
+    f.wait("the controller drops node-c's connection", WAIT_MS, |s| {
+        !connected(s, "node-c")
+    })
+    .await?;
     let r2 = f
         .rollout("v3", "node-a", &["node-b", "node-c"], 1, false)
         .await?;
@@ -485,8 +493,23 @@ async fn offline_during_change(f: &mut Fleet) -> anyhow::Result<String> {
             if op.to_string() == stale && observation.identity == Some(f.digest("v2")))
     });
     ensure!(!c_reports_v2, "node-c never served v2");
+    // The supersede stored an abort for the op node-c never received, so on
+    // reconnect node-c hears that abort, not the old Apply: it never
+    // fetches or stages v2.
+    let staged = f
+        .dir
+        .join(format!("node-c-data/releases/{}", f.digest("v2").to_hex()));
+    ensure!(
+        !staged.exists(),
+        "node-c never fetched the superseded v2: {} exists",
+        staged.display()
+    );
+    ensure!(
+        f.logs("node-c").contains("before receiving it"),
+        "node-c journals the abort of an op it never received"
+    );
     Ok(format!(
-        "stale {stale} {} / {}; {rejected} stale command(s) rejected by generation",
+        "stale {stale} {} / {}, v2 never fetched on node-c; {rejected} stale command(s) rejected by generation",
         old.decision.as_deref().unwrap_or("undecided"),
         old.outcome.as_deref().unwrap_or("open")
     ))

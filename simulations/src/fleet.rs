@@ -254,6 +254,7 @@ impl FleetModel {
                         App::Correct
                     }
                 }
+                AgentEvent::AbortedUnseen { .. } => world.ghost.aborted_unseen = true,
                 _ => {}
             }
             say(narration, || format!("   {node} {event}"));
@@ -624,6 +625,7 @@ fn describe_command(cmd: &ToAgent) -> String {
             op,
             generation,
             decision,
+            ..
         } => format!("commit reply {decision:?} for {op} ({generation})"),
         ToAgent::Restore { op, generation } => format!("restore for {op} ({generation})"),
         ToAgent::Settled { op, .. } => format!("settled acknowledgement for {op}"),

@@ -101,6 +101,12 @@ pub fn properties(model: &FleetModel) -> Vec<Property<FleetModel>> {
             |_, w| w.ghost.settled_while_paused,
         ));
     }
+    if model.cfg.supersede {
+        props.push(Property::<FleetModel>::sometimes(
+            "superseded op aborted before its node received it",
+            |_, w| w.ghost.aborted_unseen,
+        ));
+    }
     if model.cfg.faults.has(Fault::WrongAnswer) {
         props.push(Property::<FleetModel>::sometimes(
             "wrong answer rolled back with proof",

@@ -54,6 +54,9 @@ pub struct Ghost {
     pub settled_while_paused: bool,
     /// An op was rolled back with proof.
     pub rolled_back: bool,
+    /// An agent aborted an op whose `Apply` it never received (superseded
+    /// while the command was lost), so the op settled without a fetch.
+    pub aborted_unseen: bool,
 }
 
 /// One state of the checked system.

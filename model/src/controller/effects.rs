@@ -35,6 +35,7 @@ pub fn effects(state: &ControllerState, event: &Event) -> Vec<Effect> {
                 msg: ToAgent::CommitReply {
                     op: *op,
                     generation: o.generation,
+                    release: o.release,
                     decision: *decision,
                 },
             })
@@ -81,6 +82,7 @@ pub fn current_command(state: &ControllerState, op: OpId) -> Option<Effect> {
         OpPhase::Decided => ToAgent::CommitReply {
             op,
             generation: o.generation,
+            release: o.release,
             decision: o.decision?,
         },
         // A restore carries the current generation: it is the newest intent.

@@ -100,6 +100,28 @@ fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal>
                     rollout: active.id,
                     by: rollout,
                 });
+                // Its ops that have no decision yet can only ever be
+                // aborted (their generation is about to be superseded):
+                // decide that now, durably, so the stored abort is what a
+                // node hears, on reconnect too, instead of an `Apply` that
+                // would fetch and stage a release that can never run.
+                // Deciding early is the decision a commit request would get
+                // (S6 replays it unchanged); the op keeps its slot until
+                // the node's report settles it (S3).
+                events.extend(
+                    state
+                        .ops
+                        .iter()
+                        .filter(|o| {
+                            o.rollout == active.id
+                                && o.phase == OpPhase::Granted
+                                && o.decision.is_none()
+                        })
+                        .map(|o| Event::CommitDecided {
+                            op: o.id,
+                            decision: Decision::Abort,
+                        }),
+                );
             }
             events.push(Event::RolloutStarted {
                 rollout,
