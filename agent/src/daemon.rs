@@ -536,7 +536,8 @@ impl Agent {
         let (mut observation, answer) = probe(self.cfg.public_port, &expect, process).await;
         // The artifact behind the route, re-read from disk: a proof compares
         // it with the intended release instead of trusting the report.
-        observation.artifact = current.map(|b| staging::read_back(&self.cfg.data_dir, b.release));
+        observation.artifact =
+            current.map(|b| staging::read_back(&self.cfg.data_dir, &self.key, b.release));
         (observation, answer)
     }
 

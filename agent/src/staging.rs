@@ -102,12 +102,35 @@ pub fn install(
     })
 }
 
-/// Read back the installed bundle of `digest` and hash it: what is really on
-/// disk behind that name (evidence for proofs; never trusted to run).
-/// Missing or unreadable => [`model::ArtifactRead::Unreadable`].
-pub fn read_back(data_dir: &Path, digest: Digest) -> model::ArtifactRead {
-    match std::fs::read(release_dir(data_dir, digest).join(BUNDLE_FILE)) {
-        Ok(bytes) => model::ArtifactRead::Digest(bundle::bundle_digest(&bytes)),
+/// Read back the installed release `digest`: hash its bundle file, and
+/// compare the app file that is started (and restarted by the supervisor)
+/// with the app inside that bundle. Evidence for proofs; never trusted to
+/// run, and never repairs anything (that is [`load`]'s job).
+///
+/// - bundle missing or unreadable, or app file unreadable =>
+///   [`model::ArtifactRead::Unreadable`] (could not read);
+/// - bundle bytes hash to another digest, or no longer verify =>
+///   [`model::ArtifactRead::Digest`] of what is there (read something else);
+/// - bundle intact but the app file differs =>
+///   [`model::ArtifactRead::AppFileAltered`] (read something else);
+/// - otherwise `Digest(digest)`.
+pub fn read_back(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> model::ArtifactRead {
+    let dir = release_dir(data_dir, digest);
+    let Ok(bytes) = std::fs::read(dir.join(BUNDLE_FILE)) else {
+        return model::ArtifactRead::Unreadable;
+    };
+    let actual = bundle::bundle_digest(&bytes);
+    let Ok(verified) = bundle::verify(key, &bytes) else {
+        // Same digest but no longer verifying cannot happen for bytes that
+        // verified at install; report what is there either way.
+        return model::ArtifactRead::Digest(actual);
+    };
+    if actual != digest {
+        return model::ArtifactRead::Digest(actual);
+    }
+    match std::fs::read(dir.join(&verified.manifest.app_file_name)) {
+        Ok(app) if app == verified.app => model::ArtifactRead::Digest(actual),
+        Ok(_) => model::ArtifactRead::AppFileAltered(actual),
         Err(_) => model::ArtifactRead::Unreadable,
     }
 }
@@ -177,26 +200,50 @@ mod tests {
         let bytes = signed(&signing);
         let digest = bundle::bundle_digest(&bytes);
         assert_eq!(
-            read_back(dir.path(), digest),
+            read_back(dir.path(), &verifying, digest),
             model::ArtifactRead::Unreadable
         );
         install(dir.path(), &verifying, digest, &bytes).expect("install");
         assert_eq!(
-            read_back(dir.path(), digest),
+            read_back(dir.path(), &verifying, digest),
             model::ArtifactRead::Digest(digest)
         );
-        // Changed on disk behind the agent's back: the read-back says so.
+        // The app file that runs is changed behind the agent's back: the
+        // bundle is intact, but something else would start.
+        let app_file = release_dir(dir.path(), digest).join("app.py");
+        let original = std::fs::read(&app_file).expect("app file");
+        std::fs::write(&app_file, b"print('not the signed app')").expect("tamper app");
+        assert_eq!(
+            read_back(dir.path(), &verifying, digest),
+            model::ArtifactRead::AppFileAltered(digest)
+        );
+        // Loading the release (what every start does) rewrites it from the
+        // verified bundle; the read-back agrees again.
+        load(dir.path(), &verifying, digest).expect("load");
+        assert_eq!(std::fs::read(&app_file).expect("app file"), original);
+        assert_eq!(
+            read_back(dir.path(), &verifying, digest),
+            model::ArtifactRead::Digest(digest)
+        );
+        std::fs::remove_file(&app_file).expect("remove app");
+        assert_eq!(
+            read_back(dir.path(), &verifying, digest),
+            model::ArtifactRead::Unreadable
+        );
+        load(dir.path(), &verifying, digest).expect("load");
+        // The bundle changed on disk behind the agent's back: the read-back
+        // reports the digest of what is there.
         let file = release_dir(dir.path(), digest).join(BUNDLE_FILE);
         let mut changed = bytes.clone();
         changed[0] ^= 1;
         std::fs::write(&file, &changed).expect("tamper");
         assert_eq!(
-            read_back(dir.path(), digest),
+            read_back(dir.path(), &verifying, digest),
             model::ArtifactRead::Digest(bundle::bundle_digest(&changed))
         );
         std::fs::remove_file(&file).expect("remove");
         assert_eq!(
-            read_back(dir.path(), digest),
+            read_back(dir.path(), &verifying, digest),
             model::ArtifactRead::Unreadable
         );
     }

@@ -49,7 +49,8 @@ pub struct RouteObservation {
     /// since the agent first started it; `None` when not observed.
     pub process_restarts: Option<u32>,
     /// What the observer read back of the artifact behind the route (the
-    /// agent re-hashes the installed bundle file when it probes). `None`:
+    /// agent re-hashes the installed bundle file and compares the app file
+    /// that runs with the app inside it when it probes). `None`:
     /// not observed (the controller's probe, an operator), so a proof falls
     /// back to what the agent's report claims it put in place. Recorded,
     /// never judged on by the rules.
@@ -63,6 +64,10 @@ pub enum ArtifactRead {
     Digest(Digest),
     /// The observer tried and could not read it (missing, unreadable).
     Unreadable,
+    /// The installed bundle hashes to this digest, but the app file that is
+    /// started from it differs from the app inside the bundle: read, and
+    /// something else would run. Appended last so older encodings decode.
+    AppFileAltered(Digest),
 }
 
 impl RouteObservation {

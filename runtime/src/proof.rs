@@ -17,7 +17,9 @@
 //! - `artifact digest`: the digest the agent last read back from disk behind
 //!   the route (it re-hashes the installed bundle when it probes: another
 //!   digest => [`ReasonCode::DigestMismatch`], unreadable =>
-//!   [`ReasonCode::DigestUnreadable`]); for observations without a read-back,
+//!   [`ReasonCode::DigestUnreadable`], the intended bundle but an app file
+//!   that differs from the app inside it => [`ReasonCode::AppFileMismatch`]
+//!   with the bundle's digest as observed); for observations without a read-back,
 //!   what the agent says it put in place, taken from its latest report for
 //!   the op (`Switched` claims the op's release; `Restored`, `NotApplied`
 //!   and `Refused` claim the baseline). No agent report (only controller or
@@ -156,6 +158,9 @@ pub enum ReasonCode {
     DigestUnreadable,
     /// The agent reported another artifact in place (read, and wrong).
     DigestMismatch,
+    /// The installed bundle is the intended one, but the app file started
+    /// from it differs from the app inside the bundle (read, and wrong).
+    AppFileMismatch,
     /// The supervisor restarted the process more often than its bound
     /// ([`model::evidence::PROCESS_RESTARTS_MAX`]), or the process is down
     /// and the route does not answer.
@@ -418,15 +423,19 @@ fn checks_for(op: &Op, intended: Digest) -> Vec<EvidenceCheck> {
 
     // Artifact digest: what the agent last read back from disk behind the
     // route, else its latest claim of what it put in place.
-    let read_back = op
+    let latest_read = op
         .evidence
         .iter()
         .rev()
-        .find_map(|e| e.observation.artifact)
-        .map(|read| match read {
-            ArtifactRead::Digest(d) => Some(d),
-            ArtifactRead::Unreadable => None,
-        });
+        .find_map(|e| e.observation.artifact);
+    let read_back = latest_read.map(|read| match read {
+        ArtifactRead::Digest(d) => Some(d),
+        ArtifactRead::Unreadable | ArtifactRead::AppFileAltered(_) => None,
+    });
+    let altered = match latest_read {
+        Some(ArtifactRead::AppFileAltered(d)) => Some(d),
+        _ => None,
+    };
     let claim = op.evidence.iter().rev().find_map(|e| match e.source {
         EvidenceSource::Agent(ReportKind::Switched) => Some(Some(op.release)),
         EvidenceSource::Agent(
@@ -435,6 +444,15 @@ fn checks_for(op: &Op, intended: Digest) -> Vec<EvidenceCheck> {
         _ => None,
     });
     checks.push(match read_back.or(claim) {
+        // The bundle is right but what would run from it is not: its own
+        // code, never mistaken for "could not read".
+        _ if altered.is_some() => check(
+            "artifact digest",
+            &expected,
+            altered,
+            Some(false),
+            Some(ReasonCode::AppFileMismatch),
+        ),
         Some(Some(d)) if d == intended => {
             check("artifact digest", &expected, Some(d), Some(true), None)
         }
@@ -1360,6 +1378,17 @@ mod tests {
         );
         let c = item(&p, "artifact digest");
         assert_eq!((c.ok, c.observed.clone()), (None, None));
+        // The bundle is v2 but the app file that runs from it is not the
+        // one inside it: read something else, with its own code.
+        let p = canary_switched(with_artifact(ArtifactRead::AppFileAltered(V2)))
+            .settle(0, Outcome::Verified)
+            .proof(A);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Failed, Some(ReasonCode::AppFileMismatch))
+        );
+        let c = item(&p, "artifact digest");
+        assert_eq!((c.ok, c.observed.clone()), (Some(false), Some(V2.to_hex())));
     }
 
     #[test]
