@@ -31,7 +31,7 @@ mod words;
 #[cfg(test)]
 mod testkit;
 
-pub use agent_rules::{check_agent_event, s8_no_stale_apply};
+pub use agent_rules::{check_agent_event, s8_no_stale_apply, s8_switch_agrees_with_record};
 pub use event_rules::{
     check_event, s1_grant_within_slots, s3_evidence_releases_slot, s4_grant_order,
     s5_pause_stops_grants, s6_stable_decisions, s8_late_report_changes_nothing,

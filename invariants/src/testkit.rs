@@ -56,6 +56,7 @@ pub fn unreachable() -> RouteObservation {
 }
 
 /// A controller driven through `step`/`apply`, with its event log.
+#[derive(Clone)]
 pub struct World {
     pub state: ControllerState,
     pub log: Vec<Event>,

@@ -41,6 +41,12 @@ pub struct AgentState {
     /// The release the public route forwards to.
     pub serving: Option<Digest>,
     pub op: Option<AgentOp>,
+    /// The highest op id this agent ever took on (accepted, or aborted
+    /// unseen). The controller allocates op ids in increasing order, so a
+    /// command that would start an op at or below it is a late copy (S8):
+    /// without this, a duplicated `Apply` of an op the agent already closed
+    /// would start it again and the stored Commit would be replayed to it.
+    pub highest_op: Option<OpId>,
 }
 
 /// Inputs to the agent core.
@@ -227,6 +233,9 @@ pub fn agent_step(state: &AgentState, input: AgentInput) -> AgentOutput {
 
 fn command(state: &AgentState, cmd: ToAgent, out: &mut AgentOutput) {
     let current = state.op.filter(|o| o.id == cmd.op());
+    // Only an op newer than any this agent took on may start (see
+    // `AgentState::highest_op`); older ones are late copies.
+    let fresh = state.highest_op.is_none_or(|h| cmd.op() > h);
     match (cmd, current) {
         (
             ToAgent::Apply {
@@ -235,7 +244,7 @@ fn command(state: &AgentState, cmd: ToAgent, out: &mut AgentOutput) {
                 release,
             },
             None,
-        ) => {
+        ) if fresh => {
             out.events.push(AgentEvent::Accepted {
                 op,
                 generation,
@@ -269,7 +278,7 @@ fn command(state: &AgentState, cmd: ToAgent, out: &mut AgentOutput) {
                 decision: Decision::Abort,
             },
             None,
-        ) => out.events.push(AgentEvent::AbortedUnseen {
+        ) if fresh => out.events.push(AgentEvent::AbortedUnseen {
             op,
             generation,
             release,
@@ -315,6 +324,7 @@ pub fn agent_apply(state: &mut AgentState, event: &AgentEvent) {
             release,
         } => {
             state.accepted = state.accepted.max(generation);
+            state.highest_op = state.highest_op.max(Some(op));
             state.op = Some(AgentOp {
                 id: op,
                 generation,
@@ -342,6 +352,7 @@ pub fn agent_apply(state: &mut AgentState, event: &AgentEvent) {
             release,
         } => {
             state.accepted = state.accepted.max(generation);
+            state.highest_op = state.highest_op.max(Some(op));
             state.op = Some(AgentOp {
                 id: op,
                 generation,

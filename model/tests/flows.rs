@@ -302,3 +302,50 @@ fn an_op_superseded_before_its_node_heard_of_it_is_aborted_unseen() {
     assert_eq!(fleet.ctrl.rollouts[1].status, RolloutStatus::Completed);
     assert!(fleet.agents.iter().all(|a| a.serving == Some(V3)));
 }
+
+/// Confirm-baseline is refused while a Commit is stored and no restore was
+/// asked for: the node may still hear that Commit (replayed unchanged) and
+/// switch, overturning the recorded baseline. Abandon stays possible.
+#[test]
+fn confirm_baseline_is_refused_while_a_stored_commit_may_still_land() {
+    use model::controller::{Refusal, Resolution};
+    let mut fleet = Fleet::new(3);
+    fleet.controller(Input::StartRollout { plan: plan() });
+    // The canary asks to commit; the Commit is stored, its reply is lost.
+    let (node, apply) = fleet.to_agents.pop_front().expect("apply");
+    fleet.agent(node, AgentInput::Command(apply));
+    let reply = fleet.to_agents.pop_front().expect("commit reply");
+    assert!(matches!(
+        reply,
+        (
+            _,
+            ToAgent::CommitReply {
+                decision: Decision::Commit,
+                ..
+            }
+        )
+    ));
+    // The node still serves v1, and an operator sees that.
+    let seen_v1 = RouteObservation::passing(V1);
+    let refused = step(
+        &fleet.ctrl,
+        &Input::Resolve {
+            op: OpId(0),
+            observation: seen_v1,
+            resolution: Resolution::ConfirmBaseline,
+        },
+    );
+    assert_eq!(refused, Err(Refusal::CommitMayStillLand(OpId(0))));
+    assert!(step(
+        &fleet.ctrl,
+        &Input::Resolve {
+            op: OpId(0),
+            observation: seen_v1,
+            resolution: Resolution::Abandon,
+        },
+    )
+    .is_ok());
+    // What the refusal protects: the replayed Commit does land.
+    fleet.agent(node, AgentInput::Command(reply.1));
+    assert_eq!(fleet.agents[0].serving, Some(V2));
+}

@@ -237,6 +237,10 @@ impl FleetModel {
         let mut journal = world.agents[index];
         for event in &out.events {
             world.record(invariants::check_agent_event(&journal, event));
+            world.record(invariants::s8_switch_agrees_with_record(
+                &world.durable,
+                event,
+            ));
             agent_apply(&mut journal, event);
             // What really serves follows the route switch.
             match event {

@@ -23,11 +23,13 @@ pub enum Mutant {
     CanaryTrustsProcess,
     FollowerBeforeCanary,
     TrustRestoreClaim,
+    ConfirmBaselineDespiteCommit,
+    AgentForgetsClosedOps,
 }
 
 impl Mutant {
     /// Every mutant, in `--list-mutants` order.
-    pub const ALL: [Mutant; 10] = [
+    pub const ALL: [Mutant; 12] = [
         Mutant::ReleaseOnTimeout,
         Mutant::GrantWhilePaused,
         Mutant::RedecideOnRetry,
@@ -38,6 +40,8 @@ impl Mutant {
         Mutant::CanaryTrustsProcess,
         Mutant::FollowerBeforeCanary,
         Mutant::TrustRestoreClaim,
+        Mutant::ConfirmBaselineDespiteCommit,
+        Mutant::AgentForgetsClosedOps,
     ];
 
     /// The CLI name.
@@ -53,6 +57,8 @@ impl Mutant {
             Mutant::CanaryTrustsProcess => "canary-trusts-process",
             Mutant::FollowerBeforeCanary => "follower-before-canary",
             Mutant::TrustRestoreClaim => "trust-restore-claim",
+            Mutant::ConfirmBaselineDespiteCommit => "confirm-baseline-despite-commit",
+            Mutant::AgentForgetsClosedOps => "agent-forgets-closed-ops",
         }
     }
 
@@ -74,6 +80,8 @@ impl Mutant {
             Mutant::CanaryTrustsProcess => Rule::S11,
             Mutant::FollowerBeforeCanary => Rule::S4,
             Mutant::TrustRestoreClaim => Rule::S9,
+            Mutant::ConfirmBaselineDespiteCommit => Rule::S8,
+            Mutant::AgentForgetsClosedOps => Rule::S8,
         }
     }
 
@@ -97,6 +105,12 @@ impl Mutant {
             Mutant::FollowerBeforeCanary => "grant followers without waiting for the canary",
             Mutant::TrustRestoreClaim => {
                 "accept the agent's 'restored' report as a rollback whatever its probe saw"
+            }
+            Mutant::ConfirmBaselineDespiteCommit => {
+                "let an operator confirm the baseline they see although a Commit is stored"
+            }
+            Mutant::AgentForgetsClosedOps => {
+                "the agent starts any op it does not hold right now, even one it closed"
             }
         }
     }
@@ -124,6 +138,11 @@ impl Mutant {
                 cfg.faults = cfg.faults.with(Fault::ControllerCrash);
             }
             Mutant::FollowerBeforeCanary => cfg.slots = cfg.slots.max(2),
+            Mutant::ConfirmBaselineDespiteCommit => cfg.operator = true,
+            Mutant::AgentForgetsClosedOps => {
+                cfg.operator = true;
+                cfg.faults = cfg.faults.with(Fault::Dup);
+            }
         }
     }
 }
@@ -262,6 +281,27 @@ pub fn controller_step(
             );
             Ok(events)
         }
+        (
+            Some(Mutant::ConfirmBaselineDespiteCommit),
+            Input::Resolve {
+                op,
+                observation,
+                resolution: resolution @ model::controller::Resolution::ConfirmBaseline,
+            },
+        ) => match step(state, input) {
+            // Skip only the stored-Commit refusal; every other check stays.
+            Err(Refusal::CommitMayStillLand(_)) => Ok(vec![
+                Event::OperatorObserved {
+                    op: *op,
+                    observation: *observation,
+                },
+                Event::OpSettled {
+                    op: *op,
+                    outcome: Outcome::Resolved(*resolution),
+                },
+            ]),
+            other => other,
+        },
         _ => step(state, input),
     }
 }
@@ -294,9 +334,20 @@ pub fn recovery_events(mutant: Option<Mutant>, state: &ControllerState) -> Vec<E
 /// The agent core as the checked system runs it.
 pub fn agent_step_as(mutant: Option<Mutant>, state: &AgentState, input: AgentInput) -> AgentOutput {
     if mutant == Some(Mutant::SkipGenerationCheck) {
-        // Forget which generation was accepted before looking at a command.
+        // Forget which generation was accepted (and, since op ids are a
+        // second fence against late copies, which ops were taken on) before
+        // looking at a command.
         let forgetful = AgentState {
             accepted: Generation(0),
+            highest_op: None,
+            ..*state
+        };
+        return agent_step(&forgetful, input);
+    }
+    if mutant == Some(Mutant::AgentForgetsClosedOps) {
+        // Forget which ops were already taken on.
+        let forgetful = AgentState {
+            highest_op: None,
             ..*state
         };
         return agent_step(&forgetful, input);

@@ -30,6 +30,11 @@ pub enum Refusal {
     ObservationContradictsResolution(OpId),
     /// A claim without an owner, or with a text over [`CLAIM_TEXT_MAX`].
     InvalidClaim(String),
+    /// Confirm-baseline on an op whose stored decision is Commit and that
+    /// was never restored: the node may still hear the decision (it is
+    /// replayed unchanged, S6) and switch, which would silently overturn
+    /// the recorded baseline. Appended last so older encodings decode.
+    CommitMayStillLand(OpId),
 }
 
 impl fmt::Display for Refusal {
@@ -51,6 +56,10 @@ impl fmt::Display for Refusal {
                 "the observation for {op} does not show what the resolution claims"
             ),
             Refusal::InvalidClaim(why) => write!(f, "invalid claim: {why}"),
+            Refusal::CommitMayStillLand(op) => write!(
+                f,
+                "{op} has a stored commit decision that its node may still act on (it is replayed unchanged when the node asks again), so the baseline cannot be confirmed: wait for the node and confirm-new once it serves the new release, or abandon"
+            ),
         }
     }
 }
@@ -165,6 +174,16 @@ fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal>
             let o = state.op(*op).ok_or(Refusal::UnknownOp(*op))?;
             if !o.occupies_slot() {
                 return Err(Refusal::OpAlreadySettled(*op));
+            }
+            // A baseline seen now is not a baseline kept: while a Commit is
+            // stored and no restore was asked for, the node's next commit
+            // request gets that Commit and switches (S8: a late command must
+            // not contradict what the controller recorded).
+            if *resolution == Resolution::ConfirmBaseline
+                && o.decision == Some(Decision::Commit)
+                && o.phase == OpPhase::Decided
+            {
+                return Err(Refusal::CommitMayStillLand(*op));
             }
             let backed = match resolution {
                 Resolution::ConfirmNew => observation.proves_serving(o.release),
