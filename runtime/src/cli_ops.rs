@@ -407,7 +407,8 @@ pub fn render_unresolved(entries: &[Unresolved]) -> String {
     for u in entries {
         out.push_str(&format!("\n{} on {} ({}):\n", u.op, u.node, u.rollout));
         out.push_str(&format!(
-            "  last confirmed release: {}\n  last serving result:    {}\n  owner: {}  review by: {}\n",
+            "  since: {}\n  last confirmed release: {}\n  last serving result:    {}\n  owner: {}  review by: {}\n",
+            u.since,
             u.last_confirmed_release.as_deref().map_or("-".into(), short),
             opt(&u.last_serving_result),
             u.owner_or_unowned(),

@@ -323,11 +323,12 @@ async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool>
     }
     for u in &open {
         say(format!(
-            "    {} {} on {}: {} — missing: {}; owner: {}; check: {}",
+            "    {} {} on {}: {} ({}) — missing: {}; owner: {}; check: {}",
             u.rollout,
             u.op,
             u.node,
             u.phase,
+            u.since,
             if u.missing_evidence.is_empty() {
                 "-".to_string()
             } else {

@@ -92,13 +92,15 @@
 //! ([`Verdict::rank`]); a rollout with no nodes is `unverified`.
 
 use model::controller::{
-    ControllerState, EvidenceSource, Op, OpPhase, Outcome, PauseReason, Resolution, Rollout,
+    ControllerState, Event, EvidenceSource, Op, OpPhase, Outcome, PauseReason, Resolution, Rollout,
     RolloutStatus, UnknownReason,
 };
 use model::{
-    ArtifactRead, Decision, Digest, NodeId, ProbeVerdict, ReportKind, RolloutId, RouteObservation,
+    ArtifactRead, Decision, Digest, NodeId, OpId, ProbeVerdict, ReportKind, RolloutId,
+    RouteObservation,
 };
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::fmt;
 
 /// One of the five answers of SPEC §6.
@@ -731,6 +733,66 @@ pub struct Unresolved {
     /// The command that checks the node's real state, e.g.
     /// `fleetweft probe node-a`.
     pub check_command: String,
+    /// The event log entry this entry dates from: an UNKNOWN op's latest
+    /// `OpUnknown`, else the op's grant; a waiting rollout's pause, or its
+    /// canary's settlement for an approval gate. `None` when the log index
+    /// given to [`unresolved`] does not know it.
+    #[serde(default)]
+    pub since_sequence: Option<u64>,
+    /// The same in words, like `UNKNOWN since log entry 29 (granted at 26)`.
+    #[serde(default)]
+    pub since: String,
+}
+
+/// Where in the event log each unresolved thing started, so the handover
+/// report can say "since when" (SPEC §7). The model has no clock and no
+/// sequence numbers, so the runtime builds this from the log as it replays
+/// and appends it ([`LogIndex::record`]) and keeps only what is unsettled.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogIndex {
+    /// Unsettled op -> sequence of its grant.
+    pub granted: HashMap<OpId, u64>,
+    /// Unsettled op -> sequence of its latest `OpUnknown`.
+    pub unknown: HashMap<OpId, u64>,
+    /// Rollout -> sequence of the latest event that can make it wait for an
+    /// operator: a pause, or its canary's settlement (approval gate).
+    pub waiting: HashMap<RolloutId, u64>,
+}
+
+impl LogIndex {
+    /// Note `event`, durable at `sequence`. `state` is the controller state
+    /// after it (op facts such as rollout and canary never change).
+    pub fn record(&mut self, sequence: u64, event: &Event, state: &ControllerState) {
+        match event {
+            Event::OpGranted { op, .. } => {
+                self.granted.insert(*op, sequence);
+            }
+            Event::OpUnknown { op, .. } => {
+                self.unknown.insert(*op, sequence);
+            }
+            Event::OpSettled { op, .. } => {
+                self.granted.remove(op);
+                self.unknown.remove(op);
+                // A settled canary opens an approval gate; a paused
+                // rollout keeps dating from its pause.
+                let gate = state.op(*op).filter(|o| o.is_canary).and_then(|o| {
+                    state
+                        .rollout(o.rollout)
+                        .filter(|r| r.plan.approval_after_canary && r.paused.is_none())
+                });
+                if let Some(r) = gate {
+                    self.waiting.insert(r.id, sequence);
+                }
+            }
+            Event::RolloutPaused { rollout, .. } => {
+                self.waiting.insert(*rollout, sequence);
+            }
+            Event::RolloutSuperseded { rollout, .. } | Event::RolloutCompleted { rollout } => {
+                self.waiting.remove(rollout);
+            }
+            _ => {}
+        }
+    }
 }
 
 impl Unresolved {
@@ -746,7 +808,11 @@ impl Unresolved {
 /// canary, or paused), as an entry with op `"-"`. All unsettled ops are
 /// listed, even one that already has a report: until evidence settles it, it
 /// holds a slot and someone must know.
-pub fn unresolved(state: &ControllerState, names: &dyn Fn(NodeId) -> String) -> Vec<Unresolved> {
+pub fn unresolved(
+    state: &ControllerState,
+    names: &dyn Fn(NodeId) -> String,
+    index: &LogIndex,
+) -> Vec<Unresolved> {
     let mut out = Vec::new();
     for op in state.ops.iter().filter(|o| o.occupies_slot()) {
         let name = names(op.node);
@@ -815,17 +881,15 @@ pub fn unresolved(state: &ControllerState, names: &dyn Fn(NodeId) -> String) -> 
             missing_evidence: missing,
             owner: op.claim.as_ref().map(|c| c.owner.clone()),
             review_by: op.claim.as_ref().map(|c| c.review_by.clone()),
-            options: vec![
-                format!("keep paused: leave {} holding its slot", op.id),
-                format!(
-                    "roll back: ask {name} to restore the baseline {baseline} and prove it"
-                ),
-                format!(
-                    "resolve with an observation: settle {} by hand with what a probe of {name} shows",
-                    op.id
-                ),
-            ],
+            options: op_options(op, &name, &baseline),
             check_command: format!("fleetweft probe {name}"),
+            since_sequence: index
+                .unknown
+                .get(&op.id)
+                .filter(|_| op.unknown.is_some())
+                .or(index.granted.get(&op.id))
+                .copied(),
+            since: op_since(op, index),
         });
     }
     for r in state
@@ -876,14 +940,55 @@ pub fn unresolved(state: &ControllerState, names: &dyn Fn(NodeId) -> String) -> 
                 first,
                 format!("keep paused: leave {} as it is", r.id),
                 format!(
-                    "roll back: start a rollout of the previous release over {}'s nodes",
+                    "roll back: start a rollout of the previous release over {}'s nodes: fleetweft rollout start --bundle PREVIOUS.bundle --canary {canary} --followers ... --slots K",
                     r.id
                 ),
             ],
             check_command: format!("fleetweft probe {canary}"),
+            since_sequence: index.waiting.get(&r.id).copied(),
+            since: match index.waiting.get(&r.id) {
+                Some(seq) if gate => format!("waiting since log entry {seq} (canary settled)"),
+                Some(seq) => format!("paused since log entry {seq}"),
+                None => "not in the log index".to_string(),
+            },
         });
     }
     out
+}
+
+/// What an operator can do about an unsettled op, each with its exact
+/// command. Confirm-baseline is left out while a stored Commit may still land
+/// (the controller refuses it then; see `Refusal::CommitMayStillLand`).
+fn op_options(op: &Op, name: &str, baseline: &str) -> Vec<String> {
+    let id = op.id;
+    let commit_pending = op.decision == Some(Decision::Commit) && op.phase == OpPhase::Decided;
+    let resolve = if commit_pending {
+        format!(
+            "resolve with an observation: once {name} serves the new release, fleetweft resolve {id} --resolution confirm-new --probe; or give up knowing, fleetweft resolve {id} --resolution abandon --probe (confirm-baseline is refused while the stored commit may still land)"
+        )
+    } else {
+        format!(
+            "resolve with an observation: fleetweft resolve {id} --resolution confirm-baseline|confirm-new|abandon --probe (the probe must show what the resolution claims)"
+        )
+    };
+    vec![
+        format!("keep paused: leave {id} holding its slot and wait for {name}"),
+        format!(
+            "roll back: settle {id} first (below), then start a rollout of the baseline {baseline}: fleetweft rollout start --bundle BASELINE.bundle --canary {name} --slots 1"
+        ),
+        resolve,
+    ]
+}
+
+/// "Since when" for an unsettled op, in words.
+fn op_since(op: &Op, index: &LogIndex) -> String {
+    let granted = index.granted.get(&op.id);
+    match (op.unknown.and(index.unknown.get(&op.id)), granted) {
+        (Some(u), Some(g)) => format!("UNKNOWN since log entry {u} (granted at {g})"),
+        (Some(u), None) => format!("UNKNOWN since log entry {u}"),
+        (None, Some(g)) => format!("granted at log entry {g}"),
+        (None, None) => "not in the log index".to_string(),
+    }
 }
 
 fn confirmed(state: &ControllerState, node: NodeId) -> Option<String> {
@@ -926,15 +1031,18 @@ mod tests {
         RouteObservation::new(verdict, identity, process_healthy)
     }
 
-    /// Builds a state by folding events, like a log replay.
-    struct S(ControllerState);
+    /// Builds a state by folding events, like a log replay; the log index
+    /// records each event at its position (sequence = 1-based index).
+    struct S(ControllerState, LogIndex, u64);
 
     impl S {
         fn new() -> Self {
-            S(ControllerState::default())
+            S(ControllerState::default(), LogIndex::default(), 0)
         }
         fn ev(mut self, e: Event) -> Self {
             apply(&mut self.0, &e);
+            self.2 += 1;
+            self.1.record(self.2, &e, &self.0);
             self
         }
         fn start(
@@ -1587,7 +1695,7 @@ mod tests {
             op: OpId(0),
             reason: UnknownReason::Silence,
         });
-        let list = unresolved(&s.0, &name);
+        let list = unresolved(&s.0, &name, &s.1);
         assert_eq!(list.len(), 1, "{list:#?}");
         let u = &list[0];
         assert_eq!(u.node, "node-a");
@@ -1613,14 +1721,36 @@ mod tests {
         for option in ["keep paused", "roll back", "resolve with an observation"] {
             assert!(u.options.iter().any(|o| o.starts_with(option)), "{option}");
         }
+        // A Commit is stored: confirm-baseline is not offered (it would be
+        // refused), the exact commands for the others are.
+        let resolve = &u.options[2];
+        assert!(
+            resolve.contains("fleetweft resolve op0 --resolution confirm-new --probe")
+                && resolve.contains("fleetweft resolve op0 --resolution abandon --probe")
+                && !resolve.contains("--resolution confirm-baseline"),
+            "{resolve}"
+        );
         assert_eq!(u.check_command, "fleetweft probe node-a");
+        // Since when: the OpUnknown is the last event folded.
+        assert_eq!(u.since_sequence, Some(s.2));
+        assert!(
+            u.since
+                .starts_with(&format!("UNKNOWN since log entry {} (granted at ", s.2)),
+            "{}",
+            u.since
+        );
     }
 
     #[test]
     fn waiting_ops_are_handed_over_by_phase() {
         let granted = S::new().start(0, V2, vec![], false).grant(0, 0, A, V2);
-        let u = &unresolved(&granted.0, &name)[0];
+        let u = &unresolved(&granted.0, &name, &granted.1)[0];
         assert_eq!(u.phase, "granted");
+        assert_eq!(
+            (u.since_sequence, u.since.as_str()),
+            (Some(2), "granted at log entry 2")
+        );
+        assert!(u.options[2].contains("--resolution confirm-baseline|confirm-new|abandon --probe"));
         assert!(u.missing_evidence[0].contains("commit request"));
         assert_eq!(u.unknown_reason, None);
 
@@ -1630,7 +1760,7 @@ mod tests {
                 op: OpId(0),
                 reason: UnknownReason::RestoreUnproven,
             });
-        let list = unresolved(&restoring.0, &name);
+        let list = unresolved(&restoring.0, &name, &restoring.1);
         let u = &list[0];
         assert_eq!(u.phase, "restoring");
         assert_eq!(u.unknown_reason.as_deref(), Some("restore-unproven"));
@@ -1643,10 +1773,13 @@ mod tests {
             .start(0, V2, vec![], false)
             .grant(0, 0, A, V2)
             .decide(0, Decision::Abort);
-        assert_eq!(unresolved(&aborting.0, &name)[0].phase, "decided (abort)");
+        assert_eq!(
+            unresolved(&aborting.0, &name, &aborting.1)[0].phase,
+            "decided (abort)"
+        );
 
         // Settled ops are not listed.
-        assert!(unresolved(&verified().0, &name).is_empty());
+        assert!(unresolved(&verified().0, &name, &verified().1).is_empty());
     }
 
     #[test]
@@ -1660,7 +1793,7 @@ mod tests {
                 rollout: RolloutId(0),
                 reason: PauseReason::Operator,
             });
-        let list = unresolved(&s.0, &name);
+        let list = unresolved(&s.0, &name, &s.1);
         assert_eq!(list.len(), 1, "{list:#?}");
         let u = &list[0];
         assert_eq!((u.op.as_str(), u.rollout.as_str()), ("-", "r0"));
@@ -1675,7 +1808,7 @@ mod tests {
         let s = s.ev(Event::RolloutApproved {
             rollout: RolloutId(0),
         });
-        let list = unresolved(&s.0, &name);
+        let list = unresolved(&s.0, &name, &s.1);
         assert_eq!(list[0].phase, "paused by operator");
     }
 
@@ -1689,9 +1822,14 @@ mod tests {
             .ev(Event::RestoreRequested { op: OpId(0) })
             .report(0, ReportKind::Restored, RouteObservation::passing(V1))
             .settle(0, Outcome::RolledBack);
-        let list = unresolved(&s.0, &name);
+        let list = unresolved(&s.0, &name, &s.1);
         assert_eq!(list.len(), 1);
         assert_eq!(list[0].phase, "paused after a failed probe of op0");
+        // Dates from the pause, not from the later settlement.
+        let paused_at = s.1.waiting[&RolloutId(0)];
+        assert_eq!(list[0].since_sequence, Some(paused_at));
+        assert!(paused_at < s.2, "the pause precedes the settlement");
+        assert_eq!(list[0].since, format!("paused since log entry {paused_at}"));
         assert_eq!(list[0].last_confirmed_release, Some(V1.to_hex()));
     }
 }

@@ -516,7 +516,12 @@ async fn unresolved(State(api): State<Api>) -> Response {
         return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
     };
     let names = |n: NodeId| api.cfg.node_name(n);
-    Json(crate::proof::unresolved(&snap.state, &names)).into_response()
+    Json(crate::proof::unresolved(
+        &snap.state,
+        &names,
+        &snap.log_index,
+    ))
+    .into_response()
 }
 
 async fn dashboard(State(api): State<Api>) -> Response {
@@ -628,10 +633,20 @@ pub struct Probed {
     pub observation: model::RouteObservation,
 }
 
-/// Probe `node`'s public route now and judge the answer against the release
-/// the node should serve: its live op's release, else what was last proven
-/// there, else the latest rollout that includes it. Records nothing; the
-/// error is the HTTP answer to give.
+/// Probe `node`'s public route now and judge the answer by the probe spec of
+/// the release it should be judged as. Records nothing; the error is the
+/// HTTP answer to give.
+///
+/// Which release: while the node has a live op, either of the op's two
+/// releases can legitimately be serving (the new one once switched, the
+/// baseline before the switch, after an abort and after a restore), so the
+/// answer is judged by the spec of whichever of the two the route
+/// identifies as; an answer identifying as neither (or not at all) is
+/// judged by the one the op's phase expects (the baseline while granted,
+/// aborted or restoring; the new release otherwise). Without a live op:
+/// what was last proven there, else the latest rollout that includes the
+/// node. Judging a restored baseline by the new release's spec would make
+/// a rollback impossible to prove from the controller.
 ///
 /// The controller sees only the public route, never the process behind it:
 /// the observation's `process_healthy` says only whether anything answered,
@@ -654,43 +669,30 @@ pub async fn probe_route(api: &Api, node: NodeId) -> Result<Probed, Response> {
             "controller core stopped",
         ));
     };
-    let state = &snap.state;
-    let record = state.nodes.get(&node).cloned().unwrap_or_default();
-    let intended = record
-        .live_op
-        .and_then(|op| state.op(op))
-        .map(|o| o.release)
-        .or(record.confirmed)
-        .or_else(|| {
-            state
-                .rollouts
-                .iter()
-                .rev()
-                .find(|r| r.plan.nodes().any(|n| n == node))
-                .map(|r| r.plan.release)
-        });
-    let Some(release) = intended else {
+    let (expected, other) = releases_to_judge(&snap.state, node);
+    let Some(release) = expected else {
         return Err(error(
             StatusCode::CONFLICT,
             format!("no release is intended for {name} yet"),
         ));
     };
-    let spec = match std::fs::read(api.bundles.path(release))
-        .map_err(|e| e.to_string())
-        .and_then(|bytes| protocol::bundle::verify(&api.key, &bytes).map_err(|e| e.to_string()))
-    {
-        Ok(verified) => verified.manifest.probe,
-        Err(e) => {
-            return Err(error(
-                StatusCode::CONFLICT,
-                format!(
-                    "bundle {} unavailable to judge the probe: {e}",
-                    release.to_hex()
-                ),
-            ))
+    let spec = probe_spec(api, release).map_err(|e| error(StatusCode::CONFLICT, e))?;
+    let mut answer = crate::client::get_route(entry.public, &spec.path).await;
+    let mut judged = (release, spec);
+    // The route says it serves the op's other release: judge it by that
+    // release's own spec (asking again if that spec probes another path).
+    let identity = answer
+        .as_ref()
+        .and_then(|a| a.identity.as_deref())
+        .and_then(agentless_digest);
+    if let Some(alt) = other.filter(|alt| identity == Some(*alt)) {
+        let alt_spec = probe_spec(api, alt).map_err(|e| error(StatusCode::CONFLICT, e))?;
+        if alt_spec.path != judged.1.path {
+            answer = crate::client::get_route(entry.public, &alt_spec.path).await;
         }
-    };
-    let answer = crate::client::get_route(entry.public, &spec.path).await;
+        judged = (alt, alt_spec);
+    }
+    let (release, spec) = judged;
     let observation = match &answer {
         None => spec.judge(None, "", None, false),
         Some(a) => {
@@ -707,6 +709,51 @@ pub async fn probe_route(api: &Api, node: NodeId) -> Result<Probed, Response> {
         answer,
         observation,
     })
+}
+
+/// The release a probe of `node` is judged as, and the other release that
+/// may legitimately answer instead (see [`probe_route`]).
+pub fn releases_to_judge(
+    state: &model::controller::ControllerState,
+    node: NodeId,
+) -> (Option<Digest>, Option<Digest>) {
+    let record = state.nodes.get(&node).cloned().unwrap_or_default();
+    match record.live_op.and_then(|op| state.op(op)) {
+        Some(o) => {
+            let before_switch = matches!(o.phase, OpPhase::Granted | OpPhase::Restoring)
+                || o.decision == Some(model::Decision::Abort);
+            match (before_switch, o.baseline) {
+                (true, Some(b)) => (Some(b), Some(o.release)),
+                (_, b) => (Some(o.release), b),
+            }
+        }
+        None => (
+            record.confirmed.or_else(|| {
+                state
+                    .rollouts
+                    .iter()
+                    .rev()
+                    .find(|r| r.plan.nodes().any(|n| n == node))
+                    .map(|r| r.plan.release)
+            }),
+            None,
+        ),
+    }
+}
+
+/// The probe spec of `release`, read from its stored, verified bundle; the
+/// error says why it cannot be had (an HTTP 409 for the caller).
+fn probe_spec(api: &Api, release: Digest) -> Result<protocol::bundle::ProbeSpec, String> {
+    std::fs::read(api.bundles.path(release))
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| protocol::bundle::verify(&api.key, &bytes).map_err(|e| e.to_string()))
+        .map(|verified| verified.manifest.probe)
+        .map_err(|e| {
+            format!(
+                "bundle {} unavailable to judge the probe: {e}",
+                release.to_hex()
+            )
+        })
 }
 
 fn op_id(text: &str) -> Option<OpId> {
@@ -969,5 +1016,84 @@ async fn list_nodes(State(api): State<Api>) -> Response {
     match api.core.snapshot().await {
         Some(snap) => Json(status_dto(&api.cfg, &snap).nodes).into_response(),
         None => error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::releases_to_judge;
+    use model::controller::{apply, step, ControllerState, Input};
+    use model::{Digest, Generation, NodeId, OpId, Plan, ReportKind, RouteObservation};
+    use model::{ProbeVerdict, ToController};
+
+    const V1: Digest = Digest::repeat(1);
+    const V2: Digest = Digest::repeat(2);
+    const A: NodeId = NodeId(0);
+
+    fn feed(state: &mut ControllerState, input: Input) {
+        for event in step(state, &input).expect("accepted") {
+            apply(state, &event);
+        }
+    }
+
+    fn from_a(state: &mut ControllerState, msg: ToController) {
+        feed(state, Input::FromAgent { node: A, msg });
+    }
+
+    /// A probe is judged as the release the op's phase expects, with the
+    /// op's other release as the legitimate alternative: judging a
+    /// baseline by the new release's spec could never prove a rollback.
+    #[test]
+    fn a_probe_is_judged_as_the_release_the_phase_expects() {
+        let mut state = ControllerState::default();
+        from_a(
+            &mut state,
+            ToController::Hello {
+                serving: Some(V1),
+                generation: Generation(0),
+            },
+        );
+        // Before any rollout: nothing confirmed, nothing intended.
+        assert_eq!(releases_to_judge(&state, A), (None, None));
+        feed(
+            &mut state,
+            Input::StartRollout {
+                plan: Plan {
+                    release: V2,
+                    canary: A,
+                    followers: vec![],
+                    slots_max: 1,
+                    approval_after_canary: false,
+                },
+            },
+        );
+        // Granted, not switched: the baseline should answer.
+        assert_eq!(releases_to_judge(&state, A), (Some(V1), Some(V2)));
+        from_a(&mut state, ToController::CommitRequest { op: OpId(0) });
+        // Commit decided: the new release should answer (or still v1).
+        assert_eq!(releases_to_judge(&state, A), (Some(V2), Some(V1)));
+        from_a(
+            &mut state,
+            ToController::Report {
+                op: OpId(0),
+                kind: ReportKind::Switched,
+                observation: RouteObservation {
+                    verdict: ProbeVerdict::WrongAnswer,
+                    ..RouteObservation::passing(V2)
+                },
+            },
+        );
+        // A wrong answer: restoring, so the baseline should answer again.
+        assert_eq!(releases_to_judge(&state, A), (Some(V1), Some(V2)));
+        from_a(
+            &mut state,
+            ToController::Report {
+                op: OpId(0),
+                kind: ReportKind::Restored,
+                observation: RouteObservation::passing(V1),
+            },
+        );
+        // Rolled back and settled: what was last proven there.
+        assert_eq!(releases_to_judge(&state, A), (Some(V1), None));
     }
 }

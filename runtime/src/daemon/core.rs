@@ -77,6 +77,10 @@ pub struct Snapshot {
     /// wall clock (runtime-only: the model has no clock). An op already
     /// UNKNOWN when the daemon started counts from the start.
     pub unknown_since: HashMap<OpId, SystemTime>,
+    /// Where each unresolved op and waiting rollout started in the log
+    /// (the handover report's "since when"); built from the whole log at
+    /// start, so it survives restarts.
+    pub log_index: crate::proof::LogIndex,
 }
 
 /// A handle to send commands to the core.
@@ -174,6 +178,13 @@ async fn run(
     let mut links: HashMap<NodeId, Link> = HashMap::new();
     let mut unknown_since: HashMap<OpId, SystemTime> = HashMap::new();
     track_unknown(controller.state(), &mut unknown_since);
+    // The whole log was replayed into `history` at open (it is trimmed to
+    // EVENTS_IN_MEMORY_MAX only as it grows), so the index covers every
+    // op still unsettled.
+    let mut log_index = crate::proof::LogIndex::default();
+    for (sequence, event) in &history {
+        log_index.record(*sequence, event, controller.state());
+    }
     // A restart re-arms the deadline of every op still holding a slot.
     for op in controller.state().ops.iter().filter(|o| o.occupies_slot()) {
         arm(&me, op.id, timeout);
@@ -221,6 +232,9 @@ async fn run(
                             }
                         }
                         track_unknown(controller.state(), &mut unknown_since);
+                        for (sequence, event) in &events {
+                            log_index.record(*sequence, event, controller.state());
+                        }
                         history.extend(events.iter().cloned());
                         if history.len() > EVENTS_IN_MEMORY_MAX {
                             let excess = history.len() - EVENTS_IN_MEMORY_MAX;
@@ -267,6 +281,7 @@ async fn run(
                     last_sequence: controller.last_sequence(),
                     connected,
                     unknown_since: unknown_since.clone(),
+                    log_index: log_index.clone(),
                 });
             }
             Command::Events { from, limit, reply } => {

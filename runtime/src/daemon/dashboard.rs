@@ -76,7 +76,7 @@ pub fn data(cfg: &ControllerConfig, snap: &Snapshot, events: Vec<EventDto>) -> D
             .enumerate()
             .map(|(i, n)| crate::proof::node_proof(&snap.state, NodeId(i as u16), &n.name))
             .collect(),
-        unresolved: crate::proof::unresolved(&snap.state, &names),
+        unresolved: crate::proof::unresolved(&snap.state, &names, &snap.log_index),
         events,
     }
 }
@@ -187,7 +187,7 @@ pub fn render(d: &DashboardData) -> String {
     if d.unresolved.is_empty() {
         h.push_str("<p>nothing unresolved</p>\n");
     } else {
-        h.push_str("<table id=\"unresolved\"><tr><th>node</th><th>op</th><th>rollout</th><th>phase</th><th>state</th><th>missing evidence</th><th>owner</th><th>review by</th><th>options</th><th>check</th></tr>\n");
+        h.push_str("<table id=\"unresolved\"><tr><th>node</th><th>op</th><th>rollout</th><th>phase</th><th>state</th><th>since</th><th>missing evidence</th><th>owner</th><th>review by</th><th>options</th><th>check</th></tr>\n");
     }
     for u in &d.unresolved {
         let state = match &u.unknown_reason {
@@ -206,11 +206,12 @@ pub fn render(d: &DashboardData) -> String {
         };
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td>{state}<td><ul>{}</ul></td>{owner}<td>{}</td><td><ul>{}</ul></td><td><code>{}</code></td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td>{state}<td>{}</td><td><ul>{}</ul></td>{owner}<td>{}</td><td><ul>{}</ul></td><td><code>{}</code></td></tr>",
             escape(&u.node),
             escape(&u.op),
             escape(&u.rollout),
             escape(&u.phase),
+            escape(&u.since),
             list(&u.missing_evidence),
             escape(u.review_by.as_deref().unwrap_or("not scheduled")),
             list(&u.options),
