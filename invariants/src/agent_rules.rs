@@ -52,7 +52,8 @@ pub fn s8_no_stale_apply(before: &AgentState, event: &AgentEvent) -> Result<(), 
 /// state declared unknown). A switch for an op the controller settled on
 /// the baseline (confirmed baseline, rolled back, not applied) is a late
 /// command producing a second, conflicting change: the controller would
-/// believe one release while the node serves another.
+/// believe one release while the node serves another. Symmetrically, a
+/// restore for an op settled on the new release (verified, confirmed new).
 ///
 /// `controller` is the controller's durable state when the agent journals
 /// `event`. Only the checker sees both sides at once; the runtime cannot.
@@ -60,28 +61,39 @@ pub fn s8_switch_agrees_with_record(
     controller: &ControllerState,
     event: &AgentEvent,
 ) -> Result<(), Violation> {
-    let AgentEvent::Switched { op, .. } = *event else {
-        return Ok(());
+    let (op, restores) = match *event {
+        AgentEvent::Switched { op, .. } => (op, false),
+        AgentEvent::Restored { op, .. } => (op, true),
+        _ => return Ok(()),
     };
     let Some(o) = controller.op(op) else {
         return Ok(()); // the controller never granted it: S7 says so
     };
-    match o.phase {
-        OpPhase::Settled(
-            Outcome::Verified
-            | Outcome::Resolved(Resolution::ConfirmNew)
-            | Outcome::Resolved(Resolution::Abandon),
-        ) => Ok(()),
-        OpPhase::Settled(outcome) => broken(
-            Rule::S8,
-            format!(
-                "{} switched to the new release for {op} after the controller settled it {}",
-                o.node,
-                words::outcome(outcome)
-            ),
-        ),
-        _ => Ok(()),
+    let OpPhase::Settled(outcome) = o.phase else {
+        return Ok(());
+    };
+    // Abandon declares the serving state unknown: nothing to contradict.
+    let on_new = matches!(
+        outcome,
+        Outcome::Verified | Outcome::Resolved(Resolution::ConfirmNew)
+    );
+    let agrees = outcome == Outcome::Resolved(Resolution::Abandon) || on_new != restores;
+    if agrees {
+        return Ok(());
     }
+    let what = if restores {
+        "restored the baseline"
+    } else {
+        "switched to the new release"
+    };
+    broken(
+        Rule::S8,
+        format!(
+            "{} {what} for {op} after the controller settled it {}",
+            o.node,
+            words::outcome(outcome)
+        ),
+    )
 }
 
 /// All agent rules: today only [`s8_no_stale_apply`].
@@ -191,6 +203,22 @@ mod tests {
         let mut abandoned = w.clone();
         abandoned.resolve(0, pass(V1), Resolution::Abandon);
         holds(s8_switch_agrees_with_record(&abandoned.state, &switched));
+        // A restore for an op settled on the new release contradicts it;
+        // one for an op settled on the baseline agrees.
+        let restored = AgentEvent::Restored {
+            op: OpId(0),
+            generation: Generation(1),
+        };
+        let v = rejected(
+            s8_switch_agrees_with_record(&verified.state, &restored),
+            Rule::S8,
+        );
+        assert_eq!(
+            v.detail,
+            "node-a restored the baseline for op0 after the controller settled it verified"
+        );
+        holds(s8_switch_agrees_with_record(&baseline.state, &restored));
+        holds(s8_switch_agrees_with_record(&abandoned.state, &restored));
     }
 
     #[test]

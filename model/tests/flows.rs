@@ -349,3 +349,39 @@ fn confirm_baseline_is_refused_while_a_stored_commit_may_still_land() {
     fleet.agent(node, AgentInput::Command(reply.1));
     assert_eq!(fleet.agents[0].serving, Some(V2));
 }
+
+/// Confirm-new is refused while a restore is in flight: the node may still
+/// put the baseline back under a record that says the new release serves.
+#[test]
+fn confirm_new_is_refused_while_a_restore_may_still_land() {
+    use model::controller::{Refusal, Resolution};
+    let mut fleet = Fleet::new(3);
+    fleet.v2_correct[0] = false;
+    fleet.controller(Input::StartRollout { plan: plan() });
+    // Deliver until the Restore is queued for the canary, then hold it.
+    while let Some((node, msg)) = fleet.to_agents.pop_front() {
+        if matches!(msg, ToAgent::Restore { .. }) {
+            fleet.to_agents.push_front((node, msg));
+            break;
+        }
+        fleet.agent(node, AgentInput::Command(msg));
+    }
+    assert_eq!(fleet.ctrl.ops[0].phase, OpPhase::Restoring);
+    // An operator happens to see v2 answering correctly (intermittent).
+    let refused = step(
+        &fleet.ctrl,
+        &Input::Resolve {
+            op: OpId(0),
+            observation: RouteObservation::passing(V2),
+            resolution: Resolution::ConfirmNew,
+        },
+    );
+    assert_eq!(refused, Err(Refusal::RestoreMayStillLand(OpId(0))));
+    // What the refusal protects: the Restore does land.
+    fleet.run();
+    assert_eq!(fleet.agents[0].serving, Some(V1));
+    assert_eq!(
+        fleet.ctrl.ops[0].phase,
+        OpPhase::Settled(Outcome::RolledBack)
+    );
+}

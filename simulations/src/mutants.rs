@@ -25,11 +25,13 @@ pub enum Mutant {
     TrustRestoreClaim,
     ConfirmBaselineDespiteCommit,
     AgentForgetsClosedOps,
+    UnknownFreesSlot,
+    GrantOverLiveOp,
 }
 
 impl Mutant {
     /// Every mutant, in `--list-mutants` order.
-    pub const ALL: [Mutant; 12] = [
+    pub const ALL: [Mutant; 14] = [
         Mutant::ReleaseOnTimeout,
         Mutant::GrantWhilePaused,
         Mutant::RedecideOnRetry,
@@ -42,6 +44,8 @@ impl Mutant {
         Mutant::TrustRestoreClaim,
         Mutant::ConfirmBaselineDespiteCommit,
         Mutant::AgentForgetsClosedOps,
+        Mutant::UnknownFreesSlot,
+        Mutant::GrantOverLiveOp,
     ];
 
     /// The CLI name.
@@ -59,6 +63,8 @@ impl Mutant {
             Mutant::TrustRestoreClaim => "trust-restore-claim",
             Mutant::ConfirmBaselineDespiteCommit => "confirm-baseline-despite-commit",
             Mutant::AgentForgetsClosedOps => "agent-forgets-closed-ops",
+            Mutant::UnknownFreesSlot => "unknown-frees-slot",
+            Mutant::GrantOverLiveOp => "grant-over-live-op",
         }
     }
 
@@ -82,6 +88,8 @@ impl Mutant {
             Mutant::TrustRestoreClaim => Rule::S9,
             Mutant::ConfirmBaselineDespiteCommit => Rule::S8,
             Mutant::AgentForgetsClosedOps => Rule::S8,
+            Mutant::UnknownFreesSlot => Rule::S1,
+            Mutant::GrantOverLiveOp => Rule::S2,
         }
     }
 
@@ -112,6 +120,12 @@ impl Mutant {
             Mutant::AgentForgetsClosedOps => {
                 "the agent starts any op it does not hold right now, even one it closed"
             }
+            Mutant::UnknownFreesSlot => {
+                "an UNKNOWN op no longer counts against the slots, so the next follower goes"
+            }
+            Mutant::GrantOverLiveOp => {
+                "a new rollout grants a node that still holds an op of the superseded one"
+            }
         }
     }
 
@@ -139,6 +153,10 @@ impl Mutant {
             }
             Mutant::FollowerBeforeCanary => cfg.slots = cfg.slots.max(2),
             Mutant::ConfirmBaselineDespiteCommit => cfg.operator = true,
+            Mutant::UnknownFreesSlot => {
+                cfg.faults = cfg.faults.with(Fault::Partition);
+            }
+            Mutant::GrantOverLiveOp => cfg.supersede = true,
             Mutant::AgentForgetsClosedOps => {
                 cfg.operator = true;
                 cfg.faults = cfg.faults.with(Fault::Dup);
@@ -273,6 +291,38 @@ pub fn controller_step(
                 o.phase = OpPhase::Settled(Outcome::Verified);
             }
             // One extra grant per step is enough to show the shortcut.
+            events.extend(
+                progress(&after)
+                    .into_iter()
+                    .filter(|e| matches!(e, Event::OpGranted { .. }))
+                    .take(1),
+            );
+            Ok(events)
+        }
+        (Some(Mutant::UnknownFreesSlot), _) => {
+            let mut events = step(state, input)?;
+            let mut after = state.clone();
+            events.iter().for_each(|e| apply(&mut after, e));
+            // Count UNKNOWN ops as if they had settled (not applied).
+            for o in after.ops.iter_mut().filter(|o| o.unknown.is_some()) {
+                o.phase = OpPhase::Settled(Outcome::NotApplied);
+            }
+            events.extend(
+                progress(&after)
+                    .into_iter()
+                    .filter(|e| matches!(e, Event::OpGranted { .. }))
+                    .take(1),
+            );
+            Ok(events)
+        }
+        (Some(Mutant::GrantOverLiveOp), _) => {
+            let mut events = step(state, input)?;
+            let mut after = state.clone();
+            events.iter().for_each(|e| apply(&mut after, e));
+            // Forget which node holds a live op.
+            for record in after.nodes.values_mut() {
+                record.live_op = None;
+            }
             events.extend(
                 progress(&after)
                     .into_iter()

@@ -35,6 +35,10 @@ pub enum Refusal {
     /// replayed unchanged, S6) and switch, which would silently overturn
     /// the recorded baseline. Appended last so older encodings decode.
     CommitMayStillLand(OpId),
+    /// Confirm-new on an op whose restore was requested: the node may still
+    /// hear the Restore and put the baseline back, which would silently
+    /// overturn the recorded new release. Appended last.
+    RestoreMayStillLand(OpId),
 }
 
 impl fmt::Display for Refusal {
@@ -59,6 +63,10 @@ impl fmt::Display for Refusal {
             Refusal::CommitMayStillLand(op) => write!(
                 f,
                 "{op} has a stored commit decision that its node may still act on (it is replayed unchanged when the node asks again), so the baseline cannot be confirmed: wait for the node and confirm-new once it serves the new release, or abandon"
+            ),
+            Refusal::RestoreMayStillLand(op) => write!(
+                f,
+                "{op} is being restored: its node may still put the baseline back, so the new release cannot be confirmed: confirm-baseline once the baseline serves, or abandon"
             ),
         }
     }
@@ -184,6 +192,11 @@ fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal>
                 && o.phase == OpPhase::Decided
             {
                 return Err(Refusal::CommitMayStillLand(*op));
+            }
+            // Symmetrically, a restore in flight may still put the baseline
+            // back under a record that says the new release serves.
+            if *resolution == Resolution::ConfirmNew && o.phase == OpPhase::Restoring {
+                return Err(Refusal::RestoreMayStillLand(*op));
             }
             let backed = match resolution {
                 Resolution::ConfirmNew => observation.proves_serving(o.release),
