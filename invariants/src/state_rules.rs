@@ -370,11 +370,28 @@ mod tests {
     }
 
     #[test]
-    fn s11_operator_confirming_the_new_release_lets_followers_go() {
+    fn s11_operator_cannot_confirm_the_new_release_while_it_is_restored() {
+        // Once a wrong answer started a restore, an operator who happens to
+        // see v2 answering cannot record it as serving: the Restore may
+        // still land under that record. The canary stays failed, so no
+        // follower is ever granted in this rollout.
         let mut w = World::canary_wrong();
-        w.resolve(0, pass(V2), Resolution::ConfirmNew);
+        let refused = model::controller::step(
+            &w.state,
+            &model::controller::Input::Resolve {
+                op: model::OpId(0),
+                observation: pass(V2),
+                resolution: Resolution::ConfirmNew,
+            },
+        );
+        assert_eq!(
+            refused,
+            Err(model::controller::Refusal::RestoreMayStillLand(
+                model::OpId(0)
+            ))
+        );
         w.input(model::controller::Input::Resume { rollout: R0 });
-        assert_eq!(w.state.ops.len(), 2, "follower granted");
+        assert_eq!(w.state.ops.len(), 1, "no follower granted");
         holds(s11_wrong_answer_stops(&w.state));
         holds(check_state(&w.state));
     }
