@@ -78,33 +78,60 @@ pub struct Instance {
 
 impl Instance {
     /// Start an instance on a free private port and wait until it listens.
+    ///
+    /// The port is chosen by binding port 0 and releasing it for the app, so
+    /// another process can take it in between; the app then fails to bind
+    /// and exits. Such a start is retried on a fresh port, at most
+    /// [`START_ATTEMPTS_MAX`] times.
     pub async fn start(spec: AppSpec) -> Result<Instance, SuperviseError> {
-        let port = free_port(spec.release)?;
-        let child = spawn(&spec, port)?;
-        let mut instance = Instance {
-            spec,
-            port,
-            child,
-            started: Instant::now(),
-            restarts: Vec::new(),
-            restart_count: 0,
-            looping: false,
-        };
-        instance.wait_listening().await?;
-        Ok(instance)
+        let mut attempt = 1;
+        loop {
+            let port = free_port(spec.release)?;
+            let child = spawn(&spec, port)?;
+            let mut instance = Instance {
+                spec: spec.clone(),
+                port,
+                child,
+                started: Instant::now(),
+                restarts: Vec::new(),
+                restart_count: 0,
+                looping: false,
+            };
+            match instance.wait_listening().await {
+                Ok(()) => return Ok(instance),
+                Err(e) if attempt >= START_ATTEMPTS_MAX => return Err(e),
+                Err(e) => {
+                    tracing::warn!("{e}; trying another port (attempt {attempt})");
+                    instance.stop().await;
+                    attempt += 1;
+                }
+            }
+        }
     }
 
+    /// Wait until *this* process listens on its port. A successful connect
+    /// alone is not enough: another process may hold the port (the race
+    /// described at [`Instance::start`]), and then the app died on bind.
+    /// Where `/proc` is readable, the listening socket must belong to the
+    /// child; elsewhere a connect while the child is alive has to do.
     async fn wait_listening(&mut self) -> Result<(), SuperviseError> {
         let deadline = Instant::now() + Duration::from_millis(APP_START_TIMEOUT_MS);
         while Instant::now() < deadline {
-            if tokio::net::TcpStream::connect(("127.0.0.1", self.port))
-                .await
-                .is_ok()
-            {
-                return Ok(());
-            }
             if !self.is_alive() {
                 break;
+            }
+            let owned = self
+                .child
+                .id()
+                .and_then(|pid| listener_owned_by(pid, self.port));
+            let ready = match owned {
+                Some(owned) => owned,
+                None => tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+                    .await
+                    .is_ok(),
+            };
+            if ready && self.is_alive() {
+                return Ok(());
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -210,6 +237,95 @@ pub fn route_process(
         .map(Instance::sample)
 }
 
+/// How often [`Instance::start`] tries a fresh port before giving up.
+pub const START_ATTEMPTS_MAX: u32 = 3;
+
+/// Whether process `pid` or one of its descendants (a run command may be a
+/// wrapper that forks) holds a TCP socket listening on `port`: `None` when
+/// `/proc` cannot tell (not Linux, or not readable), so the caller falls
+/// back to connecting.
+fn listener_owned_by(pid: u32, port: u16) -> Option<bool> {
+    // Inodes of sockets in LISTEN state (0A) on `port`, IPv4 and IPv6.
+    let mut listening = Vec::new();
+    let mut readable = false;
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        readable = true;
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(state), Some(inode)) =
+                (fields.get(1), fields.get(3), fields.get(9))
+            else {
+                continue;
+            };
+            let local_port = local
+                .rsplit(':')
+                .next()
+                .and_then(|hex| u16::from_str_radix(hex, 16).ok());
+            if *state == "0A" && local_port == Some(port) {
+                listening.push(format!("socket:[{inode}]"));
+            }
+        }
+    }
+    if !readable {
+        return None;
+    }
+    if listening.is_empty() {
+        return Some(false);
+    }
+    let holds = |p: u32| {
+        std::fs::read_dir(format!("/proc/{p}/fd")).is_ok_and(|fds| {
+            fds.flatten().any(|fd| {
+                std::fs::read_link(fd.path())
+                    .is_ok_and(|target| listening.iter().any(|l| target.as_os_str() == l.as_str()))
+            })
+        })
+    };
+    Some(family_of(pid).into_iter().any(holds))
+}
+
+/// `pid` and its descendants, from the parent ids in `/proc/*/stat`.
+fn family_of(pid: u32) -> Vec<u32> {
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Some(child) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            // "pid (comm) state ppid ...": comm may hold spaces, so read
+            // after the last ')'.
+            let ppid = std::fs::read_to_string(entry.path().join("stat"))
+                .ok()
+                .and_then(|stat| {
+                    let rest = stat.rsplit_once(')')?.1.to_string();
+                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+                });
+            if let Some(ppid) = ppid {
+                parents.push((child, ppid));
+            }
+        }
+    }
+    let mut family = vec![pid];
+    let mut i = 0;
+    while i < family.len() {
+        let parent = family[i];
+        family.extend(
+            parents
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(c, _)| *c),
+        );
+        i += 1;
+    }
+    family
+}
+
 fn free_port(release: Digest) -> Result<u16, SuperviseError> {
     // Bind port 0, read the port the kernel chose, release it for the app.
     let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
@@ -250,4 +366,28 @@ fn spawn(spec: &AppSpec, port: u16) -> Result<Child, SuperviseError> {
         program: program.clone(),
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::listener_owned_by;
+
+    /// A listener is told apart by who holds it: this is what keeps a start
+    /// from mistaking another process's socket on the chosen port for the
+    /// app's.
+    #[test]
+    fn a_listener_belongs_to_the_process_that_holds_it() {
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        assert_eq!(listener_owned_by(std::process::id(), port), Some(true));
+        let mut other = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .expect("spawn sleep");
+        assert_eq!(listener_owned_by(other.id(), port), Some(false));
+        let _ = other.kill();
+        let _ = other.wait();
+        drop(listener);
+        assert_eq!(listener_owned_by(std::process::id(), port), Some(false));
+    }
 }
