@@ -219,7 +219,16 @@ async fn run(
                                     match links.get(&to) {
                                         Some(link) => {
                                             if link.tx.try_send(msg).is_err() {
-                                                tracing::warn!("{} is not keeping up; it will resync on reconnect", cfg.node_name(to));
+                                                // Dropping a command silently would leave the op
+                                                // waiting for an unrelated reconnect. Close the
+                                                // link instead: the agent reconnects, says hello,
+                                                // and gets its live op's current command again.
+                                                tracing::warn!("{} is not keeping up: closing its connection so it resyncs on reconnect", cfg.node_name(to));
+                                                link.conn.close(
+                                                    quinn::VarInt::from_u32(1),
+                                                    b"controller queue full: reconnect to resync",
+                                                );
+                                                links.remove(&to);
                                             }
                                         }
                                         None => tracing::info!(
