@@ -315,6 +315,26 @@ pub fn outbox(state: &AgentState) -> Option<ToController> {
     }
 }
 
+/// Take on a new op (it replaces any op held): its generation becomes
+/// accepted, its id the highest taken on, and what serves now its baseline.
+fn start_op(
+    state: &mut AgentState,
+    op: OpId,
+    generation: Generation,
+    release: Digest,
+    stage: AgentStage,
+) {
+    state.accepted = state.accepted.max(generation);
+    state.highest_op = state.highest_op.max(Some(op));
+    state.op = Some(AgentOp {
+        id: op,
+        generation,
+        release,
+        baseline: state.serving,
+        stage,
+    });
+}
+
 /// Fold one journal record into the agent state.
 pub fn agent_apply(state: &mut AgentState, event: &AgentEvent) {
     match *event {
@@ -322,17 +342,7 @@ pub fn agent_apply(state: &mut AgentState, event: &AgentEvent) {
             op,
             generation,
             release,
-        } => {
-            state.accepted = state.accepted.max(generation);
-            state.highest_op = state.highest_op.max(Some(op));
-            state.op = Some(AgentOp {
-                id: op,
-                generation,
-                release,
-                baseline: state.serving,
-                stage: AgentStage::AwaitingDecision,
-            });
-        }
+        } => start_op(state, op, generation, release, AgentStage::AwaitingDecision),
         AgentEvent::Switched { op, generation } => {
             state.accepted = state.accepted.max(generation);
             if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
@@ -350,17 +360,13 @@ pub fn agent_apply(state: &mut AgentState, event: &AgentEvent) {
             op,
             generation,
             release,
-        } => {
-            state.accepted = state.accepted.max(generation);
-            state.highest_op = state.highest_op.max(Some(op));
-            state.op = Some(AgentOp {
-                id: op,
-                generation,
-                release,
-                baseline: state.serving,
-                stage: AgentStage::Probing(ReportKind::NotApplied),
-            });
-        }
+        } => start_op(
+            state,
+            op,
+            generation,
+            release,
+            AgentStage::Probing(ReportKind::NotApplied),
+        ),
         AgentEvent::Restored { op, generation } => {
             state.accepted = state.accepted.max(generation);
             if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {

@@ -267,22 +267,11 @@ pub fn controller_step(
             }
             Ok(events)
         }
-        (Some(Mutant::GrantWhilePaused), _) => {
-            let mut events = step(state, input)?;
-            let mut after = state.clone();
-            events.iter().for_each(|e| apply(&mut after, e));
+        (Some(Mutant::GrantWhilePaused), _) => extra_grants(state, input, usize::MAX, |after| {
             after.rollouts.iter_mut().for_each(|r| r.paused = None);
-            events.extend(
-                progress(&after)
-                    .into_iter()
-                    .filter(|e| matches!(e, Event::OpGranted { .. })),
-            );
-            Ok(events)
-        }
-        (Some(Mutant::FollowerBeforeCanary), _) => {
-            let mut events = step(state, input)?;
-            let mut after = state.clone();
-            events.iter().for_each(|e| apply(&mut after, e));
+        }),
+        // One extra grant per step is enough to show each shortcut below.
+        (Some(Mutant::FollowerBeforeCanary), _) => extra_grants(state, input, 1, |after| {
             // Pretend every canary already passed and every gate is open.
             for r in after.rollouts.iter_mut() {
                 r.approved = true;
@@ -290,70 +279,58 @@ pub fn controller_step(
             for o in after.ops.iter_mut().filter(|o| o.is_canary) {
                 o.phase = OpPhase::Settled(Outcome::Verified);
             }
-            // One extra grant per step is enough to show the shortcut.
-            events.extend(
-                progress(&after)
-                    .into_iter()
-                    .filter(|e| matches!(e, Event::OpGranted { .. }))
-                    .take(1),
-            );
-            Ok(events)
-        }
-        (Some(Mutant::UnknownFreesSlot), _) => {
-            let mut events = step(state, input)?;
-            let mut after = state.clone();
-            events.iter().for_each(|e| apply(&mut after, e));
+        }),
+        (Some(Mutant::UnknownFreesSlot), _) => extra_grants(state, input, 1, |after| {
             // Count UNKNOWN ops as if they had settled (not applied).
             for o in after.ops.iter_mut().filter(|o| o.unknown.is_some()) {
                 o.phase = OpPhase::Settled(Outcome::NotApplied);
             }
-            events.extend(
-                progress(&after)
-                    .into_iter()
-                    .filter(|e| matches!(e, Event::OpGranted { .. }))
-                    .take(1),
-            );
-            Ok(events)
-        }
-        (Some(Mutant::GrantOverLiveOp), _) => {
-            let mut events = step(state, input)?;
-            let mut after = state.clone();
-            events.iter().for_each(|e| apply(&mut after, e));
+        }),
+        (Some(Mutant::GrantOverLiveOp), _) => extra_grants(state, input, 1, |after| {
             // Forget which node holds a live op.
             for record in after.nodes.values_mut() {
                 record.live_op = None;
             }
-            events.extend(
-                progress(&after)
-                    .into_iter()
-                    .filter(|e| matches!(e, Event::OpGranted { .. }))
-                    .take(1),
-            );
-            Ok(events)
-        }
+        }),
         (
             Some(Mutant::ConfirmBaselineDespiteCommit),
             Input::Resolve {
                 op,
-                observation,
-                resolution: resolution @ model::controller::Resolution::ConfirmBaseline,
+                resolution: model::controller::Resolution::ConfirmBaseline,
+                ..
             },
-        ) => match step(state, input) {
-            // Skip only the stored-Commit refusal; every other check stays.
-            Err(Refusal::CommitMayStillLand(_)) => Ok(vec![
-                Event::OperatorObserved {
-                    op: *op,
-                    observation: *observation,
-                },
-                Event::OpSettled {
-                    op: *op,
-                    outcome: Outcome::Resolved(*resolution),
-                },
-            ]),
-            other => other,
-        },
+        ) => {
+            // Hide the stored Commit from the refusal; every other check
+            // (and the events) stay the real step's.
+            let mut forgetful = state.clone();
+            if let Some(o) = forgetful.ops.get_mut(op.0 as usize) {
+                o.decision = None;
+            }
+            step(&forgetful, input)
+        }
         _ => step(state, input),
     }
+}
+
+/// The real `step`, then up to `limit` grants the real rules would not make:
+/// those `progress` makes on the state after the step bent by `bend`.
+fn extra_grants(
+    state: &ControllerState,
+    input: &Input,
+    limit: usize,
+    bend: impl FnOnce(&mut ControllerState),
+) -> Result<Vec<Event>, Refusal> {
+    let mut events = step(state, input)?;
+    let mut after = state.clone();
+    events.iter().for_each(|e| apply(&mut after, e));
+    bend(&mut after);
+    events.extend(
+        progress(&after)
+            .into_iter()
+            .filter(|e| matches!(e, Event::OpGranted { .. }))
+            .take(limit),
+    );
+    Ok(events)
 }
 
 /// What the controller does on its own when it restarts. The real rules:
