@@ -3,13 +3,21 @@
 
 use super::config::ControllerConfig;
 use super::core::{Command, CoreHandle, LINK_QUEUE_MAX};
+use super::rate::MessageBudget;
 use model::controller::Input;
 use model::Digest;
+use model::NodeId;
 use protocol::frame::FrameBody;
 use protocol::quic::{BundleStore, ControllerEndpoint};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// Each node's message budget, shared by its successive connections so a
+/// reconnect does not refill it.
+type Budgets = Arc<Mutex<HashMap<NodeId, MessageBudget>>>;
 
 /// Accepted bundles on disk, `<dir>/<digest hex>.bundle`.
 pub struct BundleDir {
@@ -50,6 +58,7 @@ pub async fn serve(
     core: CoreHandle,
     bundles: Arc<BundleDir>,
 ) {
+    let budgets: Budgets = Arc::default();
     while let Some(accepted) = endpoint.accept().await {
         match accepted {
             Err(e) => tracing::warn!("refused a connection: {e}"),
@@ -57,7 +66,8 @@ pub async fn serve(
                 let cfg = cfg.clone();
                 let core = core.clone();
                 let bundles = bundles.clone();
-                tokio::spawn(async move { handle(link, cfg, core, bundles).await });
+                let budgets = budgets.clone();
+                tokio::spawn(async move { handle(link, cfg, core, bundles, budgets).await });
             }
         }
     }
@@ -68,6 +78,7 @@ async fn handle(
     cfg: Arc<ControllerConfig>,
     core: CoreHandle,
     bundles: Arc<BundleDir>,
+    budgets: Budgets,
 ) {
     let Some(node) = cfg.node_id(&link.node) else {
         tracing::warn!(
@@ -114,6 +125,30 @@ async fn handle(
     loop {
         match receiver.recv().await {
             Ok(FrameBody::ToController(msg)) => {
+                let admitted = {
+                    let now = Instant::now();
+                    // A poisoned lock only means another link task panicked
+                    // mid-update; the budgets are still meaningful.
+                    let mut budgets = budgets.lock().unwrap_or_else(|e| e.into_inner());
+                    budgets
+                        .entry(node)
+                        .or_insert_with(|| MessageBudget::new(now))
+                        .admit(now)
+                };
+                if !admitted {
+                    // Every message is a durable log append: a node over
+                    // its budget is cut off (it may reconnect) instead of
+                    // growing the log. Nothing of this message is logged
+                    // in the event log.
+                    tracing::warn!(
+                        "{} exceeds {} messages/s (burst {}); closing its connection",
+                        link.node,
+                        super::rate::AGENT_MESSAGES_PER_S_MAX,
+                        super::rate::AGENT_MESSAGES_BURST_MAX
+                    );
+                    link.conn.close(4u32.into(), b"message rate exceeded");
+                    break;
+                }
                 core.send(Command::Input {
                     input: Input::FromAgent { node, msg },
                     reply: None,

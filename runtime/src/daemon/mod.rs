@@ -8,6 +8,7 @@ pub mod core;
 pub mod dashboard;
 pub mod links;
 pub mod openapi;
+pub mod rate;
 
 use anyhow::Context;
 use config::ControllerConfig;
