@@ -115,40 +115,26 @@ pub fn install(
 ///   [`model::ArtifactRead::AppFileAltered`] (read something else);
 /// - otherwise `Digest(digest)`.
 pub fn read_back(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> model::ArtifactRead {
-    let dir = release_dir(data_dir, digest);
-    let Ok(bytes) = std::fs::read(dir.join(BUNDLE_FILE)) else {
-        return model::ArtifactRead::Unreadable;
+    let verified = match read_installed(data_dir, key, digest) {
+        Ok(verified) => verified,
+        Err(StageError::Io { .. }) => return model::ArtifactRead::Unreadable,
+        Err(StageError::WrongDigest { actual, .. }) => return model::ArtifactRead::Digest(actual),
+        // The bytes hash to the intended release, so they are it; they can
+        // only stop verifying if the trusted key changed.
+        Err(StageError::Refused { .. }) => return model::ArtifactRead::Digest(digest),
     };
-    let actual = bundle::bundle_digest(&bytes);
-    let Ok(verified) = bundle::verify(key, &bytes) else {
-        // Same digest but no longer verifying cannot happen for bytes that
-        // verified at install; report what is there either way.
-        return model::ArtifactRead::Digest(actual);
-    };
-    if actual != digest {
-        return model::ArtifactRead::Digest(actual);
-    }
-    match std::fs::read(dir.join(&verified.manifest.app_file_name)) {
-        Ok(app) if app == verified.app => model::ArtifactRead::Digest(actual),
-        Ok(_) => model::ArtifactRead::AppFileAltered(actual),
+    let app_file = release_dir(data_dir, digest).join(&verified.manifest.app_file_name);
+    match std::fs::read(app_file) {
+        Ok(app) if app == verified.app => model::ArtifactRead::Digest(digest),
+        Ok(_) => model::ArtifactRead::AppFileAltered(digest),
         Err(_) => model::ArtifactRead::Unreadable,
     }
 }
 
 /// Load an installed release, re-verifying its bundle and its app file.
 pub fn load(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> Result<Release, StageError> {
+    let verified = read_installed(data_dir, key, digest)?;
     let dir = release_dir(data_dir, digest);
-    let path = dir.join(BUNDLE_FILE);
-    let bytes = std::fs::read(&path).map_err(|source| StageError::Io {
-        path: path.clone(),
-        source,
-    })?;
-    let actual = bundle::bundle_digest(&bytes);
-    if actual != digest {
-        return Err(StageError::WrongDigest { digest, actual });
-    }
-    let verified =
-        bundle::verify(key, &bytes).map_err(|source| StageError::Refused { digest, source })?;
     // The app file is what runs: rewrite it from the verified bundle so a
     // tampered copy on disk is never started.
     write_synced(&dir.join(&verified.manifest.app_file_name), &verified.app)?;
@@ -157,6 +143,23 @@ pub fn load(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> Result<Relea
         dir,
         manifest: verified.manifest,
     })
+}
+
+/// Read the installed bundle of `digest` and check it: its bytes must hash
+/// to `digest` and verify under `key`. Shared by [`load`] (which then
+/// rewrites the app file) and [`read_back`] (which only compares).
+fn read_installed(
+    data_dir: &Path,
+    key: &VerifyingKey,
+    digest: Digest,
+) -> Result<bundle::VerifiedBundle, StageError> {
+    let path = release_dir(data_dir, digest).join(BUNDLE_FILE);
+    let bytes = std::fs::read(&path).map_err(|source| StageError::Io { path, source })?;
+    let actual = bundle::bundle_digest(&bytes);
+    if actual != digest {
+        return Err(StageError::WrongDigest { digest, actual });
+    }
+    bundle::verify(key, &bytes).map_err(|source| StageError::Refused { digest, source })
 }
 
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), StageError> {
