@@ -43,17 +43,89 @@ pub struct DemoOptions {
 }
 
 struct Fleet {
-    children: Vec<(String, Child)>,
+    /// Name, process, and the file its output goes to.
+    children: Vec<(String, Child, PathBuf)>,
+}
+
+/// How many lines of a dead child's log the demo shows.
+const DEAD_LOG_LINES_MAX: usize = 15;
+/// How many lines of each log a timed-out step shows.
+const TIMEOUT_LOG_LINES_MAX: usize = 6;
+
+/// The last `lines_max` lines of a log file, without terminal colours.
+fn tail(log: &Path, lines_max: usize) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_else(|e| format!("(unreadable: {e})"));
+    let lines: Vec<&str> = text.lines().collect();
+    let kept = lines[lines.len().saturating_sub(lines_max)..].join("\n");
+    strip_ansi(&kept)
+}
+
+/// `tracing`'s coloured output, readable in a test failure.
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // ESC [ ... final byte in '@'..='~'
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) && c != '[' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 impl Fleet {
     async fn stop(&mut self) {
-        for (name, child) in self.children.iter_mut() {
+        for (name, child, _) in self.children.iter_mut() {
             let _ = child.start_kill();
             let _ = child.wait().await;
             tracing::debug!("stopped {name}");
         }
         self.children.clear();
+    }
+
+    fn push(
+        &mut self,
+        name: &str,
+        exe: &Path,
+        args: &[String],
+        log: PathBuf,
+    ) -> anyhow::Result<()> {
+        let child = spawn(exe, args, &log)?;
+        self.children.push((name.to_string(), child, log));
+        Ok(())
+    }
+
+    /// The last `lines_max` lines of every process's log, to show what each
+    /// was doing when a step timed out.
+    fn log_tails(&self, lines_max: usize) -> String {
+        let mut out = String::new();
+        for (name, _, log) in &self.children {
+            out.push_str(&format!("--- {name} ({}):\n", log.display()));
+            out.push_str(&tail(log, lines_max));
+            out.push('\n');
+        }
+        out
+    }
+
+    /// Every process of the demo is still running; otherwise say which one
+    /// ended and why (the tail of its log), instead of waiting out a step.
+    fn check_alive(&mut self) -> anyhow::Result<()> {
+        for (name, child, log) in self.children.iter_mut() {
+            if let Some(status) = child.try_wait()? {
+                bail!(
+                    "{name} exited ({status}); the end of {}:\n{}",
+                    log.display(),
+                    tail(log, DEAD_LOG_LINES_MAX)
+                );
+            }
+        }
+        Ok(())
     }
 }
 
@@ -116,71 +188,12 @@ async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool>
     let v2 = releases[1].1;
 
     say("[3] starting the controller and three agents on loopback");
-    let quic_port = free_udp_port()?;
-    let api_port = free_tcp_port()?;
-    let public_ports: Vec<u16> = (0..NODES.len())
-        .map(|_| free_tcp_port())
-        .collect::<Result<_, _>>()?;
-    let faults_controller = options.scenario == Scenario::LostReply;
-    let faults_canary = options.scenario == Scenario::WrongAnswer;
-    write_controller_config(
-        &dir,
-        &pki,
-        quic_port,
-        api_port,
-        &public_ports,
-        faults_controller.then_some(v2),
-    )?;
-    let logs = dir.join("logs");
-    std::fs::create_dir_all(&logs)?;
-    let exe = std::env::current_exe().context("locating the fleetweft binary")?;
-    let mut args = vec![
-        "controller".to_string(),
-        "--config".into(),
-        dir.join("controller.toml").display().to_string(),
-    ];
-    if faults_controller {
-        args.push("--allow-fault-injection".into());
-    }
-    fleet.children.push((
-        "controller".into(),
-        spawn(&exe, &args, &logs.join("controller.log"))?,
-    ));
-    let agent_exe = exe.with_file_name("fleetweft-agent");
-    if !agent_exe.exists() {
-        bail!(
-            "{} not found: build it with `cargo build --release -p agent` (scripts/demo.sh does)",
-            agent_exe.display()
-        );
-    }
-    for (i, node) in NODES.iter().enumerate() {
-        let wrong = faults_canary && i == 0;
-        let config = write_agent_config(
-            &dir,
-            &pki,
-            node,
-            quic_port,
-            public_ports[i],
-            wrong.then_some(v2),
-        )?;
-        let mut args = vec!["--config".to_string(), config.display().to_string()];
-        if wrong {
-            args.push("--allow-fault-injection".into());
-        }
-        fleet.children.push((
-            node.to_string(),
-            spawn(&agent_exe, &args, &logs.join(format!("{node}.log")))?,
-        ));
-    }
-    let api = ApiClient::new(format!("http://127.0.0.1:{api_port}"), Some(token));
-    let mut seen = 0u64;
-    wait_for(&api, &mut seen, "every agent connected", |s| {
-        s.nodes.iter().all(|n| n.connected)
-    })
-    .await?;
+    let started = start_fleet(&dir, &pki, token, options.scenario, v2, fleet).await?;
+    let (api, api_port, public_ports) = (started.api, started.api_port, started.public_ports);
+    let mut seen = started.seen;
     say(format!(
         "    controller API on http://127.0.0.1:{api_port}; logs in {}",
-        logs.display()
+        dir.join("logs").display()
     ));
 
     say("\n[4] uploading both bundles (the controller checks their signatures)");
@@ -194,7 +207,7 @@ async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool>
 
     say("\n[5] installing v1 everywhere: canary node-a, then node-b, node-c, one slot");
     start_rollout(&api, v1).await?;
-    wait_for(&api, &mut seen, "rollout r0 completed", |s| {
+    wait_for(&api, fleet, &mut seen, "rollout r0 completed", |s| {
         rollout_status(s, "r0") == Some("completed")
     })
     .await?;
@@ -203,7 +216,7 @@ async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool>
     start_rollout(&api, v2).await?;
     let ok = match options.scenario {
         Scenario::Happy => {
-            wait_for(&api, &mut seen, "rollout r1 completed", |s| {
+            wait_for(&api, fleet, &mut seen, "rollout r1 completed", |s| {
                 rollout_status(s, "r1") == Some("completed")
             })
             .await?;
@@ -212,6 +225,7 @@ async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool>
         Scenario::WrongAnswer => {
             wait_for(
                 &api,
+                fleet,
                 &mut seen,
                 "the canary's op settled and the rollout paused",
                 |s| {
@@ -241,6 +255,7 @@ async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool>
                 .await?;
             wait_for(
                 &api,
+                fleet,
                 &mut seen,
                 "the canary's op settled while paused",
                 |s| {
@@ -270,7 +285,7 @@ async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool>
             let _: serde_json::Value = api
                 .post_json("/api/rollouts/r1/resume", &serde_json::json!({}))
                 .await?;
-            wait_for(&api, &mut seen, "rollout r1 completed", |s| {
+            wait_for(&api, fleet, &mut seen, "rollout r1 completed", |s| {
                 rollout_status(s, "r1") == Some("completed")
             })
             .await?;
@@ -356,6 +371,130 @@ async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool>
     Ok(success)
 }
 
+/// What [`start_fleet`] brought up.
+struct Started {
+    api: ApiClient,
+    api_port: u16,
+    public_ports: Vec<u16>,
+    /// The next log sequence the narration has not shown.
+    seen: u64,
+}
+
+/// How many times the demo starts its fleet before giving up. A start
+/// fails when a process dies on the way up, e.g. because another program
+/// bound one of its ports between the pick and the bind (see `ports`).
+pub const FLEET_START_ATTEMPTS_MAX: u32 = 3;
+
+/// Write the configs, start the controller and the agents, and wait until
+/// every agent is connected; on a process dying, start again on fresh
+/// ports with empty data (nothing was rolled out yet).
+async fn start_fleet(
+    dir: &Path,
+    pki: &protocol::pki::FleetPki,
+    token: String,
+    scenario: Scenario,
+    v2: model::Digest,
+    fleet: &mut Fleet,
+) -> anyhow::Result<Started> {
+    let faults_controller = scenario == Scenario::LostReply;
+    let faults_canary = scenario == Scenario::WrongAnswer;
+    let exe = std::env::current_exe().context("locating the fleetweft binary")?;
+    let agent_exe = exe.with_file_name("fleetweft-agent");
+    if !agent_exe.exists() {
+        bail!(
+            "{} not found: build it with `cargo build --release -p agent` (scripts/demo.sh does)",
+            agent_exe.display()
+        );
+    }
+    let mut attempt = 1;
+    loop {
+        let quic_port = crate::ports::free_port()?;
+        let api_port = crate::ports::free_port()?;
+        let public_ports: Vec<u16> = (0..NODES.len())
+            .map(|_| crate::ports::free_port())
+            .collect::<Result<_, _>>()?;
+        write_controller_config(
+            dir,
+            pki,
+            quic_port,
+            api_port,
+            &public_ports,
+            faults_controller.then_some(v2),
+        )?;
+        let logs = dir.join("logs");
+        std::fs::create_dir_all(&logs)?;
+        let mut args = vec![
+            "controller".to_string(),
+            "--config".into(),
+            dir.join("controller.toml").display().to_string(),
+        ];
+        if faults_controller {
+            args.push("--allow-fault-injection".into());
+        }
+        fleet.push("controller", &exe, &args, logs.join("controller.log"))?;
+        for (i, node) in NODES.iter().enumerate() {
+            let wrong = faults_canary && i == 0;
+            let config = write_agent_config(
+                dir,
+                pki,
+                node,
+                quic_port,
+                public_ports[i],
+                wrong.then_some(v2),
+            )?;
+            let mut args = vec!["--config".to_string(), config.display().to_string()];
+            if wrong {
+                args.push("--allow-fault-injection".into());
+            }
+            fleet.push(node, &agent_exe, &args, logs.join(format!("{node}.log")))?;
+        }
+        let api = ApiClient::new(format!("http://127.0.0.1:{api_port}"), Some(token.clone()));
+        let mut seen = 0u64;
+        let up = wait_for(&api, fleet, &mut seen, "every agent connected", |s| {
+            s.nodes.iter().all(|n| n.connected)
+        })
+        .await;
+        match up {
+            Ok(()) => {
+                return Ok(Started {
+                    api,
+                    api_port,
+                    public_ports,
+                    seen,
+                })
+            }
+            Err(e) if attempt < FLEET_START_ATTEMPTS_MAX => {
+                say(format!(
+                    "    the fleet did not come up (attempt {attempt} of {FLEET_START_ATTEMPTS_MAX}): {e:#}"
+                ));
+                fleet.stop().await;
+                // Keep the failed attempt's logs; start from empty data.
+                let kept = dir.join(format!("logs-attempt-{attempt}"));
+                std::fs::rename(&logs, &kept)
+                    .with_context(|| format!("keeping the logs as {}", kept.display()))?;
+                remove_if_present(&dir.join("controller-data"))?;
+                for node in NODES {
+                    remove_if_present(&dir.join(format!("{node}-data")))?;
+                }
+                say(format!(
+                    "    starting again on fresh ports (logs of that attempt in {})",
+                    kept.display()
+                ));
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn remove_if_present(path: &Path) -> anyhow::Result<()> {
+    match std::fs::remove_dir_all(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("removing {}", path.display())),
+    }
+}
+
 fn rollout_status<'a>(status: &'a StatusDto, id: &str) -> Option<&'a str> {
     status
         .rollouts
@@ -391,6 +530,7 @@ async fn start_rollout(api: &ApiClient, release: model::Digest) -> anyhow::Resul
 /// Poll the controller, narrating new events, until `done` holds.
 async fn wait_for(
     api: &ApiClient,
+    fleet: &mut Fleet,
     seen: &mut u64,
     what: &str,
     done: impl Fn(&StatusDto) -> bool,
@@ -413,8 +553,14 @@ async fn wait_for(
                 return Ok(());
             }
         }
+        fleet
+            .check_alive()
+            .with_context(|| format!("while waiting for: {what}"))?;
         if Instant::now() > deadline {
-            bail!("timed out after {STEP_TIMEOUT_MS} ms waiting for: {what}");
+            bail!(
+                "timed out after {STEP_TIMEOUT_MS} ms waiting for: {what}\n{}",
+                fleet.log_tails(TIMEOUT_LOG_LINES_MAX)
+            );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -482,20 +628,6 @@ pub fn spawn(exe: &Path, args: &[String], log: &Path) -> anyhow::Result<Child> {
         .with_context(|| format!("starting {}", exe.display()))
 }
 
-/// A free TCP port on loopback (at the time of asking).
-pub fn free_tcp_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind(("127.0.0.1", 0))?
-        .local_addr()?
-        .port())
-}
-
-/// A free UDP port on loopback (at the time of asking).
-pub fn free_udp_port() -> anyhow::Result<u16> {
-    Ok(std::net::UdpSocket::bind(("127.0.0.1", 0))?
-        .local_addr()?
-        .port())
-}
-
 /// Write `<dir>/controller.toml` for the demo fleet ([`NODES`]).
 pub fn write_controller_config(
     dir: &Path,
@@ -556,4 +688,55 @@ pub fn write_agent_config(
     let path = dir.join(format!("agent-{node}.toml"));
     std::fs::write(&path, text)?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process that died is named, with the end of its log, instead of
+    /// the demo waiting out a whole step for something that cannot happen.
+    #[test]
+    fn a_dead_child_is_named_with_its_log() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let mut fleet = Fleet {
+                children: Vec::new(),
+            };
+            let sh = Path::new("/bin/sh");
+            let alive = ["-c".to_string(), "sleep 30".to_string()];
+            fleet
+                .push("sleeper", sh, &alive, dir.path().join("sleeper.log"))
+                .expect("spawn");
+            assert!(fleet.check_alive().is_ok(), "a running child is alive");
+            let dies = [
+                "-c".to_string(),
+                "echo 'binding the public route: Address in use'; exit 3".to_string(),
+            ];
+            fleet
+                .push("node-b", sh, &dies, dir.path().join("node-b.log"))
+                .expect("spawn");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let error = loop {
+                match fleet.check_alive() {
+                    Err(e) => break format!("{e:#}"),
+                    Ok(()) if Instant::now() < deadline => {
+                        tokio::time::sleep(Duration::from_millis(20)).await
+                    }
+                    Ok(()) => panic!("the dead child was never noticed"),
+                }
+            };
+            assert!(error.contains("node-b exited"), "{error}");
+            assert!(error.contains("exit status: 3"), "{error}");
+            assert!(error.contains("Address in use"), "{error}");
+            let tails = fleet.log_tails(TIMEOUT_LOG_LINES_MAX);
+            assert!(tails.contains("--- sleeper"), "{tails}");
+            assert_eq!(strip_ansi("\u{1b}[2mtime\u{1b}[0m INFO"), "time INFO");
+            fleet.stop().await;
+        });
+    }
 }

@@ -93,11 +93,11 @@ impl Fleet {
             let bytes = demo::sign_hello(&signing, version).unwrap();
             releases.insert(version.to_string(), (bundle::bundle_digest(&bytes), bytes));
         }
-        let quic_port = demo::free_udp_port().unwrap();
-        let api_port = demo::free_tcp_port().unwrap();
+        let quic_port = runtime::ports::free_port().unwrap();
+        let api_port = runtime::ports::free_port().unwrap();
         let public_ports: Vec<u16> = NODES
             .iter()
-            .map(|_| demo::free_tcp_port().unwrap())
+            .map(|_| runtime::ports::free_port().unwrap())
             .collect();
         demo::write_controller_config(&dir, &pki, quic_port, api_port, &public_ports, None)
             .unwrap();

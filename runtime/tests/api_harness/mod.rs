@@ -29,20 +29,15 @@ impl Drop for Controller {
     }
 }
 
+/// A loopback port for a listener (below the kernel's ephemeral range,
+/// see `runtime::ports`).
 pub fn free_tcp_port() -> u16 {
-    std::net::TcpListener::bind(("127.0.0.1", 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    runtime::ports::free_port().expect("a free loopback port")
 }
 
+/// A loopback port for the QUIC listener.
 pub fn free_udp_port() -> u16 {
-    std::net::UdpSocket::bind(("127.0.0.1", 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    runtime::ports::free_port().expect("a free loopback port")
 }
 
 /// Start `fleetweft controller` on `dir/controller.toml`, appending its
