@@ -5,11 +5,11 @@
 //! no rule of its own: what a command means is `agent_step`'s to decide.
 
 use crate::config::{AgentConfig, HoldPoint};
-use crate::journal::{Journal, Record, Stage, ATTEMPT_BUDGET};
+use crate::journal::{Journal, Record, Stage};
 use crate::probe::{probe, ProbeExpect};
 use crate::proxy::{self, Backend, Route};
-use crate::recovery::{self, ErrorClass, Exit, Observed, Position};
-use crate::staging::{self, Release, StageError};
+use crate::recovery::{self, ErrorClass, Exit, Observed};
+use crate::staging::{self, Installed, Release, StageError};
 use crate::supervisor::{route_process, AppSpec, Instance};
 use anyhow::Context;
 use ed25519_dalek::VerifyingKey;
@@ -38,10 +38,6 @@ pub struct Agent {
     conn: Option<quinn::Connection>,
     /// Whether the configured fault hold already happened (once per process).
     held: bool,
-    /// Whether the last failed fetch was the controller saying it has no
-    /// such bundle: names the refusal when the budget runs out. In memory
-    /// only; after a restart a spent budget is reported without it.
-    last_fetch_missing: bool,
 }
 
 impl Agent {
@@ -59,8 +55,22 @@ impl Agent {
             format!("loading bundle public key {}", cfg.bundles.pubkey.display())
         })?;
         let journal_dir = cfg.data_dir.join("journal");
-        let journal = Journal::open(&journal_dir)
+        let mut journal = Journal::open(&journal_dir)
             .with_context(|| format!("opening the journal in {}", journal_dir.display()))?;
+        // A restart is a new attempt of the op that was live, never a new op.
+        if let Some(op) = journal.state.op {
+            if !matches!(op.stage, AgentStage::Reporting(..)) {
+                let attempt_id = journal.next_attempt_id();
+                journal.append(vec![Record::Resumed {
+                    op: op.id,
+                    attempt_id,
+                }])?;
+                tracing::info!(
+                    "restarted with {} live: resuming as attempt {attempt_id}",
+                    op.id
+                );
+            }
+        }
         let public = std::net::SocketAddr::new(cfg.public_ip, cfg.public_port);
         let listener = tokio::net::TcpListener::bind(public)
             .await
@@ -77,7 +87,6 @@ impl Agent {
             route,
             conn: None,
             held: false,
-            last_fetch_missing: false,
         };
         agent.reconstruct().await?;
         Ok(agent)
@@ -348,8 +357,10 @@ impl Agent {
     }
 
     /// Fetch, verify and stage the current op's release, with a
-    /// `pending_stage` checkpoint before each stage and the fixed recovery
-    /// table deciding what an interrupted stage does.
+    /// `pending_stage` checkpoint before each stage, each failure journaled
+    /// with its error class, and the fixed recovery table (SPEC §5)
+    /// deciding what happens before every attempt and after a permanent
+    /// failure.
     async fn ensure_staged(&mut self) -> anyhow::Result<Staged> {
         let Some(op) = self.journal.state.op else {
             return Ok(Staged::NotYet);
@@ -360,100 +371,37 @@ impl Agent {
         if self.releases.contains_key(&op.release) && self.journal.done.contains(&Stage::Stage) {
             return Ok(Staged::Yes);
         }
-        if let Some(Record::Stopped {
-            op: id, refusal, ..
-        }) = self.journal.pending
-        {
-            if id == op.id {
-                return Ok(Staged::Refused(refusal));
-            }
+        if let Some(refusal) = self.journal.stopped(op.id) {
+            return Ok(Staged::Refused(refusal));
         }
-        // What is observed of the effect now: re-verify, never trust.
-        let observed = match staging::load(&self.cfg.data_dir, &self.key, op.release) {
-            Ok(release) => {
-                self.releases.insert(op.release, release);
-                Observed::ReVerified
-            }
-            Err(StageError::Io { .. }) => Observed::Absent,
-            Err(e) => {
-                return self.refuse(
-                    &op,
-                    Stage::Verify,
-                    StageRefusal::BundleRejected,
-                    e.to_string(),
-                );
-            }
-        };
-        // Where it stopped: the stage's artifact was recorded committed, or
-        // only its pending checkpoint (or nothing) exists.
-        let position = if self.journal.done.contains(&Stage::Stage) {
-            Position::AfterArtifactCommitted
-        } else {
-            Position::BeforeStage
-        };
-        let budget_left = ATTEMPT_BUDGET.saturating_sub(self.journal.spent);
-        let exit = recovery::exit(
-            Some(position),
-            Some(ErrorClass::Transient),
-            Some(observed),
-            budget_left,
-        );
-        // Operators (and the scenario harness) read which row was taken.
-        tracing::info!(
-            op = %op.id,
-            "recovery table: {position:?}, transient, {observed:?}, budget {budget_left} -> {exit:?}"
-        );
-        match exit {
-            Exit::Resume => {
-                self.journal.append(vec![Record::Done {
-                    op: op.id,
-                    stage: Stage::Stage,
-                }])?;
-                return Ok(Staged::Yes);
-            }
-            Exit::Stop => {
-                // The table stops on a spent budget or an effect it could
-                // not show good or absent.
-                let refusal = if budget_left == 0 && self.last_fetch_missing {
-                    StageRefusal::BundleUnavailable
-                } else if budget_left == 0 {
-                    StageRefusal::AttemptBudgetSpent
-                } else {
-                    StageRefusal::EffectUnknown
-                };
-                return self.refuse(&op, Stage::Fetch, refusal, refusal.to_string());
-            }
-            Exit::Retry => {}
+        match self.consult_table(&op)? {
+            Table::Resumed => return Ok(Staged::Yes),
+            Table::Stopped(refusal) => return Ok(Staged::Refused(refusal)),
+            Table::Retry => {}
         }
         let Some(conn) = self.conn.clone() else {
             return Ok(Staged::NotYet);
         };
-        self.journal.attempts += 1;
-        self.journal.append(vec![Record::Pending {
-            op: op.id,
-            stage: Stage::Fetch,
-            fingerprint: op.release,
-            attempt_id: self.journal.attempts,
-            budget_left: budget_left.saturating_sub(1),
-        }])?;
+        let attempt_id = self.journal.next_attempt_id();
+        self.checkpoint(&op, Stage::Fetch, attempt_id)?;
         self.hold(HoldPoint::Fetch).await;
         let bytes = match protocol::quic::fetch_bundle(&conn, op.release).await {
             Ok(bytes) => bytes,
             Err(e) => {
-                self.last_fetch_missing =
-                    matches!(e, protocol::quic::TransportError::BundleMissing(_));
-                tracing::warn!(
-                    "fetching {} failed (transient, will retry): {e}",
-                    op.release
-                );
-                return Ok(Staged::NotYet);
+                // The network and the controller's store can both get
+                // better: transient, retried while the budget lasts.
+                let missing = matches!(e, protocol::quic::TransportError::BundleMissing(_));
+                return self.failed(&op, Stage::Fetch, ErrorClass::Transient, missing, e);
             }
         };
-        self.journal.append(vec![Record::Done {
-            op: op.id,
-            stage: Stage::Fetch,
-        }])?;
+        self.done(&op, Stage::Fetch)?;
+        self.checkpoint(&op, Stage::Verify, attempt_id)?;
         self.hold(HoldPoint::Verify).await;
+        if let Err(e) = staging::verify(&self.key, op.release, &bytes) {
+            return self.failed(&op, Stage::Verify, class_of(&e), false, e);
+        }
+        self.done(&op, Stage::Verify)?;
+        self.checkpoint(&op, Stage::Stage, attempt_id)?;
         match staging::install(&self.cfg.data_dir, &self.key, op.release, &bytes) {
             Ok(release) => {
                 tracing::info!(
@@ -464,28 +412,121 @@ impl Agent {
                 );
                 self.releases.insert(op.release, release);
                 self.hold(HoldPoint::Stage).await;
-                self.journal.append(vec![
-                    Record::Done {
-                        op: op.id,
-                        stage: Stage::Verify,
-                    },
-                    Record::Done {
-                        op: op.id,
-                        stage: Stage::Stage,
-                    },
-                ])?;
+                self.done(&op, Stage::Stage)?;
                 Ok(Staged::Yes)
             }
-            Err(e) if e.permanent() => self.refuse(
-                &op,
-                Stage::Verify,
-                StageRefusal::BundleRejected,
-                e.to_string(),
-            ),
-            Err(e) => {
-                tracing::warn!("staging failed (transient): {e}");
-                Ok(Staged::NotYet)
+            Err(e) => self.failed(&op, Stage::Stage, class_of(&e), false, e),
+        }
+    }
+
+    /// The fixed table over what the journal and the disk show now: where
+    /// the op stopped, how its latest stage failed, and what is observed of
+    /// the staged release (re-read and re-verified, never trusted).
+    fn consult_table(&mut self, op: &AgentOp) -> anyhow::Result<Table> {
+        let position = self.journal.position(op.id, op.release);
+        let error = self.journal.error_class();
+        let installed = staging::observe(&self.cfg.data_dir, &self.key, op.release);
+        let observed = match &installed {
+            Installed::ReVerified(_) => Observed::ReVerified,
+            Installed::Absent => Observed::Absent,
+            Installed::Unknown(_) => Observed::Unknown,
+        };
+        let budget_left = self.journal.budget_left();
+        let exit = recovery::exit(position, Some(error), Some(observed), budget_left);
+        // Operators (and the scenario harness) read which row was taken.
+        tracing::info!(
+            op = %op.id,
+            attempt = self.journal.attempts,
+            "recovery table: {position:?}, {error:?}, {observed:?}, budget {budget_left} -> {exit:?}"
+        );
+        match exit {
+            Exit::Retry => Ok(Table::Retry),
+            Exit::Resume => {
+                if let Installed::ReVerified(release) = installed {
+                    self.releases.insert(op.release, release);
+                }
+                self.done(op, Stage::Stage)?;
+                Ok(Table::Resumed)
             }
+            Exit::Stop => {
+                let (refusal, reason) = match (&installed, position) {
+                    _ if error == ErrorClass::Permanent => (
+                        StageRefusal::BundleRejected,
+                        self.journal.failure_reason().unwrap_or_default(),
+                    ),
+                    (_, None) => (
+                        StageRefusal::EffectUnknown,
+                        "the latest checkpoint names another op or other input".to_string(),
+                    ),
+                    (Installed::Unknown(e), _) => (StageRefusal::EffectUnknown, e.to_string()),
+                    _ if self.journal.bundle_missing() => (
+                        StageRefusal::BundleUnavailable,
+                        self.journal.failure_reason().unwrap_or_default(),
+                    ),
+                    _ => (
+                        StageRefusal::AttemptBudgetSpent,
+                        self.journal.failure_reason().unwrap_or_default(),
+                    ),
+                };
+                let stage = self.journal.checkpoint_stage().unwrap_or(Stage::Fetch);
+                self.refuse(op, stage, refusal, reason)?;
+                Ok(Table::Stopped(refusal))
+            }
+        }
+    }
+
+    /// `pending_stage`: durably, before the stage runs.
+    fn checkpoint(&mut self, op: &AgentOp, stage: Stage, attempt_id: u32) -> anyhow::Result<()> {
+        let budget_left = if stage == Stage::Fetch {
+            self.journal.budget_left().saturating_sub(1)
+        } else {
+            self.journal.budget_left()
+        };
+        self.journal.append(vec![Record::Pending {
+            op: op.id,
+            stage,
+            fingerprint: op.release,
+            attempt_id,
+            budget_left,
+        }])?;
+        Ok(())
+    }
+
+    /// The stage's artifact is committed.
+    fn done(&mut self, op: &AgentOp, stage: Stage) -> anyhow::Result<()> {
+        self.journal
+            .append(vec![Record::Done { op: op.id, stage }])?;
+        Ok(())
+    }
+
+    /// Journal how a stage failed. A permanent error goes straight to the
+    /// table (which stops); a transient one is tried again on the next tick
+    /// if the table, with the budget left, says retry.
+    fn failed(
+        &mut self,
+        op: &AgentOp,
+        stage: Stage,
+        class: ErrorClass,
+        bundle_missing: bool,
+        error: impl std::fmt::Display,
+    ) -> anyhow::Result<Staged> {
+        let reason = error.to_string();
+        tracing::warn!(op = %op.id, ?stage, ?class, "stage failed: {reason}");
+        self.journal.append(vec![Record::Failed {
+            op: op.id,
+            stage,
+            class,
+            bundle_missing,
+            reason,
+        }])?;
+        if class == ErrorClass::Transient {
+            return Ok(Staged::NotYet);
+        }
+        match self.consult_table(op)? {
+            Table::Stopped(refusal) => Ok(Staged::Refused(refusal)),
+            // The table never goes on after a permanent error; were it to,
+            // waiting for the next tick is the safe answer.
+            Table::Retry | Table::Resumed => Ok(Staged::NotYet),
         }
     }
 
@@ -497,7 +538,7 @@ impl Agent {
         stage: Stage,
         refusal: StageRefusal,
         reason: String,
-    ) -> anyhow::Result<Staged> {
+    ) -> anyhow::Result<()> {
         tracing::warn!(op = %op.id, ?stage, "stopping: {refusal}: {reason}");
         self.journal.append(vec![Record::Stopped {
             op: op.id,
@@ -505,7 +546,7 @@ impl Agent {
             refusal,
             reason,
         }])?;
-        Ok(Staged::Refused(refusal))
+        Ok(())
     }
 
     /// Fault injection: stop here once for `hold_ms` if configured, so a
@@ -548,6 +589,25 @@ impl Agent {
             }
         }
     }
+}
+
+/// The error class of a staging error (SPEC §5's second axis).
+fn class_of(error: &StageError) -> ErrorClass {
+    if error.permanent() {
+        ErrorClass::Permanent
+    } else {
+        ErrorClass::Transient
+    }
+}
+
+/// What the recovery table decided before an attempt.
+enum Table {
+    /// Run the stages (again).
+    Retry,
+    /// The staged release was re-verified: go on without redoing it.
+    Resumed,
+    /// Stopped for good (journaled), and why.
+    Stopped(StageRefusal),
 }
 
 /// Whether the current op's release is staged.

@@ -61,6 +61,48 @@ pub fn release_dir(data_dir: &Path, digest: Digest) -> PathBuf {
     data_dir.join("releases").join(digest.to_hex())
 }
 
+/// Check fetched `bytes` as the bundle `digest`: they must hash to it and
+/// verify under `key` (the verify stage; nothing is written).
+pub fn verify(
+    key: &VerifyingKey,
+    digest: Digest,
+    bytes: &[u8],
+) -> Result<bundle::VerifiedBundle, StageError> {
+    let actual = bundle::bundle_digest(bytes);
+    if actual != digest {
+        return Err(StageError::WrongDigest { digest, actual });
+    }
+    bundle::verify(key, bytes).map_err(|source| StageError::Refused { digest, source })
+}
+
+/// What recovery observes of an installed release (SPEC §5's third axis).
+#[derive(Debug)]
+pub enum Installed {
+    /// Its bundle was re-read, re-hashed and re-verified: good.
+    ReVerified(Release),
+    /// Its directory does not exist: nothing of the stage's effect is there
+    /// (installs are renamed into place whole, never half-written).
+    Absent,
+    /// Something is there that could not be shown good: unreadable, or
+    /// bytes that hash to another digest or no longer verify.
+    Unknown(StageError),
+}
+
+/// Observe the installed release `digest`, never trusting its presence:
+/// see [`Installed`].
+pub fn observe(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> Installed {
+    let dir = release_dir(data_dir, digest);
+    match std::fs::symlink_metadata(&dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Installed::Absent,
+        Err(source) => return Installed::Unknown(StageError::Io { path: dir, source }),
+        Ok(_) => {}
+    }
+    match load(data_dir, key, digest) {
+        Ok(release) => Installed::ReVerified(release),
+        Err(e) => Installed::Unknown(e),
+    }
+}
+
 /// Verify `bytes` as the bundle `digest` and install it. The directory is
 /// written under a temporary name, fsynced and renamed, so a crash never
 /// leaves a half-installed release under the real name.
@@ -70,12 +112,7 @@ pub fn install(
     digest: Digest,
     bytes: &[u8],
 ) -> Result<Release, StageError> {
-    let actual = bundle::bundle_digest(bytes);
-    if actual != digest {
-        return Err(StageError::WrongDigest { digest, actual });
-    }
-    let verified =
-        bundle::verify(key, bytes).map_err(|source| StageError::Refused { digest, source })?;
+    let verified = verify(key, digest, bytes)?;
     let dir = release_dir(data_dir, digest);
     if dir.exists() {
         return load(data_dir, key, digest);
@@ -194,6 +231,65 @@ mod tests {
             },
         )
         .expect("sign")
+    }
+
+    #[test]
+    fn observe_tells_absent_from_reverified_from_unknown() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (signing, verifying) = bundle::keygen();
+        let bytes = signed(&signing);
+        let digest = bundle::bundle_digest(&bytes);
+        assert!(matches!(
+            observe(dir.path(), &verifying, digest),
+            Installed::Absent
+        ));
+        // A crash mid-install leaves only the temporary directory: absent.
+        let tmp = dir
+            .path()
+            .join("releases")
+            .join(format!(".{}.tmp", digest.to_hex()));
+        std::fs::create_dir_all(&tmp).expect("tmp dir");
+        std::fs::write(tmp.join(BUNDLE_FILE), &bytes[..bytes.len() / 2]).expect("half");
+        assert!(matches!(
+            observe(dir.path(), &verifying, digest),
+            Installed::Absent
+        ));
+        install(dir.path(), &verifying, digest, &bytes).expect("install");
+        assert!(matches!(
+            observe(dir.path(), &verifying, digest),
+            Installed::ReVerified(r) if r.digest == digest
+        ));
+        // The directory is there but its bundle changed: not good, not
+        // absent. Acting again could apply something twice: unknown.
+        let file = release_dir(dir.path(), digest).join(BUNDLE_FILE);
+        let mut changed = bytes.clone();
+        changed[0] ^= 1;
+        std::fs::write(&file, &changed).expect("tamper");
+        assert!(matches!(
+            observe(dir.path(), &verifying, digest),
+            Installed::Unknown(StageError::WrongDigest { .. })
+        ));
+        // The directory is there but its bundle is gone: unknown too.
+        std::fs::remove_file(&file).expect("remove");
+        assert!(matches!(
+            observe(dir.path(), &verifying, digest),
+            Installed::Unknown(StageError::Io { .. })
+        ));
+    }
+
+    #[test]
+    fn verify_names_a_wrong_digest_and_a_bad_signature_apart() {
+        let (signing, verifying) = bundle::keygen();
+        let bytes = signed(&signing);
+        let digest = bundle::bundle_digest(&bytes);
+        assert!(verify(&verifying, digest, &bytes).is_ok());
+        let mut changed = bytes.clone();
+        changed[0] ^= 1;
+        let e = verify(&verifying, digest, &changed).expect_err("changed bytes");
+        assert!(matches!(e, StageError::WrongDigest { .. }) && e.permanent());
+        let (_, other_key) = bundle::keygen();
+        let e = verify(&other_key, digest, &bytes).expect_err("foreign key");
+        assert!(matches!(e, StageError::Refused { .. }) && e.permanent());
     }
 
     #[test]

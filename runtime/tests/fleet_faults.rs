@@ -159,6 +159,37 @@ impl Fleet {
         );
     }
 
+    /// Start `node`'s agent trusting `pubkey` instead of the fleet's
+    /// bundle-signing key (a misconfigured node).
+    fn start_agent_trusting(&mut self, node: &str, pubkey: &Path) {
+        let i = NODES.iter().position(|n| *n == node).unwrap();
+        let config = demo::write_agent_config(
+            &self.dir,
+            &self.pki,
+            node,
+            self.quic_port,
+            self.public_ports[i],
+            None,
+        )
+        .unwrap();
+        let fleet_key = format!(
+            "{:?}",
+            self.dir
+                .join("keys/bundle-signing.pub")
+                .display()
+                .to_string()
+        );
+        let text = std::fs::read_to_string(&config).unwrap();
+        assert!(text.contains(&fleet_key), "{text}");
+        let text = text.replace(&fleet_key, &format!("{:?}", pubkey.display().to_string()));
+        std::fs::write(&config, text).unwrap();
+        self.spawn(
+            node,
+            &agent_binary(),
+            &["--config".into(), config.display().to_string()],
+        );
+    }
+
     /// SIGKILL a child and reap it.
     async fn kill(&mut self, name: &str) {
         let mut child = self.children.remove(name).expect("a running child");
@@ -570,6 +601,78 @@ async fn tampered_bundle_is_refused() {
             !agent_log.contains(&format!("switches the route for {}", op.id)),
             "{agent_log}"
         );
+    })
+    .await;
+}
+
+/// SPEC §5 with a permanent error: a node trusting another signing key (a
+/// botched key rotation) fetches the bundle once, fails to verify it,
+/// journals the failure as permanent, and the recovery table stops at once
+/// (no retry spends budget on what will fail the same way). Nothing is
+/// installed, and the controller hears "bundle rejected", not
+/// "unavailable". The node serves nothing, so nothing proves what serves:
+/// the op is UNKNOWN with its slot held, not "not applied".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bundle_failing_verification_stops_at_once_as_rejected() {
+    bounded(async {
+        let mut fleet = Fleet::start(&["v1"], &["node-b", "node-c"]).await;
+        let (_, foreign) = bundle::keygen();
+        let foreign_key = fleet.dir.join("keys/foreign.pub");
+        bundle::save_verifying_key(&foreign_key, &foreign).unwrap();
+        fleet.start_agent_trusting("node-a", &foreign_key);
+        fleet.wait("every agent connected", all_connected).await;
+        fleet.rollout("v1", "node-a", &[]).await;
+        let api = fleet.api.clone();
+        poll("node-a's bundle-rejected report is recorded", || {
+            let api = api.clone();
+            async move {
+                let events: Vec<EventDto> = api.get("/api/events?from=0").await.unwrap_or_default();
+                events.iter().any(|e| {
+                    matches!(
+                        &e.event,
+                        Event::ReportRecorded {
+                            kind: model::ReportKind::Refused(model::StageRefusal::BundleRejected),
+                            ..
+                        }
+                    )
+                })
+            }
+        })
+        .await;
+        let s = fleet.status().await;
+        let op = op_of(&s, "r0", "node-a").unwrap().clone();
+        assert_eq!(op.outcome, None, "nothing proves what serves: {op:?}");
+        assert!(
+            op.unknown.as_deref() == Some("RestoreUnproven") && op.holds_slot,
+            "UNKNOWN, slot held: {op:?}"
+        );
+        let events = fleet.events().await;
+        assert_eq!(commit_decisions(&events, &op.id), 0, "never decided");
+        let staged = fleet.dir.join(format!(
+            "node-a-data/releases/{}",
+            fleet.digest("v1").to_hex()
+        ));
+        assert!(!staged.exists(), "{} exists", staged.display());
+        let log = fleet.logs("node-a");
+        let table: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("recovery table") && l.contains(&op.id))
+            .collect();
+        // First the table lets the first attempt run; after the permanent
+        // failure it stops, with two of three units of budget left.
+        assert!(
+            table.len() == 2
+                && table[0].contains("Transient, Absent, budget 3 -> Retry")
+                && table[1].contains("Permanent, Absent, budget 2 -> Stop"),
+            "{table:#?}"
+        );
+        assert!(log.contains("stopping: bundle rejected"), "{log}");
+        assert_eq!(
+            log.matches("stage failed").count(),
+            1,
+            "one attempt, never retried:\n{log}"
+        );
+        fleet.verify_log().await;
     })
     .await;
 }

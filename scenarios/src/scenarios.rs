@@ -558,6 +558,11 @@ async fn agent_killed_in_each_stage(f: &mut Fleet) -> anyhow::Result<String> {
         );
         f.assert_serves("node-a", version).await?;
         let log = f.last_log("node-a");
+        // SPEC §5: a restart is a new attempt of the same op, never a new op.
+        ensure!(
+            log.contains(&format!("restarted with {op} live: resuming as attempt")),
+            "{stage}: the restart should resume {op} under a new attempt id"
+        );
         let table: Vec<&str> = log
             .lines()
             .filter(|l| l.contains("recovery table") && l.contains(&op))
