@@ -385,3 +385,53 @@ fn confirm_new_is_refused_while_a_restore_may_still_land() {
         OpPhase::Settled(Outcome::RolledBack)
     );
 }
+
+/// An agent re-sends its report until newer work arrives. While its op waits
+/// (UNKNOWN: nothing proves what serves), a copy that says what was already
+/// recorded is not logged again; a report that says something new is.
+#[test]
+fn a_resent_identical_report_is_not_logged_again() {
+    use model::{ReportKind, StageRefusal, ToController};
+    let mut fleet = Fleet::new(3);
+    // node 0 serves nothing yet, so nothing can prove "not applied".
+    fleet.agents[0].serving = None;
+    fleet.controller(Input::StartRollout { plan: plan() });
+    let apply = fleet.to_agents.pop_front().expect("the canary's apply");
+    fleet.agent(apply.0, AgentInput::Command(apply.1));
+    fleet.agent(
+        NodeId(0),
+        AgentInput::StageRefused(StageRefusal::BundleRejected),
+    );
+    let op = &fleet.ctrl.ops[0];
+    assert!(op.unknown.is_some() && op.occupies_slot(), "{op:?}");
+    let logged = fleet.log.len();
+    let report = |n: &Fleet| {
+        n.log
+            .iter()
+            .filter(|e| matches!(e, Event::ReportRecorded { .. }))
+            .count()
+    };
+    let reports = report(&fleet);
+    assert_eq!(reports, 1);
+    for _ in 0..5 {
+        fleet.agent(NodeId(0), AgentInput::Retry);
+    }
+    assert_eq!(fleet.log.len(), logged, "{:#?}", &fleet.log[logged..]);
+    // Something new (the route now answers as v3) is recorded.
+    fleet.controller(Input::FromAgent {
+        node: NodeId(0),
+        msg: ToController::Report {
+            op: OpId(0),
+            kind: ReportKind::Refused(StageRefusal::BundleRejected),
+            observation: RouteObservation {
+                verdict: ProbeVerdict::Pass,
+                identity: Some(V3),
+                process_healthy: true,
+                process_uptime_ms: None,
+                process_restarts: None,
+                artifact: None,
+            },
+        },
+    });
+    assert_eq!(report(&fleet), reports + 1);
+}

@@ -667,6 +667,16 @@ async fn a_bundle_failing_verification_stops_at_once_as_rejected() {
             "{table:#?}"
         );
         assert!(log.contains("stopping: bundle rejected"), "{log}");
+        // The agent keeps re-sending its report (retry_ms = 1 s) while the
+        // op waits; the copies change nothing and are not logged.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let reports = fleet
+            .events()
+            .await
+            .iter()
+            .filter(|e| matches!(&e.event, Event::ReportRecorded { op: o, .. } if o.to_string() == op.id))
+            .count();
+        assert_eq!(reports, 1, "{}", fleet.event_text().await);
         assert_eq!(
             log.matches("stage failed").count(),
             1,

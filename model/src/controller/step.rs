@@ -5,8 +5,8 @@ use super::apply::apply;
 use super::event::Event;
 use super::input::Input;
 use super::state::{
-    ControllerState, Op, OpPhase, Outcome, PauseReason, Resolution, RolloutStatus, UnknownReason,
-    CLAIM_TEXT_MAX,
+    ControllerState, EvidenceItem, EvidenceSource, Op, OpPhase, Outcome, PauseReason, Resolution,
+    RolloutStatus, UnknownReason, CLAIM_TEXT_MAX,
 };
 use crate::evidence::{ProbeVerdict, RouteObservation};
 use crate::ids::{NodeId, OpId, RolloutId};
@@ -321,12 +321,27 @@ fn from_agent(state: &ControllerState, node: NodeId, msg: &ToController) -> Vec<
         } => match own_live_op(state, node, op) {
             None => vec![ignored(state, node, op)],
             Some(o) => {
+                let judged = judge_report(state, o, kind, &observation);
+                let item = EvidenceItem {
+                    source: EvidenceSource::Agent(kind),
+                    observation,
+                    after_restore: o.phase == OpPhase::Restoring,
+                };
+                // An agent re-sends its report until newer work arrives. A
+                // copy that says what the op's latest evidence already says
+                // and changes no judgement is not logged again: the state
+                // would not change, and an op waiting for a person would
+                // otherwise add one fsynced entry per retry for as long as
+                // it waits (found in the runtime: one entry a second).
+                if judged.is_empty() && o.evidence.last() == Some(&item) {
+                    return vec![];
+                }
                 let mut events = vec![Event::ReportRecorded {
                     op,
                     kind,
                     observation,
                 }];
-                events.extend(judge_report(state, o, kind, &observation));
+                events.extend(judged);
                 events
             }
         },
