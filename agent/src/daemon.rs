@@ -443,7 +443,7 @@ impl Agent {
             Exit::Retry => Ok(Table::Retry),
             Exit::Resume => {
                 if let Installed::ReVerified(release) = installed {
-                    self.releases.insert(op.release, release);
+                    self.releases.insert(op.release, *release);
                 }
                 self.done(op, Stage::Stage)?;
                 Ok(Table::Resumed)
@@ -572,6 +572,7 @@ impl Agent {
                 path: "/".into(),
                 expect_status: 200,
                 expect_body: String::new(),
+                expect_json: None,
             });
         let process = route_process(current, &mut self.instances);
         let (mut observation, answer) = probe(self.cfg.public_port, &expect, process).await;

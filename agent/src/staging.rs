@@ -78,8 +78,9 @@ pub fn verify(
 /// What recovery observes of an installed release (SPEC §5's third axis).
 #[derive(Debug)]
 pub enum Installed {
-    /// Its bundle was re-read, re-hashed and re-verified: good.
-    ReVerified(Release),
+    /// Its bundle was re-read, re-hashed and re-verified: good. (Boxed:
+    /// a release with its manifest dwarfs the other variants.)
+    ReVerified(Box<Release>),
     /// Its directory does not exist: nothing of the stage's effect is there
     /// (installs are renamed into place whole, never half-written).
     Absent,
@@ -98,7 +99,7 @@ pub fn observe(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> Installed
         Ok(_) => {}
     }
     match load(data_dir, key, digest) {
-        Ok(release) => Installed::ReVerified(release),
+        Ok(release) => Installed::ReVerified(Box::new(release)),
         Err(e) => Installed::Unknown(e),
     }
 }
@@ -227,6 +228,7 @@ mod tests {
                     path: "/".into(),
                     expect_status: 200,
                     expect_body: "hi".into(),
+                    expect_json: None,
                 },
             },
         )

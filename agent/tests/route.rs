@@ -26,6 +26,7 @@ fn expect() -> ProbeExpect {
         path: "/hello".into(),
         expect_status: 200,
         expect_body: "hello from v1".into(),
+        expect_json: None,
     }
 }
 
@@ -175,4 +176,51 @@ async fn a_healthy_process_with_the_wrong_answer_is_a_wrong_answer() {
     assert_eq!(seen.identity, Some(release));
     assert!(seen.process_healthy);
     app.stop().await;
+}
+
+/// SPEC §6 "exact or JSON field": the same app judged by a field of its
+/// JSON answer, including the release digest the supervisor injected and
+/// the app echoes; a wrong value (healthy process) is a wrong answer.
+#[tokio::test]
+async fn a_probe_can_judge_a_json_field_of_the_answer() {
+    use protocol::bundle::JsonField;
+    let release = Digest::repeat(0xa3);
+    let json = |field: &str| ProbeExpect {
+        path: "/status".into(),
+        expect_status: 200,
+        expect_body: String::new(),
+        expect_json: Some(JsonField::parse(field).expect("field")),
+    };
+    for (env, field, verdict) in [
+        (vec![], r#"/version="v1""#.to_string(), ProbeVerdict::Pass),
+        (
+            vec![],
+            format!("/release={:?}", release.to_hex()),
+            ProbeVerdict::Pass,
+        ),
+        (
+            vec![],
+            r#"/version="v2""#.to_string(),
+            ProbeVerdict::WrongAnswer,
+        ),
+        (
+            vec![("HELLO_ANSWER_WRONGLY".to_string(), "1".to_string())],
+            r#"/version="v1""#.to_string(),
+            ProbeVerdict::WrongAnswer,
+        ),
+    ] {
+        let mut app = Instance::start(spec(release, env.clone()))
+            .await
+            .expect("start app");
+        let route = Route::default();
+        route.switch(Some(Backend {
+            port: app.port,
+            release,
+        }));
+        let port = public_route(route).await;
+        let (seen, answer) = probe(port, &json(&field), Some(app.sample())).await;
+        assert_eq!(seen.verdict, verdict, "{env:?} {field}: {answer:?}");
+        assert!(seen.process_healthy);
+        app.stop().await;
+    }
 }

@@ -65,6 +65,7 @@ async fn an_older_generation_after_reconnect_is_refused() {
                 path: "/hello".into(),
                 expect_status: 200,
                 expect_body: "hello from v1".into(),
+                expect_json: None,
             },
         },
     )

@@ -1,12 +1,16 @@
 """Fleetweft's sample app: a tiny HTTP service answering its version.
 
-The agent starts it with PORT set and probes GET /hello. HELLO_VERSION is
+The agent starts it with PORT and FLEETWEFT_RELEASE set and probes GET
+/hello (an exact body). GET /status answers JSON for probe specs that judge
+a field (`--expect-json /version='"v2"'`): the version, and the release
+digest the supervisor injected, echoed back. HELLO_VERSION is
 baked in per bundle by the demo (v1, v2). HELLO_ANSWER_WRONGLY=1 (set only by
 an agent started with --allow-fault-injection) makes it answer a healthy 200
 with the wrong body: the failure a process check cannot see.
 HELLO_CRASH_ON_START=1 (same switch) makes it exit at once: a restart loop.
 """
 
+import json
 import os
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,6 +26,20 @@ class Handler(BaseHTTPRequestHandler):
             payload = body.encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+        elif self.path == "/status":
+            wrong = os.environ.get("HELLO_ANSWER_WRONGLY") == "1"
+            payload = json.dumps(
+                {
+                    "app": "hello",
+                    "version": "goodbye" if wrong else VERSION,
+                    "release": os.environ.get("FLEETWEFT_RELEASE", ""),
+                }
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
             self.wfile.write(payload)

@@ -165,7 +165,10 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BundleError + '_ {
 }
 
 /// How the agent checks that the app serves: an HTTP GET of `path` must
-/// answer `expect_status` with body `expect_body`.
+/// answer `expect_status` and, for the body, either exactly `expect_body`
+/// (surrounding whitespace ignored) or, when `expect_json` is given, a JSON
+/// document whose field at that pointer equals the value (SPEC §6: "exact
+/// or JSON field"). Giving both is refused when signing and verifying.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProbeSpec {
@@ -173,8 +176,56 @@ pub struct ProbeSpec {
     pub path: String,
     /// The expected HTTP status.
     pub expect_status: u16,
-    /// The expected response body.
+    /// The expected response body (empty when `expect_json` judges it).
+    #[serde(default)]
     pub expect_body: String,
+    /// The expected JSON field, instead of an exact body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_json: Option<JsonField>,
+}
+
+/// One field of a JSON answer: the value at `pointer` (RFC 6901, e.g.
+/// `/version` or `/build/ok`) must equal `equals`, type included
+/// (`"2"` is not `2`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonField {
+    /// Where the field is; empty means the whole document.
+    pub pointer: String,
+    /// What it must equal.
+    pub equals: serde_json::Value,
+}
+
+/// Longest JSON pointer a probe spec may name.
+pub const PROBE_POINTER_LEN_MAX: usize = 256;
+
+impl JsonField {
+    /// Parse the CLI form `POINTER=JSON`, e.g. `/version="v2"` or `/ok=true`.
+    /// The value must be JSON: a bare word is refused rather than guessed
+    /// to be a string.
+    pub fn parse(text: &str) -> Result<JsonField, String> {
+        let (pointer, value) = text.split_once('=').ok_or_else(|| {
+            format!("{text:?}: expected POINTER=JSON, e.g. /version=\"v2\" or /ok=true")
+        })?;
+        let equals = serde_json::from_str(value).map_err(|e| {
+            format!(
+                "{text:?}: the value after '=' must be JSON ({e}); a string needs quotes: {pointer}=\"{value}\""
+            )
+        })?;
+        Ok(JsonField {
+            pointer: pointer.to_string(),
+            equals,
+        })
+    }
+
+    /// Whether `body` is JSON whose field at the pointer equals the value.
+    /// A body that is not JSON, or lacks the field, does not match.
+    pub fn matches(&self, body: &str) -> bool {
+        serde_json::from_str::<serde_json::Value>(body)
+            .ok()
+            .and_then(|doc| doc.pointer(&self.pointer).cloned())
+            .is_some_and(|found| found == self.equals)
+    }
 }
 
 impl ProbeSpec {
@@ -195,14 +246,28 @@ impl ProbeSpec {
         let verdict = match status {
             None => ProbeVerdict::Unreachable,
             Some(s) if s >= 500 && identity.is_none() => ProbeVerdict::Unreachable,
-            Some(s) if s == self.expect_status && body.trim() == self.expect_body.trim() => {
-                ProbeVerdict::Pass
-            }
+            Some(s) if s == self.expect_status && self.body_matches(body) => ProbeVerdict::Pass,
             Some(_) => ProbeVerdict::WrongAnswer,
         };
         // Uptime and restart count are the supervisor's to add (the agent
         // does); a judge of an HTTP answer alone cannot see them.
         model::RouteObservation::new(verdict, identity, process_healthy)
+    }
+
+    /// Whether a body is the expected one (exact, or the JSON field).
+    pub fn body_matches(&self, body: &str) -> bool {
+        match &self.expect_json {
+            Some(field) => field.matches(body),
+            None => body.trim() == self.expect_body.trim(),
+        }
+    }
+
+    /// What the body is expected to be, in words (for tables and reports).
+    pub fn expected_body_text(&self) -> String {
+        match &self.expect_json {
+            Some(field) => format!("JSON {} = {}", field.pointer, field.equals),
+            None => format!("{:?}", self.expect_body),
+        }
     }
 }
 
@@ -452,6 +517,23 @@ fn check_fields(
             probe.path
         )));
     }
+    if let Some(field) = &probe.expect_json {
+        if !probe.expect_body.is_empty() {
+            return Err(malformed(
+                "probe gives both an exact body and a JSON field: give one",
+            ));
+        }
+        let pointer_ok = (field.pointer.is_empty() || field.pointer.starts_with('/'))
+            && field.pointer.len() <= PROBE_POINTER_LEN_MAX
+            && !field.pointer.chars().any(char::is_control);
+        if !pointer_ok {
+            return Err(malformed(format!(
+                "probe JSON pointer {:?} must be empty or start with '/', have no control \
+                 characters, and be at most {PROBE_POINTER_LEN_MAX} bytes",
+                field.pointer
+            )));
+        }
+    }
     if !(100..=599).contains(&probe.expect_status) {
         return Err(malformed(format!(
             "probe status {} is not an HTTP status (100-599)",
@@ -652,6 +734,7 @@ mod tests {
                 path: "/health".to_string(),
                 expect_status: 200,
                 expect_body: "ok".to_string(),
+                expect_json: None,
             },
         }
     }
@@ -886,6 +969,22 @@ mod tests {
                 },
                 ..fields()
             },
+            // An exact body and a JSON field at once: which one judges?
+            ManifestFields {
+                probe: ProbeSpec {
+                    expect_json: Some(JsonField::parse("/ok=true").unwrap()),
+                    ..fields().probe
+                },
+                ..fields()
+            },
+            ManifestFields {
+                probe: ProbeSpec {
+                    expect_body: String::new(),
+                    expect_json: Some(JsonField::parse("ok=true").unwrap()),
+                    ..fields().probe
+                },
+                ..fields()
+            },
         ];
         for f in bad {
             let err = sign(&secret, APP, f.clone()).unwrap_err();
@@ -952,7 +1051,7 @@ mod tests {
 
 #[cfg(test)]
 mod judge_tests {
-    use super::ProbeSpec;
+    use super::{JsonField, ProbeSpec};
     use model::{Digest, ProbeVerdict};
 
     fn spec() -> ProbeSpec {
@@ -960,6 +1059,7 @@ mod judge_tests {
             path: "/hello".into(),
             expect_status: 200,
             expect_body: "hello from v2".into(),
+            expect_json: None,
         }
     }
 
@@ -982,5 +1082,49 @@ mod judge_tests {
             spec().judge(Some(200), "hello from v2", id, true).identity,
             id
         );
+    }
+
+    #[test]
+    fn judging_by_a_json_field() {
+        let json = ProbeSpec {
+            expect_body: String::new(),
+            expect_json: Some(JsonField::parse("/build/version=\"v2\"").expect("parse")),
+            ..spec()
+        };
+        let id = Some(Digest::repeat(2));
+        let v = |body| json.judge(Some(200), body, id, true).verdict;
+        assert_eq!(
+            v(r#"{"build": {"version": "v2", "at": 3}, "x": 1}"#),
+            ProbeVerdict::Pass
+        );
+        assert_eq!(
+            v(r#"{"build": {"version": "v1"}}"#),
+            ProbeVerdict::WrongAnswer
+        );
+        // Type included: the number 2 is not the string "v2".
+        assert_eq!(v(r#"{"build": {"version": 2}}"#), ProbeVerdict::WrongAnswer);
+        assert_eq!(v(r#"{"build": {}}"#), ProbeVerdict::WrongAnswer);
+        assert_eq!(v("hello from v2"), ProbeVerdict::WrongAnswer);
+        assert_eq!(v(""), ProbeVerdict::WrongAnswer);
+        assert_eq!(
+            json.judge(Some(500), r#"{"build": {"version": "v2"}}"#, id, true)
+                .verdict,
+            ProbeVerdict::WrongAnswer
+        );
+        assert_eq!(json.expected_body_text(), "JSON /build/version = \"v2\"");
+    }
+
+    #[test]
+    fn the_cli_form_of_a_json_field_is_checked() {
+        let ok = JsonField::parse("/ok=true").expect("bool");
+        assert_eq!(ok.equals, serde_json::Value::Bool(true));
+        assert_eq!(JsonField::parse("=1").expect("whole doc").pointer, "");
+        let e = JsonField::parse("/version=v2").expect_err("bare word");
+        assert!(
+            e.contains("must be JSON") && e.contains(r#"/version="v2""#),
+            "{e}"
+        );
+        let e = JsonField::parse("/version").expect_err("no value");
+        assert!(e.contains("POINTER=JSON"), "{e}");
     }
 }

@@ -345,11 +345,11 @@ pub async fn probe(client: &ApiClient, node: &str, json: bool) -> Result<Output,
         json_text(&dto)
     } else {
         let mut out = format!(
-            "{}: GET {} expecting {} {:?} from release {}\n",
+            "{}: GET {} expecting {} {} from release {}\n",
             dto.node,
             dto.expect.path,
             dto.expect.expect_status,
-            dto.expect.expect_body,
+            dto.expect.expected_body_text(),
             short(&dto.release)
         );
         match &dto.answer {

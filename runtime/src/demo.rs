@@ -601,6 +601,7 @@ pub fn sign_hello(
                 path: "/hello".into(),
                 expect_status: 200,
                 expect_body: format!("hello from {version}"),
+                expect_json: None,
             },
         },
     )

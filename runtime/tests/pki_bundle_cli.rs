@@ -286,3 +286,61 @@ fn sign_names_a_missing_app_and_a_bad_probe() {
     assert!(!out_path.exists(), "no partial bundle");
     assert_ok(&base(&app, "/health", &out_path));
 }
+
+/// `--expect-json POINTER=JSON` signs a probe that judges one JSON field;
+/// it excludes `--expect-body`, and a value that is not JSON is named.
+#[test]
+fn sign_with_a_json_field_probe() {
+    let temp = tempfile::tempdir().expect("tempdir");
+    let (secret, public) = keygen(&temp.path().join("keys"));
+    let app = temp.path().join("app.py");
+    fs::write(&app, "print('hello')\n").expect("write app");
+    let run = |body: &[&str], out: &Path| {
+        let mut args = vec![
+            "bundle",
+            "sign",
+            "--key",
+            path(&secret),
+            "--app",
+            path(&app),
+            "--name",
+            "hello",
+            "--version",
+            "2",
+            "--probe-path",
+            "/status",
+            "--expect-status",
+            "200",
+            "--out",
+            path(out),
+        ];
+        args.extend_from_slice(body);
+        fleetweft(&args)
+    };
+    let out = temp.path().join("json.bundle");
+    let bare = run(&["--expect-json", "/version=v2"], &out);
+    assert_eq!(bare.status.code(), Some(2), "{}", text(&bare.stderr));
+    assert!(
+        text(&bare.stderr).contains("must be JSON"),
+        "{}",
+        text(&bare.stderr)
+    );
+    let both = run(&["--expect-json", "/ok=true", "--expect-body", "ok"], &out);
+    assert_eq!(both.status.code(), Some(2), "{}", text(&both.stderr));
+    let neither = run(&[], &out);
+    assert_eq!(neither.status.code(), Some(2), "{}", text(&neither.stderr));
+    assert!(!out.exists(), "no bundle from a refused command");
+    assert_ok(&run(&["--expect-json", r#"/version="v2""#], &out));
+    let key = protocol::bundle::load_verifying_key(&public).expect("public key");
+    let verified =
+        protocol::bundle::verify(&key, &fs::read(&out).expect("bundle")).expect("verify");
+    let field = verified
+        .manifest
+        .probe
+        .expect_json
+        .clone()
+        .expect("a JSON field");
+    assert_eq!(field.pointer, "/version");
+    assert_eq!(field.equals, serde_json::json!("v2"));
+    assert!(verified.manifest.probe.body_matches(r#"{"version": "v2"}"#));
+}

@@ -33,7 +33,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
-use protocol::bundle::{self, ManifestFields, ProbeSpec, APP_BYTES_MAX};
+use protocol::bundle::{self, JsonField, ManifestFields, ProbeSpec, APP_BYTES_MAX};
 use protocol::pki::{self, DEFAULT_CONTROLLER_HOST};
 use runtime::inspect::{verify_controller_log, visit_events, InspectError, LogSummary};
 
@@ -256,6 +256,8 @@ enum PkiCommand {
 }
 
 #[derive(Subcommand)]
+// Parsed once per process: the size of its largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 enum BundleCommand {
     /// Create an Ed25519 signing key pair.
     Keygen {
@@ -283,9 +285,19 @@ enum BundleCommand {
         /// HTTP status the probe expects.
         #[arg(long)]
         expect_status: u16,
-        /// Response body the probe expects.
-        #[arg(long, allow_hyphen_values = true)]
-        expect_body: String,
+        /// Response body the probe expects, exactly (surrounding
+        /// whitespace ignored).
+        #[arg(
+            long,
+            allow_hyphen_values = true,
+            required_unless_present = "expect_json",
+            conflicts_with = "expect_json"
+        )]
+        expect_body: Option<String>,
+        /// Instead of an exact body: a JSON field the answer must carry,
+        /// as POINTER=JSON, e.g. `/version="v2"` or `/ok=true`.
+        #[arg(long, allow_hyphen_values = true, value_parser = parse_json_field)]
+        expect_json: Option<JsonField>,
         /// Command that starts the app, split on whitespace. Default:
         /// `python3 FILE` for a .py file, else `./FILE`.
         #[arg(long)]
@@ -329,6 +341,11 @@ enum LogCommand {
     },
 }
 
+/// clap's parser for `--expect-json`.
+fn parse_json_field(text: &str) -> Result<JsonField, String> {
+    JsonField::parse(text)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -356,13 +373,15 @@ fn main() -> ExitCode {
                 probe_path,
                 expect_status,
                 expect_body,
+                expect_json,
                 run,
                 out,
             } => {
                 let probe = ProbeSpec {
                     path: probe_path,
                     expect_status,
-                    expect_body,
+                    expect_body: expect_body.unwrap_or_default(),
+                    expect_json,
                 };
                 bundle_sign(&key, &app, name, version, probe, run, &out)
             }

@@ -83,6 +83,7 @@ impl Controller {
                     path: "/health".into(),
                     expect_status: 200,
                     expect_body: "ok".into(),
+                    expect_json: None,
                 },
             },
         )
