@@ -66,6 +66,9 @@ enum Action {
         resolution: u8,
     },
     Timeout(u8),
+    /// An operator orders an op rolled back (refused unless a Commit is
+    /// stored and the op has a baseline).
+    RollBack(u8),
     DeliverToAgent(u8),
     DropToAgent(u8),
     DuplicateToAgent(u8),
@@ -128,6 +131,7 @@ fn action() -> impl Strategy<Value = Action> {
         2 => (any::<u8>(), answer(), 0u8..3)
             .prop_map(|(op, answer, resolution)| Action::Resolve { op, answer, resolution }),
         2 => any::<u8>().prop_map(Action::Timeout),
+        1 => any::<u8>().prop_map(Action::RollBack),
         10 => any::<u8>().prop_map(Action::DeliverToAgent),
         2 => any::<u8>().prop_map(Action::DropToAgent),
         2 => any::<u8>().prop_map(Action::DuplicateToAgent),
@@ -215,6 +219,10 @@ fn run(fleet: &mut Fleet, action: &Action) -> Result<(), String> {
         Action::Timeout(o) => {
             let op = op(fleet, o);
             fleet.controller(Input::Timeout { op })
+        }
+        Action::RollBack(o) => {
+            let op = op(fleet, o);
+            fleet.controller(Input::RollBack { op })
         }
         Action::DeliverToAgent(i) => match pick(i, fleet.to_agents.len()) {
             Some(i) => fleet.deliver_to_agent(i),

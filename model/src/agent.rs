@@ -285,14 +285,20 @@ fn command(state: &AgentState, cmd: ToAgent, out: &mut AgentOutput) {
         }),
         (ToAgent::Restore { op, generation }, Some(current)) => {
             // Restore only what this op changed; re-restoring after a failed
-            // restore probe is a legitimate retry.
-            let switched = matches!(
+            // restore probe is a legitimate retry. A restore that arrives
+            // while the agent still waits for the decision (an operator
+            // rolled back an op whose commit reply never arrived) finds
+            // nothing switched: the route still serves the baseline, and
+            // `Restored` leaves the op there, probes and reports, so the
+            // stored Commit, if it arrives later, finds no op waiting for it.
+            let restorable = matches!(
                 current.stage,
-                AgentStage::Probing(ReportKind::Switched)
+                AgentStage::AwaitingDecision
+                    | AgentStage::Probing(ReportKind::Switched)
                     | AgentStage::Reporting(ReportKind::Switched, _)
                     | AgentStage::Reporting(ReportKind::Restored, _)
             );
-            if switched {
+            if restorable {
                 out.events.push(AgentEvent::Restored { op, generation });
             }
         }

@@ -435,3 +435,57 @@ fn a_resent_identical_report_is_not_logged_again() {
     });
     assert_eq!(report(&fleet), reports + 1);
 }
+
+/// The operator's roll back of an UNKNOWN canary whose commit reply was
+/// lost: refused where there is nothing to put back, accepted with a stored
+/// Commit; the node (still waiting for its decision) hears the Restore,
+/// keeps the baseline, proves it, and the op settles RolledBack (S9). The
+/// stored Commit, replayed late, switches nothing.
+#[test]
+fn an_operator_rolls_back_an_unknown_op_and_a_probe_proves_it() {
+    use model::controller::{Refusal, UnknownReason};
+    let mut fleet = Fleet::new(3);
+    fleet.controller(Input::StartRollout { plan: plan() });
+    let apply = fleet.to_agents.pop_front().expect("the canary's apply");
+    // Granted, not decided: nothing to roll back.
+    assert_eq!(
+        step(&fleet.ctrl, &Input::RollBack { op: OpId(0) }),
+        Err(Refusal::NothingToRollBack(OpId(0)))
+    );
+    fleet.agent(apply.0, AgentInput::Command(apply.1));
+    // The node asked to commit; the decision is stored, its reply is lost.
+    let reply = fleet.to_agents.pop_front().expect("the commit reply");
+    assert!(matches!(
+        reply.1,
+        ToAgent::CommitReply {
+            decision: Decision::Commit,
+            ..
+        }
+    ));
+    fleet.controller(Input::Timeout { op: OpId(0) });
+    assert_eq!(fleet.ctrl.ops[0].unknown, Some(UnknownReason::Silence));
+    fleet.controller(Input::RollBack { op: OpId(0) });
+    assert!(fleet.log.contains(&Event::RollBackOrdered { op: OpId(0) }));
+    assert_eq!(fleet.ctrl.ops[0].phase, OpPhase::Restoring);
+    assert!(fleet.ctrl.rollouts[0].paused.is_some(), "no more grants");
+    assert_eq!(
+        step(&fleet.ctrl, &Input::RollBack { op: OpId(0) }),
+        Err(Refusal::AlreadyRestoring(OpId(0)))
+    );
+    fleet.run();
+    assert_eq!(
+        fleet.ctrl.ops[0].phase,
+        OpPhase::Settled(Outcome::RolledBack),
+        "{:#?}",
+        fleet.log
+    );
+    assert_eq!(fleet.agents[0].serving, Some(V1));
+    // The lost Commit, delivered late, finds no op waiting for it.
+    fleet.agent(reply.0, AgentInput::Command(reply.1));
+    assert_eq!(fleet.agents[0].serving, Some(V1));
+    assert_eq!(fleet.ctrl.ops.len(), 1, "paused: no follower granted");
+    assert_eq!(
+        step(&fleet.ctrl, &Input::RollBack { op: OpId(0) }),
+        Err(Refusal::OpAlreadySettled(OpId(0)))
+    );
+}

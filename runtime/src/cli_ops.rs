@@ -541,6 +541,22 @@ pub async fn resolve(
 }
 
 /// `fleetweft claim OP --owner NAME --review-by TIME`.
+/// `fleetweft rollback OP`.
+pub async fn roll_back(client: &ApiClient, op: &str, json: bool) -> Result<Output, Failure> {
+    let answer: serde_json::Value = client
+        .post_json(&format!("/api/ops/{op}/rollback"), &serde_json::json!({}))
+        .await?;
+    Ok(Output {
+        text: if json {
+            json_text(&answer)
+        } else {
+            events_text(&answer)
+        },
+        code: EXIT_OK,
+    })
+}
+
+/// `fleetweft claim OP`.
 pub async fn claim(
     client: &ApiClient,
     op: &str,

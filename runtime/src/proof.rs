@@ -961,21 +961,40 @@ pub fn unresolved(
 /// (the controller refuses it then; see `Refusal::CommitMayStillLand`).
 fn op_options(op: &Op, name: &str, baseline: &str) -> Vec<String> {
     let id = op.id;
-    let commit_pending = op.decision == Some(Decision::Commit) && op.phase == OpPhase::Decided;
-    let resolve = if commit_pending {
-        format!(
+    let restoring = op.phase == OpPhase::Restoring;
+    // Each branch offers only what the controller would accept now.
+    let resolve = match (restoring, op.commit_may_still_land()) {
+        (true, true) => format!(
+            "resolve with an observation: until {name} reports, only fleetweft resolve {id} --resolution abandon --probe is accepted (the stored commit and the restore may both still land)"
+        ),
+        (true, false) => format!(
+            "resolve with an observation: once {name} serves the baseline again, fleetweft resolve {id} --resolution confirm-baseline --probe; or fleetweft resolve {id} --resolution abandon --probe (confirm-new is refused while the restore may still land)"
+        ),
+        (false, true) => format!(
             "resolve with an observation: once {name} serves the new release, fleetweft resolve {id} --resolution confirm-new --probe; or give up knowing, fleetweft resolve {id} --resolution abandon --probe (confirm-baseline is refused while the stored commit may still land)"
+        ),
+        (false, false) => format!(
+            "resolve with an observation: fleetweft resolve {id} --resolution confirm-baseline|confirm-new|abandon --probe (the probe must show what the resolution claims)"
+        ),
+    };
+    let roll_back = if restoring {
+        format!(
+            "roll back: already ordered; {id} settles rolled-back once a probe shows {name} serving the baseline {baseline}: fleetweft probe {name}"
         )
+    } else if op.decision == Some(Decision::Commit) && op.baseline.is_some() {
+        format!(
+            "roll back: fleetweft rollback {id} ({name} puts back the baseline {baseline}; settles rolled-back only when a probe proves it; pauses the rollout)"
+        )
+    } else if op.baseline.is_none() {
+        format!("roll back: not possible, {name} served nothing before {id}")
     } else {
         format!(
-            "resolve with an observation: fleetweft resolve {id} --resolution confirm-baseline|confirm-new|abandon --probe (the probe must show what the resolution claims)"
+            "roll back: nothing to put back, {name} never got a commit for {id} (it keeps serving the baseline {baseline}); resolve below"
         )
     };
     vec![
         format!("keep paused: leave {id} holding its slot and wait for {name}"),
-        format!(
-            "roll back: settle {id} first (below), then start a rollout of the baseline {baseline}: fleetweft rollout start --bundle BASELINE.bundle --canary {name} --slots 1"
-        ),
+        roll_back,
         resolve,
     ]
 }
@@ -1721,14 +1740,36 @@ mod tests {
         for option in ["keep paused", "roll back", "resolve with an observation"] {
             assert!(u.options.iter().any(|o| o.starts_with(option)), "{option}");
         }
-        // A Commit is stored: confirm-baseline is not offered (it would be
-        // refused), the exact commands for the others are.
-        let resolve = &u.options[2];
+        // The node reported its switch, so the stored Commit has landed and
+        // can switch nothing more: every resolution is on offer.
+        assert!(
+            u.options[2].contains("--resolution confirm-baseline|confirm-new|abandon --probe"),
+            "{}",
+            u.options[2]
+        );
+        // A Commit stored but never shown to land (the reply was lost):
+        // confirm-baseline is not offered (it would be refused), the exact
+        // commands for the others are.
+        let silent = S::new()
+            .start(0, V2, vec![], false)
+            .grant(0, 0, A, V2)
+            .decide(0, Decision::Commit)
+            .ev(Event::OpUnknown {
+                op: OpId(0),
+                reason: UnknownReason::Silence,
+            });
+        let resolve = &unresolved(&silent.0, &name, &silent.1)[0].options[2];
         assert!(
             resolve.contains("fleetweft resolve op0 --resolution confirm-new --probe")
                 && resolve.contains("fleetweft resolve op0 --resolution abandon --probe")
                 && !resolve.contains("--resolution confirm-baseline"),
             "{resolve}"
+        );
+        // A Commit is stored and v1 was the baseline: one exact command.
+        assert!(
+            u.options[1].starts_with("roll back: fleetweft rollback op0 ("),
+            "{}",
+            u.options[1]
         );
         assert_eq!(u.check_command, "fleetweft probe node-a");
         // Since when: the OpUnknown is the last event folded.
@@ -1751,6 +1792,13 @@ mod tests {
             (Some(2), "granted at log entry 2")
         );
         assert!(u.options[2].contains("--resolution confirm-baseline|confirm-new|abandon --probe"));
+        // No commit: nothing switched, so no rollback command is offered.
+        assert!(
+            u.options[1].starts_with("roll back: nothing to put back")
+                && !u.options[1].contains("fleetweft rollback"),
+            "{}",
+            u.options[1]
+        );
         assert!(u.missing_evidence[0].contains("commit request"));
         assert_eq!(u.unknown_reason, None);
 
@@ -1763,6 +1811,19 @@ mod tests {
         let list = unresolved(&restoring.0, &name, &restoring.1);
         let u = &list[0];
         assert_eq!(u.phase, "restoring");
+        assert!(
+            u.options[1].starts_with("roll back: already ordered"),
+            "{}",
+            u.options[1]
+        );
+        // The switch was reported: the Commit landed; confirm-new would be
+        // refused while the restore may still land.
+        assert!(
+            u.options[2].contains("--resolution confirm-baseline --probe")
+                && !u.options[2].contains("--resolution confirm-new --probe"),
+            "{}",
+            u.options[2]
+        );
         assert_eq!(u.unknown_reason.as_deref(), Some("restore-unproven"));
         assert_eq!(
             u.last_serving_result.as_deref(),

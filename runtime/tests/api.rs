@@ -813,8 +813,49 @@ const ROUTER_ROUTES: &[(&str, &str)] = &[
     ("/api/unresolved", "get"),
     ("/api/ops/{op}/resolve", "post"),
     ("/api/ops/{op}/claim", "post"),
+    ("/api/ops/{op}/rollback", "post"),
     ("/api/openapi.json", "get"),
 ];
+
+/// `POST /api/ops/{op}/rollback` (and `fleetweft rollback`): the token is
+/// required, a body field is refused by name, an unknown op is 404, and an
+/// op with no stored commit (its node never answered here) is refused with
+/// the reason; nothing is logged by any of them.
+#[test]
+fn rollback_needs_the_token_and_refuses_an_op_that_never_switched() {
+    let ctl = Controller::start();
+    ctl.start_rollout("node-c");
+    let status = ctl.wait_for_unknown();
+    let op = status["ops"][0]["id"].as_str().unwrap().to_string();
+    let before = ctl.last_sequence();
+    let path = format!("/api/ops/{op}/rollback");
+    for token in [None, Some("0".repeat(64).as_str())] {
+        let (code, answer) = ctl.http("POST", &path, token, b"{}");
+        assert_eq!(code, 401, "{token:?}: {answer}");
+    }
+    let t = Some(ctl.token.as_str());
+    let (code, answer) = ctl.http("POST", &path, t, br#"{"force": true}"#);
+    assert_eq!(code, 400, "{answer}");
+    assert!(answer.contains("field `force`"), "{answer}");
+    let (code, answer) = ctl.http("POST", "/api/ops/op9/rollback", t, b"");
+    assert_eq!(code, 404, "{answer}");
+    let (code, answer) = ctl.http("POST", &path, t, b"");
+    assert_eq!(code, 409, "{answer}");
+    assert!(answer.contains("nothing to roll back"), "{answer}");
+    // A refusal is bad news (exit 1), not a usage error.
+    let out = ctl.cli(&["rollback", &op], t);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("nothing to roll back"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        ctl.last_sequence(),
+        before,
+        "a refused write changed the log"
+    );
+}
 
 #[test]
 fn the_openapi_document_matches_the_router() {

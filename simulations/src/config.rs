@@ -136,6 +136,11 @@ pub struct CheckConfig {
     /// The operator may start a second rollout (v3) that supersedes the
     /// first: this is what makes generations matter.
     pub supersede: bool,
+    /// The operator may order an op with a stored Commit rolled
+    /// back (once per path). Off by default: it multiplies the state space
+    /// about tenfold (every UNKNOWN state branches into a restore), so it
+    /// has its own configuration in the tests.
+    pub rollback: bool,
     /// A named deviation of the real rules, or `None` for the real rules.
     pub mutant: Option<Mutant>,
 }
@@ -151,6 +156,7 @@ impl Default for CheckConfig {
             approval: false,
             operator: true,
             supersede: false,
+            rollback: false,
             mutant: None,
         }
     }
@@ -166,7 +172,11 @@ impl fmt::Display for CheckConfig {
             self.faults,
             self.max_faults,
             if self.approval { "on" } else { "off" },
-            if self.operator { "on" } else { "off" },
+            match (self.operator, self.rollback) {
+                (true, true) => "on (with roll back)",
+                (true, false) => "on",
+                (false, _) => "off",
+            },
             if self.supersede { "on" } else { "off" },
             self.mutant.map_or("none", |m| m.name()),
         )

@@ -45,6 +45,7 @@ pub enum Action {
     Resume(RolloutId),
     Approve(RolloutId),
     Resolve(OpId),
+    RollBack(OpId),
     Start,
     Supersede,
 }
@@ -217,6 +218,9 @@ impl FleetModel {
                 }
                 if *outcome == Outcome::RolledBack {
                     world.ghost.rolled_back = true;
+                    if world.ghost.rolled_back_by_operator & (1 << op.0) != 0 {
+                        world.ghost.operator_rollback_proven = true;
+                    }
                 }
             }
             _ => {}
@@ -345,6 +349,17 @@ impl FleetModel {
                 actions.push(Action::Timeout(op.id));
             } else if self.cfg.operator {
                 actions.push(Action::Resolve(op.id));
+                // Once per run (like pause and resume), and only where the
+                // controller would accept it: an UNKNOWN op whose node may
+                // have switched.
+                if self.cfg.rollback
+                    && world.ghost.rolled_back_by_operator == 0
+                    && op.decision == Some(model::Decision::Commit)
+                    && op.phase == model::controller::OpPhase::Decided
+                    && op.baseline.is_some()
+                {
+                    actions.push(Action::RollBack(op.id));
+                }
             }
         }
         if self.budget_left(world, Fault::ControllerCrash) {
@@ -522,6 +537,10 @@ impl FleetModel {
                     );
                 }
             }
+            Action::RollBack(op) => {
+                next.ghost.rolled_back_by_operator |= 1 << op.0;
+                self.controller(&mut next, Input::RollBack { op }, narration);
+            }
             Action::Start => {
                 self.controller(
                     &mut next,
@@ -605,6 +624,7 @@ impl FleetModel {
             Action::Resume(r) => format!("operator resumes rollout {r}"),
             Action::Approve(r) => format!("operator approves rollout {r} after the canary"),
             Action::Resolve(op) => format!("operator resolves {op} with an observation"),
+            Action::RollBack(op) => format!("operator orders {op} rolled back"),
             Action::Start => format!(
                 "operator starts rollout r0 of v2 (canary {}, {} followers, slots {})",
                 NodeId(0),

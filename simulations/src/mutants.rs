@@ -27,11 +27,12 @@ pub enum Mutant {
     AgentForgetsClosedOps,
     UnknownFreesSlot,
     GrantOverLiveOp,
+    RollbackProvenBeforeCommitLands,
 }
 
 impl Mutant {
     /// Every mutant, in `--list-mutants` order.
-    pub const ALL: [Mutant; 14] = [
+    pub const ALL: [Mutant; 15] = [
         Mutant::ReleaseOnTimeout,
         Mutant::GrantWhilePaused,
         Mutant::RedecideOnRetry,
@@ -46,6 +47,7 @@ impl Mutant {
         Mutant::AgentForgetsClosedOps,
         Mutant::UnknownFreesSlot,
         Mutant::GrantOverLiveOp,
+        Mutant::RollbackProvenBeforeCommitLands,
     ];
 
     /// The CLI name.
@@ -65,6 +67,7 @@ impl Mutant {
             Mutant::AgentForgetsClosedOps => "agent-forgets-closed-ops",
             Mutant::UnknownFreesSlot => "unknown-frees-slot",
             Mutant::GrantOverLiveOp => "grant-over-live-op",
+            Mutant::RollbackProvenBeforeCommitLands => "rollback-proven-before-commit-lands",
         }
     }
 
@@ -90,6 +93,7 @@ impl Mutant {
             Mutant::AgentForgetsClosedOps => Rule::S8,
             Mutant::UnknownFreesSlot => Rule::S1,
             Mutant::GrantOverLiveOp => Rule::S2,
+            Mutant::RollbackProvenBeforeCommitLands => Rule::S8,
         }
     }
 
@@ -126,6 +130,9 @@ impl Mutant {
             Mutant::GrantOverLiveOp => {
                 "a new rollout grants a node that still holds an op of the superseded one"
             }
+            Mutant::RollbackProvenBeforeCommitLands => {
+                "settle an ordered roll back on any probe of the baseline, though the stored Commit may not have reached the node yet"
+            }
         }
     }
 
@@ -157,6 +164,10 @@ impl Mutant {
                 cfg.faults = cfg.faults.with(Fault::Partition);
             }
             Mutant::GrantOverLiveOp => cfg.supersede = true,
+            Mutant::RollbackProvenBeforeCommitLands => {
+                cfg.operator = true;
+                cfg.rollback = true;
+            }
             Mutant::AgentForgetsClosedOps => {
                 cfg.operator = true;
                 cfg.faults = cfg.faults.with(Fault::Dup);
@@ -307,6 +318,22 @@ pub fn controller_step(
                 o.decision = None;
             }
             step(&forgetful, input)
+        }
+        (
+            Some(Mutant::RollbackProvenBeforeCommitLands),
+            Input::RouteProbed { .. } | Input::Resolve { .. },
+        ) => {
+            // Take a restoring op's node as past its Commit, whatever the
+            // evidence says; every other check stays the real step's.
+            let mut trusting = state.clone();
+            for o in trusting
+                .ops
+                .iter_mut()
+                .filter(|o| o.phase == OpPhase::Restoring)
+            {
+                o.commit_acted_on = true;
+            }
+            step(&trusting, input)
         }
         _ => step(state, input),
     }

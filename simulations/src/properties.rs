@@ -101,6 +101,12 @@ pub fn properties(model: &FleetModel) -> Vec<Property<FleetModel>> {
             |_, w| w.ghost.settled_while_paused,
         ));
     }
+    if model.cfg.operator && model.cfg.rollback {
+        props.push(Property::<FleetModel>::sometimes(
+            "operator's roll back proven",
+            |_, w| w.ghost.operator_rollback_proven,
+        ));
+    }
     if model.cfg.supersede {
         props.push(Property::<FleetModel>::sometimes(
             "superseded op aborted before its node received it",

@@ -54,6 +54,11 @@ pub struct Ghost {
     pub settled_while_paused: bool,
     /// An op was rolled back with proof.
     pub rolled_back: bool,
+    /// Ops an operator ordered rolled back (bit per op id).
+    pub rolled_back_by_operator: u32,
+    /// An op an operator ordered rolled back settled `RolledBack` (with the
+    /// proof S9 asks for).
+    pub operator_rollback_proven: bool,
     /// An agent aborted an op whose `Apply` it never received (superseded
     /// while the command was lost), so the op settled without a fetch.
     pub aborted_unseen: bool,

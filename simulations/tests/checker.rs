@@ -48,6 +48,26 @@ fn real_rules_pass_with_approval_gate_and_supersede() {
     });
 }
 
+/// The operator's roll back of an op (`--rollback`), with every
+/// fault kind: the roll back may be ordered before the stored Commit ever
+/// reached the node, so nothing but the agent's own restore report may
+/// settle the op as rolled back until the node is past that Commit (S8,
+/// S9). Without that guard the checker finds the node switching after the
+/// op was recorded as back on the baseline.
+#[test]
+fn real_rules_pass_with_operator_rollback() {
+    let report = assert_clean(&CheckConfig {
+        followers: 1,
+        rollback: true,
+        ..CheckConfig::default()
+    });
+    let summary = simulations::run::summary(&report);
+    assert!(
+        summary.contains("FOUND      sometimes operator's roll back proven"),
+        "{summary}"
+    );
+}
+
 #[test]
 fn real_rules_pass_with_two_slots() {
     assert_clean(&CheckConfig {

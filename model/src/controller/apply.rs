@@ -78,6 +78,7 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
                 evidence: Vec::new(),
                 failed_probe_seen: false,
                 claim: None,
+                commit_acted_on: false,
             });
             if let Some(r) = state.rollouts.get_mut(rollout.0 as usize) {
                 r.ops.push(*op);
@@ -173,7 +174,8 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
         }
         Event::LateReportIgnored { .. }
         | Event::StaleCommandRejected { .. }
-        | Event::ForeignMessageIgnored { .. } => {
+        | Event::ForeignMessageIgnored { .. }
+        | Event::RollBackOrdered { .. } => {
             // Recorded for the audit trail; a late or stale message never
             // changes a node's recorded state (S8).
         }
@@ -192,6 +194,15 @@ fn record(
 ) {
     if after_switch && observation.verdict != ProbeVerdict::Pass {
         op.failed_probe_seen = true;
+    }
+    // The agent reports a switch or a restore only after it left its wait
+    // for the decision; a route answering as the new release switched.
+    let agent_moved_on = matches!(
+        source,
+        EvidenceSource::Agent(ReportKind::Switched | ReportKind::Restored)
+    );
+    if agent_moved_on || observation.identity == Some(op.release) {
+        op.commit_acted_on = true;
     }
     let item = EvidenceItem {
         source,

@@ -122,6 +122,12 @@ pub enum Event {
         op: OpId,
         owner: Option<NodeId>,
     },
+    /// An operator ordered the op rolled back (the `RestoreRequested` that
+    /// follows in the same batch does the work): kept so the log says who
+    /// asked. Changes nothing by itself. Appended last so older logs decode.
+    RollBackOrdered {
+        op: OpId,
+    },
 }
 
 impl fmt::Display for Event {
@@ -233,6 +239,7 @@ impl fmt::Display for Event {
                 op,
                 owner: None,
             } => write!(f, "{node} spoke about an unknown op {op}: ignored"),
+            Event::RollBackOrdered { op } => write!(f, "operator orders {op} rolled back"),
         }
     }
 }

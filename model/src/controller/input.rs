@@ -41,4 +41,9 @@ pub enum Input {
     },
     /// `op`'s deadline passed without settling evidence.
     Timeout { op: OpId },
+    /// An operator orders an op rolled back: its node is told to put the
+    /// baseline back, and the op settles `RolledBack` only when a serving
+    /// probe proves the baseline (S9). Allowed while the op holds its slot
+    /// with a stored Commit and a baseline; the rollout is paused.
+    RollBack { op: OpId },
 }

@@ -140,6 +140,13 @@ pub struct Op {
     /// The operator who took ownership of this op, if any.
     #[serde(default)]
     pub claim: Option<Claim>,
+    /// The node is past its commit decision: its agent reported a switch or
+    /// a restore, or an observation showed the route serving the new
+    /// release. Until then a stored Commit may still reach the node and
+    /// switch it, so nothing may settle the op as "the baseline serves"
+    /// but the agent's own restore report (see [`Op::commit_may_still_land`]).
+    #[serde(default)]
+    pub commit_acted_on: bool,
 }
 
 /// An operator's ownership of an unsettled op.
@@ -162,6 +169,13 @@ impl Op {
     /// Occupies a slot: granted and not yet settled by evidence (S1, S3).
     pub fn occupies_slot(&self) -> bool {
         !matches!(self.phase, OpPhase::Settled(_))
+    }
+
+    /// A Commit is stored and nothing shows the node acted on it (or on a
+    /// restore): the node may still hear the Commit (replayed unchanged,
+    /// S6) and switch. A baseline seen now is then not a baseline kept.
+    pub fn commit_may_still_land(&self) -> bool {
+        self.decision == Some(crate::msg::Decision::Commit) && !self.commit_acted_on
     }
 
     /// Passed the canary gate: verified, or confirmed by an operator with an

@@ -39,6 +39,14 @@ pub enum Refusal {
     /// hear the Restore and put the baseline back, which would silently
     /// overturn the recorded new release. Appended last.
     RestoreMayStillLand(OpId),
+    /// Roll back an op with no stored Commit: its node never switched, so
+    /// there is nothing to put back (its report settles it; or abandon).
+    /// Appended last.
+    NothingToRollBack(OpId),
+    /// Roll back an op whose node served nothing before it.
+    NoBaseline(OpId),
+    /// Roll back an op whose restore was already requested.
+    AlreadyRestoring(OpId),
 }
 
 impl fmt::Display for Refusal {
@@ -64,6 +72,17 @@ impl fmt::Display for Refusal {
                 f,
                 "{op} has a stored commit decision that its node may still act on (it is replayed unchanged when the node asks again), so the baseline cannot be confirmed: wait for the node and confirm-new once it serves the new release, or abandon"
             ),
+            Refusal::NothingToRollBack(op) => write!(
+                f,
+                "{op} has no stored commit decision, so its node never switched: there is nothing to roll back (its report will settle it, or resolve it with --resolution abandon)"
+            ),
+            Refusal::NoBaseline(op) => write!(
+                f,
+                "{op}'s node served nothing before it: there is no baseline to roll back to"
+            ),
+            Refusal::AlreadyRestoring(op) => {
+                write!(f, "{op} is already being rolled back")
+            }
             Refusal::RestoreMayStillLand(op) => write!(
                 f,
                 "{op} is being restored: its node may still put the baseline back, so the new release cannot be confirmed: confirm-baseline once the baseline serves, or abandon"
@@ -184,13 +203,12 @@ fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal>
                 return Err(Refusal::OpAlreadySettled(*op));
             }
             // A baseline seen now is not a baseline kept: while a Commit is
-            // stored and no restore was asked for, the node's next commit
-            // request gets that Commit and switches (S8: a late command must
-            // not contradict what the controller recorded).
-            if *resolution == Resolution::ConfirmBaseline
-                && o.decision == Some(Decision::Commit)
-                && o.phase == OpPhase::Decided
-            {
+            // stored and nothing shows the node acted on it (or on a
+            // restore), the node's next commit request gets that Commit and
+            // switches (S8: a late command must not contradict what the
+            // controller recorded). A roll back ordered before the Commit
+            // landed does not change that until the agent reports.
+            if *resolution == Resolution::ConfirmBaseline && o.commit_may_still_land() {
                 return Err(Refusal::CommitMayStillLand(*op));
             }
             // Symmetrically, a restore in flight may still put the baseline
@@ -246,6 +264,7 @@ fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal>
         }
         Input::FromAgent { node, msg } => Ok(from_agent(state, *node, msg)),
         Input::RouteProbed { node, observation } => Ok(route_probed(state, *node, observation)),
+        Input::RollBack { op } => roll_back(state, *op),
         Input::Timeout { op } => Ok(match state.op(*op) {
             // Silence never settles and never frees a slot (S3): it only
             // makes the op UNKNOWN. A second timeout changes nothing.
@@ -437,10 +456,14 @@ fn route_probed(
                 events.extend(restore_and_pause(state, op));
             }
         }
-        (OpPhase::Restoring, _) if proves_baseline => events.push(Event::OpSettled {
-            op: op.id,
-            outcome: Outcome::RolledBack,
-        }),
+        // Only once the node is past its Commit: a restore ordered before
+        // the Commit landed is proven by the agent's own restore report.
+        (OpPhase::Restoring, _) if proves_baseline && !op.commit_may_still_land() => {
+            events.push(Event::OpSettled {
+                op: op.id,
+                outcome: Outcome::RolledBack,
+            })
+        }
         (OpPhase::Decided, Some(Decision::Abort)) if proves_baseline => {
             events.push(Event::OpSettled {
                 op: op.id,
@@ -450,6 +473,41 @@ fn route_probed(
         _ => {}
     }
     events
+}
+
+/// The operator's roll back: the same restore a failed canary probe asks
+/// for (and the same proof needed to settle it, S9), recorded as ordered by
+/// the operator. Only an op whose node may have switched (a stored Commit)
+/// and that has a baseline can be rolled back.
+fn roll_back(state: &ControllerState, id: OpId) -> Result<Vec<Event>, Refusal> {
+    let op = state.op(id).ok_or(Refusal::UnknownOp(id))?;
+    if !op.occupies_slot() {
+        return Err(Refusal::OpAlreadySettled(id));
+    }
+    if op.phase == OpPhase::Restoring {
+        return Err(Refusal::AlreadyRestoring(id));
+    }
+    if op.decision != Some(Decision::Commit) {
+        return Err(Refusal::NothingToRollBack(id));
+    }
+    if op.baseline.is_none() {
+        return Err(Refusal::NoBaseline(id));
+    }
+    let mut events = vec![
+        Event::RollBackOrdered { op: id },
+        Event::RestoreRequested { op: id },
+    ];
+    // Backing a release out of one node and granting it to the next would
+    // contradict each other: no grants until the operator resumes.
+    if let Some(r) = state.rollout(op.rollout) {
+        if r.status == RolloutStatus::Active && r.paused.is_none() {
+            events.push(Event::RolloutPaused {
+                rollout: r.id,
+                reason: PauseReason::Operator,
+            });
+        }
+    }
+    Ok(events)
 }
 
 fn restore_and_pause(state: &ControllerState, op: &Op) -> Vec<Event> {

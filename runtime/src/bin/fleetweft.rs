@@ -165,6 +165,15 @@ enum Command {
         #[command(flatten)]
         api: ApiArgs,
     },
+    /// Order an op rolled back: its node puts the baseline back, and the op
+    /// settles rolled-back only when a serving probe proves it. Needs a
+    /// stored commit and a baseline; pauses the op's rollout.
+    Rollback {
+        /// The op (op0, op1, ...).
+        op: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
     /// Start and steer rollouts.
     Rollout {
         #[command(subcommand)]
@@ -463,6 +472,11 @@ fn main() -> ExitCode {
         } => {
             return api_command(&api, |c, json| async move {
                 runtime::cli_ops::claim(&c, &op, &owner, &review_by, json).await
+            })
+        }
+        Command::Rollback { op, api } => {
+            return api_command(&api, |c, json| async move {
+                runtime::cli_ops::roll_back(&c, &op, json).await
             })
         }
         Command::Rollout { command } => return rollout(command),

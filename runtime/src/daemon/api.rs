@@ -57,6 +57,7 @@ pub fn router(api: Api) -> Router {
         .route("/api/unresolved", get(unresolved))
         .route("/api/ops/{op}/resolve", post(resolve_op))
         .route("/api/ops/{op}/claim", post(claim_op))
+        .route("/api/ops/{op}/rollback", post(roll_back_op))
         .route("/api/openapi.json", get(openapi))
         .layer(axum::extract::DefaultBodyLimit::max(UPLOAD_BYTES_MAX))
         .with_state(api)
@@ -775,10 +776,14 @@ fn json_object(
         return Err(String::from("malformed request: expected a JSON object"));
     };
     if let Some(unknown) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
-        return Err(format!(
-            "field `{unknown}`: unknown field, expected one of {}",
-            allowed.join(", ")
-        ));
+        return Err(if allowed.is_empty() {
+            format!("field `{unknown}`: this request takes no fields")
+        } else {
+            format!(
+                "field `{unknown}`: unknown field, expected one of {}",
+                allowed.join(", ")
+            )
+        });
     }
     Ok(map)
 }
@@ -945,6 +950,32 @@ async fn resolve_op(
         },
     )
     .await
+}
+
+/// `POST /api/ops/{op}/rollback`: an operator orders an op rolled back; it
+/// settles `RolledBack` only when a serving probe proves the baseline (S9).
+/// No body (an empty JSON object is accepted).
+async fn roll_back_op(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    if let Some(rejection) = unauthorized(&api, &headers) {
+        return rejection;
+    }
+    if !body.is_empty() {
+        if let Err(why) = json_object(&body, &[]) {
+            return bad_request(why);
+        }
+    }
+    let Some(op) = op_id(&id) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no op {id} (ids look like op0)"),
+        );
+    };
+    respond(&api, Input::RollBack { op }).await
 }
 
 /// `POST /api/ops/{op}/claim`: an operator takes ownership of an unsettled op.

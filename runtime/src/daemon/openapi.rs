@@ -25,6 +25,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("/api/unresolved", "get"),
     ("/api/ops/{op}/resolve", "post"),
     ("/api/ops/{op}/claim", "post"),
+    ("/api/ops/{op}/rollback", "post"),
     ("/api/openapi.json", "get"),
 ];
 
@@ -175,6 +176,7 @@ pub fn document() -> Value {
                         "review_by": { "type": "string", "maxLength": model::controller::CLAIM_TEXT_MAX, "example": "2026-12-01T10:00:00Z" },
                     },
                 }))), true) },
+            "/api/ops/{op}/rollback": { "post": write("order an op rolled back: its node puts the baseline back; it settles rolled-back only when a serving probe proves it. Refused (409) without a stored commit, without a baseline, or while already restoring. Pauses the rollout", op(), None, true) },
             "/api/openapi.json": { "get": read("this document", vec![], json_answer("OpenAPI 3.0"), false) },
         },
     })

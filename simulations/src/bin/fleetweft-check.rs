@@ -38,6 +38,10 @@ struct Args {
     /// Let the operator start a superseding rollout (v3).
     #[arg(long)]
     supersede: bool,
+    /// Let the operator order an op with a stored Commit rolled back (once
+    /// per path).
+    #[arg(long)]
+    rollback: bool,
     /// No operator actions (pause, resume, resolve).
     #[arg(long)]
     no_operator: bool,
@@ -103,6 +107,7 @@ fn config(args: &Args) -> Result<CheckConfig, String> {
     }
     cfg.approval |= args.approval;
     cfg.supersede |= args.supersede;
+    cfg.rollback |= args.rollback;
     if args.no_operator {
         cfg.operator = false;
     }
