@@ -52,6 +52,10 @@ struct Fleet {
     dir: PathBuf,
     pki: protocol::pki::FleetPki,
     api: ApiClient,
+    /// The API's base URL, for the CLI.
+    api_url: String,
+    /// The operator token, for the CLI.
+    token: String,
     quic_port: u16,
     public_ports: Vec<u16>,
     /// version -> (digest, signed bytes)
@@ -101,11 +105,14 @@ impl Fleet {
             .collect();
         demo::write_controller_config(&dir, &pki, quic_port, api_port, &public_ports, None)
             .unwrap();
-        let api = ApiClient::new(format!("http://127.0.0.1:{api_port}"), Some(token));
+        let api_url = format!("http://127.0.0.1:{api_port}");
+        let api = ApiClient::new(api_url.clone(), Some(token.clone()));
         let mut fleet = Fleet {
             dir,
             pki,
             api,
+            api_url,
+            token,
             quic_port,
             public_ports,
             releases,
@@ -156,6 +163,33 @@ impl Fleet {
             node,
             &agent_binary(),
             &["--config".into(), config.display().to_string()],
+        );
+    }
+
+    /// Start `node`'s agent with a `[faults]` section (TOML lines) and
+    /// `--allow-fault-injection`.
+    fn start_agent_with_faults(&mut self, node: &str, faults: &str) {
+        let i = NODES.iter().position(|n| *n == node).unwrap();
+        let config = demo::write_agent_config(
+            &self.dir,
+            &self.pki,
+            node,
+            self.quic_port,
+            self.public_ports[i],
+            None,
+        )
+        .unwrap();
+        let mut text = std::fs::read_to_string(&config).unwrap();
+        text.push_str(&format!("\n[faults]\n{faults}"));
+        std::fs::write(&config, text).unwrap();
+        self.spawn(
+            node,
+            &agent_binary(),
+            &[
+                "--config".into(),
+                config.display().to_string(),
+                "--allow-fault-injection".into(),
+            ],
         );
     }
 
@@ -753,6 +787,74 @@ async fn node_down_during_two_rollouts_converges_to_the_newest() {
             .filter(|e| matches!(e.event, Event::StaleCommandRejected { .. }))
             .count();
         eprintln!("stale commands rejected: {rejected}");
+        fleet.verify_log().await;
+    })
+    .await;
+}
+
+/// `fleetweft rollback` end to end with real processes: node-a holds inside
+/// its switch (fault injection) while the operator orders the op rolled
+/// back, so the Restore waits behind the switch. The late switch report is
+/// recorded as an echo, the agent then restores v1, its probe proves it,
+/// and the op settles rolled-back; the rollout is paused by the operator
+/// and node-b is never granted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_rollback_settles_only_when_the_baseline_is_proven() {
+    bounded(async {
+        let mut fleet = Fleet::start(&["v1", "v2"], &NODES).await;
+        install_v1_everywhere(&fleet).await;
+        fleet.kill("node-a").await;
+        fleet.start_agent_with_faults("node-a", "hold_at = \"switch\"\nhold_ms = 4000\n");
+        fleet.wait("every agent connected", all_connected).await;
+        fleet.rollout("v2", "node-a", &["node-b"]).await;
+        let s = fleet
+            .wait("node-a's op has a stored commit", |s| {
+                op_of(s, "r1", "node-a").is_some_and(|o| o.decision.as_deref() == Some("commit"))
+            })
+            .await;
+        let op = op_of(&s, "r1", "node-a").unwrap().id.clone();
+        let out = StdCommand::new(fleetweft())
+            .args(["rollback", &op, "--controller", &fleet.api_url])
+            .env("FLEETWEFT_TOKEN", &fleet.token)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout)
+                .contains(&format!("operator orders {op} rolled back")),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let s = fleet
+            .wait("the rolled-back op settles", |s| {
+                op_of(s, "r1", "node-a").is_some_and(|o| o.outcome.is_some())
+            })
+            .await;
+        let o = op_of(&s, "r1", "node-a").unwrap();
+        assert_eq!(o.outcome.as_deref(), Some("rolled-back"), "{o:?}");
+        assert_serves(&fleet, "node-a", "v1").await;
+        assert!(
+            op_of(&s, "r1", "node-b").is_none(),
+            "paused: node-b never granted"
+        );
+        let events = fleet.event_text().await;
+        assert!(events.contains("paused by operator"), "{events}");
+        // The switch finished after the order (its report is only an echo);
+        // the agent's restore report is what settled the op.
+        assert!(
+            events.contains(&format!("record report for {op} (Switched)"))
+                && events.contains(&format!("record report for {op} (Restored)")),
+            "{events}"
+        );
+        assert!(
+            fleet.logs("node-a").contains("holding at switch"),
+            "the restore really waited behind the switch"
+        );
         fleet.verify_log().await;
     })
     .await;
