@@ -527,8 +527,25 @@ pub async fn resolve(
         Some(o) => serde_json::json!({ "observation": o, "resolution": resolution }),
         None => serde_json::json!({ "probe": true, "resolution": resolution }),
     };
+    op_write(client, op, "resolve", &body, json).await
+}
+
+/// `fleetweft rollback OP`.
+pub async fn roll_back(client: &ApiClient, op: &str, json: bool) -> Result<Output, Failure> {
+    op_write(client, op, "rollback", &serde_json::json!({}), json).await
+}
+
+/// POST `body` to `/api/ops/{op}/{action}` and print the events it
+/// recorded (or the answer as JSON).
+async fn op_write(
+    client: &ApiClient,
+    op: &str,
+    action: &str,
+    body: &serde_json::Value,
+    json: bool,
+) -> Result<Output, Failure> {
     let answer: serde_json::Value = client
-        .post_json(&format!("/api/ops/{op}/resolve"), &body)
+        .post_json(&format!("/api/ops/{op}/{action}"), body)
         .await?;
     Ok(Output {
         text: if json {
@@ -541,22 +558,6 @@ pub async fn resolve(
 }
 
 /// `fleetweft claim OP --owner NAME --review-by TIME`.
-/// `fleetweft rollback OP`.
-pub async fn roll_back(client: &ApiClient, op: &str, json: bool) -> Result<Output, Failure> {
-    let answer: serde_json::Value = client
-        .post_json(&format!("/api/ops/{op}/rollback"), &serde_json::json!({}))
-        .await?;
-    Ok(Output {
-        text: if json {
-            json_text(&answer)
-        } else {
-            events_text(&answer)
-        },
-        code: EXIT_OK,
-    })
-}
-
-/// `fleetweft claim OP`.
 pub async fn claim(
     client: &ApiClient,
     op: &str,
@@ -564,18 +565,6 @@ pub async fn claim(
     review_by: &str,
     json: bool,
 ) -> Result<Output, Failure> {
-    let answer: serde_json::Value = client
-        .post_json(
-            &format!("/api/ops/{op}/claim"),
-            &serde_json::json!({ "owner": owner, "review_by": review_by }),
-        )
-        .await?;
-    Ok(Output {
-        text: if json {
-            json_text(&answer)
-        } else {
-            events_text(&answer)
-        },
-        code: EXIT_OK,
-    })
+    let body = serde_json::json!({ "owner": owner, "review_by": review_by });
+    op_write(client, op, "claim", &body, json).await
 }

@@ -148,9 +148,10 @@ impl Fleet {
         assert!(self.children.insert(name.to_string(), child).is_none());
     }
 
-    fn start_agent(&mut self, node: &str) {
+    /// Write `node`'s agent config (the fleet's defaults) and return it.
+    fn agent_config(&self, node: &str) -> PathBuf {
         let i = NODES.iter().position(|n| *n == node).unwrap();
-        let config = demo::write_agent_config(
+        demo::write_agent_config(
             &self.dir,
             &self.pki,
             node,
@@ -158,54 +159,34 @@ impl Fleet {
             self.public_ports[i],
             None,
         )
-        .unwrap();
-        self.spawn(
-            node,
-            &agent_binary(),
-            &["--config".into(), config.display().to_string()],
-        );
+        .unwrap()
+    }
+
+    fn spawn_agent(&mut self, node: &str, config: &Path, extra: &[&str]) {
+        let mut args = vec!["--config".to_string(), config.display().to_string()];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        self.spawn(node, &agent_binary(), &args);
+    }
+
+    fn start_agent(&mut self, node: &str) {
+        let config = self.agent_config(node);
+        self.spawn_agent(node, &config, &[]);
     }
 
     /// Start `node`'s agent with a `[faults]` section (TOML lines) and
     /// `--allow-fault-injection`.
     fn start_agent_with_faults(&mut self, node: &str, faults: &str) {
-        let i = NODES.iter().position(|n| *n == node).unwrap();
-        let config = demo::write_agent_config(
-            &self.dir,
-            &self.pki,
-            node,
-            self.quic_port,
-            self.public_ports[i],
-            None,
-        )
-        .unwrap();
+        let config = self.agent_config(node);
         let mut text = std::fs::read_to_string(&config).unwrap();
         text.push_str(&format!("\n[faults]\n{faults}"));
         std::fs::write(&config, text).unwrap();
-        self.spawn(
-            node,
-            &agent_binary(),
-            &[
-                "--config".into(),
-                config.display().to_string(),
-                "--allow-fault-injection".into(),
-            ],
-        );
+        self.spawn_agent(node, &config, &["--allow-fault-injection"]);
     }
 
     /// Start `node`'s agent trusting `pubkey` instead of the fleet's
     /// bundle-signing key (a misconfigured node).
     fn start_agent_trusting(&mut self, node: &str, pubkey: &Path) {
-        let i = NODES.iter().position(|n| *n == node).unwrap();
-        let config = demo::write_agent_config(
-            &self.dir,
-            &self.pki,
-            node,
-            self.quic_port,
-            self.public_ports[i],
-            None,
-        )
-        .unwrap();
+        let config = self.agent_config(node);
         let fleet_key = format!(
             "{:?}",
             self.dir
@@ -217,11 +198,7 @@ impl Fleet {
         assert!(text.contains(&fleet_key), "{text}");
         let text = text.replace(&fleet_key, &format!("{:?}", pubkey.display().to_string()));
         std::fs::write(&config, text).unwrap();
-        self.spawn(
-            node,
-            &agent_binary(),
-            &["--config".into(), config.display().to_string()],
-        );
+        self.spawn_agent(node, &config, &[]);
     }
 
     /// SIGKILL a child and reap it.

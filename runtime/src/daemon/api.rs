@@ -886,6 +886,14 @@ fn optional_count(
     }
 }
 
+/// 404 for a path naming no op, saying what op ids look like.
+fn no_such_op(id: &str) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        format!("no op {id} (ids look like op0)"),
+    )
+}
+
 /// `POST /api/ops/{op}/resolve`: settle an op by hand with an observation,
 /// typed by the operator or taken by a fresh controller probe.
 async fn resolve_op(
@@ -923,10 +931,7 @@ async fn resolve_op(
         );
     }
     let Some(op) = op_id(&id) else {
-        return error(
-            StatusCode::NOT_FOUND,
-            format!("no op {id} (ids look like op0)"),
-        );
+        return no_such_op(&id);
     };
     let Some(snap) = api.core.snapshot().await else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
@@ -970,10 +975,7 @@ async fn roll_back_op(
         }
     }
     let Some(op) = op_id(&id) else {
-        return error(
-            StatusCode::NOT_FOUND,
-            format!("no op {id} (ids look like op0)"),
-        );
+        return no_such_op(&id);
     };
     respond(&api, Input::RollBack { op }).await
 }
@@ -1000,10 +1002,7 @@ async fn claim_op(
         }
     }
     let Some(op) = op_id(&id) else {
-        return error(
-            StatusCode::NOT_FOUND,
-            format!("no op {id} (ids look like op0)"),
-        );
+        return no_such_op(&id);
     };
     let review_by = texts.pop().unwrap_or_default();
     let owner = texts.pop().unwrap_or_default();
