@@ -138,10 +138,19 @@ pub async fn run(options: DemoOptions) -> anyhow::Result<bool> {
     let mut fleet = Fleet {
         children: Vec::new(),
     };
+    // Ctrl-C and a plain `kill` (SIGTERM, what `timeout` and service
+    // managers send) both stop every child before the demo exits; without
+    // the SIGTERM arm the controller and agents outlived the demo.
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
     let outcome = tokio::select! {
         result = story(&options, &mut fleet) => result,
         _ = tokio::signal::ctrl_c() => {
             say("\ninterrupted: stopping every process");
+            Ok(false)
+        }
+        _ = terminate.recv() => {
+            say("\nterminated: stopping every process");
             Ok(false)
         }
     };

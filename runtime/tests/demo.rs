@@ -141,3 +141,42 @@ fn lost_reply_is_answered_from_the_stored_decision() {
     log_verifies(&dir);
     no_children_left(&dir);
 }
+
+/// `kill` (SIGTERM) of a demo left running stops its controller and agents
+/// too: none outlives it.
+#[test]
+fn a_terminated_demo_leaves_no_process_behind() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    ensure_agent_binary();
+    let dir = tempfile::tempdir().expect("temp dir").keep().join("demo");
+    let mut demo = Command::new(fleetweft())
+        .args(["demo", "--scenario", "happy", "--keep-running", "--dir"])
+        .arg(&dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the demo");
+    let stdout = demo.stdout.take().expect("piped stdout");
+    let mut narration = String::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.expect("read the narration");
+        narration.push_str(&line);
+        narration.push('\n');
+        if line.contains("Ctrl-C stops it") {
+            break;
+        }
+    }
+    assert!(narration.contains("demo succeeded"), "{narration}");
+    let kill = Command::new("kill")
+        .args(["-TERM", &demo.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(kill.success());
+    let status = demo.wait().expect("reap the demo");
+    assert!(
+        status.code().is_some(),
+        "exited by itself after SIGTERM: {status}"
+    );
+    no_children_left(&dir);
+}
