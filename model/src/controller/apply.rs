@@ -4,8 +4,8 @@
 
 use super::event::Event;
 use super::state::{
-    Claim, ControllerState, EvidenceItem, EvidenceSource, Op, OpPhase, Outcome, Resolution,
-    Rollout, RolloutStatus, OP_EVIDENCE_MAX,
+    Claim, ControllerState, EvidenceItem, EvidenceSource, NodeObservation, Op, OpPhase, Outcome,
+    Resolution, Rollout, RolloutStatus, OP_EVIDENCE_MAX,
 };
 use crate::evidence::ProbeVerdict;
 use crate::msg::{Decision, ReportKind};
@@ -79,6 +79,7 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
                 failed_probe_seen: false,
                 claim: None,
                 commit_acted_on: false,
+                cause: None,
             });
             if let Some(r) = state.rollouts.get_mut(rollout.0 as usize) {
                 r.ops.push(*op);
@@ -131,6 +132,18 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
         Event::RestoreRequested { op } => {
             if let Some(o) = op_mut(state, op.0) {
                 o.phase = OpPhase::Restoring;
+                // The observation that made it restore, kept apart from the
+                // bounded evidence window so the cause survives (a proof
+                // names it after later evidence pushed it out).
+                if o.cause.is_none() {
+                    let release = o.release;
+                    o.cause = o
+                        .evidence
+                        .iter()
+                        .rev()
+                        .find(|e| !e.observation.proves_serving(release))
+                        .copied();
+                }
             }
         }
         Event::OpUnknown { op, reason } => {
@@ -149,6 +162,8 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
             if record.live_op == Some(*op) {
                 record.live_op = None;
             }
+            // The op's settling evidence is newer than any earlier look.
+            record.observed = None;
             record.confirmed = match outcome {
                 Outcome::Verified | Outcome::Resolved(Resolution::ConfirmNew) => Some(release),
                 Outcome::RolledBack
@@ -168,6 +183,18 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
                     review_by: review_by.clone(),
                 });
             }
+        }
+        Event::NodeObserved {
+            node,
+            observation,
+            source,
+            at_ms,
+        } => {
+            state.nodes.entry(*node).or_default().observed = Some(NodeObservation {
+                observation: *observation,
+                source: *source,
+                at_ms: *at_ms,
+            });
         }
         Event::NodeHello { node, serving, .. } => {
             state.nodes.entry(*node).or_default().reported_serving = *serving;

@@ -2,7 +2,7 @@
 //! to the durable log before it is applied, and nothing it reveals leaves the
 //! controller before that (S7).
 
-use super::state::{Outcome, PauseReason, UnknownReason};
+use super::state::{ObservationSource, Outcome, PauseReason, UnknownReason};
 use crate::evidence::RouteObservation;
 use crate::ids::{Digest, Generation, NodeId, OpId, RolloutId};
 use crate::msg::{Decision, ReportKind};
@@ -128,6 +128,17 @@ pub enum Event {
     RollBackOrdered {
         op: OpId,
     },
+    /// A fresh observation of a node with no live op (a readback, a
+    /// controller probe, an operator's look), at the controller's wall-clock
+    /// `at_ms`. Changes no op: it is the node's latest observation, which
+    /// may show the node drifted from its confirmed release. Appended last
+    /// so older logs decode.
+    NodeObserved {
+        node: NodeId,
+        observation: RouteObservation,
+        source: ObservationSource,
+        at_ms: u64,
+    },
 }
 
 impl fmt::Display for Event {
@@ -240,6 +251,15 @@ impl fmt::Display for Event {
                 owner: None,
             } => write!(f, "{node} spoke about an unknown op {op}: ignored"),
             Event::RollBackOrdered { op } => write!(f, "operator orders {op} rolled back"),
+            Event::NodeObserved {
+                node,
+                observation,
+                source,
+                at_ms,
+            } => write!(
+                f,
+                "{node} observed ({source:?}, at {at_ms} ms): {observation}"
+            ),
         }
     }
 }

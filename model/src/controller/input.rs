@@ -1,7 +1,7 @@
 //! Inputs to the controller core. Time is an input too: the runtime turns an
 //! op's deadline into [`Input::Timeout`]; the core never reads a clock.
 
-use super::state::Resolution;
+use super::state::{ObservationSource, Resolution};
 use crate::evidence::RouteObservation;
 use crate::ids::{NodeId, OpId, RolloutId};
 use crate::msg::ToController;
@@ -46,4 +46,15 @@ pub enum Input {
     /// probe proves the baseline (S9). Allowed while the op holds its slot
     /// with a stored Commit and a baseline; the rollout is paused.
     RollBack { op: OpId },
+    /// A fresh observation of `node` made at the controller's wall-clock
+    /// `now_ms` (a readback, a controller probe or an operator's look). On a
+    /// node with a live op it is evidence for that op, as a controller probe
+    /// is; otherwise it is recorded as the node's latest observation, at
+    /// most one per [`super::OBSERVATION_INTERVAL_MIN_MS`].
+    Observe {
+        node: NodeId,
+        observation: RouteObservation,
+        source: ObservationSource,
+        now_ms: u64,
+    },
 }

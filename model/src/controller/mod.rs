@@ -13,7 +13,7 @@ pub use effects::{current_command, effects, Effect};
 pub use event::Event;
 pub use input::Input;
 pub use state::*;
-pub use step::{decision_for, progress, step, Refusal};
+pub use step::{decision_for, operator_actions, progress, step, OperatorAction, Refusal};
 
 /// Rebuild a controller state by folding events in order: what a restart
 /// does with the durable log.

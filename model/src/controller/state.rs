@@ -147,6 +147,14 @@ pub struct Op {
     /// but the agent's own restore report (see [`Op::commit_may_still_land`]).
     #[serde(default)]
     pub commit_acted_on: bool,
+    /// The observation that made the op restore its baseline (the first
+    /// wrong answer, the restart loop, the unreachable route): kept apart
+    /// from the bounded [`Op::evidence`] window, so a proof can still name
+    /// the cause after later evidence pushed it out. `None` when the restore
+    /// was ordered without a failed observation (an operator's roll back
+    /// of a passing release) or never requested.
+    #[serde(default)]
+    pub cause: Option<EvidenceItem>,
 }
 
 /// An operator's ownership of an unsettled op.
@@ -189,6 +197,34 @@ impl Op {
     }
 }
 
+/// Who observed a node outside of any op (SPEC §10: proof is a readback).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum ObservationSource {
+    /// The controller probed the public route and the agent answered a
+    /// readback (artifact re-hash, process uptime and restarts).
+    ReadBack,
+    /// The controller probed the public route; the agent did not answer the
+    /// readback, so the artifact and the process were not observed.
+    ControllerProbe,
+    /// An operator recorded what they saw.
+    Operator,
+}
+
+/// A recorded observation of a node, with the controller's wall-clock time
+/// it was made at (time is an input: the runtime supplies it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct NodeObservation {
+    pub observation: RouteObservation,
+    pub source: ObservationSource,
+    /// Milliseconds since the Unix epoch, by the controller's clock.
+    pub at_ms: u64,
+}
+
+/// The least time between two recorded observations of one node, in
+/// milliseconds: the bound that keeps readers, verifiers and operators from
+/// flooding the log (at most 6 `NodeObserved` per node per minute).
+pub const OBSERVATION_INTERVAL_MIN_MS: u64 = 10_000;
+
 /// What the controller knows of a node.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct NodeRecord {
@@ -198,6 +234,54 @@ pub struct NodeRecord {
     pub confirmed: Option<Digest>,
     /// The node's unsettled op, if any (S2).
     pub live_op: Option<OpId>,
+    /// The latest observation recorded since the node's last op settled
+    /// (`NodeObserved`); cleared when an op of the node settles, whose own
+    /// evidence is newer.
+    #[serde(default)]
+    pub observed: Option<NodeObservation>,
+}
+
+impl NodeRecord {
+    /// The recorded observation that contradicts the node's confirmed
+    /// release, if any: the node is *drifted*. Only a node with no live op
+    /// and a confirmed release can drift (a live op's evidence is judged by
+    /// the op). Contradicts = does not prove the confirmed release serving
+    /// (another identity, no identity, a wrong answer, no answer), or reads
+    /// back another artifact or an altered app file. History is not
+    /// rewritten: the op that confirmed the release stays settled as it was.
+    pub fn drift(&self) -> Option<&NodeObservation> {
+        if self.live_op.is_some() {
+            return None;
+        }
+        let confirmed = self.confirmed?;
+        let seen = self.observed.as_ref()?;
+        (!observation_confirms(&seen.observation, confirmed)).then_some(seen)
+    }
+
+    /// What the next op granted to this node restores on failure: what was
+    /// last proven serving. A drifted node's baseline is what was observed
+    /// serving (a passing route's identity), or nothing when the observation
+    /// proves nothing serving; never the old claim.
+    pub fn baseline(&self) -> Option<Digest> {
+        match self.drift() {
+            Some(seen) if seen.observation.verdict == crate::ProbeVerdict::Pass => {
+                seen.observation.identity
+            }
+            Some(_) => None,
+            None => self.confirmed.or(self.reported_serving),
+        }
+    }
+}
+
+/// Whether `o` shows `release` serving and nothing read back contradicts
+/// it (an artifact that is not read counts as no contradiction).
+pub fn observation_confirms(o: &RouteObservation, release: Digest) -> bool {
+    let artifact_agrees = match o.artifact {
+        None | Some(crate::ArtifactRead::Unreadable) => true,
+        Some(crate::ArtifactRead::Digest(d)) => d == release,
+        Some(crate::ArtifactRead::AppFileAltered(_)) => false,
+    };
+    o.proves_serving(release) && artifact_agrees
 }
 
 /// The controller's whole state.
@@ -249,6 +333,55 @@ impl ControllerState {
             .iter()
             .filter_map(|id| self.op(*id))
             .find(|op| op.node == node)
+    }
+
+    /// The latest rollout whose plan includes `node`: what is intended for
+    /// it (a proof judges the node against this rollout's release).
+    pub fn intended_rollout(&self, node: NodeId) -> Option<&Rollout> {
+        self.rollouts
+            .iter()
+            .rev()
+            .find(|r| r.plan.nodes().any(|n| n == node))
+    }
+
+    /// The rollout is active, its plan has an approval gate after the
+    /// canary, the canary passed and no operator approved yet: the one state
+    /// in which `Input::Approve` is accepted.
+    pub fn awaiting_approval(&self, rollout: RolloutId) -> bool {
+        self.rollout(rollout).is_some_and(|r| {
+            r.status == RolloutStatus::Active
+                && r.plan.approval_after_canary
+                && !r.approved
+                && self
+                    .rollout_op_for(r.id, r.plan.canary)
+                    .is_some_and(Op::passed)
+        })
+    }
+
+    /// The release a look at `node`'s route is judged as (whose probe spec
+    /// applies), and the other release that may legitimately answer
+    /// instead. While the node has a live op either of the op's releases
+    /// can serve: the baseline before the switch, after an abort and while
+    /// restoring, the new release otherwise. Without one: what was last
+    /// proven there, else the release of the rollout intended for it.
+    pub fn releases_to_judge(&self, node: NodeId) -> (Option<Digest>, Option<Digest>) {
+        let record = self.nodes.get(&node);
+        match record.and_then(|r| r.live_op).and_then(|op| self.op(op)) {
+            Some(o) => {
+                let before_switch = matches!(o.phase, OpPhase::Granted | OpPhase::Restoring)
+                    || o.decision == Some(Decision::Abort);
+                match (before_switch, o.baseline) {
+                    (true, Some(b)) => (Some(b), Some(o.release)),
+                    (_, b) => (Some(o.release), b),
+                }
+            }
+            None => (
+                record
+                    .and_then(|r| r.confirmed)
+                    .or_else(|| self.intended_rollout(node).map(|r| r.plan.release)),
+                None,
+            ),
+        }
     }
 
     /// The next op id the controller will allocate.

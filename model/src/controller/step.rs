@@ -47,6 +47,14 @@ pub enum Refusal {
     NoBaseline(OpId),
     /// Roll back an op whose restore was already requested.
     AlreadyRestoring(OpId),
+    /// An observation of a node arrived sooner than
+    /// [`super::state::OBSERVATION_INTERVAL_MIN_MS`] after the last one
+    /// recorded: not recorded (the log stays bounded), nothing changes.
+    /// `retry_after_ms` is how long to wait. Appended last.
+    ObservedTooSoon {
+        node: NodeId,
+        retry_after_ms: u64,
+    },
 }
 
 impl fmt::Display for Refusal {
@@ -83,6 +91,14 @@ impl fmt::Display for Refusal {
             Refusal::AlreadyRestoring(op) => {
                 write!(f, "{op} is already being rolled back")
             }
+            Refusal::ObservedTooSoon {
+                node,
+                retry_after_ms,
+            } => write!(
+                f,
+                "an observation of {node} was recorded less than {} ms ago (one per node per interval keeps the log bounded): not recorded; try again in {retry_after_ms} ms",
+                super::state::OBSERVATION_INTERVAL_MIN_MS
+            ),
             Refusal::RestoreMayStillLand(op) => write!(
                 f,
                 "{op} is being restored: its node may still put the baseline back, so the new release cannot be confirmed: confirm-baseline once the baseline serves, or abandon"
@@ -184,11 +200,8 @@ fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal>
             Ok(vec![Event::RolloutResumed { rollout: *rollout }])
         }
         Input::Approve { rollout } => {
-            let r = active(state, *rollout)?;
-            let canary_passed = state
-                .rollout_op_for(r.id, r.plan.canary)
-                .is_some_and(Op::passed);
-            if !r.plan.approval_after_canary || r.approved || !canary_passed {
+            active(state, *rollout)?;
+            if !state.awaiting_approval(*rollout) {
                 return Err(Refusal::NotAwaitingApproval(*rollout));
             }
             Ok(vec![Event::RolloutApproved { rollout: *rollout }])
@@ -265,6 +278,12 @@ fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal>
         Input::FromAgent { node, msg } => Ok(from_agent(state, *node, msg)),
         Input::RouteProbed { node, observation } => Ok(route_probed(state, *node, observation)),
         Input::RollBack { op } => roll_back(state, *op),
+        Input::Observe {
+            node,
+            observation,
+            source,
+            now_ms,
+        } => observe(state, *node, observation, *source, *now_ms),
         Input::Timeout { op } => Ok(match state.op(*op) {
             // Silence never settles and never frees a slot (S3): it only
             // makes the op UNKNOWN. A second timeout changes nothing.
@@ -475,6 +494,41 @@ fn route_probed(
     events
 }
 
+/// A fresh observation of a node. With a live op it is that op's evidence,
+/// exactly as the controller's own probe (the model has one meaning for a
+/// look at a route). Without one it is recorded as the node's latest
+/// observation, at most one per node per `OBSERVATION_INTERVAL_MIN_MS`
+/// (a clock that went backwards counts as too soon): drift is judged on it
+/// by [`super::state::NodeRecord::drift`], and no op changes.
+fn observe(
+    state: &ControllerState,
+    node: NodeId,
+    observation: &RouteObservation,
+    source: super::state::ObservationSource,
+    now_ms: u64,
+) -> Result<Vec<Event>, Refusal> {
+    let record = state.nodes.get(&node);
+    if record.is_some_and(|r| r.live_op.is_some()) {
+        return Ok(route_probed(state, node, observation));
+    }
+    let last_ms = record.and_then(|r| r.observed).map(|seen| seen.at_ms);
+    if let Some(last_ms) = last_ms {
+        let next_ms = last_ms.saturating_add(super::state::OBSERVATION_INTERVAL_MIN_MS);
+        if now_ms < next_ms {
+            return Err(Refusal::ObservedTooSoon {
+                node,
+                retry_after_ms: next_ms - now_ms.max(last_ms),
+            });
+        }
+    }
+    Ok(vec![Event::NodeObserved {
+        node,
+        observation: *observation,
+        source,
+        at_ms: now_ms,
+    }])
+}
+
 /// The operator's roll back: the same restore a failed canary probe asks
 /// for (and the same proof needed to settle it, S9), recorded as ordered by
 /// the operator. Only an op whose node may have switched (a stored Commit)
@@ -529,6 +583,54 @@ fn unknown(op: &Op, reason: UnknownReason) -> Vec<Event> {
     } else {
         vec![Event::OpUnknown { op: op.id, reason }]
     }
+}
+
+/// Something an operator can do about an unsettled op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum OperatorAction {
+    /// `Input::RollBack`.
+    RollBack,
+    /// `Input::Resolve` with `Resolution::ConfirmNew`, given an observation
+    /// that shows the new release serving.
+    ConfirmNew,
+    /// `Input::Resolve` with `Resolution::ConfirmBaseline`, given an
+    /// observation that shows the baseline serving.
+    ConfirmBaseline,
+    /// `Input::Resolve` with `Resolution::Abandon`.
+    Abandon,
+}
+
+/// What `step` would accept about `op` now, found by asking it (with the
+/// observation each resolution needs), so no surface restates a refusal.
+pub fn operator_actions(state: &ControllerState, op: OpId) -> Vec<OperatorAction> {
+    let Some(o) = state.op(op) else {
+        return Vec::new();
+    };
+    let resolve = |resolution, release: Option<crate::ids::Digest>| Input::Resolve {
+        op,
+        observation: release.map_or(
+            RouteObservation::new(ProbeVerdict::Unreachable, None, false),
+            RouteObservation::passing,
+        ),
+        resolution,
+    };
+    let candidates = [
+        (OperatorAction::RollBack, Input::RollBack { op }),
+        (
+            OperatorAction::ConfirmNew,
+            resolve(Resolution::ConfirmNew, Some(o.release)),
+        ),
+        (
+            OperatorAction::ConfirmBaseline,
+            resolve(Resolution::ConfirmBaseline, o.baseline),
+        ),
+        (OperatorAction::Abandon, resolve(Resolution::Abandon, None)),
+    ];
+    candidates
+        .into_iter()
+        .filter(|(_, input)| decide(state, input).is_ok())
+        .map(|(action, _)| action)
+        .collect()
 }
 
 /// Grants and completion that the current state allows, as events. Called at
@@ -586,13 +688,15 @@ fn grant(
     if record.live_op.is_some() {
         return None;
     }
+    // A drifted node's baseline is what was observed there, never the old
+    // claim (SPEC §10, proof is a readback).
     Some(Event::OpGranted {
         op: state.next_op_id(),
         rollout,
         node,
         release: r.plan.release,
         generation: r.generation,
-        baseline: record.confirmed.or(record.reported_serving),
+        baseline: record.baseline(),
         is_canary,
     })
 }
