@@ -1,0 +1,698 @@
+//! Deployment proof (SPEC §6, §10): five verdicts, their reason codes and the
+//! evidence checks behind them. Pure: no IO, no clock; depends on `model`
+//! only, so the model checker judges with the very same function the
+//! controller serves.
+//!
+//! # A proof is a readback
+//!
+//! [`live_node_proof`] judges evidence gathered when the question is asked
+//! ([`Fresh`]): the controller's probe of the public route (status, answer,
+//! `X-Fleetweft-Release` identity, judged by the probe spec of the release the
+//! node should serve) and the agent's readback (re-hash of the installed
+//! bundle behind the route and of the app file that is started, process
+//! uptime and restart count). Something that could not be read is evidence
+//! too: it is shown as "could not read", never replaced by an older value.
+//! [`recorded_node_proof`] (`--cached`) judges what was recorded instead:
+//! the node's latest recorded observation (`NodeObserved`) when it is newer
+//! than the op's settlement, else the op's own evidence. Every check says
+//! where its observation came from ([`Origin`]) and, where the log has it,
+//! when it was made.
+//!
+//! # Intent
+//!
+//! The *intended release* of a node is the release of the latest rollout whose
+//! plan includes the node ([`model::controller::ControllerState::intended_rollout`]);
+//! the *intended op* is the latest op that rollout granted to the node.
+//! [`rollout_proof`] judges every node of one rollout against that rollout.
+//!
+//! # Evidence items
+//!
+//! - `artifact digest`: what was read back from disk behind the route:
+//!   another digest => [`ReasonCode::DigestMismatch`]; unreadable =>
+//!   [`ReasonCode::DigestUnreadable`]; the intended bundle but an altered app
+//!   file => [`ReasonCode::AppFileMismatch`]; the agent did not answer a
+//!   readback => could not read, [`ReasonCode::ReadbackUnavailable`]. Only a
+//!   recorded proof of an op's evidence falls back to what the agent's report
+//!   claims it put in place (`Switched` claims the op's release; `Restored`,
+//!   `NotApplied` and `Refused` the baseline).
+//! - `process`: expected `running, at most N restarts` (N =
+//!   [`model::evidence::PROCESS_RESTARTS_MAX`]). A restart count above N, or a
+//!   dead process behind a route that does not answer => false,
+//!   [`ReasonCode::RestartLoop`]; a dead-looking process while the route
+//!   answers => false, [`ReasonCode::ProcessUnhealthy`], informational only
+//!   (S11: a process's looks are not evidence). Unobserved numbers never turn
+//!   a verdict into `partially-verified`.
+//! - `health probe` and `route identity`: [`judge_route`], the same function
+//!   `fleetweft probe` prints. Pass => true; wrong answer =>
+//!   [`ReasonCode::ProbeWrongAnswer`]; an error status from the stamping proxy
+//!   => [`ReasonCode::ProbeNon2xx`]; no answer => could not read,
+//!   [`ReasonCode::ProbeUnreachable`]; another identity =>
+//!   [`ReasonCode::RouteIdentityMismatch`]; no identity although something
+//!   answered => could not read, [`ReasonCode::DigestUnreadable`].
+//!
+//! "Could not read" (`ok: None`) and "read something else" (`ok: Some(false)`)
+//! never share a reason code.
+//!
+//! # Verdicts, first match wins
+//!
+//! 1. No rollout includes the node => `unverified` ([`ReasonCode::NotInRollout`]).
+//! 2. The intended rollout has not granted the node an op: `stale`
+//!    ([`ReasonCode::SupersededOp`]) when the judged observation passed and
+//!    the node's confirmed release is not the intended one, else `unverified`
+//!    ([`ReasonCode::OpNotGranted`]).
+//! 3. The op is UNKNOWN => `unverified` ([`ReasonCode::OpUnknown`]).
+//! 4. The op settled `Resolved(Abandon)` => `unverified` ([`ReasonCode::Abandoned`]).
+//! 5. The op settled `RolledBack` and kept the observation that caused the
+//!    restore ([`model::controller::Op::cause`]): that observation contradicts
+//!    the intent => `failed` with its reason, listed as the check `new release
+//!    before rollback`, whatever serves now. The op settled `RolledBack`,
+//!    `NotApplied` or `Resolved(ConfirmBaseline)` without such a cause, the
+//!    confirmed release is not the intended one and the judged observation
+//!    passed => `stale` ([`ReasonCode::RolledBack`] or [`ReasonCode::NotApplied`]).
+//! 6. No observation => `unverified` ([`ReasonCode::NoEvidence`], or
+//!    [`ReasonCode::OpNotSettled`] while the op still holds its slot).
+//! 7. A counted check is false => `failed`; its reason is the route identity
+//!    mismatch when there is one (a route answering as another release
+//!    explains a wrong answer), else the first false check's.
+//! 8. The op is not settled => `unverified` ([`ReasonCode::OpNotSettled`]).
+//! 9. The op passed: some check could not be read => `partially-verified`
+//!    (the first unreadable check's reason); every check true and the judged
+//!    observation proves the intended release serving => `verified`.
+//! 10. Anything else => `unverified` ([`ReasonCode::NoEvidence`]).
+//!
+//! A rollout's verdict is the worst of its nodes' verdicts in the order
+//! `failed` < `unverified` < `partially-verified` < `stale` < `verified`
+//! ([`Verdict::rank`]); a rollout with no nodes is `unverified`.
+//!
+//! # What a proof does not prove
+//!
+//! A live verdict is about the moment of its readback: the route and the
+//! agent could change a millisecond later. Periodic re-verification and drift
+//! narrow that window; nothing closes it.
+
+use model::controller::{
+    ControllerState, EvidenceSource, NodeObservation, ObservationSource, Op, OpPhase, Outcome,
+    Resolution, Rollout,
+};
+use model::{Digest, NodeId, ProbeVerdict, ReportKind, RolloutId, RouteObservation};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+mod view;
+use view::View;
+pub use view::{merge_readback, Fresh, Origin, ProofMode};
+
+/// One of the five answers of SPEC §6.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Every evidence item was read and matches the intent.
+    Verified,
+    /// What could be read matches; something could not be read.
+    PartiallyVerified,
+    /// Not enough evidence to tell.
+    Unverified,
+    /// Healthy, but not the intended release or op.
+    Stale,
+    /// An observation contradicts the intent.
+    Failed,
+}
+
+impl Verdict {
+    /// Position in the "worst first" order used for rollouts: `failed` (0) <
+    /// `unverified` < `partially-verified` < `stale` < `verified` (4).
+    pub fn rank(self) -> u8 {
+        match self {
+            Verdict::Failed => 0,
+            Verdict::Unverified => 1,
+            Verdict::PartiallyVerified => 2,
+            Verdict::Stale => 3,
+            Verdict::Verified => 4,
+        }
+    }
+
+    /// The kebab-case name, as serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Verified => "verified",
+            Verdict::PartiallyVerified => "partially-verified",
+            Verdict::Unverified => "unverified",
+            Verdict::Stale => "stale",
+            Verdict::Failed => "failed",
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a check or a verdict is not plainly "ok".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasonCode {
+    /// The route answered as another release (read, and wrong).
+    RouteIdentityMismatch,
+    /// No release identity could be read (could not read).
+    DigestUnreadable,
+    /// Another artifact is in place (read, and wrong).
+    DigestMismatch,
+    /// The installed bundle is the intended one, but the app file started
+    /// from it differs from the app inside the bundle (read, and wrong).
+    AppFileMismatch,
+    /// The supervisor restarted the process more often than its bound
+    /// ([`model::evidence::PROCESS_RESTARTS_MAX`]), or the process is down
+    /// and the route does not answer.
+    RestartLoop,
+    /// The process looked dead while the route answered (informational).
+    ProcessUnhealthy,
+    /// The node's proxy answered with an error status.
+    ProbeNon2xx,
+    /// The service answered, but not what the probe spec expects.
+    ProbeWrongAnswer,
+    /// No answer from the public route (could not read).
+    ProbeUnreachable,
+    /// No observation was recorded for the op.
+    NoEvidence,
+    /// The op's outcome cannot be told from the evidence.
+    OpUnknown,
+    /// The op still holds its slot, waiting for settling evidence.
+    OpNotSettled,
+    /// The intended rollout has not granted this node an op yet.
+    OpNotGranted,
+    /// The node still serves the release of an older, superseded op.
+    SupersededOp,
+    /// The op was rolled back to the baseline (or an operator confirmed it).
+    RolledBack,
+    /// The op was aborted before switching; the baseline stayed.
+    NotApplied,
+    /// An operator took the node out of the rollout; serving state unknown.
+    Abandoned,
+    /// No rollout includes this node.
+    NotInRollout,
+    /// The agent did not answer the readback (not connected, timed out):
+    /// the artifact and the process could not be read now.
+    ReadbackUnavailable,
+}
+
+impl ReasonCode {
+    /// Every reason code, for tests and documentation.
+    pub const ALL: [ReasonCode; 19] = [
+        ReasonCode::RouteIdentityMismatch,
+        ReasonCode::DigestUnreadable,
+        ReasonCode::DigestMismatch,
+        ReasonCode::AppFileMismatch,
+        ReasonCode::RestartLoop,
+        ReasonCode::ProcessUnhealthy,
+        ReasonCode::ProbeNon2xx,
+        ReasonCode::ProbeWrongAnswer,
+        ReasonCode::ProbeUnreachable,
+        ReasonCode::NoEvidence,
+        ReasonCode::OpUnknown,
+        ReasonCode::OpNotSettled,
+        ReasonCode::OpNotGranted,
+        ReasonCode::SupersededOp,
+        ReasonCode::RolledBack,
+        ReasonCode::NotApplied,
+        ReasonCode::Abandoned,
+        ReasonCode::NotInRollout,
+        ReasonCode::ReadbackUnavailable,
+    ];
+
+    /// The snake_case name, as serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasonCode::RouteIdentityMismatch => "route_identity_mismatch",
+            ReasonCode::DigestUnreadable => "digest_unreadable",
+            ReasonCode::DigestMismatch => "digest_mismatch",
+            ReasonCode::AppFileMismatch => "app_file_mismatch",
+            ReasonCode::RestartLoop => "restart_loop",
+            ReasonCode::ProcessUnhealthy => "process_unhealthy",
+            ReasonCode::ProbeNon2xx => "probe_non2xx",
+            ReasonCode::ProbeWrongAnswer => "probe_wrong_answer",
+            ReasonCode::ProbeUnreachable => "probe_unreachable",
+            ReasonCode::NoEvidence => "no_evidence",
+            ReasonCode::OpUnknown => "op_unknown",
+            ReasonCode::OpNotSettled => "op_not_settled",
+            ReasonCode::OpNotGranted => "op_not_granted",
+            ReasonCode::SupersededOp => "superseded_op",
+            ReasonCode::RolledBack => "rolled_back",
+            ReasonCode::NotApplied => "not_applied",
+            ReasonCode::Abandoned => "abandoned",
+            ReasonCode::NotInRollout => "not_in_rollout",
+            ReasonCode::ReadbackUnavailable => "readback_unavailable",
+        }
+    }
+}
+
+impl fmt::Display for ReasonCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What one look at a route says against the release it should answer as:
+/// the verdict of `fleetweft probe` and the `health probe` and `route
+/// identity` checks of a proof, from this one function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RouteJudgement {
+    /// The expected answer, identifying as the expected release.
+    Pass,
+    /// The expected answer, identifying as another release.
+    WrongIdentity,
+    /// The expected answer with no identity: not evidence.
+    NoIdentity,
+    /// The service answered, but not what the probe spec expects.
+    WrongAnswer,
+    /// The stamping proxy answered with an error status.
+    Non2xx,
+    /// Nothing answered.
+    Unreachable,
+}
+
+impl RouteJudgement {
+    /// The operator's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RouteJudgement::Pass => "pass",
+            RouteJudgement::WrongIdentity => "wrong identity",
+            RouteJudgement::NoIdentity => "no identity",
+            RouteJudgement::WrongAnswer => "wrong answer",
+            RouteJudgement::Non2xx => "error status",
+            RouteJudgement::Unreachable => "unreachable",
+        }
+    }
+
+    /// Only a pass proves the release serving.
+    pub fn passed(self) -> bool {
+        self == RouteJudgement::Pass
+    }
+}
+
+/// Judge one observation of a route against `expected`, the release it
+/// should answer as (SPEC §6: a 200 from the wrong release is not evidence).
+pub fn judge_route(o: &RouteObservation, expected: Digest) -> RouteJudgement {
+    match (o.verdict, o.identity) {
+        (ProbeVerdict::Pass, Some(d)) if d == expected => RouteJudgement::Pass,
+        (ProbeVerdict::Pass, Some(_)) => RouteJudgement::WrongIdentity,
+        (ProbeVerdict::Pass, None) => RouteJudgement::NoIdentity,
+        (ProbeVerdict::WrongAnswer, _) => RouteJudgement::WrongAnswer,
+        (ProbeVerdict::Unreachable, Some(_)) => RouteJudgement::Non2xx,
+        (ProbeVerdict::Unreachable, None) => RouteJudgement::Unreachable,
+    }
+}
+
+/// One evidence item: what was expected, what was observed, where and when.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvidenceCheck {
+    /// `"artifact digest"`, `"process"`, `"health probe"`, `"route identity"`
+    /// or `"new release before rollback"`.
+    pub item: String,
+    /// What the intent requires, if it can be said.
+    pub expected: Option<String>,
+    /// What was read, if anything.
+    pub observed: Option<String>,
+    /// `Some(true)` matches, `Some(false)` contradicts, `None` could not read.
+    pub ok: Option<bool>,
+    /// Why it is not plainly ok.
+    pub reason: Option<ReasonCode>,
+    /// Where the observation came from.
+    pub origin: Origin,
+    /// When it was observed, in milliseconds since the Unix epoch by the
+    /// controller's clock; `None` when the log does not say (evidence
+    /// recorded with an op carries no time).
+    pub observed_at_ms: Option<u64>,
+}
+
+/// The proof for one node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeProof {
+    /// The node's name.
+    pub node: String,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// The verdict's main reason; `None` when verified.
+    pub reason: Option<ReasonCode>,
+    /// Hex digest of the intended release, if any rollout includes the node.
+    pub intended_release: Option<String>,
+    /// The intended op, like `"op3"`.
+    pub op: Option<String>,
+    /// Read back now, or taken from what was recorded.
+    pub mode: ProofMode,
+    /// The evidence items.
+    pub checks: Vec<EvidenceCheck>,
+    /// The node's recorded observation contradicts its confirmed release.
+    pub drifted: bool,
+    /// One line for humans.
+    pub summary: String,
+}
+
+/// The proof for one rollout: the worst of its nodes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RolloutProof {
+    /// The rollout, like `"r0"`.
+    pub rollout: String,
+    /// The worst node verdict (see [`Verdict::rank`]).
+    pub verdict: Verdict,
+    /// Every node of the plan, canary first.
+    pub nodes: Vec<NodeProof>,
+}
+
+/// The proof for `node` judged on `fresh`, evidence read back now.
+pub fn live_node_proof(
+    state: &ControllerState,
+    node: NodeId,
+    name: &str,
+    fresh: &Fresh,
+) -> NodeProof {
+    let view = View::live(fresh);
+    match state.intended_rollout(node) {
+        Some(r) => proof_in(state, r, node, name, ProofMode::Live, Some(view)),
+        None => not_in_rollout(state, node, name, ProofMode::Live),
+    }
+}
+
+/// The proof for `node` judged on recorded evidence (`--cached`): its latest
+/// recorded observation when newer than the op's settlement, else the op's.
+pub fn recorded_node_proof(state: &ControllerState, node: NodeId, name: &str) -> NodeProof {
+    match state.intended_rollout(node) {
+        Some(r) => proof_in(state, r, node, name, ProofMode::Recorded, None),
+        None => not_in_rollout(state, node, name, ProofMode::Recorded),
+    }
+}
+
+/// The proof for every node of `rollout`, each judged against this rollout's
+/// release, on fresh evidence where `fresh` has it for the node and on what
+/// was recorded otherwise. `None` if the rollout does not exist.
+pub fn rollout_proof(
+    state: &ControllerState,
+    rollout: RolloutId,
+    names: &dyn Fn(NodeId) -> String,
+    fresh: &dyn Fn(NodeId) -> Option<Fresh>,
+) -> Option<RolloutProof> {
+    let r = state.rollout(rollout)?;
+    let nodes: Vec<NodeProof> = r
+        .plan
+        .nodes()
+        .map(|n| match fresh(n) {
+            Some(f) => proof_in(
+                state,
+                r,
+                n,
+                &names(n),
+                ProofMode::Live,
+                Some(View::live(&f)),
+            ),
+            None => proof_in(state, r, n, &names(n), ProofMode::Recorded, None),
+        })
+        .collect();
+    let verdict = nodes
+        .iter()
+        .map(|p| p.verdict)
+        .min_by_key(|v| v.rank())
+        .unwrap_or(Verdict::Unverified);
+    Some(RolloutProof {
+        rollout: r.id.to_string(),
+        verdict,
+        nodes,
+    })
+}
+
+fn not_in_rollout(state: &ControllerState, node: NodeId, name: &str, mode: ProofMode) -> NodeProof {
+    NodeProof {
+        node: name.to_string(),
+        verdict: Verdict::Unverified,
+        reason: Some(ReasonCode::NotInRollout),
+        intended_release: None,
+        op: None,
+        mode,
+        checks: Vec::new(),
+        drifted: drifted(state, node),
+        summary: format!("{name}: no rollout includes this node"),
+    }
+}
+
+fn drifted(state: &ControllerState, node: NodeId) -> bool {
+    state.nodes.get(&node).is_some_and(|n| n.drift().is_some())
+}
+
+/// The node's recorded observation, when it is the newest thing known of the
+/// node (it is cleared when an op of the node settles).
+fn node_observation(state: &ControllerState, node: NodeId) -> Option<&NodeObservation> {
+    state
+        .nodes
+        .get(&node)
+        .filter(|n| n.live_op.is_none())
+        .and_then(|n| n.observed.as_ref())
+}
+
+fn proof_in(
+    state: &ControllerState,
+    r: &Rollout,
+    node: NodeId,
+    name: &str,
+    mode: ProofMode,
+    live: Option<View>,
+) -> NodeProof {
+    let intended = r.plan.release;
+    let op = r
+        .ops
+        .iter()
+        .rev()
+        .filter_map(|id| state.op(*id))
+        .find(|op| op.node == node);
+    let confirmed = state.nodes.get(&node).and_then(|n| n.confirmed);
+    let recorded = node_observation(state, node).map(View::observed);
+    let (verdict, reason, checks, op_name) = match op {
+        Some(op) => {
+            let view = live.or(recorded).or_else(|| View::of_op(op));
+            let mut checks = view.as_ref().map_or_else(Vec::new, |v| v.checks(intended));
+            let cause = rollback_cause(op, intended);
+            checks.extend(cause.clone());
+            let (verdict, reason) = judge(op, intended, confirmed, view.as_ref(), &checks, cause);
+            (verdict, reason, checks, Some(op.id.to_string()))
+        }
+        None => {
+            // Not granted yet: judge what serves (now, or as last recorded
+            // of the node's latest older op).
+            let view = live.or(recorded).or_else(|| {
+                state
+                    .ops
+                    .iter()
+                    .rev()
+                    .find(|o| {
+                        o.node == node
+                            && state
+                                .rollout(o.rollout)
+                                .is_some_and(|or| or.generation < r.generation)
+                    })
+                    .and_then(View::of_op)
+            });
+            let checks = view.as_ref().map_or_else(Vec::new, |v| v.checks(intended));
+            let healthy = view
+                .as_ref()
+                .is_some_and(|v| v.obs.verdict == ProbeVerdict::Pass);
+            let (verdict, reason) = if healthy && confirmed != Some(intended) {
+                (Verdict::Stale, ReasonCode::SupersededOp)
+            } else {
+                (Verdict::Unverified, ReasonCode::OpNotGranted)
+            };
+            (verdict, Some(reason), checks, None)
+        }
+    };
+    let mut summary = summarize(name, verdict, reason, intended, op_name.as_deref(), &checks);
+    // Why the node never applied it, in the agent's words (SPEC §5, §8).
+    let refused = op.and_then(|o| {
+        o.evidence.iter().rev().find_map(|e| match e.source {
+            EvidenceSource::Agent(ReportKind::Refused(why)) => Some(why),
+            _ => None,
+        })
+    });
+    if let Some(why) = refused {
+        summary.push_str(&format!("; the agent refused the release: {why}"));
+    }
+    NodeProof {
+        node: name.to_string(),
+        verdict,
+        reason,
+        intended_release: Some(intended.to_hex()),
+        op: op_name,
+        mode,
+        checks,
+        drifted: drifted(state, node),
+        summary,
+    }
+}
+
+fn judge(
+    op: &Op,
+    intended: Digest,
+    confirmed: Option<Digest>,
+    view: Option<&View>,
+    checks: &[EvidenceCheck],
+    cause: Option<EvidenceCheck>,
+) -> (Verdict, Option<ReasonCode>) {
+    use ReasonCode as R;
+    let last = view.map(|v| v.obs);
+    let passed = last.is_some_and(|o| o.verdict == ProbeVerdict::Pass);
+    if op.unknown.is_some() {
+        return (Verdict::Unverified, Some(R::OpUnknown));
+    }
+    match op.phase {
+        OpPhase::Settled(Outcome::Resolved(Resolution::Abandon)) => {
+            return (Verdict::Unverified, Some(R::Abandoned));
+        }
+        // The cause survives: what made the release roll back contradicts
+        // the intent, whatever serves now.
+        OpPhase::Settled(Outcome::RolledBack) if cause.is_some() => {
+            return (Verdict::Failed, cause.and_then(|c| c.reason));
+        }
+        OpPhase::Settled(
+            o @ (Outcome::RolledBack
+            | Outcome::NotApplied
+            | Outcome::Resolved(Resolution::ConfirmBaseline)),
+        ) if confirmed != Some(intended) && passed => {
+            let reason = if o == Outcome::NotApplied {
+                R::NotApplied
+            } else {
+                R::RolledBack
+            };
+            return (Verdict::Stale, Some(reason));
+        }
+        _ => {}
+    }
+    let Some(last) = last else {
+        let reason = if op.occupies_slot() {
+            R::OpNotSettled
+        } else {
+            R::NoEvidence
+        };
+        return (Verdict::Unverified, Some(reason));
+    };
+    let contradictions = || checks.iter().filter(|c| counts(c) && c.ok == Some(false));
+    if let Some(first) = contradictions().next() {
+        let reason = contradictions()
+            .find(|c| c.reason == Some(R::RouteIdentityMismatch))
+            .unwrap_or(first)
+            .reason;
+        return (Verdict::Failed, reason);
+    }
+    if op.occupies_slot() {
+        return (Verdict::Unverified, Some(R::OpNotSettled));
+    }
+    if op.passed() {
+        match checks.iter().find(|c| counts(c) && c.ok.is_none()) {
+            Some(c) => return (Verdict::PartiallyVerified, c.reason),
+            None if last.proves_serving(intended) => return (Verdict::Verified, None),
+            None => {}
+        }
+    }
+    (Verdict::Unverified, Some(R::NoEvidence))
+}
+
+/// Whether a check takes part in the verdict: all do except a dead-looking
+/// process while the route answers (S11: a process's looks are not evidence).
+fn counts(check: &EvidenceCheck) -> bool {
+    check.reason != Some(ReasonCode::ProcessUnhealthy)
+}
+
+/// Why the intended release was rolled back: the observation the op kept as
+/// the cause of its restore, as a failed check. `None` for an op that was
+/// not rolled back, or whose restore had no failed observation behind it
+/// (an operator's roll back of a passing release).
+fn rollback_cause(op: &Op, intended: Digest) -> Option<EvidenceCheck> {
+    use ReasonCode as R;
+    if op.phase != OpPhase::Settled(Outcome::RolledBack) {
+        return None;
+    }
+    let item = op.cause?;
+    let failed = item.observation;
+    let looping = failed
+        .process_restarts
+        .is_some_and(|n| n > model::evidence::PROCESS_RESTARTS_MAX)
+        || (!failed.process_healthy && failed.verdict == ProbeVerdict::Unreachable);
+    let reason = match (looping, judge_route(&failed, intended)) {
+        (true, _) => R::RestartLoop,
+        (false, RouteJudgement::WrongAnswer) => R::ProbeWrongAnswer,
+        (false, RouteJudgement::Non2xx) => R::ProbeNon2xx,
+        (false, RouteJudgement::Unreachable) => R::ProbeUnreachable,
+        (false, RouteJudgement::NoIdentity) => R::DigestUnreadable,
+        (false, RouteJudgement::WrongIdentity | RouteJudgement::Pass) => R::RouteIdentityMismatch,
+    };
+    Some(EvidenceCheck {
+        item: "new release before rollback".into(),
+        expected: Some(format!("pass from {}", intended.to_hex())),
+        observed: Some(observation_str(&failed)),
+        ok: Some(false),
+        reason: Some(reason),
+        origin: Origin::of_evidence(item.source),
+        observed_at_ms: None,
+    })
+}
+
+/// A route observation in words, like `pass from 27ec…` or `unreachable, no
+/// identity, process down`.
+pub fn observation_str(o: &RouteObservation) -> String {
+    let mut s = o.to_string();
+    if !o.process_healthy {
+        s.push_str(", process down");
+    }
+    s
+}
+
+/// What one observation saw of the process, like `running, up 12 s, 0
+/// restarts` (the CLI's `probe`).
+pub fn observation_process_text(o: &RouteObservation) -> String {
+    let numbers = (o.process_uptime_ms.is_some() || o.process_restarts.is_some()).then_some(*o);
+    view::process_text(o.process_healthy, numbers, false)
+}
+
+fn summarize(
+    name: &str,
+    verdict: Verdict,
+    reason: Option<ReasonCode>,
+    intended: Digest,
+    op: Option<&str>,
+    checks: &[EvidenceCheck],
+) -> String {
+    let mut s = format!("{name}: {verdict} for {intended}");
+    if let Some(op) = op {
+        s.push_str(&format!(" ({op})"));
+    }
+    if let Some(reason) = reason {
+        s.push_str(&format!(", {reason}"));
+    }
+    let unreadable: Vec<&str> = checks
+        .iter()
+        .filter(|c| c.ok.is_none())
+        .map(|c| c.item.as_str())
+        .collect();
+    if !unreadable.is_empty() {
+        s.push_str(&format!("; could not read: {}", unreadable.join(", ")));
+    }
+    s
+}
+
+impl Origin {
+    fn of_evidence(source: EvidenceSource) -> Origin {
+        match source {
+            EvidenceSource::Agent(_) => Origin::AgentReport,
+            EvidenceSource::ControllerProbe => Origin::ControllerProbe,
+            EvidenceSource::Operator => Origin::Operator,
+        }
+    }
+
+    fn of_observation(source: ObservationSource) -> Origin {
+        match source {
+            ObservationSource::ReadBack => Origin::AgentReadBack,
+            ObservationSource::ControllerProbe => Origin::ControllerProbe,
+            ObservationSource::Operator => Origin::Operator,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,460 @@
+//! Every reason code, from states built through the real `step`/`apply`.
+
+use super::*;
+use model::controller::{apply, step, Input};
+use model::{ArtifactRead, Generation, OpId, Plan, ToController};
+
+const V1: Digest = Digest::repeat(1);
+const V2: Digest = Digest::repeat(2);
+const V3: Digest = Digest::repeat(3);
+const A: NodeId = NodeId(0);
+const B: NodeId = NodeId(1);
+const NOW_MS: u64 = 1_700_000_000_000;
+
+struct S(ControllerState);
+
+impl S {
+    fn new() -> Self {
+        let mut s = S(ControllerState::default());
+        for node in [A, B] {
+            s = s.agent(
+                node,
+                ToController::Hello {
+                    serving: Some(V1),
+                    generation: Generation(0),
+                },
+            );
+        }
+        s
+    }
+    fn input(mut self, input: Input) -> Self {
+        for e in step(&self.0, &input).expect("accepted") {
+            apply(&mut self.0, &e);
+        }
+        self
+    }
+    fn agent(self, node: NodeId, msg: ToController) -> Self {
+        self.input(Input::FromAgent { node, msg })
+    }
+    fn start(self, release: Digest, followers: Vec<NodeId>) -> Self {
+        self.input(Input::StartRollout {
+            plan: Plan {
+                release,
+                canary: A,
+                followers,
+                slots_max: 1,
+                approval_after_canary: false,
+            },
+        })
+    }
+    fn commit(self, op: u32) -> Self {
+        self.agent(A, ToController::CommitRequest { op: OpId(op) })
+    }
+    fn report(self, op: u32, kind: ReportKind, o: RouteObservation) -> Self {
+        self.agent(
+            A,
+            ToController::Report {
+                op: OpId(op),
+                kind,
+                observation: o,
+            },
+        )
+    }
+    /// Canary A verified on v2 (a one-node rollout).
+    fn verified() -> Self {
+        S::new().start(V2, vec![]).commit(0).report(
+            0,
+            ReportKind::Switched,
+            RouteObservation::passing(V2),
+        )
+    }
+    fn live(&self, node: NodeId, fresh: &Fresh) -> NodeProof {
+        live_node_proof(&self.0, node, &node.to_string(), fresh)
+    }
+    fn recorded(&self, node: NodeId) -> NodeProof {
+        recorded_node_proof(&self.0, node, &node.to_string())
+    }
+}
+
+fn readback(release: Digest) -> RouteObservation {
+    RouteObservation {
+        process_uptime_ms: Some(12_000),
+        process_restarts: Some(0),
+        artifact: Some(ArtifactRead::Digest(release)),
+        ..RouteObservation::passing(release)
+    }
+}
+
+fn fresh(route: RouteObservation, agent: RouteObservation) -> Fresh {
+    Fresh {
+        route,
+        route_at_ms: NOW_MS,
+        agent: Ok((agent, NOW_MS + 5)),
+    }
+}
+
+fn route(verdict: ProbeVerdict, identity: Option<Digest>) -> RouteObservation {
+    RouteObservation::new(verdict, identity, verdict != ProbeVerdict::Unreachable)
+}
+
+fn verdict(p: &NodeProof) -> (Verdict, Option<ReasonCode>) {
+    (p.verdict, p.reason)
+}
+
+fn item<'a>(p: &'a NodeProof, name: &str) -> &'a EvidenceCheck {
+    p.checks
+        .iter()
+        .find(|c| c.item == name)
+        .unwrap_or_else(|| panic!("no {name} in {p:#?}"))
+}
+
+#[test]
+fn a_fresh_readback_matching_the_intent_is_verified_with_times_and_origins() {
+    let p = S::verified().live(A, &fresh(RouteObservation::passing(V2), readback(V2)));
+    assert_eq!(verdict(&p), (Verdict::Verified, None), "{p:#?}");
+    assert_eq!(p.mode, ProofMode::Live);
+    assert_eq!(item(&p, "route identity").origin, Origin::ControllerProbe);
+    assert_eq!(item(&p, "route identity").observed_at_ms, Some(NOW_MS));
+    assert_eq!(item(&p, "artifact digest").origin, Origin::AgentReadBack);
+    assert_eq!(item(&p, "artifact digest").observed_at_ms, Some(NOW_MS + 5));
+    assert!(p.checks.iter().all(|c| c.observed_at_ms.is_some()));
+}
+
+#[test]
+fn route_identity_mismatch_is_failed_even_with_the_expected_body() {
+    let p = S::verified().live(A, &fresh(RouteObservation::passing(V1), readback(V2)));
+    assert_eq!(
+        verdict(&p),
+        (Verdict::Failed, Some(ReasonCode::RouteIdentityMismatch))
+    );
+    // And it names the cause when the body is wrong too.
+    let p = S::verified().live(
+        A,
+        &fresh(route(ProbeVerdict::WrongAnswer, Some(V1)), readback(V2)),
+    );
+    assert_eq!(
+        verdict(&p),
+        (Verdict::Failed, Some(ReasonCode::RouteIdentityMismatch))
+    );
+}
+
+#[test]
+fn could_not_read_and_read_another_digest_are_different_answers() {
+    let unreadable = RouteObservation {
+        artifact: Some(ArtifactRead::Unreadable),
+        ..readback(V2)
+    };
+    let p = S::verified().live(A, &fresh(RouteObservation::passing(V2), unreadable));
+    assert_eq!(
+        verdict(&p),
+        (
+            Verdict::PartiallyVerified,
+            Some(ReasonCode::DigestUnreadable)
+        )
+    );
+    assert_eq!(item(&p, "artifact digest").ok, None);
+    let other = readback(V1);
+    let p = S::verified().live(A, &fresh(RouteObservation::passing(V2), other));
+    assert_eq!(
+        verdict(&p),
+        (Verdict::Failed, Some(ReasonCode::DigestMismatch))
+    );
+    assert_eq!(item(&p, "artifact digest").ok, Some(false));
+}
+
+#[test]
+fn an_altered_app_file_is_app_file_mismatch() {
+    let altered = RouteObservation {
+        artifact: Some(ArtifactRead::AppFileAltered(V2)),
+        ..readback(V2)
+    };
+    let p = S::verified().live(
+        A,
+        &fresh(route(ProbeVerdict::WrongAnswer, Some(V2)), altered),
+    );
+    assert_eq!(
+        verdict(&p),
+        (Verdict::Failed, Some(ReasonCode::AppFileMismatch))
+    );
+}
+
+#[test]
+fn restart_loop_and_process_looks() {
+    let looping = RouteObservation {
+        process_restarts: Some(model::evidence::PROCESS_RESTARTS_MAX + 1),
+        ..readback(V2)
+    };
+    let p = S::verified().live(A, &fresh(RouteObservation::passing(V2), looping));
+    assert_eq!(
+        verdict(&p),
+        (Verdict::Failed, Some(ReasonCode::RestartLoop))
+    );
+    // A dead-looking process behind a route that answers rightly is shown,
+    // never judged on (S11).
+    let dead = RouteObservation {
+        process_healthy: false,
+        ..readback(V2)
+    };
+    let p = S::verified().live(A, &fresh(RouteObservation::passing(V2), dead));
+    assert_eq!(verdict(&p), (Verdict::Verified, None));
+    assert_eq!(
+        item(&p, "process").reason,
+        Some(ReasonCode::ProcessUnhealthy)
+    );
+}
+
+#[test]
+fn probe_answers_wrong_error_status_and_none() {
+    let cases = [
+        (
+            route(ProbeVerdict::WrongAnswer, Some(V2)),
+            Verdict::Failed,
+            ReasonCode::ProbeWrongAnswer,
+        ),
+        (
+            route(ProbeVerdict::Unreachable, Some(V2)),
+            Verdict::Failed,
+            ReasonCode::ProbeNon2xx,
+        ),
+        (
+            route(ProbeVerdict::Unreachable, None),
+            Verdict::PartiallyVerified,
+            ReasonCode::ProbeUnreachable,
+        ),
+        (
+            route(ProbeVerdict::Pass, None),
+            Verdict::PartiallyVerified,
+            ReasonCode::DigestUnreadable,
+        ),
+    ];
+    for (observed, want, reason) in cases {
+        let p = S::verified().live(A, &fresh(observed, readback(V2)));
+        assert_eq!(verdict(&p), (want, Some(reason)), "{observed}: {p:#?}");
+    }
+}
+
+#[test]
+fn an_agent_that_does_not_answer_is_readback_unavailable_never_an_old_value() {
+    let f = Fresh {
+        route: RouteObservation::passing(V2),
+        route_at_ms: NOW_MS,
+        agent: Err("the agent is not connected".into()),
+    };
+    let p = S::verified().live(A, &f);
+    assert_eq!(
+        verdict(&p),
+        (
+            Verdict::PartiallyVerified,
+            Some(ReasonCode::ReadbackUnavailable)
+        )
+    );
+    let artifact = item(&p, "artifact digest");
+    assert_eq!(artifact.ok, None);
+    assert!(
+        artifact
+            .observed
+            .as_deref()
+            .is_some_and(|o| o.contains("not connected")),
+        "{artifact:?}"
+    );
+    // The recorded switch report's numbers are not shown as current.
+    assert!(!item(&p, "process")
+        .observed
+        .as_deref()
+        .unwrap_or_default()
+        .contains("up "));
+    // Neither route nor agent: unverified is never claimed verified.
+    let f = Fresh {
+        route: route(ProbeVerdict::Unreachable, None),
+        ..f
+    };
+    assert_ne!(S::verified().live(A, &f).verdict, Verdict::Verified);
+}
+
+#[test]
+fn op_states_give_their_reasons() {
+    let unknown = S::new()
+        .start(V2, vec![])
+        .input(Input::Timeout { op: OpId(0) });
+    let any = fresh(RouteObservation::passing(V2), readback(V2));
+    assert_eq!(
+        verdict(&unknown.live(A, &any)),
+        (Verdict::Unverified, Some(ReasonCode::OpUnknown))
+    );
+    let granted = S::new().start(V2, vec![B]);
+    assert_eq!(
+        verdict(&granted.recorded(A)),
+        (Verdict::Unverified, Some(ReasonCode::OpNotSettled))
+    );
+    assert_eq!(
+        verdict(&granted.recorded(B)),
+        (Verdict::Unverified, Some(ReasonCode::OpNotGranted))
+    );
+    assert_eq!(
+        verdict(&S::new().recorded(A)),
+        (Verdict::Unverified, Some(ReasonCode::NotInRollout))
+    );
+    let abandoned = S::new().start(V2, vec![]).input(Input::Resolve {
+        op: OpId(0),
+        observation: route(ProbeVerdict::Unreachable, None),
+        resolution: Resolution::Abandon,
+    });
+    assert_eq!(
+        verdict(&abandoned.live(A, &any)),
+        (Verdict::Unverified, Some(ReasonCode::Abandoned))
+    );
+}
+
+#[test]
+fn an_op_settled_without_evidence_has_no_evidence() {
+    let mut s = S::verified();
+    s.0.ops[0].evidence.clear();
+    assert_eq!(
+        verdict(&s.recorded(A)),
+        (Verdict::Unverified, Some(ReasonCode::NoEvidence))
+    );
+}
+
+#[test]
+fn a_node_not_granted_yet_serving_the_old_release_is_stale() {
+    // r0 verified v2 on A; r1 (v3, canary A then B) has not reached B.
+    let s = S::new()
+        .start(V2, vec![])
+        .commit(0)
+        .report(0, ReportKind::Switched, RouteObservation::passing(V2))
+        .start(V3, vec![B]);
+    assert!(s.0.rollout_op_for(RolloutId(1), B).is_none());
+    let p = s.live(B, &fresh(RouteObservation::passing(V1), readback(V1)));
+    assert_eq!(
+        verdict(&p),
+        (Verdict::Stale, Some(ReasonCode::SupersededOp))
+    );
+    // Nothing answers: not enough to call it stale.
+    let down = route(ProbeVerdict::Unreachable, None);
+    let p = s.live(B, &fresh(down, down));
+    assert_eq!(
+        verdict(&p),
+        (Verdict::Unverified, Some(ReasonCode::OpNotGranted))
+    );
+}
+
+#[test]
+fn a_rollback_without_a_failed_cause_is_stale_and_one_with_a_cause_is_failed() {
+    let rolled = S::new()
+        .start(V2, vec![])
+        .commit(0)
+        .input(Input::RollBack { op: OpId(0) })
+        .report(0, ReportKind::Restored, RouteObservation::passing(V1));
+    let p = rolled.live(A, &fresh(RouteObservation::passing(V1), readback(V1)));
+    assert_eq!(verdict(&p), (Verdict::Stale, Some(ReasonCode::RolledBack)));
+    // The canary answered wrongly, was restored, then its restored app was
+    // killed: the cause is still the wrong answer, not what serves now.
+    let mut s = S::new()
+        .start(V2, vec![])
+        .commit(0)
+        .report(
+            0,
+            ReportKind::Switched,
+            route(ProbeVerdict::WrongAnswer, Some(V2)),
+        )
+        .report(0, ReportKind::Restored, RouteObservation::passing(V1));
+    for restarts in 1..=4 {
+        s = s.report(
+            0,
+            ReportKind::Restored,
+            RouteObservation {
+                process_restarts: Some(restarts),
+                ..route(ProbeVerdict::Unreachable, None)
+            },
+        );
+    }
+    let down = route(ProbeVerdict::Unreachable, None);
+    let p = s.live(A, &fresh(down, down));
+    assert_eq!(
+        verdict(&p),
+        (Verdict::Failed, Some(ReasonCode::ProbeWrongAnswer))
+    );
+    assert_eq!(
+        item(&p, "new release before rollback").reason,
+        Some(ReasonCode::ProbeWrongAnswer)
+    );
+}
+
+#[test]
+fn an_aborted_op_whose_baseline_serves_is_stale_not_applied() {
+    let s = S::new().start(V2, vec![]).start(V3, vec![B]).report(
+        0,
+        ReportKind::NotApplied,
+        RouteObservation::passing(V1),
+    );
+    assert_eq!(
+        s.0.ops[0].phase,
+        OpPhase::Settled(Outcome::NotApplied),
+        "{:#?}",
+        s.0.ops[0]
+    );
+    let p = proof_of_rollout(&s, RolloutId(0), A);
+    assert_eq!(verdict(&p), (Verdict::Stale, Some(ReasonCode::NotApplied)));
+}
+
+fn proof_of_rollout(s: &S, r: RolloutId, node: NodeId) -> NodeProof {
+    let f = fresh(RouteObservation::passing(V1), readback(V1));
+    rollout_proof(&s.0, r, &|n| n.to_string(), &|_| Some(f.clone()))
+        .expect("rollout")
+        .nodes
+        .into_iter()
+        .find(|p| p.node == node.to_string())
+        .expect("node")
+}
+
+#[test]
+fn a_recorded_drift_is_judged_by_a_cached_proof_labelled_recorded() {
+    let seen = RouteObservation {
+        artifact: Some(ArtifactRead::AppFileAltered(V2)),
+        ..route(ProbeVerdict::WrongAnswer, Some(V2))
+    };
+    let s = S::verified().input(Input::Observe {
+        node: A,
+        observation: seen,
+        source: ObservationSource::ReadBack,
+        now_ms: NOW_MS,
+    });
+    let p = s.recorded(A);
+    assert_eq!(p.mode, ProofMode::Recorded);
+    assert!(p.drifted);
+    assert_eq!(
+        verdict(&p),
+        (Verdict::Failed, Some(ReasonCode::AppFileMismatch))
+    );
+    assert!(p.checks.iter().all(|c| c.observed_at_ms == Some(NOW_MS)));
+    // Before the observation the cached proof was the settlement's memory.
+    let p = S::verified().recorded(A);
+    assert_eq!(verdict(&p), (Verdict::Verified, None));
+    assert!(p.checks.iter().all(|c| c.observed_at_ms.is_none()));
+}
+
+#[test]
+fn the_probe_verdict_judges_identity() {
+    use RouteJudgement as J;
+    let cases = [
+        (RouteObservation::passing(V2), J::Pass),
+        (RouteObservation::passing(V1), J::WrongIdentity),
+        (route(ProbeVerdict::Pass, None), J::NoIdentity),
+        (route(ProbeVerdict::WrongAnswer, Some(V2)), J::WrongAnswer),
+        (route(ProbeVerdict::Unreachable, Some(V2)), J::Non2xx),
+        (route(ProbeVerdict::Unreachable, None), J::Unreachable),
+    ];
+    for (o, want) in cases {
+        assert_eq!(judge_route(&o, V2), want, "{o}");
+        assert_eq!(want.passed(), want == J::Pass);
+    }
+}
+
+#[test]
+fn every_reason_code_has_one_wording_matching_its_serialization() {
+    for r in ReasonCode::ALL {
+        let json = serde_json::to_value(r).expect("serializes");
+        assert_eq!(json.as_str(), Some(r.as_str()));
+        assert_eq!(r.to_string(), r.as_str());
+    }
+}
