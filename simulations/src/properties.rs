@@ -51,6 +51,7 @@ pub fn property_name(rule: Rule) -> &'static str {
         Rule::S9 => "S9 restore needs proof",
         Rule::S10 => "S10 human waits survive",
         Rule::S11 => "S11 wrong answer stops",
+        Rule::ProofIsReadback => "P1 proof is a readback",
     }
 }
 
