@@ -8,7 +8,8 @@ use model::agent::{agent_step, AgentInput, AgentOutput, AgentState};
 use model::controller::{
     apply, progress, step, ControllerState, Event, Input, OpPhase, Outcome, Refusal, RolloutStatus,
 };
-use model::{Generation, ProbeVerdict, ToController};
+use model::{Generation, NodeId, ProbeVerdict, ToController};
+use proof::{Fresh, NodeProof};
 
 /// A named deviation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -407,6 +408,17 @@ pub fn agent_step_as(mutant: Option<Mutant>, state: &AgentState, input: AgentInp
         return agent_step(&forgetful, input);
     }
     agent_step(state, input)
+}
+
+/// A live proof of `node` as the checked system answers it: the proof
+/// crate's judgement of the fresh readback.
+pub fn node_proof(
+    _mutant: Option<Mutant>,
+    state: &ControllerState,
+    node: NodeId,
+    fresh: &Fresh,
+) -> NodeProof {
+    proof::live_node_proof(state, node, &node.to_string(), fresh)
 }
 
 /// Whether effects leave before the events behind them are durable.
