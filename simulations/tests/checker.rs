@@ -123,7 +123,31 @@ fn every_mutant_is_caught_with_the_rule_it_breaks() {
             .next()
             .and_then(|p| p.counterexample.clone())
             .expect("a failure carries its counterexample");
-        assert!(cex.last().is_some_and(|l| l.starts_with("=> breaks S")));
+        let broken = format!("=> breaks {}", mutant.breaks());
+        assert!(
+            cex.last().is_some_and(|l| l.starts_with(&broken)),
+            "{}: {cex:?}",
+            mutant.name()
+        );
         assert!(report.properties.iter().any(|p| p.status == Status::Fail));
     }
+}
+
+/// The new mutant is caught by P1 with the shortest story: the canary
+/// settles, an old release is swapped in behind it, and the proof answered
+/// from the evidence recorded at settlement says verified.
+#[test]
+fn proof_trusting_recorded_evidence_is_caught_by_p1() {
+    let report = check_mutant(Mutant::ProofTrustsRecordedEvidence);
+    let failed: Vec<&str> = report.failures().map(|p| p.name.as_str()).collect();
+    assert_eq!(failed, vec!["P1 proof is a readback"]);
+    let cex = report
+        .failures()
+        .next()
+        .and_then(|p| p.counterexample.clone())
+        .expect("a counterexample");
+    // 0. initial, 1-5 the canary settles, 6 the swap, 7 the proof, verdict.
+    assert_eq!(cex.len(), 9, "{cex:#?}");
+    assert!(cex[6].starts_with("6. a healthy v1 is SWAPPED IN behind node-a"));
+    assert!(cex[7].contains("proof (recorded): node-a: verified for v2"));
 }
