@@ -20,6 +20,10 @@
 //!
 //! [`check_history`] folds a whole event log and runs all controller checks;
 //! it backs `fleetweft log verify` and the runtime's tests.
+//!
+//! [`Rule`] also names SPEC §10's "proof is a readback" (`P1`), which no
+//! function here checks: a proof is not a log event, so the model checker
+//! checks it against its ground truth.
 
 mod agent_rules;
 mod event_rules;
@@ -71,11 +75,18 @@ pub enum Rule {
     S10,
     /// A wrong answer on the canary restores the baseline and stops followers.
     S11,
+    /// SPEC §10 "proof is a readback": a live proof that says `verified`
+    /// means the intended release really serves now. SPEC gives it no
+    /// number; its code here is `P1`. A proof is not a log event, so no
+    /// function here checks it: the model checker checks it against the
+    /// ground truth (`simulations`), as it does the ground-truth halves of
+    /// S10 and S11.
+    ProofIsReadback,
 }
 
 impl Rule {
     /// Every rule, in order.
-    pub const ALL: [Rule; 11] = [
+    pub const ALL: [Rule; 12] = [
         Rule::S1,
         Rule::S2,
         Rule::S3,
@@ -87,9 +98,11 @@ impl Rule {
         Rule::S9,
         Rule::S10,
         Rule::S11,
+        Rule::ProofIsReadback,
     ];
 
-    /// The rule's code as SPEC §2 writes it: `"S1"` … `"S11"`.
+    /// The rule's code as SPEC §2 writes it: `"S1"` … `"S11"`; `"P1"` for
+    /// SPEC §10's unnumbered "proof is a readback".
     pub fn code(self) -> &'static str {
         match self {
             Rule::S1 => "S1",
@@ -103,6 +116,7 @@ impl Rule {
             Rule::S9 => "S9",
             Rule::S10 => "S10",
             Rule::S11 => "S11",
+            Rule::ProofIsReadback => "P1",
         }
     }
 
@@ -120,6 +134,7 @@ impl Rule {
             Rule::S9 => "restore needs proof",
             Rule::S10 => "human waits survive",
             Rule::S11 => "wrong answer stops",
+            Rule::ProofIsReadback => "proof is a readback",
         }
     }
 }
@@ -178,8 +193,9 @@ mod tests {
             "S5 pause stops grants, not accounting"
         );
         let codes: Vec<&str> = Rule::ALL.iter().map(|r| r.code()).collect();
-        assert_eq!(codes.len(), 11);
-        assert_eq!(codes.last(), Some(&"S11"));
+        assert_eq!(codes.len(), 12);
+        assert_eq!(codes[10], "S11");
+        assert_eq!(Rule::ProofIsReadback.to_string(), "P1 proof is a readback");
         let v = Violation::new(Rule::S1, "rollout r0 has 2 unsettled ops with slots_max 1");
         assert_eq!(
             v.to_string(),

@@ -25,11 +25,20 @@ pub enum Fault {
     WrongAnswer,
     /// A restored baseline's process dies right after the restore.
     AppCrash,
+    /// After settlement (seed 003): a healthy old release is swapped in
+    /// behind the agent. The route's stamping proxy still identifies as the
+    /// agent's release, but the answer is the old release's, and the agent's
+    /// readback finds the app file that runs altered.
+    SwapOld,
+    /// After settlement (seed 003): the route answers as another release. A
+    /// stand-in behind the public route gives the expected answer with
+    /// another release's identity; the agent's own install is untouched.
+    ForeignRoute,
 }
 
 impl Fault {
     /// Every fault, in CLI order.
-    pub const ALL: [Fault; 7] = [
+    pub const ALL: [Fault; 9] = [
         Fault::Loss,
         Fault::Dup,
         Fault::Partition,
@@ -37,6 +46,8 @@ impl Fault {
         Fault::ControllerCrash,
         Fault::WrongAnswer,
         Fault::AppCrash,
+        Fault::SwapOld,
+        Fault::ForeignRoute,
     ];
 
     /// The CLI name.
@@ -49,7 +60,17 @@ impl Fault {
             Fault::ControllerCrash => "controller-crash",
             Fault::WrongAnswer => "wrong-answer",
             Fault::AppCrash => "app-crash",
+            Fault::SwapOld => "swap-old",
+            Fault::ForeignRoute => "foreign-route",
         }
+    }
+
+    /// Strikes a settled node (no live op, a confirmed release) rather than
+    /// an op under way. Such faults are what a live proof and drift are
+    /// for, so they come with the proof actions
+    /// ([`CheckConfig::proofs_enabled`]) and are not in the default set.
+    pub fn after_settlement(self) -> bool {
+        matches!(self, Fault::SwapOld | Fault::ForeignRoute)
     }
 
     /// Parse a CLI name.
@@ -57,19 +78,29 @@ impl Fault {
         Fault::ALL.into_iter().find(|f| f.name() == name)
     }
 
-    fn bit(self) -> u8 {
-        1 << (self as u8)
+    fn bit(self) -> u16 {
+        1 << (self as u16)
     }
 }
 
 /// A set of faults.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Faults(u8);
+pub struct Faults(u16);
 
 impl Faults {
-    /// All faults enabled.
+    /// Every fault kind, the settled-node ones included.
     pub fn all() -> Self {
         Fault::ALL.into_iter().fold(Faults(0), |s, f| s.with(f))
+    }
+    /// The faults of the default configuration: every kind that strikes
+    /// while an op is under way, none of those that strike a settled node
+    /// ([`Fault::after_settlement`]; they come by name, `--faults
+    /// ...,swap-old,foreign-route`).
+    pub fn default_set() -> Self {
+        Fault::ALL
+            .into_iter()
+            .filter(|f| !f.after_settlement())
+            .fold(Faults(0), |s, f| s.with(f))
     }
     /// No fault enabled.
     pub fn none() -> Self {
@@ -82,6 +113,12 @@ impl Faults {
     /// Whether `fault` is enabled.
     pub fn has(self, fault: Fault) -> bool {
         self.0 & fault.bit() != 0
+    }
+    /// Whether a fault that strikes a settled node is enabled.
+    pub fn any_after_settlement(self) -> bool {
+        Fault::ALL
+            .into_iter()
+            .any(|f| f.after_settlement() && self.has(f))
     }
     /// Parse `loss,dup,...`; the error names the unknown fault.
     pub fn parse(list: &str) -> Result<Self, String> {
@@ -141,6 +178,11 @@ pub struct CheckConfig {
     /// about tenfold (every UNKNOWN state branches into a restore), so it
     /// has its own configuration in the tests.
     pub rollback: bool,
+    /// An operator may ask a live proof of a settled node and a verifier may
+    /// record an observation of it (SPEC §10, proof is a readback). Implied
+    /// by the settled-node faults ([`CheckConfig::proofs_enabled`]). Off by
+    /// default, which keeps the default configuration's space as it was.
+    pub proofs: bool,
     /// A named deviation of the real rules, or `None` for the real rules.
     pub mutant: Option<Mutant>,
 }
@@ -151,14 +193,24 @@ impl Default for CheckConfig {
         CheckConfig {
             followers: 2,
             slots: 1,
-            faults: Faults::all(),
+            faults: Faults::default_set(),
             max_faults: 1,
             approval: false,
             operator: true,
             supersede: false,
             rollback: false,
+            proofs: false,
             mutant: None,
         }
+    }
+}
+
+impl CheckConfig {
+    /// Whether the proof actions (`Prove`, `Observe`) and their properties
+    /// are on: asked for, or implied by a fault that strikes a settled node
+    /// (a drift nobody looks for is not worth exploring).
+    pub fn proofs_enabled(&self) -> bool {
+        self.proofs || self.faults.any_after_settlement()
     }
 }
 
@@ -166,7 +218,7 @@ impl fmt::Display for CheckConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "canary + {} followers, slots {}, faults {} (max {}), approval gate {}, operator {}, supersede {}, mutant {}",
+            "canary + {} followers, slots {}, faults {} (max {}), approval gate {}, operator {}, supersede {}{}, mutant {}",
             self.followers,
             self.slots,
             self.faults,
@@ -178,6 +230,13 @@ impl fmt::Display for CheckConfig {
                 (false, _) => "off",
             },
             if self.supersede { "on" } else { "off" },
+            // Only said when on, so the configurations that existed before
+            // the proof actions read as they did.
+            if self.proofs_enabled() {
+                ", proofs on"
+            } else {
+                ""
+            },
             self.mutant.map_or("none", |m| m.name()),
         )
     }

@@ -1,15 +1,22 @@
 //! The stateright model: `model`'s controller and agents inside an
 //! environment that loses, duplicates and reorders messages, partitions
-//! nodes, crashes processes, answers probes rightly or wrongly, and acts as an
-//! operator. The environment decides *what happens*; every decision about
-//! *what it means* is `model`'s (through [`crate::mutants`]).
+//! nodes, crashes processes, answers probes rightly or wrongly, lets a
+//! settled node drift (with proofs on), and acts as an operator. The
+//! environment decides *what happens*; every decision about *what it means*
+//! is `model`'s or `proof`'s (through [`crate::mutants`]).
 
 use crate::config::{CheckConfig, Fault};
-use crate::mutants::{agent_step_as, controller_step, recovery_events, reply_before_persist};
+use crate::mutants::{
+    agent_step_as, controller_step, node_proof, recovery_events, reply_before_persist,
+};
 use crate::world::{App, Ghost, Msg, World};
 use model::agent::{agent_apply, outbox, AgentEffect, AgentEvent, AgentInput, AgentState};
-use model::controller::{apply, effects, Effect, Event, Input, Outcome, Resolution};
+use model::controller::{
+    apply, effects, ControllerState, Effect, Event, Input, Outcome, Resolution,
+    OBSERVATION_INTERVAL_MIN_MS,
+};
 use model::{Decision, Digest, NodeId, OpId, Plan, RolloutId, ToAgent};
+use proof::{Fresh, ProofMode, Verdict};
 
 /// The release every node serves at the start.
 pub const V1: Digest = Digest::repeat(1);
@@ -17,6 +24,28 @@ pub const V1: Digest = Digest::repeat(1);
 pub const V2: Digest = Digest::repeat(2);
 /// The release a superseding rollout moves to.
 pub const V3: Digest = Digest::repeat(3);
+
+/// Upper bound on observations recorded along one path (`Observe`): two
+/// are enough for "looked fine, then drifted", and the bound keeps the
+/// space finite (each observation is a new recorded time).
+pub const OBSERVATIONS_MAX: u8 = 2;
+
+/// The old release `swap-old` puts behind a node serving `release`: v1, the
+/// release every node started with; none for a node serving v1.
+pub fn old_release(release: Digest) -> Option<Digest> {
+    (release != V1).then_some(V1)
+}
+
+/// The release a `foreign-route` stand-in answers as, on a node serving
+/// `release`: v1, or v2 on a node serving v1 (a stand-in answering as the
+/// intended release of a node that was rolled back).
+pub fn other_release(release: Digest) -> Digest {
+    if release == V1 {
+        V2
+    } else {
+        V1
+    }
+}
 
 /// A fault the environment attaches to a delivery.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -30,7 +59,10 @@ pub enum AppFault {
 /// One step of the environment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Action {
-    Deliver { msg: Msg, fault: Option<AppFault> },
+    Deliver {
+        msg: Msg,
+        fault: Option<AppFault>,
+    },
     Duplicate(Msg),
     Drop(Msg),
     Retry(NodeId),
@@ -48,6 +80,18 @@ pub enum Action {
     RollBack(OpId),
     Start,
     Supersede,
+    /// (`swap-old`) A healthy old release is swapped in behind a settled
+    /// node's agent.
+    SwapOld(NodeId),
+    /// (`foreign-route`) A stand-in answers a settled node's route as
+    /// another release.
+    ForeignRoute(NodeId),
+    /// An operator asks a live proof of a settled node (with proofs on).
+    Prove(NodeId),
+    /// A verifier records a fresh observation of a settled node: the
+    /// controller's route probe merged with the agent's readback, as
+    /// `Input::Observe` (with proofs on).
+    Observe(NodeId),
 }
 
 /// The checked system for one configuration.
@@ -105,6 +149,7 @@ impl FleetModel {
             net: Default::default(),
             partitioned: 0,
             faults_used: 0,
+            observations: 0,
             ghost: Ghost::default(),
             violation: None,
         };
@@ -388,6 +433,54 @@ impl FleetModel {
                 actions.push(Action::Supersede);
             }
         }
+        self.enabled_after_settlement(world, &ctrl, actions);
+    }
+
+    /// The faults that strike a settled node, and the proof actions.
+    fn enabled_after_settlement(
+        &self,
+        world: &World,
+        ctrl: &ControllerState,
+        actions: &mut Vec<Action>,
+    ) {
+        if !self.cfg.proofs_enabled() {
+            return;
+        }
+        for node in self.nodes() {
+            let Some(release) = settled_release(ctrl, node) else {
+                continue;
+            };
+            // A fault strikes a node that really serves what it settled on:
+            // the drift is then the fault's, and nothing else's.
+            if world.truly_serves(node, release) {
+                if old_release(release).is_some() && self.budget_left(world, Fault::SwapOld) {
+                    actions.push(Action::SwapOld(node));
+                }
+                if self.budget_left(world, Fault::ForeignRoute) {
+                    actions.push(Action::ForeignRoute(node));
+                }
+            }
+            // Like the controller's own probe: not of a node cut off.
+            if !world.is_partitioned(node) {
+                actions.push(Action::Prove(node));
+                if world.observations < OBSERVATIONS_MAX {
+                    actions.push(Action::Observe(node));
+                }
+            }
+        }
+    }
+
+    /// What a proof or an observation of `node` reads back now: the
+    /// controller's probe of the public route and the agent's readback, at
+    /// the logical time of the next observation (one interval after the
+    /// last, so the rate bound never refuses one).
+    pub fn fresh(&self, world: &World, node: NodeId) -> Fresh {
+        let now_ms = (u64::from(world.observations) + 1) * OBSERVATION_INTERVAL_MIN_MS;
+        Fresh {
+            route: world.observe(node),
+            route_at_ms: now_ms,
+            agent: Ok((world.readback(node), now_ms)),
+        }
     }
 
     /// Nothing in flight to or from `node`.
@@ -559,8 +652,68 @@ impl FleetModel {
                     narration,
                 );
             }
+            Action::SwapOld(node) => {
+                next.faults_used += 1;
+                let index = node.0 as usize;
+                if let Some(old) = next.agents[index].serving.and_then(old_release) {
+                    next.apps[index] = App::SwappedOld(old);
+                }
+            }
+            Action::ForeignRoute(node) => {
+                next.faults_used += 1;
+                let index = node.0 as usize;
+                if let Some(serving) = next.agents[index].serving {
+                    next.apps[index] = App::Foreign(other_release(serving));
+                }
+            }
+            Action::Prove(node) => self.prove(&mut next, node, narration),
+            Action::Observe(node) => {
+                let fresh = self.fresh(&next, node);
+                let (observation, source) = proof::merge_readback(&fresh);
+                next.observations += 1;
+                self.controller(
+                    &mut next,
+                    Input::Observe {
+                        node,
+                        observation,
+                        source,
+                        now_ms: fresh.route_at_ms,
+                    },
+                    narration,
+                );
+            }
         }
         next
+    }
+
+    /// An operator's live proof of `node`, judged by the proof crate (or a
+    /// mutant of its use). Only a proof that says `verified` while the
+    /// route does not really serve the intended release leaves a trace
+    /// (the ghost `proof_lied`, P1); any other proof changes nothing.
+    fn prove(&self, world: &mut World, node: NodeId, narration: &mut Narration) {
+        let ctrl = world.controller();
+        let intended = ctrl.intended_rollout(node).map(|r| r.plan.release);
+        let really = intended.is_some_and(|r| world.truly_serves(node, r));
+        if really && narration.is_none() {
+            // Whatever it says, a proof of a node that really serves the
+            // intended release leaves no trace: skip judging it (a proof
+            // builds its texts, which dominates the checker's time).
+            return;
+        }
+        let fresh = self.fresh(world, node);
+        let proof = node_proof(self.cfg.mutant, &ctrl, node, &fresh);
+        say(narration, || {
+            let mode = match proof.mode {
+                ProofMode::Live => "live",
+                ProofMode::Recorded => "recorded",
+            };
+            format!("   proof ({mode}): {}", proof.summary)
+        });
+        let lied = proof.verdict == Verdict::Verified && !really;
+        drop(ctrl);
+        if lied && world.ghost.proof_lied.is_none() {
+            world.ghost.proof_lied = Some(node);
+        }
     }
 
     fn deliver(
@@ -634,8 +787,43 @@ impl FleetModel {
             Action::Supersede => {
                 "operator starts a rollout of v3, superseding the current one".to_string()
             }
+            Action::SwapOld(node) => {
+                let serving = world.agents[node.0 as usize].serving;
+                match serving.and_then(old_release) {
+                    Some(old) => format!(
+                        "a healthy {old} is SWAPPED IN behind {node}'s agent (its proxy still answers as {})",
+                        serving.map_or("nothing".to_string(), |r| r.to_string())
+                    ),
+                    None => format!("an old release is swapped in behind {node}'s agent"),
+                }
+            }
+            Action::ForeignRoute(node) => {
+                let serving = world.agents[node.0 as usize].serving;
+                match serving.map(other_release) {
+                    Some(other) => format!(
+                        "a STAND-IN answers {node}'s public route, identifying as {other}"
+                    ),
+                    None => format!("a stand-in answers {node}'s public route"),
+                }
+            }
+            Action::Prove(node) => format!(
+                "operator asks a live proof of {node} (route probe and agent readback)"
+            ),
+            Action::Observe(node) => format!(
+                "verifier records an observation of {node} (route probe and agent readback) at {} ms",
+                (u64::from(world.observations) + 1) * OBSERVATION_INTERVAL_MIN_MS
+            ),
         }
     }
+}
+
+/// The release `node` settled on: the controller's record of it has no
+/// live op and a confirmed release.
+pub fn settled_release(ctrl: &ControllerState, node: NodeId) -> Option<Digest> {
+    ctrl.nodes
+        .get(&node)
+        .filter(|r| r.live_op.is_none())
+        .and_then(|r| r.confirmed)
 }
 
 fn describe_command(cmd: &ToAgent) -> String {

@@ -8,7 +8,8 @@ use model::agent::{agent_step, AgentInput, AgentOutput, AgentState};
 use model::controller::{
     apply, progress, step, ControllerState, Event, Input, OpPhase, Outcome, Refusal, RolloutStatus,
 };
-use model::{Generation, ProbeVerdict, ToController};
+use model::{Generation, NodeId, ProbeVerdict, ToController};
+use proof::{Fresh, NodeProof};
 
 /// A named deviation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -28,11 +29,12 @@ pub enum Mutant {
     UnknownFreesSlot,
     GrantOverLiveOp,
     RollbackProvenBeforeCommitLands,
+    ProofTrustsRecordedEvidence,
 }
 
 impl Mutant {
     /// Every mutant, in `--list-mutants` order.
-    pub const ALL: [Mutant; 15] = [
+    pub const ALL: [Mutant; 16] = [
         Mutant::ReleaseOnTimeout,
         Mutant::GrantWhilePaused,
         Mutant::RedecideOnRetry,
@@ -48,6 +50,7 @@ impl Mutant {
         Mutant::UnknownFreesSlot,
         Mutant::GrantOverLiveOp,
         Mutant::RollbackProvenBeforeCommitLands,
+        Mutant::ProofTrustsRecordedEvidence,
     ];
 
     /// The CLI name.
@@ -68,6 +71,7 @@ impl Mutant {
             Mutant::UnknownFreesSlot => "unknown-frees-slot",
             Mutant::GrantOverLiveOp => "grant-over-live-op",
             Mutant::RollbackProvenBeforeCommitLands => "rollback-proven-before-commit-lands",
+            Mutant::ProofTrustsRecordedEvidence => "proof-trusts-recorded-evidence",
         }
     }
 
@@ -94,6 +98,7 @@ impl Mutant {
             Mutant::UnknownFreesSlot => Rule::S1,
             Mutant::GrantOverLiveOp => Rule::S2,
             Mutant::RollbackProvenBeforeCommitLands => Rule::S8,
+            Mutant::ProofTrustsRecordedEvidence => Rule::ProofIsReadback,
         }
     }
 
@@ -133,6 +138,9 @@ impl Mutant {
             Mutant::RollbackProvenBeforeCommitLands => {
                 "settle an ordered roll back on any probe of the baseline, though the stored Commit may not have reached the node yet"
             }
+            Mutant::ProofTrustsRecordedEvidence => {
+                "answer a live proof from the evidence recorded at settlement, ignoring the fresh readback"
+            }
         }
     }
 
@@ -171,6 +179,12 @@ impl Mutant {
             Mutant::AgentForgetsClosedOps => {
                 cfg.operator = true;
                 cfg.faults = cfg.faults.with(Fault::Dup);
+            }
+            // A release swapped out from under a settled node, and an
+            // operator asking for proof.
+            Mutant::ProofTrustsRecordedEvidence => {
+                cfg.proofs = true;
+                cfg.faults = cfg.faults.with(Fault::SwapOld);
             }
         }
     }
@@ -407,6 +421,24 @@ pub fn agent_step_as(mutant: Option<Mutant>, state: &AgentState, input: AgentInp
         return agent_step(&forgetful, input);
     }
     agent_step(state, input)
+}
+
+/// A live proof of `node` as the checked system answers it: the proof
+/// crate's judgement of the fresh readback, or, for
+/// `proof-trusts-recorded-evidence`, of what was recorded.
+pub fn node_proof(
+    mutant: Option<Mutant>,
+    state: &ControllerState,
+    node: NodeId,
+    fresh: &Fresh,
+) -> NodeProof {
+    let name = node.to_string();
+    if mutant == Some(Mutant::ProofTrustsRecordedEvidence) {
+        // The evidence stored at settlement (or the node's latest recorded
+        // observation) stands in for a look at what serves now.
+        return proof::recorded_node_proof(state, node, &name);
+    }
+    proof::live_node_proof(state, node, &name, fresh)
 }
 
 /// Whether effects leave before the events behind them are durable.

@@ -1,12 +1,14 @@
-//! The properties the checker verifies: one `always` per rule S1–S11 and a
-//! few `sometimes` reachability properties standing in for liveness
-//! (stateright's `eventually` is unsound on cycles and has no fairness).
+//! The properties the checker verifies: one `always` per rule S1–S11 (and,
+//! with proofs on, P1: proof is a readback) and a few `sometimes`
+//! reachability properties standing in for liveness (stateright's
+//! `eventually` is unsound on cycles and has no fairness).
 
 use crate::config::Fault;
 use crate::fleet::{Action, FleetModel};
 use crate::world::{App, World};
 use invariants::Rule;
 use model::controller::{OpPhase, Outcome, RolloutStatus};
+use model::NodeId;
 use stateright::{Model, Property};
 
 fn holds(world: &World, rule: Rule) -> bool {
@@ -37,6 +39,25 @@ pub fn human_waits_hold(world: &World) -> bool {
     .is_ok()
 }
 
+/// P1 against the ground truth: no live proof said `verified` while the
+/// node's route did not really serve the intended release correctly.
+pub fn proofs_tell_the_truth(world: &World) -> bool {
+    world.ghost.proof_lied.is_none()
+}
+
+/// A node whose route drifted (swapped or foreign) is reported drifted by
+/// the controller's record of it.
+pub fn drift_seen(world: &World) -> bool {
+    let ctrl = world.controller();
+    world.apps.iter().enumerate().any(|(index, app)| {
+        app.drifted()
+            && ctrl
+                .nodes
+                .get(&NodeId(index as u16))
+                .is_some_and(|r| r.drift().is_some())
+    })
+}
+
 /// The property name that stands for each rule.
 pub fn property_name(rule: Rule) -> &'static str {
     match rule {
@@ -51,6 +72,7 @@ pub fn property_name(rule: Rule) -> &'static str {
         Rule::S9 => "S9 restore needs proof",
         Rule::S10 => "S10 human waits survive",
         Rule::S11 => "S11 wrong answer stops",
+        Rule::ProofIsReadback => "P1 proof is a readback",
     }
 }
 
@@ -118,6 +140,18 @@ pub fn properties(model: &FleetModel) -> Vec<Property<FleetModel>> {
             "wrong answer rolled back with proof",
             |_, w| w.ghost.rolled_back,
         ));
+    }
+    if model.cfg.proofs_enabled() {
+        props.push(Property::<FleetModel>::always(
+            property_name(Rule::ProofIsReadback),
+            |_, w| proofs_tell_the_truth(w),
+        ));
+        if model.cfg.faults.any_after_settlement() {
+            props.push(Property::<FleetModel>::sometimes(
+                "drift is seen",
+                |_, w| drift_seen(w),
+            ));
+        }
     }
     props
 }

@@ -241,6 +241,15 @@ fn why_broken(world: &World, property: &str) -> Option<String> {
         return Some(v.detail.clone());
     }
     let ctrl = world.controller();
+    if let (invariants::Rule::ProofIsReadback, Some(node)) = (rule, world.ghost.proof_lied) {
+        let intended = ctrl
+            .intended_rollout(node)
+            .map_or("nothing".to_string(), |r| r.plan.release.to_string());
+        return Some(format!(
+            "a live proof of {node} says verified for {intended}, but {}",
+            world.truth(node)
+        ));
+    }
     let state_check = match rule {
         invariants::Rule::S1 => invariants::s1_slot_bound(&ctrl),
         invariants::Rule::S2 => invariants::s2_one_live_op_per_node(&ctrl),

@@ -6,7 +6,7 @@
 use invariants::Violation;
 use model::agent::AgentState;
 use model::controller::{apply, ControllerState, Event};
-use model::{NodeId, ProbeVerdict, RouteObservation, ToAgent, ToController};
+use model::{ArtifactRead, Digest, NodeId, ProbeVerdict, RouteObservation, ToAgent, ToController};
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 
@@ -19,6 +19,23 @@ pub enum App {
     Wrong,
     /// The process is gone.
     Down,
+    /// (`swap-old`, after settlement) A healthy old release, the one given,
+    /// was swapped in behind the agent: the route's stamping proxy still
+    /// identifies as the agent's release, the answer is the old release's
+    /// (a wrong answer under the agent's release's probe spec), and the
+    /// agent's readback finds the app file that runs altered.
+    SwappedOld(Digest),
+    /// (`foreign-route`, after settlement) A stand-in answers the public
+    /// route: the expected answer, identifying as the release given. The
+    /// agent's install is untouched.
+    Foreign(Digest),
+}
+
+impl App {
+    /// A settled node's route no longer serves what its agent installed.
+    pub fn drifted(self) -> bool {
+        matches!(self, App::SwappedOld(_) | App::Foreign(_))
+    }
 }
 
 /// A message in flight.
@@ -62,6 +79,9 @@ pub struct Ghost {
     /// An agent aborted an op whose `Apply` it never received (superseded
     /// while the command was lost), so the op settled without a fetch.
     pub aborted_unseen: bool,
+    /// A live proof said `verified` for this node while its route did not
+    /// really serve the intended release correctly (P1).
+    pub proof_lied: Option<NodeId>,
 }
 
 /// One state of the checked system.
@@ -81,6 +101,10 @@ pub struct World {
     /// Partitioned nodes, one bit per node index.
     pub partitioned: u8,
     pub faults_used: u8,
+    /// Observations recorded so far along the path (`Observe`): the logical
+    /// clock of the controller's `now_ms`, and bounded by
+    /// [`crate::fleet::OBSERVATIONS_MAX`]. Always 0 without proofs.
+    pub observations: u8,
     pub ghost: Ghost,
     /// The first rule broken along the path to this state, if any.
     pub violation: Option<Violation>,
@@ -110,7 +134,8 @@ impl World {
     /// The process uptime, restart count and artifact read-back stay `None`
     /// in every state: the rules never read them (S11), and varying them
     /// would only multiply the explored states (the pinned counts in
-    /// `docs/model.md` depend on it).
+    /// `docs/model.md` depend on it). Only the agent's readback of a settled
+    /// node ([`World::readback`], with proofs on) adds the artifact.
     pub fn observe(&self, node: NodeId) -> RouteObservation {
         let serving = self.agents[node.0 as usize].serving;
         match (serving, self.apps[node.0 as usize]) {
@@ -118,6 +143,24 @@ impl World {
             (Some(release), App::Wrong) => RouteObservation {
                 verdict: ProbeVerdict::WrongAnswer,
                 identity: Some(release),
+                process_healthy: true,
+                process_uptime_ms: None,
+                process_restarts: None,
+                artifact: None,
+            },
+            // The proxy stamps the agent's release on the old release's answer.
+            (Some(release), App::SwappedOld(_)) => RouteObservation {
+                verdict: ProbeVerdict::WrongAnswer,
+                identity: Some(release),
+                process_healthy: true,
+                process_uptime_ms: None,
+                process_restarts: None,
+                artifact: None,
+            },
+            // The stand-in gives the expected answer as another release.
+            (Some(_), App::Foreign(other)) => RouteObservation {
+                verdict: ProbeVerdict::Pass,
+                identity: Some(other),
                 process_healthy: true,
                 process_uptime_ms: None,
                 process_restarts: None,
@@ -131,6 +174,50 @@ impl World {
                 process_restarts: None,
                 artifact: None,
             },
+        }
+    }
+
+    /// What `node`'s agent reads back when asked (a live proof, an
+    /// observation): the route as it sees it, plus its re-hash of what is
+    /// installed behind the route — the release it serves, with an altered
+    /// app file when an old release was swapped in. The process numbers
+    /// stay `None`, as in [`World::observe`], to keep the space small.
+    pub fn readback(&self, node: NodeId) -> RouteObservation {
+        let index = node.0 as usize;
+        let artifact = self.agents[index]
+            .serving
+            .map(|release| match self.apps[index] {
+                App::SwappedOld(_) => ArtifactRead::AppFileAltered(release),
+                _ => ArtifactRead::Digest(release),
+            });
+        RouteObservation {
+            artifact,
+            ..self.observe(node)
+        }
+    }
+
+    /// Whether `node`'s route really serves `release` correctly now.
+    pub fn truly_serves(&self, node: NodeId, release: Digest) -> bool {
+        let index = node.0 as usize;
+        self.agents[index].serving == Some(release) && self.apps[index] == App::Correct
+    }
+
+    /// What `node`'s route really serves now, in domain words.
+    pub fn truth(&self, node: NodeId) -> String {
+        let index = node.0 as usize;
+        let Some(serving) = self.agents[index].serving else {
+            return format!("nothing serves on {node}");
+        };
+        match self.apps[index] {
+            App::Correct => format!("{node} serves {serving}"),
+            App::Wrong => format!("{node}'s {serving} answers wrongly"),
+            App::Down => format!("{node}'s app is down"),
+            App::SwappedOld(old) => format!(
+                "{node}'s route gives {old}'s answer stamped as {serving} (an old release swapped in behind the agent)"
+            ),
+            App::Foreign(other) => {
+                format!("a stand-in answers {node}'s route as {other}, not its {serving}")
+            }
         }
     }
 

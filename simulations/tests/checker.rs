@@ -1,7 +1,13 @@
 //! The checker against the real rules and against every mutant.
 
+use model::NodeId;
+use simulations::fleet::settled_release;
 use simulations::gallery::check_mutant;
-use simulations::{run, CheckConfig, Faults, Mutant, RunOptions, Status};
+use simulations::mutants::node_proof;
+use simulations::run::shortest_path;
+use simulations::{
+    run, Action, CheckConfig, Fault, Faults, FleetModel, Mutant, RunOptions, Status,
+};
 
 fn options() -> RunOptions {
     RunOptions {
@@ -21,15 +27,123 @@ fn assert_clean(cfg: &CheckConfig) -> simulations::Report {
 }
 
 /// The default configuration of `fleetweft-check`: canary + 2 followers,
-/// 1 slot, every fault kind with a budget of one, operator on.
+/// 1 slot, every fault kind that strikes an op under way with a budget of
+/// one, operator on, no proofs. Its count is pinned: the settled-node faults
+/// and the proof actions must not change what it explores.
 #[test]
 fn real_rules_pass_the_default_configuration() {
-    let report = assert_clean(&CheckConfig::default());
+    let cfg = CheckConfig::default();
+    assert!(!cfg.proofs_enabled());
+    assert!(!cfg.faults.has(Fault::SwapOld) && !cfg.faults.has(Fault::ForeignRoute));
+    let report = assert_clean(&cfg);
     assert!(
-        report.unique_states > 100_000,
-        "explored too little: {}",
-        report.unique_states
+        !report.properties.iter().any(|p| p.name.starts_with("P1")),
+        "no proof property without proofs"
     );
+    assert_eq!(report.unique_states, PINNED_DEFAULT_UNIQUE_STATES);
+}
+
+/// Pinned like the small configuration below (docs/model.md, Figures).
+const PINNED_DEFAULT_UNIQUE_STATES: usize = 2_568_006;
+
+/// Drift after settlement (seed 003) with the proof actions: an old release
+/// swapped in behind a settled node's agent, a stand-in answering its route
+/// as another release, plus loss (for UNKNOWN, and an operator confirming
+/// the baseline of a node a stand-in then answers for as the intended
+/// release), two faults along a path. No live proof says verified unless
+/// the intended release really serves (P1), and a drifted node is reported
+/// drifted.
+#[test]
+fn real_rules_pass_with_settled_node_faults_and_proofs() {
+    let cfg = CheckConfig {
+        followers: 1,
+        faults: Faults::parse("loss,swap-old,foreign-route").expect("known faults"),
+        max_faults: 2,
+        ..CheckConfig::default()
+    };
+    assert!(cfg.proofs_enabled(), "the settled-node faults imply proofs");
+    let report = assert_clean(&cfg);
+    let summary = simulations::run::summary(&report);
+    assert!(
+        summary.contains("PASS       always    P1 proof is a readback"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("FOUND      sometimes drift is seen"),
+        "{summary}"
+    );
+    assert_eq!(report.unique_states, PINNED_PROOFS_UNIQUE_STATES);
+}
+
+const PINNED_PROOFS_UNIQUE_STATES: usize = 531_380;
+
+/// The proof the checker asks is not vacuous: on a settled canary the live
+/// proof of the real rules says verified while v2 really serves, and failed
+/// once an old release is swapped in or a stand-in answers the route.
+#[test]
+fn a_live_proof_verifies_a_settled_node_and_fails_a_drifted_one() {
+    let model = FleetModel::new(CheckConfig {
+        followers: 1,
+        faults: Faults::parse("swap-old,foreign-route").expect("known faults"),
+        ..CheckConfig::default()
+    });
+    let canary = NodeId(0);
+    // The shortest path to a state where the canary has settled on v2.
+    let path = shortest_path(
+        &model,
+        |_, w| settled_release(&w.controller(), NodeId(0)) != Some(simulations::fleet::V2),
+        12,
+    )
+    .expect("the canary settles");
+    let (settled, _) = path.last().expect("a path").clone();
+    assert_eq!(
+        settled_release(&settled.controller(), canary),
+        Some(simulations::fleet::V2)
+    );
+    let proof_of =
+        |w: &simulations::World| node_proof(None, &w.controller(), canary, &model.fresh(w, canary));
+    assert_eq!(proof_of(&settled).verdict, proof::Verdict::Verified);
+    use proof::ReasonCode as R;
+    // The verdict's reason, and every contradicted check's.
+    for (fault, reason, contradicted) in [
+        (
+            Action::SwapOld(canary),
+            R::AppFileMismatch,
+            vec![R::AppFileMismatch, R::ProbeWrongAnswer],
+        ),
+        (
+            Action::ForeignRoute(canary),
+            R::RouteIdentityMismatch,
+            vec![R::RouteIdentityMismatch],
+        ),
+    ] {
+        let drifted = model.transition(&settled, fault, &mut None);
+        let proof = proof_of(&drifted);
+        assert_eq!(
+            (proof.verdict, proof.reason),
+            (proof::Verdict::Failed, Some(reason)),
+            "{fault:?}: {}",
+            proof.summary
+        );
+        let false_checks: Vec<R> = proof
+            .checks
+            .iter()
+            .filter(|c| c.ok == Some(false))
+            .filter_map(|c| c.reason)
+            .collect();
+        assert_eq!(false_checks, contradicted, "{fault:?}");
+        // The recorded evidence still says all is well: that is the mutant.
+        let recorded = node_proof(
+            Some(Mutant::ProofTrustsRecordedEvidence),
+            &drifted.controller(),
+            canary,
+            &model.fresh(&drifted, canary),
+        );
+        assert_eq!(recorded.verdict, proof::Verdict::Verified);
+        // An observation records the drift.
+        let observed = model.transition(&drifted, Action::Observe(canary), &mut None);
+        assert!(observed.controller().nodes[&canary].drift().is_some());
+    }
 }
 
 /// Generations only matter with a superseding rollout; the approval gate only
@@ -123,7 +237,31 @@ fn every_mutant_is_caught_with_the_rule_it_breaks() {
             .next()
             .and_then(|p| p.counterexample.clone())
             .expect("a failure carries its counterexample");
-        assert!(cex.last().is_some_and(|l| l.starts_with("=> breaks S")));
+        let broken = format!("=> breaks {}", mutant.breaks());
+        assert!(
+            cex.last().is_some_and(|l| l.starts_with(&broken)),
+            "{}: {cex:?}",
+            mutant.name()
+        );
         assert!(report.properties.iter().any(|p| p.status == Status::Fail));
     }
+}
+
+/// The new mutant is caught by P1 with the shortest story: the canary
+/// settles, an old release is swapped in behind it, and the proof answered
+/// from the evidence recorded at settlement says verified.
+#[test]
+fn proof_trusting_recorded_evidence_is_caught_by_p1() {
+    let report = check_mutant(Mutant::ProofTrustsRecordedEvidence);
+    let failed: Vec<&str> = report.failures().map(|p| p.name.as_str()).collect();
+    assert_eq!(failed, vec!["P1 proof is a readback"]);
+    let cex = report
+        .failures()
+        .next()
+        .and_then(|p| p.counterexample.clone())
+        .expect("a counterexample");
+    // 0. initial, 1-5 the canary settles, 6 the swap, 7 the proof, verdict.
+    assert_eq!(cex.len(), 9, "{cex:#?}");
+    assert!(cex[6].starts_with("6. a healthy v1 is SWAPPED IN behind node-a"));
+    assert!(cex[7].contains("proof (recorded): node-a: verified for v2"));
 }

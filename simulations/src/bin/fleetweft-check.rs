@@ -16,7 +16,7 @@ use std::process::ExitCode;
 #[derive(Parser, Debug)]
 #[command(
     name = "fleetweft-check",
-    about = "Model-check Fleetweft's rollout rules (S1–S11)"
+    about = "Model-check Fleetweft's rollout rules (S1–S11, and P1 with --proofs)"
 )]
 struct Args {
     /// Followers after the canary (0..=4).
@@ -27,6 +27,8 @@ struct Args {
     slots: Option<u8>,
     /// Faults the environment may inject, comma separated:
     /// loss,dup,partition,agent-crash,controller-crash,wrong-answer,app-crash
+    /// (the default set), and swap-old,foreign-route, which strike a settled
+    /// node and imply --proofs
     #[arg(long)]
     faults: Option<String>,
     /// Total faults along one path (0..=4).
@@ -45,6 +47,10 @@ struct Args {
     /// No operator actions (pause, resume, resolve).
     #[arg(long)]
     no_operator: bool,
+    /// Let an operator ask a live proof of a settled node and a verifier
+    /// record observations of it (implied by swap-old and foreign-route).
+    #[arg(long)]
+    proofs: bool,
     /// Check a named mutant instead of the real rules.
     #[arg(long)]
     mutant: Option<String>,
@@ -108,6 +114,7 @@ fn config(args: &Args) -> Result<CheckConfig, String> {
     cfg.approval |= args.approval;
     cfg.supersede |= args.supersede;
     cfg.rollback |= args.rollback;
+    cfg.proofs |= args.proofs;
     if args.no_operator {
         cfg.operator = false;
     }
