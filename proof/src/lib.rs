@@ -68,7 +68,8 @@
 //!    before rollback`, whatever serves now. The op settled `RolledBack`,
 //!    `NotApplied` or `Resolved(ConfirmBaseline)` without such a cause, the
 //!    confirmed release is not the intended one and the judged observation
-//!    passed => `stale` ([`ReasonCode::RolledBack`] or [`ReasonCode::NotApplied`]).
+//!    passed showing that confirmed release (nothing read contradicts it) =>
+//!    `stale` ([`ReasonCode::RolledBack`] or [`ReasonCode::NotApplied`]).
 //! 6. No observation => `unverified` ([`ReasonCode::NoEvidence`], or
 //!    [`ReasonCode::OpNotSettled`] while the op still holds its slot).
 //! 7. A counted check is false => `failed`; its reason is the route identity
@@ -91,8 +92,8 @@
 //! narrow that window; nothing closes it.
 
 use model::controller::{
-    ControllerState, EvidenceSource, NodeObservation, ObservationSource, Op, OpPhase, Outcome,
-    Resolution, Rollout,
+    observation_confirms, ControllerState, EvidenceSource, NodeObservation, ObservationSource, Op,
+    OpPhase, Outcome, Resolution, Rollout,
 };
 use model::{Digest, NodeId, ProbeVerdict, ReportKind, RolloutId, RouteObservation};
 use serde::{Deserialize, Serialize};
@@ -100,7 +101,7 @@ use std::fmt;
 
 mod view;
 use view::View;
-pub use view::{merge_readback, Fresh, Origin, ProofMode};
+pub use view::{merge_readback, uptime_text as view_uptime_text, Fresh, Origin, ProofMode};
 
 /// One of the five answers of SPEC §6.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -550,11 +551,18 @@ fn judge(
         OpPhase::Settled(Outcome::RolledBack) if cause.is_some() => {
             return (Verdict::Failed, cause.and_then(|c| c.reason));
         }
+        // Stale only when what is seen is the release the node's record
+        // says serves: a route answering as anything else there (a
+        // stand-in answering as the intended release over the baseline's
+        // disk) is a contradiction, judged below.
         OpPhase::Settled(
             o @ (Outcome::RolledBack
             | Outcome::NotApplied
             | Outcome::Resolved(Resolution::ConfirmBaseline)),
-        ) if confirmed != Some(intended) && passed => {
+        ) if confirmed != Some(intended)
+            && passed
+            && confirmed.zip(last).is_some_and(|(c, o)| observation_confirms(&o, c)) =>
+        {
             let reason = if o == Outcome::NotApplied {
                 R::NotApplied
             } else {

@@ -458,3 +458,19 @@ fn every_reason_code_has_one_wording_matching_its_serialization() {
         assert_eq!(r.to_string(), r.as_str());
     }
 }
+
+#[test]
+fn a_stand_in_answering_as_the_intended_release_over_a_rolled_back_node_is_failed() {
+    let rolled = S::new()
+        .start(V2, vec![])
+        .commit(0)
+        .input(Input::RollBack { op: OpId(0) })
+        .report(0, ReportKind::Restored, RouteObservation::passing(V1));
+    // The route answers as v2 (the intent) while the disk holds v1.
+    let p = rolled.live(A, &fresh(RouteObservation::passing(V2), readback(V1)));
+    assert_eq!(
+        verdict(&p),
+        (Verdict::Failed, Some(ReasonCode::DigestMismatch)),
+        "{p:#?}"
+    );
+}

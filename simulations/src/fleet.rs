@@ -423,10 +423,7 @@ impl FleetModel {
             if self.cfg.operator && r.paused.is_some() && world.ghost.resumes == 0 {
                 actions.push(Action::Resume(r.id));
             }
-            let canary_passed = ctrl
-                .rollout_op_for(r.id, r.plan.canary)
-                .is_some_and(|o| o.passed());
-            if r.plan.approval_after_canary && !r.approved && canary_passed {
+            if ctrl.awaiting_approval(r.id) {
                 actions.push(Action::Approve(r.id));
             }
             if self.cfg.supersede && ctrl.rollouts.len() == 1 {

@@ -1,0 +1,159 @@
+//! The rule predicates the operator surface asks instead of restating them.
+
+use model::controller::{apply, step, ControllerState, Input};
+use model::{Digest, Generation, NodeId, OpId, Plan, ReportKind, RouteObservation};
+use model::{ProbeVerdict, ToController};
+
+const V1: Digest = Digest::repeat(1);
+const V2: Digest = Digest::repeat(2);
+const A: NodeId = NodeId(0);
+
+fn feed(state: &mut ControllerState, input: Input) {
+    for event in step(state, &input).expect("accepted") {
+        apply(state, &event);
+    }
+}
+
+fn from_a(state: &mut ControllerState, msg: ToController) {
+    feed(state, Input::FromAgent { node: A, msg });
+}
+
+/// A probe is judged as the release the op's phase expects, with the
+/// op's other release as the legitimate alternative: judging a
+/// baseline by the new release's spec could never prove a rollback.
+#[test]
+fn a_probe_is_judged_as_the_release_the_phase_expects() {
+    let mut state = ControllerState::default();
+    from_a(
+        &mut state,
+        ToController::Hello {
+            serving: Some(V1),
+            generation: Generation(0),
+        },
+    );
+    // Before any rollout: nothing confirmed, nothing intended.
+    assert_eq!(state.releases_to_judge(A), (None, None));
+    feed(
+        &mut state,
+        Input::StartRollout {
+            plan: Plan {
+                release: V2,
+                canary: A,
+                followers: vec![],
+                slots_max: 1,
+                approval_after_canary: false,
+            },
+        },
+    );
+    // Granted, not switched: the baseline should answer.
+    assert_eq!(state.releases_to_judge(A), (Some(V1), Some(V2)));
+    from_a(&mut state, ToController::CommitRequest { op: OpId(0) });
+    // Commit decided: the new release should answer (or still v1).
+    assert_eq!(state.releases_to_judge(A), (Some(V2), Some(V1)));
+    from_a(
+        &mut state,
+        ToController::Report {
+            op: OpId(0),
+            kind: ReportKind::Switched,
+            observation: RouteObservation {
+                verdict: ProbeVerdict::WrongAnswer,
+                ..RouteObservation::passing(V2)
+            },
+        },
+    );
+    // A wrong answer: restoring, so the baseline should answer again.
+    assert_eq!(state.releases_to_judge(A), (Some(V1), Some(V2)));
+    from_a(
+        &mut state,
+        ToController::Report {
+            op: OpId(0),
+            kind: ReportKind::Restored,
+            observation: RouteObservation::passing(V1),
+        },
+    );
+    // Rolled back and settled: what was last proven there.
+    assert_eq!(state.releases_to_judge(A), (Some(V1), None));
+}
+
+/// Approval is awaited only with a gate, after the canary passed, once.
+#[test]
+fn awaiting_approval_is_the_one_state_approve_is_accepted_in() {
+    let mut state = ControllerState::default();
+    from_a(
+        &mut state,
+        ToController::Hello {
+            serving: Some(V1),
+            generation: Generation(0),
+        },
+    );
+    feed(
+        &mut state,
+        Input::StartRollout {
+            plan: Plan {
+                release: V2,
+                canary: A,
+                followers: vec![NodeId(1)],
+                slots_max: 1,
+                approval_after_canary: true,
+            },
+        },
+    );
+    let r = model::RolloutId(0);
+    assert!(!state.awaiting_approval(r), "canary not passed yet");
+    assert!(step(&state, &Input::Approve { rollout: r }).is_err());
+    from_a(&mut state, ToController::CommitRequest { op: OpId(0) });
+    from_a(
+        &mut state,
+        ToController::Report {
+            op: OpId(0),
+            kind: ReportKind::Switched,
+            observation: RouteObservation::passing(V2),
+        },
+    );
+    assert!(state.awaiting_approval(r));
+    feed(&mut state, Input::Approve { rollout: r });
+    assert!(!state.awaiting_approval(r), "approved once");
+    assert!(step(&state, &Input::Approve { rollout: r }).is_err());
+}
+
+/// The operator's options are what `step` accepts, asked, not restated.
+#[test]
+fn operator_actions_are_what_step_accepts() {
+    use model::controller::{operator_actions, OperatorAction as A_};
+    let mut state = ControllerState::default();
+    from_a(
+        &mut state,
+        ToController::Hello {
+            serving: Some(V1),
+            generation: Generation(0),
+        },
+    );
+    feed(
+        &mut state,
+        Input::StartRollout {
+            plan: Plan {
+                release: V2,
+                canary: A,
+                followers: vec![],
+                slots_max: 1,
+                approval_after_canary: false,
+            },
+        },
+    );
+    let op = OpId(0);
+    // Granted, no decision: nothing to roll back; any resolution with a
+    // backing observation.
+    assert_eq!(
+        operator_actions(&state, op),
+        vec![A_::ConfirmNew, A_::ConfirmBaseline, A_::Abandon]
+    );
+    from_a(&mut state, ToController::CommitRequest { op });
+    // A stored Commit: roll back possible, confirm-baseline refused.
+    assert_eq!(
+        operator_actions(&state, op),
+        vec![A_::RollBack, A_::ConfirmNew, A_::Abandon]
+    );
+    feed(&mut state, Input::RollBack { op });
+    // Restoring: confirm-new refused, roll back already ordered.
+    assert_eq!(operator_actions(&state, op), vec![A_::Abandon]);
+}
