@@ -9,6 +9,7 @@ pub mod dashboard;
 pub mod links;
 pub mod openapi;
 pub mod rate;
+pub mod readback;
 
 use anyhow::Context;
 use config::ControllerConfig;
