@@ -15,16 +15,28 @@ use anyhow::Context;
 use ed25519_dalek::VerifyingKey;
 use model::agent::{agent_step, AgentEffect, AgentInput, AgentOp, AgentStage};
 use model::{Digest, StageRefusal, ToController};
-use protocol::frame::FrameBody;
+use protocol::frame::{FrameBody, READBACK_INTERVAL_MIN_MS};
 use protocol::quic::{AgentConnection, Backoff, ControlSender};
 use protocol::tls::ClientIdentity;
 use std::collections::{HashMap, VecDeque};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How often the supervisor looks at app processes.
 pub const SUPERVISE_MS: u64 = 1_000;
 /// Upper bound on commands queued from the controller.
 pub const INBOX_MAX: usize = 64;
+
+/// What the control-stream reader hands the session loop.
+#[derive(Debug)]
+enum Inbound {
+    /// A command for the core.
+    Command(model::ToAgent),
+    /// A readback request: answered from a fresh probe, outside the core.
+    ReadBack {
+        /// The controller's request id, echoed in the reply.
+        request: u64,
+    },
+}
 
 /// The running agent.
 pub struct Agent {
@@ -148,12 +160,9 @@ impl Agent {
         let (inbox_tx, mut inbox) = tokio::sync::mpsc::channel(INBOX_MAX);
         let reader = tokio::spawn(async move {
             loop {
-                match rx.recv().await {
-                    Ok(FrameBody::ToAgent(cmd)) => {
-                        if inbox_tx.send(cmd).await.is_err() {
-                            return;
-                        }
-                    }
+                let inbound = match rx.recv().await {
+                    Ok(FrameBody::ToAgent(cmd)) => Inbound::Command(cmd),
+                    Ok(FrameBody::ReadBackRequest { request }) => Inbound::ReadBack { request },
                     Ok(other) => {
                         tracing::warn!("unexpected frame on the control stream: {other:?}");
                         return;
@@ -162,6 +171,9 @@ impl Agent {
                         tracing::info!("control stream closed: {e}");
                         return;
                     }
+                };
+                if inbox_tx.send(inbound).await.is_err() {
+                    return;
                 }
             }
         });
@@ -174,17 +186,33 @@ impl Agent {
     async fn session_loop(
         &mut self,
         tx: &mut ControlSender,
-        inbox: &mut tokio::sync::mpsc::Receiver<model::ToAgent>,
+        inbox: &mut tokio::sync::mpsc::Receiver<Inbound>,
     ) -> anyhow::Result<()> {
         self.feed(AgentInput::Connected, Some(tx)).await?;
         let mut retry = tokio::time::interval(Duration::from_millis(self.cfg.timing.retry_ms));
         let mut supervise = tokio::time::interval(Duration::from_millis(SUPERVISE_MS));
+        // When the latest readback was answered, for READBACK_INTERVAL_MIN_MS.
+        let mut answered_at: Option<Instant> = None;
         loop {
             tokio::select! {
-                cmd = inbox.recv() => match cmd {
-                    Some(cmd) => {
+                inbound = inbox.recv() => match inbound {
+                    Some(Inbound::Command(cmd)) => {
                         tracing::info!(?cmd, "command");
                         self.feed(AgentInput::Command(cmd), Some(tx)).await?;
+                    }
+                    Some(Inbound::ReadBack { request }) => {
+                        if readback_due(answered_at, Instant::now()) {
+                            self.read_back(request, tx).await?;
+                            answered_at = Some(Instant::now());
+                        } else {
+                            // Re-sending the previous observation would show a
+                            // stale value as current: the controller times out
+                            // and says the agent did not answer instead.
+                            tracing::warn!(
+                                request,
+                                "readback asked for less than {READBACK_INTERVAL_MIN_MS} ms after the last one: dropped"
+                            );
+                        }
                     }
                     None => anyhow::bail!("connection to the controller lost"),
                 },
@@ -192,6 +220,21 @@ impl Agent {
                 _ = supervise.tick() => self.supervise().await,
             }
         }
+    }
+
+    /// Answer a readback: probe the route and re-read its artifact now. A
+    /// readback changes nothing: no journal record, no input to the core.
+    async fn read_back(&mut self, request: u64, tx: &mut ControlSender) -> anyhow::Result<()> {
+        let serving = self.route.current().map(|b| b.release);
+        let (observation, _) = self.probe_route().await;
+        tracing::info!(request, ?serving, %observation, artifact = ?observation.artifact, "readback");
+        tx.send(&FrameBody::ReadBackReply {
+            request,
+            observation,
+            serving,
+        })
+        .await
+        .context("sending a readback to the controller")
     }
 
     /// One input through the core: journal its events, act on them, then
@@ -592,6 +635,19 @@ impl Agent {
     }
 }
 
+/// Whether a readback may be answered at `now`, the latest one having been
+/// answered at `answered_at`: at most one per [`READBACK_INTERVAL_MIN_MS`],
+/// counted from the end of the previous answer so the session loop always
+/// gets time for commands between two probes.
+fn readback_due(answered_at: Option<Instant>, now: Instant) -> bool {
+    match answered_at {
+        None => true,
+        Some(at) => {
+            now.saturating_duration_since(at) >= Duration::from_millis(READBACK_INTERVAL_MIN_MS)
+        }
+    }
+}
+
 /// The error class of a staging error (SPEC §5's second axis).
 fn class_of(error: &StageError) -> ErrorClass {
     if error.permanent() {
@@ -617,4 +673,24 @@ enum Staged {
     NotYet,
     /// Stopped for good, and why (told to the controller).
     Refused(StageRefusal),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readbacks_are_spaced_by_the_minimum_interval() {
+        let t0 = Instant::now();
+        let interval = Duration::from_millis(READBACK_INTERVAL_MIN_MS);
+        assert!(readback_due(None, t0), "the first readback is answered");
+        assert!(!readback_due(Some(t0), t0));
+        assert!(!readback_due(
+            Some(t0),
+            t0 + interval - Duration::from_millis(1)
+        ));
+        assert!(readback_due(Some(t0), t0 + interval));
+        // A clock reading before the last answer is never "due".
+        assert!(!readback_due(Some(t0 + interval), t0));
+    }
 }

@@ -6,7 +6,7 @@
 //! anything is trusted: the length is checked before a buffer is allocated,
 //! then the version, then the body, then that nothing trails it.
 
-use model::{Digest, ToAgent, ToController};
+use model::{Digest, RouteObservation, ToAgent, ToController};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -17,7 +17,17 @@ use thiserror::Error;
 /// - 1: first format.
 /// - 2: route observations in reports carry the process uptime and restart
 ///   count (`model::RouteObservation`).
-pub const WIRE_VERSION: u16 = 2;
+/// - 3: the controller can ask an agent for a fresh readback of its route
+///   ([`FrameBody::ReadBackRequest`], answered by [`FrameBody::ReadBackReply`]).
+pub const WIRE_VERSION: u16 = 3;
+
+/// The shortest time, in milliseconds, between the end of one readback an
+/// agent answered and the next one it answers. A readback re-probes the
+/// route and re-hashes the installed bundle and app file, so it is bounded;
+/// a request that comes sooner is dropped (never answered with an older
+/// observation, which would show a stale value as current). The controller
+/// spaces its requests by the same bound so it does not ask in vain.
+pub const READBACK_INTERVAL_MIN_MS: u64 = 200;
 
 /// The largest frame body accepted or produced, in bytes. Control messages
 /// are a few hundred bytes; bundles travel as raw bytes outside frames, so a
@@ -46,6 +56,27 @@ pub enum FrameBody {
     },
     /// The controller has no bundle with the asked-for digest.
     BundleMissing,
+    /// The controller asks an agent for a fresh readback of what its public
+    /// route serves now (control stream, controller to agent). Changes
+    /// nothing on the agent. Appended after the older variants so their
+    /// encodings stay the same.
+    ReadBackRequest {
+        /// The controller's id of this request, echoed in the reply.
+        request: u64,
+    },
+    /// The agent's answer to [`FrameBody::ReadBackRequest`] (control stream,
+    /// agent to controller): its route probed and its artifact re-read when
+    /// the request arrived, never a remembered observation.
+    ReadBackReply {
+        /// The id of the request this answers.
+        request: u64,
+        /// The fresh probe of the route, with the process uptime and restart
+        /// count and the artifact read back from disk.
+        observation: RouteObservation,
+        /// The release the agent's route points at now; `None` when it
+        /// points at nothing.
+        serving: Option<Digest>,
+    },
 }
 
 /// The encoded shape of a frame body: the version travels inside every frame
@@ -295,7 +326,30 @@ mod tests {
             },
             FrameBody::BundleFollows { len: u64::MAX },
             FrameBody::BundleMissing,
+            FrameBody::ReadBackRequest { request: u64::MAX },
+            readback_reply(),
+            FrameBody::ReadBackReply {
+                request: 0,
+                observation: RouteObservation::new(model::ProbeVerdict::Unreachable, None, false),
+                serving: None,
+            },
         ]
+    }
+
+    /// A readback reply with every optional field filled in.
+    fn readback_reply() -> FrameBody {
+        FrameBody::ReadBackReply {
+            request: 7,
+            observation: RouteObservation {
+                verdict: model::ProbeVerdict::WrongAnswer,
+                identity: Some(Digest::repeat(3)),
+                process_healthy: true,
+                process_uptime_ms: Some(u64::MAX),
+                process_restarts: Some(2),
+                artifact: Some(model::ArtifactRead::AppFileAltered(Digest::repeat(4))),
+            },
+            serving: Some(Digest::repeat(4)),
+        }
     }
 
     #[test]
@@ -357,6 +411,51 @@ mod tests {
             Err(FrameError::Undecodable(_))
         ));
         assert!(matches!(decode_body(&[]), Err(FrameError::Undecodable(_))));
+    }
+
+    /// A readback reply is bounded and checked like every other frame: an
+    /// oversized one is refused before decoding, and a cut or corrupted one
+    /// (a bad verdict tag, an unknown frame kind) is undecodable, never
+    /// half-read.
+    #[test]
+    fn readback_reply_refuses_oversize_and_garbage() {
+        let frame = encode(&readback_reply()).expect("encode");
+        let body = frame[LENGTH_PREFIX_BYTES..].to_vec();
+
+        let mut oversized = body.clone();
+        oversized.resize(FRAME_BYTES_MAX + 1, 0);
+        assert!(matches!(
+            decode_body(&oversized),
+            Err(FrameError::TooLarge { .. })
+        ));
+        let mut announced = ((FRAME_BYTES_MAX + 1) as u32).to_be_bytes().to_vec();
+        announced.extend_from_slice(&body);
+        assert!(matches!(
+            decode(&announced),
+            Err(FrameError::TooLarge { .. })
+        ));
+
+        assert!(matches!(
+            decode_body(&body[..body.len() - 1]),
+            Err(FrameError::Undecodable(_))
+        ));
+
+        // version, frame kind 6 (ReadBackReply), request 7: then the verdict.
+        let head = bincode::serde::encode_to_vec((WIRE_VERSION, 6u32, 7u64), config())
+            .expect("encode head");
+        assert!(body.starts_with(&head), "the layout this test assumes");
+        let mut bad_verdict = body.clone();
+        bad_verdict[head.len()] = 3;
+        assert!(matches!(
+            decode_body(&bad_verdict),
+            Err(FrameError::Undecodable(_))
+        ));
+        let mut unknown_kind = body;
+        unknown_kind[head.len() - 2] = 7;
+        assert!(matches!(
+            decode_body(&unknown_kind),
+            Err(FrameError::Undecodable(_))
+        ));
     }
 
     #[test]

@@ -198,9 +198,9 @@ fn close(conn: &Connection, code: u32, reason: &str) {
 /// Which side of the control stream this is, i.e. which frames it accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Side {
-    /// Accepts `ToController` frames only.
+    /// Accepts `ToController` and `ReadBackReply` frames only.
     Controller,
-    /// Accepts `ToAgent` frames only.
+    /// Accepts `ToAgent` and `ReadBackRequest` frames only.
     Agent,
 }
 
@@ -228,8 +228,9 @@ pub struct ControlReceiver {
 }
 
 impl ControlReceiver {
-    /// Receives one frame. On the controller only `ToController` frames are
-    /// accepted, on an agent only `ToAgent`. A malformed or out-of-place
+    /// Receives one frame. On the controller only `ToController` and
+    /// `ReadBackReply` frames are accepted, on an agent only `ToAgent` and
+    /// `ReadBackRequest`. A malformed or out-of-place
     /// frame closes the whole connection (the peer is broken or hostile;
     /// nothing later on the stream could be trusted to be in sync).
     pub async fn recv(&mut self) -> Result<FrameBody, TransportError> {
@@ -245,7 +246,13 @@ impl ControlReceiver {
         };
         let fits = matches!(
             (&body, self.side),
-            (FrameBody::ToController(_), Side::Controller) | (FrameBody::ToAgent(_), Side::Agent)
+            (
+                FrameBody::ToController(_) | FrameBody::ReadBackReply { .. },
+                Side::Controller
+            ) | (
+                FrameBody::ToAgent(_) | FrameBody::ReadBackRequest { .. },
+                Side::Agent
+            )
         );
         if !fits {
             let got = format!("{body:?}");

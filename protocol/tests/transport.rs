@@ -240,6 +240,54 @@ async fn frames_round_trip_and_node_id_comes_from_the_certificate() {
 }
 
 #[tokio::test]
+async fn readbacks_travel_their_own_direction_only() {
+    let ca = Ca::new("fleet");
+    let (endpoint, addr) = controller(&ca);
+    let (mut agent, _link, mut control) =
+        linked(&endpoint, addr, ca.client(&["node-a.nodes.fleetweft"])).await;
+    let ask = FrameBody::ReadBackRequest { request: 9 };
+    step(control.send(&ask)).await.expect("send request");
+    assert_eq!(
+        step(agent.control().recv()).await.expect("recv request"),
+        ask
+    );
+    let answer = FrameBody::ReadBackReply {
+        request: 9,
+        observation: model::RouteObservation::passing(Digest::repeat(3)),
+        serving: Some(Digest::repeat(3)),
+    };
+    step(agent.control().send(&answer))
+        .await
+        .expect("send reply");
+    assert_eq!(step(control.recv()).await.expect("recv reply"), answer);
+    // A controller answering a readback is out of place on the agent.
+    step(control.send(&answer))
+        .await
+        .expect("send misplaced reply");
+    let err = step(agent.control().recv())
+        .await
+        .expect_err("reply towards the agent");
+    assert!(
+        matches!(err, TransportError::UnexpectedFrame { .. }),
+        "{err:?}"
+    );
+
+    // An agent asking the controller for a readback is out of place.
+    let wrong = protocol::frame::encode(&ask).expect("encode");
+    let (_c, conn, _s, link) = raw_agent(&endpoint, addr, &ca, &wrong).await;
+    let mut control = step(link.control()).await.expect("control");
+    let err = step(control.recv()).await.expect_err("wrong direction");
+    assert!(
+        matches!(err, TransportError::UnexpectedFrame { .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        application_close_code(&conn).await,
+        Some(u64::from(CLOSE_UNEXPECTED_FRAME))
+    );
+}
+
+#[tokio::test]
 async fn client_cert_from_another_ca_is_refused() {
     let fleet = Ca::new("fleet");
     let other = Ca::new("other");

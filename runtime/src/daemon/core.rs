@@ -4,11 +4,13 @@
 //! events behind it are durable (S7).
 
 use super::config::ControllerConfig;
+use super::readback::ReadBacks;
+pub use super::readback::{ReadBack, ReadBackError, ReadBackReply};
 use crate::controller::{Controller, ControllerError};
 use model::controller::{ControllerState, Effect, Event, Input};
 use model::{NodeId, OpId, ToAgent};
 use std::collections::HashMap;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{mpsc, oneshot};
 
 /// Upper bound on queued commands to the core.
@@ -17,6 +19,18 @@ pub const CORE_QUEUE_MAX: usize = 1024;
 pub const LINK_QUEUE_MAX: usize = 256;
 /// Events kept in memory for the API's event feed.
 pub const EVENTS_IN_MEMORY_MAX: usize = 100_000;
+
+/// What the core hands one agent connection's writer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LinkMsg {
+    /// A command of the controller core for the agent.
+    Command(ToAgent),
+    /// Ask the agent for a fresh readback of its route.
+    ReadBack {
+        /// The id the reply must name.
+        request: u64,
+    },
+}
 
 /// Where the outcome of an input goes: its durable events, or the refusal.
 pub type InputReply = oneshot::Sender<Result<Vec<(u64, Event)>, String>>;
@@ -37,7 +51,7 @@ pub enum Command {
         /// A unique id of this connection.
         link: u64,
         /// Where commands for it go.
-        tx: mpsc::Sender<ToAgent>,
+        tx: mpsc::Sender<LinkMsg>,
         /// The connection, closed when a newer one replaces it.
         conn: quinn::Connection,
     },
@@ -52,6 +66,25 @@ pub enum Command {
     Snapshot {
         /// Where it goes.
         reply: oneshot::Sender<Snapshot>,
+    },
+    /// Ask a connected agent for a fresh readback of its route. Answered
+    /// at once when it cannot be asked; see [`CoreHandle::read_back`].
+    ReadBack {
+        /// The node.
+        node: NodeId,
+        /// Where the readback or why not goes.
+        reply: ReadBackReply,
+    },
+    /// A readback reply arrived on a connection (sent by its reader).
+    ReadBackArrived {
+        /// The node the connection's certificate names.
+        node: NodeId,
+        /// The connection's id.
+        link: u64,
+        /// The request id the reply names.
+        request: u64,
+        /// What it carries.
+        readback: ReadBack,
     },
     /// Events from a sequence on.
     Events {
@@ -117,6 +150,23 @@ impl CoreHandle {
         answer.await.ok()
     }
 
+    /// A fresh readback of `node`'s public route: the agent probes the route
+    /// and re-reads the artifact behind it when asked, over its control
+    /// connection. Waits at most [`super::readback::READBACK_TIMEOUT_MS`].
+    /// Nothing of it is written to the event log.
+    pub async fn read_back(&self, node: NodeId) -> Result<ReadBack, ReadBackError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Command::ReadBack { node, reply }).await;
+        let timeout = Duration::from_millis(super::readback::READBACK_TIMEOUT_MS);
+        // Giving up drops `answer`; the core sees the closed reply and
+        // forgets the request the next time it looks at its table.
+        match tokio::time::timeout(timeout, answer).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(_)) => Err(ReadBackError::Stopped),
+            Err(_) => Err(ReadBackError::Timeout),
+        }
+    }
+
     /// Events from `from` on.
     pub async fn events(&self, from: u64, limit: usize) -> Vec<(u64, Event)> {
         let (reply, answer) = oneshot::channel();
@@ -127,7 +177,7 @@ impl CoreHandle {
 
 struct Link {
     id: u64,
-    tx: mpsc::Sender<ToAgent>,
+    tx: mpsc::Sender<LinkMsg>,
     conn: quinn::Connection,
 }
 
@@ -176,6 +226,7 @@ async fn run(
         (None, _) => None,
     };
     let mut links: HashMap<NodeId, Link> = HashMap::new();
+    let mut readbacks = ReadBacks::default();
     let mut unknown_since: HashMap<OpId, SystemTime> = HashMap::new();
     track_unknown(controller.state(), &mut unknown_since);
     // The whole log was replayed into `history` at open (it is trimmed to
@@ -218,7 +269,7 @@ async fn run(
                                     }
                                     match links.get(&to) {
                                         Some(link) => {
-                                            if link.tx.try_send(msg).is_err() {
+                                            if link.tx.try_send(LinkMsg::Command(msg)).is_err() {
                                                 // Dropping a command silently would leave the op
                                                 // waiting for an unrelated reconnect. Close the
                                                 // link instead: the agent reconnects, says hello,
@@ -275,13 +326,25 @@ async fn run(
                     // A second connection for the same node replaces the first.
                     old.conn
                         .close(0u32.into(), b"replaced by a newer connection");
+                    readbacks.disconnected(node, old.id, Instant::now());
                 }
             }
             Command::Detach { node, link } => {
                 if links.get(&node).is_some_and(|l| l.id == link) {
                     links.remove(&node);
                 }
+                readbacks.disconnected(node, link, Instant::now());
             }
+            Command::ReadBack { node, reply } => {
+                let link = links.get(&node).map(|l| (l.id, &l.tx));
+                readbacks.start(node, link, reply, Instant::now());
+            }
+            Command::ReadBackArrived {
+                node,
+                link,
+                request,
+                readback,
+            } => readbacks.answer(node, link, request, readback, Instant::now()),
             Command::Snapshot { reply } => {
                 let mut connected: Vec<NodeId> = links.keys().copied().collect();
                 connected.sort();

@@ -2,8 +2,9 @@
 //! a message), pipe frames to and from the core, serve bundles.
 
 use super::config::ControllerConfig;
-use super::core::{Command, CoreHandle, LINK_QUEUE_MAX};
+use super::core::{Command, CoreHandle, LinkMsg, LINK_QUEUE_MAX};
 use super::rate::MessageBudget;
+use super::readback::ReadBack;
 use model::controller::Input;
 use model::Digest;
 use model::NodeId;
@@ -13,7 +14,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 /// Each node's message budget, shared by its successive connections so a
 /// reconnect does not refill it.
@@ -108,7 +109,11 @@ async fn handle(
     .await;
     let writer = tokio::spawn(async move {
         while let Some(msg) = rx.recv().await {
-            if let Err(e) = sender.send(&FrameBody::ToAgent(msg)).await {
+            let frame = match msg {
+                LinkMsg::Command(cmd) => FrameBody::ToAgent(cmd),
+                LinkMsg::ReadBack { request } => FrameBody::ReadBackRequest { request },
+            };
+            if let Err(e) = sender.send(&frame).await {
                 tracing::info!("send failed: {e}");
                 return;
             }
@@ -122,51 +127,81 @@ async fn handle(
             agent.serve_bundles(bundles).await
         })
     };
-    loop {
-        match receiver.recv().await {
-            Ok(FrameBody::ToController(msg)) => {
-                let admitted = {
-                    let now = Instant::now();
-                    // A poisoned lock only means another link task panicked
-                    // mid-update; the budgets are still meaningful.
-                    let mut budgets = budgets.lock().unwrap_or_else(|e| e.into_inner());
-                    budgets
-                        .entry(node)
-                        .or_insert_with(|| MessageBudget::new(now))
-                        .admit(now)
-                };
-                if !admitted {
-                    // Every message is a durable log append: a node over
-                    // its budget is cut off (it may reconnect) instead of
-                    // growing the log. Nothing of this message is logged
-                    // in the event log.
-                    tracing::warn!(
-                        "{} exceeds {} messages/s (burst {}); closing its connection",
-                        link.node,
-                        super::rate::AGENT_MESSAGES_PER_S_MAX,
-                        super::rate::AGENT_MESSAGES_BURST_MAX
-                    );
-                    link.conn.close(4u32.into(), b"message rate exceeded");
-                    break;
-                }
-                core.send(Command::Input {
-                    input: Input::FromAgent { node, msg },
-                    reply: None,
-                })
-                .await;
-            }
-            Ok(other) => {
-                tracing::warn!("{}: unexpected frame {other:?}; closing", link.node);
-                link.conn.close(2u32.into(), b"unexpected frame");
-                break;
-            }
-            Err(e) => {
-                tracing::info!("{} disconnected: {e}", link.node);
-                break;
-            }
-        }
-    }
+    read_frames(&mut receiver, &link, node, id, &core, &budgets).await;
     writer.abort();
     serving.abort();
     core.send(Command::Detach { node, link: id }).await;
+}
+
+/// Pipe what `link` (connection `id` of `node`) sends to the core until it
+/// disconnects, breaks the protocol or exceeds its message budget.
+async fn read_frames(
+    receiver: &mut protocol::quic::ControlReceiver,
+    link: &protocol::quic::AgentLink,
+    node: NodeId,
+    id: u64,
+    core: &CoreHandle,
+    budgets: &Budgets,
+) {
+    loop {
+        let frame = match receiver.recv().await {
+            Ok(frame) => frame,
+            Err(e) => {
+                tracing::info!("{} disconnected: {e}", link.node);
+                return;
+            }
+        };
+        let command = match frame {
+            FrameBody::ToController(msg) => Command::Input {
+                input: Input::FromAgent { node, msg },
+                reply: None,
+            },
+            FrameBody::ReadBackReply {
+                request,
+                observation,
+                serving,
+            } => Command::ReadBackArrived {
+                node,
+                link: id,
+                request,
+                readback: ReadBack {
+                    observation,
+                    serving,
+                    observed_at: SystemTime::now(),
+                },
+            },
+            other => {
+                tracing::warn!("{}: unexpected frame {other:?}; closing", link.node);
+                link.conn.close(2u32.into(), b"unexpected frame");
+                return;
+            }
+        };
+        if !admit(budgets, node) {
+            // Every agent message is a durable log append, every readback
+            // reply work for the core: a node over its budget is cut off
+            // (it may reconnect) instead of growing the log or flooding
+            // the core. Nothing of this message is logged in the event log.
+            tracing::warn!(
+                "{} exceeds {} messages/s (burst {}); closing its connection",
+                link.node,
+                super::rate::AGENT_MESSAGES_PER_S_MAX,
+                super::rate::AGENT_MESSAGES_BURST_MAX
+            );
+            link.conn.close(4u32.into(), b"message rate exceeded");
+            return;
+        }
+        core.send(command).await;
+    }
+}
+
+/// Whether `node` may send one more message now; takes from its budget.
+fn admit(budgets: &Budgets, node: NodeId) -> bool {
+    let now = Instant::now();
+    // A poisoned lock only means another link task panicked
+    // mid-update; the budgets are still meaningful.
+    let mut budgets = budgets.lock().unwrap_or_else(|e| e.into_inner());
+    budgets
+        .entry(node)
+        .or_insert_with(|| MessageBudget::new(now))
+        .admit(now)
 }

@@ -9,6 +9,7 @@ pub mod dashboard;
 pub mod links;
 pub mod openapi;
 pub mod rate;
+pub mod readback;
 
 use anyhow::Context;
 use config::ControllerConfig;
@@ -16,6 +17,21 @@ use std::sync::Arc;
 
 /// Run the controller until the process is stopped.
 pub async fn run(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<()> {
+    start(cfg, allow_faults).await?.serve().await
+}
+
+/// A controller daemon whose log is open, whose agents' endpoint accepts
+/// connections, and whose API is bound but not yet served. In-process
+/// tests hold one to reach its [`core::CoreHandle`].
+pub struct Daemon {
+    /// The core: what the API and the agent connections send commands to.
+    pub core: core::CoreHandle,
+    api: api::Api,
+    api_listener: tokio::net::TcpListener,
+}
+
+/// Open the log, bind QUIC and the API, start the core and accept agents.
+pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<Daemon> {
     let log_dir = cfg.data_dir.join("log");
     let bundle_dir = cfg.data_dir.join("bundles");
     std::fs::create_dir_all(&bundle_dir)
@@ -51,7 +67,7 @@ pub async fn run(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<()
     ));
     let api = api::Api {
         cfg: cfg.clone(),
-        core,
+        core: core.clone(),
         token: Arc::new(token),
         bundles,
         key: Arc::new(key),
@@ -61,8 +77,19 @@ pub async fn run(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<()
         cfg.listen,
         cfg.api.listen
     );
-    axum::serve(api_listener, api::router(api))
-        .await
-        .context("serving the API")?;
-    Ok(())
+    Ok(Daemon {
+        core,
+        api,
+        api_listener,
+    })
+}
+
+impl Daemon {
+    /// Serve the API until the process is stopped.
+    pub async fn serve(self) -> anyhow::Result<()> {
+        axum::serve(self.api_listener, api::router(self.api))
+            .await
+            .context("serving the API")?;
+        Ok(())
+    }
 }
