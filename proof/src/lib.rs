@@ -561,7 +561,9 @@ fn judge(
             | Outcome::Resolved(Resolution::ConfirmBaseline)),
         ) if confirmed != Some(intended)
             && passed
-            && confirmed.zip(last).is_some_and(|(c, o)| observation_confirms(&o, c)) =>
+            && confirmed
+                .zip(last)
+                .is_some_and(|(c, o)| observation_confirms(&o, c)) =>
         {
             let reason = if o == Outcome::NotApplied {
                 R::NotApplied

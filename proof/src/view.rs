@@ -94,8 +94,9 @@ pub(crate) enum ArtifactSeen {
     Read(ArtifactRead),
     /// Not read back; the agent's report claims it put this in place.
     Claim(Option<Digest>),
-    /// Not read: why (a "could not read" reason) and in words.
-    NotRead(ReasonCode, String),
+    /// Not read: why (a "could not read" reason) and, where there is more
+    /// to say, in words.
+    NotRead(ReasonCode, Option<String>),
 }
 
 /// The evidence a proof judges.
@@ -126,7 +127,7 @@ impl View {
                     || {
                         ArtifactSeen::NotRead(
                             ReasonCode::DigestUnreadable,
-                            "nothing installed behind the route".into(),
+                            Some("nothing installed behind the route".into()),
                         )
                     },
                     ArtifactSeen::Read,
@@ -140,7 +141,7 @@ impl View {
                 obs,
                 artifact: ArtifactSeen::NotRead(
                     ReasonCode::ReadbackUnavailable,
-                    format!("could not read: {why}"),
+                    Some(format!("could not read: {why}")),
                 ),
                 numbers: None,
                 earlier: false,
@@ -158,11 +159,9 @@ impl View {
             (Some(read), _) => ArtifactSeen::Read(read),
             (None, ObservationSource::ControllerProbe) => ArtifactSeen::NotRead(
                 ReasonCode::ReadbackUnavailable,
-                "the agent did not answer the readback".into(),
+                Some("the agent did not answer the readback".into()),
             ),
-            (None, _) => {
-                ArtifactSeen::NotRead(ReasonCode::DigestUnreadable, "not read back".into())
-            }
+            (None, _) => ArtifactSeen::NotRead(ReasonCode::DigestUnreadable, None),
         };
         View {
             obs: o,
@@ -193,10 +192,7 @@ impl View {
         let artifact = match (latest_read, claim) {
             (Some(read), _) => ArtifactSeen::Read(read),
             (None, Some(claim)) => ArtifactSeen::Claim(claim),
-            (None, None) => ArtifactSeen::NotRead(
-                ReasonCode::DigestUnreadable,
-                "no agent report recorded".into(),
-            ),
+            (None, None) => ArtifactSeen::NotRead(ReasonCode::DigestUnreadable, None),
         };
         let numbers = op
             .evidence
@@ -231,25 +227,22 @@ impl View {
             // The bundle is right but what would run from it is not: its own
             // code, never mistaken for "could not read".
             ArtifactSeen::Read(ArtifactRead::AppFileAltered(d)) => (
-                Some(format!("{} with an altered app file", d.to_hex())),
+                Some(d.to_hex()),
                 Some(false),
                 Some(R::AppFileMismatch),
             ),
             ArtifactSeen::Read(ArtifactRead::Digest(d)) | ArtifactSeen::Claim(Some(d)) => {
+                // A claim is told apart by its origin (`agent-report`).
                 let ok = *d == intended;
-                let mut text = d.to_hex();
-                if matches!(self.artifact, ArtifactSeen::Claim(_)) {
-                    text.push_str(" (as the agent's report claims; not read back)");
-                }
-                (Some(text), Some(ok), (!ok).then_some(R::DigestMismatch))
+                (
+                    Some(d.to_hex()),
+                    Some(ok),
+                    (!ok).then_some(R::DigestMismatch),
+                )
             }
-            ArtifactSeen::Read(ArtifactRead::Unreadable) => (
-                Some("unreadable on disk".into()),
-                None,
-                Some(R::DigestUnreadable),
-            ),
+            ArtifactSeen::Read(ArtifactRead::Unreadable) => (None, None, Some(R::DigestUnreadable)),
             ArtifactSeen::Claim(None) => (None, None, Some(R::DigestUnreadable)),
-            ArtifactSeen::NotRead(reason, why) => (Some(why.clone()), None, Some(*reason)),
+            ArtifactSeen::NotRead(reason, why) => (why.clone(), None, Some(*reason)),
         };
         self.agent_item(
             "artifact digest",

@@ -173,11 +173,22 @@ pub fn render_status(dto: &StatusDto) -> String {
                 n.confirmed.as_deref().map_or("-".into(), short),
                 n.reported_serving.as_deref().map_or("-".into(), short),
                 opt(&n.live_op),
+                match (&n.observed, n.drifted) {
+                    (Some(seen), true) => format!("DRIFTED: {} ({})", seen.result, seen.source),
+                    _ => "-".into(),
+                },
             ]
         })
         .collect();
     out.push_str(&table(
-        &["NODE", "CONNECTED", "CONFIRMED", "REPORTED", "LIVE OP"],
+        &[
+            "NODE",
+            "CONNECTED",
+            "CONFIRMED",
+            "REPORTED",
+            "LIVE OP",
+            "DRIFT",
+        ],
         &rows,
     ));
     out.push_str("\nROLLOUTS\n");
@@ -236,30 +247,53 @@ fn verdict_code(v: Verdict) -> u8 {
     }
 }
 
-/// `fleetweft proof NODE`.
-pub async fn node_proof(client: &ApiClient, node: &str, json: bool) -> Result<Output, Failure> {
-    let proof: NodeProof = client.get(&format!("/api/nodes/{node}/proof")).await?;
-    let text = if json {
-        json_text(&proof)
-    } else {
-        render_node_proof(&proof)
-    };
-    Ok(Output {
-        text,
-        code: verdict_code(proof.verdict),
-    })
+/// How `fleetweft proof` gathers its evidence.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProofHow {
+    /// Judge what was recorded instead of reading back now.
+    pub cached: bool,
+    /// Record the fresh observation too (a write).
+    pub record: bool,
 }
 
-/// `fleetweft proof --rollout ID`.
-pub async fn rollout_proof(client: &ApiClient, id: &str, json: bool) -> Result<Output, Failure> {
-    let proof: RolloutProof = client.get(&format!("/api/rollouts/{id}/proof")).await?;
+/// `fleetweft proof NODE [--cached | --record]`.
+pub async fn node_proof(
+    client: &ApiClient,
+    node: &str,
+    how: ProofHow,
+    json: bool,
+) -> Result<Output, Failure> {
+    let (proof, recorded) = if how.record {
+        let dto: crate::daemon::api::ObserveDto = client
+            .post_json(
+                &format!("/api/nodes/{node}/observe"),
+                &serde_json::json!({}),
+            )
+            .await?;
+        let mut lines: Vec<String> = dto
+            .recorded
+            .iter()
+            .map(|l| format!("recorded {l}"))
+            .collect();
+        lines.extend(
+            dto.not_recorded
+                .iter()
+                .map(|why| format!("not recorded: {why}")),
+        );
+        (dto.proof, lines)
+    } else {
+        let query = if how.cached { "?cached=true" } else { "" };
+        let proof: NodeProof = client
+            .get(&format!("/api/nodes/{node}/proof{query}"))
+            .await?;
+        (proof, Vec::new())
+    };
     let text = if json {
         json_text(&proof)
     } else {
-        let mut out = format!("rollout {}: {}\n", proof.rollout, proof.verdict);
-        for node in &proof.nodes {
-            out.push('\n');
-            out.push_str(&render_node_proof(node));
+        let mut out = render_node_proof(&proof, now_ms());
+        for line in recorded {
+            out.push_str(&format!("{line}\n"));
         }
         out
     };
@@ -269,6 +303,49 @@ pub async fn rollout_proof(client: &ApiClient, id: &str, json: bool) -> Result<O
     })
 }
 
+/// `fleetweft proof --rollout ID [--cached]`.
+pub async fn rollout_proof(
+    client: &ApiClient,
+    id: &str,
+    how: ProofHow,
+    json: bool,
+) -> Result<Output, Failure> {
+    let query = if how.cached { "?cached=true" } else { "" };
+    let proof: RolloutProof = client
+        .get(&format!("/api/rollouts/{id}/proof{query}"))
+        .await?;
+    let text = if json {
+        json_text(&proof)
+    } else {
+        let mut out = format!("rollout {}: {}\n", proof.rollout, proof.verdict);
+        for node in &proof.nodes {
+            out.push('\n');
+            out.push_str(&render_node_proof(node, now_ms()));
+        }
+        out
+    };
+    Ok(Output {
+        text,
+        code: verdict_code(proof.verdict),
+    })
+}
+
+fn now_ms() -> u64 {
+    crate::daemon::verify::epoch_ms(std::time::SystemTime::now())
+}
+
+/// When an evidence item was observed, and how long ago by `now_ms`.
+fn observed_when(at_ms: Option<u64>, now_ms: u64) -> String {
+    match at_ms {
+        Some(at) => format!(
+            "{} ({} ago)",
+            crate::proof::format_epoch_ms(at),
+            crate::proof::view_uptime_text(now_ms.saturating_sub(at))
+        ),
+        None => "time not in the log (recorded with the op)".to_string(),
+    }
+}
+
 fn reason_text<T: serde::Serialize>(r: &Option<T>) -> String {
     r.as_ref()
         .and_then(|r| serde_json::to_value(r).ok())
@@ -276,8 +353,8 @@ fn reason_text<T: serde::Serialize>(r: &Option<T>) -> String {
         .unwrap_or_else(|| "-".to_string())
 }
 
-/// One node's proof as text.
-pub fn render_node_proof(p: &NodeProof) -> String {
+/// One node's proof as text; ages are counted to `now_ms`.
+pub fn render_node_proof(p: &NodeProof, now_ms: u64) -> String {
     let mut out = format!(
         "{}: {} (reason {}, op {}, intended {})\n{}\n",
         p.node,
@@ -287,6 +364,15 @@ pub fn render_node_proof(p: &NodeProof) -> String {
         p.intended_release.as_deref().map_or("-".into(), short),
         p.summary
     );
+    out.push_str(match p.mode {
+        crate::proof::ProofMode::Live => "read back now (controller probe + agent readback)\n",
+        crate::proof::ProofMode::Recorded => {
+            "RECORDED evidence (--cached): a memory, not a readback; ages below\n"
+        }
+    });
+    if p.drifted {
+        out.push_str("DRIFTED: the node's latest observation contradicts its confirmed release\n");
+    }
     if !p.checks.is_empty() {
         let rows: Vec<Vec<String>> = p
             .checks
@@ -303,11 +389,21 @@ pub fn render_node_proof(p: &NodeProof) -> String {
                     }
                     .to_string(),
                     reason_text(&c.reason),
+                    c.origin.as_str().to_string(),
+                    observed_when(c.observed_at_ms, now_ms),
                 ]
             })
             .collect();
         out.push_str(&table(
-            &["EVIDENCE", "EXPECTED", "OBSERVED", "RESULT", "REASON"],
+            &[
+                "EVIDENCE",
+                "EXPECTED",
+                "OBSERVED",
+                "RESULT",
+                "REASON",
+                "SOURCE",
+                "OBSERVED AT",
+            ],
             &rows,
         ));
     }
@@ -334,13 +430,16 @@ pub async fn unresolved(client: &ApiClient, json: bool) -> Result<Output, Failur
     })
 }
 
-/// `fleetweft probe NODE`: the controller probes the node's public route now,
-/// records what it saw as evidence, and prints it. Exit 1 unless it passed.
+/// `fleetweft probe NODE`: the controller probes the node's public route now
+/// and asks its agent for a readback, records what it saw, and prints it.
+/// Exit 1 unless the route answered rightly *as the release it should
+/// serve* (`proof::judge_route`: a right answer with another identity is
+/// `wrong identity`, with none `no identity`).
 pub async fn probe(client: &ApiClient, node: &str, json: bool) -> Result<Output, Failure> {
-    let dto: crate::daemon::api::ProbeDto = client
+    let dto: crate::daemon::api::ObserveDto = client
         .post_json(&format!("/api/nodes/{node}/probe"), &serde_json::json!({}))
         .await?;
-    let passed = dto.observation.verdict == model::ProbeVerdict::Pass;
+    let passed = dto.judgement.passed();
     let text = if json {
         json_text(&dto)
     } else {
@@ -361,15 +460,20 @@ pub async fn probe(client: &ApiClient, node: &str, json: bool) -> Result<Output,
             )),
             None => out.push_str("  nothing answered\n"),
         }
-        out.push_str(&format!("  verdict: {}\n", dto.observation));
-        // The controller's probe cannot see the process: this says so
-        // instead of printing numbers it does not have.
-        out.push_str(&format!(
-            "  process: {}\n",
-            crate::proof::observation_process_text(&dto.observation)
-        ));
+        out.push_str(&format!("  verdict: {}\n", dto.judgement.as_str()));
+        // The process as the agent read it back, or why it could not be.
+        match &dto.readback {
+            Ok(o) => out.push_str(&format!(
+                "  process (agent readback): {}\n",
+                crate::proof::observation_process_text(o)
+            )),
+            Err(why) => out.push_str(&format!("  process: not read back ({why})\n")),
+        }
         for line in &dto.recorded {
             out.push_str(&format!("  recorded {line}\n"));
+        }
+        if let Some(why) = &dto.not_recorded {
+            out.push_str(&format!("  not recorded: {why}\n"));
         }
         out
     };

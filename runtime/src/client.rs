@@ -71,6 +71,12 @@ impl ApiClient {
         self.decode(path, &bytes)
     }
 
+    /// GET a text answer (the dashboard, `/metrics`).
+    pub async fn get_text(&self, path: &str) -> Result<String, ClientError> {
+        let bytes = self.call("GET", path, Bytes::new(), None).await?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
     /// POST a JSON body and decode the JSON answer.
     pub async fn post_json<T: serde::de::DeserializeOwned>(
         &self,

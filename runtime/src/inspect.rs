@@ -197,11 +197,7 @@ fn summarize(report: &VerifyReport, state: &ControllerState) -> LogSummary {
 /// A gated rollout whose canary passed and which no operator approved yet:
 /// the human wait of S10, worth showing an operator.
 fn waiting_for_approval(state: &ControllerState, rollout: &model::controller::Rollout) -> bool {
-    rollout.plan.approval_after_canary
-        && !rollout.approved
-        && state
-            .rollout_op_for(rollout.id, rollout.plan.canary)
-            .is_some_and(|op| op.passed())
+    state.awaiting_approval(rollout.id)
 }
 
 fn unknown_words(reason: UnknownReason) -> String {

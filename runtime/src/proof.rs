@@ -1,703 +1,19 @@
-//! Deployment proof (SPEC §6) and the handover report (SPEC §7), computed
-//! from controller state alone. Pure: no IO, no clock.
-//!
-//! # Where the intent comes from
-//!
-//! The *intended release* of a node is the release of the latest rollout whose
-//! plan includes the node; the *intended op* is the latest op that rollout
-//! granted to the node (none yet if the rollout has not reached it).
-//! [`rollout_proof`] judges every node of one rollout against that rollout's
-//! intent instead, so an old rollout can still be proven after the fact.
-//!
-//! # Evidence items
-//!
-//! Checks are read from the op's evidence (latest last); only the latest
-//! observation is judged, so a failure followed by a success is a success.
-//!
-//! - `artifact digest`: the digest the agent last read back from disk behind
-//!   the route (it re-hashes the installed bundle when it probes: another
-//!   digest => [`ReasonCode::DigestMismatch`], unreadable =>
-//!   [`ReasonCode::DigestUnreadable`], the intended bundle but an app file
-//!   that differs from the app inside it => [`ReasonCode::AppFileMismatch`]
-//!   with the bundle's digest as observed); for observations without a read-back,
-//!   what the agent says it put in place, taken from its latest report for
-//!   the op (`Switched` claims the op's release; `Restored`, `NotApplied`
-//!   and `Refused` claim the baseline). No agent report (only controller or
-//!   operator probes) => could not read, [`ReasonCode::DigestUnreadable`];
-//!   another digest => [`ReasonCode::DigestMismatch`].
-//! - `process`: expected `running, at most N restarts` (N =
-//!   [`model::evidence::PROCESS_RESTARTS_MAX`], the agent supervisor's
-//!   bound); observed like `running, up 12 s, 0 restarts`. Whether it runs is
-//!   the latest observation's `process_healthy`. Uptime and restart count are
-//!   the latest observation's own when it has them; the controller's probe
-//!   and an operator's typed observation cannot see the process, so then the
-//!   latest earlier observation of the op that has them (the agent's report)
-//!   is shown, marked `as of an earlier observation`; neither => `uptime and
-//!   restarts not observed`. A restart count above N => false,
-//!   [`ReasonCode::RestartLoop`]. Dead process and no answer on the route =>
-//!   false, [`ReasonCode::RestartLoop`] too (crash-looping, stopped at its
-//!   bound, or not restarted yet: nothing serves either way). A dead-looking
-//!   process while the route answers => false,
-//!   [`ReasonCode::ProcessUnhealthy`], which is informational only: a
-//!   process's looks are not evidence either way (S11), so it never changes
-//!   the verdict. Unobserved uptime and restarts are not a "could not read"
-//!   either: they never turn a verdict into `partially-verified`, because the
-//!   route, not the process, is what proves a release serving.
-//! - `health probe`: `Pass` => true; `WrongAnswer` => false,
-//!   [`ReasonCode::ProbeWrongAnswer`]; `Unreachable` without a release
-//!   identity => could not read, [`ReasonCode::ProbeUnreachable`];
-//!   `Unreachable` *with* an identity means the node's stamping proxy answered
-//!   with an error status => false, [`ReasonCode::ProbeNon2xx`].
-//! - `route identity`: the `X-Fleetweft-Release` identity the public route
-//!   answered with, against the intended release. Equal => true; another
-//!   release => false, [`ReasonCode::RouteIdentityMismatch`]; none while
-//!   unreachable => could not read, [`ReasonCode::ProbeUnreachable`]; none
-//!   although something answered => could not read,
-//!   [`ReasonCode::DigestUnreadable`].
-//!
-//! "Could not read" (`ok: None`) and "read something else" (`ok: Some(false)`)
-//! never share a reason code.
-//!
-//! # Verdicts, first match wins
-//!
-//! 1. No rollout includes the node => `unverified` ([`ReasonCode::NotInRollout`]).
-//! 2. The intended rollout has not granted the node an op: `stale`
-//!    ([`ReasonCode::SupersededOp`]) when the node's latest older op's last
-//!    observation passed and the node's confirmed release is not the
-//!    intended one, else `unverified` ([`ReasonCode::OpNotGranted`]).
-//! 3. The op is UNKNOWN => `unverified` ([`ReasonCode::OpUnknown`]).
-//! 4. The op settled `Resolved(Abandon)` => `unverified` ([`ReasonCode::Abandoned`]).
-//! 5. The op settled `RolledBack`, `NotApplied` or `Resolved(ConfirmBaseline)`,
-//!    the node's confirmed release is not the intended one and the last
-//!    observation passed: when the op was rolled back because an observation
-//!    of the intended release failed (its switch report: a restart loop, a
-//!    wrong answer, an error status, no answer, another identity), that
-//!    observation contradicts the intent => `failed` with its reason, and it
-//!    is listed as the check `new release before rollback`; otherwise =>
-//!    `stale` ([`ReasonCode::RolledBack`] — also for an operator's confirmed
-//!    baseline — or [`ReasonCode::NotApplied`]). Either way the other checks
-//!    show the baseline the node serves now.
-//! 6. No evidence => `unverified` ([`ReasonCode::NoEvidence`], or
-//!    [`ReasonCode::OpNotSettled`] while the op still holds its slot).
-//! 7. A counted check is false => `failed` (its reason).
-//! 8. The op is not settled => `unverified` ([`ReasonCode::OpNotSettled`]).
-//! 9. The op settled `Verified` or `Resolved(ConfirmNew)` (no check false
-//!    by now): some check could not be read => `partially-verified` (the
-//!    first unreadable check's reason); every check true and the last
-//!    observation proves the intended release serving => `verified`.
-//! 10. Anything else => `unverified` ([`ReasonCode::NoEvidence`]).
-//!
-//! A rollout's verdict is the worst of its nodes' verdicts in the order
-//! `failed` < `unverified` < `partially-verified` < `stale` < `verified`
-//! ([`Verdict::rank`]); a rollout with no nodes is `unverified`.
+//! The handover report (SPEC §7), computed from controller state alone. Pure:
+//! no IO, no clock. The verdicts of SPEC §6 live in the `proof` crate and are
+//! re-exported here.
+
+pub use ::proof::*;
 
 use model::controller::{
-    ControllerState, Event, EvidenceSource, Op, OpPhase, Outcome, PauseReason, Resolution, Rollout,
+    operator_actions, ControllerState, Event, Op, OpPhase, OperatorAction, PauseReason,
     RolloutStatus, UnknownReason,
 };
-use model::{
-    ArtifactRead, Decision, Digest, NodeId, OpId, ProbeVerdict, ReportKind, RolloutId,
-    RouteObservation,
-};
+use model::{Decision, NodeId, OpId, RolloutId};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::fmt;
 
-/// One of the five answers of SPEC §6.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Verdict {
-    /// Every evidence item was read and matches the intent.
-    Verified,
-    /// What could be read matches; something could not be read.
-    PartiallyVerified,
-    /// Not enough evidence to tell.
-    Unverified,
-    /// Healthy, but not the intended release or op.
-    Stale,
-    /// An observation contradicts the intent.
-    Failed,
-}
-
-impl Verdict {
-    /// Position in the "worst first" order used for rollouts: `failed` (0) <
-    /// `unverified` < `partially-verified` < `stale` < `verified` (4).
-    pub fn rank(self) -> u8 {
-        match self {
-            Verdict::Failed => 0,
-            Verdict::Unverified => 1,
-            Verdict::PartiallyVerified => 2,
-            Verdict::Stale => 3,
-            Verdict::Verified => 4,
-        }
-    }
-
-    /// The kebab-case name, as serialized.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Verified => "verified",
-            Verdict::PartiallyVerified => "partially-verified",
-            Verdict::Unverified => "unverified",
-            Verdict::Stale => "stale",
-            Verdict::Failed => "failed",
-        }
-    }
-}
-
-impl fmt::Display for Verdict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Why a check or a verdict is not plainly "ok".
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReasonCode {
-    /// The route answered as another release (read, and wrong).
-    RouteIdentityMismatch,
-    /// No release identity could be read (could not read).
-    DigestUnreadable,
-    /// The agent reported another artifact in place (read, and wrong).
-    DigestMismatch,
-    /// The installed bundle is the intended one, but the app file started
-    /// from it differs from the app inside the bundle (read, and wrong).
-    AppFileMismatch,
-    /// The supervisor restarted the process more often than its bound
-    /// ([`model::evidence::PROCESS_RESTARTS_MAX`]), or the process is down
-    /// and the route does not answer.
-    RestartLoop,
-    /// The process looked dead while the route answered (informational).
-    ProcessUnhealthy,
-    /// The node's proxy answered with an error status.
-    ProbeNon2xx,
-    /// The service answered, but not what the probe spec expects.
-    ProbeWrongAnswer,
-    /// No answer from the public route (could not read).
-    ProbeUnreachable,
-    /// No observation was recorded for the op.
-    NoEvidence,
-    /// The op's outcome cannot be told from the evidence.
-    OpUnknown,
-    /// The op still holds its slot, waiting for settling evidence.
-    OpNotSettled,
-    /// The intended rollout has not granted this node an op yet.
-    OpNotGranted,
-    /// The node still serves the release of an older, superseded op.
-    SupersededOp,
-    /// The op was rolled back to the baseline (or an operator confirmed it).
-    RolledBack,
-    /// The op was aborted before switching; the baseline stayed.
-    NotApplied,
-    /// An operator took the node out of the rollout; serving state unknown.
-    Abandoned,
-    /// No rollout includes this node.
-    NotInRollout,
-}
-
-/// One evidence item: what was expected, what was observed.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EvidenceCheck {
-    /// `"artifact digest"`, `"process"`, `"health probe"` or `"route identity"`.
-    pub item: String,
-    /// What the intent requires, if it can be said.
-    pub expected: Option<String>,
-    /// What was read, if anything.
-    pub observed: Option<String>,
-    /// `Some(true)` matches, `Some(false)` contradicts, `None` could not read.
-    pub ok: Option<bool>,
-    /// Why it is not plainly ok.
-    pub reason: Option<ReasonCode>,
-}
-
-/// The proof for one node.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NodeProof {
-    /// The node's name.
-    pub node: String,
-    /// The verdict.
-    pub verdict: Verdict,
-    /// The verdict's main reason; `None` when verified.
-    pub reason: Option<ReasonCode>,
-    /// Hex digest of the intended release, if any rollout includes the node.
-    pub intended_release: Option<String>,
-    /// The intended op, like `"op3"`.
-    pub op: Option<String>,
-    /// The evidence items read from the latest observation.
-    pub checks: Vec<EvidenceCheck>,
-    /// One line for humans.
-    pub summary: String,
-}
-
-/// The proof for one rollout: the worst of its nodes.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RolloutProof {
-    /// The rollout, like `"r0"`.
-    pub rollout: String,
-    /// The worst node verdict (see [`Verdict::rank`]).
-    pub verdict: Verdict,
-    /// Every node of the plan, canary first.
-    pub nodes: Vec<NodeProof>,
-}
-
-/// The proof for `node` against the latest rollout that includes it.
-pub fn node_proof(state: &ControllerState, node: NodeId, name: &str) -> NodeProof {
-    match state
-        .rollouts
-        .iter()
-        .rev()
-        .find(|r| r.plan.nodes().any(|n| n == node))
-    {
-        Some(r) => proof_in(state, r, node, name),
-        None => NodeProof {
-            node: name.to_string(),
-            verdict: Verdict::Unverified,
-            reason: Some(ReasonCode::NotInRollout),
-            intended_release: None,
-            op: None,
-            checks: Vec::new(),
-            summary: format!("{name}: no rollout includes this node"),
-        },
-    }
-}
-
-/// The proof for every node of `rollout`, each judged against this rollout's
-/// release. `None` if the rollout does not exist.
-pub fn rollout_proof(
-    state: &ControllerState,
-    rollout: RolloutId,
-    names: &dyn Fn(NodeId) -> String,
-) -> Option<RolloutProof> {
-    let r = state.rollout(rollout)?;
-    let nodes: Vec<NodeProof> = r
-        .plan
-        .nodes()
-        .map(|n| proof_in(state, r, n, &names(n)))
-        .collect();
-    let verdict = nodes
-        .iter()
-        .map(|p| p.verdict)
-        .min_by_key(|v| v.rank())
-        .unwrap_or(Verdict::Unverified);
-    Some(RolloutProof {
-        rollout: r.id.to_string(),
-        verdict,
-        nodes,
-    })
-}
-
-fn proof_in(state: &ControllerState, r: &Rollout, node: NodeId, name: &str) -> NodeProof {
-    let intended = r.plan.release;
-    let op = r
-        .ops
-        .iter()
-        .rev()
-        .filter_map(|id| state.op(*id))
-        .find(|op| op.node == node);
-    let confirmed = state.nodes.get(&node).and_then(|n| n.confirmed);
-    let (verdict, reason, checks, op_name) = match op {
-        Some(op) => {
-            let mut checks = checks_for(op, intended);
-            if op.phase == OpPhase::Settled(Outcome::RolledBack) {
-                checks.extend(rollback_cause(op, intended));
-            }
-            let (verdict, reason) = judge(op, intended, confirmed, &checks);
-            (verdict, reason, checks, Some(op.id.to_string()))
-        }
-        None => {
-            // Not granted yet: judge the node's latest older op, if any.
-            let older = state.ops.iter().rev().find(|o| {
-                o.node == node
-                    && state
-                        .rollout(o.rollout)
-                        .is_some_and(|or| or.generation < r.generation)
-            });
-            let checks = older.map_or_else(Vec::new, |o| checks_for(o, intended));
-            let healthy = older
-                .and_then(|o| o.evidence.last())
-                .is_some_and(|e| e.observation.verdict == ProbeVerdict::Pass);
-            if healthy && confirmed != Some(intended) {
-                (Verdict::Stale, Some(ReasonCode::SupersededOp), checks, None)
-            } else {
-                (
-                    Verdict::Unverified,
-                    Some(ReasonCode::OpNotGranted),
-                    checks,
-                    None,
-                )
-            }
-        }
-    };
-    let mut summary = summarize(name, verdict, reason, intended, op_name.as_deref(), &checks);
-    // Why the node never applied it, in the agent's words (SPEC §5, §8).
-    let refused = op.and_then(|o| {
-        o.evidence.iter().rev().find_map(|e| match e.source {
-            EvidenceSource::Agent(ReportKind::Refused(why)) => Some(why),
-            _ => None,
-        })
-    });
-    if let Some(why) = refused {
-        summary.push_str(&format!("; the agent refused the release: {why}"));
-    }
-    NodeProof {
-        node: name.to_string(),
-        verdict,
-        reason,
-        intended_release: Some(intended.to_hex()),
-        op: op_name,
-        checks,
-        summary,
-    }
-}
-
-fn judge(
-    op: &Op,
-    intended: Digest,
-    confirmed: Option<Digest>,
-    checks: &[EvidenceCheck],
-) -> (Verdict, Option<ReasonCode>) {
-    use ReasonCode as R;
-    let last = op.evidence.last().map(|e| e.observation);
-    let passed = last.is_some_and(|o| o.verdict == ProbeVerdict::Pass);
-    if op.unknown.is_some() {
-        return (Verdict::Unverified, Some(R::OpUnknown));
-    }
-    match op.phase {
-        OpPhase::Settled(Outcome::Resolved(Resolution::Abandon)) => {
-            return (Verdict::Unverified, Some(R::Abandoned));
-        }
-        OpPhase::Settled(
-            o @ (Outcome::RolledBack
-            | Outcome::NotApplied
-            | Outcome::Resolved(Resolution::ConfirmBaseline)),
-        ) if confirmed != Some(intended) && passed => {
-            if o == Outcome::RolledBack {
-                if let Some(cause) = rollback_cause(op, intended) {
-                    return (Verdict::Failed, cause.reason);
-                }
-            }
-            let reason = if o == Outcome::NotApplied {
-                R::NotApplied
-            } else {
-                R::RolledBack
-            };
-            return (Verdict::Stale, Some(reason));
-        }
-        _ => {}
-    }
-    let Some(last) = last else {
-        let reason = if op.occupies_slot() {
-            R::OpNotSettled
-        } else {
-            R::NoEvidence
-        };
-        return (Verdict::Unverified, Some(reason));
-    };
-    if let Some(c) = checks.iter().find(|c| counts(c) && c.ok == Some(false)) {
-        return (Verdict::Failed, c.reason);
-    }
-    if op.occupies_slot() {
-        return (Verdict::Unverified, Some(R::OpNotSettled));
-    }
-    if op.passed() {
-        match checks.iter().find(|c| counts(c) && c.ok.is_none()) {
-            Some(c) => return (Verdict::PartiallyVerified, c.reason),
-            None if last.proves_serving(intended) => return (Verdict::Verified, None),
-            None => {}
-        }
-    }
-    (Verdict::Unverified, Some(R::NoEvidence))
-}
-
-/// Whether a check takes part in the verdict: all do except a dead-looking
-/// process while the route answers (S11: a process's looks are not evidence).
-fn counts(check: &EvidenceCheck) -> bool {
-    check.reason != Some(ReasonCode::ProcessUnhealthy)
-}
-
-fn checks_for(op: &Op, intended: Digest) -> Vec<EvidenceCheck> {
-    let Some(last) = op.evidence.last() else {
-        return Vec::new();
-    };
-    let obs = last.observation;
-    let expected = Some(intended.to_hex());
-    let mut checks = Vec::with_capacity(4);
-
-    // Artifact digest: what the agent last read back from disk behind the
-    // route, else its latest claim of what it put in place.
-    let latest_read = op
-        .evidence
-        .iter()
-        .rev()
-        .find_map(|e| e.observation.artifact);
-    let read_back = latest_read.map(|read| match read {
-        ArtifactRead::Digest(d) => Some(d),
-        ArtifactRead::Unreadable | ArtifactRead::AppFileAltered(_) => None,
-    });
-    let altered = match latest_read {
-        Some(ArtifactRead::AppFileAltered(d)) => Some(d),
-        _ => None,
-    };
-    let claim = op.evidence.iter().rev().find_map(|e| match e.source {
-        EvidenceSource::Agent(ReportKind::Switched) => Some(Some(op.release)),
-        EvidenceSource::Agent(
-            ReportKind::Restored | ReportKind::NotApplied | ReportKind::Refused(_),
-        ) => Some(op.baseline),
-        _ => None,
-    });
-    checks.push(match read_back.or(claim) {
-        // The bundle is right but what would run from it is not: its own
-        // code, never mistaken for "could not read".
-        _ if altered.is_some() => check(
-            "artifact digest",
-            &expected,
-            altered,
-            Some(false),
-            Some(ReasonCode::AppFileMismatch),
-        ),
-        Some(Some(d)) if d == intended => {
-            check("artifact digest", &expected, Some(d), Some(true), None)
-        }
-        Some(Some(d)) => check(
-            "artifact digest",
-            &expected,
-            Some(d),
-            Some(false),
-            Some(ReasonCode::DigestMismatch),
-        ),
-        Some(None) | None => check(
-            "artifact digest",
-            &expected,
-            None,
-            None,
-            Some(ReasonCode::DigestUnreadable),
-        ),
-    });
-
-    // Process: recorded evidence, judged only for a restart loop.
-    let answered = obs.verdict != ProbeVerdict::Unreachable;
-    let numbers = op
-        .evidence
-        .iter()
-        .rev()
-        .map(|e| e.observation)
-        .find(|o| o.process_uptime_ms.is_some() || o.process_restarts.is_some());
-    let earlier = numbers.is_some_and(|o| o != obs);
-    let looping = numbers
-        .and_then(|o| o.process_restarts)
-        .is_some_and(|n| n > model::evidence::PROCESS_RESTARTS_MAX);
-    let (ok, reason) = match (obs.process_healthy, answered, looping) {
-        (_, _, true) | (false, false, _) => (Some(false), Some(ReasonCode::RestartLoop)),
-        (true, _, false) => (Some(true), None),
-        (false, true, false) => (Some(false), Some(ReasonCode::ProcessUnhealthy)),
-    };
-    checks.push(EvidenceCheck {
-        item: "process".into(),
-        expected: Some(format!(
-            "running, at most {}",
-            restarts_text(model::evidence::PROCESS_RESTARTS_MAX)
-        )),
-        observed: Some(process_text(obs.process_healthy, numbers, earlier)),
-        ok,
-        reason,
-    });
-
-    // Health probe.
-    let (ok, reason) = match (obs.verdict, obs.identity) {
-        (ProbeVerdict::Pass, _) => (Some(true), None),
-        (ProbeVerdict::WrongAnswer, _) => (Some(false), Some(ReasonCode::ProbeWrongAnswer)),
-        (ProbeVerdict::Unreachable, Some(_)) => (Some(false), Some(ReasonCode::ProbeNon2xx)),
-        (ProbeVerdict::Unreachable, None) => (None, Some(ReasonCode::ProbeUnreachable)),
-    };
-    checks.push(EvidenceCheck {
-        item: "health probe".into(),
-        expected: Some("pass".into()),
-        observed: Some(probe_word(obs.verdict).into()),
-        ok,
-        reason,
-    });
-
-    // Route identity.
-    checks.push(match obs.identity {
-        Some(d) if d == intended => check("route identity", &expected, Some(d), Some(true), None),
-        Some(d) => check(
-            "route identity",
-            &expected,
-            Some(d),
-            Some(false),
-            Some(ReasonCode::RouteIdentityMismatch),
-        ),
-        None if !answered => check(
-            "route identity",
-            &expected,
-            None,
-            None,
-            Some(ReasonCode::ProbeUnreachable),
-        ),
-        None => check(
-            "route identity",
-            &expected,
-            None,
-            None,
-            Some(ReasonCode::DigestUnreadable),
-        ),
-    });
-    checks
-}
-
-/// Why the intended release was rolled back: the latest observation made
-/// while it was in place (the agent's switch report, or a probe before the
-/// restore) that does not prove it serving, as a failed check. `None` when
-/// there is none (the rollback was not caused by a failed observation).
-fn rollback_cause(op: &Op, intended: Digest) -> Option<EvidenceCheck> {
-    use ReasonCode as R;
-    let before_restore = op
-        .evidence
-        .iter()
-        .take_while(|e| {
-            !matches!(
-                e.source,
-                EvidenceSource::Agent(
-                    ReportKind::Restored | ReportKind::NotApplied | ReportKind::Refused(_)
-                )
-            )
-        })
-        .map(|e| e.observation);
-    let failed = before_restore
-        .filter(|o| !o.proves_serving(intended))
-        .last()?;
-    let looping = failed
-        .process_restarts
-        .is_some_and(|n| n > model::evidence::PROCESS_RESTARTS_MAX)
-        || (!failed.process_healthy && failed.verdict == ProbeVerdict::Unreachable);
-    let reason = match (looping, failed.verdict, failed.identity) {
-        (true, _, _) => R::RestartLoop,
-        (false, ProbeVerdict::WrongAnswer, _) => R::ProbeWrongAnswer,
-        (false, ProbeVerdict::Unreachable, Some(_)) => R::ProbeNon2xx,
-        (false, ProbeVerdict::Unreachable, None) => R::ProbeUnreachable,
-        (false, ProbeVerdict::Pass, _) => R::RouteIdentityMismatch,
-    };
-    Some(EvidenceCheck {
-        item: "new release before rollback".into(),
-        expected: Some(format!("pass from {}", intended.to_hex())),
-        observed: Some(observation_str(&failed)),
-        ok: Some(false),
-        reason: Some(reason),
-    })
-}
-
-fn check(
-    item: &str,
-    expected: &Option<String>,
-    observed: Option<Digest>,
-    ok: Option<bool>,
-    reason: Option<ReasonCode>,
-) -> EvidenceCheck {
-    EvidenceCheck {
-        item: item.into(),
-        expected: expected.clone(),
-        observed: observed.map(|d| d.to_hex()),
-        ok,
-        reason,
-    }
-}
-
-/// What an observation says of the process, like `running, up 12 s, 0
-/// restarts` or `running, uptime and restarts not observed`. `numbers` is the
-/// observation the uptime and restart count come from; `earlier` says it is
-/// not the one `running` comes from.
-fn process_text(running: bool, numbers: Option<RouteObservation>, earlier: bool) -> String {
-    let mut s = String::from(if running { "running" } else { "down" });
-    let Some(n) = numbers else {
-        s.push_str(", uptime and restarts not observed");
-        return s;
-    };
-    // A stopped process has no uptime (it is recorded as 0).
-    match n.process_uptime_ms {
-        Some(ms) if n.process_healthy => s.push_str(&format!(", up {}", uptime_text(ms))),
-        Some(_) => {}
-        None => s.push_str(", uptime not observed"),
-    }
-    match n.process_restarts {
-        Some(r) => s.push_str(&format!(", {}", restarts_text(r))),
-        None => s.push_str(", restarts not observed"),
-    }
-    if earlier {
-        s.push_str(" (uptime and restarts as of an earlier observation)");
-    }
-    s
-}
-
-/// What one observation saw of the process, for a single observation on its
-/// own (the CLI's `probe`): like `running, up 12 s, 0 restarts`.
-pub fn observation_process_text(o: &RouteObservation) -> String {
-    let numbers = (o.process_uptime_ms.is_some() || o.process_restarts.is_some()).then_some(*o);
-    process_text(o.process_healthy, numbers, false)
-}
-
-fn restarts_text(n: u32) -> String {
-    if n == 1 {
-        "1 restart".into()
-    } else {
-        format!("{n} restarts")
-    }
-}
-
-/// A duration in milliseconds in the two largest units that matter.
-fn uptime_text(ms: u64) -> String {
-    let s = ms / 1000;
-    match s {
-        0 => format!("{ms} ms"),
-        1..=59 => format!("{s} s"),
-        60..=3599 => format!("{} min {} s", s / 60, s % 60),
-        3600..=86_399 => format!("{} h {} min", s / 3600, s % 3600 / 60),
-        _ => format!("{} d {} h", s / 86_400, s % 86_400 / 3600),
-    }
-}
-
-fn probe_word(v: ProbeVerdict) -> &'static str {
-    match v {
-        ProbeVerdict::Pass => "pass",
-        ProbeVerdict::WrongAnswer => "wrong answer",
-        ProbeVerdict::Unreachable => "unreachable",
-    }
-}
-
-fn summarize(
-    name: &str,
-    verdict: Verdict,
-    reason: Option<ReasonCode>,
-    intended: Digest,
-    op: Option<&str>,
-    checks: &[EvidenceCheck],
-) -> String {
-    let mut s = format!("{name}: {verdict} for {intended}");
-    if let Some(op) = op {
-        s.push_str(&format!(" ({op})"));
-    }
-    if let Some(reason) = reason {
-        s.push_str(&format!(", {}", reason_str(reason)));
-    }
-    let unreadable: Vec<&str> = checks
-        .iter()
-        .filter(|c| c.ok.is_none())
-        .map(|c| c.item.as_str())
-        .collect();
-    if !unreadable.is_empty() {
-        s.push_str(&format!("; could not read: {}", unreadable.join(", ")));
-    }
-    s
-}
-
-fn reason_str(r: ReasonCode) -> String {
-    serde_json::to_value(r)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
-/// One entry of the handover report (SPEC §7): a slot-holding op or a rollout
-/// waiting for an operator.
+/// One entry of the handover report (SPEC §7): a slot-holding op, a rollout
+/// waiting for an operator, or a drifted node.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unresolved {
     /// The node holding the op (the canary for a rollout-level entry).
@@ -881,7 +197,7 @@ pub fn unresolved(
             missing_evidence: missing,
             owner: op.claim.as_ref().map(|c| c.owner.clone()),
             review_by: op.claim.as_ref().map(|c| c.review_by.clone()),
-            options: op_options(op, &name, &baseline),
+            options: op_options(state, op, &name, &baseline),
             check_command: format!("fleetweft probe {name}"),
             since_sequence: index
                 .unknown
@@ -897,10 +213,7 @@ pub fn unresolved(
         .iter()
         .filter(|r| r.status == RolloutStatus::Active)
     {
-        let canary_passed = state
-            .rollout_op_for(r.id, r.plan.canary)
-            .is_some_and(Op::passed);
-        let gate = r.plan.approval_after_canary && !r.approved && canary_passed;
+        let gate = state.awaiting_approval(r.id);
         let (phase, missing, first) = match (gate, r.paused) {
             (true, _) => (
                 "waiting for approval".to_string(),
@@ -953,37 +266,128 @@ pub fn unresolved(
             },
         });
     }
+    out.extend(drifted(state, names));
     out
 }
 
+/// Every drifted node as work (SPEC §10): what was seen, since when, and
+/// the commands that verify and fix it. Its op stays settled as it was.
+fn drifted(state: &ControllerState, names: &dyn Fn(NodeId) -> String) -> Vec<Unresolved> {
+    state
+        .nodes
+        .iter()
+        .filter_map(|(node, record)| Some((*node, record, record.drift()?)))
+        .map(|(node, record, seen)| {
+            let name = names(node);
+            let confirmed = record.confirmed.map(|d| d.to_hex()).unwrap_or_default();
+            let short = confirmed.get(..12).unwrap_or(&confirmed).to_string();
+            let rollout = state.intended_rollout(node);
+            Unresolved {
+                node: name.clone(),
+                op: "-".into(),
+                rollout: rollout.map_or_else(|| "-".into(), |r| r.id.to_string()),
+                release: confirmed.clone(),
+                generation: rollout.map_or(0, |r| r.generation.0),
+                phase: "drifted".into(),
+                unknown_reason: None,
+                last_confirmed_release: record.confirmed.map(|d| d.to_hex()),
+                last_serving_result: Some(observation_str(&seen.observation)),
+                missing_evidence: vec![format!(
+                    "an observation showing {short} serving again (the route answering as it, the artifact read back as it)"
+                )],
+                owner: None,
+                review_by: None,
+                options: vec![
+                    format!("verify: fleetweft proof {name} (reads the node back now)"),
+                    format!("record what serves now: fleetweft proof {name} --record"),
+                    format!("fix: put {short} back on {name} by starting a rollout of it over {name}: fleetweft rollout start --bundle THAT.bundle --canary {name} --slots 1"),
+                ],
+                check_command: format!("fleetweft proof {name}"),
+                since_sequence: None,
+                since: format!(
+                    "drifted since an observation at {} ({})",
+                    format_epoch_ms(seen.at_ms),
+                    proof_origin(seen.source)
+                ),
+            }
+        })
+        .collect()
+}
+
+fn proof_origin(source: model::controller::ObservationSource) -> &'static str {
+    match source {
+        model::controller::ObservationSource::ReadBack => Origin::AgentReadBack.as_str(),
+        model::controller::ObservationSource::ControllerProbe => Origin::ControllerProbe.as_str(),
+        model::controller::ObservationSource::Operator => Origin::Operator.as_str(),
+    }
+}
+
+/// A controller wall-clock time (ms since the Unix epoch) as RFC 3339 UTC,
+/// like `2026-12-01T08:21:24.123Z`.
+pub fn format_epoch_ms(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{:03}Z",
+        ms % 1000
+    )
+}
+
 /// What an operator can do about an unsettled op, each with its exact
-/// command. Confirm-baseline is left out while a stored Commit may still land
-/// (the controller refuses it then; see `Refusal::CommitMayStillLand`).
-fn op_options(op: &Op, name: &str, baseline: &str) -> Vec<String> {
+/// command: only what the controller would accept now, asked of the model
+/// (`operator_actions`), never restated here.
+fn op_options(state: &ControllerState, op: &Op, name: &str, baseline: &str) -> Vec<String> {
     let id = op.id;
-    let restoring = op.phase == OpPhase::Restoring;
-    // Each branch offers only what the controller would accept now.
-    let resolve = match (restoring, op.commit_may_still_land()) {
-        (true, true) => format!(
-            "resolve with an observation: until {name} reports, only fleetweft resolve {id} --resolution abandon --probe is accepted (the stored commit and the restore may both still land)"
-        ),
-        (true, false) => format!(
-            "resolve with an observation: once {name} serves the baseline again, fleetweft resolve {id} --resolution confirm-baseline --probe; or fleetweft resolve {id} --resolution abandon --probe (confirm-new is refused while the restore may still land)"
-        ),
-        (false, true) => format!(
-            "resolve with an observation: once {name} serves the new release, fleetweft resolve {id} --resolution confirm-new --probe; or give up knowing, fleetweft resolve {id} --resolution abandon --probe (confirm-baseline is refused while the stored commit may still land)"
-        ),
-        (false, false) => format!(
-            "resolve with an observation: fleetweft resolve {id} --resolution confirm-baseline|confirm-new|abandon --probe (the probe must show what the resolution claims)"
-        ),
-    };
-    let roll_back = if restoring {
+    let allowed = operator_actions(state, id);
+    let resolutions: Vec<&str> = [
+        (OperatorAction::ConfirmBaseline, "confirm-baseline"),
+        (OperatorAction::ConfirmNew, "confirm-new"),
+        (OperatorAction::Abandon, "abandon"),
+    ]
+    .into_iter()
+    .filter(|(action, _)| allowed.contains(action))
+    .map(|(_, word)| word)
+    .collect();
+    // All three: one command with the choice; fewer: each command.
+    let commands = if resolutions.len() == 3 {
         format!(
-            "roll back: already ordered; {id} settles rolled-back once a probe shows {name} serving the baseline {baseline}: fleetweft probe {name}"
+            "fleetweft resolve {id} --resolution {} --probe",
+            resolutions.join("|")
         )
-    } else if op.decision == Some(Decision::Commit) && op.baseline.is_some() {
+    } else {
+        resolutions
+            .iter()
+            .map(|r| format!("fleetweft resolve {id} --resolution {r} --probe"))
+            .collect::<Vec<_>>()
+            .join("; or ")
+    };
+    let resolve = format!(
+        "resolve with an observation: {commands} (the probe must show what the resolution claims; {})",
+        match (op.phase == OpPhase::Restoring, op.commit_may_still_land()) {
+            (true, true) => "the stored commit and the restore may both still land",
+            (true, false) => "confirm-new is refused while the restore may still land",
+            (false, true) => "confirm-baseline is refused while the stored commit may still land",
+            (false, false) => "each resolution needs an observation backing it",
+        }
+    );
+    let roll_back = if allowed.contains(&OperatorAction::RollBack) {
         format!(
             "roll back: fleetweft rollback {id} ({name} puts back the baseline {baseline}; settles rolled-back only when a probe proves it; pauses the rollout)"
+        )
+    } else if op.phase == OpPhase::Restoring {
+        format!(
+            "roll back: already ordered; {id} settles rolled-back once a probe shows {name} serving the baseline {baseline}: fleetweft probe {name}"
         )
     } else if op.baseline.is_none() {
         format!("roll back: not possible, {name} served nothing before {id}")
@@ -1018,19 +422,13 @@ fn confirmed(state: &ControllerState, node: NodeId) -> Option<String> {
         .map(|d| d.to_hex())
 }
 
-fn observation_str(o: &RouteObservation) -> String {
-    let mut s = o.to_string();
-    if !o.process_healthy {
-        s.push_str(", process down");
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use model::controller::{apply, Event};
-    use model::{Generation, OpId, Plan};
+    use model::controller::{apply, Event, Outcome, Resolution};
+    use model::{
+        ArtifactRead, Digest, Generation, OpId, Plan, ProbeVerdict, ReportKind, RouteObservation,
+    };
 
     const V1: Digest = Digest::repeat(1);
     const V2: Digest = Digest::repeat(2);
@@ -1124,7 +522,7 @@ mod tests {
                 .report(op, ReportKind::Switched, observation)
         }
         fn proof(&self, node: NodeId) -> NodeProof {
-            node_proof(&self.0, node, &name(node))
+            recorded_node_proof(&self.0, node, &name(node))
         }
     }
 
@@ -1209,7 +607,7 @@ mod tests {
             (Verdict::Failed, Some(ReasonCode::RestartLoop))
         );
         assert_eq!(
-            reason_str(ReasonCode::RestartLoop),
+            ReasonCode::RestartLoop.as_str(),
             "restart_loop",
             "the code operators read"
         );
@@ -1259,8 +657,8 @@ mod tests {
             observation_process_text(&agent_obs(V2, 3 * 3_600_000 + 120_000, 0)),
             "running, up 3 h 2 min, 0 restarts"
         );
-        assert_eq!(uptime_text(850), "850 ms");
-        assert_eq!(uptime_text(2 * 86_400_000 + 3_600_000), "2 d 1 h");
+        assert_eq!(view_uptime_text(850), "850 ms");
+        assert_eq!(view_uptime_text(2 * 86_400_000 + 3_600_000), "2 d 1 h");
     }
 
     #[test]
@@ -1656,7 +1054,7 @@ mod tests {
     fn rollout_verdict_is_the_worst_node() {
         let s = verified().start(1, V2, vec![B], false);
         // r0 (only node-a): verified.
-        let r0 = rollout_proof(&s.0, RolloutId(0), &name).unwrap();
+        let r0 = rollout_proof(&s.0, RolloutId(0), &name, &|_| None).unwrap();
         assert_eq!(r0.verdict, Verdict::Verified);
         assert_eq!(r0.rollout, "r0");
         // r1: node-a verified again, node-b got a wrong answer.
@@ -1666,12 +1064,12 @@ mod tests {
             .settle(1, Outcome::Verified)
             .grant(2, 1, B, V2)
             .switched(2, obs(ProbeVerdict::WrongAnswer, Some(V2), true));
-        let r1 = rollout_proof(&s.0, RolloutId(1), &name).unwrap();
+        let r1 = rollout_proof(&s.0, RolloutId(1), &name, &|_| None).unwrap();
         assert_eq!(r1.nodes.len(), 2);
         assert_eq!(r1.nodes[0].verdict, Verdict::Verified);
         assert_eq!(r1.nodes[1].verdict, Verdict::Failed);
         assert_eq!(r1.verdict, Verdict::Failed);
-        assert!(rollout_proof(&s.0, RolloutId(9), &name).is_none());
+        assert!(rollout_proof(&s.0, RolloutId(9), &name, &|_| None).is_none());
 
         let order = [
             Verdict::Failed,
@@ -1702,10 +1100,7 @@ mod tests {
             serde_json::to_string(&ReasonCode::RouteIdentityMismatch).unwrap(),
             "\"route_identity_mismatch\""
         );
-        assert_eq!(
-            reason_str(ReasonCode::DigestUnreadable),
-            "digest_unreadable"
-        );
+        assert_eq!(ReasonCode::DigestUnreadable.as_str(), "digest_unreadable");
     }
 
     #[test]

@@ -706,6 +706,56 @@ impl Fleet {
         Ok(text)
     }
 
+    /// `GET /metrics` of the controller.
+    pub async fn metrics(&self) -> anyhow::Result<String> {
+        Ok(self.api.get_text("/metrics").await?)
+    }
+
+    /// Start a stand-in HTTP server on `node`'s public port (inside its
+    /// namespace) that answers `GET /hello` with 200, `body` and
+    /// `X-Fleetweft-Release: identity`: a route answering as another release.
+    /// The node's agent must be stopped first (it holds the port).
+    pub fn start_standin(&mut self, node: &str, body: &str, identity: &str) -> anyhow::Result<()> {
+        let host = &node[node.len() - 1..];
+        let ns = self.net.host(host)?.ns.clone();
+        let script = format!(
+            "import http.server\n\
+class H(http.server.BaseHTTPRequestHandler):\n\
+    def do_GET(self):\n\
+        b = {body:?}.encode()\n\
+        self.send_response(200)\n\
+        self.send_header('X-Fleetweft-Release', {identity:?})\n\
+        self.send_header('Content-Length', str(len(b)))\n\
+        self.end_headers()\n\
+        self.wfile.write(b)\n\
+    def log_message(self, *a):\n\
+        pass\n\
+http.server.ThreadingHTTPServer(('0.0.0.0', {PUBLIC_PORT}), H).serve_forever()\n"
+        );
+        let path = self.dir.join(format!("standin-{node}.py"));
+        std::fs::write(&path, script)?;
+        let python = PathBuf::from("/usr/bin/python3");
+        self.spawn_in(
+            &format!("standin-{node}"),
+            &ns,
+            &python,
+            &[path.display().to_string()],
+        )
+    }
+
+    /// The working directory of `node`'s running app of `release` (its
+    /// release directory, where the app file that is started lives).
+    pub fn app_dir(&self, node: &str, release: Digest) -> Option<PathBuf> {
+        let data = self.dir.join(format!("{node}-data"));
+        let hex = release.to_hex();
+        processes_under(&data)
+            .into_iter()
+            .find(|(_, cmdline, cwd)| {
+                cmdline.contains("app.py") && cwd.to_string_lossy().contains(&hex)
+            })
+            .map(|(_, _, cwd)| cwd)
+    }
+
     /// Pids of app processes (`app.py`) running from `node`'s data
     /// directory for `release`.
     pub fn app_pids(&self, node: &str, release: Digest) -> Vec<u32> {

@@ -4,7 +4,7 @@
 
 use crate::fleet::{
     all_connected, connected, decisions, max_slots_held, op_of, processes_under, replays, rollout,
-    rollout_is, AgentFaults, Bins, ControllerFaults, Direction, Fleet, NODES, WAIT_MS,
+    rollout_is, wait_for, AgentFaults, Bins, ControllerFaults, Direction, Fleet, NODES, WAIT_MS,
 };
 use crate::net;
 use anyhow::{bail, ensure, Context};
@@ -64,6 +64,8 @@ pub fn all() -> Vec<Scenario> {
         Scenario { number: 13, title: "30% loss and 200 ms delay on every fleet link: rollout completes", rule: "all rules under loss", versions: V12, extra: &[], body: body!(lossy_links) },
         Scenario { number: 14, title: "follower partitioned with slots 2: the other proceeds, the silent slot stays held", rule: "S1, S2", versions: V12, extra: &[], body: body!(follower_partitioned) },
         Scenario { number: 15, title: "orderly restart of every process in turn mid-rollout: it completes", rule: "restart is a new attempt, S6", versions: V12, extra: &[], body: body!(rolling_restarts) },
+        Scenario { number: 16, title: "after a verified rollout, a healthy v1 app file is swapped in behind the agent: proof failed, node drifted", rule: "proof is a readback, drift", versions: V12, extra: &[], body: body!(swapped_behind_agent) },
+        Scenario { number: 17, title: "after a verified rollout, a stand-in answers the public route as another release: proof failed (route_identity_mismatch)", rule: "proof is a readback, SPEC §6 identity", versions: V12, extra: &[], body: body!(route_answers_as_another_release) },
     ]
 }
 
@@ -833,4 +835,155 @@ async fn rolling_restarts(f: &mut Fleet) -> anyhow::Result<String> {
         f.assert_serves(node, "v2").await?;
     }
     Ok("every process restarted once; one decision per op".into())
+}
+
+/// v2 rolled out and verified everywhere (v1 first, then v2 through the
+/// canary); returns the v2 rollout's id.
+async fn verified_v2(f: &mut Fleet) -> anyhow::Result<String> {
+    baseline(f, &AgentFaults::default()).await?;
+    let id = f
+        .rollout("v2", "node-a", &["node-b", "node-c"], 3, false)
+        .await?;
+    f.wait("v2 everywhere", WAIT_MS, |s| {
+        rollout_is(s, &id, "completed")
+    })
+    .await?;
+    let (code, proof) = f.node_proof("node-b").await?;
+    ensure!(
+        code == 0 && proof["verdict"] == "verified" && proof["mode"] == "live",
+        "before the swap the live proof is verified: {proof:#}"
+    );
+    Ok(id)
+}
+
+/// What a drifted node must show on every surface: `status --json`,
+/// `/metrics`, the handover report, and the cached proof labelled recorded.
+async fn assert_drift_shown(f: &Fleet, node: &str, drifted_total: usize) -> anyhow::Result<()> {
+    let s = f.status().await?;
+    let n = s
+        .nodes
+        .iter()
+        .find(|n| n.name == node)
+        .context("node in status")?;
+    ensure!(
+        n.drifted && n.observed.is_some(),
+        "status shows {node} drifted: {n:?}"
+    );
+    let metrics = f.metrics().await?;
+    ensure!(
+        metrics.contains(&format!("fleetweft_nodes_drifted {drifted_total}")),
+        "/metrics counts {drifted_total} drifted: {metrics}"
+    );
+    let (code, open) = f.unresolved().await?;
+    let entry = open
+        .as_array()
+        .and_then(|a| {
+            a.iter()
+                .find(|u| u["node"] == node && u["phase"] == "drifted")
+        })
+        .with_context(|| format!("a drifted entry for {node} in the handover report: {open:#}"))?;
+    ensure!(code == 1, "the handover report has work");
+    ensure!(
+        entry["check_command"] == format!("fleetweft proof {node}"),
+        "it names the command that verifies: {entry:#}"
+    );
+    let (code, out) = f.cli(&["proof", node, "--cached", "--json"]).await?;
+    let cached: serde_json::Value = serde_json::from_str(&out)?;
+    ensure!(
+        code == 1 && cached["mode"] == "recorded" && cached["drifted"] == true,
+        "the cached proof is labelled recorded and shows the drift: {cached:#}"
+    );
+    let (_, text) = f.cli(&["proof", node]).await?;
+    ensure!(
+        text.contains("OBSERVED AT") && text.contains(" ago)"),
+        "every proof item prints its observation time: {text}"
+    );
+    Ok(())
+}
+
+async fn swapped_behind_agent(f: &mut Fleet) -> anyhow::Result<String> {
+    verified_v2(f).await?;
+    let (v1, v2) = (f.digest("v1"), f.digest("v2"));
+    // Behind the agent's back: the installed v2 app file becomes v1's, and
+    // the process is killed so the supervisor starts the swapped file.
+    let v2_dir = f.app_dir("node-c", v2).context("node-c's v2 app runs")?;
+    let v1_app = f
+        .dir
+        .join("node-c-data/releases")
+        .join(v1.to_hex())
+        .join("app.py");
+    std::fs::copy(&v1_app, v2_dir.join("app.py"))
+        .with_context(|| format!("copying {}", v1_app.display()))?;
+    for pid in f.app_pids("node-c", v2) {
+        // SAFETY: kill(2) of the app process, behind the agent's back.
+        unsafe {
+            libc::kill(pid as i32, libc::SIGKILL);
+        }
+    }
+    wait_for("node-c's route answers as v1", WAIT_MS, || async {
+        f.public("node-c")
+            .await
+            .is_some_and(|a| a.body == "hello from v1")
+    })
+    .await?;
+    let (code, proof) = f.node_proof("node-c").await?;
+    ensure!(
+        code == 1
+            && proof["verdict"] == "failed"
+            && proof["reason"] == "app_file_mismatch"
+            && proof["mode"] == "live",
+        "the live proof reads the swap back: {proof:#}"
+    );
+    let (code, out) = f.cli(&["probe", "node-c"]).await?;
+    ensure!(
+        code == 1 && out.contains("verdict: wrong answer"),
+        "fleetweft probe exits 1: {out}"
+    );
+    assert_drift_shown(f, "node-c", 1).await?;
+    // History is not rewritten: the op stays verified.
+    let s = f.status().await?;
+    ensure!(
+        s.ops
+            .iter()
+            .filter(|o| o.node == "node-c")
+            .all(|o| o.outcome.as_deref() == Some("verified")),
+        "node-c's ops stay as they settled: {:?}",
+        s.ops
+    );
+    Ok("proof failed/app_file_mismatch (live), probe exit 1, drifted in status, /metrics, handover".into())
+}
+
+async fn route_answers_as_another_release(f: &mut Fleet) -> anyhow::Result<String> {
+    verified_v2(f).await?;
+    let v1 = f.digest("v1");
+    // A stand-in takes node-b's public port and answers the expected body
+    // as another release.
+    f.kill("node-b").await?;
+    f.start_standin("node-b", "hello from v2", &v1.to_hex())?;
+    wait_for(
+        "the stand-in answers on node-b's route",
+        WAIT_MS,
+        || async {
+            f.public("node-b")
+                .await
+                .is_some_and(|a| a.identity.as_deref() == Some(v1.to_hex().as_str()))
+        },
+    )
+    .await?;
+    let (code, proof) = f.node_proof("node-b").await?;
+    ensure!(
+        code == 1 && proof["verdict"] == "failed" && proof["reason"] == "route_identity_mismatch",
+        "the live proof fails on identity: {proof:#}"
+    );
+    let (code, out) = f.cli(&["probe", "node-b"]).await?;
+    ensure!(
+        code == 1 && out.contains("verdict: wrong identity"),
+        "fleetweft probe exits 1 on the wrong identity: {out}"
+    );
+    assert_drift_shown(f, "node-b", 1).await?;
+    f.kill("standin-node-b").await?;
+    Ok(
+        "proof failed/route_identity_mismatch, probe 'wrong identity' exit 1, drifted everywhere"
+            .into(),
+    )
 }

@@ -96,7 +96,9 @@ enum Command {
         #[command(flatten)]
         api: ApiArgs,
     },
-    /// The proof verdict for a node or a rollout (exit 1 unless verified).
+    /// The proof verdict for a node or a rollout, read back now: the
+    /// controller probes the route and asks the agent to re-hash what it
+    /// serves (exit 1 unless verified).
     Proof {
         /// The node.
         #[arg(required_unless_present = "rollout", conflicts_with = "rollout")]
@@ -104,6 +106,14 @@ enum Command {
         /// A rollout id (r0, r1, ...) instead of a node.
         #[arg(long)]
         rollout: Option<String>,
+        /// Judge the last recorded evidence instead of reading back now
+        /// (labelled as recorded, with its age).
+        #[arg(long, conflicts_with = "record")]
+        cached: bool,
+        /// Also record the fresh observation in the log (a write: needs the
+        /// operator token); a node is observed at most once per 10 s.
+        #[arg(long, conflicts_with = "rollout")]
+        record: bool,
         #[command(flatten)]
         api: ApiArgs,
     },
@@ -112,8 +122,9 @@ enum Command {
         #[command(flatten)]
         api: ApiArgs,
     },
-    /// Ask the controller to probe a node's public route now; it records
-    /// what it saw as evidence and prints it (exit 1 unless it passed).
+    /// Ask the controller to probe a node's public route now and its agent
+    /// for a readback; it records what it saw and prints it (exit 1 unless
+    /// the route answered rightly as the release it should serve).
     Probe {
         /// The node.
         node: String,
@@ -414,11 +425,18 @@ fn main() -> ExitCode {
                 runtime::cli_ops::status(&c, json).await
             })
         }
-        Command::Proof { node, rollout, api } => {
+        Command::Proof {
+            node,
+            rollout,
+            cached,
+            record,
+            api,
+        } => {
             return api_command(&api, |c, json| async move {
+                let how = runtime::cli_ops::ProofHow { cached, record };
                 match (node, rollout) {
-                    (_, Some(id)) => runtime::cli_ops::rollout_proof(&c, &id, json).await,
-                    (Some(node), None) => runtime::cli_ops::node_proof(&c, &node, json).await,
+                    (_, Some(id)) => runtime::cli_ops::rollout_proof(&c, &id, how, json).await,
+                    (Some(node), None) => runtime::cli_ops::node_proof(&c, &node, how, json).await,
                     (None, None) => unreachable!("clap requires a node or --rollout"),
                 }
             })

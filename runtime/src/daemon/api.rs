@@ -53,7 +53,8 @@ pub fn router(api: Api) -> Router {
         .route("/api/rollouts/{id}/approve", post(approve))
         .route("/api/rollouts/{id}/proof", get(rollout_proof))
         .route("/api/nodes/{name}/proof", get(node_proof))
-        .route("/api/nodes/{name}/probe", post(probe_node))
+        .route("/api/nodes/{name}/probe", post(observe_node))
+        .route("/api/nodes/{name}/observe", post(observe_node))
         .route("/api/unresolved", get(unresolved))
         .route("/api/ops/{op}/resolve", post(resolve_op))
         .route("/api/ops/{op}/claim", post(claim_op))
@@ -153,6 +154,23 @@ pub struct NodeDto {
     pub reported_serving: Option<String>,
     /// Its unsettled op.
     pub live_op: Option<String>,
+    /// Its latest observation contradicts its confirmed release.
+    pub drifted: bool,
+    /// The latest observation recorded of it (`NodeObserved`), if any.
+    pub observed: Option<ObservedDto>,
+}
+
+/// A recorded observation of a node.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct ObservedDto {
+    /// What was seen, like `pass from 27ec…`.
+    pub result: String,
+    /// Who looked: `agent readback`, `controller probe` or `operator`.
+    pub source: String,
+    /// When, in ms since the Unix epoch (controller clock).
+    pub at_ms: u64,
+    /// The observation itself.
+    pub observation: model::RouteObservation,
 }
 
 /// `/api/status`.
@@ -182,16 +200,11 @@ pub fn status_dto(cfg: &ControllerConfig, snap: &Snapshot) -> StatusDto {
         .rollouts
         .iter()
         .map(|r| {
-            let canary_passed = s
-                .rollout_op_for(r.id, r.plan.canary)
-                .is_some_and(|o| o.passed());
             let status = match (r.status, r.paused) {
                 (model::controller::RolloutStatus::Completed, _) => "completed",
                 (model::controller::RolloutStatus::Superseded, _) => "superseded",
                 (_, Some(_)) => "paused",
-                _ if r.plan.approval_after_canary && canary_passed && !r.approved => {
-                    "waiting-approval"
-                }
+                _ if s.awaiting_approval(r.id) => "waiting-approval",
                 _ => "active",
             };
             RolloutDto {
@@ -254,6 +267,18 @@ pub fn status_dto(cfg: &ControllerConfig, snap: &Snapshot) -> StatusDto {
                 confirmed: record.confirmed.map(hex),
                 reported_serving: record.reported_serving.map(hex),
                 live_op: record.live_op.map(|o| o.to_string()),
+                drifted: record.drift().is_some(),
+                observed: record.observed.map(|seen| ObservedDto {
+                    result: crate::proof::observation_str(&seen.observation),
+                    source: match seen.source {
+                        model::controller::ObservationSource::ReadBack => "agent readback",
+                        model::controller::ObservationSource::ControllerProbe => "controller probe",
+                        model::controller::ObservationSource::Operator => "operator",
+                    }
+                    .to_string(),
+                    at_ms: seen.at_ms,
+                    observation: seen.observation,
+                }),
             }
         })
         .collect();
@@ -488,7 +513,18 @@ async fn approve(State(api): State<Api>, headers: HeaderMap, Path(id): Path<Stri
     rollout_command(api, headers, id, |rollout| Input::Approve { rollout }).await
 }
 
-async fn node_proof(State(api): State<Api>, Path(name): Path<String>) -> Response {
+/// `?cached=true` on a proof: judge what was recorded instead of reading
+/// back now.
+#[derive(Deserialize, Default)]
+struct ProofQuery {
+    cached: Option<bool>,
+}
+
+async fn node_proof(
+    State(api): State<Api>,
+    Path(name): Path<String>,
+    Query(q): Query<ProofQuery>,
+) -> Response {
     let Some(node) = api.cfg.node_id(&name) else {
         return error(
             StatusCode::NOT_FOUND,
@@ -498,18 +534,148 @@ async fn node_proof(State(api): State<Api>, Path(name): Path<String>) -> Respons
     let Some(snap) = api.core.snapshot().await else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
     };
-    Json(crate::proof::node_proof(&snap.state, node, &name)).into_response()
+    // Nothing intended yet: there is nothing to read back against.
+    if q.cached == Some(true) || snap.state.intended_rollout(node).is_none() {
+        return Json(crate::proof::recorded_node_proof(&snap.state, node, &name)).into_response();
+    }
+    match super::verify::gather(&api, node).await {
+        Ok(g) => Json(crate::proof::live_node_proof(
+            &snap.state,
+            node,
+            &name,
+            &g.fresh,
+        ))
+        .into_response(),
+        Err(rejection) => rejection,
+    }
 }
 
-async fn rollout_proof(State(api): State<Api>, Path(id): Path<String>) -> Response {
+async fn rollout_proof(
+    State(api): State<Api>,
+    Path(id): Path<String>,
+    Query(q): Query<ProofQuery>,
+) -> Response {
     let Some(snap) = api.core.snapshot().await else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
     };
+    let Some(r) = rollout_id(&id).and_then(|r| snap.state.rollout(r)) else {
+        return error(StatusCode::NOT_FOUND, format!("no rollout {id}"));
+    };
+    let mut fresh = std::collections::HashMap::new();
+    if q.cached != Some(true) {
+        // Read every node back, a bounded number at a time.
+        let nodes: Vec<NodeId> = r.plan.nodes().collect();
+        for chunk in nodes.chunks(super::verify::LIVE_PROOFS_CONCURRENT_MAX) {
+            let gathered = gather_all(&api, chunk).await;
+            for (node, g) in chunk.iter().zip(gathered) {
+                if let Some(g) = g {
+                    fresh.insert(*node, g.fresh);
+                }
+            }
+        }
+    }
     let names = |n: NodeId| api.cfg.node_name(n);
-    match rollout_id(&id).and_then(|r| crate::proof::rollout_proof(&snap.state, r, &names)) {
+    match crate::proof::rollout_proof(&snap.state, r.id, &names, &|n| fresh.get(&n).cloned()) {
         Some(proof) => Json(proof).into_response(),
         None => error(StatusCode::NOT_FOUND, format!("no rollout {id}")),
     }
+}
+
+/// Gather a readback of each node at once; `None` for a node that cannot be
+/// read back against an intent (no release intended, bundle unavailable):
+/// its proof is judged on what was recorded.
+async fn gather_all(api: &Api, nodes: &[NodeId]) -> Vec<Option<super::verify::Gathered>> {
+    let tasks: Vec<_> = nodes
+        .iter()
+        .map(|n| {
+            let api = api.clone();
+            let n = *n;
+            tokio::spawn(async move { super::verify::gather(&api, n).await.ok() })
+        })
+        .collect();
+    let mut out = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        out.push(t.await.ok().flatten());
+    }
+    out
+}
+
+/// `POST /api/nodes/{name}/observe` and `POST /api/nodes/{name}/probe`:
+/// what a fresh readback of the node saw, judged, and recorded.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct ObserveDto {
+    /// The node.
+    pub node: String,
+    /// The release the route was judged as (hex).
+    pub release: String,
+    /// The probe spec of that release.
+    pub expect: protocol::bundle::ProbeSpec,
+    /// What answered on the public route (`None`: nothing did).
+    pub answer: Option<crate::client::RouteAnswer>,
+    /// The controller's look at the route, judged by that spec.
+    pub observation: model::RouteObservation,
+    /// The route against the release it should answer as: the same
+    /// function the proof's health probe and identity checks use.
+    pub judgement: crate::proof::RouteJudgement,
+    /// The agent's readback, or why there is none.
+    pub readback: Result<model::RouteObservation, String>,
+    /// The live proof judged on this readback.
+    pub proof: crate::proof::NodeProof,
+    /// Events recorded (the node's observation, or evidence for its live op
+    /// and whatever it settled), in domain words.
+    pub recorded: Vec<String>,
+    /// Why nothing was recorded, if nothing was (observed too soon again).
+    pub not_recorded: Option<String>,
+}
+
+async fn observe_node(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Response {
+    // Recording an observation is a write.
+    if let Some(rejection) = unauthorized(&api, &headers) {
+        return rejection;
+    }
+    let Some(node) = api.cfg.node_id(&name) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no node {name} in the fleet"),
+        );
+    };
+    let g = match super::verify::gather(&api, node).await {
+        Ok(g) => g,
+        Err(rejection) => return rejection,
+    };
+    let (recorded, not_recorded) = match super::verify::record(&api, node, &g.fresh).await {
+        Ok(events) => (
+            events
+                .iter()
+                .map(|(s, e)| format!("#{s} {}", super::core::describe(&api.cfg, e)))
+                .collect(),
+            None,
+        ),
+        Err(super::core::InputError::Refused(
+            r @ model::controller::Refusal::ObservedTooSoon { .. },
+        )) => (Vec::new(), Some(r.to_string())),
+        Err(e) => return error(StatusCode::CONFLICT, e.to_string()),
+    };
+    let Some(snap) = api.core.snapshot().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
+    };
+    Json(ObserveDto {
+        judgement: crate::proof::judge_route(&g.probed.observation, g.probed.release),
+        proof: crate::proof::live_node_proof(&snap.state, node, &name, &g.fresh),
+        node: name,
+        release: g.probed.release.to_hex(),
+        expect: g.probed.spec,
+        answer: g.probed.answer,
+        observation: g.probed.observation,
+        readback: g.fresh.agent.map(|(o, _)| o),
+        recorded,
+        not_recorded,
+    })
+    .into_response()
 }
 
 async fn unresolved(State(api): State<Api>) -> Response {
@@ -561,67 +727,6 @@ async fn metrics(State(api): State<Api>) -> Response {
         .into_response()
 }
 
-/// `POST /api/nodes/{name}/probe`: what the controller saw on the node's
-/// public route, judged against the intended release's probe spec.
-#[derive(Serialize, Deserialize, Debug, Clone)]
-pub struct ProbeDto {
-    /// The node.
-    pub node: String,
-    /// The release the probe judged against (hex).
-    pub release: String,
-    /// The probe spec of that release.
-    pub expect: protocol::bundle::ProbeSpec,
-    /// What answered (`None`: nothing did).
-    pub answer: Option<crate::client::RouteAnswer>,
-    /// The judged observation.
-    pub observation: model::RouteObservation,
-    /// Events recorded by the probe (evidence for the node's live op, and
-    /// whatever it settled), in domain words.
-    pub recorded: Vec<String>,
-}
-
-async fn probe_node(
-    State(api): State<Api>,
-    headers: HeaderMap,
-    Path(name): Path<String>,
-) -> Response {
-    // A probe records evidence: it is a write.
-    if let Some(rejection) = unauthorized(&api, &headers) {
-        return rejection;
-    }
-    let Some(node) = api.cfg.node_id(&name) else {
-        return error(
-            StatusCode::NOT_FOUND,
-            format!("no node {name} in the fleet"),
-        );
-    };
-    let probed = match probe_route(&api, node).await {
-        Ok(p) => p,
-        Err(rejection) => return rejection,
-    };
-    let observation = probed.observation;
-    let recorded = match api
-        .core
-        .input(Input::RouteProbed { node, observation })
-        .await
-    {
-        Ok(events) => events
-            .iter()
-            .map(|(s, e)| format!("#{s} {}", super::core::describe(&api.cfg, e)))
-            .collect(),
-        Err(refusal) => return error(StatusCode::CONFLICT, refusal),
-    };
-    Json(ProbeDto {
-        node: name,
-        release: probed.release.to_hex(),
-        expect: probed.spec,
-        answer: probed.answer,
-        observation,
-        recorded,
-    })
-    .into_response()
-}
-
 /// What one probe of a node's public route by the controller saw.
 pub struct Probed {
     /// The release judged against.
@@ -670,7 +775,7 @@ pub async fn probe_route(api: &Api, node: NodeId) -> Result<Probed, Response> {
             "controller core stopped",
         ));
     };
-    let (expected, other) = releases_to_judge(&snap.state, node);
+    let (expected, other) = snap.state.releases_to_judge(node);
     let Some(release) = expected else {
         return Err(error(
             StatusCode::CONFLICT,
@@ -710,36 +815,6 @@ pub async fn probe_route(api: &Api, node: NodeId) -> Result<Probed, Response> {
         answer,
         observation,
     })
-}
-
-/// The release a probe of `node` is judged as, and the other release that
-/// may legitimately answer instead (see [`probe_route`]).
-pub fn releases_to_judge(
-    state: &model::controller::ControllerState,
-    node: NodeId,
-) -> (Option<Digest>, Option<Digest>) {
-    let record = state.nodes.get(&node).cloned().unwrap_or_default();
-    match record.live_op.and_then(|op| state.op(op)) {
-        Some(o) => {
-            let before_switch = matches!(o.phase, OpPhase::Granted | OpPhase::Restoring)
-                || o.decision == Some(model::Decision::Abort);
-            match (before_switch, o.baseline) {
-                (true, Some(b)) => (Some(b), Some(o.release)),
-                (_, b) => (Some(o.release), b),
-            }
-        }
-        None => (
-            record.confirmed.or_else(|| {
-                state
-                    .rollouts
-                    .iter()
-                    .rev()
-                    .find(|r| r.plan.nodes().any(|n| n == node))
-                    .map(|r| r.plan.release)
-            }),
-            None,
-        ),
-    }
 }
 
 /// The probe spec of `release`, read from its stored, verified bundle; the
@@ -1046,84 +1121,5 @@ async fn list_nodes(State(api): State<Api>) -> Response {
     match api.core.snapshot().await {
         Some(snap) => Json(status_dto(&api.cfg, &snap).nodes).into_response(),
         None => error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::releases_to_judge;
-    use model::controller::{apply, step, ControllerState, Input};
-    use model::{Digest, Generation, NodeId, OpId, Plan, ReportKind, RouteObservation};
-    use model::{ProbeVerdict, ToController};
-
-    const V1: Digest = Digest::repeat(1);
-    const V2: Digest = Digest::repeat(2);
-    const A: NodeId = NodeId(0);
-
-    fn feed(state: &mut ControllerState, input: Input) {
-        for event in step(state, &input).expect("accepted") {
-            apply(state, &event);
-        }
-    }
-
-    fn from_a(state: &mut ControllerState, msg: ToController) {
-        feed(state, Input::FromAgent { node: A, msg });
-    }
-
-    /// A probe is judged as the release the op's phase expects, with the
-    /// op's other release as the legitimate alternative: judging a
-    /// baseline by the new release's spec could never prove a rollback.
-    #[test]
-    fn a_probe_is_judged_as_the_release_the_phase_expects() {
-        let mut state = ControllerState::default();
-        from_a(
-            &mut state,
-            ToController::Hello {
-                serving: Some(V1),
-                generation: Generation(0),
-            },
-        );
-        // Before any rollout: nothing confirmed, nothing intended.
-        assert_eq!(releases_to_judge(&state, A), (None, None));
-        feed(
-            &mut state,
-            Input::StartRollout {
-                plan: Plan {
-                    release: V2,
-                    canary: A,
-                    followers: vec![],
-                    slots_max: 1,
-                    approval_after_canary: false,
-                },
-            },
-        );
-        // Granted, not switched: the baseline should answer.
-        assert_eq!(releases_to_judge(&state, A), (Some(V1), Some(V2)));
-        from_a(&mut state, ToController::CommitRequest { op: OpId(0) });
-        // Commit decided: the new release should answer (or still v1).
-        assert_eq!(releases_to_judge(&state, A), (Some(V2), Some(V1)));
-        from_a(
-            &mut state,
-            ToController::Report {
-                op: OpId(0),
-                kind: ReportKind::Switched,
-                observation: RouteObservation {
-                    verdict: ProbeVerdict::WrongAnswer,
-                    ..RouteObservation::passing(V2)
-                },
-            },
-        );
-        // A wrong answer: restoring, so the baseline should answer again.
-        assert_eq!(releases_to_judge(&state, A), (Some(V1), Some(V2)));
-        from_a(
-            &mut state,
-            ToController::Report {
-                op: OpId(0),
-                kind: ReportKind::Restored,
-                observation: RouteObservation::passing(V1),
-            },
-        );
-        // Rolled back and settled: what was last proven there.
-        assert_eq!(releases_to_judge(&state, A), (Some(V1), None));
     }
 }

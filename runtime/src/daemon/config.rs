@@ -28,9 +28,27 @@ pub struct ControllerConfig {
     /// Deadlines.
     #[serde(default)]
     pub timing: TimingSection,
+    /// Periodic re-verification of settled nodes (off by default).
+    #[serde(default)]
+    pub verify: VerifySection,
     /// Honoured only with `--allow-fault-injection`.
     #[serde(default)]
     pub faults: FaultSection,
+}
+
+/// The least `verify.every_s`: a node is observed at most once per
+/// `model::controller::OBSERVATION_INTERVAL_MIN_MS`.
+pub const VERIFY_EVERY_S_MIN: u64 = model::controller::OBSERVATION_INTERVAL_MIN_MS / 1000;
+
+/// Periodic re-verification: read back every connected node every
+/// `every_s` seconds, spread over the interval, and record what was seen
+/// (`NodeObserved`), so drift shows without anyone asking.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifySection {
+    /// Seconds between two readbacks of one node; 0 (the default) is off.
+    #[serde(default)]
+    pub every_s: u64,
 }
 
 /// One node of the fleet.
@@ -170,6 +188,11 @@ impl ControllerConfig {
                     node.name
                 )));
             }
+        }
+        if cfg.verify.every_s != 0 && cfg.verify.every_s < VERIFY_EVERY_S_MIN {
+            return Err(invalid(format!(
+                "key `verify.every_s`: expected 0 (off) or at least {VERIFY_EVERY_S_MIN} (a node is observed at most once per {VERIFY_EVERY_S_MIN} s)"
+            )));
         }
         if cfg.timing.op_timeout_ms == 0 {
             return Err(invalid(

@@ -33,7 +33,18 @@ pub enum LinkMsg {
 }
 
 /// Where the outcome of an input goes: its durable events, or the refusal.
-pub type InputReply = oneshot::Sender<Result<Vec<(u64, Event)>, String>>;
+pub type InputReply = oneshot::Sender<Result<Vec<(u64, Event)>, model::controller::Refusal>>;
+
+/// Why an input produced no events.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// The model refused it; nothing was recorded.
+    #[error("{0}")]
+    Refused(model::controller::Refusal),
+    /// The controller core is gone (stopping, or the log failed).
+    #[error("controller core stopped")]
+    Stopped,
+}
 
 /// What the core is asked to do.
 pub enum Command {
@@ -125,15 +136,21 @@ pub struct CoreHandle {
 impl CoreHandle {
     /// Feed an input and wait for its durable outcome.
     pub async fn input(&self, input: Input) -> Result<Vec<(u64, Event)>, String> {
+        self.submit(input).await.map_err(|e| e.to_string())
+    }
+
+    /// Feed an input and wait for its durable outcome, the refusal typed.
+    pub async fn submit(&self, input: Input) -> Result<Vec<(u64, Event)>, InputError> {
         let (reply, answer) = oneshot::channel();
         self.send(Command::Input {
             input,
             reply: Some(reply),
         })
         .await;
-        answer
-            .await
-            .unwrap_or_else(|_| Err("controller core stopped".into()))
+        match answer.await {
+            Ok(outcome) => outcome.map_err(InputError::Refused),
+            Err(_) => Err(InputError::Stopped),
+        }
     }
 
     /// Send a command without waiting for an outcome.
@@ -306,7 +323,7 @@ async fn run(
                     }
                     Err(ControllerError::Refused(refusal)) => {
                         if let Some(reply) = reply {
-                            let _ = reply.send(Err(refusal.to_string()));
+                            let _ = reply.send(Err(refusal));
                         }
                     }
                     Err(other) => {

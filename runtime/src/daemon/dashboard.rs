@@ -6,6 +6,12 @@
 //! UNKNOWN has its own neutral style (class `unknown`: grey background,
 //! amber text, dashed border), never the green of success or the red of
 //! failure: an UNKNOWN op is neither.
+//!
+//! A drifted node (its latest observation contradicts its confirmed
+//! release) has its own style too (class `drifted`: white on purple), never
+//! the green of a verified node. The dashboard's proofs are the recorded
+//! ones (`--cached`): a page refreshed every 2 s must not read every node
+//! back.
 
 use super::api::{status_dto, EventDto, StatusDto};
 use super::config::ControllerConfig;
@@ -42,7 +48,8 @@ code{font-size:90%}\
 .failed,.bad{color:#fff;background:#b02020}\
 .unknown{color:#7a4b00;background:#e4e4e4;border:1px dashed #888}\
 .stale,.partially-verified,.unverified,.waiting{color:#333;background:#f3e3b5}\
-.unowned{font-weight:bold;text-transform:uppercase}";
+.unowned{font-weight:bold;text-transform:uppercase}\
+.drifted{color:#fff;background:#6a3d9a;font-weight:bold}";
 
 fn verdict_cell(v: Verdict) -> String {
     format!("<td class=\"{0}\">{0}</td>", v.as_str())
@@ -74,7 +81,7 @@ pub fn data(cfg: &ControllerConfig, snap: &Snapshot, events: Vec<EventDto>) -> D
             .nodes
             .iter()
             .enumerate()
-            .map(|(i, n)| crate::proof::node_proof(&snap.state, NodeId(i as u16), &n.name))
+            .map(|(i, n)| crate::proof::recorded_node_proof(&snap.state, NodeId(i as u16), &n.name))
             .collect(),
         unresolved: crate::proof::unresolved(&snap.state, &names, &snap.log_index),
         events,
@@ -119,7 +126,11 @@ pub fn render(d: &DashboardData) -> String {
             escape(&n.name),
             if n.connected { "yes" } else { "no" },
             escape(&short(&n.confirmed)),
-            proof.map_or_else(|| "<td>-</td>".to_string(), |p| verdict_cell(p.verdict)),
+            match proof {
+                _ if n.drifted => "<td class=\"drifted\">DRIFTED</td>".to_string(),
+                Some(p) => verdict_cell(p.verdict),
+                None => "<td>-</td>".to_string(),
+            },
         );
     }
     h.push_str("</table>\n");
@@ -239,6 +250,12 @@ pub fn render(d: &DashboardData) -> String {
 pub fn metrics(cfg: &ControllerConfig, snap: &Snapshot, now: SystemTime) -> String {
     let s = status_dto(cfg, snap);
     let mut m = String::new();
+    m.push_str("# HELP fleetweft_nodes_drifted Nodes whose latest observation contradicts their confirmed release.\n# TYPE fleetweft_nodes_drifted gauge\n");
+    let _ = writeln!(
+        m,
+        "fleetweft_nodes_drifted {}",
+        s.nodes.iter().filter(|n| n.drifted).count()
+    );
     m.push_str("# HELP fleetweft_slots_occupied Slots held by a rollout's ops (UNKNOWN ops count).\n# TYPE fleetweft_slots_occupied gauge\n");
     for r in &s.rollouts {
         let _ = writeln!(

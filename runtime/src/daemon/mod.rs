@@ -10,6 +10,7 @@ pub mod links;
 pub mod openapi;
 pub mod rate;
 pub mod readback;
+pub mod verify;
 
 use anyhow::Context;
 use config::ControllerConfig;
@@ -72,6 +73,13 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
         bundles,
         key: Arc::new(key),
     };
+    if cfg.verify.every_s > 0 {
+        tracing::info!(
+            "periodic verification on: every connected node read back every {} s",
+            cfg.verify.every_s
+        );
+        tokio::spawn(verify::verify_forever(api.clone(), cfg.verify.every_s));
+    }
     tracing::info!(
         "controller up: agents on {}, API on http://{}",
         cfg.listen,

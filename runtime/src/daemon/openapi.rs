@@ -22,12 +22,22 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("/api/rollouts/{id}/proof", "get"),
     ("/api/nodes/{name}/proof", "get"),
     ("/api/nodes/{name}/probe", "post"),
+    ("/api/nodes/{name}/observe", "post"),
     ("/api/unresolved", "get"),
     ("/api/ops/{op}/resolve", "post"),
     ("/api/ops/{op}/claim", "post"),
     ("/api/ops/{op}/rollback", "post"),
     ("/api/openapi.json", "get"),
 ];
+
+/// The path parameters plus the optional `cached` query flag of a proof.
+fn with_cached(mut params: Vec<Value>) -> Vec<Value> {
+    params.push(
+        json!({ "name": "cached", "in": "query", "required": false, "schema": { "type": "boolean" },
+        "description": "judge the last recorded evidence instead of reading back now" }),
+    );
+    params
+}
 
 fn json_answer(description: &str) -> Value {
     json!({
@@ -154,9 +164,10 @@ pub fn document() -> Value {
             "/api/rollouts/{id}/pause": { "post": write("pause: no new grants, accounting continues", rollout(), None, true) },
             "/api/rollouts/{id}/resume": { "post": write("resume a paused rollout", rollout(), None, true) },
             "/api/rollouts/{id}/approve": { "post": write("pass the approval gate after the canary", rollout(), None, true) },
-            "/api/rollouts/{id}/proof": { "get": read("the rollout's proof", rollout(), json_answer("the proof"), true) },
-            "/api/nodes/{name}/proof": { "get": read("the node's proof", node(), json_answer("the proof"), true) },
-            "/api/nodes/{name}/probe": { "post": write("probe the node's public route now and record what answered", node(), None, true) },
+            "/api/rollouts/{id}/proof": { "get": read("the rollout's proof, every node read back now (controller probe + agent readback); records nothing", with_cached(rollout()), json_answer("the proof"), true) },
+            "/api/nodes/{name}/proof": { "get": read("the node's proof, read back now (controller probe of the route + agent readback of the artifact and process); records nothing. cached=true judges the last recorded evidence instead, labelled mode=recorded", with_cached(node()), json_answer("the proof"), true) },
+            "/api/nodes/{name}/probe": { "post": write("probe the node's public route and ask its agent for a readback now; record what was seen (evidence for a live op, else the node's observation, at most one per node per 10 s) and judge the route against the release it should serve", node(), None, true) },
+            "/api/nodes/{name}/observe": { "post": write("read the node back now and record the observation (as probe); answers the live proof too", node(), None, true) },
             "/api/unresolved": { "get": read("the handover report: every op holding a slot, every rollout waiting for an operator", vec![], json_answer("entries"), false) },
             "/api/ops/{op}/resolve": { "post": write("settle an op by hand with an observation (typed, or a fresh controller probe)", op(),
                 Some(schema_body(json!({
