@@ -226,11 +226,9 @@ impl View {
         let (observed, ok, reason) = match &self.artifact {
             // The bundle is right but what would run from it is not: its own
             // code, never mistaken for "could not read".
-            ArtifactSeen::Read(ArtifactRead::AppFileAltered(d)) => (
-                Some(d.to_hex()),
-                Some(false),
-                Some(R::AppFileMismatch),
-            ),
+            ArtifactSeen::Read(ArtifactRead::AppFileAltered(d)) => {
+                (Some(d.to_hex()), Some(false), Some(R::AppFileMismatch))
+            }
             ArtifactSeen::Read(ArtifactRead::Digest(d)) | ArtifactSeen::Claim(Some(d)) => {
                 // A claim is told apart by its origin (`agent-report`).
                 let ok = *d == intended;

@@ -518,7 +518,8 @@ fn resolve_and_claim_need_the_token_name_bad_fields_and_refuse_contradictions() 
         Some(&ctl.token),
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let (code, proof) = ctl.http("GET", "/api/nodes/node-c/proof", None, b"");
+    // The recorded evidence (the operator typed the numbers): --cached.
+    let (code, proof) = ctl.http("GET", "/api/nodes/node-c/proof?cached=true", None, b"");
     assert_eq!(code, 200, "{proof}");
     let proof = json(&proof);
     let process = proof["checks"]
@@ -810,6 +811,7 @@ const ROUTER_ROUTES: &[(&str, &str)] = &[
     ("/api/rollouts/{id}/proof", "get"),
     ("/api/nodes/{name}/proof", "get"),
     ("/api/nodes/{name}/probe", "post"),
+    ("/api/nodes/{name}/observe", "post"),
     ("/api/unresolved", "get"),
     ("/api/ops/{op}/resolve", "post"),
     ("/api/ops/{op}/claim", "post"),

@@ -836,3 +836,133 @@ async fn an_operator_rollback_settles_only_when_the_baseline_is_proven() {
     })
     .await;
 }
+
+/// Proof is a readback (SPEC §10): a live proof reads the route and the
+/// agent back when asked; an agent that does not answer is "could not
+/// read", never its recorded values shown as current; a recorded look at a
+/// settled node that contradicts its release is drift, on every surface;
+/// looks are bounded per node; the periodic verifier records looks by
+/// itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_proof_reads_back_and_a_silent_agent_is_not_shown_as_current() {
+    bounded(async {
+        let mut fleet = Fleet::start(&["v1"], &NODES).await;
+        install_v1_everywhere(&fleet).await;
+        let proof: runtime::proof::NodeProof =
+            fleet.api.get("/api/nodes/node-a/proof").await.unwrap();
+        assert_eq!(
+            proof.verdict,
+            runtime::proof::Verdict::Verified,
+            "{proof:#?}"
+        );
+        assert_eq!(proof.mode, runtime::proof::ProofMode::Live);
+        assert!(
+            proof.checks.iter().all(|c| c.observed_at_ms.is_some()),
+            "{proof:#?}"
+        );
+        let sequence = fleet.status().await.last_sequence;
+        // A GET proof writes nothing.
+        assert_eq!(fleet.status().await.last_sequence, sequence);
+
+        // node-b's agent dies (its app and route with it).
+        fleet.kill("node-b").await;
+        let proof: runtime::proof::NodeProof =
+            fleet.api.get("/api/nodes/node-b/proof").await.unwrap();
+        assert_ne!(
+            proof.verdict,
+            runtime::proof::Verdict::Verified,
+            "{proof:#?}"
+        );
+        let artifact = proof
+            .checks
+            .iter()
+            .find(|c| c.item == "artifact digest")
+            .unwrap();
+        assert_eq!(artifact.ok, None, "{artifact:?}");
+        assert_eq!(
+            artifact.reason,
+            Some(runtime::proof::ReasonCode::ReadbackUnavailable)
+        );
+        assert!(
+            artifact
+                .observed
+                .as_deref()
+                .unwrap_or("")
+                .starts_with("could not read: the agent"),
+            "{artifact:?}"
+        );
+        let process = proof.checks.iter().find(|c| c.item == "process").unwrap();
+        assert!(
+            !process.observed.as_deref().unwrap_or("").contains(" up "),
+            "the recorded uptime is not shown as current: {process:?}"
+        );
+        // The cached proof is the memory, labelled as such.
+        let cached: runtime::proof::NodeProof = fleet
+            .api
+            .get("/api/nodes/node-b/proof?cached=true")
+            .await
+            .unwrap();
+        assert_eq!(cached.mode, runtime::proof::ProofMode::Recorded);
+        assert_eq!(cached.verdict, runtime::proof::Verdict::Verified);
+
+        // Recording the look makes the drift a durable fact.
+        let seen: serde_json::Value = fleet
+            .api
+            .post_json("/api/nodes/node-b/observe", &serde_json::json!({}))
+            .await
+            .unwrap();
+        assert!(seen["not_recorded"].is_null(), "{seen:#}");
+        let s = fleet.status().await;
+        let b = s.nodes.iter().find(|n| n.name == "node-b").unwrap();
+        assert!(b.drifted && b.observed.is_some(), "{b:?}");
+        let metrics = fleet.api.get_text("/metrics").await.unwrap();
+        assert!(metrics.contains("fleetweft_nodes_drifted 1"), "{metrics}");
+        let open: Vec<runtime::proof::Unresolved> = fleet.api.get("/api/unresolved").await.unwrap();
+        assert!(
+            open.iter()
+                .any(|u| u.node == "node-b" && u.phase == "drifted"),
+            "{open:#?}"
+        );
+        // At most one look per node per interval: the next is not recorded.
+        let before = fleet.status().await.last_sequence;
+        let again: serde_json::Value = fleet
+            .api
+            .post_json("/api/nodes/node-b/observe", &serde_json::json!({}))
+            .await
+            .unwrap();
+        assert!(
+            again["not_recorded"]
+                .as_str()
+                .is_some_and(|w| w.contains("10000 ms")),
+            "{again:#}"
+        );
+        assert_eq!(
+            fleet.status().await.last_sequence,
+            before,
+            "a refused look adds nothing to the log"
+        );
+
+        // The periodic verifier records looks by itself.
+        fleet.kill("controller").await;
+        let config = fleet.dir.join("controller.toml");
+        let mut text = std::fs::read_to_string(&config).unwrap();
+        text.push_str("\n[verify]\nevery_s = 10\n");
+        std::fs::write(&config, text).unwrap();
+        let config = config.display().to_string();
+        fleet.spawn(
+            "controller",
+            &fleetweft(),
+            &["controller".into(), "--config".into(), config],
+        );
+        fleet
+            .wait("the verifier records node-c's look", |s| {
+                s.nodes
+                    .iter()
+                    .find(|n| n.name == "node-c")
+                    .is_some_and(|n| n.observed.is_some() && !n.drifted)
+            })
+            .await;
+        fleet.verify_log().await;
+    })
+    .await;
+}
