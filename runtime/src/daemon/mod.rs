@@ -14,9 +14,12 @@ use anyhow::Context;
 use config::ControllerConfig;
 use std::sync::Arc;
 
+/// The event log's directory inside the controller's data directory.
+pub const LOG_DIR: &str = "log";
+
 /// Run the controller until the process is stopped.
 pub async fn run(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<()> {
-    let log_dir = cfg.data_dir.join("log");
+    let log_dir = cfg.data_dir.join(LOG_DIR);
     let bundle_dir = cfg.data_dir.join("bundles");
     std::fs::create_dir_all(&bundle_dir)
         .with_context(|| format!("creating {}", bundle_dir.display()))?;
