@@ -14,12 +14,13 @@ use anyhow::Context;
 use config::ControllerConfig;
 use std::sync::Arc;
 
-/// The event log's directory inside the controller's data directory.
+/// The event log's directory inside the controller's data directory (where
+/// `run` opens it; `fleetweft log --data` looks for it there).
 pub const LOG_DIR: &str = "log";
 
 /// Run the controller until the process is stopped.
 pub async fn run(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<()> {
-    let log_dir = cfg.data_dir.join(LOG_DIR);
+    let log_dir = cfg.data_dir.join("log");
     let bundle_dir = cfg.data_dir.join("bundles");
     std::fs::create_dir_all(&bundle_dir)
         .with_context(|| format!("creating {}", bundle_dir.display()))?;
