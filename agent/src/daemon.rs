@@ -66,7 +66,7 @@ impl Agent {
         let key = protocol::bundle::load_verifying_key(&cfg.bundles.pubkey).with_context(|| {
             format!("loading bundle public key {}", cfg.bundles.pubkey.display())
         })?;
-        let journal_dir = cfg.data_dir.join("journal");
+        let journal_dir = cfg.data_dir.join(crate::journal::JOURNAL_DIR);
         let mut journal = Journal::open(&journal_dir)
             .with_context(|| format!("opening the journal in {}", journal_dir.display()))?;
         // A restart is a new attempt of the op that was live, never a new op.

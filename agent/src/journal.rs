@@ -7,7 +7,11 @@ use eventlog::{EventLog, LogError};
 use model::agent::{agent_apply, AgentEvent, AgentState};
 use model::{Digest, OpId};
 use serde::{Deserialize, Serialize};
+use std::fmt;
 use std::path::Path;
+
+/// The journal's directory inside the agent's data directory.
+pub const JOURNAL_DIR: &str = "journal";
 
 /// Attempts reserved for one op's stages (fetch, verify, stage) across
 /// restarts. A retry (a new fetch checkpoint) spends one; a resume, a
@@ -67,6 +71,65 @@ pub enum Record {
     /// The agent process started again with this op live: a restart is a
     /// new attempt of the same op, never a new op. Spends no budget.
     Resumed { op: OpId, attempt_id: u32 },
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Stage::Fetch => "fetch",
+            Stage::Verify => "verify",
+            Stage::Stage => "stage",
+            Stage::Switch => "switch",
+            Stage::Probe => "probe",
+        })
+    }
+}
+
+/// A record in domain words, as `fleetweft log show --journal` prints it.
+impl fmt::Display for Record {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Record::Core(event) => write!(f, "{event}"),
+            Record::Pending {
+                op,
+                stage,
+                fingerprint,
+                attempt_id,
+                budget_left,
+            } => write!(
+                f,
+                "{op}: {stage} starts (attempt {attempt_id}, input {fingerprint}, \
+                 budget left {budget_left})"
+            ),
+            Record::Done { op, stage } => write!(f, "{op}: {stage} done"),
+            Record::Stopped {
+                op,
+                stage,
+                refusal,
+                reason,
+            } => write!(f, "{op}: stopped for good at {stage}: {refusal} ({reason})"),
+            Record::Failed {
+                op,
+                stage,
+                class,
+                bundle_missing,
+                reason,
+            } => {
+                let class = match class {
+                    ErrorClass::Transient => "transient",
+                    ErrorClass::Permanent => "permanent",
+                };
+                write!(f, "{op}: {stage} failed ({class}")?;
+                if *bundle_missing {
+                    write!(f, ", the controller has no such bundle")?;
+                }
+                write!(f, "): {reason}")
+            }
+            Record::Resumed { op, attempt_id } => {
+                write!(f, "{op}: resumed after a restart as attempt {attempt_id}")
+            }
+        }
+    }
 }
 
 /// The journal and the state folded from it.

@@ -1,10 +1,20 @@
 //! `fleetweft-agent --config agent.toml [--allow-fault-injection]`
+//!
+//! Exit codes: 2 for an unreadable or invalid config, 1 if it cannot start
+//! or cannot load its TLS identity when reconnecting; otherwise it runs
+//! until stopped (`docs/operations.md`, "Exit codes").
 
 use clap::Parser;
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
-#[command(name = "fleetweft-agent", about = "Fleetweft node agent")]
+#[command(
+    name = "fleetweft-agent",
+    about = "Fleetweft node agent",
+    after_help = "Exit codes: 2 if the config is unreadable or invalid; 1 if it cannot start \
+                  (journal, bundle key, public port) or cannot load its TLS identity when \
+                  reconnecting. It runs until stopped."
+)]
 struct Args {
     /// Path to agent.toml.
     #[arg(long)]

@@ -21,13 +21,15 @@
 //! trait), `sled_storage.rs` (sled implementation and its durability notes),
 //! `sled_dir.rs` (atomic creation, sled's files and lock),
 //! `watermark.rs` (detects entries sled's recovery dropped), `commit.rs`
-//! (group commit), `event_log.rs` ([`EventLog`]), `verify.rs`.
+//! (group commit), `event_log.rs` ([`EventLog`]), `verify.rs`,
+//! `forensic.rs` (verification never writes: it opens a private copy).
 
 mod commit;
 mod durable;
 mod envelope;
 mod error;
 mod event_log;
+mod forensic;
 mod sled_dir;
 mod sled_storage;
 mod storage;
@@ -42,6 +44,11 @@ pub use envelope::{
 };
 pub use error::LogError;
 pub use event_log::{EventLog, APPEND_EVENTS_MAX};
+pub use forensic::{CopyProblem, FORENSIC_COPY_BYTES_MAX, FORENSIC_COPY_FILES_MAX};
+pub use sled_dir::is_log_dir;
 pub use sled_storage::{sled_config, ForeignData, SledStorage};
 pub use storage::{LogStorage, RawEntry, StorageError};
-pub use verify::{verify, verify_with, EntryFault, VerifyError, VerifyReport};
+pub use verify::{
+    verify, verify_in_place, verify_in_place_with, verify_with, EntryFault, VerifyError,
+    VerifyReport,
+};

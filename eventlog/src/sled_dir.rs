@@ -109,6 +109,46 @@ pub(super) fn wait_for_lock_release(db_file: &Path) -> io::Result<()> {
     }
 }
 
+/// What [`lock_shared_for_reading`] found.
+pub(super) enum SharedLock {
+    /// Nobody else holds the lock; ours (shared) lasts as long as the file.
+    Held(File),
+    /// Another process (or handle) holds sled's exclusive lock.
+    InUse,
+    /// The file system does not support `flock` (nor can sled lock it).
+    Unsupported,
+}
+
+/// Takes a shared lock on sled's `db_file`, opened read-only, waiting as
+/// [`wait_for_lock_release`] does for a holder that is just going away.
+///
+/// While a shared lock is held, sled's exclusive `try_lock` fails, so no
+/// controller or agent can open the database.
+pub(super) fn lock_shared_for_reading(db_file: &Path) -> io::Result<SharedLock> {
+    let file = File::open(db_file)?;
+    let deadline = Instant::now() + LOCK_RELEASE_WAIT;
+    loop {
+        match FileExt::try_lock_shared(&file) {
+            Ok(()) => return Ok(SharedLock::Held(file)),
+            Err(err) if err.kind() == fs2::lock_contended_error().kind() => {
+                if Instant::now() >= deadline {
+                    return Ok(SharedLock::InUse);
+                }
+                thread::sleep(Duration::from_millis(5));
+            }
+            // No flock on this file system (ENOLCK, EOPNOTSUPP): sled's own
+            // lock fails the same way, so no database can be open on it.
+            Err(_) => return Ok(SharedLock::Unsupported),
+        }
+    }
+}
+
+/// Whether `dir` holds a sled database (sled's `conf` and `db` files): a
+/// log, or at least something to verify as one. Looks at metadata only.
+pub fn is_log_dir(dir: &Path) -> bool {
+    has_sled_files(dir)
+}
+
 pub(super) fn has_sled_files(dir: &Path) -> bool {
     dir.join(SLED_CONF_FILE).is_file() && dir.join(SLED_DB_FILE).is_file()
 }

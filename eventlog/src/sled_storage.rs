@@ -116,7 +116,9 @@ impl SledStorage {
     /// Opens an existing log without ever creating one.
     ///
     /// sled runs its own crash recovery on open (it discards a torn tail of
-    /// its segment log); the log itself never rewrites entries.
+    /// its segment log, and may write a snapshot); the log itself never
+    /// rewrites entries. To read a log without changing its files, use
+    /// [`verify`](super::verify), which opens a private copy.
     pub fn open_existing(dir: &Path) -> Result<Self, StorageError> {
         // Check before calling sled, which would create a fresh database.
         if !has_sled_files(dir) {

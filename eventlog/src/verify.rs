@@ -12,6 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use super::envelope::{genesis_hash, hash_bytes, Envelope, EnvelopeFault, Hash};
+use super::forensic::{CopyProblem, SnapshotCopy};
 use super::sled_storage::SledStorage;
 use super::storage::{Hex, LogStorage, RawEntry, StorageError};
 
@@ -39,6 +40,25 @@ pub enum VerifyError {
         path: PathBuf,
         /// What was missing.
         reason: String,
+    },
+    /// Another process holds the database's lock: a controller or an agent
+    /// is running on this log. Nothing was read.
+    #[error(
+        "{path} is in use: a running controller or agent holds its database lock \
+         (stop it to inspect the log, or ask the running controller through its API)"
+    )]
+    InUse {
+        /// Directory verified.
+        path: PathBuf,
+    },
+    /// A forensic read could not make its private copy (too large, no space,
+    /// unreadable): the log was neither changed nor judged.
+    #[error("cannot inspect {path} without writing to it: {problem}")]
+    Uninspectable {
+        /// Directory verified.
+        path: PathBuf,
+        /// Why the copy failed.
+        problem: CopyProblem,
     },
     /// The storage layer failed, including corruption reported by sled itself.
     #[error(transparent)]
@@ -115,9 +135,49 @@ impl VerifyError {
             VerifyError::Truncated { first_missing, .. } => Some(*first_missing),
             VerifyError::Entry { sequence, .. } => Some(*sequence),
             VerifyError::NotALog { .. }
+            | VerifyError::InUse { .. }
+            | VerifyError::Uninspectable { .. }
             | VerifyError::Storage(_)
             | VerifyError::ForeignData { .. }
             | VerifyError::Inconsistent { .. } => None,
+        }
+    }
+}
+
+impl VerifyError {
+    /// The same error with the directory `from` named `to` instead, so an
+    /// error found in a private copy names the log the caller gave.
+    fn relocated(self, from: &Path, to: &Path) -> Self {
+        let place = |path: PathBuf| if path == from { to.to_path_buf() } else { path };
+        match self {
+            VerifyError::NotALog { path, reason } => VerifyError::NotALog {
+                path: place(path),
+                reason,
+            },
+            VerifyError::Storage(storage) => VerifyError::Storage(match storage {
+                StorageError::Corruption { path, detail } => StorageError::Corruption {
+                    path: place(path),
+                    detail,
+                },
+                StorageError::NotALog { path, reason } => StorageError::NotALog {
+                    path: place(path),
+                    reason,
+                },
+                StorageError::MalformedKey { path, key } => StorageError::MalformedKey {
+                    path: place(path),
+                    key,
+                },
+                StorageError::Io {
+                    path,
+                    action,
+                    source,
+                } => StorageError::Io {
+                    path: place(path),
+                    action,
+                    source,
+                },
+            }),
+            other => other,
         }
     }
 }
@@ -156,9 +216,12 @@ pub enum EntryFault {
 
 /// Verifies the log in `dir`: layout, every entry, and the hash chain.
 ///
-/// Opens the database itself, so the log must not be open elsewhere (sled
-/// holds an exclusive lock). Never modifies entries; sled's own recovery on
-/// open may tidy a torn tail of its segment file, as any open would.
+/// A forensic read: it never writes to `dir`, damaged or not (see the
+/// `forensic` module). It opens a private copy of the directory, so a log
+/// held open by a running controller or agent is refused as
+/// [`VerifyError::InUse`], and a directory over
+/// [`FORENSIC_COPY_BYTES_MAX`](super::FORENSIC_COPY_BYTES_MAX) as
+/// [`VerifyError::Uninspectable`]. Errors name `dir`, never the copy.
 pub fn verify(dir: impl AsRef<Path>) -> Result<VerifyReport, VerifyError> {
     verify_with(dir, |_, _| Ok(()))
 }
@@ -169,6 +232,28 @@ pub fn verify(dir: impl AsRef<Path>) -> Result<VerifyReport, VerifyError> {
 /// by replaying them through the model. The first `Err` stops verification
 /// as [`EntryFault::Rejected`] at that sequence.
 pub fn verify_with(
+    dir: impl AsRef<Path>,
+    check: impl FnMut(u64, &[u8]) -> Result<(), String>,
+) -> Result<VerifyReport, VerifyError> {
+    let dir = dir.as_ref();
+    let copy = SnapshotCopy::take(dir)?;
+    // The storage is dropped before the copy is removed.
+    verify_in_place_with(copy.path(), check).map_err(|err| err.relocated(copy.path(), dir))
+}
+
+/// [`verify`] on the directory itself, without a private copy.
+///
+/// Opening runs sled's recovery on `dir`, which may rewrite its files: a
+/// damaged database is cut (zeroed) after the first bad byte, and even an
+/// intact one may get a new snapshot file. Use it only on a directory that
+/// may change, e.g. to measure verification alone; never on evidence.
+/// The log must not be open elsewhere (sled holds an exclusive lock).
+pub fn verify_in_place(dir: impl AsRef<Path>) -> Result<VerifyReport, VerifyError> {
+    verify_in_place_with(dir, |_, _| Ok(()))
+}
+
+/// [`verify_with`] on the directory itself; see [`verify_in_place`].
+pub fn verify_in_place_with(
     dir: impl AsRef<Path>,
     check: impl FnMut(u64, &[u8]) -> Result<(), String>,
 ) -> Result<VerifyReport, VerifyError> {

@@ -206,3 +206,55 @@ fn show_prints_events_in_domain_words() {
     assert!(lines[0]["event"].is_object());
     assert!(lines[0]["text"].as_str().is_some_and(|t| t.contains("r0")));
 }
+
+#[test]
+fn show_escapes_control_characters_in_operator_text() {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let dir = temp.path().join("log");
+    let mut fleet = Fleet::new(&dir, 3);
+    fleet
+        .controller(Input::StartRollout { plan: plan(false) })
+        .expect("start");
+    fleet.to_agents.clear();
+    fleet
+        .controller(Input::Timeout { op: OpId(0) })
+        .expect("timeout");
+    // What a hostile or careless operator can type into a claim.
+    fleet
+        .controller(Input::Claim {
+            op: OpId(0),
+            owner: "mallory\x1b[31m\rroot".into(),
+            review_by: "soon\t\u{7}\n\u{9b}2J".into(),
+        })
+        .expect("claim");
+    fleet.ctrl.close().expect("close");
+
+    let out = fleetweft(&["log", "show"], &dir);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains(r"op0 claimed by mallory\u{1b}[31m\rroot, review by soon\t\u{7}\n\u{9b}2J"),
+        "{stdout}"
+    );
+    // Not one control character reaches the terminal but the line ends.
+    assert!(
+        !stdout.chars().any(|c| c.is_control() && c != '\n'),
+        "{stdout:?}"
+    );
+    assert_eq!(stdout.lines().count(), stdout.matches('\n').count());
+
+    // JSON lines escape them too (JSON's own escapes), and keep the text.
+    let out = fleetweft(&["log", "show", "--json"], &dir);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = text(&out.stdout);
+    assert!(!stdout.chars().any(|c| c.is_control() && c != '\n'));
+    let claim = stdout
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("json line"))
+        .find(|line| line["event"]["OpClaimed"].is_object())
+        .expect("the claim");
+    assert_eq!(
+        claim["event"]["OpClaimed"]["owner"],
+        "mallory\x1b[31m\rroot"
+    );
+}

@@ -1,10 +1,16 @@
 //! `fleetweft`: the operator's command line.
 //!
-//! - `fleetweft log verify --data DIR [--json]`: checks every entry, the hash
-//!   chain and the rules over the whole history; prints a summary. Exit 0 if
-//!   sound, 1 naming the first bad sequence and why, 2 if DIR is not a log.
-//! - `fleetweft log show --data DIR [--from SEQ] [--json]`: prints the events
-//!   in domain words (or JSON lines).
+//! - `fleetweft log verify --data DIR | --journal DIR [--json]`: checks every
+//!   entry, the hash chain and (controller) the rules over the whole history;
+//!   prints a summary. Never writes to DIR: it reads a private copy.
+//! - `fleetweft log show --data DIR | --journal DIR [--from SEQ] [--json]`:
+//!   prints the events (journal records) in domain words, control
+//!   characters escaped (or JSON lines).
+//!
+//!   Exit codes of both: 0 sound, 1 damaged or a rule broken (naming the
+//!   first bad sequence and why), 2 not a log or the other kind of log (or a
+//!   usage error), 3 in use by a running controller or agent, 4 could not
+//!   be inspected (the private copy failed; nothing was judged).
 //! - `fleetweft pki init --dir DIR --nodes a,b,c [--controller-host NAME]`:
 //!   creates the fleet CA, controller and node certificates and the operator
 //!   token (layout in `protocol::pki`). Refuses an existing DIR.
@@ -18,6 +24,10 @@
 //!
 //! Exit codes of `pki` and `bundle`: 0 on success, 1 on any failure (the
 //! reason is printed), 2 for usage errors.
+//!
+//! `fleetweft controller --config FILE` runs the daemon: exit 2 for an
+//! unreadable or invalid config, 1 if it cannot start, 3 if the event log
+//! fails while it runs (`docs/operations.md`, "Exit codes").
 //!
 //! Against a running controller (`--controller URL`, default
 //! http://127.0.0.1:7800; writes take the token from `--token-file FILE`,
@@ -35,12 +45,22 @@ use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 use protocol::bundle::{self, JsonField, ManifestFields, ProbeSpec, APP_BYTES_MAX};
 use protocol::pki::{self, DEFAULT_CONTROLLER_HOST};
-use runtime::inspect::{verify_controller_log, visit_events, InspectError, LogSummary};
+use runtime::inspect::{
+    locate, printable, printable_json, verify_controller_log, verify_journal, visit_events,
+    visit_records, InspectError, JournalSummary, LogKind, LogSummary,
+};
 
 /// Exit code for a log that is damaged or breaks a rule.
 const EXIT_BAD_LOG: u8 = 1;
-/// Exit code for a directory that is not a Fleetweft log (or is missing).
+/// Exit code for a directory that is not a Fleetweft log (or is missing),
+/// or holds the other kind of log.
 const EXIT_NOT_A_LOG: u8 = 2;
+/// Exit code for a log held open by a running controller or agent.
+const EXIT_IN_USE: u8 = 3;
+/// Exit code for a log that could not be inspected without writing to it
+/// (the private copy failed: too large, no space, unreadable), or whose
+/// report could not be written.
+const EXIT_UNINSPECTABLE: u8 = 4;
 /// File name of the bundle signing key written by `bundle keygen`.
 const SIGNING_KEY_FILE: &str = "bundle-signing.key";
 /// File name of the bundle public key written by `bundle keygen`.
@@ -55,7 +75,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Inspect the controller's durable event log.
+    /// Inspect the controller's event log or an agent's journal (read-only:
+    /// works on a private copy, never writes to the directory).
     Log {
         #[command(subcommand)]
         command: LogCommand,
@@ -70,7 +91,9 @@ enum Command {
         #[command(subcommand)]
         command: BundleCommand,
     },
-    /// Run the controller daemon.
+    /// Run the controller daemon. Exit 2 if the config is unreadable or
+    /// invalid, 1 if it cannot start (the message says why), 3 if the event
+    /// log fails while it runs.
     Controller {
         /// Path to controller.toml.
         #[arg(long)]
@@ -339,19 +362,22 @@ enum BundleCommand {
 #[derive(Subcommand)]
 enum LogCommand {
     /// Verify every entry, the hash chain and the rules; print a summary.
+    /// Exit 0 sound, 1 damaged or a rule broken, 2 not a log (or the other
+    /// kind), 3 in use by a running controller or agent, 4 could not be
+    /// inspected.
     Verify {
-        /// The controller's data directory (the log's sled database).
-        #[arg(long)]
-        data: PathBuf,
+        #[command(flatten)]
+        target: LogTarget,
         /// Print the summary (or the failure) as JSON.
         #[arg(long)]
         json: bool,
     },
-    /// Print the events, one per line, in domain words.
+    /// Print the events (or journal records), one per line, in domain
+    /// words; control characters are shown escaped. Stops at the first
+    /// damaged entry. Exit codes as for `log verify`.
     Show {
-        /// The controller's data directory (the log's sled database).
-        #[arg(long)]
-        data: PathBuf,
+        #[command(flatten)]
+        target: LogTarget,
         /// First sequence to print.
         #[arg(long, default_value_t = 0)]
         from: u64,
@@ -359,6 +385,30 @@ enum LogCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// Which log `fleetweft log` reads: exactly one of the two.
+#[derive(clap::Args)]
+#[group(required = true, multiple = false)]
+struct LogTarget {
+    /// The controller's data directory (holding `log/`), or its log
+    /// directory itself.
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// An agent's data directory (holding `journal/`), or its journal
+    /// directory itself.
+    #[arg(long, value_name = "DIR")]
+    journal: Option<PathBuf>,
+}
+
+impl LogTarget {
+    fn kind_and_dir(self) -> (LogKind, PathBuf) {
+        match (self.data, self.journal) {
+            (_, Some(dir)) => (LogKind::AgentJournal, dir),
+            (Some(dir), None) => (LogKind::Controller, dir),
+            (None, None) => unreachable!("clap requires --data or --journal"),
+        }
+    }
 }
 
 /// clap's parser for `--expect-json`.
@@ -370,11 +420,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Log {
-            command: LogCommand::Verify { data, json },
-        } => log_verify(&data, json),
+            command: LogCommand::Verify { target, json },
+        } => return log_command(log_verify(target, json)),
         Command::Log {
-            command: LogCommand::Show { data, from, json },
-        } => log_show(&data, from, json),
+            command: LogCommand::Show { target, from, json },
+        } => return log_command(log_show(target, from, json)),
         Command::Pki {
             command:
                 PkiCommand::Init {
@@ -508,56 +558,115 @@ fn main() -> ExitCode {
     }
 }
 
-/// Exit code for an inspection failure: 2 for "not a log", else 1.
+/// The exit code of `log verify|show`; a failure to write the report is
+/// not a verdict on the log.
+fn log_command(result: anyhow::Result<ExitCode>) -> ExitCode {
+    result.unwrap_or_else(|err| {
+        eprintln!("fleetweft: {}", printable(&format!("{err:#}")));
+        ExitCode::from(EXIT_UNINSPECTABLE)
+    })
+}
+
+/// Exit code for an inspection failure.
 fn exit_code(err: &InspectError) -> ExitCode {
+    ExitCode::from(match err {
+        InspectError::NotALog(_) | InspectError::WrongKind { .. } => EXIT_NOT_A_LOG,
+        InspectError::InUse { .. } => EXIT_IN_USE,
+        InspectError::Uninspectable(_) => EXIT_UNINSPECTABLE,
+        InspectError::Damaged(_) | InspectError::RuleViolated { .. } => EXIT_BAD_LOG,
+    })
+}
+
+/// The failure's name in JSON (`error`) and its prefix in text.
+fn failure_words(err: &InspectError) -> (&'static str, &'static str) {
     match err {
-        InspectError::NotALog(_) => ExitCode::from(EXIT_NOT_A_LOG),
-        _ => ExitCode::from(EXIT_BAD_LOG),
+        InspectError::NotALog(_) => ("not a log", "not a Fleetweft log: "),
+        // These two messages say it all themselves.
+        InspectError::WrongKind { .. } => ("wrong kind", ""),
+        InspectError::InUse { .. } => ("in use", ""),
+        InspectError::Uninspectable(_) => ("cannot inspect", ""),
+        InspectError::Damaged(_) => ("damaged", "log is damaged: "),
+        InspectError::RuleViolated { .. } => ("rule violated", "log breaks a rule: "),
     }
 }
 
-fn log_verify(dir: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
+/// Reports `err` (JSON on stdout, else text on stderr) and returns its code.
+fn report_failure(
+    out: &mut impl Write,
+    err: &InspectError,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let (kind, prefix) = failure_words(err);
+    if json {
+        let value = serde_json::json!({
+            "sound": false,
+            "error": kind,
+            "sequence": err.sequence(),
+            "rule": err.rule(),
+            "reason": err.to_string(),
+        });
+        writeln!(
+            out,
+            "{}",
+            printable_json(&serde_json::to_string_pretty(&value)?)
+        )?;
+    } else {
+        eprintln!("fleetweft: {prefix}{}", printable(&err.to_string()));
+    }
+    Ok(exit_code(err))
+}
+
+fn log_verify(target: LogTarget, json: bool) -> anyhow::Result<ExitCode> {
     let mut out = io::stdout().lock();
-    match verify_controller_log(dir) {
+    let (kind, given) = target.kind_and_dir();
+    let dir = match locate(&given, kind) {
+        Ok(dir) => dir,
+        Err(err) => return report_failure(&mut out, &err, json),
+    };
+    let summary = match kind {
+        LogKind::Controller => verify_controller_log(&dir).map(Summary::Controller),
+        LogKind::AgentJournal => verify_journal(&dir).map(Summary::Journal),
+    };
+    match summary {
         Ok(summary) => {
             if json {
-                let value = serde_json::json!({ "sound": true, "summary": summary });
-                writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
+                let value = match &summary {
+                    Summary::Controller(summary) => {
+                        serde_json::json!({ "sound": true, "summary": summary })
+                    }
+                    Summary::Journal(summary) => {
+                        serde_json::json!({ "sound": true, "journal": summary })
+                    }
+                };
+                writeln!(
+                    out,
+                    "{}",
+                    printable_json(&serde_json::to_string_pretty(&value)?)
+                )?;
             } else {
-                print_summary(&mut out, dir, &summary)?;
+                let mut text = String::new();
+                match &summary {
+                    Summary::Controller(summary) => print_summary(&mut text, &dir, summary)?,
+                    Summary::Journal(summary) => print_journal_summary(&mut text, &dir, summary)?,
+                }
+                for line in text.lines() {
+                    writeln!(out, "{}", printable(line))?;
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
-        Err(err) => {
-            if json {
-                let kind = match &err {
-                    InspectError::NotALog(_) => "not a log",
-                    InspectError::Damaged(_) => "damaged",
-                    InspectError::RuleViolated { .. } => "rule violated",
-                };
-                let value = serde_json::json!({
-                    "sound": false,
-                    "error": kind,
-                    "sequence": err.sequence(),
-                    "rule": err.rule(),
-                    "reason": err.to_string(),
-                });
-                writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
-            } else {
-                let prefix = match &err {
-                    InspectError::NotALog(_) => "not a Fleetweft log",
-                    InspectError::Damaged(_) => "log is damaged",
-                    InspectError::RuleViolated { .. } => "log breaks a rule",
-                };
-                eprintln!("fleetweft: {prefix}: {err}");
-            }
-            Ok(exit_code(&err))
-        }
+        Err(err) => report_failure(&mut out, &err, json),
     }
 }
 
+/// A sound log's summary, of either kind.
+enum Summary {
+    Controller(LogSummary),
+    Journal(JournalSummary),
+}
+
 fn print_summary(
-    out: &mut impl Write,
+    out: &mut impl std::fmt::Write,
     dir: &std::path::Path,
     summary: &LogSummary,
 ) -> anyhow::Result<()> {
@@ -587,38 +696,90 @@ fn print_summary(
     Ok(())
 }
 
-fn log_show(dir: &std::path::Path, from: u64, json: bool) -> anyhow::Result<ExitCode> {
+fn print_journal_summary(
+    out: &mut impl std::fmt::Write,
+    dir: &std::path::Path,
+    summary: &JournalSummary,
+) -> anyhow::Result<()> {
+    writeln!(out, "agent journal {} is sound", dir.display())?;
+    writeln!(out, "entries:       {}", summary.entries)?;
+    match summary.last_sequence {
+        Some(last) => writeln!(out, "last sequence: {last}")?,
+        None => writeln!(out, "last sequence: none (empty journal)")?,
+    }
+    writeln!(out, "head hash:     {}", summary.head_hash)?;
+    let serving = summary.serving.as_deref().unwrap_or("nothing");
+    writeln!(out, "serving:       {serving}")?;
+    writeln!(out, "accepted:      {}", summary.accepted)?;
+    writeln!(
+        out,
+        "op:            {}",
+        summary.op.as_deref().unwrap_or("none")
+    )?;
+    if let Some(record) = &summary.last_record {
+        writeln!(out, "last record:   {record}")?;
+    }
+    Ok(())
+}
+
+fn log_show(target: LogTarget, from: u64, json: bool) -> anyhow::Result<ExitCode> {
     let mut out = io::stdout().lock();
+    let (kind, given) = target.kind_and_dir();
+    let dir = match locate(&given, kind) {
+        Ok(dir) => dir,
+        Err(err) => return report_failure(&mut out, &err, false),
+    };
     // Write errors inside the visitor are kept and reported after the walk,
     // since the visitor itself cannot fail the verification.
     let mut write_error: Option<anyhow::Error> = None;
-    let result = visit_events(dir, from, |sequence, event| {
+    let mut show = |sequence: u64,
+                    text: String,
+                    field: &str,
+                    value: &dyn Fn() -> serde_json::Result<serde_json::Value>| {
         if write_error.is_some() {
             return;
         }
         let line = if json {
-            serde_json::to_string(&serde_json::json!({
-                "sequence": sequence,
-                "text": event.to_string(),
-                "event": event,
-            }))
-            .map_err(anyhow::Error::from)
+            // JSON escapes control characters itself.
+            value()
+                .and_then(|value| {
+                    let mut object = serde_json::json!({ "sequence": sequence, "text": text });
+                    object[field] = value;
+                    serde_json::to_string(&object)
+                })
+                .map(|line| printable_json(&line).into_owned())
+                .map_err(anyhow::Error::from)
         } else {
-            Ok(format!("{sequence:>6}  {event}"))
+            Ok(printable(&format!("{sequence:>6}  {text}")).into_owned())
         };
         if let Err(err) = line.and_then(|line| writeln!(out, "{line}").map_err(Into::into)) {
             write_error = Some(err);
         }
-    });
+    };
+    let result = match kind {
+        LogKind::Controller => visit_events(&dir, from, |sequence, event| {
+            show(sequence, event.to_string(), "event", &|| {
+                serde_json::to_value(event)
+            });
+        }),
+        LogKind::AgentJournal => visit_records(&dir, from, |sequence, record| {
+            show(sequence, record.to_string(), "record", &|| {
+                serde_json::to_value(record)
+            });
+        }),
+    };
     if let Some(err) = write_error {
         return Err(err).context("writing events");
     }
     match result {
         Ok(_) => Ok(ExitCode::SUCCESS),
-        Err(err) => {
-            eprintln!("fleetweft: stopped: {err}");
+        // What was intact before the damage is printed; say where it stopped.
+        Err(err @ InspectError::Damaged(_)) => {
+            eprintln!("fleetweft: stopped: {}", printable(&err.to_string()));
             Ok(exit_code(&err))
         }
+        // Failures always go to stderr as text, so stdout stays events only.
+        Err(err) => report_failure(&mut out, &err, false),
     }
 }
 

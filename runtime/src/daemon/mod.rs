@@ -16,6 +16,10 @@ use anyhow::Context;
 use config::ControllerConfig;
 use std::sync::Arc;
 
+/// The event log's directory inside the controller's data directory (where
+/// `run` opens it; `fleetweft log --data` looks for it there).
+pub const LOG_DIR: &str = "log";
+
 /// Run the controller until the process is stopped.
 pub async fn run(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<()> {
     start(cfg, allow_faults).await?.serve().await
