@@ -718,20 +718,24 @@ impl Fleet {
     pub fn start_standin(&mut self, node: &str, body: &str, identity: &str) -> anyhow::Result<()> {
         let host = &node[node.len() - 1..];
         let ns = self.net.host(host)?.ns.clone();
-        let script = format!(
-            "import http.server\n\
-class H(http.server.BaseHTTPRequestHandler):\n\
-    def do_GET(self):\n\
-        b = {body:?}.encode()\n\
-        self.send_response(200)\n\
-        self.send_header('X-Fleetweft-Release', {identity:?})\n\
-        self.send_header('Content-Length', str(len(b)))\n\
-        self.end_headers()\n\
-        self.wfile.write(b)\n\
-    def log_message(self, *a):\n\
-        pass\n\
-http.server.ThreadingHTTPServer(('0.0.0.0', {PUBLIC_PORT}), H).serve_forever()\n"
-        );
+        // One line each: a `\` line continuation would eat the indentation.
+        let script = [
+            "import http.server".to_string(),
+            "class H(http.server.BaseHTTPRequestHandler):".to_string(),
+            "    def do_GET(self):".to_string(),
+            format!("        b = {body:?}.encode()"),
+            "        self.send_response(200)".to_string(),
+            format!("        self.send_header('X-Fleetweft-Release', {identity:?})"),
+            "        self.send_header('Content-Length', str(len(b)))".to_string(),
+            "        self.end_headers()".to_string(),
+            "        self.wfile.write(b)".to_string(),
+            "    def log_message(self, *a):".to_string(),
+            "        pass".to_string(),
+            format!(
+                "http.server.ThreadingHTTPServer(('0.0.0.0', {PUBLIC_PORT}), H).serve_forever()"
+            ),
+        ]
+        .join("\n");
         let path = self.dir.join(format!("standin-{node}.py"));
         std::fs::write(&path, script)?;
         let python = PathBuf::from("/usr/bin/python3");
