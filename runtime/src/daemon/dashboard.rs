@@ -339,7 +339,60 @@ fn label(v: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::escape;
+    use super::{escape, render, DashboardData};
+    use crate::daemon::api::{NodeDto, StatusDto};
+
+    fn node(drifted: bool) -> NodeDto {
+        NodeDto {
+            name: "node-a".into(),
+            connected: true,
+            confirmed: Some("ab".repeat(32)),
+            reported_serving: None,
+            live_op: None,
+            drifted,
+            observed: None,
+        }
+    }
+
+    fn page(drifted: bool) -> String {
+        let proof = crate::proof::recorded_node_proof(
+            &model::controller::ControllerState::default(),
+            model::NodeId(0),
+            "node-a",
+        );
+        render(&DashboardData {
+            status: StatusDto {
+                last_sequence: Some(1),
+                generation: 1,
+                rollouts: vec![],
+                nodes: vec![node(drifted)],
+                ops: vec![],
+            },
+            proofs: vec![crate::proof::NodeProof {
+                verdict: crate::proof::Verdict::Verified,
+                ..proof
+            }],
+            unresolved: vec![],
+            events: vec![],
+        })
+    }
+
+    /// A drifted node has its own style, never the green of a verified one.
+    #[test]
+    fn a_drifted_node_is_shown_drifted_not_verified() {
+        let drifted = page(true);
+        assert!(
+            drifted.contains("<td class=\"drifted\">DRIFTED</td>"),
+            "{drifted}"
+        );
+        assert!(!drifted.contains("<td class=\"verified\">"), "{drifted}");
+        let fine = page(false);
+        assert!(
+            fine.contains("<td class=\"verified\">verified</td>"),
+            "{fine}"
+        );
+        assert!(!fine.contains("DRIFTED"));
+    }
 
     #[test]
     fn escape_covers_markup_and_quotes() {
