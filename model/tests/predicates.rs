@@ -76,8 +76,8 @@ fn a_probe_is_judged_as_the_release_the_phase_expects() {
 }
 
 /// Approval is awaited only with a gate, after the canary passed, once.
-#[test]
-fn awaiting_approval_is_the_one_state_approve_is_accepted_in() {
+/// node-a said hello serving v1, then a rollout of v2 with canary node-a.
+fn started(followers: Vec<NodeId>, approval_after_canary: bool) -> ControllerState {
     let mut state = ControllerState::default();
     from_a(
         &mut state,
@@ -92,12 +92,18 @@ fn awaiting_approval_is_the_one_state_approve_is_accepted_in() {
             plan: Plan {
                 release: V2,
                 canary: A,
-                followers: vec![NodeId(1)],
+                followers,
                 slots_max: 1,
-                approval_after_canary: true,
+                approval_after_canary,
             },
         },
     );
+    state
+}
+
+#[test]
+fn awaiting_approval_is_the_one_state_approve_is_accepted_in() {
+    let mut state = started(vec![NodeId(1)], true);
     let r = model::RolloutId(0);
     assert!(!state.awaiting_approval(r), "canary not passed yet");
     assert!(step(&state, &Input::Approve { rollout: r }).is_err());
@@ -120,26 +126,7 @@ fn awaiting_approval_is_the_one_state_approve_is_accepted_in() {
 #[test]
 fn operator_actions_are_what_step_accepts() {
     use model::controller::{operator_actions, OperatorAction as A_};
-    let mut state = ControllerState::default();
-    from_a(
-        &mut state,
-        ToController::Hello {
-            serving: Some(V1),
-            generation: Generation(0),
-        },
-    );
-    feed(
-        &mut state,
-        Input::StartRollout {
-            plan: Plan {
-                release: V2,
-                canary: A,
-                followers: vec![],
-                slots_max: 1,
-                approval_after_canary: false,
-            },
-        },
-    );
+    let mut state = started(vec![], false);
     let op = OpId(0);
     // Granted, no decision: nothing to roll back; any resolution with a
     // backing observation.

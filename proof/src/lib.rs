@@ -695,7 +695,8 @@ impl Origin {
         }
     }
 
-    fn of_observation(source: ObservationSource) -> Origin {
+    /// Who made a recorded node observation, in the proof's words.
+    pub fn of_observation(source: ObservationSource) -> Origin {
         match source {
             ObservationSource::ReadBack => Origin::AgentReadBack,
             ObservationSource::ControllerProbe => Origin::ControllerProbe,

@@ -346,16 +346,7 @@ impl View {
         ok: Option<bool>,
         reason: Option<ReasonCode>,
     ) -> EvidenceCheck {
-        let (origin, observed_at_ms) = self.agent;
-        EvidenceCheck {
-            item: item.into(),
-            expected,
-            observed,
-            ok,
-            reason,
-            origin,
-            observed_at_ms,
-        }
+        item_at(self.agent, item, expected, observed, ok, reason)
     }
 
     fn route_item(
@@ -366,16 +357,27 @@ impl View {
         ok: Option<bool>,
         reason: Option<ReasonCode>,
     ) -> EvidenceCheck {
-        let (origin, observed_at_ms) = self.route;
-        EvidenceCheck {
-            item: item.into(),
-            expected,
-            observed,
-            ok,
-            reason,
-            origin,
-            observed_at_ms,
-        }
+        item_at(self.route, item, expected, observed, ok, reason)
+    }
+}
+
+/// One check, observed by `origin` at `observed_at_ms`.
+fn item_at(
+    (origin, observed_at_ms): (Origin, Option<u64>),
+    item: &str,
+    expected: Option<String>,
+    observed: Option<String>,
+    ok: Option<bool>,
+    reason: Option<ReasonCode>,
+) -> EvidenceCheck {
+    EvidenceCheck {
+        item: item.into(),
+        expected,
+        observed,
+        ok,
+        reason,
+        origin,
+        observed_at_ms,
     }
 }
 

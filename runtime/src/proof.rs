@@ -307,19 +307,11 @@ fn drifted(state: &ControllerState, names: &dyn Fn(NodeId) -> String) -> Vec<Unr
                 since: format!(
                     "drifted since an observation at {} ({})",
                     format_epoch_ms(seen.at_ms),
-                    proof_origin(seen.source)
+                    Origin::of_observation(seen.source).as_str()
                 ),
             }
         })
         .collect()
-}
-
-fn proof_origin(source: model::controller::ObservationSource) -> &'static str {
-    match source {
-        model::controller::ObservationSource::ReadBack => Origin::AgentReadBack.as_str(),
-        model::controller::ObservationSource::ControllerProbe => Origin::ControllerProbe.as_str(),
-        model::controller::ObservationSource::Operator => Origin::Operator.as_str(),
-    }
 }
 
 /// A controller wall-clock time (ms since the Unix epoch) as RFC 3339 UTC,

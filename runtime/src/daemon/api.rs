@@ -270,12 +270,9 @@ pub fn status_dto(cfg: &ControllerConfig, snap: &Snapshot) -> StatusDto {
                 drifted: record.drift().is_some(),
                 observed: record.observed.map(|seen| ObservedDto {
                     result: crate::proof::observation_str(&seen.observation),
-                    source: match seen.source {
-                        model::controller::ObservationSource::ReadBack => "agent readback",
-                        model::controller::ObservationSource::ControllerProbe => "controller probe",
-                        model::controller::ObservationSource::Operator => "operator",
-                    }
-                    .to_string(),
+                    source: crate::proof::Origin::of_observation(seen.source)
+                        .as_str()
+                        .to_string(),
                     at_ms: seen.at_ms,
                     observation: seen.observation,
                 }),
