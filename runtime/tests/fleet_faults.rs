@@ -848,6 +848,16 @@ async fn a_live_proof_reads_back_and_a_silent_agent_is_not_shown_as_current() {
     bounded(async {
         let mut fleet = Fleet::start(&["v1"], &NODES).await;
         install_v1_everywhere(&fleet).await;
+        // A rollout proof reads every node back; a node proof right after
+        // it is still read back (the agent's readback interval is waited
+        // out, not reported as "could not read").
+        let rollout: runtime::proof::RolloutProof =
+            fleet.api.get("/api/rollouts/r0/proof").await.unwrap();
+        assert_eq!(
+            rollout.verdict,
+            runtime::proof::Verdict::Verified,
+            "{rollout:#?}"
+        );
         let proof: runtime::proof::NodeProof =
             fleet.api.get("/api/nodes/node-a/proof").await.unwrap();
         assert_eq!(

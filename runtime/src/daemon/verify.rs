@@ -38,7 +38,7 @@ pub struct Gathered {
 /// recorded in `Fresh::agent` as why, never replaced by an older value.
 pub async fn gather(api: &Api, node: NodeId) -> Result<Gathered, axum::response::Response> {
     // Both at once: the route probe and the readback are independent.
-    let (probed, agent) = tokio::join!(probe_route(api, node), api.core.read_back(node));
+    let (probed, agent) = tokio::join!(probe_route(api, node), read_back(api, node));
     let probed = probed?;
     let route_at_ms = epoch_ms(SystemTime::now());
     let agent = agent
@@ -52,6 +52,27 @@ pub async fn gather(api: &Api, node: NodeId) -> Result<Gathered, axum::response:
         },
         probed,
     })
+}
+
+/// Ask `node`'s agent for a readback. An agent that answered one less
+/// than `READBACK_INTERVAL_MIN_MS` ago (a rollout proof, then a node
+/// proof) is asked again once that interval has passed, instead of
+/// reporting "could not read" for a node that would answer: the answer is
+/// still read back after the question.
+async fn read_back(
+    api: &Api,
+    node: NodeId,
+) -> Result<super::readback::ReadBack, super::readback::ReadBackError> {
+    match api.core.read_back(node).await {
+        Err(super::readback::ReadBackError::TooSoon) => {
+            tokio::time::sleep(Duration::from_millis(
+                super::readback::READBACK_INTERVAL_MIN_MS,
+            ))
+            .await;
+            api.core.read_back(node).await
+        }
+        other => other,
+    }
 }
 
 /// Record what `fresh` saw of `node` (`Input::Observe`): on a node with a
