@@ -671,12 +671,13 @@ fn print_summary(
     summary: &LogSummary,
 ) -> anyhow::Result<()> {
     writeln!(out, "log {} is sound", dir.display())?;
-    writeln!(out, "entries:       {}", summary.entries)?;
-    match summary.last_sequence {
-        Some(last) => writeln!(out, "last sequence: {last}")?,
-        None => writeln!(out, "last sequence: none (empty log)")?,
-    }
-    writeln!(out, "head hash:     {}", summary.head_hash)?;
+    print_chain(
+        out,
+        summary.entries,
+        summary.last_sequence,
+        &summary.head_hash,
+        "log",
+    )?;
     writeln!(out, "rollouts:      {}", summary.rollouts.len())?;
     for rollout in &summary.rollouts {
         writeln!(
@@ -696,18 +697,36 @@ fn print_summary(
     Ok(())
 }
 
+/// The hash chain's lines, shared by a controller log and a journal.
+fn print_chain(
+    out: &mut impl std::fmt::Write,
+    entries: impl std::fmt::Display,
+    last_sequence: Option<u64>,
+    head_hash: &impl std::fmt::Display,
+    kind: &str,
+) -> anyhow::Result<()> {
+    writeln!(out, "entries:       {entries}")?;
+    match last_sequence {
+        Some(last) => writeln!(out, "last sequence: {last}")?,
+        None => writeln!(out, "last sequence: none (empty {kind})")?,
+    }
+    writeln!(out, "head hash:     {head_hash}")?;
+    Ok(())
+}
+
 fn print_journal_summary(
     out: &mut impl std::fmt::Write,
     dir: &std::path::Path,
     summary: &JournalSummary,
 ) -> anyhow::Result<()> {
     writeln!(out, "agent journal {} is sound", dir.display())?;
-    writeln!(out, "entries:       {}", summary.entries)?;
-    match summary.last_sequence {
-        Some(last) => writeln!(out, "last sequence: {last}")?,
-        None => writeln!(out, "last sequence: none (empty journal)")?,
-    }
-    writeln!(out, "head hash:     {}", summary.head_hash)?;
+    print_chain(
+        out,
+        summary.entries,
+        summary.last_sequence,
+        &summary.head_hash,
+        "journal",
+    )?;
     let serving = summary.serving.as_deref().unwrap_or("nothing");
     writeln!(out, "serving:       {serving}")?;
     writeln!(out, "accepted:      {}", summary.accepted)?;
