@@ -451,9 +451,23 @@ pub fn s9_restore_needs_proof(before: &ControllerState, event: &Event) -> Result
     Ok(())
 }
 
-/// All transition rules, in the order S1, S3, S4, S5, S6, S8, S9; the first
-/// violation. S3 comes before S9 on purpose: settling with no evidence at
-/// all is S3, settling a rollback on evidence that does not prove it is S9.
+/// W1: `event` folds only into ops and rollouts that exist, and a new one
+/// takes the next id. `apply` asserts this; checking it here first lets a
+/// replay refuse a damaged or forged log by name instead of panicking.
+pub fn w1_names_what_exists(before: &ControllerState, event: &Event) -> Result<(), Violation> {
+    model::controller::referents_exist(before, event).map_err(|missing| {
+        Violation::new(
+            Rule::NamesWhatExists,
+            format!("event {event} names {missing}"),
+        )
+    })
+}
+
+/// All transition rules, in the order S1, S3, S4, S5, S6, S8, S9, W1; the
+/// first violation. S3 comes before S9 on purpose: settling with no evidence
+/// at all is S3, settling a rollback on evidence that does not prove it is
+/// S9. W1 comes last so an event the S rules already name keeps their words;
+/// it must come before `apply`, which asserts it.
 pub fn check_event(before: &ControllerState, event: &Event) -> Result<(), Violation> {
     s1_grant_within_slots(before, event)?;
     s3_evidence_releases_slot(before, event)?;
@@ -461,7 +475,8 @@ pub fn check_event(before: &ControllerState, event: &Event) -> Result<(), Violat
     s5_pause_stops_grants(before, event)?;
     s6_stable_decisions(before, event)?;
     s8_late_report_changes_nothing(before, event)?;
-    s9_restore_needs_proof(before, event)
+    s9_restore_needs_proof(before, event)?;
+    w1_names_what_exists(before, event)
 }
 
 #[cfg(test)]
@@ -1136,5 +1151,71 @@ mod tests {
         w.state.rollouts[0].plan.slots_max = 2;
         rejected(check_event(&w.state, &w.grant_event(R0, B)), Rule::S4);
         rejected(check_event(&w.state, &w.grant_event(R0, A)), Rule::S5);
+    }
+
+    #[test]
+    fn w1_passes_on_real_events() {
+        every_event_passes(&busy_world(), w1_names_what_exists);
+    }
+
+    /// Every kind of event that folds into an op or a rollout is refused
+    /// when that op or rollout does not exist, and so is a new op or
+    /// rollout whose id is not the next; `check_event` reports it.
+    #[test]
+    fn w1_refuses_events_naming_what_does_not_exist() {
+        let w = World::canary_verified(1, false);
+        let (op, r) = (OpId(9), RolloutId(7));
+        let mut grant = w.grant_event(R0, B);
+        if let Event::OpGranted { op: id, .. } = &mut grant {
+            *id = OpId(5);
+        }
+        let cases = [
+            (
+                settle(9, Outcome::Verified),
+                "op op9, which was never granted",
+            ),
+            (
+                Event::OpUnknown {
+                    op,
+                    reason: UnknownReason::Silence,
+                },
+                "op op9",
+            ),
+            (Event::RestoreRequested { op }, "op op9"),
+            (
+                Event::CommitDecided {
+                    op,
+                    decision: model::Decision::Commit,
+                },
+                "op op9",
+            ),
+            (
+                Event::RolloutApproved { rollout: r },
+                "rollout r7, which was never started",
+            ),
+            (Event::RolloutCompleted { rollout: r }, "rollout r7"),
+            (w.grant_event(R0, B), ""),
+            (grant, "op op5"),
+        ];
+        for (event, words) in cases {
+            let result = w1_names_what_exists(&w.state, &event);
+            if words.is_empty() {
+                holds(result);
+                continue;
+            }
+            let v = rejected(result, Rule::NamesWhatExists);
+            assert!(v.detail.contains(words), "{v}");
+        }
+        let v = rejected(
+            check_event(
+                &w.state,
+                &Event::RolloutPaused {
+                    rollout: r,
+                    reason: model::controller::PauseReason::Operator,
+                },
+            ),
+            Rule::NamesWhatExists,
+        );
+        assert!(v.detail.contains("rollout r7"), "{v}");
     }
 }

@@ -184,4 +184,25 @@ mod tests {
     fn check_history_of_nothing_is_the_default_state() {
         assert_eq!(check_history([]).unwrap(), ControllerState::default());
     }
+
+    /// A forged log naming an op that was never granted is refused by name
+    /// at its index; the fold (`apply`, which asserts W1) never sees it.
+    #[test]
+    fn check_history_refuses_an_event_for_an_op_never_granted() {
+        let mut w = World::new();
+        w.start(plan(1, false));
+        let mut log = w.log.clone();
+        log.push(Event::OpClaimed {
+            op: OpId(4),
+            owner: "ops".into(),
+            review_by: "tomorrow".into(),
+        });
+        let err = check_history(&log).unwrap_err();
+        assert_eq!(err.index, log.len() - 1);
+        assert_eq!(err.violation.rule, Rule::NamesWhatExists);
+        assert!(
+            err.to_string().contains("op op4, which was never granted"),
+            "{err}"
+        );
+    }
 }

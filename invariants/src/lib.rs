@@ -39,7 +39,7 @@ pub use agent_rules::{check_agent_event, s8_no_stale_apply, s8_switch_agrees_wit
 pub use event_rules::{
     check_event, s1_grant_within_slots, s3_evidence_releases_slot, s4_grant_order,
     s5_pause_stops_grants, s6_stable_decisions, s8_late_report_changes_nothing,
-    s9_restore_needs_proof,
+    s9_restore_needs_proof, w1_names_what_exists,
 };
 pub use history::{check_history, HistoryViolation};
 pub use runtime_rules::{s10_human_waits_survive, s6_answers_agree, s7_persist_before_reply};
@@ -82,11 +82,17 @@ pub enum Rule {
     /// ground truth (`simulations`), as it does the ground-truth halves of
     /// S10 and S11.
     ProofIsReadback,
+    /// Every op and rollout an event folds into exists, and a new one takes
+    /// the next id (`model::controller::referents_exist`, which `apply`
+    /// asserts). Not a SPEC §2 rule but the precondition of replaying a
+    /// log: a damaged or forged log that breaks it is refused by name
+    /// instead of crashing the fold. Its code here is `W1`.
+    NamesWhatExists,
 }
 
 impl Rule {
     /// Every rule, in order.
-    pub const ALL: [Rule; 12] = [
+    pub const ALL: [Rule; 13] = [
         Rule::S1,
         Rule::S2,
         Rule::S3,
@@ -99,6 +105,7 @@ impl Rule {
         Rule::S10,
         Rule::S11,
         Rule::ProofIsReadback,
+        Rule::NamesWhatExists,
     ];
 
     /// The rule's code as SPEC §2 writes it: `"S1"` … `"S11"`; `"P1"` for
@@ -117,6 +124,7 @@ impl Rule {
             Rule::S10 => "S10",
             Rule::S11 => "S11",
             Rule::ProofIsReadback => "P1",
+            Rule::NamesWhatExists => "W1",
         }
     }
 
@@ -135,6 +143,7 @@ impl Rule {
             Rule::S10 => "human waits survive",
             Rule::S11 => "wrong answer stops",
             Rule::ProofIsReadback => "proof is a readback",
+            Rule::NamesWhatExists => "events name what exists",
         }
     }
 }
@@ -193,9 +202,13 @@ mod tests {
             "S5 pause stops grants, not accounting"
         );
         let codes: Vec<&str> = Rule::ALL.iter().map(|r| r.code()).collect();
-        assert_eq!(codes.len(), 12);
+        assert_eq!(codes.len(), 13);
         assert_eq!(codes[10], "S11");
         assert_eq!(Rule::ProofIsReadback.to_string(), "P1 proof is a readback");
+        assert_eq!(
+            Rule::NamesWhatExists.to_string(),
+            "W1 events name what exists"
+        );
         let v = Violation::new(Rule::S1, "rollout r0 has 2 unsettled ops with slots_max 1");
         assert_eq!(
             v.to_string(),

@@ -209,6 +209,11 @@ impl FleetModel {
                     .is_some_and(|r| r.paused.is_some()),
                 _ => false,
             };
+            // `apply` asserts W1; a mutant's event that breaks it is recorded
+            // above and skipped here, so the checker reports it, not panics.
+            if model::controller::referents_exist(&state, event).is_err() {
+                continue;
+            }
             apply(&mut state, event);
             self.note_ghost(world, &state, event, paused);
             say(narration, || {

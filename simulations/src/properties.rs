@@ -73,6 +73,7 @@ pub fn property_name(rule: Rule) -> &'static str {
         Rule::S10 => "S10 human waits survive",
         Rule::S11 => "S11 wrong answer stops",
         Rule::ProofIsReadback => "P1 proof is a readback",
+        Rule::NamesWhatExists => "W1 events name what exists",
     }
 }
 
@@ -106,6 +107,9 @@ pub fn properties(model: &FleetModel) -> Vec<Property<FleetModel>> {
             holds(w, Rule::S11)
                 && invariants::s11_wrong_answer_stops(&w.controller()).is_ok()
                 && canary_truth_agrees(w)
+        }),
+        Property::<FleetModel>::always(property_name(Rule::NamesWhatExists), |_, w| {
+            holds(w, Rule::NamesWhatExists)
         }),
         Property::<FleetModel>::sometimes("rollout completes", |_, w| {
             w.controller()

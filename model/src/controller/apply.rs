@@ -8,11 +8,95 @@ use super::state::{
     Resolution, Rollout, RolloutStatus, OP_EVIDENCE_MAX,
 };
 use crate::evidence::ProbeVerdict;
+use crate::ids::{OpId, RolloutId};
 use crate::msg::{Decision, ReportKind};
+use std::fmt;
 
-/// Fold one event into the state. Events referring to ops or rollouts that do
-/// not exist are ignored here; `invariants::check_event` reports them.
+/// An op or rollout an event folds into that the state does not hold (or,
+/// for a new one, an id out of order): folding it would record a history
+/// that never happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MissingReferent {
+    /// The event names an op that was never granted, or grants one whose id
+    /// is not the next.
+    Op(OpId),
+    /// The event names a rollout that was never started, or starts one
+    /// whose id is not the next.
+    Rollout(RolloutId),
+}
+
+impl fmt::Display for MissingReferent {
+    /// `"op op7, which was never granted"`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MissingReferent::Op(op) => write!(f, "op {op}, which was never granted"),
+            MissingReferent::Rollout(r) => write!(f, "rollout {r}, which was never started"),
+        }
+    }
+}
+
+/// `apply`'s precondition: every op and rollout `event` folds into exists
+/// in `state`, and a new op or rollout takes the next id. `step` only
+/// produces such events; `invariants::check_event` reports any other (a
+/// damaged or forged log) before `apply` sees it.
+pub fn referents_exist(state: &ControllerState, event: &Event) -> Result<(), MissingReferent> {
+    let op_exists = |op: &OpId| match state.op(*op) {
+        Some(_) => Ok(()),
+        None => Err(MissingReferent::Op(*op)),
+    };
+    let rollout_exists = |r: &RolloutId| match state.rollout(*r) {
+        Some(_) => Ok(()),
+        None => Err(MissingReferent::Rollout(*r)),
+    };
+    match event {
+        Event::RolloutStarted { rollout, .. } => {
+            if rollout.0 as usize == state.rollouts.len() {
+                Ok(())
+            } else {
+                Err(MissingReferent::Rollout(*rollout))
+            }
+        }
+        Event::RolloutSuperseded { rollout, .. }
+        | Event::RolloutPaused { rollout, .. }
+        | Event::RolloutResumed { rollout }
+        | Event::RolloutApproved { rollout }
+        | Event::RolloutCompleted { rollout } => rollout_exists(rollout),
+        Event::OpGranted { op, rollout, .. } => {
+            rollout_exists(rollout)?;
+            if *op == state.next_op_id() {
+                Ok(())
+            } else {
+                Err(MissingReferent::Op(*op))
+            }
+        }
+        Event::CommitDecided { op, .. }
+        | Event::ReportRecorded { op, .. }
+        | Event::ProbeRecorded { op, .. }
+        | Event::OperatorObserved { op, .. }
+        | Event::RestoreRequested { op }
+        | Event::OpUnknown { op, .. }
+        | Event::OpSettled { op, .. }
+        | Event::OpClaimed { op, .. } => op_exists(op),
+        Event::CommitReplayed { .. }
+        | Event::NodeObserved { .. }
+        | Event::NodeHello { .. }
+        | Event::LateReportIgnored { .. }
+        | Event::StaleCommandRejected { .. }
+        | Event::ForeignMessageIgnored { .. }
+        | Event::RollBackOrdered { .. } => Ok(()),
+    }
+}
+
+/// Fold one event into the state.
+///
+/// # Panics
+/// When `event` breaks [`referents_exist`]: an event for an op or rollout
+/// that does not exist is a bug in whoever produced it, not a no-op (the
+/// assertion stays on in release builds).
 pub fn apply(state: &mut ControllerState, event: &Event) {
+    if let Err(missing) = referents_exist(state, event) {
+        panic!("apply: event {event} names {missing}");
+    }
     match event {
         Event::RolloutStarted {
             rollout,
@@ -31,29 +115,19 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
             });
         }
         Event::RolloutSuperseded { rollout, .. } => {
-            if let Some(r) = state.rollouts.get_mut(rollout.0 as usize) {
-                r.status = RolloutStatus::Superseded;
-            }
+            rollout_mut(state, *rollout).status = RolloutStatus::Superseded;
         }
         Event::RolloutPaused { rollout, reason } => {
-            if let Some(r) = state.rollouts.get_mut(rollout.0 as usize) {
-                r.paused = Some(*reason);
-            }
+            rollout_mut(state, *rollout).paused = Some(*reason);
         }
         Event::RolloutResumed { rollout } => {
-            if let Some(r) = state.rollouts.get_mut(rollout.0 as usize) {
-                r.paused = None;
-            }
+            rollout_mut(state, *rollout).paused = None;
         }
         Event::RolloutApproved { rollout } => {
-            if let Some(r) = state.rollouts.get_mut(rollout.0 as usize) {
-                r.approved = true;
-            }
+            rollout_mut(state, *rollout).approved = true;
         }
         Event::RolloutCompleted { rollout } => {
-            if let Some(r) = state.rollouts.get_mut(rollout.0 as usize) {
-                r.status = RolloutStatus::Completed;
-            }
+            rollout_mut(state, *rollout).status = RolloutStatus::Completed;
         }
         Event::OpGranted {
             op,
@@ -81,17 +155,14 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
                 commit_acted_on: false,
                 cause: None,
             });
-            if let Some(r) = state.rollouts.get_mut(rollout.0 as usize) {
-                r.ops.push(*op);
-            }
+            rollout_mut(state, *rollout).ops.push(*op);
             state.nodes.entry(*node).or_default().live_op = Some(*op);
         }
         Event::CommitDecided { op, decision } => {
-            if let Some(o) = op_mut(state, op.0) {
-                o.decision = Some(*decision);
-                if o.phase == OpPhase::Granted {
-                    o.phase = OpPhase::Decided;
-                }
+            let o = op_mut(state, *op);
+            o.decision = Some(*decision);
+            if o.phase == OpPhase::Granted {
+                o.phase = OpPhase::Decided;
             }
         }
         Event::CommitReplayed { .. } => {
@@ -102,59 +173,52 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
             kind,
             observation,
         } => {
-            if let Some(o) = op_mut(state, op.0) {
-                // Only a committed op's switch report is a probe of the new
-                // release; on an undecided op it is a contradiction, which
-                // makes the op UNKNOWN instead (S11 judges served answers).
-                let after_switch = *kind == ReportKind::Switched
-                    && o.decision == Some(Decision::Commit)
-                    && o.phase == OpPhase::Decided;
-                record(o, EvidenceSource::Agent(*kind), *observation, after_switch);
-            }
+            let o = op_mut(state, *op);
+            // Only a committed op's switch report is a probe of the new
+            // release; on an undecided op it is a contradiction, which
+            // makes the op UNKNOWN instead (S11 judges served answers).
+            let after_switch = *kind == ReportKind::Switched
+                && o.decision == Some(Decision::Commit)
+                && o.phase == OpPhase::Decided;
+            record(o, EvidenceSource::Agent(*kind), *observation, after_switch);
         }
         Event::ProbeRecorded { op, observation } => {
-            if let Some(o) = op_mut(state, op.0) {
-                let after_switch =
-                    o.decision == Some(Decision::Commit) && observation.identity == Some(o.release);
-                record(
-                    o,
-                    EvidenceSource::ControllerProbe,
-                    *observation,
-                    after_switch,
-                );
-            }
+            let o = op_mut(state, *op);
+            let after_switch =
+                o.decision == Some(Decision::Commit) && observation.identity == Some(o.release);
+            record(
+                o,
+                EvidenceSource::ControllerProbe,
+                *observation,
+                after_switch,
+            );
         }
         Event::OperatorObserved { op, observation } => {
-            if let Some(o) = op_mut(state, op.0) {
-                record(o, EvidenceSource::Operator, *observation, false);
-            }
+            let o = op_mut(state, *op);
+            record(o, EvidenceSource::Operator, *observation, false);
         }
         Event::RestoreRequested { op } => {
-            if let Some(o) = op_mut(state, op.0) {
-                o.phase = OpPhase::Restoring;
-                // The observation that made it restore, kept apart from the
-                // bounded evidence window so the cause survives (a proof
-                // names it after later evidence pushed it out).
-                if o.cause.is_none() {
-                    let release = o.release;
-                    o.cause = o
-                        .evidence
-                        .iter()
-                        .rev()
-                        .find(|e| !e.observation.proves_serving(release))
-                        .copied();
-                }
+            let o = op_mut(state, *op);
+            o.phase = OpPhase::Restoring;
+            // The observation that made it restore, kept apart from the
+            // bounded evidence window so the cause survives (a proof
+            // names it after later evidence pushed it out).
+            if o.cause.is_none() {
+                let release = o.release;
+                o.cause = o
+                    .evidence
+                    .iter()
+                    .rev()
+                    .find(|e| !e.observation.proves_serving(release))
+                    .copied();
             }
         }
         Event::OpUnknown { op, reason } => {
-            if let Some(o) = op_mut(state, op.0) {
-                o.unknown = Some(*reason);
-            }
+            let o = op_mut(state, *op);
+            o.unknown = Some(*reason);
         }
         Event::OpSettled { op, outcome } => {
-            let Some(o) = op_mut(state, op.0) else {
-                return;
-            };
+            let o = op_mut(state, *op);
             o.phase = OpPhase::Settled(*outcome);
             o.unknown = None;
             let (node, release, baseline) = (o.node, o.release, o.baseline);
@@ -177,12 +241,11 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
             owner,
             review_by,
         } => {
-            if let Some(o) = op_mut(state, op.0) {
-                o.claim = Some(Claim {
-                    owner: owner.clone(),
-                    review_by: review_by.clone(),
-                });
-            }
+            let o = op_mut(state, *op);
+            o.claim = Some(Claim {
+                owner: owner.clone(),
+                review_by: review_by.clone(),
+            });
         }
         Event::NodeObserved {
             node,
@@ -209,8 +272,14 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
     }
 }
 
-fn op_mut(state: &mut ControllerState, index: u32) -> Option<&mut Op> {
-    state.ops.get_mut(index as usize)
+/// The op an event folds into; [`referents_exist`] was asserted first.
+fn op_mut(state: &mut ControllerState, op: OpId) -> &mut Op {
+    &mut state.ops[op.0 as usize]
+}
+
+/// The rollout an event folds into; [`referents_exist`] was asserted first.
+fn rollout_mut(state: &mut ControllerState, rollout: RolloutId) -> &mut Rollout {
+    &mut state.rollouts[rollout.0 as usize]
 }
 
 fn record(

@@ -8,7 +8,7 @@ pub mod input;
 pub mod state;
 pub mod step;
 
-pub use apply::apply;
+pub use apply::{apply, referents_exist, MissingReferent};
 pub use effects::{current_command, effects, Effect};
 pub use event::Event;
 pub use input::Input;

@@ -1,0 +1,91 @@
+//! `apply`'s precondition stays on in release builds: an event for an op or
+//! rollout that does not exist is a bug, never a silent no-op.
+
+use model::controller::{apply, referents_exist, ControllerState, Event, MissingReferent};
+use model::controller::{Outcome, UnknownReason};
+use model::{Digest, Generation, NodeId, OpId, Plan, RolloutId};
+
+fn started() -> ControllerState {
+    let mut state = ControllerState::default();
+    let plan = Plan {
+        release: Digest::repeat(2),
+        canary: NodeId(0),
+        followers: vec![NodeId(1)],
+        slots_max: 1,
+        approval_after_canary: false,
+    };
+    apply(
+        &mut state,
+        &Event::RolloutStarted {
+            rollout: RolloutId(0),
+            plan,
+            generation: Generation(1),
+        },
+    );
+    state
+}
+
+#[test]
+fn an_event_for_an_op_that_was_never_granted_is_named() {
+    let state = started();
+    let settle = Event::OpSettled {
+        op: OpId(3),
+        outcome: Outcome::Verified,
+    };
+    assert_eq!(
+        referents_exist(&state, &settle),
+        Err(MissingReferent::Op(OpId(3)))
+    );
+    let unknown = Event::OpUnknown {
+        op: OpId(0),
+        reason: UnknownReason::Silence,
+    };
+    assert_eq!(
+        referents_exist(&state, &unknown),
+        Err(MissingReferent::Op(OpId(0)))
+    );
+    // A second rollout must take the next id, 1.
+    let again = Event::RolloutStarted {
+        rollout: RolloutId(0),
+        plan: state.rollouts[0].plan.clone(),
+        generation: Generation(2),
+    };
+    assert_eq!(
+        referents_exist(&state, &again),
+        Err(MissingReferent::Rollout(RolloutId(0)))
+    );
+    assert_eq!(
+        referents_exist(
+            &state,
+            &Event::RolloutCompleted {
+                rollout: RolloutId(0)
+            }
+        ),
+        Ok(())
+    );
+}
+
+#[test]
+#[should_panic(expected = "names op op3, which was never granted")]
+fn apply_panics_on_an_event_for_an_op_that_was_never_granted() {
+    let mut state = started();
+    apply(
+        &mut state,
+        &Event::OpSettled {
+            op: OpId(3),
+            outcome: Outcome::Verified,
+        },
+    );
+}
+
+#[test]
+#[should_panic(expected = "names rollout r5, which was never started")]
+fn apply_panics_on_an_event_for_a_rollout_that_was_never_started() {
+    let mut state = started();
+    apply(
+        &mut state,
+        &Event::RolloutApproved {
+            rollout: RolloutId(5),
+        },
+    );
+}
