@@ -3,8 +3,8 @@
 //! The loop of SPEC §3: `step` decides, the log makes the events durable,
 //! `apply` folds them, `effects` says what to send. This module holds no rule
 //! of its own; every decision comes from [`model::controller::step`], and
-//! the rules are checked by the `invariants` crate (always on open, as
-//! TIGER_STYLE assertions in debug builds on every step).
+//! the rules are checked by the `invariants` crate (always on open, and as
+//! TIGER_STYLE assertions on every step, in release builds too).
 //!
 //! **No effect before flush (S7).** Effects leave [`Controller::handle`] only
 //! inside a [`Ready`], and a `Ready` can only be built from a [`Durable`]
@@ -15,6 +15,29 @@ use std::path::Path;
 use model::controller::{apply, effects, step, ControllerState, Effect, Event, Input, Refusal};
 
 use crate::log::{Durable, EventLog, LogError};
+
+/// Upper bound on one encoded controller event, in bytes (varint bincode):
+/// the largest is a `RolloutStarted` naming [`FOLLOWERS_MAX`] followers (a
+/// node id is at most 3 bytes) or an `OpClaimed` with two texts of
+/// [`CLAIM_TEXT_MAX`] characters (at most 4 bytes each, plus a length),
+/// each with under 128 bytes of fixed fields. The golden encoding test
+/// measures the largest real ones against it.
+///
+/// [`FOLLOWERS_MAX`]: model::plan::FOLLOWERS_MAX
+/// [`CLAIM_TEXT_MAX`]: model::controller::CLAIM_TEXT_MAX
+pub const EVENT_BYTES_BOUND: usize = {
+    let plan = 128 + model::plan::FOLLOWERS_MAX * 3;
+    let claim = 128 + 2 * (9 + model::controller::CLAIM_TEXT_MAX * 4);
+    if plan > claim {
+        plan
+    } else {
+        claim
+    }
+};
+
+// Every event the model can produce fits one log entry: an append can never
+// fail for size on a valid input.
+const _: () = assert!(EVENT_BYTES_BOUND <= eventlog::PAYLOAD_BYTES_MAX);
 
 /// Why the controller could not start or could not handle an input.
 #[derive(Debug, thiserror::Error)]
@@ -132,10 +155,11 @@ impl Controller {
         let durable = self.log.append(events)?;
         let mut out = Vec::new();
         for (sequence, event) in durable.get() {
-            if cfg!(debug_assertions) {
-                if let Err(violation) = invariants::check_event(&self.state, event) {
-                    panic!("model produced an event breaking a rule at sequence {sequence} ({event}): {violation}");
-                }
+            // Kept on in release builds (TIGER_STYLE): a rule broken here is
+            // a bug in the model, and acting on it would release effects the
+            // rules forbid. docs/performance.md measures what it costs.
+            if let Err(violation) = invariants::check_event(&self.state, event) {
+                panic!("model produced an event breaking a rule at sequence {sequence} ({event}): {violation}");
             }
             apply(&mut self.state, event);
             out.extend(effects(&self.state, event));
@@ -143,13 +167,11 @@ impl Controller {
         }
         // State rules hold between batches, not between a batch's events (a
         // canary's failed probe is followed by its restore in the same batch).
-        if cfg!(debug_assertions) {
-            if let Err(violation) = invariants::check_state(&self.state) {
-                panic!(
-                    "state after sequence {:?} breaks a rule: {violation}",
-                    self.last_sequence
-                );
-            }
+        if let Err(violation) = invariants::check_state(&self.state) {
+            panic!(
+                "state after sequence {:?} breaks a rule: {violation}",
+                self.last_sequence
+            );
         }
         Ok(Ready::from_durable(durable, out))
     }
