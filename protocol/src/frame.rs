@@ -37,6 +37,10 @@ pub const FRAME_BYTES_MAX: usize = 64 * 1024;
 /// Size of the length prefix in front of every frame body.
 pub const LENGTH_PREFIX_BYTES: usize = 4;
 
+// The length prefix can express every frame length up to the bound.
+const _: () = assert!(FRAME_BYTES_MAX as u64 <= u32::MAX as u64);
+const _: () = assert!(LENGTH_PREFIX_BYTES == std::mem::size_of::<u32>());
+
 /// What a frame carries.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FrameBody {

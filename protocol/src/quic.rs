@@ -30,9 +30,13 @@ use tracing::{debug, warn};
 use crate::frame::{read_frame, write_frame, FrameBody, FrameError};
 use crate::tls::{self, ClientIdentity, ServerIdentity, TlsError};
 
-/// Largest bundle sent or accepted, in bytes. Checked against the announced
-/// length before any buffer is allocated.
-pub const BUNDLE_BYTES_MAX: u64 = 16 * 1024 * 1024;
+/// Largest bundle sent or accepted, in bytes: the bundle format's own bound,
+/// so a bundle that verifies always fits the wire. Checked against the
+/// announced length before any buffer is allocated.
+pub use crate::bundle::BUNDLE_BYTES_MAX;
+
+// The announced length is read into a usize buffer.
+const _: () = assert!(BUNDLE_BYTES_MAX <= usize::MAX as u64);
 
 /// Interval between QUIC keep-alive pings. Well under [`IDLE_TIMEOUT`] so a
 /// healthy but quiet connection (no rollout in progress) is never idled out.

@@ -2,9 +2,9 @@
 //! (loopback by default); every write needs the operator token as
 //! `Authorization: Bearer`, and a write without it changes nothing.
 
+use super::bundles::BundleDir;
 use super::config::ControllerConfig;
 use super::core::{CoreHandle, Snapshot};
-use super::links::BundleDir;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -18,7 +18,12 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// Upper bound on an uploaded bundle.
-pub const UPLOAD_BYTES_MAX: usize = 16 * 1024 * 1024;
+pub const UPLOAD_BYTES_MAX: usize = protocol::bundle::BUNDLE_BYTES_MAX as usize;
+
+// An upload body is one bundle file: the limit is the bundle's, and it fits
+// in memory on every target the daemon builds for.
+const _: () = assert!(protocol::bundle::BUNDLE_BYTES_MAX <= usize::MAX as u64);
+const _: () = assert!(UPLOAD_BYTES_MAX as u64 == protocol::bundle::BUNDLE_BYTES_MAX);
 /// Upper bound on events returned by one page of `/api/events`.
 pub const EVENTS_PAGE_MAX: usize = 1_000;
 
@@ -334,12 +339,7 @@ async fn upload_bundle(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
         Ok(v) => v,
         Err(e) => return error(StatusCode::BAD_REQUEST, format!("bundle refused: {e}")),
     };
-    let path = api.bundles.path(verified.digest);
-    let tmp = path.with_extension("tmp");
-    let written = std::fs::write(&tmp, &body)
-        .and_then(|_| std::fs::File::open(&tmp).and_then(|f| f.sync_all()))
-        .and_then(|_| std::fs::rename(&tmp, &path));
-    if let Err(e) = written {
+    if let Err(e) = api.bundles.store(verified.digest, &body) {
         return error(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("storing the bundle: {e}"),

@@ -1,17 +1,16 @@
 //! Agent connections: authenticate (node id from the certificate, never from
 //! a message), pipe frames to and from the core, serve bundles.
 
+use super::bundles::BundleDir;
 use super::config::ControllerConfig;
 use super::core::{Command, CoreHandle, LinkMsg, LINK_QUEUE_MAX};
 use super::rate::MessageBudget;
 use super::readback::ReadBack;
 use model::controller::Input;
-use model::Digest;
 use model::NodeId;
 use protocol::frame::FrameBody;
-use protocol::quic::{BundleStore, ControllerEndpoint};
+use protocol::quic::ControllerEndpoint;
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
@@ -19,36 +18,6 @@ use std::time::{Instant, SystemTime};
 /// Each node's message budget, shared by its successive connections so a
 /// reconnect does not refill it.
 type Budgets = Arc<Mutex<HashMap<NodeId, MessageBudget>>>;
-
-/// Accepted bundles on disk, `<dir>/<digest hex>.bundle`.
-pub struct BundleDir {
-    /// The directory.
-    pub dir: PathBuf,
-}
-
-impl BundleDir {
-    /// Where the bundle with `digest` lives.
-    pub fn path(&self, digest: Digest) -> PathBuf {
-        self.dir.join(format!("{}.bundle", digest.to_hex()))
-    }
-}
-
-impl BundleStore for BundleDir {
-    fn get(&self, digest: Digest) -> Option<Vec<u8>> {
-        let path = self.path(digest);
-        let bytes = std::fs::read(&path).ok()?;
-        // Serve only what still hashes to its name; say so when it does not.
-        let actual = protocol::bundle::bundle_digest(&bytes);
-        if actual != digest {
-            tracing::warn!(
-                "{} hashes to {actual}, not its name: refusing to serve it (tampered or damaged)",
-                path.display()
-            );
-            return None;
-        }
-        Some(bytes)
-    }
-}
 
 static LINK_IDS: AtomicU64 = AtomicU64::new(1);
 

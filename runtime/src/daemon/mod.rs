@@ -3,6 +3,7 @@
 //! operator API and deadlines only send it inputs.
 
 pub mod api;
+pub mod bundles;
 pub mod config;
 pub mod core;
 pub mod dashboard;
@@ -39,8 +40,8 @@ pub struct Daemon {
 pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<Daemon> {
     let log_dir = cfg.data_dir.join("log");
     let bundle_dir = cfg.data_dir.join("bundles");
-    std::fs::create_dir_all(&bundle_dir)
-        .with_context(|| format!("creating {}", bundle_dir.display()))?;
+    let (bundle_dir, _removed) = bundles::BundleDir::open(bundle_dir.clone())
+        .with_context(|| format!("opening the bundle directory {}", bundle_dir.display()))?;
     // A corrupt log stops the daemon here, naming the sequence: never repaired.
     let (controller, history) = crate::controller::Controller::open_with_events(&log_dir)
         .with_context(|| format!("opening the event log in {}", log_dir.display()))?;
@@ -63,7 +64,7 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
         .with_context(|| format!("binding the API on {}", cfg.api.listen))?;
     let cfg = Arc::new(cfg);
     let core = core::spawn(controller, history, (*cfg).clone(), allow_faults);
-    let bundles = Arc::new(links::BundleDir { dir: bundle_dir });
+    let bundles = Arc::new(bundle_dir);
     tokio::spawn(links::serve(
         endpoint,
         cfg.clone(),
