@@ -44,7 +44,8 @@ pub use event_rules::{
 pub use history::{check_history, HistoryViolation};
 pub use runtime_rules::{s10_human_waits_survive, s6_answers_agree, s7_persist_before_reply};
 pub use state_rules::{
-    check_state, s11_wrong_answer_stops, s1_slot_bound, s2_one_live_op_per_node, s4_canary_first,
+    check_state, l1_nothing_left_ends, s11_wrong_answer_stops, s1_slot_bound,
+    s2_one_live_op_per_node, s4_canary_first,
 };
 
 use serde::{Deserialize, Serialize};
@@ -88,11 +89,18 @@ pub enum Rule {
     /// log: a damaged or forged log that breaks it is refused by name
     /// instead of crashing the fold. Its code here is `W1`.
     NamesWhatExists,
+    /// A rollout in which nothing more can happen ends: once its canary's op
+    /// settled without passing, or every node of its plan has a settled op,
+    /// an unpaused rollout is no longer active (completed or ended); a
+    /// paused one waits for its operator. Checked between steps by the model
+    /// checker ([`l1_nothing_left_ends`]); not on replay, since a log written
+    /// before the rule ends such a rollout at its next input. Code `L1`.
+    EndsWhenNothingLeft,
 }
 
 impl Rule {
     /// Every rule, in order.
-    pub const ALL: [Rule; 13] = [
+    pub const ALL: [Rule; 14] = [
         Rule::S1,
         Rule::S2,
         Rule::S3,
@@ -106,6 +114,7 @@ impl Rule {
         Rule::S11,
         Rule::ProofIsReadback,
         Rule::NamesWhatExists,
+        Rule::EndsWhenNothingLeft,
     ];
 
     /// The rule's code as SPEC §2 writes it: `"S1"` … `"S11"`; `"P1"` for
@@ -125,6 +134,7 @@ impl Rule {
             Rule::S11 => "S11",
             Rule::ProofIsReadback => "P1",
             Rule::NamesWhatExists => "W1",
+            Rule::EndsWhenNothingLeft => "L1",
         }
     }
 
@@ -144,6 +154,7 @@ impl Rule {
             Rule::S11 => "wrong answer stops",
             Rule::ProofIsReadback => "proof is a readback",
             Rule::NamesWhatExists => "events name what exists",
+            Rule::EndsWhenNothingLeft => "a rollout with nothing left ends",
         }
     }
 }
@@ -202,7 +213,7 @@ mod tests {
             "S5 pause stops grants, not accounting"
         );
         let codes: Vec<&str> = Rule::ALL.iter().map(|r| r.code()).collect();
-        assert_eq!(codes.len(), 13);
+        assert_eq!(codes.len(), 14);
         assert_eq!(codes[10], "S11");
         assert_eq!(Rule::ProofIsReadback.to_string(), "P1 proof is a readback");
         assert_eq!(

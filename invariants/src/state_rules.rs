@@ -202,6 +202,44 @@ pub(crate) fn s11_excusing(
     Ok(())
 }
 
+/// L1: no unpaused rollout stays active once nothing more can happen in it:
+/// its canary's op settled without passing (S4 lets no follower follow), or
+/// every node of its plan has a settled op of it. Written apart from the
+/// model's `progress`, which decides it. Not part of [`check_state`]: see
+/// [`Rule::EndsWhenNothingLeft`].
+pub fn l1_nothing_left_ends(state: &ControllerState) -> Result<(), Violation> {
+    for r in state.rollouts.iter() {
+        if r.status != model::controller::RolloutStatus::Active || r.paused.is_some() {
+            continue;
+        }
+        let op_of = |node: NodeId| {
+            r.ops
+                .iter()
+                .filter_map(|id| state.op(*id))
+                .find(|o| o.node == node)
+        };
+        let settled = |o: &Op| matches!(o.phase, OpPhase::Settled(_));
+        let canary = op_of(r.plan.canary);
+        let canary_failed = canary.is_some_and(|o| settled(o) && !o.passed());
+        let all_settled = r.plan.nodes().all(|n| op_of(n).is_some_and(settled));
+        if canary_failed || all_settled {
+            return broken(
+                Rule::EndsWhenNothingLeft,
+                format!(
+                    "rollout {} is still active with nothing left to do ({})",
+                    r.id,
+                    if canary_failed {
+                        "its canary's op settled without passing"
+                    } else {
+                        "every node of its plan has a settled op"
+                    }
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
 /// All state rules: S1, S2, S4, S11, in that order; the first violation.
 pub fn check_state(state: &ControllerState) -> Result<(), Violation> {
     s1_slot_bound(state)?;
@@ -491,5 +529,28 @@ mod tests {
         rejected(check_state(&w.state), Rule::S1);
         w.state.rollouts[0].plan.slots_max = 2;
         rejected(check_state(&w.state), Rule::S4);
+    }
+
+    #[test]
+    fn l1_holds_on_real_runs_and_rejects_a_stuck_rollout() {
+        let mut w = World::new();
+        w.start(plan(1, false));
+        holds(l1_nothing_left_ends(&w.state));
+        w.resolve(0, pass(V1), Resolution::Abandon);
+        holds(l1_nothing_left_ends(&w.state));
+        assert_eq!(
+            w.state.rollouts[0].status,
+            model::controller::RolloutStatus::Ended
+        );
+        // The same state, had the rollout not ended: stuck.
+        w.state.rollouts[0].status = model::controller::RolloutStatus::Active;
+        let v = rejected(l1_nothing_left_ends(&w.state), Rule::EndsWhenNothingLeft);
+        assert!(
+            v.detail.contains("canary's op settled without passing"),
+            "{v}"
+        );
+        // A pause waits for the operator instead.
+        w.state.rollouts[0].paused = Some(model::controller::PauseReason::Operator);
+        holds(l1_nothing_left_ends(&w.state));
     }
 }

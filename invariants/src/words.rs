@@ -40,6 +40,7 @@ pub(crate) fn status(s: RolloutStatus) -> &'static str {
         RolloutStatus::Active => "active",
         RolloutStatus::Superseded => "superseded",
         RolloutStatus::Completed => "completed",
+        RolloutStatus::Ended => "ended",
     }
 }
 

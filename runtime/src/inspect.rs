@@ -443,6 +443,9 @@ fn summarize(report: &VerifyReport, state: &ControllerState) -> LogSummary {
             let status = match (rollout.status, rollout.paused) {
                 (RolloutStatus::Completed, _) => "completed".to_string(),
                 (RolloutStatus::Superseded, _) => "superseded".to_string(),
+                (RolloutStatus::Ended, _) => {
+                    "ended (nothing more can happen; not every node passed)".to_string()
+                }
                 (RolloutStatus::Active, Some(reason)) => format!("paused ({reason:?})"),
                 (RolloutStatus::Active, None) => {
                     if waiting_for_approval(state, rollout) {

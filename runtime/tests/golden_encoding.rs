@@ -65,6 +65,7 @@ fn event_variant(e: &Event) -> &'static str {
         Event::ForeignMessageIgnored { .. } => "ForeignMessageIgnored",
         Event::RollBackOrdered { .. } => "RollBackOrdered",
         Event::NodeObserved { .. } => "NodeObserved",
+        Event::RolloutEnded { .. } => "RolloutEnded",
     }
 }
 
@@ -160,6 +161,10 @@ fn events() -> Vec<Event> {
             observation: observation(),
             source: ObservationSource::ReadBack,
             at_ms: 1_764_000_000_000,
+        },
+        Event::RolloutEnded {
+            rollout: R,
+            not_passed: 2,
         },
     ]
 }

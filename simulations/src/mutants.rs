@@ -30,11 +30,12 @@ pub enum Mutant {
     GrantOverLiveOp,
     RollbackProvenBeforeCommitLands,
     ProofTrustsRecordedEvidence,
+    RolloutNeverEnds,
 }
 
 impl Mutant {
     /// Every mutant, in `--list-mutants` order.
-    pub const ALL: [Mutant; 16] = [
+    pub const ALL: [Mutant; 17] = [
         Mutant::ReleaseOnTimeout,
         Mutant::GrantWhilePaused,
         Mutant::RedecideOnRetry,
@@ -51,6 +52,7 @@ impl Mutant {
         Mutant::GrantOverLiveOp,
         Mutant::RollbackProvenBeforeCommitLands,
         Mutant::ProofTrustsRecordedEvidence,
+        Mutant::RolloutNeverEnds,
     ];
 
     /// The CLI name.
@@ -72,6 +74,7 @@ impl Mutant {
             Mutant::GrantOverLiveOp => "grant-over-live-op",
             Mutant::RollbackProvenBeforeCommitLands => "rollback-proven-before-commit-lands",
             Mutant::ProofTrustsRecordedEvidence => "proof-trusts-recorded-evidence",
+            Mutant::RolloutNeverEnds => "rollout-never-ends",
         }
     }
 
@@ -99,6 +102,7 @@ impl Mutant {
             Mutant::GrantOverLiveOp => Rule::S2,
             Mutant::RollbackProvenBeforeCommitLands => Rule::S8,
             Mutant::ProofTrustsRecordedEvidence => Rule::ProofIsReadback,
+            Mutant::RolloutNeverEnds => Rule::EndsWhenNothingLeft,
         }
     }
 
@@ -140,6 +144,9 @@ impl Mutant {
             }
             Mutant::ProofTrustsRecordedEvidence => {
                 "answer a live proof from the evidence recorded at settlement, ignoring the fresh readback"
+            }
+            Mutant::RolloutNeverEnds => {
+                "only a fully verified rollout finishes; one whose canary was abandoned stays active with nothing to do"
             }
         }
     }
@@ -186,6 +193,9 @@ impl Mutant {
                 cfg.proofs = true;
                 cfg.faults = cfg.faults.with(Fault::SwapOld);
             }
+            // The operator abandons an op (the default configuration's
+            // operator does).
+            Mutant::RolloutNeverEnds => cfg.operator = true,
         }
     }
 }
@@ -348,6 +358,11 @@ pub fn controller_step(
                 o.commit_acted_on = true;
             }
             step(&trusting, input)
+        }
+        (Some(Mutant::RolloutNeverEnds), _) => {
+            let mut events = step(state, input)?;
+            events.retain(|e| !matches!(e, Event::RolloutEnded { .. }));
+            Ok(events)
         }
         _ => step(state, input),
     }

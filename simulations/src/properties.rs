@@ -74,6 +74,7 @@ pub fn property_name(rule: Rule) -> &'static str {
         Rule::S11 => "S11 wrong answer stops",
         Rule::ProofIsReadback => "P1 proof is a readback",
         Rule::NamesWhatExists => "W1 events name what exists",
+        Rule::EndsWhenNothingLeft => "L1 a rollout with nothing left ends",
     }
 }
 
@@ -110,6 +111,9 @@ pub fn properties(model: &FleetModel) -> Vec<Property<FleetModel>> {
         }),
         Property::<FleetModel>::always(property_name(Rule::NamesWhatExists), |_, w| {
             holds(w, Rule::NamesWhatExists)
+        }),
+        Property::<FleetModel>::always(property_name(Rule::EndsWhenNothingLeft), |_, w| {
+            invariants::l1_nothing_left_ends(&w.controller()).is_ok()
         }),
         Property::<FleetModel>::sometimes("rollout completes", |_, w| {
             w.controller()

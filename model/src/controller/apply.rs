@@ -60,7 +60,8 @@ pub fn referents_exist(state: &ControllerState, event: &Event) -> Result<(), Mis
         | Event::RolloutPaused { rollout, .. }
         | Event::RolloutResumed { rollout }
         | Event::RolloutApproved { rollout }
-        | Event::RolloutCompleted { rollout } => rollout_exists(rollout),
+        | Event::RolloutCompleted { rollout }
+        | Event::RolloutEnded { rollout, .. } => rollout_exists(rollout),
         Event::OpGranted { op, rollout, .. } => {
             rollout_exists(rollout)?;
             if *op == state.next_op_id() {
@@ -128,6 +129,9 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
         }
         Event::RolloutCompleted { rollout } => {
             rollout_mut(state, *rollout).status = RolloutStatus::Completed;
+        }
+        Event::RolloutEnded { rollout, .. } => {
+            rollout_mut(state, *rollout).status = RolloutStatus::Ended;
         }
         Event::OpGranted {
             op,

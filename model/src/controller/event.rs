@@ -139,6 +139,14 @@ pub enum Event {
         source: ObservationSource,
         at_ms: u64,
     },
+    /// Nothing more can happen in the rollout, yet not every node of its
+    /// plan passed (see [`super::RolloutStatus::Ended`]). Appended last so
+    /// older encodings decode.
+    RolloutEnded {
+        rollout: RolloutId,
+        /// How many nodes of the plan have an op that did not pass.
+        not_passed: u32,
+    },
 }
 
 impl fmt::Display for Event {
@@ -259,6 +267,13 @@ impl fmt::Display for Event {
             } => write!(
                 f,
                 "{node} observed ({source:?}, at {at_ms} ms): {observation}"
+            ),
+            Event::RolloutEnded {
+                rollout,
+                not_passed,
+            } => write!(
+                f,
+                "rollout {rollout} ended: nothing more can happen, {not_passed} node(s) did not pass"
             ),
         }
     }

@@ -27,6 +27,12 @@ pub enum RolloutStatus {
     Superseded,
     /// Every node of the plan is verified on the release.
     Completed,
+    /// Nothing more can happen in it, yet not every node passed: its
+    /// canary's op settled without passing, or every node of the plan has a
+    /// settled op and some did not pass (abandoned, not applied, rolled
+    /// back). No more grants; start a new rollout to try again. A paused
+    /// rollout never ends on its own: its pause waits for an operator.
+    Ended,
 }
 
 /// One rollout and its progress.

@@ -6,7 +6,7 @@ use super::event::Event;
 use super::input::Input;
 use super::state::{
     ControllerState, EvidenceItem, EvidenceSource, Op, OpPhase, Outcome, PauseReason, Resolution,
-    RolloutStatus, UnknownReason, CLAIM_TEXT_MAX,
+    Rollout, RolloutStatus, UnknownReason, CLAIM_TEXT_MAX,
 };
 use crate::evidence::{ProbeVerdict, RouteObservation};
 use crate::ids::{NodeId, OpId, RolloutId};
@@ -647,11 +647,16 @@ pub fn progress(state: &ControllerState) -> Vec<Event> {
 
 fn next_progress(state: &ControllerState) -> Option<Event> {
     let r = state.active_rollout()?;
-    if r.plan
-        .nodes()
-        .all(|n| state.rollout_op_for(r.id, n).is_some_and(Op::passed))
-    {
-        return Some(Event::RolloutCompleted { rollout: r.id });
+    match settled_count(state, r) {
+        Some(0) => return Some(Event::RolloutCompleted { rollout: r.id }),
+        // A paused rollout waits for its operator, never ends on its own.
+        Some(not_passed) if r.paused.is_none() => {
+            return Some(Event::RolloutEnded {
+                rollout: r.id,
+                not_passed,
+            })
+        }
+        _ => {}
     }
     // S5: pause stops grants. S1: UNKNOWN ops count as occupied.
     if r.paused.is_some() || state.slots_occupied(r.id) >= r.plan.slots_max as usize {
@@ -674,6 +679,29 @@ fn next_progress(state: &ControllerState) -> Option<Event> {
         .iter()
         .find(|f| state.rollout_op_for(r.id, **f).is_none())?;
     grant(state, r.id, *next, false)
+}
+
+/// Whether nothing more can happen in rollout `r`, and if so how many
+/// nodes of its plan did not pass (0: the rollout is complete). Nothing more
+/// can happen once every node of the plan has a settled op of `r`, or once
+/// `r`'s canary op settled without passing (S4: no follower can follow it).
+fn settled_count(state: &ControllerState, r: &Rollout) -> Option<u32> {
+    let canary = state.rollout_op_for(r.id, r.plan.canary)?;
+    if canary.occupies_slot() {
+        return None;
+    }
+    if !canary.passed() {
+        return Some(1);
+    }
+    let mut not_passed = 0;
+    for node in r.plan.followers.iter() {
+        let op = state.rollout_op_for(r.id, *node)?;
+        if op.occupies_slot() {
+            return None;
+        }
+        not_passed += u32::from(!op.passed());
+    }
+    Some(not_passed)
 }
 
 fn grant(

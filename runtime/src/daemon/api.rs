@@ -103,7 +103,7 @@ pub struct RolloutDto {
     pub id: String,
     /// Release digest (hex).
     pub release: String,
-    /// `active`, `paused`, `waiting-approval`, `superseded`, `completed`.
+    /// `active`, `paused`, `waiting-approval`, `superseded`, `completed`, `ended`.
     pub status: String,
     /// Why it is paused, if it is.
     pub paused_reason: Option<String>,
@@ -208,6 +208,7 @@ pub fn status_dto(cfg: &ControllerConfig, snap: &Snapshot) -> StatusDto {
             let status = match (r.status, r.paused) {
                 (model::controller::RolloutStatus::Completed, _) => "completed",
                 (model::controller::RolloutStatus::Superseded, _) => "superseded",
+                (model::controller::RolloutStatus::Ended, _) => "ended",
                 (_, Some(_)) => "paused",
                 _ if s.awaiting_approval(r.id) => "waiting-approval",
                 _ => "active",

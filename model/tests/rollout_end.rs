@@ -1,0 +1,147 @@
+//! A rollout in which nothing more can happen ends: its canary's op settled
+//! without passing (abandoned, not applied), or every node has a settled op
+//! and some did not pass. A paused rollout waits for its operator instead,
+//! and ends only once resumed.
+
+use model::controller::{
+    apply, step, ControllerState, Event, Input, OpPhase, Outcome, PauseReason, Resolution,
+    RolloutStatus,
+};
+use model::{
+    Digest, Generation, NodeId, OpId, Plan, ReportKind, RolloutId, RouteObservation, ToController,
+};
+
+const V1: Digest = Digest::repeat(1);
+const V2: Digest = Digest::repeat(2);
+const R0: RolloutId = RolloutId(0);
+
+fn feed(state: &mut ControllerState, input: Input) -> Vec<Event> {
+    let events = step(state, &input).expect("accepted");
+    for event in &events {
+        apply(state, event);
+    }
+    events
+}
+
+/// Nodes a, b, c serving v1; rollout r0 of v2 started, canary op0 granted.
+fn started(slots: u8) -> ControllerState {
+    let mut state = ControllerState::default();
+    for n in 0..3 {
+        let msg = ToController::Hello {
+            serving: Some(V1),
+            generation: Generation(0),
+        };
+        feed(
+            &mut state,
+            Input::FromAgent {
+                node: NodeId(n),
+                msg,
+            },
+        );
+    }
+    let plan = Plan {
+        release: V2,
+        canary: NodeId(0),
+        followers: vec![NodeId(1), NodeId(2)],
+        slots_max: slots,
+        approval_after_canary: false,
+    };
+    feed(&mut state, Input::StartRollout { plan });
+    state
+}
+
+fn abandon(state: &mut ControllerState, op: u32) -> Vec<Event> {
+    let observation = RouteObservation::passing(V1);
+    feed(
+        state,
+        Input::Resolve {
+            op: OpId(op),
+            observation,
+            resolution: Resolution::Abandon,
+        },
+    )
+}
+
+fn switch_passing(state: &mut ControllerState, op: u32) {
+    let node = state.op(OpId(op)).expect("op").node;
+    let msgs = [
+        ToController::CommitRequest { op: OpId(op) },
+        ToController::Report {
+            op: OpId(op),
+            kind: ReportKind::Switched,
+            observation: RouteObservation::passing(V2),
+        },
+    ];
+    for msg in msgs {
+        feed(state, Input::FromAgent { node, msg });
+    }
+}
+
+fn ended(events: &[Event], not_passed: u32) -> bool {
+    events.contains(&Event::RolloutEnded {
+        rollout: R0,
+        not_passed,
+    })
+}
+
+#[test]
+fn a_rollout_whose_canary_was_abandoned_ends() {
+    let mut state = started(1);
+    let events = abandon(&mut state, 0);
+    assert!(ended(&events, 1), "{events:#?}");
+    assert_eq!(state.rollouts[0].status, RolloutStatus::Ended);
+    assert!(state.active_rollout().is_none());
+    // Nothing was granted to a follower, and nothing more will be.
+    assert_eq!(state.ops.len(), 1);
+    assert_eq!(
+        step(&state, &Input::Pause { rollout: R0 })
+            .map(|e| e.len())
+            .ok(),
+        None,
+        "an ended rollout cannot be paused"
+    );
+}
+
+#[test]
+fn a_rollout_whose_nodes_all_settled_with_one_abandoned_ends() {
+    let mut state = started(3);
+    switch_passing(&mut state, 0);
+    // Both followers granted at once (3 slots); b abandoned, c verified.
+    assert_eq!(state.ops.len(), 3);
+    let events = abandon(&mut state, 1);
+    assert!(!ended(&events, 1), "c still holds its slot: {events:#?}");
+    assert_eq!(state.rollouts[0].status, RolloutStatus::Active);
+    switch_passing(&mut state, 2);
+    assert_eq!(state.rollouts[0].status, RolloutStatus::Ended);
+    let last = state.ops.iter().map(|o| o.phase).collect::<Vec<_>>();
+    assert_eq!(
+        last,
+        [
+            OpPhase::Settled(Outcome::Verified),
+            OpPhase::Settled(Outcome::Resolved(Resolution::Abandon)),
+            OpPhase::Settled(Outcome::Verified),
+        ]
+    );
+}
+
+#[test]
+fn a_paused_rollout_waits_for_its_operator_and_ends_once_resumed() {
+    let mut state = started(1);
+    feed(&mut state, Input::Pause { rollout: R0 });
+    let events = abandon(&mut state, 0);
+    assert!(!ended(&events, 1), "a pause waits: {events:#?}");
+    assert_eq!(state.rollouts[0].status, RolloutStatus::Active);
+    assert_eq!(state.rollouts[0].paused, Some(PauseReason::Operator));
+    let events = feed(&mut state, Input::Resume { rollout: R0 });
+    assert!(ended(&events, 1), "{events:#?}");
+    assert_eq!(state.rollouts[0].status, RolloutStatus::Ended);
+}
+
+#[test]
+fn a_fully_verified_rollout_completes_rather_than_ends() {
+    let mut state = started(3);
+    for op in 0..3 {
+        switch_passing(&mut state, op);
+    }
+    assert_eq!(state.rollouts[0].status, RolloutStatus::Completed);
+}
