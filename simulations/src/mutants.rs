@@ -4,10 +4,11 @@
 
 use crate::config::{CheckConfig, Fault};
 use invariants::Rule;
-use model::agent::{agent_step, AgentInput, AgentOutput, AgentState};
+use model::agent::{agent_step, AgentInput, AgentOutput, AgentStage, AgentState, StagingStep};
 use model::controller::{
     apply, progress, step, ControllerState, Event, Input, OpPhase, Outcome, Refusal, RolloutStatus,
 };
+use model::recovery::{Observed, StageFailure};
 use model::{Generation, NodeId, ProbeVerdict, ToController};
 use proof::{Fresh, NodeProof};
 
@@ -30,11 +31,13 @@ pub enum Mutant {
     GrantOverLiveOp,
     RollbackProvenBeforeCommitLands,
     ProofTrustsRecordedEvidence,
+    ResumeWithoutReverify,
+    RetryPermanentError,
 }
 
 impl Mutant {
     /// Every mutant, in `--list-mutants` order.
-    pub const ALL: [Mutant; 16] = [
+    pub const ALL: [Mutant; 18] = [
         Mutant::ReleaseOnTimeout,
         Mutant::GrantWhilePaused,
         Mutant::RedecideOnRetry,
@@ -51,6 +54,8 @@ impl Mutant {
         Mutant::GrantOverLiveOp,
         Mutant::RollbackProvenBeforeCommitLands,
         Mutant::ProofTrustsRecordedEvidence,
+        Mutant::ResumeWithoutReverify,
+        Mutant::RetryPermanentError,
     ];
 
     /// The CLI name.
@@ -72,6 +77,8 @@ impl Mutant {
             Mutant::GrantOverLiveOp => "grant-over-live-op",
             Mutant::RollbackProvenBeforeCommitLands => "rollback-proven-before-commit-lands",
             Mutant::ProofTrustsRecordedEvidence => "proof-trusts-recorded-evidence",
+            Mutant::ResumeWithoutReverify => "resume-without-reverify",
+            Mutant::RetryPermanentError => "retry-permanent-error",
         }
     }
 
@@ -99,6 +106,7 @@ impl Mutant {
             Mutant::GrantOverLiveOp => Rule::S2,
             Mutant::RollbackProvenBeforeCommitLands => Rule::S8,
             Mutant::ProofTrustsRecordedEvidence => Rule::ProofIsReadback,
+            Mutant::ResumeWithoutReverify | Mutant::RetryPermanentError => Rule::S14,
         }
     }
 
@@ -140,6 +148,12 @@ impl Mutant {
             }
             Mutant::ProofTrustsRecordedEvidence => {
                 "answer a live proof from the evidence recorded at settlement, ignoring the fresh readback"
+            }
+            Mutant::ResumeWithoutReverify => {
+                "after a crash, resume on the staged files found on disk without recomputing their digest and re-running the check"
+            }
+            Mutant::RetryPermanentError => {
+                "treat every staging error as transient and retry it while budget lasts"
             }
         }
     }
@@ -186,6 +200,9 @@ impl Mutant {
                 cfg.proofs = true;
                 cfg.faults = cfg.faults.with(Fault::SwapOld);
             }
+            // A crash while staging is in the default fault set.
+            Mutant::ResumeWithoutReverify => {}
+            Mutant::RetryPermanentError => cfg.faults = cfg.faults.with(Fault::StageError),
         }
     }
 }
@@ -410,6 +427,28 @@ pub fn agent_step_as(mutant: Option<Mutant>, state: &AgentState, input: AgentInp
             highest_op: None,
             ..*state
         };
+        return agent_step(&forgetful, input);
+    }
+    if mutant == Some(Mutant::ResumeWithoutReverify) {
+        // Something is there: take it as good without re-verifying it.
+        if let AgentInput::StageObserved(Observed::Unknown) = input {
+            return agent_step(state, AgentInput::StageObserved(Observed::ReVerified));
+        }
+    }
+    if mutant == Some(Mutant::RetryPermanentError) {
+        // Forget the class of the latest failure: every error is transient.
+        let mut forgetful = *state;
+        if let Some(o) = forgetful.op.as_mut() {
+            if let AgentStage::Staging(StagingStep::Observing {
+                last: last @ Some(StageFailure::Permanent),
+                ..
+            }) = &mut o.stage
+            {
+                *last = Some(StageFailure::Transient {
+                    bundle_missing: false,
+                });
+            }
+        }
         return agent_step(&forgetful, input);
     }
     if mutant == Some(Mutant::AgentForgetsClosedOps) {
