@@ -290,4 +290,47 @@ mod tests {
         );
         assert_eq!(reopened.next_attempt_id(), 2);
     }
+
+    /// Older journals decode: the variants that existed before staging was
+    /// a model state keep their encoding (the new ones are appended last).
+    #[test]
+    fn records_written_by_older_agents_keep_their_bytes() {
+        let golden: [(Record, &[u8]); 4] = [
+            (Record::Core(AgentEvent::Closed { op: OP }), &[0, 8, 7]),
+            (
+                Record::Core(AgentEvent::Refused {
+                    op: OP,
+                    reason: model::StageRefusal::EffectUnknown,
+                }),
+                &[0, 5, 7, 3],
+            ),
+            (
+                Record::Resumed {
+                    op: OP,
+                    attempt_id: 2,
+                },
+                &[5, 7, 2],
+            ),
+            (
+                Record::Failed {
+                    op: OP,
+                    stage: Stage::Fetch,
+                    class: crate::recovery::ErrorClass::Permanent,
+                    bundle_missing: true,
+                    reason: "x".into(),
+                },
+                &[4, 7, 0, 1, 1, 1, b'x'],
+            ),
+        ];
+        for (record, bytes) in golden {
+            let encoded = eventlog::encode_payload(&record).expect("encode");
+            assert_eq!(encoded, bytes, "{record}");
+            let decoded: Record = eventlog::decode_payload(bytes).expect("decode");
+            assert_eq!(decoded, record);
+        }
+        // The new events come after the nine older ones.
+        let staged =
+            eventlog::encode_payload(&Record::Core(AgentEvent::Staged { op: OP })).expect("encode");
+        assert_eq!(staged, [0, 10, 7]);
+    }
 }

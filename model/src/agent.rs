@@ -258,32 +258,10 @@ pub fn agent_step(state: &AgentState, input: AgentInput) -> AgentOutput {
                 });
             }
         }
-        AgentInput::StageObserved(observed) => {
-            if let Some(op) = state.op {
-                if let AgentStage::Staging(StagingStep::Observing { position, last }) = op.stage {
-                    consult(&op, position, last, Some(observed), &mut out);
-                }
-            }
+        AgentInput::StageObserved(_) | AgentInput::Staged | AgentInput::StageFailed(_) => {
+            staging_answer(state, input, &mut out);
         }
-        AgentInput::Staged => {
-            if let Some(op) = running(state) {
-                out.events.push(AgentEvent::Staged { op: op.id });
-            }
-        }
-        AgentInput::StageFailed(failure) => {
-            if let Some(op) = running(state) {
-                out.events
-                    .push(AgentEvent::StageFailed { op: op.id, failure });
-            }
-        }
-        AgentInput::Restarted { serving } => {
-            out.events.push(AgentEvent::Restarted { serving });
-            // An op the table stopped waits for a person: a restart reads
-            // the table again and it stops again, spending nothing.
-            if let Some(op) = state.op.filter(|o| waits_for_person(o.stage)) {
-                consult(&op, Position::WaitingForPerson, None, None, &mut out);
-            }
-        }
+        AgentInput::Restarted { serving } => restarted(state, serving, &mut out),
         AgentInput::Connected | AgentInput::Retry => {}
     }
     let mut after = *state;
@@ -439,11 +417,37 @@ pub fn timer_due(state: &AgentState) -> bool {
         })
 }
 
-/// The op whose staging attempt runs.
-fn running(state: &AgentState) -> Option<AgentOp> {
-    state
-        .op
-        .filter(|o| o.stage == AgentStage::Staging(StagingStep::Running))
+/// The agent process started again: note what serves. An op the table
+/// stopped waits for a person: a restart reads the table again and it
+/// stops again, spending nothing.
+fn restarted(state: &AgentState, serving: Option<Digest>, out: &mut AgentOutput) {
+    out.events.push(AgentEvent::Restarted { serving });
+    if let Some(op) = state.op.filter(|o| waits_for_person(o.stage)) {
+        consult(&op, Position::WaitingForPerson, None, None, out);
+    }
+}
+
+/// The driver's answer to a staging effect: the table's decision on an
+/// observation, or the outcome of the running attempt.
+fn staging_answer(state: &AgentState, input: AgentInput, out: &mut AgentOutput) {
+    let Some(op) = state.op else {
+        return;
+    };
+    match (input, op.stage) {
+        (
+            AgentInput::StageObserved(observed),
+            AgentStage::Staging(StagingStep::Observing { position, last }),
+        ) => consult(&op, position, last, Some(observed), out),
+        (AgentInput::Staged, AgentStage::Staging(StagingStep::Running)) => {
+            out.events.push(AgentEvent::Staged { op: op.id });
+        }
+        (AgentInput::StageFailed(failure), AgentStage::Staging(StagingStep::Running)) => {
+            out.events
+                .push(AgentEvent::StageFailed { op: op.id, failure });
+        }
+        // A late answer for a step the op has left changes nothing.
+        _ => {}
+    }
 }
 
 /// An op the table stopped: it reports its refusal until a person decides.
