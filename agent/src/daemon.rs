@@ -291,7 +291,14 @@ impl Agent {
                         tracing::info!(%observation, ?answer, "route probe");
                         queue.push_back(AgentInput::Probed(observation));
                     }
-                    AgentEffect::ObserveStaged => queue.extend(self.observe_staged()),
+                    // Offline (just restarted, before the first session)
+                    // the table stays unread: a retry it decides could not
+                    // fetch, yet would spend budget. The core asks again on
+                    // `Connected`.
+                    AgentEffect::ObserveStaged if self.conn.is_some() => {
+                        queue.extend(self.observe_staged())
+                    }
+                    AgentEffect::ObserveStaged => {}
                     AgentEffect::StageArtifact => queue.extend(self.stage_attempt().await),
                     // The core emits a commit request only once the
                     // release is staged: nothing to hold back here.

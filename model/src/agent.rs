@@ -490,19 +490,20 @@ fn consult(
 
 /// The staging work outstanding in `after`: an observation for the table,
 /// or the attempt to run. After a transient failure the table waits for the
-/// retry timer (no tight loop); otherwise it reads the disk at once.
+/// retry timer (no tight loop); otherwise it reads the disk at once. Both
+/// are asked again on (re)connection: a driver that cannot fetch (offline,
+/// just restarted) leaves the table unread rather than reserve an attempt
+/// it cannot run.
 fn staging_effect(after: &AgentState, changed: bool, input: AgentInput) -> Option<AgentEffect> {
     let timer = matches!(input, AgentInput::Retry);
+    let connected = matches!(input, AgentInput::Connected);
     match after.op?.stage {
         AgentStage::Staging(StagingStep::Observing { last, .. }) => {
             let waits = matches!(last, Some(StageFailure::Transient { .. }));
-            ((changed && !waits) || timer).then_some(AgentEffect::ObserveStaged)
+            ((changed && !waits) || timer || connected).then_some(AgentEffect::ObserveStaged)
         }
         AgentStage::Staging(StagingStep::Running) => {
-            // Re-asked on (re)connection too: the driver fetches only while
-            // connected, and a reserved attempt waits for it.
-            (changed || timer || matches!(input, AgentInput::Connected))
-                .then_some(AgentEffect::StageArtifact)
+            (changed || timer || connected).then_some(AgentEffect::StageArtifact)
         }
         _ => None,
     }
@@ -758,6 +759,9 @@ mod tests {
         feed(&mut state, AgentInput::Staged);
         let out = feed(&mut state, AgentInput::Restarted { serving: Some(V1) });
         assert!(!commit_request(&out), "{out:?}");
+        // A driver that left the table unread (offline) is asked again.
+        let out = feed(&mut state, AgentInput::Connected);
+        assert!(out.effects.contains(&AgentEffect::ObserveStaged), "{out:?}");
         let out = feed(&mut state, AgentInput::StageObserved(Observed::ReVerified));
         assert!(commit_request(&out));
         let reading = match out.events[0] {
