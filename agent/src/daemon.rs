@@ -2,19 +2,22 @@
 //!
 //! The loop is handle → journal (fsync) → act, in that order: a record is
 //! durable before the agent does anything on its account. The daemon holds
-//! no rule of its own: what a command means is `agent_step`'s to decide.
+//! no rule of its own: what a command means, and whether staging retries,
+//! resumes or stops (the recovery table), is `agent_step`'s to decide; the
+//! journal is the core's events. The daemon performs the effects: route
+//! switches, probes, and fetching, verifying and staging (`staging.rs`).
 
 use crate::config::{AgentConfig, HoldPoint};
 use crate::journal::{Journal, Record, Stage};
 use crate::probe::{probe, ProbeExpect};
 use crate::proxy::{self, Backend, Route};
-use crate::recovery::{self, ErrorClass, Exit, Observed};
 use crate::staging::{self, Installed, Release, StageError};
 use crate::supervisor::{route_process, AppSpec, Instance};
 use anyhow::Context;
 use ed25519_dalek::VerifyingKey;
 use model::agent::{agent_step, AgentEffect, AgentInput, AgentOp, AgentStage};
-use model::{Digest, StageRefusal, ToController};
+use model::recovery::{Observed, StageFailure};
+use model::Digest;
 use protocol::frame::{FrameBody, READBACK_INTERVAL_MIN_MS};
 use protocol::quic::{AgentConnection, Backoff, ControlSender};
 use protocol::tls::ClientIdentity;
@@ -50,6 +53,9 @@ pub struct Agent {
     conn: Option<quinn::Connection>,
     /// Whether the configured fault hold already happened (once per process).
     held: bool,
+    /// Why the latest staging attempt or observation failed, in words, for
+    /// the stop message (the journal keeps the typed class).
+    last_failure: Option<String>,
 }
 
 impl Agent {
@@ -99,6 +105,7 @@ impl Agent {
             route,
             conn: None,
             held: false,
+            last_failure: None,
         };
         agent.reconstruct().await?;
         Ok(agent)
@@ -284,18 +291,18 @@ impl Agent {
                         tracing::info!(%observation, ?answer, "route probe");
                         queue.push_back(AgentInput::Probed(observation));
                     }
+                    // Offline (just restarted, before the first session)
+                    // the table stays unread: a retry it decides could not
+                    // fetch, yet would spend budget. The core asks again on
+                    // `Connected`.
+                    AgentEffect::ObserveStaged if self.conn.is_some() => {
+                        queue.extend(self.observe_staged())
+                    }
+                    AgentEffect::ObserveStaged => {}
+                    AgentEffect::StageArtifact => queue.extend(self.stage_attempt().await),
+                    // The core emits a commit request only once the
+                    // release is staged: nothing to hold back here.
                     AgentEffect::Send(msg) => {
-                        if let ToController::CommitRequest { .. } = msg {
-                            // Ask to commit only what is fetched, verified and staged.
-                            match self.ensure_staged().await? {
-                                Staged::Yes => {}
-                                Staged::NotYet => continue,
-                                Staged::Refused(refusal) => {
-                                    queue.push_back(AgentInput::StageRefused(refusal));
-                                    continue;
-                                }
-                            }
-                        }
                         if let Some(tx) = tx.as_deref_mut() {
                             tx.send(&FrameBody::ToController(msg))
                                 .await
@@ -337,6 +344,10 @@ impl Agent {
                         self.route.switch(None);
                     }
                 }
+            }
+            AgentEvent::Refused { op, reason } => {
+                let detail = self.last_failure.take().unwrap_or_default();
+                tracing::warn!(op = %op, "stopping: {reason}: {detail}");
             }
             AgentEvent::Restored { op, .. } => {
                 let baseline = before.op.filter(|o| o.id == op).and_then(|o| o.baseline);
@@ -399,52 +410,24 @@ impl Agent {
         Ok(backend)
     }
 
-    /// Fetch, verify and stage the current op's release, with a
-    /// `pending_stage` checkpoint before each stage, each failure journaled
-    /// with its error class, and the fixed recovery table (SPEC §5)
-    /// deciding what happens before every attempt and after a permanent
-    /// failure.
-    async fn ensure_staged(&mut self) -> anyhow::Result<Staged> {
-        let Some(op) = self.journal.state.op else {
-            return Ok(Staged::NotYet);
-        };
-        if op.stage != AgentStage::AwaitingDecision {
-            return Ok(Staged::Yes);
-        }
-        if self.releases.contains_key(&op.release) && self.journal.done.contains(&Stage::Stage) {
-            return Ok(Staged::Yes);
-        }
-        if let Some(refusal) = self.journal.stopped(op.id) {
-            return Ok(Staged::Refused(refusal));
-        }
-        match self.consult_table(&op)? {
-            Table::Resumed => return Ok(Staged::Yes),
-            Table::Stopped(refusal) => return Ok(Staged::Refused(refusal)),
-            Table::Retry => {}
-        }
-        let Some(conn) = self.conn.clone() else {
-            return Ok(Staged::NotYet);
-        };
-        let attempt_id = self.journal.next_attempt_id();
-        self.checkpoint(&op, Stage::Fetch, attempt_id)?;
+    /// `AgentEffect::StageArtifact`: fetch, verify and stage the current
+    /// op's release. The core already journaled the attempt (its
+    /// `Recovery` retry reserved the budget, the `pending_stage`
+    /// checkpoint); the result goes back to it as `Staged` or a classified
+    /// `StageFailed`. Without a connection nothing can be fetched: the
+    /// reserved attempt waits, and the core asks again on reconnection.
+    async fn stage_attempt(&mut self) -> Option<AgentInput> {
+        let op = self.journal.state.op?;
+        let conn = self.conn.clone()?;
         self.hold(HoldPoint::Fetch).await;
         let bytes = match protocol::quic::fetch_bundle(&conn, op.release).await {
             Ok(bytes) => bytes,
-            Err(e) => {
-                // The network and the controller's store can both get
-                // better: transient, retried while the budget lasts.
-                let missing = matches!(e, protocol::quic::TransportError::BundleMissing(_));
-                return self.failed(&op, Stage::Fetch, ErrorClass::Transient, missing, e);
-            }
+            Err(e) => return Some(self.failed(&op, Stage::Fetch, fetch_failure(&e), e)),
         };
-        self.done(&op, Stage::Fetch)?;
-        self.checkpoint(&op, Stage::Verify, attempt_id)?;
         self.hold(HoldPoint::Verify).await;
         if let Err(e) = staging::verify(&self.key, op.release, &bytes) {
-            return self.failed(&op, Stage::Verify, class_of(&e), false, e);
+            return Some(self.failed(&op, Stage::Verify, stage_failure(&e), e));
         }
-        self.done(&op, Stage::Verify)?;
-        self.checkpoint(&op, Stage::Stage, attempt_id)?;
         match staging::install(&self.cfg.data_dir, &self.key, op.release, &bytes) {
             Ok(release) => {
                 tracing::info!(
@@ -454,142 +437,48 @@ impl Agent {
                     release.manifest.version
                 );
                 self.releases.insert(op.release, release);
+                // Installed, not yet journaled as staged: a SIGKILL here
+                // leaves a whole artifact the table must re-verify.
                 self.hold(HoldPoint::Stage).await;
-                self.done(&op, Stage::Stage)?;
-                Ok(Staged::Yes)
+                Some(AgentInput::Staged)
             }
-            Err(e) => self.failed(&op, Stage::Stage, class_of(&e), false, e),
+            Err(e) => Some(self.failed(&op, Stage::Stage, stage_failure(&e), e)),
         }
     }
 
-    /// The fixed table over what the journal and the disk show now: where
-    /// the op stopped, how its latest stage failed, and what is observed of
-    /// the staged release (re-read and re-verified, never trusted).
-    fn consult_table(&mut self, op: &AgentOp) -> anyhow::Result<Table> {
-        let position = self.journal.position(op.id, op.release);
-        let error = self.journal.error_class();
-        let installed = staging::observe(&self.cfg.data_dir, &self.key, op.release);
-        let observed = match &installed {
-            Installed::ReVerified(_) => Observed::ReVerified,
+    /// `AgentEffect::ObserveStaged`: what is on disk of the current op's
+    /// release, re-read and re-verified (never its own claim): the table's
+    /// third axis.
+    fn observe_staged(&mut self) -> Option<AgentInput> {
+        let op = self.journal.state.op?;
+        let observed = match staging::observe(&self.cfg.data_dir, &self.key, op.release) {
+            Installed::ReVerified(release) => {
+                self.releases.insert(op.release, *release);
+                Observed::ReVerified
+            }
             Installed::Absent => Observed::Absent,
-            Installed::Unknown(_) => Observed::Unknown,
-        };
-        let budget_left = self.journal.budget_left();
-        let exit = recovery::exit(position, Some(error), Some(observed), budget_left);
-        // Operators (and the scenario harness) read which row was taken.
-        tracing::info!(
-            op = %op.id,
-            attempt = self.journal.attempts,
-            "recovery table: {position:?}, {error:?}, {observed:?}, budget {budget_left} -> {exit:?}"
-        );
-        match exit {
-            Exit::Retry => Ok(Table::Retry),
-            Exit::Resume => {
-                if let Installed::ReVerified(release) = installed {
-                    self.releases.insert(op.release, *release);
-                }
-                self.done(op, Stage::Stage)?;
-                Ok(Table::Resumed)
+            Installed::Unknown(e) => {
+                tracing::warn!(op = %op.id, "the staged {} does not verify: {e}", op.release);
+                self.last_failure = Some(e.to_string());
+                Observed::Unknown
             }
-            Exit::Stop => {
-                let (refusal, reason) = match (&installed, position) {
-                    _ if error == ErrorClass::Permanent => (
-                        StageRefusal::BundleRejected,
-                        self.journal.failure_reason().unwrap_or_default(),
-                    ),
-                    (_, None) => (
-                        StageRefusal::EffectUnknown,
-                        "the latest checkpoint names another op or other input".to_string(),
-                    ),
-                    (Installed::Unknown(e), _) => (StageRefusal::EffectUnknown, e.to_string()),
-                    _ if self.journal.bundle_missing() => (
-                        StageRefusal::BundleUnavailable,
-                        self.journal.failure_reason().unwrap_or_default(),
-                    ),
-                    _ => (
-                        StageRefusal::AttemptBudgetSpent,
-                        self.journal.failure_reason().unwrap_or_default(),
-                    ),
-                };
-                let stage = self.journal.checkpoint_stage().unwrap_or(Stage::Fetch);
-                self.refuse(op, stage, refusal, reason)?;
-                Ok(Table::Stopped(refusal))
-            }
-        }
-    }
-
-    /// `pending_stage`: durably, before the stage runs.
-    fn checkpoint(&mut self, op: &AgentOp, stage: Stage, attempt_id: u32) -> anyhow::Result<()> {
-        let budget_left = if stage == Stage::Fetch {
-            self.journal.budget_left().saturating_sub(1)
-        } else {
-            self.journal.budget_left()
         };
-        self.journal.append(vec![Record::Pending {
-            op: op.id,
-            stage,
-            fingerprint: op.release,
-            attempt_id,
-            budget_left,
-        }])?;
-        Ok(())
+        Some(AgentInput::StageObserved(observed))
     }
 
-    /// The stage's artifact is committed.
-    fn done(&mut self, op: &AgentOp, stage: Stage) -> anyhow::Result<()> {
-        self.journal
-            .append(vec![Record::Done { op: op.id, stage }])?;
-        Ok(())
-    }
-
-    /// Journal how a stage failed. A permanent error goes straight to the
-    /// table (which stops); a transient one is tried again on the next tick
-    /// if the table, with the budget left, says retry.
+    /// Log how an attempt failed (the reason stays in memory for the stop
+    /// message; the journal keeps the typed class) and classify it.
     fn failed(
         &mut self,
         op: &AgentOp,
         stage: Stage,
-        class: ErrorClass,
-        bundle_missing: bool,
+        failure: StageFailure,
         error: impl std::fmt::Display,
-    ) -> anyhow::Result<Staged> {
+    ) -> AgentInput {
         let reason = error.to_string();
-        tracing::warn!(op = %op.id, ?stage, ?class, "stage failed: {reason}");
-        self.journal.append(vec![Record::Failed {
-            op: op.id,
-            stage,
-            class,
-            bundle_missing,
-            reason,
-        }])?;
-        if class == ErrorClass::Transient {
-            return Ok(Staged::NotYet);
-        }
-        match self.consult_table(op)? {
-            Table::Stopped(refusal) => Ok(Staged::Refused(refusal)),
-            // The table never goes on after a permanent error; were it to,
-            // waiting for the next tick is the safe answer.
-            Table::Retry | Table::Resumed => Ok(Staged::NotYet),
-        }
-    }
-
-    /// Stop the op for good: journal why (durably, before anything is
-    /// reported), then refuse it.
-    fn refuse(
-        &mut self,
-        op: &AgentOp,
-        stage: Stage,
-        refusal: StageRefusal,
-        reason: String,
-    ) -> anyhow::Result<()> {
-        tracing::warn!(op = %op.id, ?stage, "stopping: {refusal}: {reason}");
-        self.journal.append(vec![Record::Stopped {
-            op: op.id,
-            stage,
-            refusal,
-            reason,
-        }])?;
-        Ok(())
+        tracing::warn!(op = %op.id, ?stage, %failure, "stage failed: {reason}");
+        self.last_failure = Some(reason);
+        AgentInput::StageFailed(failure)
     }
 
     /// Fault injection: stop here once for `hold_ms` if configured, so a
@@ -648,31 +537,31 @@ fn readback_due(answered_at: Option<Instant>, now: Instant) -> bool {
     }
 }
 
-/// The error class of a staging error (SPEC §5's second axis).
-fn class_of(error: &StageError) -> ErrorClass {
+/// The table's error class of a staging error (SPEC §5's second axis).
+fn stage_failure(error: &StageError) -> StageFailure {
     if error.permanent() {
-        ErrorClass::Permanent
+        StageFailure::Permanent
     } else {
-        ErrorClass::Transient
+        StageFailure::Transient {
+            bundle_missing: false,
+        }
     }
 }
 
-/// What the recovery table decided before an attempt.
-enum Table {
-    /// Run the stages (again).
-    Retry,
-    /// The staged release was re-verified: go on without redoing it.
-    Resumed,
-    /// Stopped for good (journaled), and why.
-    Stopped(StageRefusal),
-}
-
-/// Whether the current op's release is staged.
-enum Staged {
-    Yes,
-    NotYet,
-    /// Stopped for good, and why (told to the controller).
-    Refused(StageRefusal),
+/// The class of a failed fetch. The network and the controller's store
+/// can both get better: transient, retried while the budget lasts. An
+/// answer outside the protocol is no evidence either way: the table stops.
+fn fetch_failure(error: &protocol::quic::TransportError) -> StageFailure {
+    use protocol::quic::TransportError as E;
+    match error {
+        E::BadFrame(_) | E::UnexpectedFrame { .. } => StageFailure::MissingEvidence,
+        E::BundleMissing(_) => StageFailure::Transient {
+            bundle_missing: true,
+        },
+        _ => StageFailure::Transient {
+            bundle_missing: false,
+        },
+    }
 }
 
 #[cfg(test)]

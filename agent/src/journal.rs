@@ -1,8 +1,12 @@
-//! The agent's journal: every core event and every stage checkpoint, in a
-//! durable log (the same fsync-before-acknowledge log the controller uses).
-//! The agent acts on a record only after `append` returned its `Durable`.
+//! The agent's journal: the core's events (`model::agent::AgentEvent`,
+//! staging and the recovery table's decisions included) and the attempt
+//! id of every restart, in a durable log (the same fsync-before-acknowledge
+//! log the controller uses). The agent acts on a record only after
+//! `append` returned its `Durable`. Records `Pending`, `Done`, `Failed`
+//! and `Stopped` were written by agents before staging was a model state;
+//! they still decode and print, and nothing decides on them.
 
-use crate::recovery::{ErrorClass, Position};
+use crate::recovery::ErrorClass;
 use eventlog::{EventLog, LogError};
 use model::agent::{agent_apply, AgentEvent, AgentState};
 use model::{Digest, OpId};
@@ -13,10 +17,8 @@ use std::path::Path;
 /// The journal's directory inside the agent's data directory.
 pub const JOURNAL_DIR: &str = "journal";
 
-/// Attempts reserved for one op's stages (fetch, verify, stage) across
-/// restarts. A retry (a new fetch checkpoint) spends one; a resume, a
-/// restart and a stop never do.
-pub const ATTEMPT_BUDGET: u8 = 3;
+/// Attempts reserved for one op's staging across restarts: the model's.
+pub use model::agent::ATTEMPT_BUDGET;
 
 /// A fine-grained stage of an op on the agent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -135,18 +137,11 @@ impl fmt::Display for Record {
 /// The journal and the state folded from it.
 pub struct Journal {
     log: EventLog<Record>,
-    /// The core state (folded `Core` records).
+    /// The core state (folded `Core` records): everything the agent
+    /// decides on, staging and its recovery table included.
     pub state: AgentState,
-    /// The latest checkpoint of the current op, if any.
-    pub pending: Option<Record>,
-    /// Stages recorded done for the current op.
-    pub done: Vec<Stage>,
     /// Attempt ids used so far (across restarts).
     pub attempts: u32,
-    /// Attempts spent on the current op (fetch checkpoints written).
-    pub spent: u8,
-    /// How the stage of the latest checkpoint failed, if it did.
-    pub failure: Option<Record>,
 }
 
 impl Journal {
@@ -156,11 +151,7 @@ impl Journal {
         let mut journal = Journal {
             log,
             state: AgentState::default(),
-            pending: None,
-            done: Vec::new(),
             attempts: 0,
-            spent: 0,
-            failure: None,
         };
         for (_, record) in &records {
             journal.fold(record);
@@ -170,115 +161,21 @@ impl Journal {
 
     fn fold(&mut self, record: &Record) {
         match record {
-            Record::Core(event) => {
-                // A new op (accepted, or aborted before it was received)
-                // starts with a fresh attempt budget and no checkpoints.
-                if let AgentEvent::Accepted { .. } | AgentEvent::AbortedUnseen { .. } = event {
-                    self.pending = None;
-                    self.done.clear();
-                    self.spent = 0;
-                    self.failure = None;
-                }
-                agent_apply(&mut self.state, event);
+            Record::Core(event) => agent_apply(&mut self.state, event),
+            Record::Pending { attempt_id, .. } | Record::Resumed { attempt_id, .. } => {
+                self.attempts = self.attempts.max(*attempt_id)
             }
-            Record::Pending {
-                attempt_id, stage, ..
-            } => {
-                self.attempts = self.attempts.max(*attempt_id);
-                // One attempt runs fetch, verify and stage; only its first
-                // checkpoint reserves budget.
-                if *stage == Stage::Fetch {
-                    self.spent = self.spent.saturating_add(1);
-                }
-                self.pending = Some(record.clone());
-                self.failure = None;
-            }
-            Record::Done { stage, .. } => self.done.push(*stage),
-            Record::Stopped { .. } => self.pending = Some(record.clone()),
-            Record::Failed { .. } => self.failure = Some(record.clone()),
-            Record::Resumed { attempt_id, .. } => self.attempts = self.attempts.max(*attempt_id),
+            // Written by agents before staging was a model state: kept
+            // readable for forensics, decided on by nothing. An op they
+            // left in flight is staging by its `Accepted`, and the table
+            // re-reads the disk before it goes on.
+            Record::Done { .. } | Record::Stopped { .. } | Record::Failed { .. } => {}
         }
     }
 
-    /// The id the next attempt (or restart) of the current op runs under.
+    /// The id the next restart of the current op runs under.
     pub fn next_attempt_id(&self) -> u32 {
         self.attempts.saturating_add(1)
-    }
-
-    /// Budget left for retries of the current op.
-    pub fn budget_left(&self) -> u8 {
-        ATTEMPT_BUDGET.saturating_sub(self.spent)
-    }
-
-    /// The recovery table's "where it stopped" axis for op `op` working on
-    /// `release`. `None` (missing evidence, so stop) when the latest
-    /// checkpoint belongs to another op or to other input: resuming work
-    /// that was started on something else would be a guess.
-    pub fn position(&self, op: OpId, release: Digest) -> Option<Position> {
-        let checkpoint_matches = match &self.pending {
-            // Nothing started yet: before the first stage.
-            None => true,
-            Some(Record::Pending {
-                op: p, fingerprint, ..
-            }) => *p == op && *fingerprint == release,
-            Some(_) => false,
-        };
-        if !checkpoint_matches {
-            None
-        } else if self.done.contains(&Stage::Stage) {
-            Some(Position::AfterArtifactCommitted)
-        } else {
-            Some(Position::BeforeStage)
-        }
-    }
-
-    /// The recovery table's "error class" axis: how the latest checkpoint's
-    /// stage failed; a checkpoint with no recorded outcome was cut short by
-    /// a crash, and a crash is transient (SPEC §5: "a crash, a timeout").
-    /// Before any checkpoint nothing has failed: running the first stage is
-    /// a retry of nothing.
-    pub fn error_class(&self) -> ErrorClass {
-        match &self.failure {
-            Some(Record::Failed { class, .. }) => *class,
-            _ => ErrorClass::Transient,
-        }
-    }
-
-    /// Whether the latest failure was the controller having no such bundle.
-    pub fn bundle_missing(&self) -> bool {
-        matches!(
-            self.failure,
-            Some(Record::Failed {
-                bundle_missing: true,
-                ..
-            })
-        )
-    }
-
-    /// Why the latest stage failed, if it did.
-    pub fn failure_reason(&self) -> Option<String> {
-        match &self.failure {
-            Some(Record::Failed { reason, .. }) => Some(reason.clone()),
-            _ => None,
-        }
-    }
-
-    /// The stage of the latest checkpoint.
-    pub fn checkpoint_stage(&self) -> Option<Stage> {
-        match &self.pending {
-            Some(Record::Pending { stage, .. } | Record::Stopped { stage, .. }) => Some(*stage),
-            _ => None,
-        }
-    }
-
-    /// The stop recorded for op `op`, if the table already stopped it.
-    pub fn stopped(&self, op: OpId) -> Option<model::StageRefusal> {
-        match &self.pending {
-            Some(Record::Stopped {
-                op: id, refusal, ..
-            }) if *id == op => Some(*refusal),
-            _ => None,
-        }
     }
 
     /// Append records durably (fsync), then fold them. Nothing the caller
@@ -303,166 +200,137 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use model::agent::{AgentStage, StagingStep, ATTEMPT_BUDGET};
+    use model::recovery::{Exit, Observed, Position, Reading};
     use model::Generation;
 
     const OP: OpId = OpId(7);
     const RELEASE: Digest = Digest([7; 32]);
 
-    fn accepted(dir: &Path) -> Journal {
-        let mut journal = Journal::open(dir).expect("journal");
-        journal
-            .append(vec![Record::Core(AgentEvent::Accepted {
-                op: OP,
-                generation: Generation(1),
-                release: RELEASE,
-            })])
-            .expect("append");
-        journal
-    }
-
-    fn pending(stage: Stage, attempt_id: u32, fingerprint: Digest) -> Record {
-        Record::Pending {
+    fn accepted() -> Record {
+        Record::Core(AgentEvent::Accepted {
             op: OP,
-            stage,
-            fingerprint,
-            attempt_id,
-            budget_left: 0,
-        }
-    }
-
-    fn failed(stage: Stage, class: ErrorClass) -> Record {
-        Record::Failed {
-            op: OP,
-            stage,
-            class,
-            bundle_missing: false,
-            reason: "x".into(),
-        }
+            generation: Generation(1),
+            release: RELEASE,
+        })
     }
 
     #[test]
-    fn a_fresh_op_is_before_its_first_stage_with_nothing_failed() {
+    fn the_model_events_reopen_to_the_same_state() {
         let dir = tempfile::tempdir().expect("dir");
-        let journal = accepted(dir.path());
-        assert_eq!(journal.position(OP, RELEASE), Some(Position::BeforeStage));
-        assert_eq!(journal.error_class(), ErrorClass::Transient);
-        assert_eq!(journal.budget_left(), ATTEMPT_BUDGET);
-    }
-
-    #[test]
-    fn one_attempt_spends_one_unit_whatever_its_checkpoints() {
-        let dir = tempfile::tempdir().expect("dir");
-        let mut journal = accepted(dir.path());
+        let mut journal = Journal::open(dir.path()).expect("journal");
         journal
             .append(vec![
-                pending(Stage::Fetch, 1, RELEASE),
-                Record::Done {
+                accepted(),
+                Record::Core(AgentEvent::Recovery {
                     op: OP,
-                    stage: Stage::Fetch,
-                },
-                pending(Stage::Verify, 1, RELEASE),
-                Record::Done {
-                    op: OP,
-                    stage: Stage::Verify,
-                },
-                pending(Stage::Stage, 1, RELEASE),
+                    reading: Reading {
+                        position: Position::BeforeStage,
+                        error: Some(model::recovery::ErrorClass::Transient),
+                        observed: Some(Observed::Absent),
+                        budget_left: ATTEMPT_BUDGET,
+                    },
+                    exit: Exit::Retry,
+                }),
             ])
             .expect("append");
-        assert_eq!(journal.budget_left(), ATTEMPT_BUDGET - 1);
-        // A restart is a new attempt id and spends nothing.
+        let state = journal.state;
+        let op = state.op.expect("op");
+        assert_eq!(op.stage, AgentStage::Staging(StagingStep::Running));
+        assert_eq!(op.budget_left, ATTEMPT_BUDGET - 1);
         journal
             .append(vec![Record::Resumed {
                 op: OP,
                 attempt_id: journal.next_attempt_id(),
             }])
             .expect("append");
-        assert_eq!(journal.attempts, 2);
-        assert_eq!(journal.budget_left(), ATTEMPT_BUDGET - 1);
-        // Cut short by the crash: transient, before the artifact committed.
-        assert_eq!(journal.error_class(), ErrorClass::Transient);
-        assert_eq!(journal.position(OP, RELEASE), Some(Position::BeforeStage));
-        journal
-            .append(vec![Record::Done {
-                op: OP,
-                stage: Stage::Stage,
-            }])
-            .expect("append");
-        assert_eq!(
-            journal.position(OP, RELEASE),
-            Some(Position::AfterArtifactCommitted)
-        );
+        journal.close().expect("close");
+        let reopened = Journal::open(dir.path()).expect("reopen");
+        assert_eq!(reopened.state, state);
+        assert_eq!(reopened.next_attempt_id(), 2);
     }
 
     #[test]
-    fn the_class_is_the_latest_failure_and_a_new_checkpoint_clears_it() {
+    fn a_journal_written_before_staging_was_modelled_still_opens() {
+        use crate::recovery::ErrorClass;
         let dir = tempfile::tempdir().expect("dir");
-        let mut journal = accepted(dir.path());
+        let mut journal = Journal::open(dir.path()).expect("journal");
         journal
             .append(vec![
-                pending(Stage::Verify, 1, RELEASE),
-                failed(Stage::Verify, ErrorClass::Permanent),
+                accepted(),
+                Record::Pending {
+                    op: OP,
+                    stage: Stage::Fetch,
+                    fingerprint: RELEASE,
+                    attempt_id: 1,
+                    budget_left: 2,
+                },
+                Record::Done {
+                    op: OP,
+                    stage: Stage::Fetch,
+                },
+                Record::Failed {
+                    op: OP,
+                    stage: Stage::Verify,
+                    class: ErrorClass::Permanent,
+                    bundle_missing: false,
+                    reason: "x".into(),
+                },
             ])
-            .expect("append");
-        assert_eq!(journal.error_class(), ErrorClass::Permanent);
-        assert_eq!(journal.failure_reason().as_deref(), Some("x"));
-        journal
-            .append(vec![pending(Stage::Fetch, 2, RELEASE)])
-            .expect("append");
-        assert_eq!(journal.error_class(), ErrorClass::Transient);
-        // The journal is the evidence: reopened, it says the same.
-        journal
-            .append(vec![failed(Stage::Fetch, ErrorClass::Permanent)])
             .expect("append");
         journal.close().expect("close");
         let reopened = Journal::open(dir.path()).expect("reopen");
-        assert_eq!(reopened.error_class(), ErrorClass::Permanent);
-        assert_eq!(reopened.budget_left(), ATTEMPT_BUDGET - 1);
-        assert_eq!(reopened.attempts, 2);
-    }
-
-    #[test]
-    fn a_checkpoint_for_other_input_is_missing_evidence() {
-        let dir = tempfile::tempdir().expect("dir");
-        let mut journal = accepted(dir.path());
-        journal
-            .append(vec![pending(Stage::Fetch, 1, Digest([9; 32]))])
-            .expect("append");
-        assert_eq!(journal.position(OP, RELEASE), None);
-        assert_eq!(journal.position(OpId(8), Digest([9; 32])), None);
-        // And the table stops on it.
+        // The op is staging, waiting for the table, which re-reads the disk.
         assert_eq!(
-            crate::recovery::exit(
-                journal.position(OP, RELEASE),
-                Some(journal.error_class()),
-                Some(crate::recovery::Observed::Absent),
-                journal.budget_left()
-            ),
-            crate::recovery::Exit::Stop
+            reopened.state.op.map(|o| o.stage),
+            Some(AgentStage::Staging(StagingStep::Observing {
+                position: Position::BeforeStage,
+                last: None,
+            }))
         );
+        assert_eq!(reopened.next_attempt_id(), 2);
     }
 
+    /// Older journals decode: the variants that existed before staging was
+    /// a model state keep their encoding (the new ones are appended last).
     #[test]
-    fn a_new_op_starts_with_a_fresh_budget_and_no_failure() {
-        let dir = tempfile::tempdir().expect("dir");
-        let mut journal = accepted(dir.path());
-        journal
-            .append(vec![
-                pending(Stage::Fetch, 1, RELEASE),
-                failed(Stage::Fetch, ErrorClass::Permanent),
-                Record::Core(AgentEvent::Accepted {
-                    op: OpId(8),
-                    generation: Generation(2),
-                    release: Digest([8; 32]),
+    fn records_written_by_older_agents_keep_their_bytes() {
+        let golden: [(Record, &[u8]); 4] = [
+            (Record::Core(AgentEvent::Closed { op: OP }), &[0, 8, 7]),
+            (
+                Record::Core(AgentEvent::Refused {
+                    op: OP,
+                    reason: model::StageRefusal::EffectUnknown,
                 }),
-            ])
-            .expect("append");
-        assert_eq!(journal.budget_left(), ATTEMPT_BUDGET);
-        assert_eq!(journal.error_class(), ErrorClass::Transient);
-        assert_eq!(
-            journal.position(OpId(8), Digest([8; 32])),
-            Some(Position::BeforeStage)
-        );
-        // Attempt ids keep growing across ops.
-        assert_eq!(journal.next_attempt_id(), 2);
+                &[0, 5, 7, 3],
+            ),
+            (
+                Record::Resumed {
+                    op: OP,
+                    attempt_id: 2,
+                },
+                &[5, 7, 2],
+            ),
+            (
+                Record::Failed {
+                    op: OP,
+                    stage: Stage::Fetch,
+                    class: crate::recovery::ErrorClass::Permanent,
+                    bundle_missing: true,
+                    reason: "x".into(),
+                },
+                &[4, 7, 0, 1, 1, 1, b'x'],
+            ),
+        ];
+        for (record, bytes) in golden {
+            let encoded = eventlog::encode_payload(&record).expect("encode");
+            assert_eq!(encoded, bytes, "{record}");
+            let decoded: Record = eventlog::decode_payload(bytes).expect("decode");
+            assert_eq!(decoded, record);
+        }
+        // The new events come after the nine older ones.
+        let staged =
+            eventlog::encode_payload(&Record::Core(AgentEvent::Staged { op: OP })).expect("encode");
+        assert_eq!(staged, [0, 10, 7]);
     }
 }

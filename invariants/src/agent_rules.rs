@@ -1,8 +1,10 @@
 //! Agent-side rules: judged on the agent's journal records.
 
 use crate::{broken, words, Rule, Violation};
-use model::agent::{AgentEvent, AgentState};
+use model::agent::{agent_apply, AgentEvent, AgentStage, AgentState, StagingStep};
 use model::controller::{ControllerState, OpPhase, Outcome, Resolution};
+use model::msg::ReportKind;
+use model::recovery::{ErrorClass, Exit, Observed, Position, StageFailure};
 
 /// S8 on the agent: a journal record that acts on a command (accept, switch,
 /// abort, restore) never carries a generation lower than one the agent has
@@ -20,7 +22,10 @@ pub fn s8_no_stale_apply(before: &AgentState, event: &AgentEvent) -> Result<(), 
         AgentEvent::Refused { .. }
         | AgentEvent::Probed { .. }
         | AgentEvent::Restarted { .. }
-        | AgentEvent::Closed { .. } => return Ok(()),
+        | AgentEvent::Closed { .. }
+        | AgentEvent::Recovery { .. }
+        | AgentEvent::Staged { .. }
+        | AgentEvent::StageFailed { .. } => return Ok(()),
     };
     if generation < before.accepted {
         return broken(
@@ -96,9 +101,100 @@ pub fn s8_switch_agrees_with_record(
     )
 }
 
-/// All agent rules: today only [`s8_no_stale_apply`].
+/// What the journal holds for the recovery table of `op`: where it stopped
+/// and the error class of its latest failure (`None` inside: missing).
+/// `None` when the journal holds no decision for the table to make.
+fn journaled_axes(before: &AgentState, op: model::OpId) -> Option<(Position, Option<ErrorClass>)> {
+    let o = before.op.filter(|o| o.id == op)?;
+    match o.stage {
+        AgentStage::Staging(StagingStep::Observing { position, last }) => Some((
+            position,
+            last.map_or(Some(ErrorClass::Transient), StageFailure::class),
+        )),
+        AgentStage::Probing(ReportKind::Refused(_))
+        | AgentStage::Reporting(ReportKind::Refused(_), _) => {
+            Some((Position::WaitingForPerson, None))
+        }
+        _ => None,
+    }
+}
+
+/// S14 (SPEC §10, seed 002) on the agent's journal: a recovery-table exit
+/// judged against what the journal held before it and what the driver
+/// observed. Resume only on an artifact re-verified from disk; retry only
+/// a transient error with attempt budget left and nothing of the effect
+/// on disk; a person's wait or missing evidence on any axis means stop;
+/// a stop spends no budget and a retry exactly one.
+///
+/// Written apart from `model::recovery`: it reads the journal's own axes,
+/// not the reading the deciding code recorded.
+pub fn s14_recovery_follows_the_table(
+    before: &AgentState,
+    event: &AgentEvent,
+) -> Result<(), Violation> {
+    let AgentEvent::Recovery { op, reading, exit } = *event else {
+        return Ok(());
+    };
+    let Some((position, error)) = journaled_axes(before, op) else {
+        return broken(
+            Rule::S14,
+            format!("the agent read the recovery table for {op}, which has nothing to recover"),
+        );
+    };
+    let budget = before.op.map_or(0, |o| o.budget_left);
+    let observed = reading.observed;
+    let goes_on = exit != Exit::Stop;
+    let problem = if goes_on && position == Position::WaitingForPerson {
+        Some("although it waits for a person".to_string())
+    } else if goes_on && (error.is_none() || observed.is_none()) {
+        Some("with evidence missing on an axis".to_string())
+    } else if goes_on && error == Some(ErrorClass::Permanent) {
+        Some("after a permanent error".to_string())
+    } else if exit == Exit::Resume && observed != Some(Observed::ReVerified) {
+        Some(format!(
+            "on an artifact that was not re-verified (observed {})",
+            observed.map_or("nothing".to_string(), |o| format!("{o:?}"))
+        ))
+    } else if exit == Exit::Retry && observed != Some(Observed::Absent) {
+        Some(format!(
+            "although the artifact's effect is there ({})",
+            observed.map_or("unobserved".to_string(), |o| format!("{o:?}"))
+        ))
+    } else if exit == Exit::Retry && budget == 0 {
+        Some("with no attempt budget left".to_string())
+    } else {
+        None
+    };
+    if let Some(problem) = problem {
+        let verb = match exit {
+            Exit::Retry => "retried",
+            Exit::Resume => "resumed",
+            Exit::Stop => "stopped",
+        };
+        return broken(Rule::S14, format!("the agent {verb} {op} {problem}"));
+    }
+    // Only a retry spends budget, exactly one unit.
+    let mut after = *before;
+    agent_apply(&mut after, event);
+    let left = after.op.map_or(0, |o| o.budget_left);
+    let spent = budget.saturating_sub(left);
+    let expected = u8::from(exit == Exit::Retry);
+    if spent != expected || left > budget {
+        return broken(
+            Rule::S14,
+            format!(
+                "the agent's {exit:?} for {op} took the attempt budget from {budget} to {left}"
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// All agent rules: [`s8_no_stale_apply`] and
+/// [`s14_recovery_follows_the_table`].
 pub fn check_agent_event(before: &AgentState, event: &AgentEvent) -> Result<(), Violation> {
-    s8_no_stale_apply(before, event)
+    s8_no_stale_apply(before, event)?;
+    s14_recovery_follows_the_table(before, event)
 }
 
 #[cfg(test)]
@@ -291,27 +387,30 @@ mod tests {
     #[test]
     fn check_agent_event_passes_on_a_real_agent_refusing_a_stale_command() {
         let mut journal = journal_at(0);
-        let commands = [
-            ToAgent::Apply {
+        let inputs = [
+            AgentInput::Command(ToAgent::Apply {
                 op: OpId(1),
                 generation: Generation(2),
                 release: V3,
-            },
+            }),
             // A late, duplicated apply of gen 1: refused, nothing journaled.
-            ToAgent::Apply {
+            AgentInput::Command(ToAgent::Apply {
                 op: OpId(0),
                 generation: Generation(1),
                 release: V2,
-            },
-            ToAgent::CommitReply {
+            }),
+            // Staging: nothing on disk, one attempt, staged.
+            AgentInput::StageObserved(Observed::Absent),
+            AgentInput::Staged,
+            AgentInput::Command(ToAgent::CommitReply {
                 op: OpId(1),
                 generation: Generation(2),
                 release: V3,
                 decision: model::Decision::Commit,
-            },
+            }),
         ];
-        for cmd in commands {
-            let out = agent_step(&journal, AgentInput::Command(cmd));
+        for input in inputs {
+            let out = agent_step(&journal, input);
             for event in &out.events {
                 holds(check_agent_event(&journal, event));
                 agent_apply(&mut journal, event);
@@ -328,5 +427,156 @@ mod tests {
             generation: Generation(2),
         };
         rejected(check_agent_event(&before, &stale), Rule::S8);
+    }
+
+    /// A journal at the table's decision after the first attempt of op0
+    /// failed with `last`, with `budget_left` units left.
+    fn observing(last: Option<StageFailure>, budget_left: u8) -> AgentState {
+        use model::agent::{AgentOp, AgentStage, StagingStep};
+        AgentState {
+            op: Some(AgentOp {
+                id: OpId(0),
+                generation: Generation(1),
+                release: V2,
+                baseline: Some(V1),
+                stage: AgentStage::Staging(StagingStep::Observing {
+                    position: Position::BeforeStage,
+                    last,
+                }),
+                budget_left,
+            }),
+            highest_op: Some(OpId(0)),
+            ..journal_at(1)
+        }
+    }
+
+    fn recovery(
+        error: Option<ErrorClass>,
+        observed: Observed,
+        budget: u8,
+        exit: Exit,
+    ) -> AgentEvent {
+        AgentEvent::Recovery {
+            op: OpId(0),
+            reading: model::recovery::Reading {
+                position: Position::BeforeStage,
+                error,
+                observed: Some(observed),
+                budget_left: budget,
+            },
+            exit,
+        }
+    }
+
+    #[test]
+    fn s14_the_real_table_passes_on_every_row_it_takes() {
+        use model::recovery::Row;
+        let lasts = [
+            None,
+            Some(StageFailure::Transient {
+                bundle_missing: true,
+            }),
+            Some(StageFailure::Permanent),
+            Some(StageFailure::MissingEvidence),
+        ];
+        let mut taken = std::collections::BTreeSet::new();
+        for last in lasts {
+            for budget in [0, 2] {
+                for observed in [Observed::Absent, Observed::ReVerified, Observed::Unknown] {
+                    let before = observing(last, budget);
+                    let out = agent_step(&before, AgentInput::StageObserved(observed));
+                    let mut state = before;
+                    for event in &out.events {
+                        holds(check_agent_event(&state, event));
+                        if let AgentEvent::Recovery { reading, .. } = event {
+                            taken.insert(reading.row());
+                        }
+                        agent_apply(&mut state, event);
+                    }
+                }
+            }
+        }
+        // Every row but a person's wait, which a restart reaches.
+        assert_eq!(taken.len(), Row::ALL.len() - 1, "{taken:?}");
+    }
+
+    #[test]
+    fn s14_a_retry_after_a_permanent_error_is_rejected() {
+        let before = observing(Some(StageFailure::Permanent), 2);
+        // The deciding code was told "transient": the journal says otherwise.
+        let event = recovery(
+            Some(ErrorClass::Transient),
+            Observed::Absent,
+            2,
+            Exit::Retry,
+        );
+        let v = rejected(s14_recovery_follows_the_table(&before, &event), Rule::S14);
+        assert_eq!(v.detail, "the agent retried op0 after a permanent error");
+        let stop = recovery(Some(ErrorClass::Permanent), Observed::Absent, 2, Exit::Stop);
+        holds(s14_recovery_follows_the_table(&before, &stop));
+    }
+
+    #[test]
+    fn s14_resume_needs_a_reverified_artifact_and_retry_needs_budget() {
+        let before = observing(None, 2);
+        let v = rejected(
+            s14_recovery_follows_the_table(
+                &before,
+                &recovery(
+                    Some(ErrorClass::Transient),
+                    Observed::Unknown,
+                    2,
+                    Exit::Resume,
+                ),
+            ),
+            Rule::S14,
+        );
+        assert_eq!(
+            v.detail,
+            "the agent resumed op0 on an artifact that was not re-verified (observed Unknown)"
+        );
+        holds(s14_recovery_follows_the_table(
+            &before,
+            &recovery(
+                Some(ErrorClass::Transient),
+                Observed::ReVerified,
+                2,
+                Exit::Resume,
+            ),
+        ));
+        let spent = observing(None, 0);
+        let v = rejected(
+            s14_recovery_follows_the_table(
+                &spent,
+                &recovery(
+                    Some(ErrorClass::Transient),
+                    Observed::Absent,
+                    0,
+                    Exit::Retry,
+                ),
+            ),
+            Rule::S14,
+        );
+        assert_eq!(
+            v.detail,
+            "the agent retried op0 with no attempt budget left"
+        );
+        // Missing evidence on the error axis: only a stop.
+        let unclassified = observing(Some(StageFailure::MissingEvidence), 2);
+        rejected(
+            s14_recovery_follows_the_table(
+                &unclassified,
+                &recovery(None, Observed::Absent, 2, Exit::Retry),
+            ),
+            Rule::S14,
+        );
+        // A table read for an op with nothing to recover is no decision.
+        rejected(
+            s14_recovery_follows_the_table(
+                &journal_at(1),
+                &recovery(None, Observed::Absent, 2, Exit::Stop),
+            ),
+            Rule::S14,
+        );
     }
 }

@@ -12,7 +12,8 @@
 //!   is applied: [`s1_grant_within_slots`], [`s3_evidence_releases_slot`],
 //!   [`s4_grant_order`], [`s5_pause_stops_grants`], [`s6_stable_decisions`],
 //!   [`s8_late_report_changes_nothing`], [`s9_restore_needs_proof`]; all of
-//!   them: [`check_event`]. On the agent side: [`check_agent_event`].
+//!   them: [`check_event`]. On the agent side: [`s8_no_stale_apply`] and
+//!   [`s14_recovery_follows_the_table`]; both: [`check_agent_event`].
 //! - **rules about the runtime around the core**, which need facts the state
 //!   does not hold (what was sent, what is durable, what an operator did):
 //!   [`s7_persist_before_reply`], [`s6_answers_agree`],
@@ -35,7 +36,10 @@ mod words;
 #[cfg(test)]
 mod testkit;
 
-pub use agent_rules::{check_agent_event, s8_no_stale_apply, s8_switch_agrees_with_record};
+pub use agent_rules::{
+    check_agent_event, s14_recovery_follows_the_table, s8_no_stale_apply,
+    s8_switch_agrees_with_record,
+};
 pub use event_rules::{
     check_event, s1_grant_within_slots, s3_evidence_releases_slot, s4_grant_order,
     s5_pause_stops_grants, s6_stable_decisions, s8_late_report_changes_nothing,
@@ -76,6 +80,10 @@ pub enum Rule {
     S10,
     /// A wrong answer on the canary restores the baseline and stops followers.
     S11,
+    /// SPEC §10 agent recovery (seed 002): resume only on a re-verified
+    /// artifact, retry only a transient error with budget left, stop on
+    /// missing evidence; stopping consumes no attempt budget.
+    S14,
     /// SPEC §10 "proof is a readback": a live proof that says `verified`
     /// means the intended release really serves now. SPEC gives it no
     /// number; its code here is `P1`. A proof is not a log event, so no
@@ -100,7 +108,7 @@ pub enum Rule {
 
 impl Rule {
     /// Every rule, in order.
-    pub const ALL: [Rule; 14] = [
+    pub const ALL: [Rule; 15] = [
         Rule::S1,
         Rule::S2,
         Rule::S3,
@@ -112,6 +120,7 @@ impl Rule {
         Rule::S9,
         Rule::S10,
         Rule::S11,
+        Rule::S14,
         Rule::ProofIsReadback,
         Rule::NamesWhatExists,
         Rule::EndsWhenNothingLeft,
@@ -132,6 +141,7 @@ impl Rule {
             Rule::S9 => "S9",
             Rule::S10 => "S10",
             Rule::S11 => "S11",
+            Rule::S14 => "S14",
             Rule::ProofIsReadback => "P1",
             Rule::NamesWhatExists => "W1",
             Rule::EndsWhenNothingLeft => "L1",
@@ -152,6 +162,7 @@ impl Rule {
             Rule::S9 => "restore needs proof",
             Rule::S10 => "human waits survive",
             Rule::S11 => "wrong answer stops",
+            Rule::S14 => "agent recovery",
             Rule::ProofIsReadback => "proof is a readback",
             Rule::NamesWhatExists => "events name what exists",
             Rule::EndsWhenNothingLeft => "a rollout with nothing left ends",
@@ -213,7 +224,7 @@ mod tests {
             "S5 pause stops grants, not accounting"
         );
         let codes: Vec<&str> = Rule::ALL.iter().map(|r| r.code()).collect();
-        assert_eq!(codes.len(), 14);
+        assert_eq!(codes.len(), 15);
         assert_eq!(codes[10], "S11");
         assert_eq!(Rule::ProofIsReadback.to_string(), "P1 proof is a readback");
         assert_eq!(

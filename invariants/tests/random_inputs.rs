@@ -87,7 +87,7 @@ enum Action {
     },
     AgentConnected(u8),
     AgentRetry(u8),
-    /// A node's agent refuses to stage (node, which reason).
+    /// A node's next staging attempt fails (node, which way).
     StageRefused(u8, u8),
     /// Answer the probe a node's agent asked for.
     AgentProbe {
@@ -285,12 +285,16 @@ fn run(fleet: &mut Fleet, action: &Action) -> Result<(), String> {
         Action::AgentConnected(node) => fleet.agent(NodeId(node as u16), AgentInput::Connected),
         Action::AgentRetry(node) => fleet.agent(NodeId(node as u16), AgentInput::Retry),
         Action::StageRefused(node, why) => {
-            let reason = match why {
-                0 => model::StageRefusal::BundleRejected,
-                1 => model::StageRefusal::AttemptBudgetSpent,
-                _ => model::StageRefusal::EffectUnknown,
+            use model::recovery::StageFailure;
+            let failure = match why {
+                0 => StageFailure::Permanent,
+                1 => StageFailure::Transient {
+                    bundle_missing: true,
+                },
+                _ => StageFailure::MissingEvidence,
             };
-            fleet.agent(NodeId(node as u16), AgentInput::StageRefused(reason))
+            fleet.stage_failure[node as usize] = Some(failure);
+            Ok(())
         }
         Action::AgentProbe { node, answer } => {
             let index = node as usize;

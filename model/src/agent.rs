@@ -1,11 +1,16 @@
-//! The agent state machine at model granularity: accept (fetch, verify,
-//! stage), request commit, switch or abort, probe, report; restore on demand.
-//! Everything in [`AgentState`] is journaled: it survives a crash. The runtime
-//! persists the events of a step before it performs the step's effects.
+//! The agent state machine at model granularity: accept, stage (fetch,
+//! verify, stage, with the fixed recovery table of [`crate::recovery`]
+//! deciding retry, resume or stop), request commit, switch or abort, probe,
+//! report; restore on demand. Everything in [`AgentState`] is journaled: it
+//! survives a crash. The runtime persists the events of a step before it
+//! performs the step's effects; fetching, verifying and staging are effects
+//! ([`AgentEffect::StageArtifact`], [`AgentEffect::ObserveStaged`]) whose
+//! results come back as inputs.
 
 use crate::evidence::RouteObservation;
 use crate::ids::{Digest, Generation, OpId};
 use crate::msg::{Decision, ReportKind, StageRefusal, ToAgent, ToController};
+use crate::recovery::{self, ErrorClass, Exit, Observed, Position, Reading, StageFailure};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -18,7 +23,30 @@ pub enum AgentStage {
     Probing(ReportKind),
     /// Probed; the report is sent and re-sent until newer work arrives.
     Reporting(ReportKind, RouteObservation),
+    /// Fetching, verifying and staging the op's release (SPEC §5); no
+    /// commit request goes out before it is staged. Appended last.
+    Staging(StagingStep),
 }
+
+/// Where staging stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum StagingStep {
+    /// The recovery table decides next, once the driver has re-verified
+    /// the staged artifact from disk ([`AgentEffect::ObserveStaged`]).
+    /// `last` is how the latest attempt failed; `None` when nothing failed
+    /// or a crash cut it short (a crash is transient).
+    Observing {
+        position: Position,
+        last: Option<StageFailure>,
+    },
+    /// An attempt is reserved (one unit of budget spent) and runs
+    /// ([`AgentEffect::StageArtifact`]).
+    Running,
+}
+
+/// Attempts reserved for one op's staging across restarts. A retry spends
+/// one; a resume, a restart and a stop never do.
+pub const ATTEMPT_BUDGET: u8 = 3;
 
 /// The op the agent works on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -29,6 +57,8 @@ pub struct AgentOp {
     /// What served before this op; put back by a restore.
     pub baseline: Option<Digest>,
     pub stage: AgentStage,
+    /// Staging attempts left ([`ATTEMPT_BUDGET`] at the start).
+    pub budget_left: u8,
 }
 
 /// The agent's journal.
@@ -56,8 +86,13 @@ pub enum AgentInput {
     Command(ToAgent),
     /// The public route was probed.
     Probed(RouteObservation),
-    /// Verifying or staging the bundle of the current op failed permanently.
-    StageRefused(StageRefusal),
+    /// The driver re-read the current op's staged artifact from disk:
+    /// what it found (never the artifact's own claim).
+    StageObserved(Observed),
+    /// The running attempt fetched, verified and staged the release.
+    Staged,
+    /// The running attempt failed, classified by the driver.
+    StageFailed(StageFailure),
     /// The connection to the controller (re)opened.
     Connected,
     /// The agent process started again; `serving` is what the route actually
@@ -104,6 +139,22 @@ pub enum AgentEvent {
     Restarted { serving: Option<Digest> },
     /// The controller settled the op: nothing is outstanding any more.
     Closed { op: OpId },
+    /// The fixed recovery table was read for `op`: what it read and the
+    /// exit it took. `Retry` reserves one unit of attempt budget and starts
+    /// an attempt (the `pending_stage` checkpoint); `Resume` takes the
+    /// re-verified artifact as staged; `Stop` spends nothing and is
+    /// followed by `Refused` (unless the op already waits for a person).
+    /// Appended last, with the two below, so older journals still decode.
+    Recovery {
+        op: OpId,
+        reading: Reading,
+        exit: Exit,
+    },
+    /// The running attempt fetched, verified and staged the release: the
+    /// commit request may go.
+    Staged { op: OpId },
+    /// The running attempt failed.
+    StageFailed { op: OpId, failure: StageFailure },
 }
 
 impl fmt::Display for AgentEvent {
@@ -115,7 +166,7 @@ impl fmt::Display for AgentEvent {
                 release,
             } => write!(
                 f,
-                "accepts {op} ({release}, {generation}), stages it and asks to commit"
+                "accepts {op} ({release}, {generation}) and starts staging it"
             ),
             AgentEvent::Switched { op, .. } => write!(f, "switches the route for {op}"),
             AgentEvent::AbortAccepted { op, .. } => write!(f, "aborts {op}, route unchanged"),
@@ -135,6 +186,15 @@ impl fmt::Display for AgentEvent {
                 Some(r) => write!(f, "restarts and sees {r} serving"),
                 None => write!(f, "restarts and sees nothing serving"),
             },
+            AgentEvent::Recovery { op, reading, exit } => {
+                write!(f, "recovery table for {op}: {reading} -> {exit}")
+            }
+            AgentEvent::Staged { op } => {
+                write!(f, "staged and verified {op}; asks to commit")
+            }
+            AgentEvent::StageFailed { op, failure } => {
+                write!(f, "staging {op} failed ({failure})")
+            }
         }
     }
 }
@@ -145,6 +205,12 @@ pub enum AgentEffect {
     Send(ToController),
     /// Probe the public route and feed the result back as `Probed`.
     ProbeRoute,
+    /// Re-read the current op's staged artifact from disk (recompute its
+    /// digest, re-run its check) and feed back `StageObserved`.
+    ObserveStaged,
+    /// Fetch, verify and stage the current op's release and feed back
+    /// `Staged` or `StageFailed`.
+    StageArtifact,
 }
 
 /// The result of one agent step.
@@ -192,14 +258,10 @@ pub fn agent_step(state: &AgentState, input: AgentInput) -> AgentOutput {
                 });
             }
         }
-        AgentInput::StageRefused(reason) => {
-            if let Some(op) = state.op.filter(|o| o.stage == AgentStage::AwaitingDecision) {
-                out.events.push(AgentEvent::Refused { op: op.id, reason });
-            }
+        AgentInput::StageObserved(_) | AgentInput::Staged | AgentInput::StageFailed(_) => {
+            staging_answer(state, input, &mut out);
         }
-        AgentInput::Restarted { serving } => {
-            out.events.push(AgentEvent::Restarted { serving });
-        }
+        AgentInput::Restarted { serving } => restarted(state, serving, &mut out),
         AgentInput::Connected | AgentInput::Retry => {}
     }
     let mut after = *state;
@@ -225,6 +287,7 @@ pub fn agent_step(state: &AgentState, input: AgentInput) -> AgentOutput {
     if probing && (changed || matches!(input, AgentInput::Retry)) {
         out.effects.push(AgentEffect::ProbeRoute);
     }
+    out.effects.extend(staging_effect(&after, changed, input));
     if changed || matches!(input, AgentInput::Retry | AgentInput::Connected) {
         out.effects.extend(outbox(&after).map(AgentEffect::Send));
     }
@@ -266,6 +329,23 @@ fn command(state: &AgentState, cmd: ToAgent, out: &mut AgentOutput) {
             Decision::Commit => AgentEvent::Switched { op, generation },
             Decision::Abort => AgentEvent::AbortAccepted { op, generation },
         }),
+        // An abort may overtake staging (the op was superseded before it
+        // asked): nothing was switched, stop staging. A commit is only ever
+        // decided on a commit request, which staging has not sent.
+        (
+            ToAgent::CommitReply {
+                op,
+                generation,
+                decision: Decision::Abort,
+                ..
+            },
+            Some(AgentOp {
+                stage: AgentStage::Staging(_),
+                ..
+            }),
+        ) => out
+            .events
+            .push(AgentEvent::AbortAccepted { op, generation }),
         // The controller aborted an op whose `Apply` never reached this
         // agent (superseded while the node was away). Nothing to fetch: say
         // what serves so the op settles. A commit is never decided for an
@@ -294,6 +374,7 @@ fn command(state: &AgentState, cmd: ToAgent, out: &mut AgentOutput) {
             let restorable = matches!(
                 current.stage,
                 AgentStage::AwaitingDecision
+                    | AgentStage::Staging(_)
                     | AgentStage::Probing(ReportKind::Switched)
                     | AgentStage::Reporting(ReportKind::Switched, _)
                     | AgentStage::Reporting(ReportKind::Restored, _)
@@ -317,7 +398,114 @@ pub fn outbox(state: &AgentState) -> Option<ToController> {
             kind,
             observation,
         }),
-        AgentStage::Probing(_) => None,
+        AgentStage::Probing(_) | AgentStage::Staging(_) => None,
+    }
+}
+
+/// Whether the agent's retry timer has work in `state`: a message to
+/// re-send, or staging waiting to be tried again after a transient failure.
+pub fn timer_due(state: &AgentState) -> bool {
+    outbox(state).is_some()
+        || state.op.is_some_and(|o| {
+            matches!(
+                o.stage,
+                AgentStage::Staging(StagingStep::Observing {
+                    last: Some(StageFailure::Transient { .. }),
+                    ..
+                })
+            )
+        })
+}
+
+/// The agent process started again: note what serves. An op the table
+/// stopped waits for a person: a restart reads the table again and it
+/// stops again, spending nothing.
+fn restarted(state: &AgentState, serving: Option<Digest>, out: &mut AgentOutput) {
+    out.events.push(AgentEvent::Restarted { serving });
+    if let Some(op) = state.op.filter(|o| waits_for_person(o.stage)) {
+        consult(&op, Position::WaitingForPerson, None, None, out);
+    }
+}
+
+/// The driver's answer to a staging effect: the table's decision on an
+/// observation, or the outcome of the running attempt.
+fn staging_answer(state: &AgentState, input: AgentInput, out: &mut AgentOutput) {
+    let Some(op) = state.op else {
+        return;
+    };
+    match (input, op.stage) {
+        (
+            AgentInput::StageObserved(observed),
+            AgentStage::Staging(StagingStep::Observing { position, last }),
+        ) => consult(&op, position, last, Some(observed), out),
+        (AgentInput::Staged, AgentStage::Staging(StagingStep::Running)) => {
+            out.events.push(AgentEvent::Staged { op: op.id });
+        }
+        (AgentInput::StageFailed(failure), AgentStage::Staging(StagingStep::Running)) => {
+            out.events
+                .push(AgentEvent::StageFailed { op: op.id, failure });
+        }
+        // A late answer for a step the op has left changes nothing.
+        _ => {}
+    }
+}
+
+/// An op the table stopped: it reports its refusal until a person decides.
+fn waits_for_person(stage: AgentStage) -> bool {
+    matches!(
+        stage,
+        AgentStage::Probing(ReportKind::Refused(_))
+            | AgentStage::Reporting(ReportKind::Refused(_), _)
+    )
+}
+
+/// Read the fixed table for `op` and journal the exit: on a stop, also the
+/// refusal the controller is told (none when the op already waits for a
+/// person: it was told when the op first stopped).
+fn consult(
+    op: &AgentOp,
+    position: Position,
+    last: Option<StageFailure>,
+    observed: Option<Observed>,
+    out: &mut AgentOutput,
+) {
+    // Nothing failed yet, or a crash cut the attempt short: transient.
+    let error = last.map_or(Some(ErrorClass::Transient), StageFailure::class);
+    let reading = Reading {
+        position,
+        error,
+        observed,
+        budget_left: op.budget_left,
+    };
+    let row = reading.row();
+    out.events.push(AgentEvent::Recovery {
+        op: op.id,
+        reading,
+        exit: row.exit(),
+    });
+    if let Some(reason) = recovery::refusal(row, last) {
+        out.events.push(AgentEvent::Refused { op: op.id, reason });
+    }
+}
+
+/// The staging work outstanding in `after`: an observation for the table,
+/// or the attempt to run. After a transient failure the table waits for the
+/// retry timer (no tight loop); otherwise it reads the disk at once. Both
+/// are asked again on (re)connection: a driver that cannot fetch (offline,
+/// just restarted) leaves the table unread rather than reserve an attempt
+/// it cannot run.
+fn staging_effect(after: &AgentState, changed: bool, input: AgentInput) -> Option<AgentEffect> {
+    let timer = matches!(input, AgentInput::Retry);
+    let connected = matches!(input, AgentInput::Connected);
+    match after.op?.stage {
+        AgentStage::Staging(StagingStep::Observing { last, .. }) => {
+            let waits = matches!(last, Some(StageFailure::Transient { .. }));
+            ((changed && !waits) || timer || connected).then_some(AgentEffect::ObserveStaged)
+        }
+        AgentStage::Staging(StagingStep::Running) => {
+            (changed || timer || connected).then_some(AgentEffect::StageArtifact)
+        }
+        _ => None,
     }
 }
 
@@ -338,6 +526,7 @@ fn start_op(
         release,
         baseline: state.serving,
         stage,
+        budget_left: ATTEMPT_BUDGET,
     });
 }
 
@@ -348,7 +537,16 @@ pub fn agent_apply(state: &mut AgentState, event: &AgentEvent) {
             op,
             generation,
             release,
-        } => start_op(state, op, generation, release, AgentStage::AwaitingDecision),
+        } => start_op(
+            state,
+            op,
+            generation,
+            release,
+            AgentStage::Staging(StagingStep::Observing {
+                position: Position::BeforeStage,
+                last: None,
+            }),
+        ),
         AgentEvent::Switched { op, generation } => {
             state.accepted = state.accepted.max(generation);
             if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
@@ -402,12 +600,240 @@ pub fn agent_apply(state: &mut AgentState, event: &AgentEvent) {
         AgentEvent::Restarted { serving } => {
             state.serving = serving;
             // What serves may have changed while the agent was down: any
-            // earlier probe is stale, so probe again before reporting.
+            // earlier probe is stale, so probe again before reporting. A
+            // staged artifact is never trusted across a crash: the table
+            // decides again on a fresh look at the disk.
             if let Some(o) = state.op.as_mut() {
-                if let AgentStage::Reporting(kind, _) = o.stage {
-                    o.stage = AgentStage::Probing(kind);
+                o.stage = match o.stage {
+                    AgentStage::Reporting(kind, _) => AgentStage::Probing(kind),
+                    AgentStage::Staging(StagingStep::Running) => observing(Position::BeforeStage),
+                    AgentStage::AwaitingDecision => observing(Position::AfterArtifactCommitted),
+                    other => other,
+                };
+            }
+        }
+        AgentEvent::Recovery { op, exit, .. } => {
+            if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
+                match exit {
+                    Exit::Retry => {
+                        o.budget_left = o.budget_left.saturating_sub(1);
+                        o.stage = AgentStage::Staging(StagingStep::Running);
+                    }
+                    Exit::Resume => o.stage = AgentStage::AwaitingDecision,
+                    // The `Refused` that follows moves the op on.
+                    Exit::Stop => {}
                 }
             }
         }
+        AgentEvent::Staged { op } => {
+            if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
+                o.stage = AgentStage::AwaitingDecision;
+            }
+        }
+        AgentEvent::StageFailed { op, failure } => {
+            if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
+                o.stage = AgentStage::Staging(StagingStep::Observing {
+                    position: Position::BeforeStage,
+                    last: Some(failure),
+                });
+            }
+        }
+    }
+}
+
+/// Staging waiting for the table, nothing failed (a crash is transient).
+fn observing(position: Position) -> AgentStage {
+    AgentStage::Staging(StagingStep::Observing {
+        position,
+        last: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recovery::Row;
+
+    const OP: OpId = OpId(0);
+    const V1: Digest = Digest::repeat(1);
+    const V2: Digest = Digest::repeat(2);
+
+    /// Feed `input`, fold the events, return the effects.
+    fn feed(state: &mut AgentState, input: AgentInput) -> AgentOutput {
+        let out = agent_step(state, input);
+        for event in &out.events {
+            agent_apply(state, event);
+        }
+        out
+    }
+
+    fn accepted() -> AgentState {
+        let mut state = AgentState {
+            serving: Some(V1),
+            ..AgentState::default()
+        };
+        let out = feed(
+            &mut state,
+            AgentInput::Command(ToAgent::Apply {
+                op: OP,
+                generation: Generation(1),
+                release: V2,
+            }),
+        );
+        assert_eq!(out.effects, vec![AgentEffect::ObserveStaged]);
+        state
+    }
+
+    fn rows(out: &AgentOutput) -> Vec<Row> {
+        out.events
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::Recovery { reading, .. } => Some(reading.row()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn commit_request(out: &AgentOutput) -> bool {
+        out.effects
+            .contains(&AgentEffect::Send(ToController::CommitRequest { op: OP }))
+    }
+
+    #[test]
+    fn the_commit_request_goes_only_after_staged() {
+        let mut state = accepted();
+        let out = feed(&mut state, AgentInput::StageObserved(Observed::Absent));
+        assert_eq!(rows(&out), vec![Row::Absent]);
+        assert_eq!(out.effects, vec![AgentEffect::StageArtifact]);
+        assert_eq!(state.op.map(|o| o.budget_left), Some(ATTEMPT_BUDGET - 1));
+        // Retries and reconnections while staging ask for no commit.
+        for input in [AgentInput::Retry, AgentInput::Connected] {
+            assert!(!commit_request(&feed(&mut state, input)));
+        }
+        let out = feed(&mut state, AgentInput::Staged);
+        assert!(commit_request(&out), "{out:?}");
+        assert_eq!(
+            state.op.map(|o| o.stage),
+            Some(AgentStage::AwaitingDecision)
+        );
+    }
+
+    #[test]
+    fn a_restart_mid_staging_resumes_only_on_a_reverified_artifact() {
+        for (observed, row, stage) in [
+            (
+                Observed::ReVerified,
+                Row::ReVerified,
+                AgentStage::AwaitingDecision,
+            ),
+            (
+                Observed::Absent,
+                Row::Absent,
+                AgentStage::Staging(StagingStep::Running),
+            ),
+            (
+                Observed::Unknown,
+                Row::EffectUnknown,
+                AgentStage::Probing(ReportKind::Refused(StageRefusal::EffectUnknown)),
+            ),
+        ] {
+            let mut state = accepted();
+            feed(&mut state, AgentInput::StageObserved(Observed::Absent));
+            let out = feed(&mut state, AgentInput::Restarted { serving: Some(V1) });
+            assert!(out.effects.contains(&AgentEffect::ObserveStaged));
+            assert!(!commit_request(&out));
+            let out = feed(&mut state, AgentInput::StageObserved(observed));
+            assert_eq!(rows(&out), vec![row]);
+            let op = state.op.expect("op");
+            assert_eq!(op.stage, stage, "{observed:?}");
+            // Only the retry spends a unit: the first attempt spent one.
+            let spent = if row == Row::Absent { 2 } else { 1 };
+            assert_eq!(op.budget_left, ATTEMPT_BUDGET - spent, "{observed:?}");
+        }
+    }
+
+    #[test]
+    fn a_restart_after_staging_re_verifies_before_asking_again() {
+        let mut state = accepted();
+        feed(&mut state, AgentInput::StageObserved(Observed::Absent));
+        feed(&mut state, AgentInput::Staged);
+        let out = feed(&mut state, AgentInput::Restarted { serving: Some(V1) });
+        assert!(!commit_request(&out), "{out:?}");
+        // A driver that left the table unread (offline) is asked again.
+        let out = feed(&mut state, AgentInput::Connected);
+        assert!(out.effects.contains(&AgentEffect::ObserveStaged), "{out:?}");
+        let out = feed(&mut state, AgentInput::StageObserved(Observed::ReVerified));
+        assert!(commit_request(&out));
+        let reading = match out.events[0] {
+            AgentEvent::Recovery { reading, .. } => reading,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(reading.position, Position::AfterArtifactCommitted);
+    }
+
+    #[test]
+    fn a_permanent_error_stops_at_once_and_spends_nothing() {
+        let mut state = accepted();
+        feed(&mut state, AgentInput::StageObserved(Observed::Absent));
+        let out = feed(&mut state, AgentInput::StageFailed(StageFailure::Permanent));
+        // The table reads the disk at once after a permanent failure.
+        assert_eq!(out.effects, vec![AgentEffect::ObserveStaged]);
+        let out = feed(&mut state, AgentInput::StageObserved(Observed::Absent));
+        assert_eq!(rows(&out), vec![Row::Permanent]);
+        let op = state.op.expect("op");
+        assert_eq!(op.budget_left, ATTEMPT_BUDGET - 1);
+        assert_eq!(
+            op.stage,
+            AgentStage::Probing(ReportKind::Refused(StageRefusal::BundleRejected))
+        );
+        // Restarted, the stopped op waits for a person: stop again, free.
+        let out = feed(&mut state, AgentInput::Restarted { serving: Some(V1) });
+        assert_eq!(rows(&out), vec![Row::WaitingForPerson]);
+        assert_eq!(state.op.map(|o| o.budget_left), Some(ATTEMPT_BUDGET - 1));
+    }
+
+    #[test]
+    fn transient_failures_retry_on_the_timer_until_the_budget_is_spent() {
+        let mut state = accepted();
+        let missing = StageFailure::Transient {
+            bundle_missing: true,
+        };
+        feed(&mut state, AgentInput::StageObserved(Observed::Absent));
+        for left in (0..ATTEMPT_BUDGET).rev() {
+            let out = feed(&mut state, AgentInput::StageFailed(missing));
+            assert!(out.effects.is_empty(), "waits for the timer: {out:?}");
+            assert!(timer_due(&state));
+            let out = feed(&mut state, AgentInput::Retry);
+            assert_eq!(out.effects, vec![AgentEffect::ObserveStaged]);
+            let out = feed(&mut state, AgentInput::StageObserved(Observed::Absent));
+            let expected = if left == 0 {
+                Row::BudgetSpent
+            } else {
+                Row::Absent
+            };
+            assert_eq!(rows(&out), vec![expected]);
+            assert_eq!(
+                state.op.map(|o| o.budget_left),
+                Some(left.saturating_sub(1))
+            );
+        }
+        assert_eq!(
+            state.op.map(|o| o.stage),
+            Some(AgentStage::Probing(ReportKind::Refused(
+                StageRefusal::BundleUnavailable
+            )))
+        );
+    }
+
+    #[test]
+    fn a_failure_of_unknown_class_is_missing_evidence() {
+        let mut state = accepted();
+        feed(&mut state, AgentInput::StageObserved(Observed::Absent));
+        feed(
+            &mut state,
+            AgentInput::StageFailed(StageFailure::MissingEvidence),
+        );
+        let out = feed(&mut state, AgentInput::StageObserved(Observed::Absent));
+        assert_eq!(rows(&out), vec![Row::MissingEvidence]);
     }
 }

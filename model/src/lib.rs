@@ -8,6 +8,8 @@
 //!   &event)`, `effects(&state, &event)`. The runtime appends a step's events
 //!   durably, applies them, and only then performs their effects (S7).
 //! - [`agent`]: the node agent's core, same shape; its state is its journal.
+//! - [`recovery`]: the agent's fixed retry/resume/stop table (SPEC §5, S14),
+//!   called from `agent::agent_step`.
 //!
 //! The rules S1–S11 of SPEC §2 are decided here and nowhere else; the crate
 //! `invariants` checks them, the crate `simulations` explores them.
@@ -18,6 +20,7 @@ pub mod evidence;
 pub mod ids;
 pub mod msg;
 pub mod plan;
+pub mod recovery;
 
 pub use evidence::{ArtifactRead, ProbeVerdict, RouteObservation};
 pub use ids::{Digest, Generation, NodeId, OpId, RolloutId};

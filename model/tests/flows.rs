@@ -5,6 +5,7 @@ use model::agent::{agent_apply, agent_step, AgentEffect, AgentEvent, AgentInput,
 use model::controller::{
     apply, effects, step, ControllerState, Effect, Event, Input, OpPhase, Outcome, RolloutStatus,
 };
+use model::recovery::{Observed, StageFailure};
 use model::{
     Decision, Digest, NodeId, OpId, Plan, ProbeVerdict, RolloutId, RouteObservation, ToAgent,
 };
@@ -23,6 +24,8 @@ struct Fleet {
     log: Vec<Event>,
     /// Every agent journal record, with its node.
     agent_log: Vec<(NodeId, AgentEvent)>,
+    /// How each node's staging attempts fail; `None`: they succeed.
+    stage_failure: Vec<Option<StageFailure>>,
 }
 
 impl Fleet {
@@ -40,6 +43,7 @@ impl Fleet {
             to_agents: VecDeque::new(),
             log: Vec::new(),
             agent_log: Vec::new(),
+            stage_failure: vec![None; nodes as usize],
         };
         for n in 0..nodes {
             fleet.agent(NodeId(n), AgentInput::Connected);
@@ -87,6 +91,14 @@ impl Fleet {
                     };
                     self.agent(node, AgentInput::Probed(observation));
                 }
+                // Nothing is on disk before an attempt; every attempt stages.
+                AgentEffect::ObserveStaged => {
+                    self.agent(node, AgentInput::StageObserved(Observed::Absent))
+                }
+                AgentEffect::StageArtifact => match self.stage_failure[idx] {
+                    Some(failure) => self.agent(node, AgentInput::StageFailed(failure)),
+                    None => self.agent(node, AgentInput::Staged),
+                },
             }
         }
     }
@@ -396,12 +408,10 @@ fn a_resent_identical_report_is_not_logged_again() {
     // node 0 serves nothing yet, so nothing can prove "not applied".
     fleet.agents[0].serving = None;
     fleet.controller(Input::StartRollout { plan: plan() });
+    // The canary's bundle fails verification: the table stops at once.
+    fleet.stage_failure[0] = Some(StageFailure::Permanent);
     let apply = fleet.to_agents.pop_front().expect("the canary's apply");
     fleet.agent(apply.0, AgentInput::Command(apply.1));
-    fleet.agent(
-        NodeId(0),
-        AgentInput::StageRefused(StageRefusal::BundleRejected),
-    );
     let op = &fleet.ctrl.ops[0];
     assert!(op.unknown.is_some() && op.occupies_slot(), "{op:?}");
     let logged = fleet.log.len();

@@ -629,7 +629,7 @@ fn an_agent_journal_is_read_with_journal_and_named_with_data() {
         let stdout = text(&out.stdout);
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
         assert!(
-            stdout.contains("accepts op7 (v2, gen 1), stages it and asks to commit"),
+            stdout.contains("accepts op7 (v2, gen 1) and starts staging it"),
             "{stdout}"
         );
         assert!(stdout.contains("op7: fetch starts (attempt 1"), "{stdout}");

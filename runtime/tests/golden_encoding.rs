@@ -14,6 +14,7 @@ use model::agent::AgentEvent;
 use model::controller::{
     Event, ObservationSource, Outcome, PauseReason, Resolution, UnknownReason,
 };
+use model::recovery::{ErrorClass, Exit, Observed, Position, Reading, StageFailure};
 use model::{
     ArtifactRead, Decision, Digest, Generation, NodeId, OpId, Plan, ProbeVerdict, ReportKind,
     RolloutId, RouteObservation, StageRefusal, ToAgent, ToController,
@@ -180,6 +181,9 @@ fn agent_event_variant(e: &AgentEvent) -> &'static str {
         AgentEvent::Probed { .. } => "Probed",
         AgentEvent::Restarted { .. } => "Restarted",
         AgentEvent::Closed { .. } => "Closed",
+        AgentEvent::Recovery { .. } => "Recovery",
+        AgentEvent::Staged { .. } => "Staged",
+        AgentEvent::StageFailed { .. } => "StageFailed",
     }
 }
 
@@ -218,6 +222,23 @@ fn agent_events() -> Vec<AgentEvent> {
         },
         AgentEvent::Restarted { serving: None },
         AgentEvent::Closed { op: OP },
+        AgentEvent::Recovery {
+            op: OP,
+            reading: Reading {
+                position: Position::AfterArtifactCommitted,
+                error: Some(ErrorClass::Transient),
+                observed: Some(Observed::ReVerified),
+                budget_left: 2,
+            },
+            exit: Exit::Resume,
+        },
+        AgentEvent::Staged { op: OP },
+        AgentEvent::StageFailed {
+            op: OP,
+            failure: StageFailure::Transient {
+                bundle_missing: true,
+            },
+        },
     ]
 }
 

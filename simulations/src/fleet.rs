@@ -9,12 +9,14 @@ use crate::config::{CheckConfig, Fault};
 use crate::mutants::{
     agent_step_as, controller_step, node_proof, recovery_events, reply_before_persist,
 };
-use crate::world::{App, Ghost, Msg, World};
-use model::agent::{agent_apply, outbox, AgentEffect, AgentEvent, AgentInput, AgentState};
+use crate::world::{App, Artifact, Ghost, Msg, World};
+use invariants::{Rule, Violation};
+use model::agent::{agent_apply, timer_due, AgentEffect, AgentEvent, AgentInput, AgentState};
 use model::controller::{
     apply, effects, ControllerState, Effect, Event, Input, Outcome, Resolution,
     OBSERVATION_INTERVAL_MIN_MS,
 };
+use model::recovery::{Exit, Row, StageFailure};
 use model::{Decision, Digest, NodeId, OpId, Plan, RolloutId, ToAgent};
 use proof::{Fresh, ProofMode, Verdict};
 
@@ -54,7 +56,23 @@ pub enum AppFault {
     WrongAnswer,
     /// The restored baseline's process dies right after the restore.
     RestoredDies,
+    /// (`agent-crash`) The agent is SIGKILLed while it stages the op's
+    /// release, leaving this on disk: nothing (before the write), a torn
+    /// write, or the whole artifact not yet journaled as staged. It
+    /// restarts at once.
+    CrashWhileStaging(Artifact),
+    /// (`stage-error`) The staging attempt fails this way.
+    StageFails(StageFailure),
 }
+
+/// The staging failures `stage-error` injects, one of each class.
+pub const STAGE_FAILURES: [StageFailure; 3] = [
+    StageFailure::Transient {
+        bundle_missing: true,
+    },
+    StageFailure::Permanent,
+    StageFailure::MissingEvidence,
+];
 
 /// One step of the environment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -66,6 +84,9 @@ pub enum Action {
     Duplicate(Msg),
     Drop(Msg),
     Retry(NodeId),
+    /// (`stage-error`) The retry timer fires for staging that failed
+    /// transiently, and the attempt it starts fails too.
+    RetryFailing(NodeId, StageFailure),
     Timeout(OpId),
     Partition(NodeId),
     Heal(NodeId),
@@ -146,6 +167,7 @@ impl FleetModel {
                 count
             ],
             apps: vec![App::Correct; count],
+            artifacts: vec![Artifact::Absent; count],
             net: Default::default(),
             partitioned: 0,
             faults_used: 0,
@@ -295,6 +317,7 @@ impl FleetModel {
                 &world.durable,
                 event,
             ));
+            self.note_recovery(world, node, event);
             agent_apply(&mut journal, event);
             // What really serves follows the route switch.
             match event {
@@ -313,6 +336,8 @@ impl FleetModel {
                     }
                 }
                 AgentEvent::AbortedUnseen { .. } => world.ghost.aborted_unseen = true,
+                // A new op's release is not on disk yet.
+                AgentEvent::Accepted { .. } => world.artifacts[index] = Artifact::Absent,
                 _ => {}
             }
             say(narration, || format!("   {node} {event}"));
@@ -333,7 +358,90 @@ impl FleetModel {
                         narration,
                     );
                 }
+                // The driver re-reads the disk: the ground truth, re-verified.
+                AgentEffect::ObserveStaged => {
+                    let observed = world.artifacts[index].observed();
+                    let input = AgentInput::StageObserved(observed);
+                    self.agent(world, node, input, fault, narration);
+                }
+                AgentEffect::StageArtifact => {
+                    if self.stage(world, node, fault, narration) {
+                        return; // the agent crashed: nothing more of this step
+                    }
+                }
             }
+        }
+    }
+
+    /// Run a staging attempt on `node` as `fault` says: it stages, fails,
+    /// or the agent is SIGKILLed mid-way (then restarts; returns true).
+    fn stage(
+        &self,
+        world: &mut World,
+        node: NodeId,
+        fault: Option<AppFault>,
+        narration: &mut Narration,
+    ) -> bool {
+        let index = node.0 as usize;
+        match fault {
+            Some(AppFault::CrashWhileStaging(left)) => {
+                world.artifacts[index] = left;
+                say(narration, || {
+                    format!(
+                        "   {node}'s agent is SIGKILLed while staging, leaving {left:?} on disk"
+                    )
+                });
+                self.crash_agent(world, node, narration);
+                true
+            }
+            Some(AppFault::StageFails(failure)) => {
+                let input = AgentInput::StageFailed(failure);
+                self.agent(world, node, input, None, narration);
+                false
+            }
+            _ => {
+                world.artifacts[index] = Artifact::Good;
+                self.agent(world, node, AgentInput::Staged, fault, narration);
+                false
+            }
+        }
+    }
+
+    /// SIGKILL `node`'s agent and start it again: its connection dies with
+    /// it, the supervisor restarts a dead app, the journal survives.
+    fn crash_agent(&self, world: &mut World, node: NodeId, narration: &mut Narration) {
+        world.net.retain(|m| m.node() != node);
+        let index = node.0 as usize;
+        if world.apps[index] == App::Down {
+            world.apps[index] = App::Correct;
+        }
+        let serving = world.agents[index].serving;
+        self.agent(
+            world,
+            node,
+            AgentInput::Restarted { serving },
+            None,
+            narration,
+        );
+    }
+
+    /// S14 against the ground truth (a resume only on an artifact that is
+    /// really whole on disk), and the table rows taken, for coverage.
+    fn note_recovery(&self, world: &mut World, node: NodeId, event: &AgentEvent) {
+        let AgentEvent::Recovery { op, reading, exit } = *event else {
+            return;
+        };
+        let artifact = world.artifacts[node.0 as usize];
+        if exit == Exit::Resume && artifact != Artifact::Good {
+            world.record(Err(Violation::new(
+                Rule::S14,
+                format!("{node} resumed {op} on a staged artifact that is {artifact:?} on disk"),
+            )));
+        }
+        if self.cfg.faults.has(Fault::StageError) {
+            let row = reading.row();
+            let bit = Row::ALL.iter().position(|r| *r == row).unwrap_or(0);
+            world.ghost.recovery_rows |= 1 << bit;
         }
     }
 
@@ -349,7 +457,7 @@ impl FleetModel {
                     msg: *msg,
                     fault: None,
                 });
-                if let Some(fault) = self.delivery_fault(world, msg) {
+                for fault in self.delivery_faults(world, msg) {
                     actions.push(Action::Deliver {
                         msg: *msg,
                         fault: Some(fault),
@@ -367,8 +475,16 @@ impl FleetModel {
             let agent = &world.agents[node.0 as usize];
             // The retry timer fires only when nothing is in flight to or from
             // the node: a retry is for lost messages, not for impatience.
-            if outbox(agent).is_some() && self.silent(world, node) {
+            if timer_due(agent) && self.silent(world, node) {
                 actions.push(Action::Retry(node));
+                if model::agent::outbox(agent).is_none()
+                    && self.budget_left(world, Fault::StageError)
+                {
+                    // Staging waits for the timer after a transient failure.
+                    for failure in STAGE_FAILURES {
+                        actions.push(Action::RetryFailing(node, failure));
+                    }
+                }
             }
             if world.is_partitioned(node) {
                 actions.push(Action::Heal(node));
@@ -490,7 +606,7 @@ impl FleetModel {
         !world.net.iter().any(|m| m.node() == node)
     }
 
-    fn delivery_fault(&self, world: &World, msg: &Msg) -> Option<AppFault> {
+    fn delivery_faults(&self, world: &World, msg: &Msg) -> Vec<AppFault> {
         match msg {
             Msg::ToAgent(
                 _,
@@ -498,13 +614,26 @@ impl FleetModel {
                     decision: Decision::Commit,
                     ..
                 },
-            ) if self.budget_left(world, Fault::WrongAnswer) => Some(AppFault::WrongAnswer),
+            ) if self.budget_left(world, Fault::WrongAnswer) => vec![AppFault::WrongAnswer],
             Msg::ToAgent(_, ToAgent::Restore { .. })
                 if self.budget_left(world, Fault::AppCrash) =>
             {
-                Some(AppFault::RestoredDies)
+                vec![AppFault::RestoredDies]
             }
-            _ => None,
+            Msg::ToAgent(node, cmd @ ToAgent::Apply { .. })
+                if starts_staging(&world.agents[node.0 as usize], cmd) =>
+            {
+                let mut faults = Vec::new();
+                if self.budget_left(world, Fault::AgentCrash) {
+                    let left = [Artifact::Absent, Artifact::Torn, Artifact::Good];
+                    faults.extend(left.map(AppFault::CrashWhileStaging));
+                }
+                if self.budget_left(world, Fault::StageError) {
+                    faults.extend(STAGE_FAILURES.map(AppFault::StageFails));
+                }
+                faults
+            }
+            _ => Vec::new(),
         }
     }
 
@@ -536,6 +665,11 @@ impl FleetModel {
             Action::Retry(node) => {
                 self.agent(&mut next, node, AgentInput::Retry, None, narration);
             }
+            Action::RetryFailing(node, failure) => {
+                next.faults_used += 1;
+                let fault = Some(AppFault::StageFails(failure));
+                self.agent(&mut next, node, AgentInput::Retry, fault, narration);
+            }
             Action::Timeout(op) => {
                 self.controller(&mut next, Input::Timeout { op }, narration);
             }
@@ -549,20 +683,7 @@ impl FleetModel {
             }
             Action::CrashAgent(node) => {
                 next.faults_used += 1;
-                // Its connection dies with it; the supervisor restarts a dead app.
-                next.net.retain(|m| m.node() != node);
-                let index = node.0 as usize;
-                if next.apps[index] == App::Down {
-                    next.apps[index] = App::Correct;
-                }
-                let serving = next.agents[index].serving;
-                self.agent(
-                    &mut next,
-                    node,
-                    AgentInput::Restarted { serving },
-                    None,
-                    narration,
-                );
+                self.crash_agent(&mut next, node, narration);
             }
             Action::CrashController => {
                 next.faults_used += 1;
@@ -750,6 +871,17 @@ impl FleetModel {
                     Some(AppFault::RestoredDies) => {
                         format!("deliver {what}; the restored app's process dies right after")
                     }
+                    Some(AppFault::CrashWhileStaging(left)) => format!(
+                        "deliver {what}; the agent is SIGKILLed while staging ({})",
+                        match left {
+                            Artifact::Absent => "before writing the artifact",
+                            Artifact::Torn => "in the middle of writing the artifact",
+                            Artifact::Good => "after writing the artifact, before journaling it",
+                        }
+                    ),
+                    Some(AppFault::StageFails(failure)) => {
+                        format!("deliver {what}; staging fails ({failure})")
+                    }
                 }
             }
             Action::Duplicate(msg) => format!(
@@ -758,6 +890,9 @@ impl FleetModel {
             ),
             Action::Drop(msg) => format!("network LOSES {}", describe_msg(msg)),
             Action::Retry(node) => format!("{node} retries what it has outstanding"),
+            Action::RetryFailing(node, failure) => {
+                format!("{node}'s retry timer fires; staging fails again ({failure})")
+            }
             Action::Timeout(op) => format!("deadline of {op} passes with no settling evidence"),
             Action::Partition(node) => format!("network PARTITIONS {node}"),
             Action::Heal(node) => format!("partition of {node} heals; agent reconnects"),
@@ -817,6 +952,18 @@ impl FleetModel {
             ),
         }
     }
+}
+
+/// Whether delivering `cmd` to an agent in `agent` starts an op, and so
+/// its staging: an `Apply` of the newest generation for an op newer than
+/// any it took on (what `agent_step` accepts).
+fn starts_staging(agent: &AgentState, cmd: &ToAgent) -> bool {
+    let ToAgent::Apply { op, generation, .. } = *cmd else {
+        return false;
+    };
+    generation >= agent.accepted
+        && agent.highest_op.is_none_or(|h| op > h)
+        && agent.op.is_none_or(|o| o.id != op)
 }
 
 /// The release `node` settled on: the controller's record of it has no

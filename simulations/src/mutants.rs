@@ -4,10 +4,11 @@
 
 use crate::config::{CheckConfig, Fault};
 use invariants::Rule;
-use model::agent::{agent_step, AgentInput, AgentOutput, AgentState};
+use model::agent::{agent_step, AgentInput, AgentOutput, AgentStage, AgentState, StagingStep};
 use model::controller::{
     apply, progress, step, ControllerState, Event, Input, OpPhase, Outcome, Refusal, RolloutStatus,
 };
+use model::recovery::{Observed, StageFailure};
 use model::{Generation, NodeId, ProbeVerdict, ToController};
 use proof::{Fresh, NodeProof};
 
@@ -31,11 +32,13 @@ pub enum Mutant {
     RollbackProvenBeforeCommitLands,
     ProofTrustsRecordedEvidence,
     RolloutNeverEnds,
+    ResumeWithoutReverify,
+    RetryPermanentError,
 }
 
 impl Mutant {
     /// Every mutant, in `--list-mutants` order.
-    pub const ALL: [Mutant; 17] = [
+    pub const ALL: [Mutant; 19] = [
         Mutant::ReleaseOnTimeout,
         Mutant::GrantWhilePaused,
         Mutant::RedecideOnRetry,
@@ -53,6 +56,8 @@ impl Mutant {
         Mutant::RollbackProvenBeforeCommitLands,
         Mutant::ProofTrustsRecordedEvidence,
         Mutant::RolloutNeverEnds,
+        Mutant::ResumeWithoutReverify,
+        Mutant::RetryPermanentError,
     ];
 
     /// The CLI name.
@@ -75,6 +80,8 @@ impl Mutant {
             Mutant::RollbackProvenBeforeCommitLands => "rollback-proven-before-commit-lands",
             Mutant::ProofTrustsRecordedEvidence => "proof-trusts-recorded-evidence",
             Mutant::RolloutNeverEnds => "rollout-never-ends",
+            Mutant::ResumeWithoutReverify => "resume-without-reverify",
+            Mutant::RetryPermanentError => "retry-permanent-error",
         }
     }
 
@@ -103,6 +110,7 @@ impl Mutant {
             Mutant::RollbackProvenBeforeCommitLands => Rule::S8,
             Mutant::ProofTrustsRecordedEvidence => Rule::ProofIsReadback,
             Mutant::RolloutNeverEnds => Rule::EndsWhenNothingLeft,
+            Mutant::ResumeWithoutReverify | Mutant::RetryPermanentError => Rule::S14,
         }
     }
 
@@ -147,6 +155,12 @@ impl Mutant {
             }
             Mutant::RolloutNeverEnds => {
                 "only a fully verified rollout finishes; one whose canary was abandoned stays active with nothing to do"
+            }
+            Mutant::ResumeWithoutReverify => {
+                "after a crash, resume on the staged files found on disk without recomputing their digest and re-running the check"
+            }
+            Mutant::RetryPermanentError => {
+                "treat every staging error as transient and retry it while budget lasts"
             }
         }
     }
@@ -196,6 +210,9 @@ impl Mutant {
             // The operator abandons an op (the default configuration's
             // operator does).
             Mutant::RolloutNeverEnds => cfg.operator = true,
+            // A crash while staging is in the default fault set.
+            Mutant::ResumeWithoutReverify => {}
+            Mutant::RetryPermanentError => cfg.faults = cfg.faults.with(Fault::StageError),
         }
     }
 }
@@ -425,6 +442,28 @@ pub fn agent_step_as(mutant: Option<Mutant>, state: &AgentState, input: AgentInp
             highest_op: None,
             ..*state
         };
+        return agent_step(&forgetful, input);
+    }
+    if mutant == Some(Mutant::ResumeWithoutReverify) {
+        // Something is there: take it as good without re-verifying it.
+        if let AgentInput::StageObserved(Observed::Unknown) = input {
+            return agent_step(state, AgentInput::StageObserved(Observed::ReVerified));
+        }
+    }
+    if mutant == Some(Mutant::RetryPermanentError) {
+        // Forget the class of the latest failure: every error is transient.
+        let mut forgetful = *state;
+        if let Some(o) = forgetful.op.as_mut() {
+            if let AgentStage::Staging(StagingStep::Observing {
+                last: last @ Some(StageFailure::Permanent),
+                ..
+            }) = &mut o.stage
+            {
+                *last = Some(StageFailure::Transient {
+                    bundle_missing: false,
+                });
+            }
+        }
         return agent_step(&forgetful, input);
     }
     if mutant == Some(Mutant::AgentForgetsClosedOps) {

@@ -8,6 +8,7 @@ use crate::fleet::{Action, FleetModel};
 use crate::world::{App, World};
 use invariants::Rule;
 use model::controller::{OpPhase, Outcome, RolloutStatus};
+use model::recovery::Row;
 use model::NodeId;
 use stateright::{Model, Property};
 
@@ -72,6 +73,7 @@ pub fn property_name(rule: Rule) -> &'static str {
         Rule::S9 => "S9 restore needs proof",
         Rule::S10 => "S10 human waits survive",
         Rule::S11 => "S11 wrong answer stops",
+        Rule::S14 => "S14 agent recovery",
         Rule::ProofIsReadback => "P1 proof is a readback",
         Rule::NamesWhatExists => "W1 events name what exists",
         Rule::EndsWhenNothingLeft => "L1 a rollout with nothing left ends",
@@ -81,6 +83,38 @@ pub fn property_name(rule: Rule) -> &'static str {
 /// The rule a property name stands for.
 pub fn rule_of(name: &str) -> Option<Rule> {
     Rule::ALL.into_iter().find(|r| property_name(*r) == name)
+}
+
+/// The `sometimes` property that stands for a row of the recovery table.
+pub fn recovery_row_name(row: Row) -> &'static str {
+    match row {
+        Row::WaitingForPerson => "recovery table: stop, waiting for a person",
+        Row::MissingEvidence => "recovery table: stop on missing evidence",
+        Row::Permanent => "recovery table: stop on a permanent error",
+        Row::EffectUnknown => "recovery table: stop on an unknown effect",
+        Row::ReVerified => "recovery table: resume on a re-verified artifact",
+        Row::Absent => "recovery table: retry, nothing on disk",
+        Row::BudgetSpent => "recovery table: stop, attempt budget spent",
+    }
+}
+
+/// One `sometimes` per row of the recovery table: each row is taken on
+/// some path (with `stage-error`, which records the rows taken).
+fn recovery_row_properties() -> Vec<Property<FleetModel>> {
+    // `Property` takes a plain fn, so one per row, by index into Row::ALL.
+    fn taken<const I: usize>(_: &FleetModel, w: &World) -> bool {
+        w.ghost.recovery_rows & (1 << I) != 0
+    }
+    let conditions: [fn(&FleetModel, &World) -> bool; 7] = [
+        taken::<0>, taken::<1>, taken::<2>, taken::<3>, taken::<4>, taken::<5>, taken::<6>,
+    ];
+    Row::ALL
+        .into_iter()
+        .zip(conditions)
+        .map(|(row, condition)| {
+            Property::<FleetModel>::sometimes(recovery_row_name(row), condition)
+        })
+        .collect()
 }
 
 /// Every property of `model`'s configuration.
@@ -109,6 +143,7 @@ pub fn properties(model: &FleetModel) -> Vec<Property<FleetModel>> {
                 && invariants::s11_wrong_answer_stops(&w.controller()).is_ok()
                 && canary_truth_agrees(w)
         }),
+        Property::<FleetModel>::always(property_name(Rule::S14), |_, w| holds(w, Rule::S14)),
         Property::<FleetModel>::always(property_name(Rule::NamesWhatExists), |_, w| {
             holds(w, Rule::NamesWhatExists)
         }),
@@ -148,6 +183,9 @@ pub fn properties(model: &FleetModel) -> Vec<Property<FleetModel>> {
             "wrong answer rolled back with proof",
             |_, w| w.ghost.rolled_back,
         ));
+    }
+    if model.cfg.faults.has(Fault::StageError) {
+        props.extend(recovery_row_properties());
     }
     if model.cfg.proofs_enabled() {
         props.push(Property::<FleetModel>::always(

@@ -38,6 +38,29 @@ impl App {
     }
 }
 
+/// What a node's disk really holds of its current op's staged release
+/// (the ground truth a re-verification reads).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Artifact {
+    /// Nothing of it.
+    Absent,
+    /// Whole, and it verifies.
+    Good,
+    /// A crash cut its write short: something is there, not good.
+    Torn,
+}
+
+impl Artifact {
+    /// What re-reading and re-verifying it from disk observes.
+    pub fn observed(self) -> model::recovery::Observed {
+        match self {
+            Artifact::Absent => model::recovery::Observed::Absent,
+            Artifact::Good => model::recovery::Observed::ReVerified,
+            Artifact::Torn => model::recovery::Observed::Unknown,
+        }
+    }
+}
+
 /// A message in flight.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Msg {
@@ -82,6 +105,11 @@ pub struct Ghost {
     /// A live proof said `verified` for this node while its route did not
     /// really serve the intended release correctly (P1).
     pub proof_lied: Option<NodeId>,
+    /// Rows of the agents' recovery table taken along the path (bit per
+    /// `model::recovery::Row` in `Row::ALL` order). Only recorded with
+    /// the `stage-error` fault on, which is what makes every row
+    /// reachable (it keeps other configurations' spaces as they were).
+    pub recovery_rows: u8,
 }
 
 /// One state of the checked system.
@@ -96,6 +124,8 @@ pub struct World {
     pub agents: Vec<AgentState>,
     /// What each node's route really serves, by node index.
     pub apps: Vec<App>,
+    /// What each node's disk really holds of its current op's release.
+    pub artifacts: Vec<Artifact>,
     /// Messages in flight (a set: identical copies are one message).
     pub net: BTreeSet<Msg>,
     /// Partitioned nodes, one bit per node index.

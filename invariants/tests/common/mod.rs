@@ -63,6 +63,9 @@ pub struct Fleet {
     pub sent_to_ctrl: Vec<(NodeId, ToController)>,
     /// The agent asked for a probe of its route and has no answer yet.
     pub probe_due: Vec<bool>,
+    /// How each node's next staging attempt fails (consumed by it); `None`:
+    /// it stages. Nothing is ever on disk before an attempt.
+    pub stage_failure: Vec<Option<model::recovery::StageFailure>>,
     /// What operators actually did (S10's ground truth).
     pub approved_by_operator: BTreeSet<RolloutId>,
     pub resolved_by_operator: BTreeSet<OpId>,
@@ -87,6 +90,7 @@ impl Fleet {
             sent_to_agents: Vec::new(),
             sent_to_ctrl: Vec::new(),
             probe_due: vec![false; NODES as usize],
+            stage_failure: vec![None; NODES as usize],
             approved_by_operator: BTreeSet::new(),
             resolved_by_operator: BTreeSet::new(),
             stats: Stats::default(),
@@ -216,6 +220,17 @@ impl Fleet {
                     self.sent_to_ctrl.push((node, msg));
                 }
                 AgentEffect::ProbeRoute => self.probe_due[index] = true,
+                AgentEffect::ObserveStaged => self.agent(
+                    node,
+                    AgentInput::StageObserved(model::recovery::Observed::Absent),
+                )?,
+                AgentEffect::StageArtifact => {
+                    let answer = match self.stage_failure[index].take() {
+                        Some(failure) => AgentInput::StageFailed(failure),
+                        None => AgentInput::Staged,
+                    };
+                    self.agent(node, answer)?
+                }
             }
         }
         Ok(())

@@ -93,6 +93,12 @@ impl Fleet {
                     };
                     self.agent(node, AgentInput::Probed(observation));
                 }
+                // Nothing is on disk before an attempt; every attempt stages.
+                AgentEffect::ObserveStaged => self.agent(
+                    node,
+                    AgentInput::StageObserved(model::recovery::Observed::Absent),
+                ),
+                AgentEffect::StageArtifact => self.agent(node, AgentInput::Staged),
             }
         }
     }

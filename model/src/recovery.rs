@@ -1,0 +1,368 @@
+//! SPEC §5 / §10 S14 (seed 002): after an interruption, the exit of the
+//! agent's staging is chosen by a fixed table over three axes — where it
+//! stopped, the error class, and what is observed of the effect — plus the
+//! attempt budget left. Missing evidence on any axis means stop. An
+//! artifact's own claim of success is never trusted: "re-verified" means its
+//! digest was recomputed and its check re-run by the driver.
+//!
+//! The table is written once, here; `agent_step` calls it and journals the
+//! reading and the exit it took ([`crate::agent::AgentEvent::Recovery`]).
+
+use crate::msg::StageRefusal;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Where the interrupted op stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Position {
+    /// An attempt was reserved (or none yet), the artifact not recorded as
+    /// staged.
+    BeforeStage,
+    /// The artifact was recorded as staged (the op asked to commit) but the
+    /// op did not move on.
+    AfterArtifactCommitted,
+    /// The op waits for a person: the table already stopped it and only an
+    /// operator's decision on the controller moves it on.
+    WaitingForPerson,
+}
+
+/// What kind of error interrupted the stage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum ErrorClass {
+    /// A crash, a timeout, a connection reset: may succeed if tried again.
+    Transient,
+    /// A bad signature, a digest mismatch, a missing file in the bundle:
+    /// will fail the same way again.
+    Permanent,
+}
+
+/// What is observed now of the stage's effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Observed {
+    /// Nothing of it exists.
+    Absent,
+    /// It exists, its digest was recomputed and its check re-run: it is good.
+    ReVerified,
+    /// Something exists but it could not be shown good or absent.
+    Unknown,
+}
+
+/// The exit the table picks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Exit {
+    /// Run the stage again (spends one unit of the attempt budget).
+    Retry,
+    /// Go on to the next stage with the re-verified artifact.
+    Resume,
+    /// Stop and keep the evidence; a person decides. Never spends budget.
+    Stop,
+}
+
+/// The rows of the table, in the order they are tried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Row {
+    /// A person's decision is never made by recovery (S10): stop, whatever
+    /// else is known.
+    WaitingForPerson,
+    /// An axis has no evidence: stop.
+    MissingEvidence,
+    /// A permanent error fails the same way again: stop.
+    Permanent,
+    /// Transient, but the effect is there and not shown good: acting again
+    /// could apply twice, so stop.
+    EffectUnknown,
+    /// Transient and the effect is there, re-verified: resume, do not redo.
+    ReVerified,
+    /// Transient and nothing of the effect exists, budget left: retry.
+    Absent,
+    /// Transient, nothing exists, but no attempt budget is left: stop.
+    BudgetSpent,
+}
+
+impl Row {
+    /// Every row, in the order the table tries them.
+    pub const ALL: [Row; 7] = [
+        Row::WaitingForPerson,
+        Row::MissingEvidence,
+        Row::Permanent,
+        Row::EffectUnknown,
+        Row::ReVerified,
+        Row::Absent,
+        Row::BudgetSpent,
+    ];
+
+    /// The exit of this row.
+    pub fn exit(self) -> Exit {
+        match self {
+            Row::ReVerified => Exit::Resume,
+            Row::Absent => Exit::Retry,
+            Row::WaitingForPerson
+            | Row::MissingEvidence
+            | Row::Permanent
+            | Row::EffectUnknown
+            | Row::BudgetSpent => Exit::Stop,
+        }
+    }
+}
+
+/// The row for a reading. `None` on an axis is missing evidence. The
+/// person's wait is tried first: recovery never acts for a person, and
+/// nothing else needs to be known to say so.
+pub fn row(
+    position: Option<Position>,
+    error: Option<ErrorClass>,
+    observed: Option<Observed>,
+    budget_left: u8,
+) -> Row {
+    if position == Some(Position::WaitingForPerson) {
+        return Row::WaitingForPerson;
+    }
+    let (Some(_), Some(error), Some(observed)) = (position, error, observed) else {
+        return Row::MissingEvidence;
+    };
+    match (error, observed) {
+        (ErrorClass::Permanent, _) => Row::Permanent,
+        (ErrorClass::Transient, Observed::Unknown) => Row::EffectUnknown,
+        (ErrorClass::Transient, Observed::ReVerified) => Row::ReVerified,
+        (ErrorClass::Transient, Observed::Absent) if budget_left == 0 => Row::BudgetSpent,
+        (ErrorClass::Transient, Observed::Absent) => Row::Absent,
+    }
+}
+
+/// The fixed table. `None` on an axis is missing evidence, which means stop.
+/// `budget_left` is the attempt budget reserved for the op: a retry needs one.
+pub fn exit(
+    position: Option<Position>,
+    error: Option<ErrorClass>,
+    observed: Option<Observed>,
+    budget_left: u8,
+) -> Exit {
+    row(position, error, observed, budget_left).exit()
+}
+
+/// What the table read for one decision, journaled with the exit taken so
+/// the decision can be judged on the journal alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Reading {
+    pub position: Position,
+    pub error: Option<ErrorClass>,
+    pub observed: Option<Observed>,
+    pub budget_left: u8,
+}
+
+impl Reading {
+    /// The row this reading selects.
+    pub fn row(&self) -> Row {
+        row(
+            Some(self.position),
+            self.error,
+            self.observed,
+            self.budget_left,
+        )
+    }
+}
+
+/// "BeforeStage, Transient, Absent, budget 3" (operators and the scenario
+/// harness read these words in the agent's log; "missing" for no evidence).
+impl fmt::Display for Reading {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let error = self
+            .error
+            .map_or("missing".to_string(), |e| format!("{e:?}"));
+        let observed = self
+            .observed
+            .map_or("missing".to_string(), |o| format!("{o:?}"));
+        write!(
+            f,
+            "{:?}, {error}, {observed}, budget {}",
+            self.position, self.budget_left
+        )
+    }
+}
+
+impl fmt::Display for Exit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// Why an attempt at fetch, verify and stage failed, as the driver
+/// classifies it (the table's error axis).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum StageFailure {
+    /// May succeed if tried again: a timeout, a broken stream, an IO error;
+    /// `bundle_missing` when the controller answered it has no bundle of
+    /// this digest (the refusal says so if the budget runs out on it).
+    Transient { bundle_missing: bool },
+    /// Fails the same way again: bad signature, digest mismatch, format.
+    Permanent,
+    /// The driver could not tell how it failed: no evidence on the error
+    /// axis, so the table stops.
+    MissingEvidence,
+}
+
+impl StageFailure {
+    /// The table's error axis.
+    pub fn class(self) -> Option<ErrorClass> {
+        match self {
+            StageFailure::Transient { .. } => Some(ErrorClass::Transient),
+            StageFailure::Permanent => Some(ErrorClass::Permanent),
+            StageFailure::MissingEvidence => None,
+        }
+    }
+}
+
+impl fmt::Display for StageFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StageFailure::Transient {
+                bundle_missing: true,
+            } => "transient: the controller has no such bundle",
+            StageFailure::Transient {
+                bundle_missing: false,
+            } => "transient",
+            StageFailure::Permanent => "permanent",
+            StageFailure::MissingEvidence => "of an unknown class",
+        })
+    }
+}
+
+/// What the controller is told when the table stops at `row` after the
+/// latest failure `last`; `None` for a person's wait, which was already
+/// reported when the op first stopped.
+pub fn refusal(row: Row, last: Option<StageFailure>) -> Option<StageRefusal> {
+    match row {
+        Row::WaitingForPerson | Row::ReVerified | Row::Absent => None,
+        Row::Permanent => Some(StageRefusal::BundleRejected),
+        Row::MissingEvidence | Row::EffectUnknown => Some(StageRefusal::EffectUnknown),
+        Row::BudgetSpent => Some(
+            if last
+                == Some(StageFailure::Transient {
+                    bundle_missing: true,
+                })
+            {
+                StageRefusal::BundleUnavailable
+            } else {
+                StageRefusal::AttemptBudgetSpent
+            },
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POSITIONS: [Position; 3] = [
+        Position::BeforeStage,
+        Position::AfterArtifactCommitted,
+        Position::WaitingForPerson,
+    ];
+    const ERRORS: [ErrorClass; 2] = [ErrorClass::Transient, ErrorClass::Permanent];
+    const OBSERVED: [Observed; 3] = [Observed::Absent, Observed::ReVerified, Observed::Unknown];
+
+    #[test]
+    fn missing_evidence_on_any_axis_stops() {
+        for p in POSITIONS {
+            for e in ERRORS {
+                for o in OBSERVED {
+                    assert_eq!(exit(None, Some(e), Some(o), 3), Exit::Stop);
+                    assert_eq!(exit(Some(p), None, Some(o), 3), Exit::Stop);
+                    assert_eq!(exit(Some(p), Some(e), None, 3), Exit::Stop);
+                }
+            }
+        }
+        assert_eq!(
+            row(Some(Position::BeforeStage), None, Some(Observed::Absent), 3),
+            Row::MissingEvidence
+        );
+    }
+
+    #[test]
+    fn the_table() {
+        use ErrorClass::*;
+        use Observed::*;
+        use Position::*;
+        let rows = [
+            (BeforeStage, Transient, Absent, Exit::Retry),
+            (BeforeStage, Transient, ReVerified, Exit::Resume),
+            (BeforeStage, Transient, Unknown, Exit::Stop),
+            (AfterArtifactCommitted, Transient, Absent, Exit::Retry),
+            (AfterArtifactCommitted, Transient, ReVerified, Exit::Resume),
+            (AfterArtifactCommitted, Transient, Unknown, Exit::Stop),
+            (BeforeStage, Permanent, Absent, Exit::Stop),
+            (AfterArtifactCommitted, Permanent, ReVerified, Exit::Stop),
+            (WaitingForPerson, Transient, ReVerified, Exit::Stop),
+            (WaitingForPerson, Transient, Absent, Exit::Stop),
+        ];
+        for (p, e, o, expected) in rows {
+            assert_eq!(
+                exit(Some(p), Some(e), Some(o), 3),
+                expected,
+                "{p:?} {e:?} {o:?}"
+            );
+        }
+        // A person's wait stops even with nothing else known.
+        assert_eq!(
+            row(Some(WaitingForPerson), None, None, 0),
+            Row::WaitingForPerson
+        );
+    }
+
+    #[test]
+    fn a_retry_needs_budget_and_a_stop_never_spends_it() {
+        let before = Some(Position::BeforeStage);
+        let transient = Some(ErrorClass::Transient);
+        assert_eq!(
+            row(before, transient, Some(Observed::Absent), 0),
+            Row::BudgetSpent
+        );
+        assert_eq!(
+            exit(before, transient, Some(Observed::Absent), 1),
+            Exit::Retry
+        );
+        // Resume and stop do not depend on budget.
+        assert_eq!(
+            exit(before, transient, Some(Observed::ReVerified), 0),
+            Exit::Resume
+        );
+    }
+
+    #[test]
+    fn every_stop_but_a_persons_wait_tells_the_controller_why() {
+        for r in Row::ALL {
+            let told = refusal(r, None);
+            assert_eq!(
+                told.is_some(),
+                r.exit() == Exit::Stop && r != Row::WaitingForPerson,
+                "{r:?}"
+            );
+        }
+        let missing = Some(StageFailure::Transient {
+            bundle_missing: true,
+        });
+        assert_eq!(
+            refusal(Row::BudgetSpent, missing),
+            Some(StageRefusal::BundleUnavailable)
+        );
+        assert_eq!(
+            refusal(Row::BudgetSpent, None),
+            Some(StageRefusal::AttemptBudgetSpent)
+        );
+    }
+
+    #[test]
+    fn a_reading_prints_as_the_log_reads_it() {
+        let reading = Reading {
+            position: Position::BeforeStage,
+            error: Some(ErrorClass::Permanent),
+            observed: Some(Observed::Absent),
+            budget_left: 2,
+        };
+        assert_eq!(
+            reading.to_string(),
+            "BeforeStage, Permanent, Absent, budget 2"
+        );
+        assert_eq!(reading.row(), Row::Permanent);
+    }
+}
