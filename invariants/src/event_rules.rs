@@ -461,7 +461,8 @@ pub fn check_event(before: &ControllerState, event: &Event) -> Result<(), Violat
     s5_pause_stops_grants(before, event)?;
     s6_stable_decisions(before, event)?;
     s8_late_report_changes_nothing(before, event)?;
-    s9_restore_needs_proof(before, event)
+    s9_restore_needs_proof(before, event)?;
+    crate::q1_quarantine_silences(before, event)
 }
 
 #[cfg(test)]

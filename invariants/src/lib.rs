@@ -18,6 +18,11 @@
 //!   [`s7_persist_before_reply`], [`s6_answers_agree`],
 //!   [`s10_human_waits_survive`].
 //!
+//! - **Q1** (identity conflicts, issue #12): [`q1_quarantine_silences`]
+//!   judges an event (no grant to a quarantined node, no command in its
+//!   effects), [`q1_no_command_to_quarantined`] judges effects a runtime
+//!   is about to perform; `check_event` runs the first.
+//!
 //! [`check_history`] folds a whole event log and runs all controller checks;
 //! it backs `fleetweft log verify` and the runtime's tests.
 //!
@@ -28,6 +33,7 @@
 mod agent_rules;
 mod event_rules;
 mod history;
+mod quarantine_rules;
 mod runtime_rules;
 mod state_rules;
 mod words;
@@ -42,6 +48,7 @@ pub use event_rules::{
     s9_restore_needs_proof,
 };
 pub use history::{check_history, HistoryViolation};
+pub use quarantine_rules::{q1_no_command_to_quarantined, q1_quarantine_silences};
 pub use runtime_rules::{s10_human_waits_survive, s6_answers_agree, s7_persist_before_reply};
 pub use state_rules::{
     check_state, s11_wrong_answer_stops, s1_slot_bound, s2_one_live_op_per_node, s4_canary_first,
@@ -82,11 +89,15 @@ pub enum Rule {
     /// ground truth (`simulations`), as it does the ground-truth halves of
     /// S10 and S11.
     ProofIsReadback,
+    /// Identity conflicts: nothing is sent to, and nothing is granted to, a
+    /// quarantined node until an operator releases it. Code `Q1`.
+    /// Appended last.
+    QuarantineSilences,
 }
 
 impl Rule {
     /// Every rule, in order.
-    pub const ALL: [Rule; 12] = [
+    pub const ALL: [Rule; 13] = [
         Rule::S1,
         Rule::S2,
         Rule::S3,
@@ -99,6 +110,7 @@ impl Rule {
         Rule::S10,
         Rule::S11,
         Rule::ProofIsReadback,
+        Rule::QuarantineSilences,
     ];
 
     /// The rule's code as SPEC §2 writes it: `"S1"` … `"S11"`; `"P1"` for
@@ -117,6 +129,7 @@ impl Rule {
             Rule::S10 => "S10",
             Rule::S11 => "S11",
             Rule::ProofIsReadback => "P1",
+            Rule::QuarantineSilences => "Q1",
         }
     }
 
@@ -135,6 +148,7 @@ impl Rule {
             Rule::S10 => "human waits survive",
             Rule::S11 => "wrong answer stops",
             Rule::ProofIsReadback => "proof is a readback",
+            Rule::QuarantineSilences => "quarantine silences",
         }
     }
 }
@@ -193,7 +207,7 @@ mod tests {
             "S5 pause stops grants, not accounting"
         );
         let codes: Vec<&str> = Rule::ALL.iter().map(|r| r.code()).collect();
-        assert_eq!(codes.len(), 12);
+        assert_eq!(codes.len(), 13);
         assert_eq!(codes[10], "S11");
         assert_eq!(Rule::ProofIsReadback.to_string(), "P1 proof is a readback");
         let v = Violation::new(Rule::S1, "rollout r0 has 2 unsettled ops with slots_max 1");

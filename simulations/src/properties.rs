@@ -73,6 +73,7 @@ pub fn property_name(rule: Rule) -> &'static str {
         Rule::S10 => "S10 human waits survive",
         Rule::S11 => "S11 wrong answer stops",
         Rule::ProofIsReadback => "P1 proof is a readback",
+        Rule::QuarantineSilences => "Q1 quarantine silences",
     }
 }
 
@@ -106,6 +107,12 @@ pub fn properties(model: &FleetModel) -> Vec<Property<FleetModel>> {
             holds(w, Rule::S11)
                 && invariants::s11_wrong_answer_stops(&w.controller()).is_ok()
                 && canary_truth_agrees(w)
+        }),
+        // No simulated input quarantines a node (the default configuration's
+        // state count is unchanged), so this holds trivially there; it
+        // fails the moment a run that does quarantine breaks Q1.
+        Property::<FleetModel>::always(property_name(Rule::QuarantineSilences), |_, w| {
+            holds(w, Rule::QuarantineSilences)
         }),
         Property::<FleetModel>::sometimes("rollout completes", |_, w| {
             w.controller()
