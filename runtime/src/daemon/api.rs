@@ -686,14 +686,12 @@ async fn observe_node(
     .into_response()
 }
 
-/// The node named `name`, or the 404 to answer.
-fn fleet_node(api: &Api, name: &str) -> Result<NodeId, Response> {
-    api.cfg.node_id(name).ok_or_else(|| {
-        error(
-            StatusCode::NOT_FOUND,
-            format!("no node {name} in the fleet"),
-        )
-    })
+/// The 404 for a node name the fleet does not have.
+fn no_such_node(name: &str) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        format!("no node {name} in the fleet"),
+    )
 }
 
 /// `POST /api/nodes/{name}/release`: an operator lifts a quarantine.
@@ -711,9 +709,9 @@ async fn release_node(
             return bad_request(why);
         }
     }
-    match fleet_node(&api, &name) {
-        Ok(node) => respond(&api, Input::ReleaseNode { node }).await,
-        Err(rejection) => rejection,
+    match api.cfg.node_id(&name) {
+        Some(node) => respond(&api, Input::ReleaseNode { node }).await,
+        None => no_such_node(&name),
     }
 }
 
@@ -730,9 +728,8 @@ async fn revoke_cert(
     if let Some(rejection) = unauthorized(&api, &headers) {
         return rejection;
     }
-    let node = match fleet_node(&api, &name) {
-        Ok(node) => node,
-        Err(rejection) => return rejection,
+    let Some(node) = api.cfg.node_id(&name) else {
+        return no_such_node(&name);
     };
     let given = if body.is_empty() {
         None
