@@ -325,12 +325,33 @@ async fn revoke_and_restart(fleet: &mut Fleet) {
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(!fleet.node_a_connected().await);
+    // Naming the certificate file gives the same fingerprint as the one
+    // node-a presented: already revoked (exit 1, nothing recorded).
+    let cert = fleet.pki.node_cert("node-a").display().to_string();
+    let (code, text) = fleet.cli_code(&["node", "revoke-cert", "node-a", "--cert", &cert]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("already revoked"), "{text}");
+    // Another node's certificate is refused before anything is sent.
+    let other = fleet.pki.node_cert("node-b").display().to_string();
+    let (code, text) = fleet.cli_code(&["node", "revoke-cert", "node-a", "--cert", &other]);
+    assert_ne!(code, Some(0), "{text}");
+    assert!(text.contains("node-b"), "{text}");
 }
 
 /// A new certificate connects; the release lets it speak.
 async fn issue_and_release(fleet: &mut Fleet) {
     fleet.kill("node-a-copy").await;
     fleet.kill("node-a").await;
+    let refused = StdCommand::new(fleetweft())
+        .args(["pki", "issue", "node-a", "--dir"])
+        .arg(&fleet.pki.dir)
+        .output()
+        .expect("pki issue");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("--force"),
+        "{stderr}"
+    );
     let out = StdCommand::new(fleetweft())
         .args(["pki", "issue", "node-a", "--force", "--dir"])
         .arg(&fleet.pki.dir)
