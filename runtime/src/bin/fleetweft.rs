@@ -14,6 +14,9 @@
 //! - `fleetweft pki init --dir DIR --nodes a,b,c [--controller-host NAME]`:
 //!   creates the fleet CA, controller and node certificates and the operator
 //!   token (layout in `protocol::pki`). Refuses an existing DIR.
+//! - `fleetweft pki issue NODE --dir DIR [--force]`: one new certificate and
+//!   key for NODE from the existing CA in DIR, printing the file names and
+//!   the fingerprint; refuses to replace the node's files without --force.
 //! - `fleetweft bundle keygen --out DIR`: writes `DIR/bundle-signing.key`
 //!   (0600) and `DIR/bundle-signing.pub`.
 //! - `fleetweft bundle sign --key KEY --app FILE --name N --version V
@@ -32,7 +35,8 @@
 //! Against a running controller (`--controller URL`, default
 //! http://127.0.0.1:7800; writes take the token from `--token-file FILE`,
 //! else `--pki DIR` (`DIR/operator-token`), else `FLEETWEFT_TOKEN`): `status`, `proof NODE | --rollout ID`, `unresolved`,
-//! `rollout start|pause|resume|approve`, each with `--json` for the API's
+//! `rollout start|pause|resume|approve`, `node release NODE`,
+//! `node revoke-cert NODE [--cert FILE]`, each with `--json` for the API's
 //! DTO. Exit 0 ok, 1 bad news (proof not verified, something unresolved, a
 //! refused command), 2 usage or connection error ([`runtime::cli_ops`]).
 
