@@ -216,6 +216,15 @@ impl AgentConfig {
     }
 }
 
+/// Checks the configured TLS identity (see
+/// [`protocol::identity::check_identity`]): key matches certificate, the
+/// certificate names `node`, is signed by `tls.ca` and is valid now.
+pub fn check_identity(
+    cfg: &AgentConfig,
+) -> Result<protocol::identity::NodeIdentity, protocol::identity::IdentityError> {
+    protocol::identity::check_identity(&cfg.tls.ca, &cfg.tls.cert, &cfg.tls.key, &cfg.node)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,8 @@
 //! `fleetweft-agent --config agent.toml [--allow-fault-injection]`
 //!
-//! Exit codes: 2 for an unreadable or invalid config, 1 if it cannot start
+//! Exit codes: 2 for an unreadable or invalid config, or an identity that
+//! fails its startup checks (key/certificate mismatch, another node's
+//! certificate, a foreign CA, expired or not yet valid), 1 if it cannot start
 //! or cannot load its TLS identity when reconnecting; otherwise it runs
 //! until stopped (`docs/operations.md`, "Exit codes").
 
@@ -11,7 +13,9 @@ use std::process::ExitCode;
 #[command(
     name = "fleetweft-agent",
     about = "Fleetweft node agent",
-    after_help = "Exit codes: 2 if the config is unreadable or invalid; 1 if it cannot start \
+    after_help = "Exit codes: 2 if the config is unreadable or invalid, or its TLS identity fails \
+                  the startup checks (key matches certificate, certificate names this node, is \
+                  signed by the configured CA, is valid now); 1 if it cannot start \
                   (journal, bundle key, public port) or cannot load its TLS identity when \
                   reconnecting. It runs until stopped."
 )]
@@ -41,6 +45,23 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Checked before anything else: an identity that can never complete a
+    // handshake, or that would connect as another node, is refused here,
+    // naming the files, instead of being retried on every reconnect.
+    match agent::config::check_identity(&cfg) {
+        Ok(identity) => tracing::info!(
+            node = %identity.node,
+            fingerprint = %hex::encode(identity.fingerprint),
+            "TLS identity checked"
+        ),
+        Err(e) => {
+            eprintln!(
+                "fleetweft-agent: {}: identity refused: {e}",
+                args.config.display()
+            );
+            return ExitCode::from(2);
+        }
+    }
     let node = cfg.node.clone();
     let result = async {
         let agent = agent::daemon::Agent::start(cfg, args.allow_fault_injection).await?;

@@ -476,6 +476,7 @@ pub fn check_event(before: &ControllerState, event: &Event) -> Result<(), Violat
     s6_stable_decisions(before, event)?;
     s8_late_report_changes_nothing(before, event)?;
     s9_restore_needs_proof(before, event)?;
+    crate::q1_quarantine_silences(before, event)?;
     w1_names_what_exists(before, event)
 }
 

@@ -19,6 +19,11 @@
 //!   [`s7_persist_before_reply`], [`s6_answers_agree`],
 //!   [`s10_human_waits_survive`].
 //!
+//! - **Q1** (identity conflicts, issue #12): [`q1_quarantine_silences`]
+//!   judges an event (no grant to a quarantined node, no command in its
+//!   effects), [`q1_no_command_to_quarantined`] judges effects a runtime
+//!   is about to perform; `check_event` runs the first.
+//!
 //! [`check_history`] folds a whole event log and runs all controller checks;
 //! it backs `fleetweft log verify` and the runtime's tests.
 //!
@@ -29,6 +34,7 @@
 mod agent_rules;
 mod event_rules;
 mod history;
+mod quarantine_rules;
 mod runtime_rules;
 mod state_rules;
 mod words;
@@ -46,6 +52,7 @@ pub use event_rules::{
     s9_restore_needs_proof, w1_names_what_exists,
 };
 pub use history::{check_history, HistoryViolation};
+pub use quarantine_rules::{q1_no_command_to_quarantined, q1_quarantine_silences};
 pub use runtime_rules::{s10_human_waits_survive, s6_answers_agree, s7_persist_before_reply};
 pub use state_rules::{
     check_state, l1_nothing_left_ends, s11_wrong_answer_stops, s1_slot_bound,
@@ -104,11 +111,15 @@ pub enum Rule {
     /// checker ([`l1_nothing_left_ends`]); not on replay, since a log written
     /// before the rule ends such a rollout at its next input. Code `L1`.
     EndsWhenNothingLeft,
+    /// Identity conflicts: nothing is sent to, and nothing is granted to, a
+    /// quarantined node until an operator releases it. Code `Q1`.
+    /// Appended last.
+    QuarantineSilences,
 }
 
 impl Rule {
     /// Every rule, in order.
-    pub const ALL: [Rule; 15] = [
+    pub const ALL: [Rule; 16] = [
         Rule::S1,
         Rule::S2,
         Rule::S3,
@@ -124,6 +135,7 @@ impl Rule {
         Rule::ProofIsReadback,
         Rule::NamesWhatExists,
         Rule::EndsWhenNothingLeft,
+        Rule::QuarantineSilences,
     ];
 
     /// The rule's code as SPEC §2 writes it: `"S1"` … `"S11"`; `"P1"` for
@@ -145,6 +157,7 @@ impl Rule {
             Rule::ProofIsReadback => "P1",
             Rule::NamesWhatExists => "W1",
             Rule::EndsWhenNothingLeft => "L1",
+            Rule::QuarantineSilences => "Q1",
         }
     }
 
@@ -166,6 +179,7 @@ impl Rule {
             Rule::ProofIsReadback => "proof is a readback",
             Rule::NamesWhatExists => "events name what exists",
             Rule::EndsWhenNothingLeft => "a rollout with nothing left ends",
+            Rule::QuarantineSilences => "quarantine silences",
         }
     }
 }
@@ -224,7 +238,7 @@ mod tests {
             "S5 pause stops grants, not accounting"
         );
         let codes: Vec<&str> = Rule::ALL.iter().map(|r| r.code()).collect();
-        assert_eq!(codes.len(), 15);
+        assert_eq!(codes.len(), 16);
         assert_eq!(codes[10], "S11");
         assert_eq!(Rule::ProofIsReadback.to_string(), "P1 proof is a readback");
         assert_eq!(

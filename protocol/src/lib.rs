@@ -2,10 +2,12 @@
 //!
 //! - `pki`: the fleet CA, controller and node certificates, operator token.
 //! - `bundle`: signed app bundles (manifest + app file, Ed25519).
+//! - `identity`: the checks an agent's identity passes before it starts.
 //! - `frame`: versioned, length-prefixed, bounded wire frames.
 //! - `quic`: quinn endpoints with mutual TLS (rustls, TLS 1.3 only).
 pub mod bundle;
 pub mod frame;
+pub mod identity;
 pub mod pki;
 pub mod quic;
 pub mod tls;

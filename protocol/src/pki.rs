@@ -52,6 +52,22 @@ pub const PEM_FILE_BYTES_MAX: u64 = 1024 * 1024;
 /// Random bytes in the operator token (hex-encoded on disk).
 pub const OPERATOR_TOKEN_BYTES: usize = 32;
 
+/// Lifetime of the fleet CA certificate, in days (about ten years): the CA
+/// outlives every certificate it signs, and replacing it means re-issuing
+/// the whole fleet, so it is long.
+pub const CA_CERT_LIFETIME_DAYS: u32 = 3650;
+/// Lifetime of the controller's server certificate, in days (about two
+/// years): re-issued with the CA key when it nears its end.
+pub const CONTROLLER_CERT_LIFETIME_DAYS: u32 = 730;
+/// Lifetime of a node's client certificate, in days (one year): a copied
+/// node key stops working on its own within a year, and `fleetweft pki
+/// issue NODE` replaces it before then.
+pub const NODE_CERT_LIFETIME_DAYS: u32 = 365;
+/// How far back a new certificate's `notBefore` is set, in seconds: a node
+/// whose clock is a little behind the issuer's still accepts it.
+pub const CERT_BACKDATE_S: u64 = 300;
+const SECONDS_PER_DAY: u64 = 86_400;
+
 /// Mode of private keys and the operator token.
 const SECRET_FILE_MODE: u32 = 0o600;
 /// Mode of certificates.
@@ -119,6 +135,9 @@ pub enum PkiError {
     /// The operator token file does not hold 64 hex characters.
     #[error("{0}: not an operator token (expected 64 hex characters)")]
     BadToken(PathBuf),
+    /// `issue_node` refuses to overwrite a node's files without `force`.
+    #[error("{0} already exists; refusing to overwrite it (pass --force to replace the node's certificate and key)")]
+    NodeFilesExist(PathBuf),
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> PkiError + '_ {
@@ -296,6 +315,7 @@ fn write_pki(pki: &FleetPki, controller_san: SanType) -> Result<(), PkiError> {
     let ca_key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
     let mut ca_params = CertificateParams::default();
     ca_params.distinguished_name = distinguished_name("Fleetweft fleet CA");
+    set_validity(&mut ca_params, CA_CERT_LIFETIME_DAYS);
     // Path length 0: the CA signs leaves only, never another CA.
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     ca_params.key_usages = vec![
@@ -314,6 +334,7 @@ fn write_pki(pki: &FleetPki, controller_san: SanType) -> Result<(), PkiError> {
     let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
     let mut params = CertificateParams::default();
     params.distinguished_name = distinguished_name("Fleetweft controller");
+    set_validity(&mut params, CONTROLLER_CERT_LIFETIME_DAYS);
     let mut sans = vec![controller_san];
     let loopback = SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST));
     if !sans.contains(&loopback) {
@@ -341,27 +362,7 @@ fn write_pki(pki: &FleetPki, controller_san: SanType) -> Result<(), PkiError> {
         .create(&nodes_dir)
         .map_err(io_err(&nodes_dir))?;
     for node in &pki.nodes {
-        let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
-        let mut params = CertificateParams::default();
-        params.distinguished_name = distinguished_name(node);
-        let san = node_san(node)
-            .try_into()
-            .map_err(|_| PkiError::InvalidNodeId(node.clone()))?;
-        params.subject_alt_names = vec![SanType::DnsName(san)];
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        // Client auth only: a node's certificate cannot pose as the controller.
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        let cert = params.signed_by(&key, &ca, &ca_key)?;
-        write_file(
-            &pki.node_cert(node),
-            cert.pem().as_bytes(),
-            PUBLIC_FILE_MODE,
-        )?;
-        write_file(
-            &pki.node_key(node),
-            key.serialize_pem().as_bytes(),
-            SECRET_FILE_MODE,
-        )?;
+        write_node(pki, node, &ca, &ca_key)?;
     }
 
     let mut token = [0u8; OPERATOR_TOKEN_BYTES];
@@ -375,6 +376,111 @@ fn write_pki(pki: &FleetPki, controller_san: SanType) -> Result<(), PkiError> {
         .and_then(|()| File::open(dir))
         .and_then(|d| d.sync_all())
         .map_err(io_err(dir))
+}
+
+/// Sets a certificate's validity: from [`CERT_BACKDATE_S`] ago for
+/// `lifetime_days` days, explicit instead of rcgen's defaults.
+fn set_validity(params: &mut CertificateParams, lifetime_days: u32) {
+    let now = std::time::SystemTime::now();
+    let backdate = std::time::Duration::from_secs(CERT_BACKDATE_S);
+    let lifetime = std::time::Duration::from_secs(u64::from(lifetime_days) * SECONDS_PER_DAY);
+    params.not_before = (now - backdate).into();
+    params.not_after = (now + lifetime).into();
+}
+
+/// Generates `node`'s key and client certificate, signed by `ca`, and
+/// writes both (new files only).
+fn write_node(
+    pki: &FleetPki,
+    node: &str,
+    ca: &rcgen::Certificate,
+    ca_key: &KeyPair,
+) -> Result<(), PkiError> {
+    let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
+    let mut params = CertificateParams::default();
+    params.distinguished_name = distinguished_name(node);
+    set_validity(&mut params, NODE_CERT_LIFETIME_DAYS);
+    let san = node_san(node)
+        .try_into()
+        .map_err(|_| PkiError::InvalidNodeId(node.to_string()))?;
+    params.subject_alt_names = vec![SanType::DnsName(san)];
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    // Client auth only: a node's certificate cannot pose as the controller.
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = params.signed_by(&key, ca, ca_key)?;
+    write_file(
+        &pki.node_cert(node),
+        cert.pem().as_bytes(),
+        PUBLIC_FILE_MODE,
+    )?;
+    write_file(
+        &pki.node_key(node),
+        key.serialize_pem().as_bytes(),
+        SECRET_FILE_MODE,
+    )
+}
+
+/// Issues one new certificate and key for `node` from the existing CA in
+/// `dir` (`ca.pem`, `ca-key.pem`), without touching anything else of the
+/// PKI. Refuses to replace the node's existing files unless `force`.
+/// Returns the certificate and key paths.
+pub fn issue_node(dir: &Path, node: &str, force: bool) -> Result<(PathBuf, PathBuf), PkiError> {
+    validate_node_id(node)?;
+    let pki = FleetPki {
+        dir: dir.to_path_buf(),
+        nodes: vec![node.to_string()],
+    };
+    let (cert_path, key_path) = (pki.node_cert(node), pki.node_key(node));
+    for path in [&cert_path, &key_path] {
+        if path.symlink_metadata().is_ok() && !force {
+            return Err(PkiError::NodeFilesExist(path.clone()));
+        }
+    }
+    let ca_pem = String::from_utf8(read_small(&pki.ca_cert())?)
+        .map_err(|_| PkiError::NoCertificate(pki.ca_cert()))?;
+    let ca_key_pem = String::from_utf8(read_small(&pki.ca_key())?)
+        .map_err(|_| PkiError::NoPrivateKey(pki.ca_key()))?;
+    let ca_key = KeyPair::from_pem(&ca_key_pem)
+        .map_err(|e| PkiError::BadCertificate(format!("{}: {e}", pki.ca_key().display())))?;
+    // The issuer is rebuilt from ca.pem with the CA's own key: same subject,
+    // same key, so what it signs chains to the existing ca.pem.
+    let ca = CertificateParams::from_ca_cert_pem(&ca_pem)
+        .and_then(|params| params.self_signed(&ca_key))
+        .map_err(|e| PkiError::BadCertificate(format!("{}: {e}", pki.ca_cert().display())))?;
+    let nodes_dir = dir.join("nodes");
+    if !nodes_dir.is_dir() {
+        fs::DirBuilder::new()
+            .mode(DIR_MODE)
+            .create(&nodes_dir)
+            .map_err(io_err(&nodes_dir))?;
+    }
+    // Replacing: the old files go only once the new pair is generated.
+    let tmp = FleetPki {
+        dir: nodes_dir.join(format!(".issue-{node}")),
+        nodes: vec![node.to_string()],
+    };
+    let _ = fs::remove_dir_all(&tmp.dir);
+    fs::DirBuilder::new()
+        .mode(DIR_MODE)
+        .recursive(true)
+        .create(tmp.dir.join("nodes"))
+        .map_err(io_err(&tmp.dir))?;
+    let result = write_node(&tmp, node, &ca, &ca_key).and_then(|()| {
+        fs::rename(tmp.node_key(node), &key_path).map_err(io_err(&key_path))?;
+        fs::rename(tmp.node_cert(node), &cert_path).map_err(io_err(&cert_path))?;
+        File::open(&nodes_dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io_err(&nodes_dir))
+    });
+    let _ = fs::remove_dir_all(&tmp.dir);
+    result.map(|()| (cert_path, key_path))
+}
+
+/// The SHA-256 fingerprint of a DER certificate: what the controller's
+/// deny list holds and what `fleetweft node revoke-cert` records.
+pub fn cert_fingerprint(der: &[u8]) -> [u8; 32] {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(der).into()
 }
 
 /// Writes a new file with `mode` set at creation, so a secret is never
@@ -690,6 +796,69 @@ mod tests {
         }
         assert_eq!(fs::read_dir(temp.path()).expect("read").count(), 0);
         validate_node_id(&"a".repeat(NODE_ID_LEN_MAX)).expect("63 is fine");
+    }
+
+    fn not_after_days_from_now(path: &Path) -> i64 {
+        let der = leaf(path);
+        let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref()).expect("parse");
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_secs() as i64;
+        (cert.validity().not_after.timestamp() - now) / SECONDS_PER_DAY as i64
+    }
+
+    #[test]
+    fn lifetimes_are_the_named_ones() {
+        let temp = tempfile::tempdir().expect("tempdir");
+        let pki = fleet(&temp, "pki");
+        for (path, days) in [
+            (pki.ca_cert(), CA_CERT_LIFETIME_DAYS),
+            (pki.controller_cert(), CONTROLLER_CERT_LIFETIME_DAYS),
+            (pki.node_cert("node-a"), NODE_CERT_LIFETIME_DAYS),
+        ] {
+            let left = not_after_days_from_now(&path);
+            // Rounded down: a day less than the lifetime while it is new.
+            assert!(
+                left == i64::from(days) || left == i64::from(days) - 1,
+                "{}: {left} days left, lifetime {days}",
+                path.display()
+            );
+        }
+    }
+
+    #[test]
+    fn issue_node_signs_with_the_existing_ca_and_refuses_to_overwrite() {
+        let temp = tempfile::tempdir().expect("tempdir");
+        let pki = fleet(&temp, "pki");
+        let ca_before = fs::read(pki.ca_cert()).expect("ca");
+        let old = fs::read(pki.node_cert("node-a")).expect("old cert");
+        let err = issue_node(&pki.dir, "node-a", false).expect_err("exists");
+        assert!(matches!(err, PkiError::NodeFilesExist(_)), "{err}");
+        assert_eq!(fs::read(pki.node_cert("node-a")).expect("cert"), old);
+        let (cert, key) = issue_node(&pki.dir, "node-a", true).expect("force");
+        assert_eq!(cert, pki.node_cert("node-a"));
+        assert_ne!(fs::read(&cert).expect("new cert"), old);
+        assert_eq!(fs::read(pki.ca_cert()).expect("ca"), ca_before);
+        assert_eq!(mode(&key), SECRET_FILE_MODE);
+        crate::identity::check_identity(&pki.ca_cert(), &cert, &key, "node-a")
+            .expect("the new pair is a valid node-a identity");
+        // A node the PKI never had gets its first pair.
+        let (cert, key) = issue_node(&pki.dir, "node-c", false).expect("new node");
+        crate::identity::check_identity(&pki.ca_cert(), &cert, &key, "node-c").expect("node-c");
+        let left = not_after_days_from_now(&cert);
+        let days = i64::from(NODE_CERT_LIFETIME_DAYS);
+        assert!(left == days || left == days - 1, "{left} days left");
+        assert!(issue_node(&pki.dir, "Bad_Id", true).is_err());
+        // No temporary directory is left behind.
+        let names: Vec<_> = fs::read_dir(pki.dir.join("nodes"))
+            .expect("read")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert!(
+            names.iter().all(|n| !n.to_string_lossy().starts_with('.')),
+            "{names:?}"
+        );
     }
 
     #[test]

@@ -321,6 +321,18 @@ where
     }
 }
 
+/// The SHA-256 fingerprint of the leaf certificate a peer presented at the
+/// handshake, if any.
+pub fn peer_fingerprint(conn: &Connection) -> Option<[u8; 32]> {
+    let chain = conn
+        .peer_identity()?
+        .downcast::<Vec<CertificateDer<'static>>>()
+        .ok()?;
+    chain
+        .first()
+        .map(|leaf| crate::pki::cert_fingerprint(leaf.as_ref()))
+}
+
 /// The controller's QUIC endpoint.
 #[derive(Debug)]
 pub struct ControllerEndpoint {

@@ -7,13 +7,16 @@
 //! client certificate signed by it, agents require the controller's
 //! certificate to be signed by it and to name the host they dialled.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
+use rustls::client::danger::HandshakeSignatureValid;
 use rustls::client::WebPkiServerVerifier;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
 use rustls::RootCertStore;
 use thiserror::Error;
@@ -77,13 +80,56 @@ pub enum TlsError {
     Config(#[from] rustls::Error),
 }
 
-/// The controller's TLS identity: its certificate chain and key, and the
-/// fleet CA that agents' certificates must chain to.
+/// Upper bound on revoked certificate fingerprints held in memory: far
+/// above any fleet's churn, low enough that a runaway script cannot grow it
+/// without bound.
+pub const DENY_LIST_ENTRIES_MAX: usize = 65_536;
+
+/// SHA-256 fingerprints of revoked certificates, shared between the
+/// controller core (which adds them as revocations become durable) and the
+/// QUIC handshake (which refuses them).
+#[derive(Clone, Debug, Default)]
+pub struct DenyList(Arc<RwLock<HashSet<[u8; 32]>>>);
+
+impl DenyList {
+    /// Adds a fingerprint; false if the list is full (it is not added).
+    pub fn insert(&self, fingerprint: [u8; 32]) -> bool {
+        // A poisoned lock only means a writer panicked mid-insert; the set
+        // itself is still a set of fingerprints.
+        let mut set = self.0.write().unwrap_or_else(|e| e.into_inner());
+        if set.len() >= DENY_LIST_ENTRIES_MAX && !set.contains(&fingerprint) {
+            return false;
+        }
+        set.insert(fingerprint);
+        true
+    }
+
+    /// Whether the certificate with this fingerprint is revoked.
+    pub fn contains(&self, fingerprint: &[u8; 32]) -> bool {
+        let set = self.0.read().unwrap_or_else(|e| e.into_inner());
+        set.contains(fingerprint)
+    }
+
+    /// How many fingerprints are denied.
+    pub fn len(&self) -> usize {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Whether nothing is denied.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The controller's TLS identity: its certificate chain and key, the
+/// fleet CA that agents' certificates must chain to, and the revoked
+/// certificates the handshake refuses.
 #[derive(Debug)]
 pub struct ServerIdentity {
     roots: Vec<CertificateDer<'static>>,
     chain: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
+    deny: DenyList,
 }
 
 /// An agent's TLS identity: its node certificate chain and key, and the fleet
@@ -107,7 +153,15 @@ impl ServerIdentity {
             roots: vec![ca],
             chain,
             key,
+            deny: DenyList::default(),
         }
+    }
+
+    /// The same identity, refusing every certificate in `deny` at the
+    /// handshake (checked on each handshake, so later additions count).
+    pub fn with_deny_list(mut self, deny: DenyList) -> Self {
+        self.deny = deny;
+        self
     }
 
     /// Loads `ca.pem`, `controller.pem` and `controller-key.pem` (or any
@@ -117,6 +171,7 @@ impl ServerIdentity {
             roots: load_certs(ca)?,
             chain: load_certs(cert)?,
             key: load_key(key)?,
+            deny: DenyList::default(),
         })
     }
 }
@@ -165,16 +220,85 @@ fn root_store(roots: &[CertificateDer<'static>]) -> Result<Arc<RootCertStore>, T
 /// certificate signed by the fleet CA is required (no anonymous agents).
 pub fn server_config(identity: &ServerIdentity) -> Result<rustls::ServerConfig, TlsError> {
     let provider = provider();
-    let verifier =
+    let inner =
         WebPkiClientVerifier::builder_with_provider(root_store(&identity.roots)?, provider.clone())
             .build()
             .map_err(|e| TlsError::Verifier(e.to_string()))?;
+    let verifier = Arc::new(DenyingVerifier {
+        inner,
+        deny: identity.deny.clone(),
+    });
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_client_cert_verifier(verifier)
         .with_single_cert(identity.chain.clone(), identity.key.clone_key())?;
     config.alpn_protocols = vec![ALPN.to_vec()];
     Ok(config)
+}
+
+/// The fleet CA's client verifier, refusing revoked certificates first.
+#[derive(Debug)]
+struct DenyingVerifier {
+    inner: Arc<dyn ClientCertVerifier>,
+    deny: DenyList,
+}
+
+impl ClientCertVerifier for DenyingVerifier {
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        if self
+            .deny
+            .contains(&crate::pki::cert_fingerprint(end_entity.as_ref()))
+        {
+            tracing::warn!(
+                fingerprint = %hex::encode(crate::pki::cert_fingerprint(end_entity.as_ref())),
+                "refused a revoked client certificate at the handshake"
+            );
+            return Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::Revoked,
+            ));
+        }
+        self.inner
+            .verify_client_cert(end_entity, intermediates, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+
+    fn offer_client_auth(&self) -> bool {
+        self.inner.offer_client_auth()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        self.inner.client_auth_mandatory()
+    }
 }
 
 /// An agent's rustls config: TLS 1.3, ALPN [`ALPN`], the controller must
@@ -291,6 +415,40 @@ mod tests {
         }
         let garbage = CertificateDer::from(vec![0x30, 0x03, 0x01, 0x02]);
         assert!(node_id_from_cert(&garbage).is_err());
+    }
+
+    #[test]
+    fn the_deny_list_refuses_a_revoked_certificate_and_only_it() {
+        let temp = tempfile::tempdir().expect("tempdir");
+        let nodes = vec!["node-a".to_string(), "node-b".to_string()];
+        let pki =
+            crate::pki::init_fleet(&temp.path().join("pki"), &nodes, "localhost").expect("pki");
+        let roots = root_store(&load_certs(&pki.ca_cert()).expect("ca")).expect("roots");
+        let deny = DenyList::default();
+        let verifier = DenyingVerifier {
+            inner: WebPkiClientVerifier::builder_with_provider(roots, provider())
+                .build()
+                .expect("verifier"),
+            deny: deny.clone(),
+        };
+        let a = load_certs(&pki.node_cert("node-a")).expect("a").remove(0);
+        let b = load_certs(&pki.node_cert("node-b")).expect("b").remove(0);
+        let now = UnixTime::now();
+        verifier
+            .verify_client_cert(&a, &[], now)
+            .expect("a before revocation");
+        assert!(deny.insert(crate::pki::cert_fingerprint(a.as_ref())));
+        let err = verifier
+            .verify_client_cert(&a, &[], now)
+            .expect_err("revoked");
+        assert_eq!(
+            err,
+            rustls::Error::InvalidCertificate(rustls::CertificateError::Revoked)
+        );
+        verifier
+            .verify_client_cert(&b, &[], now)
+            .expect("b untouched");
+        assert_eq!(deny.len(), 1);
     }
 
     #[test]

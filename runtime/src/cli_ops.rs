@@ -672,3 +672,46 @@ pub async fn claim(
     let body = serde_json::json!({ "owner": owner, "review_by": review_by });
     op_write(client, op, "claim", &body, json).await
 }
+
+/// `fleetweft node release NODE`: lift a quarantine.
+pub async fn node_release(client: &ApiClient, node: &str, json: bool) -> Result<Output, Failure> {
+    node_write(client, node, "release", &serde_json::json!({}), json).await
+}
+
+/// `fleetweft node revoke-cert NODE [--cert FILE]`: `fingerprint` is the
+/// hex SHA-256 of the certificate given, `None` for the one the node last
+/// presented.
+pub async fn node_revoke_cert(
+    client: &ApiClient,
+    node: &str,
+    fingerprint: Option<&str>,
+    json: bool,
+) -> Result<Output, Failure> {
+    let body = match fingerprint {
+        Some(f) => serde_json::json!({ "fingerprint": f }),
+        None => serde_json::json!({}),
+    };
+    node_write(client, node, "revoke-cert", &body, json).await
+}
+
+/// POST `body` to `/api/nodes/{node}/{action}` and print the events it
+/// recorded (or the answer as JSON).
+async fn node_write(
+    client: &ApiClient,
+    node: &str,
+    action: &str,
+    body: &serde_json::Value,
+    json: bool,
+) -> Result<Output, Failure> {
+    let answer: serde_json::Value = client
+        .post_json(&format!("/api/nodes/{node}/{action}"), body)
+        .await?;
+    Ok(Output {
+        text: if json {
+            json_text(&answer)
+        } else {
+            events_text(&answer)
+        },
+        code: EXIT_OK,
+    })
+}

@@ -73,6 +73,8 @@ pub struct LogIndex {
     /// Rollout -> sequence of the latest event that can make it wait for an
     /// operator: a pause, or its canary's settlement (approval gate).
     pub waiting: HashMap<RolloutId, u64>,
+    /// Quarantined node -> sequence of its `NodeQuarantined`.
+    pub quarantined: HashMap<NodeId, u64>,
 }
 
 impl LogIndex {
@@ -105,6 +107,12 @@ impl LogIndex {
             }
             Event::RolloutSuperseded { rollout, .. } | Event::RolloutCompleted { rollout } => {
                 self.waiting.remove(rollout);
+            }
+            Event::NodeQuarantined { node, .. } => {
+                self.quarantined.insert(*node, sequence);
+            }
+            Event::NodeReleased { node } => {
+                self.quarantined.remove(node);
             }
             _ => {}
         }
@@ -267,7 +275,56 @@ pub fn unresolved(
         });
     }
     out.extend(drifted(state, names));
+    out.extend(quarantined(state, names, index));
     out
+}
+
+/// Every quarantined node as work: the two peer addresses that presented
+/// its identity, and what the operator does about it.
+fn quarantined(
+    state: &ControllerState,
+    names: &dyn Fn(NodeId) -> String,
+    index: &LogIndex,
+) -> Vec<Unresolved> {
+    state
+        .quarantined
+        .iter()
+        .map(|(node, q)| {
+            let name = names(*node);
+            let since = index.quarantined.get(node).copied();
+            Unresolved {
+                node: name.clone(),
+                op: state.nodes.get(node).and_then(|r| r.live_op).map_or_else(|| "-".into(), |op| op.to_string()),
+                rollout: "-".into(),
+                release: String::new(),
+                generation: state.generation.0,
+                phase: format!(
+                    "quarantined: identity conflict, two live connections from {} and {}",
+                    q.first_peer, q.second_peer
+                ),
+                unknown_reason: None,
+                last_confirmed_release: confirmed(state, *node),
+                last_serving_result: None,
+                missing_evidence: vec![format!(
+                    "an operator's decision: which agent at {} or {} is the real {name}",
+                    q.first_peer, q.second_peer
+                )],
+                owner: None,
+                review_by: None,
+                options: vec![
+                    format!("revoke the copied certificate: fleetweft node revoke-cert {name}"),
+                    format!("issue a new one: fleetweft pki issue {name} --dir PKI --force, install it on the real node, restart its agent"),
+                    format!("release: fleetweft node release {name}"),
+                ],
+                check_command: format!("fleetweft probe {name}"),
+                since_sequence: since,
+                since: since.map_or_else(
+                    || "not in the log index".to_string(),
+                    |seq| format!("quarantined since log entry {seq}"),
+                ),
+            }
+        })
+        .collect()
 }
 
 /// Every drifted node as work (SPEC §10): what was seen, since when, and

@@ -812,6 +812,8 @@ const ROUTER_ROUTES: &[(&str, &str)] = &[
     ("/api/nodes/{name}/proof", "get"),
     ("/api/nodes/{name}/probe", "post"),
     ("/api/nodes/{name}/observe", "post"),
+    ("/api/nodes/{name}/release", "post"),
+    ("/api/nodes/{name}/revoke-cert", "post"),
     ("/api/unresolved", "get"),
     ("/api/ops/{op}/resolve", "post"),
     ("/api/ops/{op}/claim", "post"),

@@ -67,6 +67,9 @@ fn event_variant(e: &Event) -> &'static str {
         Event::RollBackOrdered { .. } => "RollBackOrdered",
         Event::NodeObserved { .. } => "NodeObserved",
         Event::RolloutEnded { .. } => "RolloutEnded",
+        Event::NodeQuarantined { .. } => "NodeQuarantined",
+        Event::NodeReleased { .. } => "NodeReleased",
+        Event::CertRevoked { .. } => "CertRevoked",
     }
 }
 
@@ -166,6 +169,16 @@ fn events() -> Vec<Event> {
         Event::RolloutEnded {
             rollout: R,
             not_passed: 2,
+        },
+        Event::NodeQuarantined {
+            node: NODE,
+            first_peer: "10.0.0.11:52000".into(),
+            second_peer: "10.0.0.99:41000".into(),
+        },
+        Event::NodeReleased { node: NODE },
+        Event::CertRevoked {
+            node: NODE,
+            fingerprint: V1,
         },
     ]
 }

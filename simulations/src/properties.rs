@@ -77,6 +77,7 @@ pub fn property_name(rule: Rule) -> &'static str {
         Rule::ProofIsReadback => "P1 proof is a readback",
         Rule::NamesWhatExists => "W1 events name what exists",
         Rule::EndsWhenNothingLeft => "L1 a rollout with nothing left ends",
+        Rule::QuarantineSilences => "Q1 quarantine silences",
     }
 }
 
@@ -149,6 +150,12 @@ pub fn properties(model: &FleetModel) -> Vec<Property<FleetModel>> {
         }),
         Property::<FleetModel>::always(property_name(Rule::EndsWhenNothingLeft), |_, w| {
             invariants::l1_nothing_left_ends(&w.controller()).is_ok()
+        }),
+        // No simulated input quarantines a node (the default configuration's
+        // state count is unchanged), so this holds trivially there; it
+        // fails the moment a run that does quarantine breaks Q1.
+        Property::<FleetModel>::always(property_name(Rule::QuarantineSilences), |_, w| {
+            holds(w, Rule::QuarantineSilences)
         }),
         Property::<FleetModel>::sometimes("rollout completes", |_, w| {
             w.controller()

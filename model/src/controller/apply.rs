@@ -5,7 +5,7 @@
 use super::event::Event;
 use super::state::{
     Claim, ControllerState, EvidenceItem, EvidenceSource, NodeObservation, Op, OpPhase, Outcome,
-    Resolution, Rollout, RolloutStatus, OP_EVIDENCE_MAX,
+    Quarantine, Resolution, Rollout, RolloutStatus, OP_EVIDENCE_MAX,
 };
 use crate::evidence::ProbeVerdict;
 use crate::ids::{OpId, RolloutId};
@@ -84,7 +84,10 @@ pub fn referents_exist(state: &ControllerState, event: &Event) -> Result<(), Mis
         | Event::LateReportIgnored { .. }
         | Event::StaleCommandRejected { .. }
         | Event::ForeignMessageIgnored { .. }
-        | Event::RollBackOrdered { .. } => Ok(()),
+        | Event::RollBackOrdered { .. }
+        | Event::NodeQuarantined { .. }
+        | Event::NodeReleased { .. }
+        | Event::CertRevoked { .. } => Ok(()),
     }
 }
 
@@ -265,6 +268,25 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
         }
         Event::NodeHello { node, serving, .. } => {
             state.nodes.entry(*node).or_default().reported_serving = *serving;
+        }
+        Event::NodeQuarantined {
+            node,
+            first_peer,
+            second_peer,
+        } => {
+            state.quarantined.insert(
+                *node,
+                Quarantine {
+                    first_peer: first_peer.clone(),
+                    second_peer: second_peer.clone(),
+                },
+            );
+        }
+        Event::NodeReleased { node } => {
+            state.quarantined.remove(node);
+        }
+        Event::CertRevoked { node, fingerprint } => {
+            state.revoked_certs.insert(*fingerprint, *node);
         }
         Event::LateReportIgnored { .. }
         | Event::StaleCommandRejected { .. }

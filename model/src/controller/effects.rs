@@ -19,7 +19,15 @@ pub enum Effect {
 }
 
 /// The effects of `event`, computed on the state *after* applying it.
+/// Nothing is ever sent to a quarantined node (Q1): two agents hold its
+/// identity and a command could reach either.
 pub fn effects(state: &ControllerState, event: &Event) -> Vec<Effect> {
+    let mut out = unfiltered_effects(state, event);
+    out.retain(|e| !matches!(e, Effect::Send { to, .. } if state.is_quarantined(*to)));
+    out
+}
+
+fn unfiltered_effects(state: &ControllerState, event: &Event) -> Vec<Effect> {
     match event {
         Event::OpGranted { op, .. } | Event::RestoreRequested { op } => {
             let mut out = current_command(state, *op).into_iter().collect::<Vec<_>>();
@@ -59,7 +67,9 @@ pub fn effects(state: &ControllerState, event: &Event) -> Vec<Effect> {
             .collect(),
         // A (re)connected agent gets the command for its live op again: the
         // command reveals nothing that is not already durable.
-        Event::NodeHello { node, .. } => state
+        // A released node gets the command for its live op again, as on
+        // a reconnect.
+        Event::NodeHello { node, .. } | Event::NodeReleased { node } => state
             .nodes
             .get(node)
             .and_then(|n| n.live_op)

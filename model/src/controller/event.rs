@@ -147,6 +147,26 @@ pub enum Event {
         /// How many nodes of the plan have an op that did not pass.
         not_passed: u32,
     },
+    /// Two live connections presented `node`'s identity, from these two
+    /// peer addresses: nothing is sent to the node and nothing it says is
+    /// recorded until an operator releases it; its op keeps its slot.
+    /// Appended last so older logs decode.
+    NodeQuarantined {
+        node: NodeId,
+        first_peer: String,
+        second_peer: String,
+    },
+    /// An operator released a quarantined node. Appended last.
+    NodeReleased {
+        node: NodeId,
+    },
+    /// An operator revoked the certificate with this SHA-256 fingerprint,
+    /// presented by (or issued for) `node`: the handshake refuses it from
+    /// now on, across restarts. Appended last.
+    CertRevoked {
+        node: NodeId,
+        fingerprint: Digest,
+    },
 }
 
 impl fmt::Display for Event {
@@ -274,6 +294,22 @@ impl fmt::Display for Event {
             } => write!(
                 f,
                 "rollout {rollout} ended: nothing more can happen, {not_passed} node(s) did not pass"
+            ),
+            Event::NodeQuarantined {
+                node,
+                first_peer,
+                second_peer,
+            } => write!(
+                f,
+                "{node} QUARANTINED: identity conflict, two live connections from {first_peer} and {second_peer}; nothing is sent to it until an operator releases it"
+            ),
+            Event::NodeReleased { node } => {
+                write!(f, "{node} released from quarantine by an operator")
+            }
+            Event::CertRevoked { node, fingerprint } => write!(
+                f,
+                "certificate {} of {node} revoked",
+                fingerprint.to_hex()
             ),
         }
     }

@@ -3,7 +3,7 @@
 
 use super::state::{ObservationSource, Resolution};
 use crate::evidence::RouteObservation;
-use crate::ids::{NodeId, OpId, RolloutId};
+use crate::ids::{Digest, NodeId, OpId, RolloutId};
 use crate::msg::ToController;
 use crate::plan::Plan;
 use serde::{Deserialize, Serialize};
@@ -57,4 +57,18 @@ pub enum Input {
         source: ObservationSource,
         now_ms: u64,
     },
+    /// The runtime saw two live connections present `node`'s identity
+    /// (connections replacing each other within its window): quarantine
+    /// the node. A node already quarantined records nothing more.
+    IdentityConflict {
+        node: NodeId,
+        first_peer: String,
+        second_peer: String,
+    },
+    /// Operator: release a quarantined node (after revoking the copied
+    /// certificate, or finding the conflict harmless).
+    ReleaseNode { node: NodeId },
+    /// Operator: revoke the certificate with this SHA-256 fingerprint,
+    /// presented by or issued for `node`.
+    RevokeCert { node: NodeId, fingerprint: Digest },
 }

@@ -290,6 +290,20 @@ pub fn observation_confirms(o: &RouteObservation, release: Digest) -> bool {
     o.proves_serving(release) && artifact_agrees
 }
 
+/// Why a node is quarantined: two live connections presented its identity
+/// (an identity conflict), from these two peer addresses.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Quarantine {
+    /// The peer address of the connection that was replaced.
+    pub first_peer: String,
+    /// The peer address of the connection that replaced it.
+    pub second_peer: String,
+}
+
+/// Longest peer address text a quarantine records (an IPv6 socket address
+/// with a zone fits well within it).
+pub const PEER_TEXT_MAX: usize = 128;
+
 /// The controller's whole state.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ControllerState {
@@ -300,6 +314,14 @@ pub struct ControllerState {
     /// All ops, indexed by `OpId`.
     pub ops: Vec<Op>,
     pub nodes: BTreeMap<NodeId, NodeRecord>,
+    /// Nodes held after an identity conflict: nothing is sent to them and
+    /// nothing they say is recorded until an operator releases them.
+    #[serde(default)]
+    pub quarantined: BTreeMap<NodeId, Quarantine>,
+    /// Revoked certificates (SHA-256 fingerprint of the DER) and the node
+    /// each was revoked for: the handshake refuses them.
+    #[serde(default)]
+    pub revoked_certs: BTreeMap<Digest, NodeId>,
 }
 
 impl ControllerState {
@@ -388,6 +410,12 @@ impl ControllerState {
                 None,
             ),
         }
+    }
+
+    /// Whether `node` is quarantined (an identity conflict no operator
+    /// released yet).
+    pub fn is_quarantined(&self, node: NodeId) -> bool {
+        self.quarantined.contains_key(&node)
     }
 
     /// The next op id the controller will allocate.

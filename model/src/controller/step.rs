@@ -55,6 +55,13 @@ pub enum Refusal {
         node: NodeId,
         retry_after_ms: u64,
     },
+    /// Release a node that is not quarantined. Appended last.
+    NotQuarantined(NodeId),
+    /// Revoke a certificate that is already revoked. Appended last.
+    AlreadyRevoked(NodeId),
+    /// A peer address over [`super::state::PEER_TEXT_MAX`] characters.
+    /// Appended last.
+    InvalidPeer(NodeId),
 }
 
 impl fmt::Display for Refusal {
@@ -98,6 +105,15 @@ impl fmt::Display for Refusal {
                 f,
                 "an observation of {node} was recorded less than {} ms ago (one per node per interval keeps the log bounded): not recorded; try again in {retry_after_ms} ms",
                 super::state::OBSERVATION_INTERVAL_MIN_MS
+            ),
+            Refusal::NotQuarantined(node) => write!(f, "{node} is not quarantined"),
+            Refusal::AlreadyRevoked(node) => {
+                write!(f, "that certificate of {node} is already revoked")
+            }
+            Refusal::InvalidPeer(node) => write!(
+                f,
+                "a peer address of {node} is longer than {} characters",
+                super::state::PEER_TEXT_MAX
             ),
             Refusal::RestoreMayStillLand(op) => write!(
                 f,
@@ -284,6 +300,26 @@ fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal>
             source,
             now_ms,
         } => observe(state, *node, observation, *source, *now_ms),
+        Input::IdentityConflict {
+            node,
+            first_peer,
+            second_peer,
+        } => identity_conflict(state, *node, first_peer, second_peer),
+        Input::ReleaseNode { node } => {
+            if !state.is_quarantined(*node) {
+                return Err(Refusal::NotQuarantined(*node));
+            }
+            Ok(vec![Event::NodeReleased { node: *node }])
+        }
+        Input::RevokeCert { node, fingerprint } => {
+            if state.revoked_certs.contains_key(fingerprint) {
+                return Err(Refusal::AlreadyRevoked(*node));
+            }
+            Ok(vec![Event::CertRevoked {
+                node: *node,
+                fingerprint: *fingerprint,
+            }])
+        }
         Input::Timeout { op } => Ok(match state.op(*op) {
             // Silence never settles and never frees a slot (S3): it only
             // makes the op UNKNOWN. A second timeout changes nothing.
@@ -294,6 +330,29 @@ fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal>
             _ => vec![],
         }),
     }
+}
+
+/// An identity conflict quarantines the node once: however long the two
+/// agents fight, a node already quarantined records nothing more (the log
+/// stays bounded at one `NodeQuarantined` per conflict).
+fn identity_conflict(
+    state: &ControllerState,
+    node: NodeId,
+    first_peer: &str,
+    second_peer: &str,
+) -> Result<Vec<Event>, Refusal> {
+    let limit = super::state::PEER_TEXT_MAX;
+    if first_peer.chars().count() > limit || second_peer.chars().count() > limit {
+        return Err(Refusal::InvalidPeer(node));
+    }
+    if state.is_quarantined(node) {
+        return Ok(vec![]);
+    }
+    Ok(vec![Event::NodeQuarantined {
+        node,
+        first_peer: first_peer.to_string(),
+        second_peer: second_peer.to_string(),
+    }])
 }
 
 fn active(state: &ControllerState, id: RolloutId) -> Result<&super::state::Rollout, Refusal> {
@@ -332,6 +391,13 @@ fn own_live_op(state: &ControllerState, node: NodeId, op: OpId) -> Option<&Op> {
 }
 
 fn from_agent(state: &ControllerState, node: NodeId, msg: &ToController) -> Vec<Event> {
+    // Two agents hold a quarantined node's identity: what "it" says may
+    // come from either, so it is no evidence and is not recorded (which
+    // also keeps the log from growing while they fight). Its op keeps its
+    // slot; silence makes it UNKNOWN, never done or failed.
+    if state.is_quarantined(node) {
+        return vec![];
+    }
     match *msg {
         ToController::Hello {
             serving,
@@ -712,8 +778,10 @@ fn grant(
 ) -> Option<Event> {
     let r = state.rollout(rollout)?;
     let record = state.nodes.get(&node).cloned().unwrap_or_default();
-    // S2: never a second unsettled op on a node (maybe from an older rollout).
-    if record.live_op.is_some() {
+    // S2: never a second unsettled op on a node (maybe from an older
+    // rollout). Q1: nothing is granted to a quarantined node; the rollout
+    // waits for an operator.
+    if record.live_op.is_some() || state.is_quarantined(node) {
         return None;
     }
     // A drifted node's baseline is what was observed there, never the old

@@ -14,6 +14,9 @@
 //! - `fleetweft pki init --dir DIR --nodes a,b,c [--controller-host NAME]`:
 //!   creates the fleet CA, controller and node certificates and the operator
 //!   token (layout in `protocol::pki`). Refuses an existing DIR.
+//! - `fleetweft pki issue NODE --dir DIR [--force]`: one new certificate and
+//!   key for NODE from the existing CA in DIR, printing the file names and
+//!   the fingerprint; refuses to replace the node's files without --force.
 //! - `fleetweft bundle keygen --out DIR`: writes `DIR/bundle-signing.key`
 //!   (0600) and `DIR/bundle-signing.pub`.
 //! - `fleetweft bundle sign --key KEY --app FILE --name N --version V
@@ -32,7 +35,8 @@
 //! Against a running controller (`--controller URL`, default
 //! http://127.0.0.1:7800; writes take the token from `--token-file FILE`,
 //! else `--pki DIR` (`DIR/operator-token`), else `FLEETWEFT_TOKEN`): `status`, `proof NODE | --rollout ID`, `unresolved`,
-//! `rollout start|pause|resume|approve`, each with `--json` for the API's
+//! `rollout start|pause|resume|approve`, `node release NODE`,
+//! `node revoke-cert NODE [--cert FILE]`, each with `--json` for the API's
 //! DTO. Exit 0 ok, 1 bad news (proof not verified, something unresolved, a
 //! refused command), 2 usage or connection error ([`runtime::cli_ops`]).
 
@@ -213,6 +217,37 @@ enum Command {
         #[command(subcommand)]
         command: RolloutCommand,
     },
+    /// Node identities: release a quarantine, revoke a certificate.
+    Node {
+        #[command(subcommand)]
+        command: NodeCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum NodeCommand {
+    /// Release a node quarantined after an identity conflict: its
+    /// connections are closed, its agents reconnect, and commands flow
+    /// again (a second conflict quarantines it again).
+    Release {
+        /// The node.
+        node: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Revoke a node certificate: recorded in the log, refused at every
+    /// handshake from now on (also after a restart); connections that
+    /// presented it are closed.
+    RevokeCert {
+        /// The node.
+        node: String,
+        /// The certificate to revoke (PEM). Default: the one the node
+        /// presented on its latest connection since the controller started.
+        #[arg(long)]
+        cert: Option<PathBuf>,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
 }
 
 /// How to reach the controller's API.
@@ -295,6 +330,18 @@ enum PkiCommand {
         /// 127.0.0.1 is always included.
         #[arg(long, default_value = DEFAULT_CONTROLLER_HOST)]
         controller_host: String,
+    },
+    /// Issue one new certificate and key for a node from the existing CA
+    /// (DIR/ca.pem, DIR/ca-key.pem), into DIR/nodes/; nothing else changes.
+    Issue {
+        /// The node id.
+        node: String,
+        /// The PKI directory made by `fleetweft pki init`.
+        #[arg(long)]
+        dir: PathBuf,
+        /// Replace the node's existing certificate and key.
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -433,6 +480,9 @@ fn main() -> ExitCode {
                     controller_host,
                 },
         } => pki_init(&dir, &nodes, &controller_host),
+        Command::Pki {
+            command: PkiCommand::Issue { node, dir, force },
+        } => pki_issue(&dir, &node, force),
         Command::Bundle { command } => match command {
             BundleCommand::Keygen { out } => bundle_keygen(&out),
             BundleCommand::Sign {
@@ -548,6 +598,31 @@ fn main() -> ExitCode {
             })
         }
         Command::Rollout { command } => return rollout(command),
+        Command::Node {
+            command: NodeCommand::Release { node, api },
+        } => {
+            return api_command(&api, |c, json| async move {
+                runtime::cli_ops::node_release(&c, &node, json).await
+            })
+        }
+        Command::Node {
+            command: NodeCommand::RevokeCert { node, cert, api },
+        } => {
+            let fingerprint = match cert
+                .as_deref()
+                .map(|path| cert_fingerprint(path, &node))
+                .transpose()
+            {
+                Ok(f) => f,
+                Err(err) => {
+                    eprintln!("fleetweft: {err:#}");
+                    return ExitCode::from(EXIT_BAD_LOG);
+                }
+            };
+            return api_command(&api, |c, json| async move {
+                runtime::cli_ops::node_revoke_cert(&c, &node, fingerprint.as_deref(), json).await
+            });
+        }
     };
     match result {
         Ok(code) => code,
@@ -824,6 +899,45 @@ fn pki_init(dir: &Path, nodes: &[String], controller_host: &str) -> anyhow::Resu
         pki.operator_token().display()
     )?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn pki_issue(dir: &Path, node: &str, force: bool) -> anyhow::Result<ExitCode> {
+    let (cert, key) = pki::issue_node(dir, node, force).with_context(|| {
+        format!(
+            "issuing a certificate for {node} from the CA in {}",
+            dir.display()
+        )
+    })?;
+    let mut out = io::stdout().lock();
+    writeln!(
+        out,
+        "issued a new certificate for {node} (valid {} days)",
+        pki::NODE_CERT_LIFETIME_DAYS
+    )?;
+    writeln!(out, "  certificate:      {}", cert.display())?;
+    writeln!(out, "  key (secret):     {}", key.display())?;
+    let der = protocol::tls::load_certs(&cert)?;
+    writeln!(
+        out,
+        "  fingerprint:      {}",
+        hex::encode(pki::cert_fingerprint(der[0].as_ref()))
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The hex SHA-256 fingerprint of the certificate in `path`, which must
+/// name `node`.
+fn cert_fingerprint(path: &Path, node: &str) -> anyhow::Result<String> {
+    let der = protocol::tls::load_certs(path)?;
+    let named = pki::node_id_from_cert(der[0].as_ref())
+        .with_context(|| format!("{} is not a node certificate", path.display()))?;
+    if named != node {
+        bail!(
+            "{} is node {named:?}'s certificate, not {node:?}'s",
+            path.display()
+        );
+    }
+    Ok(hex::encode(pki::cert_fingerprint(der[0].as_ref())))
 }
 
 fn bundle_keygen(dir: &Path) -> anyhow::Result<ExitCode> {

@@ -60,6 +60,8 @@ pub fn router(api: Api) -> Router {
         .route("/api/nodes/{name}/proof", get(node_proof))
         .route("/api/nodes/{name}/probe", post(observe_node))
         .route("/api/nodes/{name}/observe", post(observe_node))
+        .route("/api/nodes/{name}/release", post(release_node))
+        .route("/api/nodes/{name}/revoke-cert", post(revoke_cert))
         .route("/api/unresolved", get(unresolved))
         .route("/api/ops/{op}/resolve", post(resolve_op))
         .route("/api/ops/{op}/claim", post(claim_op))
@@ -163,6 +165,10 @@ pub struct NodeDto {
     pub drifted: bool,
     /// The latest observation recorded of it (`NodeObserved`), if any.
     pub observed: Option<ObservedDto>,
+    /// Set while the node is quarantined after an identity conflict: the
+    /// two peer addresses that presented its certificate.
+    #[serde(default)]
+    pub quarantined: Option<[String; 2]>,
 }
 
 /// A recorded observation of a node.
@@ -274,6 +280,11 @@ pub fn status_dto(cfg: &ControllerConfig, snap: &Snapshot) -> StatusDto {
                 reported_serving: record.reported_serving.map(hex),
                 live_op: record.live_op.map(|o| o.to_string()),
                 drifted: record.drift().is_some(),
+                quarantined: snap
+                    .state
+                    .quarantined
+                    .get(&id)
+                    .map(|q| [q.first_peer.clone(), q.second_peer.clone()]),
                 observed: record.observed.map(|seen| ObservedDto {
                     result: crate::proof::observation_str(&seen.observation),
                     source: crate::proof::Origin::of_observation(seen.source)
@@ -674,6 +685,89 @@ async fn observe_node(
         not_recorded,
     })
     .into_response()
+}
+
+/// The 404 for a node name the fleet does not have.
+fn no_such_node(name: &str) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        format!("no node {name} in the fleet"),
+    )
+}
+
+/// `POST /api/nodes/{name}/release`: an operator lifts a quarantine.
+async fn release_node(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Response {
+    if let Some(rejection) = unauthorized(&api, &headers) {
+        return rejection;
+    }
+    if !body.is_empty() {
+        if let Err(why) = json_object(&body, &[]) {
+            return bad_request(why);
+        }
+    }
+    match api.cfg.node_id(&name) {
+        Some(node) => respond(&api, Input::ReleaseNode { node }).await,
+        None => no_such_node(&name),
+    }
+}
+
+/// `POST /api/nodes/{name}/revoke-cert` with `{"fingerprint": HEX}` (the
+/// SHA-256 of the certificate's DER), or an empty body for the certificate
+/// the node presented on its latest connection since the controller
+/// started.
+async fn revoke_cert(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Response {
+    if let Some(rejection) = unauthorized(&api, &headers) {
+        return rejection;
+    }
+    let Some(node) = api.cfg.node_id(&name) else {
+        return no_such_node(&name);
+    };
+    let given = if body.is_empty() {
+        None
+    } else {
+        match json_object(&body, &["fingerprint"]) {
+            Ok(map) => match map
+                .get("fingerprint")
+                .and_then(|v| v.as_str())
+                .map(agentless_digest)
+            {
+                Some(Some(d)) => Some(d),
+                Some(None) => return bad_request(
+                    "field `fingerprint`: expected 64 hex characters (SHA-256 of the certificate)",
+                ),
+                None => None,
+            },
+            Err(why) => return bad_request(why),
+        }
+    };
+    let fingerprint = match given {
+        Some(d) => d,
+        None => {
+            let Some(snap) = api.core.snapshot().await else {
+                return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
+            };
+            match snap.presented.get(&node) {
+                Some(f) => Digest(*f),
+                None => {
+                    return error(
+                        StatusCode::CONFLICT,
+                        format!("{name} has presented no certificate since the controller started: name the certificate (fleetweft node revoke-cert {name} --cert FILE)"),
+                    )
+                }
+            }
+        }
+    };
+    respond(&api, Input::RevokeCert { node, fingerprint }).await
 }
 
 async fn unresolved(State(api): State<Api>) -> Response {

@@ -125,6 +125,15 @@ pub struct Snapshot {
     /// (the handover report's "since when"); built from the whole log at
     /// start, so it survives restarts.
     pub log_index: crate::proof::LogIndex,
+    /// `NodeQuarantined` entries in the whole log: identity conflicts ever
+    /// detected (the `/metrics` counter).
+    pub identity_conflicts: u64,
+    /// The SHA-256 fingerprint of the certificate each node presented on
+    /// its latest connection since this process started (what
+    /// `fleetweft node revoke-cert NODE` revokes without `--cert`).
+    pub presented: HashMap<NodeId, [u8; 32]>,
+    /// Peer addresses of the muted connections of each quarantined node.
+    pub quarantined_peers: HashMap<NodeId, Vec<String>>,
 }
 
 /// A handle to send commands to the core.
@@ -151,6 +160,12 @@ impl CoreHandle {
             Ok(outcome) => outcome.map_err(InputError::Refused),
             Err(_) => Err(InputError::Stopped),
         }
+    }
+
+    /// Send a command unless the core's queue is full (for the core's own
+    /// follow-up inputs, which must never wait on the queue it drains).
+    fn try_send(&self, command: Command) -> bool {
+        self.tx.try_send(command).is_ok()
     }
 
     /// Send a command without waiting for an outcome.
@@ -196,17 +211,102 @@ struct Link {
     id: u64,
     tx: mpsc::Sender<LinkMsg>,
     conn: quinn::Connection,
+    /// The peer's address, as the handshake saw it.
+    peer: std::net::SocketAddr,
+    /// The SHA-256 fingerprint of the certificate it presented.
+    fingerprint: Option<[u8; 32]>,
+}
+
+/// QUIC close code for a connection refused or cut for its identity
+/// (revoked certificate, a quarantine being released).
+const CLOSE_IDENTITY: u32 = 5;
+
+/// The core's view of connection identities: the conflict watch, the
+/// muted connections of quarantined nodes, the deny list the handshake
+/// reads, and what each node last presented.
+struct Identities {
+    watch: super::identity::ConflictWatch,
+    muted: HashMap<NodeId, std::collections::VecDeque<Link>>,
+    deny: protocol::tls::DenyList,
+    presented: HashMap<NodeId, [u8; 32]>,
+    conflicts: u64,
+}
+
+impl Identities {
+    fn new(
+        deny: protocol::tls::DenyList,
+        state: &ControllerState,
+        history: &[(u64, Event)],
+    ) -> Self {
+        // The deny list is rebuilt from the log: a revocation survives a
+        // restart.
+        for fingerprint in state.revoked_certs.keys() {
+            if !deny.insert(fingerprint.0) {
+                tracing::error!("deny list full: {} not loaded", fingerprint.to_hex());
+            }
+        }
+        let conflicts = history
+            .iter()
+            .filter(|(_, e)| matches!(e, Event::NodeQuarantined { .. }))
+            .count() as u64;
+        Identities {
+            watch: Default::default(),
+            muted: HashMap::new(),
+            deny,
+            presented: HashMap::new(),
+            conflicts,
+        }
+    }
+
+    /// Keep `link` of quarantined `node` open but silent: nothing is sent
+    /// to it and, since the node is quarantined, nothing it says is
+    /// recorded. Keeping it open stops the two agents from replacing each
+    /// other (and from reconnecting) while an operator looks.
+    fn mute(&mut self, cfg: &ControllerConfig, node: NodeId, link: Link) {
+        let muted = self.muted.entry(node).or_default();
+        tracing::warn!(
+            "{} is quarantined (identity conflict): connection from {} kept open, muted",
+            cfg.node_name(node),
+            link.peer
+        );
+        muted.push_back(link);
+        while muted.len() > super::identity::QUARANTINED_LINKS_MAX {
+            if let Some(old) = muted.pop_front() {
+                old.conn.close(
+                    quinn::VarInt::from_u32(CLOSE_IDENTITY),
+                    b"quarantined: too many connections",
+                );
+            }
+        }
+    }
+
+    fn detach(&mut self, node: NodeId, link: u64) {
+        if let Some(muted) = self.muted.get_mut(&node) {
+            muted.retain(|l| l.id != link);
+        }
+    }
+
+    fn peers(&self) -> HashMap<NodeId, Vec<String>> {
+        self.muted
+            .iter()
+            .map(|(n, links)| (*n, links.iter().map(|l| l.peer.to_string()).collect()))
+            .collect()
+    }
 }
 
 /// Start the core task over an opened controller.
+/// `deny` is the list the QUIC handshake refuses; the core fills it from
+/// the log at start and as revocations become durable.
 pub fn spawn(
     controller: Controller,
     history: Vec<(u64, Event)>,
     cfg: ControllerConfig,
     allow_faults: bool,
+    deny: protocol::tls::DenyList,
 ) -> CoreHandle {
     let (tx, rx) = mpsc::channel(CORE_QUEUE_MAX);
     let handle = CoreHandle { tx: tx.clone() };
+    let identities = Identities::new(deny, controller.state(), &history);
     tokio::spawn(run(
         controller,
         history,
@@ -214,6 +314,7 @@ pub fn spawn(
         allow_faults,
         rx,
         handle.clone(),
+        identities,
     ));
     handle
 }
@@ -225,6 +326,7 @@ async fn run(
     allow_faults: bool,
     mut rx: mpsc::Receiver<Command>,
     me: CoreHandle,
+    mut ids: Identities,
 ) {
     let timeout = Duration::from_millis(cfg.timing.op_timeout_ms);
     let mut drop_commit_reply = match (&cfg.faults.drop_first_commit_reply_for, allow_faults) {
@@ -311,6 +413,7 @@ async fn run(
                         track_unknown(controller.state(), &mut unknown_since);
                         for (sequence, event) in &events {
                             log_index.record(*sequence, event, controller.state());
+                            identity_event(&cfg, event, &mut links, &mut ids);
                         }
                         history.extend(events.iter().cloned());
                         if history.len() > EVENTS_IN_MEMORY_MAX {
@@ -339,17 +442,36 @@ async fn run(
                 tx,
                 conn,
             } => {
-                if let Some(old) = links.insert(node, Link { id: link, tx, conn }) {
+                let link = Link {
+                    id: link,
+                    peer: conn.remote_address(),
+                    fingerprint: protocol::quic::peer_fingerprint(&conn),
+                    tx,
+                    conn,
+                };
+                if let Some(fingerprint) = link.fingerprint {
+                    ids.presented.insert(node, fingerprint);
+                }
+                if controller.state().is_quarantined(node) {
+                    ids.mute(&cfg, node, link);
+                    continue;
+                }
+                let peer = link.peer;
+                if let Some(old) = links.insert(node, link) {
                     // A second connection for the same node replaces the first.
                     old.conn
                         .close(0u32.into(), b"replaced by a newer connection");
                     readbacks.disconnected(node, old.id, Instant::now());
+                    if ids.watch.replaced(node, Instant::now()) {
+                        report_conflict(&cfg, &me, node, old.peer, peer);
+                    }
                 }
             }
             Command::Detach { node, link } => {
                 if links.get(&node).is_some_and(|l| l.id == link) {
                     links.remove(&node);
                 }
+                ids.detach(node, link);
                 readbacks.disconnected(node, link, Instant::now());
             }
             Command::ReadBack { node, reply } => {
@@ -371,6 +493,9 @@ async fn run(
                     connected,
                     unknown_since: unknown_since.clone(),
                     log_index: log_index.clone(),
+                    identity_conflicts: ids.conflicts,
+                    presented: ids.presented.clone(),
+                    quarantined_peers: ids.peers(),
                 });
             }
             Command::Events { from, limit, reply } => {
@@ -386,6 +511,99 @@ async fn run(
     }
     if let Err(e) = tokio::task::block_in_place(|| controller.close()) {
         tracing::error!("closing the event log: {e}");
+    }
+}
+
+/// Feed the conflict the watch found. The core never waits on its own
+/// queue; if it is full the next replacement reports again.
+fn report_conflict(
+    cfg: &ControllerConfig,
+    me: &CoreHandle,
+    node: NodeId,
+    first: std::net::SocketAddr,
+    second: std::net::SocketAddr,
+) {
+    tracing::warn!(
+        "identity conflict: two live connections present {}'s certificate ({first} and {second})",
+        cfg.node_name(node)
+    );
+    let input = Input::IdentityConflict {
+        node,
+        first_peer: first.to_string(),
+        second_peer: second.to_string(),
+    };
+    if !me.try_send(Command::Input { input, reply: None }) {
+        tracing::warn!(
+            "core queue full: the identity conflict is reported again on the next replacement"
+        );
+    }
+}
+
+/// What a durable identity event changes in the connections: a quarantine
+/// mutes the node's live connection, a release closes every connection of
+/// the node (each agent reconnects, and a revoked certificate is refused
+/// at the handshake), a revocation denies the certificate and closes the
+/// connections that presented it.
+fn identity_event(
+    cfg: &ControllerConfig,
+    event: &Event,
+    links: &mut HashMap<NodeId, Link>,
+    ids: &mut Identities,
+) {
+    match event {
+        Event::NodeQuarantined { node, .. } => {
+            ids.conflicts += 1;
+            if let Some(link) = links.remove(node) {
+                ids.mute(cfg, *node, link);
+            }
+        }
+        Event::NodeReleased { node } => {
+            ids.watch.forget(*node);
+            let released = ids.muted.remove(node).unwrap_or_default();
+            for link in released.into_iter().chain(links.remove(node)) {
+                link.conn.close(
+                    quinn::VarInt::from_u32(CLOSE_IDENTITY),
+                    b"quarantine released: reconnect",
+                );
+            }
+        }
+        Event::CertRevoked { fingerprint, .. } => {
+            if !ids.deny.insert(fingerprint.0) {
+                tracing::error!(
+                    "deny list full ({} entries): {} not denied at the handshake",
+                    protocol::tls::DENY_LIST_ENTRIES_MAX,
+                    fingerprint.to_hex()
+                );
+            }
+            let revoked = |l: &Link| l.fingerprint == Some(fingerprint.0);
+            let close = |l: &Link| {
+                tracing::warn!(
+                    "closing {}'s connection: its certificate is revoked",
+                    l.peer
+                );
+                l.conn.close(
+                    quinn::VarInt::from_u32(CLOSE_IDENTITY),
+                    b"certificate revoked",
+                );
+            };
+            links.retain(|_, l| {
+                let keep = !revoked(l);
+                if !keep {
+                    close(l);
+                }
+                keep
+            });
+            for muted in ids.muted.values_mut() {
+                muted.retain(|l| {
+                    let keep = !revoked(l);
+                    if !keep {
+                        close(l);
+                    }
+                    keep
+                });
+            }
+        }
+        _ => {}
     }
 }
 

@@ -49,7 +49,8 @@ code{font-size:90%}\
 .unknown{color:#7a4b00;background:#e4e4e4;border:1px dashed #888}\
 .stale,.partially-verified,.unverified,.waiting{color:#333;background:#f3e3b5}\
 .unowned{font-weight:bold;text-transform:uppercase}\
-.drifted{color:#fff;background:#6a3d9a;font-weight:bold}";
+.drifted{color:#fff;background:#6a3d9a;font-weight:bold}
+.quarantined{color:#fff;background:#b00020;font-weight:bold}";
 
 fn verdict_cell(v: Verdict) -> String {
     format!("<td class=\"{0}\">{0}</td>", v.as_str())
@@ -110,6 +111,17 @@ pub fn render(d: &DashboardData) -> String {
         unknown_ops.len()
     );
 
+    for n in &s.nodes {
+        if let Some([first, second]) = &n.quarantined {
+            let _ = writeln!(
+                h,
+                "<p class=\"quarantined\" id=\"identity-conflict-{0}\">IDENTITY CONFLICT: {0} is quarantined: two live connections presented its certificate, from {1} and {2}. Nothing is sent to it until an operator runs <code>fleetweft node release {0}</code> (after <code>fleetweft node revoke-cert {0}</code> if the certificate was copied).</p>",
+                escape(&n.name),
+                escape(first),
+                escape(second)
+            );
+        }
+    }
     h.push_str("<h2>Fleet</h2>\n<table id=\"fleet\"><tr><th>node</th><th>connected</th><th>confirmed release</th><th>live op</th><th>proof</th></tr>\n");
     for n in &s.nodes {
         let proof = d.proofs.iter().find(|p| p.node == n.name);
@@ -127,6 +139,9 @@ pub fn render(d: &DashboardData) -> String {
             if n.connected { "yes" } else { "no" },
             escape(&short(&n.confirmed)),
             match proof {
+                _ if n.quarantined.is_some() => {
+                    "<td class=\"quarantined\">QUARANTINED</td>".to_string()
+                }
                 _ if n.drifted => "<td class=\"drifted\">DRIFTED</td>".to_string(),
                 Some(p) => verdict_cell(p.verdict),
                 None => "<td>-</td>".to_string(),
@@ -256,6 +271,33 @@ pub fn metrics(cfg: &ControllerConfig, snap: &Snapshot, now: SystemTime) -> Stri
         "fleetweft_nodes_drifted {}",
         s.nodes.iter().filter(|n| n.drifted).count()
     );
+    m.push_str("# HELP fleetweft_nodes_quarantined Nodes quarantined after an identity conflict (nothing is sent to them until an operator releases them).\n# TYPE fleetweft_nodes_quarantined gauge\n");
+    let _ = writeln!(
+        m,
+        "fleetweft_nodes_quarantined {}",
+        snap.state.quarantined.len()
+    );
+    for (node, q) in &snap.state.quarantined {
+        let _ = writeln!(
+            m,
+            "fleetweft_node_quarantined{{node=\"{}\",first_peer=\"{}\",second_peer=\"{}\"}} 1",
+            label(&cfg.node_name(*node)),
+            label(&q.first_peer),
+            label(&q.second_peer)
+        );
+    }
+    m.push_str("# HELP fleetweft_identity_conflicts_total Identity conflicts detected (NodeQuarantined entries in the log).\n# TYPE fleetweft_identity_conflicts_total counter\n");
+    let _ = writeln!(
+        m,
+        "fleetweft_identity_conflicts_total {}",
+        snap.identity_conflicts
+    );
+    m.push_str("# HELP fleetweft_certs_revoked Revoked node certificates the handshake refuses.\n# TYPE fleetweft_certs_revoked gauge\n");
+    let _ = writeln!(
+        m,
+        "fleetweft_certs_revoked {}",
+        snap.state.revoked_certs.len()
+    );
     m.push_str("# HELP fleetweft_slots_occupied Slots held by a rollout's ops (UNKNOWN ops count).\n# TYPE fleetweft_slots_occupied gauge\n");
     for r in &s.rollouts {
         let _ = writeln!(
@@ -351,6 +393,7 @@ mod tests {
             live_op: None,
             drifted,
             observed: None,
+            quarantined: None,
         }
     }
 

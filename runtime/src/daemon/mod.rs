@@ -7,6 +7,7 @@ pub mod bundles;
 pub mod config;
 pub mod core;
 pub mod dashboard;
+pub mod identity;
 pub mod links;
 pub mod openapi;
 pub mod rate;
@@ -54,16 +55,20 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
         .context("loading the operator token")?;
     let key = protocol::bundle::load_verifying_key(&cfg.bundles.pubkey)
         .context("loading the bundle public key")?;
+    // The handshake refuses revoked certificates; the core fills the list
+    // from the log before the endpoint accepts anyone.
+    let deny = protocol::tls::DenyList::default();
     let identity =
         protocol::tls::ServerIdentity::from_pem_files(&cfg.tls.ca, &cfg.tls.cert, &cfg.tls.key)
-            .context("loading the controller's TLS identity")?;
+            .context("loading the controller's TLS identity")?
+            .with_deny_list(deny.clone());
     let endpoint = protocol::quic::ControllerEndpoint::bind(cfg.listen, identity)
         .with_context(|| format!("binding QUIC on {}", cfg.listen))?;
     let api_listener = tokio::net::TcpListener::bind(cfg.api.listen)
         .await
         .with_context(|| format!("binding the API on {}", cfg.api.listen))?;
     let cfg = Arc::new(cfg);
-    let core = core::spawn(controller, history, (*cfg).clone(), allow_faults);
+    let core = core::spawn(controller, history, (*cfg).clone(), allow_faults, deny);
     let bundles = Arc::new(bundle_dir);
     tokio::spawn(links::serve(
         endpoint,

@@ -23,6 +23,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("/api/nodes/{name}/proof", "get"),
     ("/api/nodes/{name}/probe", "post"),
     ("/api/nodes/{name}/observe", "post"),
+    ("/api/nodes/{name}/release", "post"),
+    ("/api/nodes/{name}/revoke-cert", "post"),
     ("/api/unresolved", "get"),
     ("/api/ops/{op}/resolve", "post"),
     ("/api/ops/{op}/claim", "post"),
@@ -168,6 +170,14 @@ pub fn document() -> Value {
             "/api/nodes/{name}/proof": { "get": read("the node's proof, read back now (controller probe of the route + agent readback of the artifact and process); records nothing. cached=true judges the last recorded evidence instead, labelled mode=recorded", with_cached(node()), json_answer("the proof"), true) },
             "/api/nodes/{name}/probe": { "post": write("probe the node's public route and ask its agent for a readback now; record what was seen (evidence for a live op, else the node's observation, at most one per node per 10 s) and judge the route against the release it should serve", node(), None, true) },
             "/api/nodes/{name}/observe": { "post": write("read the node back now and record the observation (as probe); answers the live proof too", node(), None, true) },
+            "/api/nodes/{name}/release": { "post": write("release a node quarantined after an identity conflict: its connections are closed and its agents reconnect. Refused (409) when the node is not quarantined", node(), None, true) },
+            "/api/nodes/{name}/revoke-cert": { "post": write("revoke a node certificate (recorded; refused at every handshake from now on, across restarts; connections that presented it are closed). Without a body: the certificate the node presented on its latest connection since the controller started", node(),
+                Some(schema_body(json!({
+                    "type": "object", "additionalProperties": false,
+                    "properties": {
+                        "fingerprint": { "type": "string", "pattern": "^[0-9a-f]{64}$", "description": "SHA-256 of the certificate's DER" },
+                    },
+                }))), true) },
             "/api/unresolved": { "get": read("the handover report: every op holding a slot, every rollout waiting for an operator", vec![], json_answer("entries"), false) },
             "/api/ops/{op}/resolve": { "post": write("settle an op by hand with an observation (typed, or a fresh controller probe)", op(),
                 Some(schema_body(json!({

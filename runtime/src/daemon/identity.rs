@@ -1,0 +1,101 @@
+//! Identity conflicts on the controller: two live agents presenting one
+//! node's certificate replace each other's connection over and over. A
+//! single agent that reconnects replaces a stale connection of its own at
+//! most now and then (a restart before the old connection timed out), so
+//! [`IDENTITY_CONFLICT_REPLACEMENTS_MIN`] replacements of a still-attached
+//! connection within [`IDENTITY_CONFLICT_WINDOW_MS`] is a conflict.
+
+use model::NodeId;
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+/// The window in which replacements of a node's live connection count
+/// towards a conflict, in milliseconds.
+pub const IDENTITY_CONFLICT_WINDOW_MS: u64 = 10_000;
+/// Replacements of a node's live connection within the window that make an
+/// identity conflict. Two fighting agents reach it within about a second
+/// (each reconnects after its 200 ms base backoff); a restarting agent
+/// replaces its stale connection once per restart.
+pub const IDENTITY_CONFLICT_REPLACEMENTS_MIN: usize = 4;
+/// Connections of a quarantined node kept open (muted) at once; beyond it
+/// the oldest is closed, so a swarm of copies cannot hold unbounded state.
+pub const QUARANTINED_LINKS_MAX: usize = 8;
+
+/// Recent replacements of each node's live connection.
+#[derive(Debug, Default)]
+pub struct ConflictWatch {
+    replaced: HashMap<NodeId, VecDeque<Instant>>,
+}
+
+impl ConflictWatch {
+    /// Note that `node`'s live connection was replaced at `now`; true when
+    /// that makes an identity conflict.
+    pub fn replaced(&mut self, node: NodeId, now: Instant) -> bool {
+        let window = Duration::from_millis(IDENTITY_CONFLICT_WINDOW_MS);
+        let times = self.replaced.entry(node).or_default();
+        while times
+            .front()
+            .is_some_and(|t| now.saturating_duration_since(*t) > window)
+        {
+            times.pop_front();
+        }
+        times.push_back(now);
+        // Bounded: never more than the threshold is kept.
+        while times.len() > IDENTITY_CONFLICT_REPLACEMENTS_MIN {
+            times.pop_front();
+        }
+        assert!(times.len() <= IDENTITY_CONFLICT_REPLACEMENTS_MIN);
+        times.len() >= IDENTITY_CONFLICT_REPLACEMENTS_MIN
+    }
+
+    /// Forget `node`'s replacements (an operator released it).
+    pub fn forget(&mut self, node: NodeId) {
+        self.replaced.remove(&node);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: NodeId = NodeId(0);
+    const B: NodeId = NodeId(1);
+
+    #[test]
+    fn replacements_within_the_window_make_a_conflict() {
+        let mut watch = ConflictWatch::default();
+        let t0 = Instant::now();
+        let step = Duration::from_millis(200);
+        for i in 0..IDENTITY_CONFLICT_REPLACEMENTS_MIN - 1 {
+            assert!(!watch.replaced(A, t0 + step * i as u32), "{i}");
+        }
+        // Another node's replacements do not count for A.
+        assert!(!watch.replaced(B, t0));
+        let last = t0 + step * IDENTITY_CONFLICT_REPLACEMENTS_MIN as u32;
+        assert!(watch.replaced(A, last));
+    }
+
+    #[test]
+    fn occasional_reconnects_never_do() {
+        let mut watch = ConflictWatch::default();
+        let t0 = Instant::now();
+        // One replacement a little more often than the window allows for
+        // the threshold: never a conflict, however long it goes on.
+        let gap = IDENTITY_CONFLICT_WINDOW_MS / (IDENTITY_CONFLICT_REPLACEMENTS_MIN as u64 - 1) + 1;
+        for i in 0..100u64 {
+            let now = t0 + Duration::from_millis(i * gap);
+            assert!(!watch.replaced(A, now), "replacement {i}");
+        }
+    }
+
+    #[test]
+    fn a_release_starts_the_count_again() {
+        let mut watch = ConflictWatch::default();
+        let t0 = Instant::now();
+        for i in 0..IDENTITY_CONFLICT_REPLACEMENTS_MIN - 1 {
+            watch.replaced(A, t0 + Duration::from_millis(i as u64));
+        }
+        watch.forget(A);
+        assert!(!watch.replaced(A, t0 + Duration::from_millis(10)));
+    }
+}
