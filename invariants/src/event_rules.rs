@@ -451,9 +451,12 @@ pub fn s9_restore_needs_proof(before: &ControllerState, event: &Event) -> Result
     Ok(())
 }
 
-/// All transition rules, in the order S1, S3, S4, S5, S6, S8, S9; the first
-/// violation. S3 comes before S9 on purpose: settling with no evidence at
-/// all is S3, settling a rollback on evidence that does not prove it is S9.
+/// All transition rules, in the order S1, S3, S4, S5, S6, S8, S9, then the
+/// rules on inputs that may come at any moment
+/// ([`crate::check_input_event`]: approvals, pause events, late deadlines);
+/// the first violation. S3 comes before S9 on purpose: settling with no
+/// evidence at all is S3, settling a rollback on evidence that does not
+/// prove it is S9.
 pub fn check_event(before: &ControllerState, event: &Event) -> Result<(), Violation> {
     s1_grant_within_slots(before, event)?;
     s3_evidence_releases_slot(before, event)?;
@@ -461,7 +464,8 @@ pub fn check_event(before: &ControllerState, event: &Event) -> Result<(), Violat
     s5_pause_stops_grants(before, event)?;
     s6_stable_decisions(before, event)?;
     s8_late_report_changes_nothing(before, event)?;
-    s9_restore_needs_proof(before, event)
+    s9_restore_needs_proof(before, event)?;
+    crate::input_rules::check_input_event(before, event)
 }
 
 #[cfg(test)]

@@ -11,8 +11,11 @@
 //! - **transition rules** judge an event against the state just before it
 //!   is applied: [`s1_grant_within_slots`], [`s3_evidence_releases_slot`],
 //!   [`s4_grant_order`], [`s5_pause_stops_grants`], [`s6_stable_decisions`],
-//!   [`s8_late_report_changes_nothing`], [`s9_restore_needs_proof`]; all of
-//!   them: [`check_event`]. On the agent side: [`check_agent_event`].
+//!   [`s8_late_report_changes_nothing`], [`s9_restore_needs_proof`], and on
+//!   inputs that may come at any moment [`s4_approval_after_canary`],
+//!   [`s5_pause_events_change_state`], [`s8_settled_op_stays_settled`]; all
+//!   of them: [`check_event`]. On the agent side: [`check_agent_event`] and,
+//!   with the controller's record beside it, [`s8_close_only_settled`].
 //! - **rules about the runtime around the core**, which need facts the state
 //!   does not hold (what was sent, what is durable, what an operator did):
 //!   [`s7_persist_before_reply`], [`s6_answers_agree`],
@@ -28,6 +31,7 @@
 mod agent_rules;
 mod event_rules;
 mod history;
+mod input_rules;
 mod runtime_rules;
 mod state_rules;
 mod words;
@@ -42,6 +46,10 @@ pub use event_rules::{
     s9_restore_needs_proof,
 };
 pub use history::{check_history, HistoryViolation};
+pub use input_rules::{
+    check_input_event, s4_approval_after_canary, s5_pause_events_change_state,
+    s8_close_only_settled, s8_settled_op_stays_settled,
+};
 pub use runtime_rules::{s10_human_waits_survive, s6_answers_agree, s7_persist_before_reply};
 pub use state_rules::{
     check_state, s11_wrong_answer_stops, s1_slot_bound, s2_one_live_op_per_node, s4_canary_first,

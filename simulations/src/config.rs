@@ -34,11 +34,17 @@ pub enum Fault {
     /// stand-in behind the public route gives the expected answer with
     /// another release's identity; the agent's own install is untouched.
     ForeignRoute,
+    /// An op's deadline fires early, while an answer to or from its node is
+    /// still on its way (a slow link, a clock that jumps). Deadlines that
+    /// fire when due or late (after the op settled: the runtime never
+    /// cancels a timer) are not faults and cost nothing; see
+    /// `FleetModel::enabled_deadlines`.
+    EarlyTimeout,
 }
 
 impl Fault {
     /// Every fault, in CLI order.
-    pub const ALL: [Fault; 9] = [
+    pub const ALL: [Fault; 10] = [
         Fault::Loss,
         Fault::Dup,
         Fault::Partition,
@@ -48,6 +54,7 @@ impl Fault {
         Fault::AppCrash,
         Fault::SwapOld,
         Fault::ForeignRoute,
+        Fault::EarlyTimeout,
     ];
 
     /// The CLI name.
@@ -62,6 +69,7 @@ impl Fault {
             Fault::AppCrash => "app-crash",
             Fault::SwapOld => "swap-old",
             Fault::ForeignRoute => "foreign-route",
+            Fault::EarlyTimeout => "early-timeout",
         }
     }
 
