@@ -75,7 +75,7 @@ fn real_rules_pass_with_settled_node_faults_and_proofs() {
     assert_eq!(report.unique_states, PINNED_PROOFS_UNIQUE_STATES);
 }
 
-const PINNED_PROOFS_UNIQUE_STATES: usize = 531_380;
+const PINNED_PROOFS_UNIQUE_STATES: usize = 242_332;
 
 /// The proof the checker asks is not vacuous: on a settled canary the live
 /// proof of the real rules says verified while v2 really serves, and failed
