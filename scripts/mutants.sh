@@ -10,7 +10,8 @@
 #                                   (--shard 0/10, round-robin; 17 of 161
 #                                   today), tests = model + invariants + the
 #                                   quick simulations tests (small checker
-#                                   configurations), test profile.
+#                                   configurations), profile `mutants`
+#                                   (unoptimised, no debug info).
 #   scripts/mutants.sh --full       every mutant of the three files, tests =
 #                                   model, invariants, simulations (all of
 #                                   them, the checker included) in release.
@@ -35,6 +36,7 @@ OUT="$ROOT/target/mutants/out"
 # binaries of target/release that other tests run. Dependencies stay built
 # there between runs.
 export CARGO_TARGET_DIR="$ROOT/target/mutants/build"
+mkdir -p "$OUT" "$CARGO_TARGET_DIR"
 
 # The simulations tests the sample skips (substrings of test names): the
 # exhaustive runs of the default and larger configurations, the mutant
@@ -67,7 +69,7 @@ fi
 args=(--no-shuffle --output "$OUT" --test-package model --test-package invariants --test-package simulations)
 for f in "${FILES[@]}"; do args+=(--file "$f"); done
 if [ "$mode" = sample ]; then
-  args+=(--shard "0/$SAMPLE_SHARDS" --sharding round-robin)
+  args+=(--shard "0/$SAMPLE_SHARDS" --sharding round-robin --profile mutants)
   test_args=(--)
   for s in "${SAMPLE_SKIPS[@]}"; do test_args+=(--skip "$s"); done
 else

@@ -240,3 +240,47 @@ fn an_acknowledgement_for_another_op_leaves_the_reported_op_open() {
         vec![model::agent::AgentEvent::Closed { op: OpId(1) }]
     );
 }
+
+/// The agent's journal records read as what happened, in domain words (the
+/// checker's counterexamples and `log show --journal` print them).
+#[test]
+fn agent_events_read_in_domain_words() {
+    use model::agent::AgentEvent;
+    let (op, generation) = (OpId(1), Generation(2));
+    for (event, text) in [
+        (
+            AgentEvent::Accepted {
+                op,
+                generation,
+                release: V2,
+            },
+            format!("accepts op1 ({V2}, {generation}), stages it and asks to commit"),
+        ),
+        (
+            AgentEvent::Switched { op, generation },
+            "switches the route for op1".to_string(),
+        ),
+        (
+            AgentEvent::AbortAccepted { op, generation },
+            "aborts op1, route unchanged".to_string(),
+        ),
+        (
+            AgentEvent::Restored { op, generation },
+            "restores the baseline for op1".to_string(),
+        ),
+        (
+            AgentEvent::Closed { op },
+            "closes op1: the controller settled it".to_string(),
+        ),
+        (
+            AgentEvent::Restarted { serving: None },
+            "restarts and sees nothing serving".to_string(),
+        ),
+        (
+            AgentEvent::Restarted { serving: Some(V1) },
+            format!("restarts and sees {V1} serving"),
+        ),
+    ] {
+        assert_eq!(event.to_string(), text);
+    }
+}
