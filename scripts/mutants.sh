@@ -18,6 +18,10 @@
 #                                   Hours on 2 cores; run it in the background.
 #   scripts/mutants.sh --full --shard K/N
 #                                   one round-robin shard of the full run.
+#   scripts/mutants.sh --named -F REGEX [-f FILE]...
+#                                   the mutants named by cargo-mutants'
+#                                   --re, with the sample's tests (e.g. the
+#                                   survivors listed in docs/mutation.md).
 #
 # Extra arguments after the mode go to cargo-mutants. Installs cargo-mutants
 # 27.x when it is missing. Results: target/mutants/out/mutants.out/.
@@ -58,7 +62,8 @@ mode=sample
 case "${1:-}" in
   --sample) mode=sample; shift ;;
   --full) mode=full; shift ;;
-  -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+  --named) mode=named; shift ;;
+  -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
 esac
 
 if ! cargo mutants --version 2>/dev/null | grep -q '^cargo-mutants 27\.'; then
@@ -68,8 +73,9 @@ fi
 
 args=(--no-shuffle --output "$OUT" --test-package model --test-package invariants --test-package simulations)
 for f in "${FILES[@]}"; do args+=(--file "$f"); done
-if [ "$mode" = sample ]; then
-  args+=(--shard "0/$SAMPLE_SHARDS" --sharding round-robin --profile mutants)
+if [ "$mode" != full ]; then
+  args+=(--profile mutants)
+  [ "$mode" = sample ] && args+=(--shard "0/$SAMPLE_SHARDS" --sharding round-robin)
   test_args=(--)
   for s in "${SAMPLE_SKIPS[@]}"; do test_args+=(--skip "$s"); done
 else
@@ -90,7 +96,8 @@ elapsed=$(( $(date +%s) - started ))
 case $status in 0|2|3) ;; *) echo "scripts/mutants.sh: cargo-mutants failed (exit $status)" >&2; exit "$status" ;; esac
 
 dir="$OUT/mutants.out"
-count() { [ -f "$dir/$1.txt" ] && grep -c . "$dir/$1.txt" || echo 0; }
+# grep -c prints 0 (and fails) on an empty list.
+count() { if [ -f "$dir/$1.txt" ]; then grep -c . "$dir/$1.txt" || true; else echo 0; fi; }
 caught=$(count caught); missed=$(count missed); timeout=$(count timeout); unviable=$(count unviable)
 viable=$((caught + missed + timeout))
 

@@ -284,3 +284,51 @@ fn agent_events_read_in_domain_words() {
         assert_eq!(event.to_string(), text);
     }
 }
+
+/// The controller's own probe of an UNKNOWN op's route restores the
+/// baseline only on a wrong answer from the new release itself: a route it
+/// cannot reach, or the baseline answering wrongly, says nothing about the
+/// switch (the node may not have heard its Commit yet).
+#[test]
+fn a_probe_restores_only_on_a_wrong_answer_from_the_new_release() {
+    let mut state = started(false);
+    feed(
+        &mut state,
+        Input::FromAgent {
+            node: A,
+            msg: ToController::CommitRequest { op: OpId(0) },
+        },
+    )
+    .expect("commit request");
+    feed(&mut state, Input::Timeout { op: OpId(0) }).expect("timeout");
+    let unreachable = RouteObservation::new(model::ProbeVerdict::Unreachable, None, false);
+    for observation in [unreachable, wrong(V1)] {
+        let mut probed = state.clone();
+        let events = feed(
+            &mut probed,
+            Input::RouteProbed {
+                node: A,
+                observation,
+            },
+        )
+        .expect("probe");
+        assert_eq!(
+            events,
+            vec![Event::ProbeRecorded {
+                op: OpId(0),
+                observation
+            }],
+            "{observation}"
+        );
+        assert_eq!(probed.ops[0].phase, OpPhase::Decided);
+    }
+    let events = feed(
+        &mut state,
+        Input::RouteProbed {
+            node: A,
+            observation: wrong(V2),
+        },
+    )
+    .expect("probe");
+    assert!(events.contains(&Event::RestoreRequested { op: OpId(0) }));
+}
