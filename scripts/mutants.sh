@@ -73,13 +73,15 @@ fi
 
 args=(--no-shuffle --output "$OUT" --test-package model --test-package invariants --test-package simulations)
 for f in "${FILES[@]}"; do args+=(--file "$f"); done
+# cargo-mutants' baseline runs only the mutated package's tests, so its
+# automatic test timeout (20 s) knows nothing of the checker: set a floor.
 if [ "$mode" != full ]; then
-  args+=(--profile mutants)
+  args+=(--profile mutants --minimum-test-timeout 120)
   [ "$mode" = sample ] && args+=(--shard "0/$SAMPLE_SHARDS" --sharding round-robin)
   test_args=(--)
   for s in "${SAMPLE_SKIPS[@]}"; do test_args+=(--skip "$s"); done
 else
-  args+=(--profile release)
+  args+=(--profile release --minimum-test-timeout 1800)
   test_args=()
 fi
 
