@@ -17,7 +17,8 @@
 #                                   them, the checker included) in release.
 #                                   Hours on 2 cores; run it in the background.
 #   scripts/mutants.sh --full --shard K/N
-#                                   one round-robin shard of the full run.
+#                                   one shard of the full run (slice sharding
+#                                   unless --sharding round-robin is added).
 #   scripts/mutants.sh --named -F REGEX [-f FILE]...
 #                                   the mutants named by cargo-mutants'
 #                                   --re, with the sample's tests (e.g. the
