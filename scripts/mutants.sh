@@ -64,7 +64,7 @@ case "${1:-}" in
   --sample) mode=sample; shift ;;
   --full) mode=full; shift ;;
   --named) mode=named; shift ;;
-  -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
 esac
 
 if ! cargo mutants --version 2>/dev/null | grep -q '^cargo-mutants 27\.'; then
