@@ -463,11 +463,13 @@ pub fn w1_names_what_exists(before: &ControllerState, event: &Event) -> Result<(
     })
 }
 
-/// All transition rules, in the order S1, S3, S4, S5, S6, S8, S9, W1; the
-/// first violation. S3 comes before S9 on purpose: settling with no evidence
-/// at all is S3, settling a rollback on evidence that does not prove it is
-/// S9. W1 comes last so an event the S rules already name keeps their words;
-/// it must come before `apply`, which asserts it.
+/// All transition rules, in the order S1, S3, S4, S5, S6, S8, S9, then the
+/// rules on inputs that may come at any moment
+/// ([`crate::check_input_event`]: approvals, pause events, late deadlines),
+/// Q1 and W1; the first violation. S3 comes before S9 on purpose: settling
+/// with no evidence at all is S3, settling a rollback on evidence that does
+/// not prove it is S9. W1 comes last so an event the other rules already
+/// name keeps their words; it must come before `apply`, which asserts it.
 pub fn check_event(before: &ControllerState, event: &Event) -> Result<(), Violation> {
     s1_grant_within_slots(before, event)?;
     s3_evidence_releases_slot(before, event)?;
@@ -476,6 +478,7 @@ pub fn check_event(before: &ControllerState, event: &Event) -> Result<(), Violat
     s6_stable_decisions(before, event)?;
     s8_late_report_changes_nothing(before, event)?;
     s9_restore_needs_proof(before, event)?;
+    crate::input_rules::check_input_event(before, event)?;
     crate::q1_quarantine_silences(before, event)?;
     w1_names_what_exists(before, event)
 }
@@ -1210,13 +1213,14 @@ mod tests {
         let v = rejected(
             check_event(
                 &w.state,
-                &Event::RolloutPaused {
-                    rollout: r,
-                    reason: model::controller::PauseReason::Operator,
+                &Event::OpClaimed {
+                    op,
+                    owner: "ops".into(),
+                    review_by: "soon".into(),
                 },
             ),
             Rule::NamesWhatExists,
         );
-        assert!(v.detail.contains("rollout r7"), "{v}");
+        assert!(v.detail.contains("op op9"), "{v}");
     }
 }

@@ -11,9 +11,13 @@
 //! - **transition rules** judge an event against the state just before it
 //!   is applied: [`s1_grant_within_slots`], [`s3_evidence_releases_slot`],
 //!   [`s4_grant_order`], [`s5_pause_stops_grants`], [`s6_stable_decisions`],
-//!   [`s8_late_report_changes_nothing`], [`s9_restore_needs_proof`]; all of
-//!   them: [`check_event`]. On the agent side: [`s8_no_stale_apply`] and
-//!   [`s14_recovery_follows_the_table`]; both: [`check_agent_event`].
+//!   [`s8_late_report_changes_nothing`], [`s9_restore_needs_proof`], on
+//!   inputs that may come at any moment [`s4_approval_after_canary`],
+//!   [`s5_pause_events_change_state`], [`s8_settled_op_stays_settled`], and
+//!   [`w1_names_what_exists`]; all of them: [`check_event`]. On the agent
+//!   side: [`s8_no_stale_apply`] and [`s14_recovery_follows_the_table`]
+//!   (both: [`check_agent_event`]) and, with the controller's record beside
+//!   it, [`s8_close_only_settled`].
 //! - **rules about the runtime around the core**, which need facts the state
 //!   does not hold (what was sent, what is durable, what an operator did):
 //!   [`s7_persist_before_reply`], [`s6_answers_agree`],
@@ -34,6 +38,7 @@
 mod agent_rules;
 mod event_rules;
 mod history;
+mod input_rules;
 mod quarantine_rules;
 mod runtime_rules;
 mod state_rules;
@@ -52,6 +57,10 @@ pub use event_rules::{
     s9_restore_needs_proof, w1_names_what_exists,
 };
 pub use history::{check_history, HistoryViolation};
+pub use input_rules::{
+    check_input_event, s4_approval_after_canary, s5_pause_events_change_state,
+    s8_close_only_settled, s8_settled_op_stays_settled,
+};
 pub use quarantine_rules::{q1_no_command_to_quarantined, q1_quarantine_silences};
 pub use runtime_rules::{s10_human_waits_survive, s6_answers_agree, s7_persist_before_reply};
 pub use state_rules::{

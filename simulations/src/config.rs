@@ -39,11 +39,17 @@ pub enum Fault {
     /// class the agent cannot tell. With `agent-crash` it drives every row
     /// of the recovery table (SPEC §5, S14); not in the default set.
     StageError,
+    /// An op's deadline fires early, while an answer to or from its node is
+    /// still on its way (a slow link, a clock that jumps). Deadlines that
+    /// fire when due or late (after the op settled: the runtime never
+    /// cancels a timer) are not faults and cost nothing; see
+    /// `FleetModel::enabled_deadlines`.
+    EarlyTimeout,
 }
 
 impl Fault {
     /// Every fault, in CLI order.
-    pub const ALL: [Fault; 10] = [
+    pub const ALL: [Fault; 11] = [
         Fault::Loss,
         Fault::Dup,
         Fault::Partition,
@@ -54,6 +60,7 @@ impl Fault {
         Fault::SwapOld,
         Fault::ForeignRoute,
         Fault::StageError,
+        Fault::EarlyTimeout,
     ];
 
     /// The CLI name.
@@ -69,6 +76,7 @@ impl Fault {
             Fault::SwapOld => "swap-old",
             Fault::ForeignRoute => "foreign-route",
             Fault::StageError => "stage-error",
+            Fault::EarlyTimeout => "early-timeout",
         }
     }
 

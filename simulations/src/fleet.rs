@@ -203,14 +203,16 @@ impl FleetModel {
     }
 
     /// Feed one input to the controller core and carry out its effects the
-    /// way the runtime does: append, flush, apply, then send (S7).
-    pub fn controller(&self, world: &mut World, input: Input, narration: &mut Narration) {
+    /// way the runtime does: append, flush, apply, then send (S7). Returns
+    /// whether the controller accepted it (a refusal changes nothing).
+    pub fn controller(&self, world: &mut World, input: Input, narration: &mut Narration) -> bool {
         let before = world.controller().into_owned();
         let Ok(events) = controller_step(self.cfg.mutant, &before, &input) else {
             say(narration, || "   controller refuses it".to_string());
-            return;
+            return false;
         };
         self.controller_events(world, before, events, narration);
+        true
     }
 
     fn controller_events(
@@ -318,6 +320,11 @@ impl FleetModel {
                 event,
             ));
             self.note_recovery(world, node, event);
+            world.record(invariants::s8_close_only_settled(
+                &world.durable,
+                &journal,
+                event,
+            ));
             agent_apply(&mut journal, event);
             // What really serves follows the route switch.
             match event {
@@ -504,30 +511,8 @@ impl FleetModel {
                 actions.push(Action::ProbeRoute(node));
             }
         }
-        for op in ctrl.ops.iter().filter(|o| o.occupies_slot()) {
-            // Deadlines are longer than a round trip: an op times out when its
-            // node is silent (nothing in flight, or cut off), not while an
-            // answer is on its way. Late evidence after UNKNOWN stays
-            // reachable through partitions, loss and crashes.
-            if op.unknown.is_none()
-                && (self.silent(world, op.node) || world.is_partitioned(op.node))
-            {
-                actions.push(Action::Timeout(op.id));
-            } else if self.cfg.operator {
-                actions.push(Action::Resolve(op.id));
-                // Once per run (like pause and resume), and only where the
-                // controller would accept it: an UNKNOWN op whose node may
-                // have switched.
-                if self.cfg.rollback
-                    && world.ghost.rolled_back_by_operator == 0
-                    && op.decision == Some(model::Decision::Commit)
-                    && op.phase == model::controller::OpPhase::Decided
-                    && op.baseline.is_some()
-                {
-                    actions.push(Action::RollBack(op.id));
-                }
-            }
-        }
+        self.enabled_deadlines(world, &ctrl, actions);
+        self.enabled_operator(world, &ctrl, actions);
         if self.budget_left(world, Fault::ControllerCrash) {
             actions.push(Action::CrashController);
         }
@@ -537,21 +522,71 @@ impl FleetModel {
         if ctrl.rollouts.is_empty() {
             actions.push(Action::Start);
         }
-        if let Some(r) = ctrl.active_rollout() {
-            if self.cfg.operator && r.paused.is_none() && world.ghost.pauses == 0 {
-                actions.push(Action::Pause(r.id));
-            }
-            if self.cfg.operator && r.paused.is_some() && world.ghost.resumes == 0 {
-                actions.push(Action::Resume(r.id));
-            }
-            if ctrl.awaiting_approval(r.id) {
-                actions.push(Action::Approve(r.id));
-            }
-            if self.cfg.supersede && ctrl.rollouts.len() == 1 {
-                actions.push(Action::Supersede);
-            }
+        if self.cfg.supersede && ctrl.active_rollout().is_some() && ctrl.rollouts.len() == 1 {
+            actions.push(Action::Supersede);
         }
         self.enabled_after_settlement(world, &ctrl, actions);
+    }
+
+    /// Every deadline the controller ever armed may fire at any moment: the
+    /// runtime arms one per grant and never cancels it (as quinn-proto's
+    /// `handle_timeout`, a timer is an input that may come late). A deadline
+    /// that fires while its node is silent or cut off is due; one that fires
+    /// after its op settled or went UNKNOWN is late and free (the real rules
+    /// make it change nothing). Only an *early* one, while an answer is on
+    /// its way, is a fault: it spends a unit of the budget
+    /// ([`Fault::EarlyTimeout`]), which keeps the space bounded.
+    fn enabled_deadlines(&self, world: &World, ctrl: &ControllerState, actions: &mut Vec<Action>) {
+        for op in &ctrl.ops {
+            if !self.early_timeout(world, ctrl, op.id)
+                || self.budget_left(world, Fault::EarlyTimeout)
+            {
+                actions.push(Action::Timeout(op.id));
+            }
+        }
+    }
+
+    /// Whether a deadline of `op` firing now is early: the op is live, not
+    /// UNKNOWN, and its node is reachable with something in flight.
+    fn early_timeout(&self, world: &World, ctrl: &ControllerState, op: OpId) -> bool {
+        ctrl.op(op).is_some_and(|o| {
+            o.occupies_slot()
+                && o.unknown.is_none()
+                && !self.silent(world, o.node)
+                && !world.is_partitioned(o.node)
+        })
+    }
+
+    /// The operator offers every command in every state, whether or not it
+    /// makes sense there: early, twice, to a settled op or a superseded
+    /// rollout. The controller decides; a refusal is a cheap transition that
+    /// changes nothing (no ghost record, no fault), so it adds no state.
+    /// What bounds the space is how often a command may be *accepted* along
+    /// one path: a pause, a resume and a roll back once each (as before);
+    /// approvals and resolutions are accepted at most once per rollout or op
+    /// by their nature.
+    fn enabled_operator(&self, world: &World, ctrl: &ControllerState, actions: &mut Vec<Action>) {
+        for r in &ctrl.rollouts {
+            // Approving is how the gate's operator acts; it is offered in
+            // every configuration, so an approval of a plan without a gate
+            // is tried too.
+            actions.push(Action::Approve(r.id));
+            if self.cfg.operator && world.ghost.pauses == 0 {
+                actions.push(Action::Pause(r.id));
+            }
+            if self.cfg.operator && world.ghost.resumes == 0 {
+                actions.push(Action::Resume(r.id));
+            }
+        }
+        if !self.cfg.operator {
+            return;
+        }
+        for op in &ctrl.ops {
+            actions.push(Action::Resolve(op.id));
+            if self.cfg.rollback && world.ghost.rolled_back_by_operator == 0 {
+                actions.push(Action::RollBack(op.id));
+            }
+        }
     }
 
     /// The faults that strike a settled node, and the proof actions.
@@ -671,7 +706,13 @@ impl FleetModel {
                 self.agent(&mut next, node, AgentInput::Retry, fault, narration);
             }
             Action::Timeout(op) => {
+                let early = self.early_timeout(world, &world.controller(), op);
                 self.controller(&mut next, Input::Timeout { op }, narration);
+                // Only an early deadline that changed something is a fault:
+                // a late one the real rules ignore adds no state.
+                if early && next != *world {
+                    next.faults_used += 1;
+                }
             }
             Action::Partition(node) => {
                 next.faults_used += 1;
@@ -714,20 +755,24 @@ impl FleetModel {
                     narration,
                 );
             }
+            // The ghost records what the operator did only when the
+            // controller accepted it: a refused command changes nothing.
             Action::Pause(rollout) => {
-                next.ghost.pauses += 1;
-                self.controller(&mut next, Input::Pause { rollout }, narration);
+                if self.controller(&mut next, Input::Pause { rollout }, narration) {
+                    next.ghost.pauses += 1;
+                }
             }
             Action::Resume(rollout) => {
-                next.ghost.resumes += 1;
-                self.controller(&mut next, Input::Resume { rollout }, narration);
+                if self.controller(&mut next, Input::Resume { rollout }, narration) {
+                    next.ghost.resumes += 1;
+                }
             }
             Action::Approve(rollout) => {
-                next.ghost.approved_by_operator |= 1 << rollout.0;
-                self.controller(&mut next, Input::Approve { rollout }, narration);
+                if self.controller(&mut next, Input::Approve { rollout }, narration) {
+                    next.ghost.approved_by_operator |= 1 << rollout.0;
+                }
             }
             Action::Resolve(op) => {
-                next.ghost.resolved_by_operator |= 1 << op.0;
                 let ctrl = next.controller().into_owned();
                 if let Some(o) = ctrl.op(op) {
                     // The operator looks at the node and records what is there.
@@ -742,20 +787,20 @@ impl FleetModel {
                     say(narration, || {
                         format!("   operator observes {}: {observation}", o.node)
                     });
-                    self.controller(
-                        &mut next,
-                        Input::Resolve {
-                            op,
-                            observation,
-                            resolution,
-                        },
-                        narration,
-                    );
+                    let input = Input::Resolve {
+                        op,
+                        observation,
+                        resolution,
+                    };
+                    if self.controller(&mut next, input, narration) {
+                        next.ghost.resolved_by_operator |= 1 << op.0;
+                    }
                 }
             }
             Action::RollBack(op) => {
-                next.ghost.rolled_back_by_operator |= 1 << op.0;
-                self.controller(&mut next, Input::RollBack { op }, narration);
+                if self.controller(&mut next, Input::RollBack { op }, narration) {
+                    next.ghost.rolled_back_by_operator |= 1 << op.0;
+                }
             }
             Action::Start => {
                 self.controller(
@@ -851,7 +896,7 @@ impl FleetModel {
                 self.agent(world, node, AgentInput::Command(cmd), fault, narration)
             }
             Msg::ToController(node, msg) => {
-                self.controller(world, Input::FromAgent { node, msg }, narration)
+                self.controller(world, Input::FromAgent { node, msg }, narration);
             }
         }
     }
@@ -893,7 +938,18 @@ impl FleetModel {
             Action::RetryFailing(node, failure) => {
                 format!("{node}'s retry timer fires; staging fails again ({failure})")
             }
-            Action::Timeout(op) => format!("deadline of {op} passes with no settling evidence"),
+            Action::Timeout(op) => {
+                let ctrl = world.controller();
+                match ctrl.op(*op) {
+                    Some(o) if !o.occupies_slot() => {
+                        format!("deadline of {op} fires LATE, after it settled (timers are never cancelled)")
+                    }
+                    _ if self.early_timeout(world, &ctrl, *op) => {
+                        format!("deadline of {op} fires EARLY, while an answer is on its way")
+                    }
+                    _ => format!("deadline of {op} passes with no settling evidence"),
+                }
+            }
             Action::Partition(node) => format!("network PARTITIONS {node}"),
             Action::Heal(node) => format!("partition of {node} heals; agent reconnects"),
             Action::CrashAgent(node) => format!("agent on {node} is SIGKILLed and restarts"),
@@ -912,7 +968,7 @@ impl FleetModel {
             Action::ProbeRoute(node) => format!("controller probes {node}'s public route"),
             Action::Pause(r) => format!("operator pauses rollout {r}"),
             Action::Resume(r) => format!("operator resumes rollout {r}"),
-            Action::Approve(r) => format!("operator approves rollout {r} after the canary"),
+            Action::Approve(r) => format!("operator approves rollout {r}"),
             Action::Resolve(op) => format!("operator resolves {op} with an observation"),
             Action::RollBack(op) => format!("operator orders {op} rolled back"),
             Action::Start => format!(

@@ -4,12 +4,14 @@
 
 use crate::config::{CheckConfig, Fault};
 use invariants::Rule;
-use model::agent::{agent_step, AgentInput, AgentOutput, AgentStage, AgentState, StagingStep};
+use model::agent::{
+    agent_step, AgentEvent, AgentInput, AgentOutput, AgentStage, AgentState, StagingStep,
+};
 use model::controller::{
     apply, progress, step, ControllerState, Event, Input, OpPhase, Outcome, Refusal, RolloutStatus,
 };
 use model::recovery::{Observed, StageFailure};
-use model::{Generation, NodeId, ProbeVerdict, ToController};
+use model::{Generation, NodeId, ProbeVerdict, ToAgent, ToController};
 use proof::{Fresh, NodeProof};
 
 /// A named deviation.
@@ -34,11 +36,15 @@ pub enum Mutant {
     RolloutNeverEnds,
     ResumeWithoutReverify,
     RetryPermanentError,
+    TimeoutUnknowsSettledOp,
+    AgentClosesOnAnyAck,
+    ProbeFailurePausesAgain,
+    ApproveWithoutGate,
 }
 
 impl Mutant {
     /// Every mutant, in `--list-mutants` order.
-    pub const ALL: [Mutant; 19] = [
+    pub const ALL: [Mutant; 23] = [
         Mutant::ReleaseOnTimeout,
         Mutant::GrantWhilePaused,
         Mutant::RedecideOnRetry,
@@ -58,6 +64,10 @@ impl Mutant {
         Mutant::RolloutNeverEnds,
         Mutant::ResumeWithoutReverify,
         Mutant::RetryPermanentError,
+        Mutant::TimeoutUnknowsSettledOp,
+        Mutant::AgentClosesOnAnyAck,
+        Mutant::ProbeFailurePausesAgain,
+        Mutant::ApproveWithoutGate,
     ];
 
     /// The CLI name.
@@ -82,6 +92,10 @@ impl Mutant {
             Mutant::RolloutNeverEnds => "rollout-never-ends",
             Mutant::ResumeWithoutReverify => "resume-without-reverify",
             Mutant::RetryPermanentError => "retry-permanent-error",
+            Mutant::TimeoutUnknowsSettledOp => "timeout-unknows-settled-op",
+            Mutant::AgentClosesOnAnyAck => "agent-closes-on-any-ack",
+            Mutant::ProbeFailurePausesAgain => "probe-failure-pauses-again",
+            Mutant::ApproveWithoutGate => "approve-without-gate",
         }
     }
 
@@ -111,6 +125,10 @@ impl Mutant {
             Mutant::ProofTrustsRecordedEvidence => Rule::ProofIsReadback,
             Mutant::RolloutNeverEnds => Rule::EndsWhenNothingLeft,
             Mutant::ResumeWithoutReverify | Mutant::RetryPermanentError => Rule::S14,
+            Mutant::TimeoutUnknowsSettledOp => Rule::S8,
+            Mutant::AgentClosesOnAnyAck => Rule::S8,
+            Mutant::ProbeFailurePausesAgain => Rule::S5,
+            Mutant::ApproveWithoutGate => Rule::S4,
         }
     }
 
@@ -161,6 +179,18 @@ impl Mutant {
             }
             Mutant::RetryPermanentError => {
                 "treat every staging error as transient and retry it while budget lasts"
+            }
+            Mutant::TimeoutUnknowsSettledOp => {
+                "a deadline marks its op UNKNOWN even after the op settled (its timer was never cancelled)"
+            }
+            Mutant::AgentClosesOnAnyAck => {
+                "the agent closes the op it is reporting on any settled acknowledgement, even one for another op"
+            }
+            Mutant::ProbeFailurePausesAgain => {
+                "a failed probe pauses its rollout whether or not it is active and unpaused"
+            }
+            Mutant::ApproveWithoutGate => {
+                "accept an operator's approval of any active rollout: before the canary passed, without a gate, twice"
             }
         }
     }
@@ -213,6 +243,18 @@ impl Mutant {
             // A crash while staging is in the default fault set.
             Mutant::ResumeWithoutReverify => {}
             Mutant::RetryPermanentError => cfg.faults = cfg.faults.with(Fault::StageError),
+            // Late deadlines fire in every configuration.
+            Mutant::TimeoutUnknowsSettledOp => {}
+            // A late acknowledgement for an op the node closed reaches it
+            // while it reports the op of a superseding rollout.
+            Mutant::AgentClosesOnAnyAck => cfg.supersede = true,
+            // The operator pauses, then the canary answers wrongly.
+            Mutant::ProbeFailurePausesAgain => {
+                cfg.operator = true;
+                cfg.faults = cfg.faults.with(Fault::WrongAnswer);
+            }
+            // Approve is offered in every state, gated plan or not.
+            Mutant::ApproveWithoutGate => {}
         }
     }
 }
@@ -360,6 +402,53 @@ pub fn controller_step(
             }
             step(&forgetful, input)
         }
+        (Some(Mutant::TimeoutUnknowsSettledOp), Input::Timeout { op }) => {
+            // `occupies_slot() || unknown.is_none()`: the slot check no
+            // longer stops a settled op.
+            let settled = state.op(*op).is_some_and(|o| !o.occupies_slot());
+            let known = state.op(*op).is_some_and(|o| o.unknown.is_none());
+            if settled && known {
+                return Ok(vec![Event::OpUnknown {
+                    op: *op,
+                    reason: model::controller::UnknownReason::Silence,
+                }]);
+            }
+            step(state, input)
+        }
+        (Some(Mutant::ProbeFailurePausesAgain), _) => {
+            // Wherever a failed probe asks for a restore, pause its rollout
+            // as `restore_and_pause` would with `Active || paused.is_none()`.
+            let mut events = step(state, input)?;
+            let restores: Vec<_> = events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::RestoreRequested { op } => Some(*op),
+                    _ => None,
+                })
+                .collect();
+            for op in restores {
+                let Some(rollout) = state.op(op).map(|o| o.rollout) else {
+                    continue;
+                };
+                let pauses = |e: &Event| matches!(e, Event::RolloutPaused { rollout: r, .. } if *r == rollout);
+                if !events.iter().any(pauses) && !matches!(input, Input::RollBack { .. }) {
+                    events.push(Event::RolloutPaused {
+                        rollout,
+                        reason: model::controller::PauseReason::ProbeFailed { op },
+                    });
+                }
+            }
+            Ok(events)
+        }
+        (Some(Mutant::ApproveWithoutGate), Input::Approve { rollout }) => {
+            // Only the rollout's being active is checked.
+            match state.rollout(*rollout) {
+                Some(r) if r.status == RolloutStatus::Active => {
+                    Ok(vec![Event::RolloutApproved { rollout: *rollout }])
+                }
+                _ => step(state, input),
+            }
+        }
         (
             Some(Mutant::RollbackProvenBeforeCommitLands),
             Input::RouteProbed { .. } | Input::Resolve { .. },
@@ -465,6 +554,21 @@ pub fn agent_step_as(mutant: Option<Mutant>, state: &AgentState, input: AgentInp
             }
         }
         return agent_step(&forgetful, input);
+    }
+    if mutant == Some(Mutant::AgentClosesOnAnyAck) {
+        // `o.id == op || matches!(o.stage, Reporting)`: while the agent
+        // reports, a settled acknowledgement for any op is journaled as
+        // closing that op.
+        if let AgentInput::Command(ToAgent::Settled { op, .. }) = input {
+            let reporting = state
+                .op
+                .is_some_and(|o| o.id != op && matches!(o.stage, AgentStage::Reporting(..)));
+            if reporting {
+                let mut out = agent_step(state, input);
+                out.events.push(AgentEvent::Closed { op });
+                return out;
+            }
+        }
     }
     if mutant == Some(Mutant::AgentForgetsClosedOps) {
         // Forget which ops were already taken on.

@@ -26,9 +26,9 @@ struct Args {
     #[arg(long)]
     slots: Option<u8>,
     /// Faults the environment may inject, comma separated:
-    /// loss,dup,partition,agent-crash,controller-crash,wrong-answer,app-crash
-    /// (the default set), and swap-old,foreign-route, which strike a settled
-    /// node and imply --proofs
+    /// loss,dup,partition,agent-crash,controller-crash,wrong-answer,app-crash,
+    /// early-timeout (the default set), and swap-old,foreign-route, which
+    /// strike a settled node and imply --proofs
     #[arg(long)]
     faults: Option<String>,
     /// Total faults along one path (0..=4).

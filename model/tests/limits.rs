@@ -1,0 +1,174 @@
+//! Every named limit of `model` at the limit and just past it: a limit
+//! that is off by one either way fails here. (`OBSERVATION_INTERVAL_MIN_MS`
+//! is tested at and just before the interval in `observe.rs`;
+//! `PROCESS_RESTARTS_MAX` is read by the proof crate only, and tested there.)
+
+use model::controller::{
+    apply, step, ControllerState, Event, Input, Refusal, CLAIM_TEXT_MAX, OP_EVIDENCE_MAX,
+};
+use model::plan::{PlanError, FOLLOWERS_MAX, SLOTS_MAX_LIMIT};
+use model::{
+    Digest, Generation, NodeId, OpId, Plan, ProbeVerdict, ReportKind, RouteObservation,
+    ToController,
+};
+
+const V1: Digest = Digest::repeat(1);
+const V2: Digest = Digest::repeat(2);
+const OP: OpId = OpId(0);
+
+fn feed(state: &mut ControllerState, input: Input) -> Result<Vec<Event>, Refusal> {
+    let events = step(state, &input)?;
+    for e in &events {
+        apply(state, e);
+    }
+    Ok(events)
+}
+
+fn plan(followers: usize, slots_max: u8) -> Plan {
+    Plan {
+        release: V2,
+        canary: NodeId(0),
+        followers: (1..=followers as u16).map(NodeId).collect(),
+        slots_max,
+        approval_after_canary: false,
+    }
+}
+
+/// A one-node rollout of v2 whose canary op0 is granted.
+fn granted() -> ControllerState {
+    let mut state = ControllerState::default();
+    let hello = ToController::Hello {
+        serving: Some(V1),
+        generation: Generation(0),
+    };
+    feed(
+        &mut state,
+        Input::FromAgent {
+            node: NodeId(0),
+            msg: hello,
+        },
+    )
+    .expect("hello");
+    feed(&mut state, Input::StartRollout { plan: plan(0, 1) }).expect("start");
+    state
+}
+
+fn claim(owner: &str, review_by: &str) -> Input {
+    Input::Claim {
+        op: OP,
+        owner: owner.to_string(),
+        review_by: review_by.to_string(),
+    }
+}
+
+#[test]
+fn a_claim_text_of_exactly_claim_text_max_characters_is_accepted() {
+    // Counted in characters, not bytes: 'é' is two bytes.
+    let at_limit = "é".repeat(CLAIM_TEXT_MAX);
+    assert!(at_limit.len() > CLAIM_TEXT_MAX);
+    for input in [claim(&at_limit, "t"), claim("alice", &at_limit)] {
+        let mut state = granted();
+        let events = feed(&mut state, input).expect("a text at the limit is accepted");
+        assert!(matches!(events.as_slice(), [Event::OpClaimed { .. }]));
+    }
+}
+
+#[test]
+fn a_claim_text_one_character_past_claim_text_max_is_refused_naming_the_field() {
+    let past = "x".repeat(CLAIM_TEXT_MAX + 1);
+    for (input, field) in [
+        (claim(&past, "t"), "owner"),
+        (claim("alice", &past), "review_by"),
+    ] {
+        let mut state = granted();
+        let before = state.clone();
+        match feed(&mut state, input) {
+            Err(Refusal::InvalidClaim(why)) => {
+                assert!(why.starts_with(field), "{why}");
+                assert!(why.contains(&CLAIM_TEXT_MAX.to_string()), "{why}");
+            }
+            other => panic!("expected an invalid claim, got {other:?}"),
+        }
+        assert_eq!(state, before, "a refusal changes nothing");
+    }
+}
+
+#[test]
+fn a_plan_with_followers_max_followers_is_valid_and_one_more_is_not() {
+    assert_eq!(plan(FOLLOWERS_MAX, 1).validate(), Ok(()));
+    assert_eq!(
+        plan(FOLLOWERS_MAX + 1, 1).validate(),
+        Err(PlanError::TooManyFollowers(FOLLOWERS_MAX + 1))
+    );
+}
+
+#[test]
+fn slots_max_is_valid_from_one_to_slots_max_limit_only() {
+    assert_eq!(plan(1, 1).validate(), Ok(()));
+    assert_eq!(plan(1, SLOTS_MAX_LIMIT).validate(), Ok(()));
+    for slots in [0, SLOTS_MAX_LIMIT + 1] {
+        assert_eq!(
+            plan(1, slots).validate(),
+            Err(PlanError::SlotsOutOfRange(slots))
+        );
+    }
+    // The controller refuses such a plan with the plan's own words.
+    let mut state = granted();
+    let refused = feed(
+        &mut state,
+        Input::StartRollout {
+            plan: plan(1, SLOTS_MAX_LIMIT + 1),
+        },
+    );
+    assert!(
+        matches!(&refused, Err(Refusal::InvalidPlan(why)) if why.contains("slots_max")),
+        "{refused:?}"
+    );
+}
+
+/// An observation that differs from every other one by its restart count.
+fn down(restarts: u32) -> RouteObservation {
+    RouteObservation {
+        process_restarts: Some(restarts),
+        ..RouteObservation::new(ProbeVerdict::Unreachable, None, false)
+    }
+}
+
+fn report_not_applied(state: &mut ControllerState, restarts: u32) {
+    let msg = ToController::Report {
+        op: OP,
+        kind: ReportKind::NotApplied,
+        observation: down(restarts),
+    };
+    feed(
+        state,
+        Input::FromAgent {
+            node: NodeId(0),
+            msg,
+        },
+    )
+    .expect("a report is taken");
+}
+
+#[test]
+fn an_op_keeps_op_evidence_max_items_and_drops_the_oldest_past_it() {
+    let mut state = granted();
+    for restarts in 0..OP_EVIDENCE_MAX as u32 {
+        report_not_applied(&mut state, restarts);
+    }
+    let kept: Vec<Option<u32>> = state.ops[0]
+        .evidence
+        .iter()
+        .map(|e| e.observation.process_restarts)
+        .collect();
+    let all: Vec<Option<u32>> = (0..OP_EVIDENCE_MAX as u32).map(Some).collect();
+    assert_eq!(kept, all, "at the limit every item is kept");
+    report_not_applied(&mut state, OP_EVIDENCE_MAX as u32);
+    let kept: Vec<Option<u32>> = state.ops[0]
+        .evidence
+        .iter()
+        .map(|e| e.observation.process_restarts)
+        .collect();
+    let newest: Vec<Option<u32>> = (1..=OP_EVIDENCE_MAX as u32).map(Some).collect();
+    assert_eq!(kept, newest, "one past the limit drops the oldest");
+}
