@@ -623,6 +623,26 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Parses a manifest's JSON and checks its format and fields, as [`verify`]
+/// does before it looks at the signature. It proves nothing about who wrote
+/// the manifest: only [`verify`] does. Public so the `manifest` fuzz target
+/// runs the verifier's own parsing.
+pub fn parse_manifest(manifest_bytes: &[u8]) -> Result<Manifest, BundleError> {
+    let manifest: Manifest =
+        serde_json::from_slice(manifest_bytes).map_err(|e| malformed(e.to_string()))?;
+    if manifest.format != MANIFEST_FORMAT {
+        return Err(BundleError::UnsupportedFormat(manifest.format));
+    }
+    check_fields(
+        &manifest.name,
+        &manifest.version,
+        &manifest.app_file_name,
+        &manifest.run,
+        &manifest.probe,
+    )?;
+    Ok(manifest)
+}
+
 /// Checks a bundle against the trusted public key; returns its manifest,
 /// app and release identity.
 ///
@@ -673,18 +693,7 @@ pub fn verify(key: &VerifyingKey, bytes: &[u8]) -> Result<VerifiedBundle, Bundle
         return Err(BundleError::TrailingBytes(reader.rest.len() as u64));
     }
 
-    let manifest: Manifest =
-        serde_json::from_slice(manifest_bytes).map_err(|e| malformed(e.to_string()))?;
-    if manifest.format != MANIFEST_FORMAT {
-        return Err(BundleError::UnsupportedFormat(manifest.format));
-    }
-    check_fields(
-        &manifest.name,
-        &manifest.version,
-        &manifest.app_file_name,
-        &manifest.run,
-        &manifest.probe,
-    )?;
+    let manifest = parse_manifest(manifest_bytes)?;
 
     if signature.iter().all(|b| *b == 0) {
         return Err(BundleError::Unsigned);

@@ -387,25 +387,9 @@ async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
     if let Some(rejection) = unauthorized(&api, &headers) {
         return rejection;
     }
-    let request: StartRollout = match serde_json::from_slice(&body) {
-        Ok(r) => r,
-        // serde_json names a missing or unknown field; a field of the wrong
-        // type is named by `bad_field`.
-        Err(e) => {
-            let field = bad_field(&body)
-                .map(|f| format!("field `{f}`: "))
-                .unwrap_or_default();
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("malformed request: {field}{e}"),
-            );
-        }
-    };
-    let Some(release) = agentless_digest(&request.release) else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "field `release`: expected 64 hex digits",
-        );
+    let (request, release) = match parse_start_rollout(&body) {
+        Ok(parsed) => parsed,
+        Err(why) => return bad_request(why),
     };
     if !api.bundles.path(release).exists() {
         return error(
@@ -437,6 +421,27 @@ async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
         approval_after_canary: request.approve_after_canary,
     };
     respond(&api, Input::StartRollout { plan }).await
+}
+
+/// Parses a `POST /api/rollouts` body and decodes its release digest; the
+/// handler then checks that the bundle and the nodes exist. Public so the
+/// `api_json` fuzz target runs the handler's own parsing.
+pub fn parse_start_rollout(body: &[u8]) -> Result<(StartRollout, Digest), String> {
+    let request: StartRollout = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        // serde_json names a missing or unknown field; a field of the wrong
+        // type is named by `bad_field`.
+        Err(e) => {
+            let field = bad_field(body)
+                .map(|f| format!("field `{f}`: "))
+                .unwrap_or_default();
+            return Err(format!("malformed request: {field}{e}"));
+        }
+    };
+    let Some(release) = agentless_digest(&request.release) else {
+        return Err(String::from("field `release`: expected 64 hex digits"));
+    };
+    Ok((request, release))
 }
 
 /// The first field of a `StartRollout` body that has the wrong type.
@@ -1061,6 +1066,73 @@ fn no_such_op(id: &str) -> Response {
     )
 }
 
+/// A parsed `POST /api/ops/{op}/resolve` body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResolveBody {
+    /// How the operator settles the op.
+    pub resolution: Resolution,
+    /// The observation the operator typed; `None` means `"probe": true`
+    /// (the controller probes the route itself).
+    pub observation: Option<model::RouteObservation>,
+}
+
+/// Parses a resolve body: exactly one of `observation` and `"probe": true`.
+/// Public so the `api_json` fuzz target runs the handler's own parsing.
+pub fn parse_resolve(body: &[u8]) -> Result<ResolveBody, String> {
+    let map = json_object(body, &["observation", "probe", "resolution"])?;
+    let resolution = parse_resolution(map.get("resolution"))?;
+    let probe = match map.get("probe") {
+        None => false,
+        Some(serde_json::Value::Bool(b)) => *b,
+        Some(_) => return Err(String::from("field `probe`: expected true or false")),
+    };
+    let observation = match map.get("observation") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(v) => Some(parse_observation(v)?),
+    };
+    if probe == observation.is_some() {
+        return Err(String::from(
+            "field `observation`: give either an observation or \"probe\": true, not both or neither",
+        ));
+    }
+    Ok(ResolveBody {
+        resolution,
+        observation,
+    })
+}
+
+/// Parses a rollback body: empty, or a JSON object with no fields. Public
+/// so the `api_json` fuzz target runs the handler's own parsing.
+pub fn parse_roll_back(body: &[u8]) -> Result<(), String> {
+    if !body.is_empty() {
+        json_object(body, &[])?;
+    }
+    Ok(())
+}
+
+/// A parsed `POST /api/ops/{op}/claim` body, texts trimmed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimBody {
+    /// Who takes the op.
+    pub owner: String,
+    /// When they will have looked at it.
+    pub review_by: String,
+}
+
+/// Parses a claim body: `owner` and `review_by`, both strings. Public so
+/// the `api_json` fuzz target runs the handler's own parsing.
+pub fn parse_claim(body: &[u8]) -> Result<ClaimBody, String> {
+    let map = json_object(body, &["owner", "review_by"])?;
+    let text = |field: &str| match map.get(field).and_then(|v| v.as_str()) {
+        Some(t) => Ok(t.trim().to_string()),
+        None => Err(format!("field `{field}`: expected a string")),
+    };
+    Ok(ClaimBody {
+        owner: text("owner")?,
+        review_by: text("review_by")?,
+    })
+}
+
 /// `POST /api/ops/{op}/resolve`: settle an op by hand with an observation,
 /// typed by the operator or taken by a fresh controller probe.
 async fn resolve_op(
@@ -1072,31 +1144,13 @@ async fn resolve_op(
     if let Some(rejection) = unauthorized(&api, &headers) {
         return rejection;
     }
-    let map = match json_object(&body, &["observation", "probe", "resolution"]) {
-        Ok(m) => m,
+    let ResolveBody {
+        resolution,
+        observation: typed,
+    } = match parse_resolve(&body) {
+        Ok(parsed) => parsed,
         Err(why) => return bad_request(why),
     };
-    let resolution = match parse_resolution(map.get("resolution")) {
-        Ok(r) => r,
-        Err(why) => return bad_request(why),
-    };
-    let probe = match map.get("probe") {
-        None => false,
-        Some(serde_json::Value::Bool(b)) => *b,
-        Some(_) => return bad_request("field `probe`: expected true or false"),
-    };
-    let typed = match map.get("observation") {
-        None | Some(serde_json::Value::Null) => None,
-        Some(v) => match parse_observation(v) {
-            Ok(o) => Some(o),
-            Err(why) => return bad_request(why),
-        },
-    };
-    if probe == typed.is_some() {
-        return bad_request(
-            "field `observation`: give either an observation or \"probe\": true, not both or neither",
-        );
-    }
     let Some(op) = op_id(&id) else {
         return no_such_op(&id);
     };
@@ -1136,10 +1190,8 @@ async fn roll_back_op(
     if let Some(rejection) = unauthorized(&api, &headers) {
         return rejection;
     }
-    if !body.is_empty() {
-        if let Err(why) = json_object(&body, &[]) {
-            return bad_request(why);
-        }
+    if let Err(why) = parse_roll_back(&body) {
+        return bad_request(why);
     }
     let Some(op) = op_id(&id) else {
         return no_such_op(&id);
@@ -1157,22 +1209,13 @@ async fn claim_op(
     if let Some(rejection) = unauthorized(&api, &headers) {
         return rejection;
     }
-    let map = match json_object(&body, &["owner", "review_by"]) {
-        Ok(m) => m,
+    let ClaimBody { owner, review_by } = match parse_claim(&body) {
+        Ok(parsed) => parsed,
         Err(why) => return bad_request(why),
     };
-    let mut texts = Vec::new();
-    for field in ["owner", "review_by"] {
-        match map.get(field).and_then(|v| v.as_str()) {
-            Some(t) => texts.push(t.trim().to_string()),
-            None => return bad_request(format!("field `{field}`: expected a string")),
-        }
-    }
     let Some(op) = op_id(&id) else {
         return no_such_op(&id);
     };
-    let review_by = texts.pop().unwrap_or_default();
-    let owner = texts.pop().unwrap_or_default();
     respond(
         &api,
         Input::Claim {
