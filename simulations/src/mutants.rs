@@ -334,16 +334,24 @@ pub fn controller_step(
             }
             Ok(events)
         }
-        (Some(Mutant::ReleaseOnTimeout), Input::Timeout { .. }) => Ok(step(state, input)?
-            .into_iter()
-            .map(|e| match e {
-                Event::OpUnknown { op, .. } => Event::OpSettled {
-                    op,
-                    outcome: Outcome::NotApplied,
-                },
-                other => other,
-            })
-            .collect()),
+        (Some(Mutant::ReleaseOnTimeout), Input::Timeout { .. }) => {
+            let mut events: Vec<Event> = step(state, input)?
+                .into_iter()
+                .map(|e| match e {
+                    Event::OpUnknown { op, .. } => Event::OpSettled {
+                        op,
+                        outcome: Outcome::NotApplied,
+                    },
+                    other => other,
+                })
+                .collect();
+            // Then whatever the real rules do next on the bent state (a
+            // grant, or ending the rollout), as a real step would.
+            let mut after = state.clone();
+            events.iter().for_each(|e| apply(&mut after, e));
+            events.extend(progress(&after));
+            Ok(events)
+        }
         (Some(Mutant::RestoreWithoutProbe), _) => {
             let mut events = Vec::new();
             for e in step(state, input)? {

@@ -44,7 +44,7 @@ fn real_rules_pass_the_default_configuration() {
 }
 
 /// Pinned like the small configuration below (docs/model.md, Figures).
-const PINNED_DEFAULT_UNIQUE_STATES: usize = 998_166;
+const PINNED_DEFAULT_UNIQUE_STATES: usize = 1_006_168;
 
 /// Drift after settlement (seed 003) with the proof actions: an old release
 /// swapped in behind a settled node's agent, a stand-in answering its route
