@@ -255,7 +255,7 @@ fn agent_events_read_in_domain_words() {
                 generation,
                 release: V2,
             },
-            format!("accepts op1 ({V2}, {generation}), stages it and asks to commit"),
+            format!("accepts op1 ({V2}, {generation}) and starts staging it"),
         ),
         (
             AgentEvent::Switched { op, generation },
