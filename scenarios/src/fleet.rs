@@ -293,14 +293,25 @@ impl Fleet {
         } else {
             self.net.host("x")?.ns.clone()
         };
+        // The fleet's CA, and with a foreign `pki` also that pki's CA: the
+        // agent's own startup check (its certificate chains to a CA it is
+        // configured with) then passes, and the controller alone decides.
+        let ca = match pki {
+            None => self.pki.ca_cert(),
+            Some(foreign) => {
+                let bundle = self.dir.join(format!("{name}-ca-bundle.pem"));
+                let mut pem = std::fs::read(self.pki.ca_cert())?;
+                pem.extend(std::fs::read(foreign.ca_cert())?);
+                std::fs::write(&bundle, pem)?;
+                bundle
+            }
+        };
         let pki = pki.unwrap_or(&self.pki);
         let mut text = format!(
             "node = \"{node}\"\ndata_dir = {:?}\npublic_port = {PUBLIC_PORT}\npublic_ip = \"0.0.0.0\"\n\n[controller]\naddr = \"{SUBNET}.1:{}\"\nserver_name = \"localhost\"\n\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n\n[bundles]\npubkey = {:?}\n\n[timing]\nretry_ms = 1000\nbackoff_base_ms = 200\nbackoff_max_ms = 2000\n",
             self.dir.join(format!("{name}-data")).display().to_string(),
             self.agent_quic_port,
-            // Always the fleet's CA: a foreign `pki` supplies only the node's
-            // certificate and key, so the controller alone decides.
-            self.pki.ca_cert().display().to_string(),
+            ca.display().to_string(),
             pki.node_cert(node).display().to_string(),
             pki.node_key(node).display().to_string(),
             self.dir.join("keys/bundle-signing.pub").display().to_string(),
