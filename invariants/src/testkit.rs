@@ -18,7 +18,7 @@ pub const R0: RolloutId = RolloutId(0);
 pub const R1: RolloutId = RolloutId(1);
 
 /// v2 on canary node-a, then node-b and node-c.
-pub fn plan(slots: u8, gate: bool) -> Plan {
+pub fn plan(slots: u16, gate: bool) -> Plan {
     Plan {
         release: V2,
         canary: A,
@@ -172,7 +172,7 @@ impl World {
     /// Rollout r0 of [`plan`] with its canary op0 switched and verified.
     pub fn canary_verified(slots: u8, gate: bool) -> Self {
         let mut w = World::new();
-        w.start(plan(slots, gate));
+        w.start(plan(u16::from(slots), gate));
         w.switch(0, pass(V2));
         assert_eq!(
             w.op(0).phase,

@@ -104,7 +104,7 @@ enum Action {
 }
 
 fn plan() -> impl Strategy<Value = Plan> {
-    let nodes: Vec<u16> = (0..NODES).collect();
+    let nodes: Vec<u32> = (0..NODES).collect();
     (
         Just(nodes).prop_shuffle(),
         3usize..=NODES as usize,
@@ -116,7 +116,7 @@ fn plan() -> impl Strategy<Value = Plan> {
             release: Digest::repeat(release),
             canary: NodeId(order[0]),
             followers: order[1..count].iter().map(|n| NodeId(*n)).collect(),
-            slots_max,
+            slots_max: u16::from(slots_max),
             approval_after_canary: gate,
         })
 }
@@ -280,10 +280,10 @@ fn run(fleet: &mut Fleet, action: &Action) -> Result<(), String> {
             } else {
                 fleet.agents[index].serving
             };
-            fleet.agent(NodeId(node as u16), AgentInput::Restarted { serving })
+            fleet.agent(NodeId(node as u32), AgentInput::Restarted { serving })
         }
-        Action::AgentConnected(node) => fleet.agent(NodeId(node as u16), AgentInput::Connected),
-        Action::AgentRetry(node) => fleet.agent(NodeId(node as u16), AgentInput::Retry),
+        Action::AgentConnected(node) => fleet.agent(NodeId(node as u32), AgentInput::Connected),
+        Action::AgentRetry(node) => fleet.agent(NodeId(node as u32), AgentInput::Retry),
         Action::StageRefused(node, why) => {
             use model::recovery::StageFailure;
             let failure = match why {
@@ -302,12 +302,12 @@ fn run(fleet: &mut Fleet, action: &Action) -> Result<(), String> {
                 return Ok(());
             }
             let observation = answer.observe(fleet.agents[index].serving);
-            fleet.agent(NodeId(node as u16), AgentInput::Probed(observation))
+            fleet.agent(NodeId(node as u32), AgentInput::Probed(observation))
         }
         Action::CtrlProbe { node, answer } => {
             let observation = answer.observe(fleet.agents[node as usize].serving);
             fleet.controller(Input::RouteProbed {
-                node: NodeId(node as u16),
+                node: NodeId(node as u32),
                 observation,
             })
         }

@@ -6,10 +6,11 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// A node of the fleet. The runtime maps certificate names to these indices
-/// through its roster; the model only needs identity and order.
+/// A node of the fleet: its enrollment order. The runtime maps certificate
+/// names to these indices through its roster; the model only needs identity
+/// and order. At most [`crate::plan::NODES_MAX`] exist.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct NodeId(pub u16);
+pub struct NodeId(pub u32);
 
 impl fmt::Display for NodeId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

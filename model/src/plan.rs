@@ -3,11 +3,18 @@
 use crate::ids::{Digest, NodeId};
 use serde::{Deserialize, Serialize};
 
-/// Upper bound on a rollout's concurrency budget. A limit on everything: a
-/// plan asking for more is refused rather than silently clamped.
-pub const SLOTS_MAX_LIMIT: u8 = 64;
-/// Upper bound on followers in one plan.
-pub const FOLLOWERS_MAX: usize = 1024;
+/// Upper bound on the nodes of one fleet. A limit on everything: node ids
+/// are `u32`, but a plan, a roster and an event must stay bounded.
+pub const NODES_MAX: usize = 100_000;
+/// Upper bound on a rollout's concurrency budget. A plan asking for more is
+/// refused rather than silently clamped.
+pub const SLOTS_MAX_LIMIT: u16 = 10_000;
+/// Upper bound on followers in one plan. The plan is recorded in one log
+/// entry (`RolloutStarted`, at most 64 KiB: larger sled pages would go to
+/// blob files that sled 0.34.7 never fsyncs), and a node id takes up to 5
+/// bytes there, so 12,000 followers is what fits with room to spare. A
+/// fleet larger than that rolls out in several rollouts.
+pub const FOLLOWERS_MAX: usize = 12_000;
 
 /// What an operator asks for when starting a rollout.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -19,7 +26,7 @@ pub struct Plan {
     /// Followers, granted strictly in this order after the canary.
     pub followers: Vec<NodeId>,
     /// Concurrency budget: ops of this rollout not yet settled.
-    pub slots_max: u8,
+    pub slots_max: u16,
     /// Wait for an operator's approval once the canary is verified.
     pub approval_after_canary: bool,
 }
@@ -28,7 +35,7 @@ pub struct Plan {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PlanError {
     /// `slots_max` is 0 or above [`SLOTS_MAX_LIMIT`].
-    SlotsOutOfRange(u8),
+    SlotsOutOfRange(u16),
     /// A node appears twice (canary among followers, or a repeated follower).
     DuplicateNode(NodeId),
     /// More than [`FOLLOWERS_MAX`] followers.

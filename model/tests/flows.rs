@@ -29,7 +29,7 @@ struct Fleet {
 }
 
 impl Fleet {
-    fn new(nodes: u16) -> Self {
+    fn new(nodes: u32) -> Self {
         let agents = (0..nodes)
             .map(|_| AgentState {
                 serving: Some(V1),

@@ -24,11 +24,11 @@ fn feed(state: &mut ControllerState, input: Input) -> Result<Vec<Event>, Refusal
     Ok(events)
 }
 
-fn plan(followers: usize, slots_max: u8) -> Plan {
+fn plan(followers: usize, slots_max: u16) -> Plan {
     Plan {
         release: V2,
         canary: NodeId(0),
-        followers: (1..=followers as u16).map(NodeId).collect(),
+        followers: (1..=followers as u32).map(NodeId).collect(),
         slots_max,
         approval_after_canary: false,
     }

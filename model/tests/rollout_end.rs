@@ -43,7 +43,7 @@ fn started(slots: u8) -> ControllerState {
         release: V2,
         canary: NodeId(0),
         followers: vec![NodeId(1), NodeId(2)],
-        slots_max: slots,
+        slots_max: u16::from(slots),
         approval_after_canary: false,
     };
     feed(&mut state, Input::StartRollout { plan });

@@ -539,7 +539,7 @@ pub struct StartRequest {
     /// Followers in order.
     pub followers: Vec<String>,
     /// Slot budget.
-    pub slots: u8,
+    pub slots: u16,
     /// Wait for approval after the canary.
     pub approve_after_canary: bool,
 }

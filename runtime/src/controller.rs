@@ -18,7 +18,7 @@ use crate::log::{Durable, EventLog, LogError};
 
 /// Upper bound on one encoded controller event, in bytes (varint bincode):
 /// the largest is a `RolloutStarted` naming [`FOLLOWERS_MAX`] followers (a
-/// node id is at most 3 bytes) or an `OpClaimed` with two texts of
+/// node id is at most 5 bytes) or an `OpClaimed` with two texts of
 /// [`CLAIM_TEXT_MAX`] characters (at most 4 bytes each, plus a length),
 /// each with under 128 bytes of fixed fields. The golden encoding test
 /// measures the largest real ones against it.
@@ -26,7 +26,7 @@ use crate::log::{Durable, EventLog, LogError};
 /// [`FOLLOWERS_MAX`]: model::plan::FOLLOWERS_MAX
 /// [`CLAIM_TEXT_MAX`]: model::controller::CLAIM_TEXT_MAX
 pub const EVENT_BYTES_BOUND: usize = {
-    let plan = 128 + model::plan::FOLLOWERS_MAX * 3;
+    let plan = 128 + model::plan::FOLLOWERS_MAX * 5;
     let claim = 128 + 2 * (9 + model::controller::CLAIM_TEXT_MAX * 4);
     if plan > claim {
         plan

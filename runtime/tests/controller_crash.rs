@@ -11,7 +11,7 @@ use model::{
 use proptest::prelude::*;
 use runtime::controller::{Controller, ControllerError};
 
-const NODES: u16 = 3;
+const NODES: u32 = 3;
 
 fn node() -> impl Strategy<Value = NodeId> {
     (0..NODES).prop_map(NodeId)
@@ -68,7 +68,7 @@ fn plan() -> impl Strategy<Value = Plan> {
                 release: Digest::repeat(v),
                 canary,
                 followers,
-                slots_max,
+                slots_max: u16::from(slots_max),
                 approval_after_canary: approval,
             }
         })

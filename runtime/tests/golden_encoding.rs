@@ -437,8 +437,10 @@ fn the_largest_events_fit_the_event_bound() {
         rollout: RolloutId(u32::MAX),
         plan: Plan {
             release: V2,
-            canary: NodeId(u16::MAX),
-            followers: (0..FOLLOWERS_MAX).map(|_| NodeId(u16::MAX)).collect(),
+            canary: NodeId(model::plan::NODES_MAX as u32 - 1),
+            followers: (0..FOLLOWERS_MAX)
+                .map(|_| NodeId(model::plan::NODES_MAX as u32 - 1))
+                .collect(),
             slots_max: model::plan::SLOTS_MAX_LIMIT,
             approval_after_canary: true,
         },

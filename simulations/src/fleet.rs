@@ -139,15 +139,15 @@ impl FleetModel {
 
     /// Every node, canary (index 0) first.
     pub fn nodes(&self) -> impl Iterator<Item = NodeId> {
-        (0..=self.cfg.followers as u16).map(NodeId)
+        (0..=self.cfg.followers as u32).map(NodeId)
     }
 
     fn plan(&self, release: Digest) -> Plan {
         Plan {
             release,
             canary: NodeId(0),
-            followers: (1..=self.cfg.followers as u16).map(NodeId).collect(),
-            slots_max: self.cfg.slots,
+            followers: (1..=self.cfg.followers as u32).map(NodeId).collect(),
+            slots_max: u16::from(self.cfg.slots),
             approval_after_canary: self.cfg.approval,
         }
     }

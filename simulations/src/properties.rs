@@ -54,7 +54,7 @@ pub fn drift_seen(world: &World) -> bool {
         app.drifted()
             && ctrl
                 .nodes
-                .get(&NodeId(index as u16))
+                .get(&NodeId(index as u32))
                 .is_some_and(|r| r.drift().is_some())
     })
 }

@@ -23,7 +23,7 @@ use std::collections::BTreeSet;
 pub const V1: Digest = Digest::repeat(1);
 /// A bad build: its route answers, wrongly, with a healthy process.
 pub const BROKEN: Digest = Digest::repeat(3);
-pub const NODES: u16 = 4;
+pub const NODES: u32 = 4;
 
 /// What the checks saw, to show that runs reach the interesting places.
 #[derive(Clone, Debug, Default)]
@@ -277,7 +277,7 @@ impl Fleet {
     pub fn drain(&mut self, budget: usize) -> Result<(), String> {
         for _ in 0..budget {
             if let Some(n) = self.probe_due.iter().position(|due| *due) {
-                let node = NodeId(n as u16);
+                let node = NodeId(n as u32);
                 let observation = self.truthful_probe(node);
                 self.agent(node, AgentInput::Probed(observation))?;
             } else if !self.to_agents.is_empty() {

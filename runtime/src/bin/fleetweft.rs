@@ -285,7 +285,7 @@ enum RolloutCommand {
         followers: Vec<String>,
         /// How many ops may hold a slot at once (UNKNOWN ones count).
         #[arg(long)]
-        slots: u8,
+        slots: u16,
         /// Wait for `rollout approve` after the canary passes.
         #[arg(long)]
         approve_after_canary: bool,

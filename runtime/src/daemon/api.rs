@@ -112,7 +112,7 @@ pub struct RolloutDto {
     /// Occupied slots (UNKNOWN ops count).
     pub slots_occupied: usize,
     /// The slot budget.
-    pub slots_max: u8,
+    pub slots_max: u16,
     /// Canary node.
     pub canary: String,
     /// Followers in order.
@@ -271,7 +271,7 @@ pub fn status_dto(cfg: &ControllerConfig, snap: &Snapshot) -> StatusDto {
         .iter()
         .enumerate()
         .map(|(i, n)| {
-            let id = NodeId(i as u16);
+            let id = NodeId(i as u32);
             let record = s.nodes.get(&id).cloned().unwrap_or_default();
             NodeDto {
                 name: n.name.clone(),
@@ -377,7 +377,7 @@ pub struct StartRollout {
     #[serde(default)]
     pub followers: Vec<String>,
     /// Slot budget.
-    pub slots: u8,
+    pub slots: u16,
     /// Wait for approval after the canary.
     #[serde(default)]
     pub approve_after_canary: bool,
@@ -460,7 +460,7 @@ fn bad_field(body: &[u8]) -> Option<&'static str> {
         ("canary", &|v: &Value| v.is_string()),
         ("followers", &is_string_list),
         ("slots", &|v: &Value| {
-            v.as_u64().is_some_and(|n| n <= u64::from(u8::MAX))
+            v.as_u64().is_some_and(|n| n <= u64::from(u16::MAX))
         }),
         ("approve_after_canary", &|v: &Value| v.is_boolean()),
     ];

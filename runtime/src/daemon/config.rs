@@ -175,8 +175,12 @@ impl ControllerConfig {
                 "key `nodes`: expected at least one [[nodes]] entry".into(),
             ));
         }
-        if cfg.nodes.len() > u16::MAX as usize {
-            return Err(invalid("key `nodes`: too many nodes".into()));
+        if cfg.nodes.len() > model::plan::NODES_MAX {
+            return Err(invalid(format!(
+                "key `nodes`: {} nodes exceed the limit of {}",
+                cfg.nodes.len(),
+                model::plan::NODES_MAX
+            )));
         }
         let mut seen = std::collections::BTreeSet::new();
         for (i, node) in cfg.nodes.iter().enumerate() {
@@ -207,7 +211,7 @@ impl ControllerConfig {
         self.nodes
             .iter()
             .position(|n| n.name == name)
-            .map(|i| model::NodeId(i as u16))
+            .map(|i| model::NodeId(i as u32))
     }
 
     /// The name of a node id.

@@ -633,7 +633,7 @@ pub fn describe(cfg: &ControllerConfig, event: &Event) -> String {
     let mut text = event.to_string();
     // Model node ids print as node-a, node-b, ...; show configured names.
     for (i, node) in cfg.nodes.iter().enumerate().rev() {
-        let id = NodeId(i as u16).to_string();
+        let id = NodeId(i as u32).to_string();
         if id != node.name {
             text = text.replace(&id, &node.name);
         }

@@ -82,7 +82,7 @@ pub fn data(cfg: &ControllerConfig, snap: &Snapshot, events: Vec<EventDto>) -> D
             .nodes
             .iter()
             .enumerate()
-            .map(|(i, n)| crate::proof::recorded_node_proof(&snap.state, NodeId(i as u16), &n.name))
+            .map(|(i, n)| crate::proof::recorded_node_proof(&snap.state, NodeId(i as u32), &n.name))
             .collect(),
         unresolved: crate::proof::unresolved(&snap.state, &names, &snap.log_index),
         events,

@@ -159,7 +159,7 @@ pub fn document() -> Value {
                         "release": { "type": "string", "pattern": "^[0-9a-f]{64}$" },
                         "canary": { "type": "string" },
                         "followers": { "type": "array", "items": { "type": "string" } },
-                        "slots": { "type": "integer", "minimum": 0, "maximum": 255 },
+                        "slots": { "type": "integer", "minimum": 0, "maximum": 65535 },
                         "approve_after_canary": { "type": "boolean" },
                     },
                 }))), false) },

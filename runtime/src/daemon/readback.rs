@@ -314,12 +314,12 @@ mod tests {
         let t0 = Instant::now();
         let mut waiting = Vec::new();
         for n in 0..READBACKS_PENDING_MAX {
-            let node = NodeId(u16::try_from(n).expect("small"));
+            let node = NodeId(u32::try_from(n).expect("small"));
             let (request, answer) = ask(&mut table, node, 1, &tx, &mut rx, t0);
             assert!(request.is_some());
             waiting.push(answer);
         }
-        let (request, mut answer) = ask(&mut table, NodeId(u16::MAX), 1, &tx, &mut rx, t0);
+        let (request, mut answer) = ask(&mut table, NodeId(u32::MAX), 1, &tx, &mut rx, t0);
         assert_eq!(request, None);
         assert_eq!(answer.try_recv(), Ok(Err(ReadBackError::Busy)));
         assert_eq!(table.pending(), READBACKS_PENDING_MAX);

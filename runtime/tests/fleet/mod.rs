@@ -27,7 +27,7 @@ pub struct Fleet {
 
 impl Fleet {
     /// A fresh controller log in `dir` and `nodes` agents serving v1, connected.
-    pub fn new(dir: &Path, nodes: u16) -> Self {
+    pub fn new(dir: &Path, nodes: u32) -> Self {
         let ctrl = Controller::open(dir).expect("open a fresh controller");
         let agents = (0..nodes)
             .map(|_| AgentState {

@@ -27,7 +27,7 @@ struct Args {
     rollouts: usize,
     /// Slots per rollout.
     #[arg(long, default_value_t = SLOTS_MAX_LIMIT)]
-    slots: u8,
+    slots: u16,
     /// Runs of each measurement; the fastest is printed (the machine is
     /// shared and noisy, the fastest run is the one least disturbed).
     #[arg(long, default_value_t = 5)]
@@ -123,7 +123,7 @@ impl Fleet {
     }
 
     /// One whole rollout of a new release over the fleet, timed.
-    fn rollout(&mut self, slots: u8, checks: Checks) -> Tally {
+    fn rollout(&mut self, slots: u16, checks: Checks) -> Tally {
         let release = Digest::repeat(self.next_release);
         self.next_release = self.next_release.wrapping_add(1).max(2);
         let plan = Plan {
@@ -189,7 +189,7 @@ impl Fleet {
 }
 
 fn node(index: usize) -> NodeId {
-    NodeId(u16::try_from(index).expect("fleet sizes are bounded by FOLLOWERS_MAX"))
+    NodeId(u32::try_from(index).expect("fleet sizes are bounded by FOLLOWERS_MAX"))
 }
 
 /// What a healthy agent answers: ask to commit an applied op, report a
