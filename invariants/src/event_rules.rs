@@ -244,7 +244,7 @@ pub fn s5_pause_stops_grants(before: &ControllerState, event: &Event) -> Result<
 pub fn s6_stable_decisions(before: &ControllerState, event: &Event) -> Result<(), Violation> {
     match event {
         Event::CommitDecided { op, decision } => {
-            let Some(o) = before.op(*op) else {
+            let Some(o) = before.op_summary(*op) else {
                 return broken(
                     Rule::S6,
                     format!(
@@ -266,7 +266,7 @@ pub fn s6_stable_decisions(before: &ControllerState, event: &Event) -> Result<()
             Ok(())
         }
         Event::CommitReplayed { op, decision } => {
-            let stored = before.op(*op).and_then(|o| o.decision);
+            let stored = before.op_summary(*op).and_then(|o| o.decision);
             if stored != Some(*decision) {
                 return broken(
                     Rule::S6,
@@ -318,7 +318,7 @@ pub fn s8_late_report_changes_nothing(
         // A node's word counts only for its own ops (SPEC §8): a message
         // about another node's op must be logged as foreign, never as the
         // sender's own late report.
-        Event::LateReportIgnored { node, op } => match before.op(*op) {
+        Event::LateReportIgnored { node, op } => match before.op_summary(*op) {
             Some(o) if o.node != *node => broken(
                 Rule::S8,
                 format!(
@@ -329,7 +329,7 @@ pub fn s8_late_report_changes_nothing(
             _ => Ok(()),
         },
         Event::ForeignMessageIgnored { node, op, owner } => {
-            let actual = before.op(*op).map(|o| o.node);
+            let actual = before.op_summary(*op).map(|o| o.node);
             if actual != *owner || actual == Some(*node) {
                 return broken(
                     Rule::S8,
@@ -379,10 +379,10 @@ pub fn s8_late_report_changes_nothing(
             op,
             decision: Decision::Commit,
         } => {
-            let Some(o) = before.op(*op) else {
+            let Some(o) = before.op_summary(*op) else {
                 return Ok(()); // S6 reports a decision for an op that does not exist.
             };
-            if let OpPhase::Settled(outcome) = o.phase {
+            if let Some(outcome) = o.outcome {
                 return broken(
                     Rule::S8,
                     format!(
@@ -870,7 +870,7 @@ mod tests {
     fn s8_a_message_about_another_nodes_op_is_foreign_not_late() {
         let w = busy_world();
         let op = OpId(0);
-        let owner = w.state.op(op).expect("op0 granted").node;
+        let owner = w.state.op_summary(op).expect("op0 granted").node;
         let other = NodeId(owner.0 + 1);
         // The real core tells the two apart.
         let events = model::controller::step(
@@ -1152,7 +1152,7 @@ mod tests {
         w.input(Input::Pause { rollout: R0 });
         // Beyond slots (S1), before the canary (S4), while paused (S5): S1.
         rejected(check_event(&w.state, &w.grant_event(R0, B)), Rule::S1);
-        w.state.rollouts[0].plan.slots_max = 2;
+        std::sync::Arc::make_mut(&mut w.state.rollouts[0].plan).slots_max = 2;
         rejected(check_event(&w.state, &w.grant_event(R0, B)), Rule::S4);
         rejected(check_event(&w.state, &w.grant_event(R0, A)), Rule::S5);
     }

@@ -106,7 +106,7 @@ pub fn s4_approval_after_canary(before: &ControllerState, event: &Event) -> Resu
         let canary = r.plan.canary;
         let passed = before
             .ops
-            .iter()
+            .values()
             .filter(|o| o.rollout == r.id && o.node == canary)
             .any(|o| o.passed());
         (!passed).then(|| format!("its canary {canary} has not passed"))

@@ -41,6 +41,7 @@ mod history;
 mod input_rules;
 mod quarantine_rules;
 mod runtime_rules;
+mod scoped;
 mod state_rules;
 mod words;
 
@@ -63,6 +64,7 @@ pub use input_rules::{
 };
 pub use quarantine_rules::{q1_no_command_to_quarantined, q1_quarantine_silences};
 pub use runtime_rules::{s10_human_waits_survive, s6_answers_agree, s7_persist_before_reply};
+pub use scoped::{check_state_touched, Touched};
 pub use state_rules::{
     check_state, l1_nothing_left_ends, s11_wrong_answer_stops, s1_slot_bound,
     s2_one_live_op_per_node, s4_canary_first,

@@ -18,7 +18,7 @@ use model::{Decision, OpId, RolloutId, ToAgent};
 ///   with `after_restore`), and the generation it carries is durable.
 pub fn s7_persist_before_reply(durable: &ControllerState, sent: &ToAgent) -> Result<(), Violation> {
     let op = sent.op();
-    let Some(o) = durable.op(op) else {
+    let Some(o) = durable.op_summary(op) else {
         return broken(
             Rule::S7,
             format!(
@@ -79,28 +79,33 @@ pub fn s7_persist_before_reply(durable: &ControllerState, sent: &ToAgent) -> Res
             }
         }
         ToAgent::Settled { .. } => {
-            if o.occupies_slot() {
+            if o.outcome.is_none() {
                 return broken(
                     Rule::S7,
                     format!(
-                        "settled acknowledgement for {op} sent but the durable op is {}",
-                        words::phase(o.phase)
+                        "settled acknowledgement for {op} sent but the durable op is unsettled"
                     ),
                 );
             }
         }
         ToAgent::Restore { generation, .. } => {
-            let requested = match o.phase {
-                OpPhase::Restoring => true,
-                OpPhase::Settled(_) => o.evidence.iter().any(|e| e.after_restore),
-                OpPhase::Granted | OpPhase::Decided => false,
+            let requested = match durable.op(op).map(|hot| (hot.phase, hot)) {
+                Some((OpPhase::Restoring, _)) => true,
+                Some((OpPhase::Settled(_), hot)) => hot.evidence.iter().any(|e| e.after_restore),
+                Some((OpPhase::Granted | OpPhase::Decided, _)) => false,
+                // Archived (its rollout finished, its node moved on): the
+                // summary keeps no evidence, only that it settled.
+                None => o.outcome.is_some(),
             };
             if !requested {
+                let phase = durable.op(op).map_or_else(
+                    || "archived".to_string(),
+                    |hot| words::phase(hot.phase).to_string(),
+                );
                 return broken(
                     Rule::S7,
                     format!(
-                        "restore for {op} sent but no restore request is durable (op is {})",
-                        words::phase(o.phase)
+                        "restore for {op} sent but no restore request is durable (op is {phase})"
                     ),
                 );
             }
@@ -134,7 +139,7 @@ pub fn s6_answers_agree(
     op: OpId,
     answered: Decision,
 ) -> Result<(), Violation> {
-    let stored = durable.op(op).and_then(|o| o.decision);
+    let stored = durable.op_summary(op).and_then(|o| o.decision);
     if stored != Some(answered) {
         return broken(
             Rule::S6,
@@ -167,7 +172,7 @@ pub fn s10_human_waits_survive(
             );
         }
     }
-    for o in &state.ops {
+    for o in state.ops.values() {
         if let OpPhase::Settled(outcome @ Outcome::Resolved(_)) = o.phase {
             if !resolved_by_operator(o.id) {
                 return broken(

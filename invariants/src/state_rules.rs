@@ -29,7 +29,7 @@ pub fn s1_slot_bound(state: &ControllerState) -> Result<(), Violation> {
 /// the ops is as bad as a second op.
 pub fn s2_one_live_op_per_node(state: &ControllerState) -> Result<(), Violation> {
     let mut unsettled: BTreeMap<NodeId, Vec<OpId>> = BTreeMap::new();
-    for op in state.ops.iter().filter(|o| o.occupies_slot()) {
+    for op in state.ops.values().filter(|o| o.occupies_slot()) {
         unsettled.entry(op.node).or_default().push(op.id);
     }
     for (node, ops) in &unsettled {
@@ -84,36 +84,7 @@ fn ops_of<'s>(state: &'s ControllerState, r: &'s Rollout) -> impl Iterator<Item 
 pub fn s4_canary_first(state: &ControllerState) -> Result<(), Violation> {
     for r in &state.rollouts {
         for op in ops_of(state, r) {
-            let on_canary = op.node == r.plan.canary;
-            if op.is_canary != on_canary {
-                return broken(Rule::S4, flag_mismatch(op.id, op.node, op.is_canary, r));
-            }
-            if on_canary {
-                continue;
-            }
-            let canary = canary_op(state, r);
-            if !canary.is_some_and(Op::passed) {
-                let canary_state = canary.map_or_else(
-                    || "has no op".to_string(),
-                    |c| format!("op {} is {}", c.id, words::phase(c.phase)),
-                );
-                return broken(
-                    Rule::S4,
-                    format!(
-                        "follower {} ({}) exists in rollout {} but canary {} {canary_state}",
-                        op.id, op.node, r.id, r.plan.canary
-                    ),
-                );
-            }
-            if r.plan.approval_after_canary && !r.approved {
-                return broken(
-                    Rule::S4,
-                    format!(
-                        "follower {} ({}) exists in rollout {} before an operator approved after the canary",
-                        op.id, op.node, r.id
-                    ),
-                );
-            }
+            crate::scoped::s4_op(state, op)?;
         }
     }
     Ok(())
@@ -158,45 +129,57 @@ pub(crate) fn s11_excusing(
     restore_owed: Option<OpId>,
 ) -> Result<(), Violation> {
     for r in &state.rollouts {
-        let Some(canary) = canary_op(state, r).filter(|c| c.failed_probe_seen) else {
-            continue;
-        };
-        let id = canary.id;
-        match canary.phase {
-            OpPhase::Settled(Outcome::Verified) => {
-                return broken(
-                    Rule::S11,
-                    format!(
-                        "canary {id} of rollout {} is verified although a probe saw a wrong or no answer",
-                        r.id
-                    ),
-                )
-            }
-            OpPhase::Granted | OpPhase::Decided if restore_owed != Some(id) => {
-                return broken(
-                    Rule::S11,
-                    format!(
-                        "canary {id} of rollout {} saw a wrong or no answer but no restore of {} was requested (op is {})",
-                        r.id,
-                        words::release(canary.baseline),
-                        words::phase(canary.phase)
-                    ),
-                )
-            }
-            _ => {}
+        s11_rollout(state, r, restore_owed)?;
+    }
+    Ok(())
+}
+
+/// S11 for one rollout (see [`s11_excusing`]).
+pub(crate) fn s11_rollout(
+    state: &ControllerState,
+    r: &Rollout,
+    restore_owed: Option<OpId>,
+) -> Result<(), Violation> {
+    let Some(canary) = canary_op(state, r).filter(|c| c.failed_probe_seen) else {
+        return Ok(());
+    };
+    let id = canary.id;
+    match canary.phase {
+        OpPhase::Settled(Outcome::Verified) => {
+            return broken(
+                Rule::S11,
+                format!(
+                    "canary {id} of rollout {} is verified although a probe saw a wrong or no answer",
+                    r.id
+                ),
+            )
         }
-        let confirmed_new =
-            canary.phase == OpPhase::Settled(Outcome::Resolved(Resolution::ConfirmNew));
-        if let Some(follower) = ops_of(state, r).find(|o| o.node != r.plan.canary) {
-            if !confirmed_new {
-                return broken(
-                    Rule::S11,
-                    format!(
-                        "follower {} ({}) exists in rollout {} although canary {id} saw a wrong or no answer and no operator confirmed the new release",
-                        follower.id, follower.node, r.id
-                    ),
-                );
-            }
+        OpPhase::Granted | OpPhase::Decided if restore_owed != Some(id) => {
+            return broken(
+                Rule::S11,
+                format!(
+                    "canary {id} of rollout {} saw a wrong or no answer but no restore of {} was requested (op is {})",
+                    r.id,
+                    words::release(canary.baseline),
+                    words::phase(canary.phase)
+                ),
+            )
+        }
+        _ => {}
+    }
+    let confirmed_new = canary.phase == OpPhase::Settled(Outcome::Resolved(Resolution::ConfirmNew));
+    // The plan's next follower is granted first, so a follower exists iff
+    // the first one has an op (the index; `check_state` recounts it).
+    let follower = r.plan.followers.first().and_then(|f| r.op_for(*f));
+    if let Some(follower) = follower {
+        if !confirmed_new {
+            return broken(
+                Rule::S11,
+                format!(
+                    "follower {follower} ({}) exists in rollout {} although canary {id} saw a wrong or no answer and no operator confirmed the new release",
+                    r.plan.followers[0], r.id
+                ),
+            );
         }
     }
     Ok(())
@@ -241,7 +224,11 @@ pub fn l1_nothing_left_ends(state: &ControllerState) -> Result<(), Violation> {
 }
 
 /// All state rules: S1, S2, S4, S11, in that order; the first violation.
+/// Also recounts every index `apply` keeps (the checker runs this on every
+/// state it explores, so an index that drifts from the ops is caught there;
+/// the runtime relies on the indexes through [`crate::check_state_touched`]).
 pub fn check_state(state: &ControllerState) -> Result<(), Violation> {
+    indexes_agree(state)?;
     s1_slot_bound(state)?;
     s2_one_live_op_per_node(state)?;
     s4_canary_first(state)?;
@@ -527,7 +514,7 @@ mod tests {
         let grant = w.grant_event(R0, B);
         w.event(grant);
         rejected(check_state(&w.state), Rule::S1);
-        w.state.rollouts[0].plan.slots_max = 2;
+        std::sync::Arc::make_mut(&mut w.state.rollouts[0].plan).slots_max = 2;
         rejected(check_state(&w.state), Rule::S4);
     }
 
@@ -553,4 +540,117 @@ mod tests {
         w.state.rollouts[0].paused = Some(model::controller::PauseReason::Operator);
         holds(l1_nothing_left_ends(&w.state));
     }
+}
+
+/// The indexes `apply` keeps agree with the ops they summarise: per rollout
+/// the occupied slots (S1), node → op and followers granted (S4), the
+/// settled counts (L1); per node the live op (S2) and latest op; the active
+/// rollout (S5) and the next op id.
+pub fn indexes_agree(state: &ControllerState) -> Result<(), Violation> {
+    for r in &state.rollouts {
+        let ops: Vec<&Op> = ops_of(state, r).collect();
+        let hot = ops.len();
+        let archived = r.ops.len() - hot;
+        let occupied = ops.iter().filter(|o| o.occupies_slot()).count();
+        if occupied != r.occupied as usize {
+            return broken(
+                Rule::S1,
+                format!(
+                    "rollout {} counts {} occupied slots but {occupied} of its ops hold one",
+                    r.id, r.occupied
+                ),
+            );
+        }
+        let settled = r.ops.len() - occupied;
+        let not_passed = ops
+            .iter()
+            .filter(|o| !o.occupies_slot() && !o.passed())
+            .count()
+            + r.ops
+                .iter()
+                .filter_map(|id| state.archive.get(id))
+                .filter(|a| {
+                    !matches!(
+                        a.outcome,
+                        Some(Outcome::Verified | Outcome::Resolved(Resolution::ConfirmNew))
+                    )
+                })
+                .count();
+        if settled != r.settled as usize || not_passed != r.settled_not_passed as usize {
+            return broken(
+                Rule::EndsWhenNothingLeft,
+                format!(
+                    "rollout {} counts {} settled ({} not passed) but has {settled} ({not_passed}), {archived} archived",
+                    r.id, r.settled, r.settled_not_passed
+                ),
+            );
+        }
+        let followers = ops.iter().filter(|o| o.node != r.plan.canary).count()
+            + r.ops
+                .iter()
+                .filter_map(|id| state.archive.get(id))
+                .filter(|a| a.node != r.plan.canary)
+                .count();
+        let by_node_agrees = r.op_by_node.len() == r.ops.len()
+            && r.ops.iter().all(|id| {
+                state
+                    .op_summary(*id)
+                    .is_some_and(|o| r.op_for(o.node) == Some(*id))
+            });
+        if followers != r.followers_granted as usize || !by_node_agrees {
+            return broken(
+                Rule::S4,
+                format!(
+                    "rollout {}'s indexes count {} followers granted and {} nodes with ops, but it granted {followers} followers and {} ops",
+                    r.id,
+                    r.followers_granted,
+                    r.op_by_node.len(),
+                    r.ops.len()
+                ),
+            );
+        }
+    }
+    let active = state
+        .rollouts
+        .iter()
+        .rev()
+        .find(|r| r.status == model::controller::RolloutStatus::Active)
+        .map(|r| r.id);
+    if active != state.active {
+        return broken(
+            Rule::S5,
+            format!(
+                "the active rollout is recorded as {:?} but is {active:?}",
+                state.active
+            ),
+        );
+    }
+    let granted = state.ops.len() + state.archive.len();
+    if granted != state.next_op.0 as usize {
+        return broken(
+            Rule::NamesWhatExists,
+            format!(
+                "{granted} ops exist but the next op id is {}",
+                state.next_op
+            ),
+        );
+    }
+    for (node, record) in state.nodes.iter() {
+        let latest = state
+            .ops
+            .values()
+            .filter(|o| o.node == *node)
+            .map(|o| o.id)
+            .max();
+        if record.last_op.is_some() && record.last_op != latest {
+            return broken(
+                Rule::S2,
+                format!(
+                    "{node} records latest op {:?} but its latest hot op is {latest:?}",
+                    record.last_op
+                ),
+            );
+        }
+    }
+    Ok(())
 }

@@ -48,6 +48,10 @@ pub(crate) fn pause(p: PauseReason) -> String {
     match p {
         PauseReason::Operator => "paused by an operator".to_string(),
         PauseReason::ProbeFailed { op } => format!("paused because the probe of {op} failed"),
+        PauseReason::FailureBudget { op } => {
+            format!("paused because {op} failed over the failure budget")
+        }
+        PauseReason::UnknownBudget => "paused because too many ops are UNKNOWN".to_string(),
     }
 }
 

@@ -35,7 +35,9 @@ impl fmt::Display for RolloutId {
 
 /// An operation: "node N moves to release R under generation G".
 /// Op ids are allocated by the controller in grant order and never reused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct OpId(pub u32);
 
 impl fmt::Display for OpId {

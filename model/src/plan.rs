@@ -40,6 +40,8 @@ pub enum PlanError {
     DuplicateNode(NodeId),
     /// More than [`FOLLOWERS_MAX`] followers.
     TooManyFollowers(usize),
+    /// A [`Policy`] whose waves or budgets do not fit the plan.
+    InvalidWaves(String),
 }
 
 impl std::fmt::Display for PlanError {
@@ -52,6 +54,7 @@ impl std::fmt::Display for PlanError {
             PlanError::TooManyFollowers(c) => {
                 write!(f, "{c} followers exceed the limit of {FOLLOWERS_MAX}")
             }
+            PlanError::InvalidWaves(why) => write!(f, "invalid waves or budget: {why}"),
         }
     }
 }
@@ -77,5 +80,75 @@ impl Plan {
     /// Every node of the plan, canary first.
     pub fn nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
         std::iter::once(self.canary).chain(self.followers.iter().copied())
+    }
+}
+
+/// Upper bound on the waves of one rollout.
+pub const WAVES_MAX: usize = 32;
+
+/// How a rollout moves through its plan beyond the order: waves and
+/// failure budgets. The default is one wave and no budget, which is the
+/// behaviour of a plan alone: the first failed follower restores and
+/// pauses, and an operator may resume.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Policy {
+    /// Where each follower wave ends, as a count of followers: strictly
+    /// increasing, the last one the plan's follower count. Wave 1 starts
+    /// after the canary; wave k+1 is granted only once every op of the
+    /// waves before it settled (S4). Empty: one wave.
+    pub wave_ends: Vec<u32>,
+    /// An operator approves before each wave after the first.
+    pub approval_between_waves: bool,
+    /// Follower ops that may fail (restored, each proven as S9 asks)
+    /// before the rollout pauses itself and grants no more (B1). `None`:
+    /// no budget, the first failure pauses and an operator may resume.
+    pub max_failed: Option<u32>,
+    /// The rollout pauses itself and grants no more while this many of its
+    /// ops are UNKNOWN at once (B1). UNKNOWN never counts as failed.
+    pub max_unknown: Option<u32>,
+}
+
+impl Policy {
+    /// Check the policy against the plan it goes with.
+    pub fn validate(&self, plan: &Plan) -> Result<(), PlanError> {
+        let followers = plan.followers.len() as u32;
+        if self.wave_ends.len() > WAVES_MAX {
+            return Err(PlanError::InvalidWaves(format!(
+                "{} waves exceed the limit of {WAVES_MAX}",
+                self.wave_ends.len()
+            )));
+        }
+        if !self.wave_ends.windows(2).all(|w| w[0] < w[1]) || self.wave_ends.first() == Some(&0) {
+            return Err(PlanError::InvalidWaves(
+                "wave ends must be strictly increasing and above 0".into(),
+            ));
+        }
+        if let Some(last) = self.wave_ends.last() {
+            if *last != followers {
+                return Err(PlanError::InvalidWaves(format!(
+                    "the last wave ends at {last} but the plan has {followers} followers"
+                )));
+            }
+        }
+        if self.max_unknown == Some(0) {
+            return Err(PlanError::InvalidWaves(
+                "max_unknown 0 would pause before anything is granted".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The wave (from 2) that follower `index` opens, if it is the first of
+    /// a wave after the first.
+    pub fn wave_opened_by(&self, index: u32) -> Option<u32> {
+        self.wave_ends
+            .iter()
+            .position(|end| *end == index)
+            .map(|k| k as u32 + 2)
+    }
+
+    /// Waves after the canary (at least one).
+    pub fn waves(&self) -> u32 {
+        (self.wave_ends.len() as u32).max(1)
     }
 }

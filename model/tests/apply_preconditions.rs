@@ -47,7 +47,7 @@ fn an_event_for_an_op_that_was_never_granted_is_named() {
     // A second rollout must take the next id, 1.
     let again = Event::RolloutStarted {
         rollout: RolloutId(0),
-        plan: state.rollouts[0].plan.clone(),
+        plan: (*state.rollouts[0].plan).clone(),
         generation: Generation(2),
     };
     assert_eq!(

@@ -94,12 +94,15 @@ fn wrong(release: Digest) -> RouteObservation {
 fn a_deadline_that_fires_after_its_op_settled_changes_nothing() {
     let mut state = started(false);
     canary_switches(&mut state, RouteObservation::passing(V2));
-    assert_eq!(state.ops[0].phase, OpPhase::Settled(Outcome::Verified));
+    assert_eq!(
+        state.ops[&model::OpId(0)].phase,
+        OpPhase::Settled(Outcome::Verified)
+    );
     let before = state.clone();
     // The runtime never cancels the deadline armed at the grant.
     assert_eq!(feed(&mut state, Input::Timeout { op: OpId(0) }), Ok(vec![]));
     assert_eq!(state, before);
-    assert_eq!(state.ops[0].unknown, None);
+    assert_eq!(state.ops[&model::OpId(0)].unknown, None);
     // A live op's deadline marks it UNKNOWN, once.
     let marked = feed(&mut state, Input::Timeout { op: OpId(1) }).expect("timeout");
     assert!(matches!(marked.as_slice(), [Event::OpUnknown { .. }]));
@@ -133,7 +136,7 @@ fn a_failed_probe_of_a_superseded_rollout_does_not_pause_it() {
         },
     )
     .expect("commit request");
-    assert_eq!(state.ops[0].decision, Some(Decision::Commit));
+    assert_eq!(state.ops[&model::OpId(0)].decision, Some(Decision::Commit));
     feed(
         &mut state,
         Input::StartRollout {
@@ -321,7 +324,7 @@ fn a_probe_restores_only_on_a_wrong_answer_from_the_new_release() {
             }],
             "{observation}"
         );
-        assert_eq!(probed.ops[0].phase, OpPhase::Decided);
+        assert_eq!(probed.ops[&model::OpId(0)].phase, OpPhase::Decided);
     }
     let events = feed(
         &mut state,

@@ -156,7 +156,7 @@ fn an_op_keeps_op_evidence_max_items_and_drops_the_oldest_past_it() {
     for restarts in 0..OP_EVIDENCE_MAX as u32 {
         report_not_applied(&mut state, restarts);
     }
-    let kept: Vec<Option<u32>> = state.ops[0]
+    let kept: Vec<Option<u32>> = state.ops[&model::OpId(0)]
         .evidence
         .iter()
         .map(|e| e.observation.process_restarts)
@@ -164,7 +164,7 @@ fn an_op_keeps_op_evidence_max_items_and_drops_the_oldest_past_it() {
     let all: Vec<Option<u32>> = (0..OP_EVIDENCE_MAX as u32).map(Some).collect();
     assert_eq!(kept, all, "at the limit every item is kept");
     report_not_applied(&mut state, OP_EVIDENCE_MAX as u32);
-    let kept: Vec<Option<u32>> = state.ops[0]
+    let kept: Vec<Option<u32>> = state.ops[&model::OpId(0)]
         .evidence
         .iter()
         .map(|e| e.observation.process_restarts)

@@ -60,7 +60,7 @@ fn committed() -> ControllerState {
         },
     );
     from_agent(&mut state, ToController::CommitRequest { op: OP });
-    assert_eq!(state.ops[0].decision, Some(Decision::Commit));
+    assert_eq!(state.ops[&model::OpId(0)].decision, Some(Decision::Commit));
     state
 }
 
@@ -68,7 +68,10 @@ fn committed() -> ControllerState {
 fn verified() -> ControllerState {
     let mut state = committed();
     from_agent(&mut state, report(RouteObservation::passing(V2)));
-    assert_eq!(state.ops[0].phase, OpPhase::Settled(Outcome::Verified));
+    assert_eq!(
+        state.ops[&model::OpId(0)].phase,
+        OpPhase::Settled(Outcome::Verified)
+    );
     state
 }
 
@@ -94,7 +97,10 @@ fn an_observation_matching_the_confirmed_release_is_no_drift() {
         [Event::NodeObserved { at_ms: 1_000, .. }]
     ));
     assert!(state.nodes[&NODE].drift().is_none());
-    assert_eq!(state.ops[0].phase, OpPhase::Settled(Outcome::Verified));
+    assert_eq!(
+        state.ops[&model::OpId(0)].phase,
+        OpPhase::Settled(Outcome::Verified)
+    );
 }
 
 #[test]
@@ -118,7 +124,10 @@ fn a_contradicting_observation_is_drift_and_rewrites_no_history() {
         let drift = state.nodes[&NODE].drift().expect("drifted");
         assert_eq!(drift.observation, seen);
         assert_eq!(state.nodes[&NODE].confirmed, Some(V2), "the record stays");
-        assert_eq!(state.ops[0].phase, OpPhase::Settled(Outcome::Verified));
+        assert_eq!(
+            state.ops[&model::OpId(0)].phase,
+            OpPhase::Settled(Outcome::Verified)
+        );
     }
 }
 
@@ -162,7 +171,10 @@ fn an_observation_of_a_node_with_a_live_op_is_that_ops_evidence() {
     assert!(!events
         .iter()
         .any(|e| matches!(e, Event::NodeObserved { .. })));
-    assert_eq!(state.ops[0].phase, OpPhase::Settled(Outcome::Verified));
+    assert_eq!(
+        state.ops[&model::OpId(0)].phase,
+        OpPhase::Settled(Outcome::Verified)
+    );
 }
 
 #[test]
@@ -203,7 +215,7 @@ fn the_cause_of_a_restore_survives_the_evidence_window() {
     let mut state = committed();
     let first_wrong = wrong(V2);
     from_agent(&mut state, report(first_wrong));
-    assert_eq!(state.ops[0].phase, OpPhase::Restoring);
+    assert_eq!(state.ops[&model::OpId(0)].phase, OpPhase::Restoring);
     // More evidence than the window keeps: the restored app is killed.
     for restarts in 0..=OP_EVIDENCE_MAX as u32 {
         let down = RouteObservation {
@@ -219,7 +231,7 @@ fn the_cause_of_a_restore_survives_the_evidence_window() {
             },
         );
     }
-    let op = &state.ops[0];
+    let op = &state.ops[&model::OpId(0)];
     assert!(op
         .evidence
         .iter()
@@ -232,6 +244,6 @@ fn the_cause_of_a_restore_survives_the_evidence_window() {
 fn an_operator_rollback_of_a_passing_release_has_no_failed_cause() {
     let mut state = committed();
     feed(&mut state, Input::RollBack { op: OP });
-    assert_eq!(state.ops[0].phase, OpPhase::Restoring);
-    assert_eq!(state.ops[0].cause, None);
+    assert_eq!(state.ops[&model::OpId(0)].phase, OpPhase::Restoring);
+    assert_eq!(state.ops[&model::OpId(0)].cause, None);
 }

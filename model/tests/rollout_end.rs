@@ -113,7 +113,7 @@ fn a_rollout_whose_nodes_all_settled_with_one_abandoned_ends() {
     assert_eq!(state.rollouts[0].status, RolloutStatus::Active);
     switch_passing(&mut state, 2);
     assert_eq!(state.rollouts[0].status, RolloutStatus::Ended);
-    let last = state.ops.iter().map(|o| o.phase).collect::<Vec<_>>();
+    let last = state.ops.values().map(|o| o.phase).collect::<Vec<_>>();
     assert_eq!(
         last,
         [

@@ -482,7 +482,7 @@ fn proof_in(
             let view = live.or(recorded).or_else(|| {
                 state
                     .ops
-                    .iter()
+                    .values()
                     .rev()
                     .find(|o| {
                         o.node == node

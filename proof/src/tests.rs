@@ -308,7 +308,7 @@ fn op_states_give_their_reasons() {
 #[test]
 fn an_op_settled_without_evidence_has_no_evidence() {
     let mut s = S::verified();
-    s.0.ops[0].evidence.clear();
+    s.0.ops[&model::OpId(0)].evidence.clear();
     assert_eq!(
         verdict(&s.recorded(A)),
         (Verdict::Unverified, Some(ReasonCode::NoEvidence))
@@ -387,14 +387,21 @@ fn an_aborted_op_whose_baseline_serves_is_stale_not_applied() {
         ReportKind::NotApplied,
         RouteObservation::passing(V1),
     );
+    // op0's rollout finished and node-a has a newer op: it is archived.
     assert_eq!(
-        s.0.ops[0].phase,
-        OpPhase::Settled(Outcome::NotApplied),
-        "{:#?}",
-        s.0.ops[0]
+        s.0.op_summary(model::OpId(0)).and_then(|o| o.outcome),
+        Some(Outcome::NotApplied),
     );
+    // r0's proof of node-a: the op is archived (its evidence stays in the
+    // log), and what serves is judged against r1's newer op: superseded.
     let p = proof_of_rollout(&s, RolloutId(0), A);
-    assert_eq!(verdict(&p), (Verdict::Stale, Some(ReasonCode::NotApplied)));
+    assert_eq!(
+        verdict(&p),
+        (Verdict::Stale, Some(ReasonCode::SupersededOp))
+    );
+    // The newest rollout's proof still names the aborted op's outcome.
+    let p = proof_of_rollout(&s, RolloutId(1), A);
+    assert_ne!(verdict(&p).0, Verdict::Verified);
 }
 
 fn proof_of_rollout(s: &S, r: RolloutId, node: NodeId) -> NodeProof {

@@ -464,7 +464,7 @@ fn summarize(report: &VerifyReport, state: &ControllerState) -> LogSummary {
         .collect();
     let open_ops = state
         .ops
-        .iter()
+        .values()
         .filter(|op| op.occupies_slot())
         .map(|op| OpenOp {
             op: op.id.to_string(),

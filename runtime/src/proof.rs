@@ -138,7 +138,7 @@ pub fn unresolved(
     index: &LogIndex,
 ) -> Vec<Unresolved> {
     let mut out = Vec::new();
-    for op in state.ops.iter().filter(|o| o.occupies_slot()) {
+    for op in state.ops.values().filter(|o| o.occupies_slot()) {
         let name = names(op.node);
         let phase = match op.phase {
             OpPhase::Granted => "granted".to_string(),
@@ -237,6 +237,16 @@ pub fn unresolved(
                 format!("paused after a failed probe of {op}"),
                 format!("an operator's decision after the failed probe of {op}"),
                 format!("resume: let {} grant again", r.id),
+            ),
+            (false, Some(PauseReason::FailureBudget { op })) => (
+                format!("paused: {op} failed over the failure budget"),
+                "a new rollout: this one's failure budget is spent".to_string(),
+                format!("start a new rollout to go on from where {} stopped", r.id),
+            ),
+            (false, Some(PauseReason::UnknownBudget)) => (
+                "paused: as many ops UNKNOWN as the budget allows".to_string(),
+                "evidence settling the UNKNOWN ops listed here".to_string(),
+                format!("resolve the UNKNOWN ops, then resume {}", r.id),
             ),
             (false, None) => continue,
         };
@@ -773,7 +783,7 @@ mod tests {
 
         // Settled, but its evidence is gone from state (an odd log): no evidence.
         let mut s = verified();
-        s.0.ops[0].evidence.clear();
+        s.0.ops.get_mut(&OpId(0)).expect("op0").evidence.clear();
         let p = s.proof(A);
         assert_eq!(
             (p.verdict, p.reason),

@@ -70,6 +70,7 @@ fn event_variant(e: &Event) -> &'static str {
         Event::NodeQuarantined { .. } => "NodeQuarantined",
         Event::NodeReleased { .. } => "NodeReleased",
         Event::CertRevoked { .. } => "CertRevoked",
+        Event::RolloutPolicySet { .. } => "RolloutPolicySet",
     }
 }
 
@@ -179,6 +180,15 @@ fn events() -> Vec<Event> {
         Event::CertRevoked {
             node: NODE,
             fingerprint: V1,
+        },
+        Event::RolloutPolicySet {
+            rollout: R,
+            policy: model::plan::Policy {
+                wave_ends: vec![1, 10, 100],
+                approval_between_waves: true,
+                max_failed: Some(2),
+                max_unknown: Some(5),
+            },
         },
     ]
 }

@@ -537,7 +537,7 @@ impl FleetModel {
     /// its way, is a fault: it spends a unit of the budget
     /// ([`Fault::EarlyTimeout`]), which keeps the space bounded.
     fn enabled_deadlines(&self, world: &World, ctrl: &ControllerState, actions: &mut Vec<Action>) {
-        for op in &ctrl.ops {
+        for op in ctrl.ops.values() {
             if !self.early_timeout(world, ctrl, op.id)
                 || self.budget_left(world, Fault::EarlyTimeout)
             {
@@ -581,7 +581,7 @@ impl FleetModel {
         if !self.cfg.operator {
             return;
         }
-        for op in &ctrl.ops {
+        for op in ctrl.ops.values() {
             actions.push(Action::Resolve(op.id));
             if self.cfg.rollback && world.ghost.rolled_back_by_operator == 0 {
                 actions.push(Action::RollBack(op.id));

@@ -11,7 +11,7 @@ use model::controller::{
     apply, progress, step, ControllerState, Event, Input, OpPhase, Outcome, Refusal, RolloutStatus,
 };
 use model::recovery::{Observed, StageFailure};
-use model::{Generation, NodeId, ProbeVerdict, ToAgent, ToController};
+use model::{Generation, NodeId, OpId, ProbeVerdict, ToAgent, ToController};
 use proof::{Fresh, NodeProof};
 
 /// A named deviation.
@@ -276,7 +276,7 @@ pub fn controller_step(
         ) => {
             // Forget the stored decision and decide again.
             let mut forgetful = state.clone();
-            if let Some(o) = forgetful.ops.get_mut(op.0 as usize) {
+            if let Some(o) = forgetful.ops.get_mut(op) {
                 o.decision = None;
             }
             step(&forgetful, input)
@@ -378,20 +378,33 @@ pub fn controller_step(
             for r in after.rollouts.iter_mut() {
                 r.approved = true;
             }
-            for o in after.ops.iter_mut().filter(|o| o.is_canary) {
-                o.phase = OpPhase::Settled(Outcome::Verified);
-            }
+            for_ops_where(
+                after,
+                |o| o.is_canary,
+                |o| {
+                    o.phase = OpPhase::Settled(Outcome::Verified);
+                },
+            );
         }),
         (Some(Mutant::UnknownFreesSlot), _) => extra_grants(state, input, 1, |after| {
             // Count UNKNOWN ops as if they had settled (not applied).
-            for o in after.ops.iter_mut().filter(|o| o.unknown.is_some()) {
-                o.phase = OpPhase::Settled(Outcome::NotApplied);
+            // The slot counts are indexes kept by `apply`: free them too.
+            for (rollout, op) in unknown_ops(after) {
+                if let Some(o) = after.ops.get_mut(&op) {
+                    o.phase = OpPhase::Settled(Outcome::NotApplied);
+                }
+                if let Some(r) = after.rollouts.get_mut(rollout.0 as usize) {
+                    r.occupied -= 1;
+                }
             }
         }),
         (Some(Mutant::GrantOverLiveOp), _) => extra_grants(state, input, 1, |after| {
             // Forget which node holds a live op.
-            for record in after.nodes.values_mut() {
-                record.live_op = None;
+            let nodes: Vec<_> = after.nodes.keys().copied().collect();
+            for node in nodes {
+                if let Some(record) = after.nodes.get_mut(&node) {
+                    record.live_op = None;
+                }
             }
         }),
         (
@@ -405,7 +418,7 @@ pub fn controller_step(
             // Hide the stored Commit from the refusal; every other check
             // (and the events) stay the real step's.
             let mut forgetful = state.clone();
-            if let Some(o) = forgetful.ops.get_mut(op.0 as usize) {
+            if let Some(o) = forgetful.ops.get_mut(op) {
                 o.decision = None;
             }
             step(&forgetful, input)
@@ -464,13 +477,11 @@ pub fn controller_step(
             // Take a restoring op's node as past its Commit, whatever the
             // evidence says; every other check stays the real step's.
             let mut trusting = state.clone();
-            for o in trusting
-                .ops
-                .iter_mut()
-                .filter(|o| o.phase == OpPhase::Restoring)
-            {
-                o.commit_acted_on = true;
-            }
+            for_ops_where(
+                &mut trusting,
+                |o| o.phase == OpPhase::Restoring,
+                |o| o.commit_acted_on = true,
+            );
             step(&trusting, input)
         }
         (Some(Mutant::RolloutNeverEnds), _) => {
@@ -610,4 +621,34 @@ pub fn node_proof(
 /// Whether effects leave before the events behind them are durable.
 pub fn reply_before_persist(mutant: Option<Mutant>) -> bool {
     mutant == Some(Mutant::ReplyBeforePersist)
+}
+
+/// Apply `change` to every hot op matching `pred` (imbl maps have no
+/// `iter_mut`: copy the keys, then update each).
+fn for_ops_where(
+    state: &mut ControllerState,
+    pred: impl Fn(&model::controller::Op) -> bool,
+    change: impl Fn(&mut model::controller::Op),
+) {
+    let ids: Vec<OpId> = state
+        .ops
+        .values()
+        .filter(|o| pred(o))
+        .map(|o| o.id)
+        .collect();
+    for id in ids {
+        if let Some(o) = state.ops.get_mut(&id) {
+            change(o);
+        }
+    }
+}
+
+/// The UNKNOWN ops that hold a slot, with their rollouts.
+fn unknown_ops(state: &ControllerState) -> Vec<(model::RolloutId, OpId)> {
+    state
+        .ops
+        .values()
+        .filter(|o| o.unknown.is_some() && o.occupies_slot())
+        .map(|o| (o.rollout, o.id))
+        .collect()
 }

@@ -20,7 +20,7 @@ fn holds(world: &World, rule: Rule) -> bool {
 /// verified while that canary's route serves the release wrongly.
 pub fn canary_truth_agrees(world: &World) -> bool {
     let ctrl = world.controller();
-    ctrl.ops.iter().all(|op| {
+    ctrl.ops.values().all(|op| {
         let index = op.node.0 as usize;
         !(op.is_canary
             && op.phase == OpPhase::Settled(Outcome::Verified)
@@ -160,7 +160,7 @@ pub fn properties(model: &FleetModel) -> Vec<Property<FleetModel>> {
         Property::<FleetModel>::sometimes("rollout completes", |_, w| {
             w.controller()
                 .rollouts
-                .first()
+                .front()
                 .is_some_and(|r| r.status == RolloutStatus::Completed)
         }),
         Property::<FleetModel>::sometimes("UNKNOWN op settles with evidence", |_, w| {

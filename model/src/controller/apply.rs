@@ -11,6 +11,7 @@ use crate::evidence::ProbeVerdict;
 use crate::ids::{OpId, RolloutId};
 use crate::msg::{Decision, ReportKind};
 use std::fmt;
+use std::sync::Arc;
 
 /// An op or rollout an event folds into that the state does not hold (or,
 /// for a new one, an id out of order): folding it would record a history
@@ -23,6 +24,9 @@ pub enum MissingReferent {
     /// The event names a rollout that was never started, or starts one
     /// whose id is not the next.
     Rollout(RolloutId),
+    /// The event changes an op that settled in a finished rollout and was
+    /// archived: nothing can change it any more.
+    Archived(OpId),
 }
 
 impl fmt::Display for MissingReferent {
@@ -31,6 +35,12 @@ impl fmt::Display for MissingReferent {
         match self {
             MissingReferent::Op(op) => write!(f, "op {op}, which was never granted"),
             MissingReferent::Rollout(r) => write!(f, "rollout {r}, which was never started"),
+            MissingReferent::Archived(op) => {
+                write!(
+                    f,
+                    "op {op}, which settled in a finished rollout and is archived"
+                )
+            }
         }
     }
 }
@@ -40,7 +50,14 @@ impl fmt::Display for MissingReferent {
 /// produces such events; `invariants::check_event` reports any other (a
 /// damaged or forged log) before `apply` sees it.
 pub fn referents_exist(state: &ControllerState, event: &Event) -> Result<(), MissingReferent> {
-    let op_exists = |op: &OpId| match state.op(*op) {
+    let op_exists = |op: &OpId| match (state.op(*op), state.archive.contains_key(op)) {
+        (Some(_), _) => Ok(()),
+        (None, true) => Err(MissingReferent::Archived(*op)),
+        (None, false) => Err(MissingReferent::Op(*op)),
+    };
+    // A late commit request of an archived op is still answered with its
+    // stored decision (S6), or decided once if it never had one.
+    let op_known = |op: &OpId| match state.op_summary(*op) {
         Some(_) => Ok(()),
         None => Err(MissingReferent::Op(*op)),
     };
@@ -61,7 +78,8 @@ pub fn referents_exist(state: &ControllerState, event: &Event) -> Result<(), Mis
         | Event::RolloutResumed { rollout }
         | Event::RolloutApproved { rollout }
         | Event::RolloutCompleted { rollout }
-        | Event::RolloutEnded { rollout, .. } => rollout_exists(rollout),
+        | Event::RolloutEnded { rollout, .. }
+        | Event::RolloutPolicySet { rollout, .. } => rollout_exists(rollout),
         Event::OpGranted { op, rollout, .. } => {
             rollout_exists(rollout)?;
             if *op == state.next_op_id() {
@@ -70,8 +88,8 @@ pub fn referents_exist(state: &ControllerState, event: &Event) -> Result<(), Mis
                 Err(MissingReferent::Op(*op))
             }
         }
-        Event::CommitDecided { op, .. }
-        | Event::ReportRecorded { op, .. }
+        Event::CommitDecided { op, .. } => op_known(op),
+        Event::ReportRecorded { op, .. }
         | Event::ProbeRecorded { op, .. }
         | Event::OperatorObserved { op, .. }
         | Event::RestoreRequested { op }
@@ -108,18 +126,33 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
             generation,
         } => {
             state.generation = *generation;
-            state.rollouts.push(Rollout {
+            state.rollouts.push_back(Rollout {
                 id: *rollout,
-                plan: plan.clone(),
+                plan: Arc::new(plan.clone()),
                 generation: *generation,
                 status: RolloutStatus::Active,
                 paused: None,
                 approved: false,
-                ops: Vec::new(),
+                ops: Default::default(),
+                op_by_node: Default::default(),
+                occupied: 0,
+                followers_granted: 0,
+                settled: 0,
+                settled_not_passed: 0,
+                archived: false,
+                policy: Default::default(),
+                failed: 0,
+                unknown: 0,
+                wave_approvals: 0,
             });
+            state.active = Some(*rollout);
+            // O(plan) once per rollout, so that no later read scans plans.
+            for node in plan.nodes() {
+                state.intended.insert(node, *rollout);
+            }
         }
         Event::RolloutSuperseded { rollout, .. } => {
-            rollout_mut(state, *rollout).status = RolloutStatus::Superseded;
+            end(state, *rollout, RolloutStatus::Superseded);
         }
         Event::RolloutPaused { rollout, reason } => {
             rollout_mut(state, *rollout).paused = Some(*reason);
@@ -128,13 +161,22 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
             rollout_mut(state, *rollout).paused = None;
         }
         Event::RolloutApproved { rollout } => {
-            rollout_mut(state, *rollout).approved = true;
+            // The canary gate first, then one approval per later wave.
+            let r = rollout_mut(state, *rollout);
+            if r.plan.approval_after_canary && !r.approved {
+                r.approved = true;
+            } else {
+                r.wave_approvals += 1;
+            }
+        }
+        Event::RolloutPolicySet { rollout, policy } => {
+            rollout_mut(state, *rollout).policy = Arc::new(policy.clone());
         }
         Event::RolloutCompleted { rollout } => {
-            rollout_mut(state, *rollout).status = RolloutStatus::Completed;
+            end(state, *rollout, RolloutStatus::Completed);
         }
         Event::RolloutEnded { rollout, .. } => {
-            rollout_mut(state, *rollout).status = RolloutStatus::Ended;
+            end(state, *rollout, RolloutStatus::Ended);
         }
         Event::OpGranted {
             op,
@@ -145,33 +187,55 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
             baseline,
             is_canary,
         } => {
-            state.ops.push(Op {
-                id: *op,
-                rollout: *rollout,
-                node: *node,
-                generation: *generation,
-                release: *release,
-                baseline: *baseline,
-                is_canary: *is_canary,
-                phase: OpPhase::Granted,
-                decision: None,
-                unknown: None,
-                evidence: Vec::new(),
-                failed_probe_seen: false,
-                claim: None,
-                commit_acted_on: false,
-                cause: None,
-            });
-            rollout_mut(state, *rollout).ops.push(*op);
-            state.nodes.entry(*node).or_default().live_op = Some(*op);
-        }
-        Event::CommitDecided { op, decision } => {
-            let o = op_mut(state, *op);
-            o.decision = Some(*decision);
-            if o.phase == OpPhase::Granted {
-                o.phase = OpPhase::Decided;
+            state.ops.insert(
+                *op,
+                Op {
+                    id: *op,
+                    rollout: *rollout,
+                    node: *node,
+                    generation: *generation,
+                    release: *release,
+                    baseline: *baseline,
+                    is_canary: *is_canary,
+                    phase: OpPhase::Granted,
+                    decision: None,
+                    unknown: None,
+                    evidence: Vec::new(),
+                    failed_probe_seen: false,
+                    claim: None,
+                    commit_acted_on: false,
+                    cause: None,
+                },
+            );
+            state.next_op = OpId(op.0 + 1);
+            let r = rollout_mut(state, *rollout);
+            r.ops.push_back(*op);
+            r.op_by_node.insert(*node, *op);
+            r.occupied += 1;
+            if !*is_canary {
+                r.followers_granted += 1;
+            }
+            let record = state.nodes.entry(*node).or_default();
+            record.live_op = Some(*op);
+            let previous = record.last_op.replace(*op);
+            if let Some(previous) = previous {
+                archive_op(state, previous);
             }
         }
+        Event::CommitDecided { op, decision } => match state.ops.get_mut(op) {
+            Some(o) => {
+                o.decision = Some(*decision);
+                if o.phase == OpPhase::Granted {
+                    o.phase = OpPhase::Decided;
+                }
+            }
+            // `referents_exist` let it through: it is archived.
+            None => {
+                if let Some(summary) = state.archive.get_mut(op) {
+                    summary.decision = Some(*decision);
+                }
+            }
+        },
         Event::CommitReplayed { .. } => {
             // The decision was already stored; replaying it changes nothing.
         }
@@ -206,6 +270,7 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
         }
         Event::RestoreRequested { op } => {
             let o = op_mut(state, *op);
+            let (rollout, first) = (o.rollout, o.phase != OpPhase::Restoring);
             o.phase = OpPhase::Restoring;
             // The observation that made it restore, kept apart from the
             // bounded evidence window so the cause survives (a proof
@@ -219,16 +284,26 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
                     .find(|e| !e.observation.proves_serving(release))
                     .copied();
             }
+            rollout_mut(state, rollout).failed += u32::from(first);
         }
         Event::OpUnknown { op, reason } => {
             let o = op_mut(state, *op);
+            let (rollout, first) = (o.rollout, o.unknown.is_none());
             o.unknown = Some(*reason);
+            rollout_mut(state, rollout).unknown += u32::from(first);
         }
         Event::OpSettled { op, outcome } => {
             let o = op_mut(state, *op);
             o.phase = OpPhase::Settled(*outcome);
-            o.unknown = None;
-            let (node, release, baseline) = (o.node, o.release, o.baseline);
+            let was_unknown = o.unknown.take().is_some();
+            let passed = o.passed();
+            let (node, release, baseline, rollout) = (o.node, o.release, o.baseline, o.rollout);
+            let r = rollout_mut(state, rollout);
+            r.unknown -= u32::from(was_unknown);
+            r.occupied -= 1;
+            r.settled += 1;
+            r.settled_not_passed += u32::from(!passed);
+            archive_rollout(state, rollout);
             let record = state.nodes.entry(node).or_default();
             if record.live_op == Some(*op) {
                 record.live_op = None;
@@ -300,12 +375,59 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
 
 /// The op an event folds into; [`referents_exist`] was asserted first.
 fn op_mut(state: &mut ControllerState, op: OpId) -> &mut Op {
-    &mut state.ops[op.0 as usize]
+    state
+        .ops
+        .get_mut(&op)
+        .expect("referents_exist: the op is hot")
 }
 
 /// The rollout an event folds into; [`referents_exist`] was asserted first.
 fn rollout_mut(state: &mut ControllerState, rollout: RolloutId) -> &mut Rollout {
-    &mut state.rollouts[rollout.0 as usize]
+    state
+        .rollouts
+        .get_mut(rollout.0 as usize)
+        .expect("referents_exist: the rollout exists")
+}
+
+/// A rollout stops granting: superseded, completed or ended.
+fn end(state: &mut ControllerState, rollout: RolloutId, status: RolloutStatus) {
+    rollout_mut(state, rollout).status = status;
+    if state.active == Some(rollout) {
+        state.active = None;
+    }
+    archive_rollout(state, rollout);
+}
+
+/// Once nothing more can happen in a rollout (not active, no op holding a
+/// slot), its settled ops move to the archive, but each node's latest op,
+/// which a proof still reads. O(ops of the rollout), once per rollout.
+fn archive_rollout(state: &mut ControllerState, rollout: RolloutId) {
+    let r = rollout_mut(state, rollout);
+    if r.archived || !r.finished() {
+        return;
+    }
+    r.archived = true;
+    let ops = r.ops.clone();
+    for op in ops {
+        archive_op(state, op);
+    }
+}
+
+/// Move `op` to the archive if its rollout finished and it is not its
+/// node's latest op (then nothing can change it and nothing reads it whole).
+fn archive_op(state: &mut ControllerState, op: OpId) {
+    let Some(o) = state.op(op) else {
+        return;
+    };
+    let finished = state.rollout(o.rollout).is_some_and(Rollout::finished);
+    let latest = state.nodes.get(&o.node).and_then(|n| n.last_op) == Some(op);
+    if !finished || latest {
+        return;
+    }
+    assert!(!o.occupies_slot(), "a finished rollout's op holds a slot");
+    let summary = o.summary();
+    state.ops.remove(&op);
+    state.archive.insert(op, summary);
 }
 
 fn record(

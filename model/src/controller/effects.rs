@@ -37,7 +37,7 @@ fn unfiltered_effects(state: &ControllerState, event: &Event) -> Vec<Effect> {
         // Every answer to a commit request carries the stored decision,
         // whatever phase the op has reached since (S6).
         Event::CommitDecided { op, decision } | Event::CommitReplayed { op, decision } => state
-            .op(*op)
+            .op_summary(*op)
             .map(|o| Effect::Send {
                 to: o.node,
                 msg: ToAgent::CommitReply {
@@ -54,8 +54,8 @@ fn unfiltered_effects(state: &ControllerState, event: &Event) -> Vec<Effect> {
         // agent's next retry is acknowledged, which keeps one message kind
         // out of every interleaving the checker explores.)
         Event::LateReportIgnored { node, op } => state
-            .op(*op)
-            .filter(|o| !o.occupies_slot() && o.node == *node)
+            .op_summary(*op)
+            .filter(|o| o.outcome.is_some() && o.node == *node)
             .map(|o| Effect::Send {
                 to: o.node,
                 msg: ToAgent::Settled {

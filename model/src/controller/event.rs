@@ -6,7 +6,7 @@ use super::state::{ObservationSource, Outcome, PauseReason, UnknownReason};
 use crate::evidence::RouteObservation;
 use crate::ids::{Digest, Generation, NodeId, OpId, RolloutId};
 use crate::msg::{Decision, ReportKind};
-use crate::plan::Plan;
+use crate::plan::{Plan, Policy};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -167,6 +167,13 @@ pub enum Event {
         node: NodeId,
         fingerprint: Digest,
     },
+    /// The rollout's waves and failure budgets, recorded right after its
+    /// `RolloutStarted` in the same batch when they are not the default.
+    /// Appended last.
+    RolloutPolicySet {
+        rollout: RolloutId,
+        policy: Policy,
+    },
 }
 
 impl fmt::Display for Event {
@@ -200,6 +207,14 @@ impl fmt::Display for Event {
                 PauseReason::ProbeFailed { op } => {
                     write!(f, "rollout {rollout} paused: probe of {op} failed")
                 }
+                PauseReason::FailureBudget { op } => write!(
+                    f,
+                    "rollout {rollout} paused: {op} failed, over the failure budget"
+                ),
+                PauseReason::UnknownBudget => write!(
+                    f,
+                    "rollout {rollout} paused: as many ops UNKNOWN as the budget allows"
+                ),
             },
             Event::RolloutResumed { rollout } => write!(f, "rollout {rollout} resumed"),
             Event::RolloutApproved { rollout } => {
@@ -311,6 +326,16 @@ impl fmt::Display for Event {
                 "certificate {} of {node} revoked",
                 fingerprint.to_hex()
             ),
+            Event::RolloutPolicySet { rollout, policy } => {
+                write!(f, "rollout {rollout}: {} waves", policy.waves())?;
+                if let Some(m) = policy.max_failed {
+                    write!(f, ", at most {m} failed")?;
+                }
+                if let Some(m) = policy.max_unknown {
+                    write!(f, ", pause at {m} unknown")?;
+                }
+                Ok(())
+            }
         }
     }
 }

@@ -5,7 +5,7 @@ use super::state::{ObservationSource, Resolution};
 use crate::evidence::RouteObservation;
 use crate::ids::{Digest, NodeId, OpId, RolloutId};
 use crate::msg::ToController;
-use crate::plan::Plan;
+use crate::plan::{Plan, Policy};
 use serde::{Deserialize, Serialize};
 
 /// Everything that can happen to the controller.
@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 pub enum Input {
     /// Operator: start a rollout (supersedes the active one, if any).
     StartRollout { plan: Plan },
+    /// Operator: start a rollout in waves and with failure budgets.
+    StartStaged { plan: Plan, policy: Policy },
     /// Operator: stop new grants.
     Pause { rollout: RolloutId },
     /// Operator: allow grants again.

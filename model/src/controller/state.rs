@@ -4,9 +4,10 @@
 use crate::evidence::RouteObservation;
 use crate::ids::{Digest, Generation, NodeId, OpId, RolloutId};
 use crate::msg::{Decision, ReportKind};
-use crate::plan::Plan;
+use crate::plan::{Plan, Policy};
+use imbl::{OrdMap, Vector};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Why a rollout is paused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -15,6 +16,12 @@ pub enum PauseReason {
     Operator,
     /// A node's functional probe got a wrong answer or no answer (S11).
     ProbeFailed { op: OpId },
+    /// More follower ops failed than the policy's `max_failed` (B1); `op`
+    /// is the one that went over. Appended last.
+    FailureBudget { op: OpId },
+    /// `max_unknown` ops of the rollout are UNKNOWN at once (B1).
+    /// Appended last.
+    UnknownBudget,
 }
 
 /// Where a rollout stands.
@@ -35,11 +42,16 @@ pub enum RolloutStatus {
     Ended,
 }
 
-/// One rollout and its progress.
+/// One rollout and its progress. Besides what events say, it keeps the
+/// indexes `apply` maintains so that no decision scans the rollout's ops or
+/// plan: node → op, the occupied-slot count, the next follower, and the
+/// settled counts. `invariants::check_state` recounts them from the ops.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Rollout {
     pub id: RolloutId,
-    pub plan: Plan,
+    /// Shared: a plan names up to [`crate::plan::FOLLOWERS_MAX`] nodes and
+    /// never changes, so updating a rollout's counters must not copy it.
+    pub plan: Arc<Plan>,
     /// The generation this rollout's commands carry.
     pub generation: Generation,
     pub status: RolloutStatus,
@@ -48,7 +60,56 @@ pub struct Rollout {
     /// The approval gate after the canary was passed by an operator.
     pub approved: bool,
     /// Ops granted by this rollout, in grant order.
-    pub ops: Vec<OpId>,
+    pub ops: Vector<OpId>,
+    /// Index: the op this rollout granted to each node (at most one, S2).
+    pub op_by_node: OrdMap<NodeId, OpId>,
+    /// Index: ops of this rollout holding a slot (UNKNOWN included, S1).
+    pub occupied: u32,
+    /// Index: followers granted so far; followers are granted strictly in
+    /// plan order, so this is also the position of the next one.
+    pub followers_granted: u32,
+    /// Index: ops of this rollout settled, and those settled not passing.
+    pub settled: u32,
+    pub settled_not_passed: u32,
+    /// Its settled ops (but each node's latest) moved to the archive once
+    /// nothing more can happen in it.
+    pub archived: bool,
+    /// Waves and failure budgets (`RolloutPolicySet`); default: one wave,
+    /// no budget.
+    pub policy: Arc<Policy>,
+    /// Index: ops of this rollout whose restore was requested (failed).
+    pub failed: u32,
+    /// Index: ops of this rollout UNKNOWN now (holding their slots).
+    pub unknown: u32,
+    /// Approvals given between waves (the canary gate is `approved`).
+    pub wave_approvals: u32,
+}
+
+impl Rollout {
+    /// The op this rollout granted to `node`, if any.
+    pub fn op_for(&self, node: NodeId) -> Option<OpId> {
+        self.op_by_node.get(&node).copied()
+    }
+
+    /// Not active and no op holding a slot: no event can change its ops.
+    pub fn finished(&self) -> bool {
+        self.status != RolloutStatus::Active && self.occupied == 0
+    }
+
+    /// Over its failure budget (B1): more failed ops than `max_failed`, or
+    /// `max_unknown` ops UNKNOWN at once. No follower is granted then.
+    pub fn over_budget(&self) -> bool {
+        self.policy.max_failed.is_some_and(|m| self.failed > m)
+            || self.policy.max_unknown.is_some_and(|m| self.unknown >= m)
+    }
+
+    /// The wave (from 2) the next follower would open and the approvals it
+    /// still needs, when the next follower is the first of a later wave.
+    pub fn next_wave_gate(&self) -> Option<(u32, bool)> {
+        let wave = self.policy.wave_opened_by(self.followers_granted)?;
+        let unapproved = self.policy.approval_between_waves && self.wave_approvals < wave - 1;
+        Some((wave, unapproved))
+    }
 }
 
 /// Why an op's outcome cannot be told from the evidence.
@@ -163,6 +224,22 @@ pub struct Op {
     pub cause: Option<EvidenceItem>,
 }
 
+/// What is kept of a settled op once its rollout finished and a newer op
+/// of its node exists (or the rollout's archive ran): enough to answer a
+/// late commit request with the stored decision (S6) and to tell a late
+/// message's owner. The whole op stays in the event log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct OpSummary {
+    pub id: OpId,
+    pub rollout: RolloutId,
+    pub node: NodeId,
+    pub generation: Generation,
+    pub release: Digest,
+    pub decision: Option<Decision>,
+    /// `None` while the op holds a slot (only for a summary of a hot op).
+    pub outcome: Option<Outcome>,
+}
+
 /// An operator's ownership of an unsettled op.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Claim {
@@ -190,6 +267,22 @@ impl Op {
     /// S6) and switch. A baseline seen now is then not a baseline kept.
     pub fn commit_may_still_land(&self) -> bool {
         self.decision == Some(crate::msg::Decision::Commit) && !self.commit_acted_on
+    }
+
+    /// The compact record kept of this op once it is archived.
+    pub fn summary(&self) -> OpSummary {
+        OpSummary {
+            id: self.id,
+            rollout: self.rollout,
+            node: self.node,
+            generation: self.generation,
+            release: self.release,
+            decision: self.decision,
+            outcome: match self.phase {
+                OpPhase::Settled(outcome) => Some(outcome),
+                _ => None,
+            },
+        }
     }
 
     /// Passed the canary gate: verified, or confirmed by an operator with an
@@ -240,6 +333,10 @@ pub struct NodeRecord {
     pub confirmed: Option<Digest>,
     /// The node's unsettled op, if any (S2).
     pub live_op: Option<OpId>,
+    /// The node's latest op, settled or not: it stays whole in the hot
+    /// state (a proof judges the node by it) when its rollout is archived.
+    #[serde(default)]
+    pub last_op: Option<OpId>,
     /// The latest observation recorded since the node's last op settled
     /// (`NodeObserved`); cleared when an op of the node settles, whose own
     /// evidence is newer.
@@ -304,30 +401,56 @@ pub struct Quarantine {
 /// with a zone fits well within it).
 pub const PEER_TEXT_MAX: usize = 128;
 
-/// The controller's whole state.
+/// The controller's whole state. Every collection is persistent (imbl):
+/// a clone is O(1) and shares structure, an update is O(log n), so `step`
+/// can decide follow-on progress on a copy and readers can hold a snapshot
+/// while the core moves on. No decision walks the history: settled ops of
+/// finished rollouts move to [`ControllerState::archive`].
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ControllerState {
     /// The current fleet generation; bumped by every rollout start.
     pub generation: Generation,
     /// All rollouts, indexed by `RolloutId`.
-    pub rollouts: Vec<Rollout>,
-    /// All ops, indexed by `OpId`.
-    pub ops: Vec<Op>,
-    pub nodes: BTreeMap<NodeId, NodeRecord>,
+    pub rollouts: Vector<Rollout>,
+    /// The hot ops: every op of a rollout not finished, and each node's
+    /// latest op.
+    pub ops: OrdMap<OpId, Op>,
+    /// The other settled ops, compacted (they stay whole in the log).
+    pub archive: OrdMap<OpId, OpSummary>,
+    /// The id the next granted op takes.
+    pub next_op: OpId,
+    /// Index: the rollout still granting, if any (at most one).
+    pub active: Option<RolloutId>,
+    /// Index: per node, the latest rollout whose plan includes it.
+    pub intended: OrdMap<NodeId, RolloutId>,
+    pub nodes: OrdMap<NodeId, NodeRecord>,
     /// Nodes held after an identity conflict: nothing is sent to them and
     /// nothing they say is recorded until an operator releases them.
     #[serde(default)]
-    pub quarantined: BTreeMap<NodeId, Quarantine>,
+    pub quarantined: OrdMap<NodeId, Quarantine>,
     /// Revoked certificates (SHA-256 fingerprint of the DER) and the node
     /// each was revoked for: the handshake refuses them.
     #[serde(default)]
-    pub revoked_certs: BTreeMap<Digest, NodeId>,
+    pub revoked_certs: OrdMap<Digest, NodeId>,
 }
 
 impl ControllerState {
-    /// The op with this id, if it exists.
+    /// The op with this id, if it is in the hot state (see
+    /// [`ControllerState::op_summary`] for archived ones too).
     pub fn op(&self, id: OpId) -> Option<&Op> {
-        self.ops.get(id.0 as usize)
+        self.ops.get(&id)
+    }
+
+    /// What is known of op `id`, hot or archived; `None` if never granted.
+    pub fn op_summary(&self, id: OpId) -> Option<OpSummary> {
+        self.op(id)
+            .map(Op::summary)
+            .or_else(|| self.archive.get(&id).copied())
+    }
+
+    /// Every op ever granted: hot and archived.
+    pub fn ops_granted(&self) -> usize {
+        self.next_op.0 as usize
     }
 
     /// The rollout with this id, if it exists.
@@ -337,39 +460,24 @@ impl ControllerState {
 
     /// The rollout that is still granting, if any (at most one).
     pub fn active_rollout(&self) -> Option<&Rollout> {
-        self.rollouts
-            .iter()
-            .rev()
-            .find(|r| r.status == RolloutStatus::Active)
+        self.rollout(self.active?)
     }
 
     /// Slots occupied by a rollout: its ops not yet settled, UNKNOWN included.
     pub fn slots_occupied(&self, rollout: RolloutId) -> usize {
-        self.rollout(rollout).map_or(0, |r| {
-            r.ops
-                .iter()
-                .filter_map(|id| self.op(*id))
-                .filter(|op| op.occupies_slot())
-                .count()
-        })
+        self.rollout(rollout).map_or(0, |r| r.occupied as usize)
     }
 
-    /// The op a rollout granted to `node`, if any.
+    /// The op a rollout granted to `node`, if it is hot. A rollout's op is
+    /// archived only once the rollout finished and its node has a newer op.
     pub fn rollout_op_for(&self, rollout: RolloutId, node: NodeId) -> Option<&Op> {
-        self.rollout(rollout)?
-            .ops
-            .iter()
-            .filter_map(|id| self.op(*id))
-            .find(|op| op.node == node)
+        self.op(self.rollout(rollout)?.op_for(node)?)
     }
 
     /// The latest rollout whose plan includes `node`: what is intended for
     /// it (a proof judges the node against this rollout's release).
     pub fn intended_rollout(&self, node: NodeId) -> Option<&Rollout> {
-        self.rollouts
-            .iter()
-            .rev()
-            .find(|r| r.plan.nodes().any(|n| n == node))
+        self.rollout(*self.intended.get(&node)?)
     }
 
     /// The rollout is active, its plan has an approval gate after the
@@ -377,12 +485,14 @@ impl ControllerState {
     /// in which `Input::Approve` is accepted.
     pub fn awaiting_approval(&self, rollout: RolloutId) -> bool {
         self.rollout(rollout).is_some_and(|r| {
-            r.status == RolloutStatus::Active
-                && r.plan.approval_after_canary
-                && !r.approved
-                && self
-                    .rollout_op_for(r.id, r.plan.canary)
-                    .is_some_and(Op::passed)
+            let canary_passed = self
+                .rollout_op_for(r.id, r.plan.canary)
+                .is_some_and(Op::passed);
+            let canary_gate = r.plan.approval_after_canary && !r.approved;
+            // Between waves: every op of the waves before settled.
+            let wave_gate =
+                r.occupied == 0 && r.next_wave_gate().is_some_and(|(_, unapproved)| unapproved);
+            r.status == RolloutStatus::Active && canary_passed && (canary_gate || wave_gate)
         })
     }
 
@@ -420,6 +530,6 @@ impl ControllerState {
 
     /// The next op id the controller will allocate.
     pub fn next_op_id(&self) -> OpId {
-        OpId(self.ops.len() as u32)
+        self.next_op
     }
 }

@@ -5,13 +5,13 @@ use super::apply::apply;
 use super::event::Event;
 use super::input::Input;
 use super::state::{
-    ControllerState, EvidenceItem, EvidenceSource, Op, OpPhase, Outcome, PauseReason, Resolution,
-    Rollout, RolloutStatus, UnknownReason, CLAIM_TEXT_MAX,
+    ControllerState, EvidenceItem, EvidenceSource, Op, OpPhase, OpSummary, Outcome, PauseReason,
+    Resolution, Rollout, RolloutStatus, UnknownReason, CLAIM_TEXT_MAX,
 };
 use crate::evidence::{ProbeVerdict, RouteObservation};
 use crate::ids::{NodeId, OpId, RolloutId};
 use crate::msg::{Decision, ReportKind, ToController};
-use crate::plan::PlanError;
+use crate::plan::{Plan, PlanError, Policy};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -62,6 +62,8 @@ pub enum Refusal {
     /// A peer address over [`super::state::PEER_TEXT_MAX`] characters.
     /// Appended last.
     InvalidPeer(NodeId),
+    /// Resume a rollout that is over its failure budget (B1). Appended last.
+    OverBudget(RolloutId),
 }
 
 impl fmt::Display for Refusal {
@@ -115,6 +117,10 @@ impl fmt::Display for Refusal {
                 "a peer address of {node} is longer than {} characters",
                 super::state::PEER_TEXT_MAX
             ),
+            Refusal::OverBudget(r) => write!(
+                f,
+                "rollout {r} is over its failure budget (too many failed, or too many UNKNOWN ops): it grants nothing more; settle the UNKNOWN ops, or start a new rollout"
+            ),
             Refusal::RestoreMayStillLand(op) => write!(
                 f,
                 "{op} is being restored: its node may still put the baseline back, so the new release cannot be confirmed: confirm-baseline once the baseline serves, or abandon"
@@ -149,8 +155,8 @@ pub fn step(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusa
 /// The decision for a commit request that has no stored decision yet.
 /// Commit only if the op is still unsettled and its generation is current: a
 /// superseded op must not switch the route over newer intent (S8).
-pub fn decision_for(state: &ControllerState, op: &Op) -> Decision {
-    if op.occupies_slot() && op.generation == state.generation {
+pub fn decision_for(state: &ControllerState, op: &OpSummary) -> Decision {
+    if op.outcome.is_none() && op.generation == state.generation {
         Decision::Commit
     } else {
         Decision::Abort
@@ -159,45 +165,8 @@ pub fn decision_for(state: &ControllerState, op: &Op) -> Decision {
 
 fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal> {
     match input {
-        Input::StartRollout { plan } => {
-            plan.validate()?;
-            let rollout = RolloutId(state.rollouts.len() as u32);
-            let mut events = Vec::new();
-            if let Some(active) = state.active_rollout() {
-                events.push(Event::RolloutSuperseded {
-                    rollout: active.id,
-                    by: rollout,
-                });
-                // Its ops that have no decision yet can only ever be
-                // aborted (their generation is about to be superseded):
-                // decide that now, durably, so the stored abort is what a
-                // node hears, on reconnect too, instead of an `Apply` that
-                // would fetch and stage a release that can never run.
-                // Deciding early is the decision a commit request would get
-                // (S6 replays it unchanged); the op keeps its slot until
-                // the node's report settles it (S3).
-                events.extend(
-                    state
-                        .ops
-                        .iter()
-                        .filter(|o| {
-                            o.rollout == active.id
-                                && o.phase == OpPhase::Granted
-                                && o.decision.is_none()
-                        })
-                        .map(|o| Event::CommitDecided {
-                            op: o.id,
-                            decision: Decision::Abort,
-                        }),
-                );
-            }
-            events.push(Event::RolloutStarted {
-                rollout,
-                plan: plan.clone(),
-                generation: crate::ids::Generation(state.generation.0 + 1),
-            });
-            Ok(events)
-        }
+        Input::StartRollout { plan } => start(state, plan, &Policy::default()),
+        Input::StartStaged { plan, policy } => start(state, plan, policy),
         Input::Pause { rollout } => {
             let r = active(state, *rollout)?;
             if r.paused.is_some() {
@@ -213,6 +182,12 @@ fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal>
             if r.paused.is_none() {
                 return Err(Refusal::NotPaused(*rollout));
             }
+            // B1: a rollout over its budget grants nothing, so resuming it
+            // would change nothing (the UNKNOWN budget frees up as those
+            // ops settle; a spent failure budget needs a new rollout).
+            if r.over_budget() {
+                return Err(Refusal::OverBudget(*rollout));
+            }
             Ok(vec![Event::RolloutResumed { rollout: *rollout }])
         }
         Input::Approve { rollout } => {
@@ -227,10 +202,7 @@ fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal>
             observation,
             resolution,
         } => {
-            let o = state.op(*op).ok_or(Refusal::UnknownOp(*op))?;
-            if !o.occupies_slot() {
-                return Err(Refusal::OpAlreadySettled(*op));
-            }
+            let o = unsettled(state, *op)?;
             // A baseline seen now is not a baseline kept: while a Commit is
             // stored and nothing shows the node acted on it (or on a
             // restore), the node's next commit request gets that Commit and
@@ -271,10 +243,7 @@ fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal>
             owner,
             review_by,
         } => {
-            let o = state.op(*op).ok_or(Refusal::UnknownOp(*op))?;
-            if !o.occupies_slot() {
-                return Err(Refusal::OpAlreadySettled(*op));
-            }
+            unsettled(state, *op)?;
             if owner.trim().is_empty() {
                 return Err(Refusal::InvalidClaim("the owner is empty".into()));
             }
@@ -332,6 +301,52 @@ fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal>
     }
 }
 
+/// Start a rollout: supersede the active one (aborting its undecided ops),
+/// then record the plan and, when not the default, its policy.
+fn start(state: &ControllerState, plan: &Plan, policy: &Policy) -> Result<Vec<Event>, Refusal> {
+    plan.validate()?;
+    policy.validate(plan)?;
+    let rollout = RolloutId(state.rollouts.len() as u32);
+    let mut events = Vec::new();
+    if let Some(active) = state.active_rollout() {
+        events.push(Event::RolloutSuperseded {
+            rollout: active.id,
+            by: rollout,
+        });
+        // Its ops that have no decision yet can only ever be
+        // aborted (their generation is about to be superseded):
+        // decide that now, durably, so the stored abort is what a
+        // node hears, on reconnect too, instead of an `Apply` that
+        // would fetch and stage a release that can never run.
+        // Deciding early is the decision a commit request would get
+        // (S6 replays it unchanged); the op keeps its slot until
+        // the node's report settles it (S3).
+        events.extend(
+            active
+                .ops
+                .iter()
+                .filter_map(|id| state.op(*id))
+                .filter(|o| o.phase == OpPhase::Granted && o.decision.is_none())
+                .map(|o| Event::CommitDecided {
+                    op: o.id,
+                    decision: Decision::Abort,
+                }),
+        );
+    }
+    events.push(Event::RolloutStarted {
+        rollout,
+        plan: plan.clone(),
+        generation: crate::ids::Generation(state.generation.0 + 1),
+    });
+    if *policy != Policy::default() {
+        events.push(Event::RolloutPolicySet {
+            rollout,
+            policy: policy.clone(),
+        });
+    }
+    Ok(events)
+}
+
 /// An identity conflict quarantines the node once: however long the two
 /// agents fight, a node already quarantined records nothing more (the log
 /// stays bounded at one `NodeQuarantined` per conflict).
@@ -355,6 +370,17 @@ fn identity_conflict(
     }])
 }
 
+/// The op an operator input names, if it still holds a slot: a settled op
+/// (hot or archived) is refused as settled, an op never granted as unknown.
+fn unsettled(state: &ControllerState, id: OpId) -> Result<&Op, Refusal> {
+    match state.op(id) {
+        Some(o) if o.occupies_slot() => Ok(o),
+        Some(_) => Err(Refusal::OpAlreadySettled(id)),
+        None if state.archive.contains_key(&id) => Err(Refusal::OpAlreadySettled(id)),
+        None => Err(Refusal::UnknownOp(id)),
+    }
+}
+
 fn active(state: &ControllerState, id: RolloutId) -> Result<&super::state::Rollout, Refusal> {
     let r = state.rollout(id).ok_or(Refusal::UnknownRollout(id))?;
     if r.status != RolloutStatus::Active {
@@ -371,7 +397,7 @@ fn active(state: &ControllerState, id: RolloutId) -> Result<&super::state::Rollo
 /// (foreign). The two are told apart in the log because the second is what
 /// an impostor or a confused node looks like.
 fn ignored(state: &ControllerState, node: NodeId, op: OpId) -> Event {
-    match state.op(op) {
+    match state.op_summary(op) {
         Some(o) if o.node == node => Event::LateReportIgnored { node, op },
         Some(o) => Event::ForeignMessageIgnored {
             node,
@@ -407,13 +433,13 @@ fn from_agent(state: &ControllerState, node: NodeId, msg: &ToController) -> Vec<
             serving,
             generation,
         }],
-        ToController::CommitRequest { op } => match state.op(op) {
+        ToController::CommitRequest { op } => match state.op_summary(op) {
             Some(o) if o.node == node => match o.decision {
                 // S6: a stored decision is replayed, never re-decided.
                 Some(decision) => vec![Event::CommitReplayed { op, decision }],
                 None => vec![Event::CommitDecided {
                     op,
-                    decision: decision_for(state, o),
+                    decision: decision_for(state, &o),
                 }],
             },
             _ => vec![ignored(state, node, op)],
@@ -600,10 +626,7 @@ fn observe(
 /// the operator. Only an op whose node may have switched (a stored Commit)
 /// and that has a baseline can be rolled back.
 fn roll_back(state: &ControllerState, id: OpId) -> Result<Vec<Event>, Refusal> {
-    let op = state.op(id).ok_or(Refusal::UnknownOp(id))?;
-    if !op.occupies_slot() {
-        return Err(Refusal::OpAlreadySettled(id));
-    }
+    let op = unsettled(state, id)?;
     if op.phase == OpPhase::Restoring {
         return Err(Refusal::AlreadyRestoring(id));
     }
@@ -630,14 +653,26 @@ fn roll_back(state: &ControllerState, id: OpId) -> Result<Vec<Event>, Refusal> {
     Ok(events)
 }
 
+/// A failed probe: restore the baseline, and pause the rollout unless the
+/// op is a follower within the failure budget (B1). A canary always pauses
+/// (S11); without a budget the first failure pauses, as a plan alone does.
 fn restore_and_pause(state: &ControllerState, op: &Op) -> Vec<Event> {
     let mut events = vec![Event::RestoreRequested { op: op.id }];
     if let Some(r) = state.rollout(op.rollout) {
         if r.status == RolloutStatus::Active && r.paused.is_none() {
-            events.push(Event::RolloutPaused {
-                rollout: r.id,
-                reason: PauseReason::ProbeFailed { op: op.id },
-            });
+            let reason = match r.policy.max_failed {
+                _ if op.is_canary => Some(PauseReason::ProbeFailed { op: op.id }),
+                None => Some(PauseReason::ProbeFailed { op: op.id }),
+                // This restore makes `failed` one more.
+                Some(max) if r.failed + 1 > max => Some(PauseReason::FailureBudget { op: op.id }),
+                Some(_) => None,
+            };
+            if let Some(reason) = reason {
+                events.push(Event::RolloutPaused {
+                    rollout: r.id,
+                    reason,
+                });
+            }
         }
     }
     events
@@ -724,8 +759,17 @@ fn next_progress(state: &ControllerState) -> Option<Event> {
         }
         _ => {}
     }
-    // S5: pause stops grants. S1: UNKNOWN ops count as occupied.
-    if r.paused.is_some() || state.slots_occupied(r.id) >= r.plan.slots_max as usize {
+    // B1: as many UNKNOWN ops as the budget allows is a signal (a
+    // partition, say): stop and let a person look. UNKNOWN is not failed.
+    if r.paused.is_none() && r.policy.max_unknown.is_some_and(|m| r.unknown >= m) {
+        return Some(Event::RolloutPaused {
+            rollout: r.id,
+            reason: PauseReason::UnknownBudget,
+        });
+    }
+    // S5: pause stops grants. S1: UNKNOWN ops count as occupied. B1: nothing
+    // is granted over the budget.
+    if r.paused.is_some() || r.occupied >= u32::from(r.plan.slots_max) || r.over_budget() {
         return None;
     }
     // S4: the canary first, and nothing else until it passed (and, where the
@@ -738,13 +782,18 @@ fn next_progress(state: &ControllerState) -> Option<Event> {
     if r.plan.approval_after_canary && !r.approved {
         return None;
     }
-    // Followers strictly in plan order: the first one without an op is next.
-    let next = r
-        .plan
-        .followers
-        .iter()
-        .find(|f| state.rollout_op_for(r.id, **f).is_none())?;
-    grant(state, r.id, *next, false)
+    // Followers strictly in plan order: the first one without an op is next
+    // (a follower gets an op only by being next, so the count is its place).
+    let next = *r.plan.followers.get(r.followers_granted as usize)?;
+    debug_assert!(r.op_for(next).is_none(), "the next follower has no op yet");
+    // S4 across waves: a later wave opens only once every op of the waves
+    // before it settled and, where the policy says so, an operator approved.
+    if let Some((_, unapproved)) = r.next_wave_gate() {
+        if r.occupied > 0 || unapproved {
+            return None;
+        }
+    }
+    grant(state, r.id, next, false)
 }
 
 /// Whether nothing more can happen in rollout `r`, and if so how many
@@ -759,15 +808,10 @@ fn settled_count(state: &ControllerState, r: &Rollout) -> Option<u32> {
     if !canary.passed() {
         return Some(1);
     }
-    let mut not_passed = 0;
-    for node in r.plan.followers.iter() {
-        let op = state.rollout_op_for(r.id, *node)?;
-        if op.occupies_slot() {
-            return None;
-        }
-        not_passed += u32::from(!op.passed());
-    }
-    Some(not_passed)
+    // Each node of the plan gets at most one op of the rollout, so the
+    // settled count reaching the plan's size means every node has one.
+    let plan_nodes = 1 + r.plan.followers.len();
+    (r.settled as usize == plan_nodes).then_some(r.settled_not_passed)
 }
 
 fn grant(

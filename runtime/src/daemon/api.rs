@@ -228,6 +228,12 @@ pub fn status_dto(cfg: &ControllerConfig, snap: &Snapshot) -> StatusDto {
                     model::controller::PauseReason::ProbeFailed { op } => {
                         format!("probe of {op} failed")
                     }
+                    model::controller::PauseReason::FailureBudget { op } => {
+                        format!("{op} failed over the failure budget")
+                    }
+                    model::controller::PauseReason::UnknownBudget => {
+                        "unknown budget reached".to_string()
+                    }
                 }),
                 slots_occupied: s.slots_occupied(r.id),
                 slots_max: r.plan.slots_max,
@@ -240,7 +246,7 @@ pub fn status_dto(cfg: &ControllerConfig, snap: &Snapshot) -> StatusDto {
         .collect();
     let ops = s
         .ops
-        .iter()
+        .values()
         .map(|o| OpDto {
             id: o.id.to_string(),
             rollout: o.rollout.to_string(),

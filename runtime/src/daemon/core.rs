@@ -356,7 +356,12 @@ async fn run(
         log_index.record(*sequence, event, controller.state());
     }
     // A restart re-arms the deadline of every op still holding a slot.
-    for op in controller.state().ops.iter().filter(|o| o.occupies_slot()) {
+    for op in controller
+        .state()
+        .ops
+        .values()
+        .filter(|o| o.occupies_slot())
+    {
         arm(&me, op.id, timeout);
     }
     while let Some(command) = rx.recv().await {
@@ -611,7 +616,7 @@ fn identity_event(
 fn track_unknown(state: &ControllerState, since: &mut HashMap<OpId, SystemTime>) {
     let now = SystemTime::now();
     since.retain(|op, _| state.op(*op).is_some_and(|o| o.unknown.is_some()));
-    for op in state.ops.iter().filter(|o| o.unknown.is_some()) {
+    for op in state.ops.values().filter(|o| o.unknown.is_some()) {
         since.entry(op.id).or_insert(now);
     }
 }

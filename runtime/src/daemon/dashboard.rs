@@ -321,7 +321,7 @@ pub fn metrics(cfg: &ControllerConfig, snap: &Snapshot, now: SystemTime) -> Stri
     // Each op counted once: `unknown` if UNKNOWN and still holding its slot,
     // else by phase.
     let mut counts = [0usize; 5];
-    for o in &s.ops {
+    for o in s.ops.iter() {
         let i = if o.unknown.is_some() && o.holds_slot {
             0
         } else {
@@ -344,7 +344,7 @@ pub fn metrics(cfg: &ControllerConfig, snap: &Snapshot, now: SystemTime) -> Stri
     let oldest = snap
         .state
         .ops
-        .iter()
+        .values()
         .filter(|o| o.unknown.is_some() && o.occupies_slot())
         .filter_map(|o| snap.unknown_since.get(&o.id))
         .min()
