@@ -322,6 +322,10 @@ pub struct ControllerState {
     /// each was revoked for: the handshake refuses them.
     #[serde(default)]
     pub revoked_certs: BTreeMap<Digest, NodeId>,
+    /// The enrolled nodes: names, labels, public routes, retirements.
+    /// Empty in a log written before enrollment existed.
+    #[serde(default)]
+    pub roster: super::roster::Roster,
 }
 
 impl ControllerState {
