@@ -42,6 +42,15 @@ fn observation() -> RouteObservation {
     }
 }
 
+/// Two labels, so the map's encoding (length, then pairs in key order) is
+/// pinned.
+fn labels() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("region".to_string(), "eu".to_string()),
+        ("tier".to_string(), "edge".to_string()),
+    ])
+}
+
 fn event_variant(e: &Event) -> &'static str {
     match e {
         Event::RolloutStarted { .. } => "RolloutStarted",
@@ -70,6 +79,9 @@ fn event_variant(e: &Event) -> &'static str {
         Event::NodeQuarantined { .. } => "NodeQuarantined",
         Event::NodeReleased { .. } => "NodeReleased",
         Event::CertRevoked { .. } => "CertRevoked",
+        Event::NodeEnrolled { .. } => "NodeEnrolled",
+        Event::NodeLabeled { .. } => "NodeLabeled",
+        Event::NodeRetired { .. } => "NodeRetired",
     }
 }
 
@@ -180,6 +192,17 @@ fn events() -> Vec<Event> {
             node: NODE,
             fingerprint: V1,
         },
+        Event::NodeEnrolled {
+            node: NODE,
+            name: "edge-7".into(),
+            labels: labels(),
+            public: "10.0.0.12:8080".into(),
+        },
+        Event::NodeLabeled {
+            node: NODE,
+            labels: labels(),
+        },
+        Event::NodeRetired { node: NODE },
     ]
 }
 
