@@ -147,6 +147,25 @@ impl Roster {
             e.retired = true;
         }
     }
+
+    /// Fold the roster part of `event` (the three roster events; others
+    /// change nothing here): what `apply` does to `ControllerState::roster`,
+    /// for a runtime that keeps a copy of the roster beside the state
+    /// without cloning it per event. The event must have passed
+    /// `referents_exist`.
+    pub fn fold(&mut self, event: &Event) {
+        match event {
+            Event::NodeEnrolled {
+                node,
+                name,
+                labels,
+                public,
+            } => self.enroll(*node, name, labels, public),
+            Event::NodeLabeled { node, labels } => self.relabel(*node, labels),
+            Event::NodeRetired { node } => self.retire(*node),
+            _ => {}
+        }
+    }
 }
 
 /// Why a name, a label or a route cannot go into the roster.
