@@ -475,7 +475,24 @@ fn the_largest_events_fit_the_event_bound() {
         owner: text.clone(),
         review_by: text,
     };
-    for event in [widest, claim] {
+    use model::controller::roster::{
+        LABELS_PER_NODE_MAX, LABEL_KEY_BYTES_MAX, LABEL_VALUE_BYTES_MAX, NODE_NAME_BYTES_MAX,
+        PUBLIC_ROUTE_BYTES_MAX,
+    };
+    // The roster's limits bound an enrollment: every label at its longest.
+    let labels: BTreeMap<String, String> = (0..LABELS_PER_NODE_MAX)
+        .map(|i| {
+            let key = format!("{i:0>width$}", width = LABEL_KEY_BYTES_MAX);
+            (key, "v".repeat(LABEL_VALUE_BYTES_MAX))
+        })
+        .collect();
+    let enrolled = Event::NodeEnrolled {
+        node: NodeId(model::plan::NODES_MAX as u32 - 1),
+        name: "n".repeat(NODE_NAME_BYTES_MAX),
+        labels,
+        public: "p".repeat(PUBLIC_ROUTE_BYTES_MAX),
+    };
+    for event in [widest, claim, enrolled] {
         let len = eventlog::encode_payload(&event).expect("encode").len();
         assert!(
             len <= EVENT_BYTES_BOUND,
