@@ -447,6 +447,7 @@ fn resolve_nodes(api: &Api, request: &StartRollout) -> Result<(NodeId, Vec<NodeI
         None => None,
     };
     let Some(selector) = &request.select else {
+        // parse_start_rollout refused a request with neither.
         let canary = canary.ok_or_else(|| {
             bad_request("field `canary`: name a canary, or give `select` to pick one")
         })?;
@@ -497,6 +498,11 @@ pub fn parse_start_rollout(body: &[u8]) -> Result<(StartRollout, Digest), String
             return Err(format!("malformed request: {field}{e}"));
         }
     };
+    if request.canary.is_none() && request.select.is_none() {
+        return Err(String::from(
+            "field `canary`: name a canary, or give `select` to pick one",
+        ));
+    }
     let Some(release) = agentless_digest(&request.release) else {
         return Err(String::from("field `release`: expected 64 hex digits"));
     };
