@@ -744,3 +744,66 @@ fn node_token(text: &str) -> Option<(NodeId, usize)> {
     };
     Some((node, "node-".len() + word_len))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::describe;
+    use model::controller::{Event, Labels, Roster};
+    use model::{NodeId, OpId};
+
+    fn roster(names: &[&str]) -> Roster {
+        let mut roster = Roster::default();
+        for (i, name) in names.iter().enumerate() {
+            roster.fold(&Event::NodeEnrolled {
+                node: NodeId(i as u32),
+                name: name.to_string(),
+                labels: Labels::new(),
+                public: "127.0.0.1:1".into(),
+            });
+        }
+        roster
+    }
+
+    #[test]
+    fn describe_names_every_node_once_and_leaves_quoted_names_alone() {
+        // Names that look like other nodes' ids must not be renamed twice.
+        let mut names: Vec<String> = (0..30).map(|i| format!("edge-{i}")).collect();
+        names[0] = "node-b".into();
+        names[1] = "node-27".into();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let roster = roster(&refs);
+        let foreign = Event::ForeignMessageIgnored {
+            node: NodeId(0),
+            op: OpId(3),
+            owner: Some(NodeId(1)),
+        };
+        assert_eq!(
+            describe(&roster, &foreign),
+            "node-b spoke about node-27's op op3: ignored (a node cannot speak for another)"
+        );
+        let late = Event::LateReportIgnored {
+            node: NodeId(27),
+            op: OpId(9),
+        };
+        assert_eq!(
+            describe(&roster, &late),
+            "late report from edge-27 for op9 ignored"
+        );
+        let enrolled = Event::NodeEnrolled {
+            node: NodeId(2),
+            name: "node-a".into(),
+            labels: Labels::new(),
+            public: "127.0.0.1:1".into(),
+        };
+        assert_eq!(
+            describe(&roster, &enrolled),
+            "edge-2 enrolled as \"node-a\", labels [], public route 127.0.0.1:1"
+        );
+        // A node never enrolled keeps its model id.
+        let ghost = Event::NodeRetired { node: NodeId(40) };
+        assert_eq!(
+            describe(&Roster::default(), &ghost),
+            "node-40 retired: nothing more is granted to it"
+        );
+    }
+}
