@@ -369,3 +369,33 @@ fn events_naming_a_node_never_enrolled_or_out_of_order_are_refused_by_the_fold()
         Err(MissingReferent::NameTaken(NodeId(0)))
     );
 }
+
+#[test]
+fn folding_only_the_roster_events_gives_the_state_roster() {
+    let mut state = ControllerState::default();
+    let mut log = Vec::new();
+    feed(&mut state, &mut log, enroll_input("a", &[("tier", "edge")]));
+    feed(&mut state, &mut log, enroll_input("b", &[]));
+    feed(
+        &mut state,
+        &mut log,
+        Input::StartRollout {
+            plan: plan(0, &[1]),
+        },
+    );
+    feed(
+        &mut state,
+        &mut log,
+        Input::LabelNode {
+            name: "b".into(),
+            set: labels(&[("region", "eu")]),
+            remove: BTreeSet::new(),
+        },
+    );
+    feed(&mut state, &mut log, Input::RetireNode { name: "b".into() });
+    let mut roster = model::controller::Roster::default();
+    for event in &log {
+        roster.fold(event);
+    }
+    assert_eq!(roster, state.roster);
+}

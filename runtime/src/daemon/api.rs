@@ -417,7 +417,7 @@ async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
     }
     let (canary, followers) = match resolve_nodes(&api, &request) {
         Ok(nodes) => nodes,
-        Err(rejection) => return rejection,
+        Err(why) => return bad_request(why),
     };
     let plan = Plan {
         release,
@@ -435,12 +435,12 @@ async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
 /// the canary excluded (the first selected node when no canary is named).
 /// The resolved list goes into the plan, so `RolloutStarted` records it
 /// and a replay never resolves again.
-fn resolve_nodes(api: &Api, request: &StartRollout) -> Result<(NodeId, Vec<NodeId>), Response> {
+fn resolve_nodes(api: &Api, request: &StartRollout) -> Result<(NodeId, Vec<NodeId>), String> {
     let roster = api.core.roster();
     let named = |field: &str, name: &str| {
         roster
             .id(name)
-            .ok_or_else(|| bad_request(format!("field `{field}`: no node {name} is enrolled")))
+            .ok_or_else(|| format!("field `{field}`: no node {name} is enrolled"))
     };
     let canary = match &request.canary {
         Some(name) => Some(named("canary", name)?),
@@ -448,9 +448,7 @@ fn resolve_nodes(api: &Api, request: &StartRollout) -> Result<(NodeId, Vec<NodeI
     };
     let Some(selector) = &request.select else {
         // parse_start_rollout refused a request with neither.
-        let canary = canary.ok_or_else(|| {
-            bad_request("field `canary`: name a canary, or give `select` to pick one")
-        })?;
+        let canary = canary.ok_or("field `canary`: name a canary, or give `select` to pick one")?;
         let followers = request
             .followers
             .iter()
@@ -459,14 +457,11 @@ fn resolve_nodes(api: &Api, request: &StartRollout) -> Result<(NodeId, Vec<NodeI
         return Ok((canary, followers));
     };
     if !request.followers.is_empty() {
-        return Err(bad_request(
-            "field `select`: give either `followers` or `select`, not both",
-        ));
+        return Err("field `select`: give either `followers` or `select`, not both".into());
     }
     let mut selected = roster.select(selector).filter(|n| Some(*n) != canary);
-    let canary = match canary.or_else(|| selected.next()) {
-        Some(c) => c,
-        None => return Err(empty_selection(selector)),
+    let Some(canary) = canary.or_else(|| selected.next()) else {
+        return Err(empty_selection(selector));
     };
     let followers: Vec<NodeId> = selected.collect();
     if followers.is_empty() && request.canary.is_some() {
@@ -475,12 +470,12 @@ fn resolve_nodes(api: &Api, request: &StartRollout) -> Result<(NodeId, Vec<NodeI
     Ok((canary, followers))
 }
 
-fn empty_selection(selector: &model::controller::Labels) -> Response {
+fn empty_selection(selector: &model::controller::Labels) -> String {
     let pairs: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    bad_request(format!(
+    format!(
         "field `select`: {} matches no enrolled node that is not retired (besides the canary)",
         pairs.join(",")
-    ))
+    )
 }
 
 /// Parses a `POST /api/rollouts` body and decodes its release digest; the
