@@ -335,3 +335,31 @@ fn an_agent_enrolled_over_the_api_connects_and_a_retired_one_is_refused() {
     assert!(!connected(&ctl, "edge-1"));
     assert!(!connected(&ctl, "ghost-1"));
 }
+
+/// Nodes a large bootstrap enrolls in one start.
+const BOOTSTRAP_NODES: usize = 1_000;
+
+#[test]
+fn a_large_bootstrap_enrolls_every_entry_in_file_order() {
+    let mut ctl = Controller::start();
+    let config = ctl._dir.path().join("controller.toml");
+    let mut text = std::fs::read_to_string(&config).expect("config");
+    for i in 0..BOOTSTRAP_NODES {
+        text.push_str(&format!(
+            "\n[[nodes]]\nname = \"bulk-{i}\"\npublic = \"127.0.0.1:9\"\nlabels = {{ shard = \"s{}\" }}\n",
+            i % 10
+        ));
+    }
+    std::fs::write(&config, text).expect("rewrite");
+    let started = Instant::now();
+    ctl.restart();
+    eprintln!(
+        "bootstrap of {BOOTSTRAP_NODES} nodes: controller serving after {:?}",
+        started.elapsed()
+    );
+    let names = names(&ctl);
+    assert_eq!(names.len(), NODES.len() + BOOTSTRAP_NODES);
+    for (i, name) in names[NODES.len()..].iter().enumerate() {
+        assert_eq!(name, &format!("bulk-{i}"), "enrollment order is file order");
+    }
+}

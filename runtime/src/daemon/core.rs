@@ -176,6 +176,34 @@ impl CoreHandle {
         }
     }
 
+    /// Feed inputs in order without waiting for each outcome before sending
+    /// the next (the core handles its queue in order, so their events are
+    /// in this order too), then wait for every outcome: a core that commits
+    /// queued inputs together can then flush them together.
+    pub async fn submit_all(
+        &self,
+        inputs: impl IntoIterator<Item = Input>,
+    ) -> Vec<Result<Vec<(u64, Event)>, InputError>> {
+        let mut answers = Vec::new();
+        for input in inputs {
+            let (reply, answer) = oneshot::channel();
+            self.send(Command::Input {
+                input,
+                reply: Some(reply),
+            })
+            .await;
+            answers.push(answer);
+        }
+        let mut outcomes = Vec::with_capacity(answers.len());
+        for answer in answers {
+            outcomes.push(match answer.await {
+                Ok(outcome) => outcome.map_err(InputError::Refused),
+                Err(_) => Err(InputError::Stopped),
+            });
+        }
+        outcomes
+    }
+
     /// Send a command unless the core's queue is full (for the core's own
     /// follow-up inputs, which must never wait on the queue it drains).
     fn try_send(&self, command: Command) -> bool {

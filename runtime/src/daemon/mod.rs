@@ -120,15 +120,16 @@ pub async fn bootstrap(cfg: &ControllerConfig, core: &core::CoreHandle) -> anyho
         "enrolling {} node(s) of controller.toml's [[nodes]] not enrolled yet",
         missing.len()
     );
-    for entry in missing {
-        let input = model::controller::Input::EnrollNode {
+    let inputs = missing
+        .iter()
+        .map(|entry| model::controller::Input::EnrollNode {
             name: entry.name.clone(),
             labels: entry.labels.clone(),
             public: entry.public.to_string(),
-        };
-        core.submit(input)
-            .await
-            .with_context(|| format!("enrolling node {} from [[nodes]]", entry.name))?;
+        });
+    let outcomes = core.submit_all(inputs).await;
+    for (entry, outcome) in missing.iter().zip(outcomes) {
+        outcome.with_context(|| format!("enrolling node {} from [[nodes]]", entry.name))?;
     }
     Ok(())
 }
