@@ -1,6 +1,7 @@
 //! The controller's configuration (`runtime::daemon::config::ControllerConfig::parse`):
-//! any text an operator writes. Parsing never panics, and an accepted config
-//! answers the lookups the daemon makes of it.
+//! any text an operator writes. Parsing never panics, and the bootstrap of
+//! an accepted config enrolls every `[[nodes]]` entry: the model accepts
+//! each name, label set and route, in file order, at ids 0, 1, ...
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -15,11 +16,17 @@ fuzz_target!(|data: &[u8]| {
     let Ok(cfg) = ControllerConfig::parse(Path::new("controller.toml"), text) else {
         return;
     };
-    assert!(!cfg.nodes.is_empty(), "an accepted config has nodes");
-    for node in &cfg.nodes {
-        let id = cfg
-            .node_id(&node.name)
-            .expect("a configured node has an id");
-        assert_eq!(cfg.node_name(id), node.name);
+    let mut state = model::controller::ControllerState::default();
+    for (i, node) in cfg.nodes.iter().enumerate() {
+        let input = model::controller::Input::EnrollNode {
+            name: node.name.clone(),
+            labels: node.labels.clone(),
+            public: node.public.to_string(),
+        };
+        let events = model::controller::step(&state, &input).expect("an accepted entry enrolls");
+        for event in &events {
+            model::controller::apply(&mut state, event);
+        }
+        assert_eq!(state.roster.id(&node.name), Some(model::NodeId(i as u32)));
     }
 });

@@ -466,7 +466,7 @@ pub fn w1_names_what_exists(before: &ControllerState, event: &Event) -> Result<(
 /// All transition rules, in the order S1, S3, S4, S5, S6, S8, S9, then the
 /// rules on inputs that may come at any moment
 /// ([`crate::check_input_event`]: approvals, pause events, late deadlines),
-/// Q1 and W1; the first violation. S3 comes before S9 on purpose: settling
+/// Q1, R1 and W1; the first violation. S3 comes before S9 on purpose: settling
 /// with no evidence at all is S3, settling a rollback on evidence that does
 /// not prove it is S9. W1 comes last so an event the other rules already
 /// name keeps their words; it must come before `apply`, which asserts it.
@@ -480,6 +480,7 @@ pub fn check_event(before: &ControllerState, event: &Event) -> Result<(), Violat
     s9_restore_needs_proof(before, event)?;
     crate::input_rules::check_input_event(before, event)?;
     crate::q1_quarantine_silences(before, event)?;
+    crate::r1_roster_holds(before, event)?;
     w1_names_what_exists(before, event)
 }
 

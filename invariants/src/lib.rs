@@ -27,6 +27,10 @@
 //!   judges an event (no grant to a quarantined node, no command in its
 //!   effects), [`q1_no_command_to_quarantined`] judges effects a runtime
 //!   is about to perform; `check_event` runs the first.
+//! - **R1** (the roster, issue #11): [`r1_roster_holds`] judges an event:
+//!   enrollment takes the next id and a fresh name, nothing is granted to
+//!   a retired node, a node with a live op is not retired; `check_event`
+//!   runs it.
 //!
 //! [`check_history`] folds a whole event log and runs all controller checks;
 //! it backs `fleetweft log verify` and the runtime's tests.
@@ -40,6 +44,7 @@ mod event_rules;
 mod history;
 mod input_rules;
 mod quarantine_rules;
+mod roster_rules;
 mod runtime_rules;
 mod scoped;
 mod state_rules;
@@ -63,6 +68,7 @@ pub use input_rules::{
     s8_close_only_settled, s8_settled_op_stays_settled,
 };
 pub use quarantine_rules::{q1_no_command_to_quarantined, q1_quarantine_silences};
+pub use roster_rules::r1_roster_holds;
 pub use runtime_rules::{s10_human_waits_survive, s6_answers_agree, s7_persist_before_reply};
 pub use scoped::{check_state_touched, Touched};
 pub use state_rules::{
@@ -126,11 +132,16 @@ pub enum Rule {
     /// quarantined node until an operator releases it. Code `Q1`.
     /// Appended last.
     QuarantineSilences,
+    /// The roster: a node is enrolled once, under a fresh name, taking the
+    /// next id (its enrollment order); nothing is granted to a retired
+    /// node, and a node holding a live op is not retired. Code `R1`.
+    /// Appended last.
+    RosterHolds,
 }
 
 impl Rule {
     /// Every rule, in order.
-    pub const ALL: [Rule; 16] = [
+    pub const ALL: [Rule; 17] = [
         Rule::S1,
         Rule::S2,
         Rule::S3,
@@ -147,6 +158,7 @@ impl Rule {
         Rule::NamesWhatExists,
         Rule::EndsWhenNothingLeft,
         Rule::QuarantineSilences,
+        Rule::RosterHolds,
     ];
 
     /// The rule's code as SPEC §2 writes it: `"S1"` … `"S11"`; `"P1"` for
@@ -169,6 +181,7 @@ impl Rule {
             Rule::NamesWhatExists => "W1",
             Rule::EndsWhenNothingLeft => "L1",
             Rule::QuarantineSilences => "Q1",
+            Rule::RosterHolds => "R1",
         }
     }
 
@@ -191,6 +204,7 @@ impl Rule {
             Rule::NamesWhatExists => "events name what exists",
             Rule::EndsWhenNothingLeft => "a rollout with nothing left ends",
             Rule::QuarantineSilences => "quarantine silences",
+            Rule::RosterHolds => "the roster holds",
         }
     }
 }
@@ -249,7 +263,7 @@ mod tests {
             "S5 pause stops grants, not accounting"
         );
         let codes: Vec<&str> = Rule::ALL.iter().map(|r| r.code()).collect();
-        assert_eq!(codes.len(), 16);
+        assert_eq!(codes.len(), 17);
         assert_eq!(codes[10], "S11");
         assert_eq!(Rule::ProofIsReadback.to_string(), "P1 proof is a readback");
         assert_eq!(

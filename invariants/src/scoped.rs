@@ -81,7 +81,10 @@ fn names(event: &Event) -> (Option<RolloutId>, Option<OpId>, Option<NodeId>) {
         | Event::NodeHello { node, .. }
         | Event::NodeQuarantined { node, .. }
         | Event::NodeReleased { node }
-        | Event::CertRevoked { node, .. } => (None, None, Some(*node)),
+        | Event::CertRevoked { node, .. }
+        | Event::NodeEnrolled { node, .. }
+        | Event::NodeLabeled { node, .. }
+        | Event::NodeRetired { node } => (None, None, Some(*node)),
     }
 }
 

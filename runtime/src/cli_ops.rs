@@ -534,10 +534,13 @@ pub fn render_unresolved(entries: &[Unresolved]) -> String {
 pub struct StartRequest {
     /// The signed bundle's bytes.
     pub bundle: Vec<u8>,
-    /// Canary node.
-    pub canary: String,
+    /// Canary node (with `select`, the first selected node when `None`).
+    pub canary: Option<String>,
     /// Followers in order.
     pub followers: Vec<String>,
+    /// `--select k=v,...`: the followers are the enrolled nodes whose
+    /// labels hold every pair, resolved once by the controller.
+    pub select: Option<model::controller::Labels>,
     /// Slot budget.
     pub slots: u16,
     /// Wait for approval after the canary.
@@ -556,6 +559,7 @@ pub async fn rollout_start(
         release: digest.clone(),
         canary: request.canary,
         followers: request.followers,
+        select: request.select,
         slots: request.slots,
         approve_after_canary: request.approve_after_canary,
     };
@@ -714,4 +718,60 @@ async fn node_write(
         },
         code: EXIT_OK,
     })
+}
+
+/// Parses `k=v` pairs (`--label k=v`, `--select k=v,k2=v2`) into labels;
+/// the error names the pair that is not `key=value`. The controller checks
+/// the limits (characters, lengths, count).
+pub fn parse_pairs<'a>(
+    pairs: impl IntoIterator<Item = &'a str>,
+) -> Result<model::controller::Labels, String> {
+    let mut labels = model::controller::Labels::new();
+    for pair in pairs {
+        let Some((k, v)) = pair.split_once('=') else {
+            return Err(format!("{pair:?} is not key=value"));
+        };
+        if labels.insert(k.to_string(), v.to_string()).is_some() {
+            return Err(format!("label {k} is given twice"));
+        }
+    }
+    Ok(labels)
+}
+
+/// `fleetweft node add NAME --label k=v --public ADDR`: enroll a node.
+pub async fn node_add(
+    client: &ApiClient,
+    name: &str,
+    labels: &model::controller::Labels,
+    public: &str,
+    json: bool,
+) -> Result<Output, Failure> {
+    let body = serde_json::json!({ "name": name, "labels": labels, "public": public });
+    let answer: serde_json::Value = client.post_json("/api/nodes", &body).await?;
+    Ok(Output {
+        text: if json {
+            json_text(&answer)
+        } else {
+            events_text(&answer)
+        },
+        code: EXIT_OK,
+    })
+}
+
+/// `fleetweft node label NAME k=v ... key-`: set labels (`k=v`) and drop
+/// them (`key-`).
+pub async fn node_label(
+    client: &ApiClient,
+    name: &str,
+    set: &model::controller::Labels,
+    remove: &[String],
+    json: bool,
+) -> Result<Output, Failure> {
+    let body = serde_json::json!({ "set": set, "remove": remove });
+    node_write(client, name, "labels", &body, json).await
+}
+
+/// `fleetweft node retire NAME`: refused while the node holds a live op.
+pub async fn node_retire(client: &ApiClient, name: &str, json: bool) -> Result<Output, Failure> {
+    node_write(client, name, "retire", &serde_json::json!({}), json).await
 }

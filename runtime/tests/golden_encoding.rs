@@ -42,6 +42,15 @@ fn observation() -> RouteObservation {
     }
 }
 
+/// Two labels, so the map's encoding (length, then pairs in key order) is
+/// pinned.
+fn labels() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("region".to_string(), "eu".to_string()),
+        ("tier".to_string(), "edge".to_string()),
+    ])
+}
+
 fn event_variant(e: &Event) -> &'static str {
     match e {
         Event::RolloutStarted { .. } => "RolloutStarted",
@@ -70,6 +79,9 @@ fn event_variant(e: &Event) -> &'static str {
         Event::NodeQuarantined { .. } => "NodeQuarantined",
         Event::NodeReleased { .. } => "NodeReleased",
         Event::CertRevoked { .. } => "CertRevoked",
+        Event::NodeEnrolled { .. } => "NodeEnrolled",
+        Event::NodeLabeled { .. } => "NodeLabeled",
+        Event::NodeRetired { .. } => "NodeRetired",
         Event::RolloutPolicySet { .. } => "RolloutPolicySet",
     }
 }
@@ -181,6 +193,17 @@ fn events() -> Vec<Event> {
             node: NODE,
             fingerprint: V1,
         },
+        Event::NodeEnrolled {
+            node: NODE,
+            name: "edge-7".into(),
+            labels: labels(),
+            public: "10.0.0.12:8080".into(),
+        },
+        Event::NodeLabeled {
+            node: NODE,
+            labels: labels(),
+        },
+        Event::NodeRetired { node: NODE },
         Event::RolloutPolicySet {
             rollout: R,
             policy: model::plan::Policy {
@@ -462,7 +485,24 @@ fn the_largest_events_fit_the_event_bound() {
         owner: text.clone(),
         review_by: text,
     };
-    for event in [widest, claim] {
+    use model::controller::roster::{
+        LABELS_PER_NODE_MAX, LABEL_KEY_BYTES_MAX, LABEL_VALUE_BYTES_MAX, NODE_NAME_BYTES_MAX,
+        PUBLIC_ROUTE_BYTES_MAX,
+    };
+    // The roster's limits bound an enrollment: every label at its longest.
+    let labels: BTreeMap<String, String> = (0..LABELS_PER_NODE_MAX)
+        .map(|i| {
+            let key = format!("{i:0>width$}", width = LABEL_KEY_BYTES_MAX);
+            (key, "v".repeat(LABEL_VALUE_BYTES_MAX))
+        })
+        .collect();
+    let enrolled = Event::NodeEnrolled {
+        node: NodeId(model::plan::NODES_MAX as u32 - 1),
+        name: "n".repeat(NODE_NAME_BYTES_MAX),
+        labels,
+        public: "p".repeat(PUBLIC_ROUTE_BYTES_MAX),
+    };
+    for event in [widest, claim, enrolled] {
         let len = eventlog::encode_payload(&event).expect("encode").len();
         assert!(
             len <= EVENT_BYTES_BOUND,

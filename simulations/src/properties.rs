@@ -78,6 +78,7 @@ pub fn property_name(rule: Rule) -> &'static str {
         Rule::NamesWhatExists => "W1 events name what exists",
         Rule::EndsWhenNothingLeft => "L1 a rollout with nothing left ends",
         Rule::QuarantineSilences => "Q1 quarantine silences",
+        Rule::RosterHolds => "R1 the roster holds",
     }
 }
 

@@ -8,7 +8,7 @@ use super::state::{
     Quarantine, Resolution, Rollout, RolloutStatus, OP_EVIDENCE_MAX,
 };
 use crate::evidence::ProbeVerdict;
-use crate::ids::{OpId, RolloutId};
+use crate::ids::{NodeId, OpId, RolloutId};
 use crate::msg::{Decision, ReportKind};
 use std::fmt;
 use std::sync::Arc;
@@ -24,6 +24,11 @@ pub enum MissingReferent {
     /// The event names a rollout that was never started, or starts one
     /// whose id is not the next.
     Rollout(RolloutId),
+    /// The event names a node that was never enrolled, or enrolls one
+    /// whose id is not the next (enrollment order). Appended last.
+    Node(NodeId),
+    /// The event enrolls a name already enrolled as this node.
+    NameTaken(NodeId),
     /// The event changes an op that settled in a finished rollout and was
     /// archived: nothing can change it any more.
     Archived(OpId),
@@ -35,6 +40,13 @@ impl fmt::Display for MissingReferent {
         match self {
             MissingReferent::Op(op) => write!(f, "op {op}, which was never granted"),
             MissingReferent::Rollout(r) => write!(f, "rollout {r}, which was never started"),
+            MissingReferent::Node(n) => write!(
+                f,
+                "node {n}, which was never enrolled (or is not the next to enroll)"
+            ),
+            MissingReferent::NameTaken(n) => {
+                write!(f, "a name already enrolled as node {n}")
+            }
             MissingReferent::Archived(op) => {
                 write!(
                     f,
@@ -106,6 +118,22 @@ pub fn referents_exist(state: &ControllerState, event: &Event) -> Result<(), Mis
         | Event::NodeQuarantined { .. }
         | Event::NodeReleased { .. }
         | Event::CertRevoked { .. } => Ok(()),
+        Event::NodeEnrolled { node, name, .. } => {
+            if let Some(taken) = state.roster.id(name) {
+                return Err(MissingReferent::NameTaken(taken));
+            }
+            if *node == state.roster.next_id() {
+                Ok(())
+            } else {
+                Err(MissingReferent::Node(*node))
+            }
+        }
+        Event::NodeLabeled { node, .. } | Event::NodeRetired { node } => {
+            match state.roster.get(*node) {
+                Some(_) => Ok(()),
+                None => Err(MissingReferent::Node(*node)),
+            }
+        }
     }
 }
 
@@ -363,6 +391,14 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
         Event::CertRevoked { node, fingerprint } => {
             state.revoked_certs.insert(*fingerprint, *node);
         }
+        Event::NodeEnrolled {
+            node,
+            name,
+            labels,
+            public,
+        } => state.roster.enroll(*node, name, labels, public),
+        Event::NodeLabeled { node, labels } => state.roster.relabel(*node, labels),
+        Event::NodeRetired { node } => state.roster.retire(*node),
         Event::LateReportIgnored { .. }
         | Event::StaleCommandRejected { .. }
         | Event::ForeignMessageIgnored { .. }

@@ -167,6 +167,24 @@ pub enum Event {
         node: NodeId,
         fingerprint: Digest,
     },
+    /// A node joined the fleet under `name`; `node` is its enrollment
+    /// order. Appended last so older logs decode.
+    NodeEnrolled {
+        node: NodeId,
+        name: String,
+        labels: super::roster::Labels,
+        public: String,
+    },
+    /// A node's labels are now `labels` (the whole set). Appended last.
+    NodeLabeled {
+        node: NodeId,
+        labels: super::roster::Labels,
+    },
+    /// A node left the fleet: nothing is granted to it and its agent is
+    /// refused; its id and name are never reused. Appended last.
+    NodeRetired {
+        node: NodeId,
+    },
     /// The rollout's waves and failure budgets, recorded right after its
     /// `RolloutStarted` in the same batch when they are not the default.
     /// Appended last.
@@ -326,6 +344,22 @@ impl fmt::Display for Event {
                 "certificate {} of {node} revoked",
                 fingerprint.to_hex()
             ),
+            Event::NodeEnrolled {
+                node,
+                name,
+                labels,
+                public,
+            } => write!(
+                f,
+                "{node} enrolled as {name:?}, labels [{}], public route {public}",
+                label_text(labels)
+            ),
+            Event::NodeLabeled { node, labels } => {
+                write!(f, "{node} labels now [{}]", label_text(labels))
+            }
+            Event::NodeRetired { node } => {
+                write!(f, "{node} retired: nothing more is granted to it")
+            }
             Event::RolloutPolicySet { rollout, policy } => {
                 write!(f, "rollout {rollout}: {} waves", policy.waves())?;
                 if let Some(m) = policy.max_failed {
@@ -338,4 +372,10 @@ impl fmt::Display for Event {
             }
         }
     }
+}
+
+/// `k=v,k2=v2`, in key order.
+fn label_text(labels: &super::roster::Labels) -> String {
+    let pairs: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    pairs.join(",")
 }

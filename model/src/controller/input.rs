@@ -73,4 +73,20 @@ pub enum Input {
     /// Operator: revoke the certificate with this SHA-256 fingerprint,
     /// presented by or issued for `node`.
     RevokeCert { node: NodeId, fingerprint: Digest },
+    /// Operator: enroll a node under a fresh name; it takes the next
+    /// [`NodeId`] (enrollment order).
+    EnrollNode {
+        name: String,
+        labels: super::roster::Labels,
+        public: String,
+    },
+    /// Operator: set the labels in `set` and drop the keys in `remove`
+    /// (drops first) on an enrolled, not retired node.
+    LabelNode {
+        name: String,
+        set: super::roster::Labels,
+        remove: std::collections::BTreeSet<String>,
+    },
+    /// Operator: retire a node; refused while it holds a live op.
+    RetireNode { name: String },
 }

@@ -5,6 +5,7 @@ pub mod apply;
 pub mod effects;
 pub mod event;
 pub mod input;
+pub mod roster;
 pub mod state;
 pub mod step;
 
@@ -12,6 +13,7 @@ pub use apply::{apply, referents_exist, MissingReferent};
 pub use effects::{current_command, effects, Effect};
 pub use event::Event;
 pub use input::Input;
+pub use roster::{Labels, Roster, RosterEntry, RosterLimit};
 pub use state::*;
 pub use step::{decision_for, operator_actions, progress, step, OperatorAction, Refusal};
 

@@ -432,6 +432,10 @@ pub struct ControllerState {
     /// each was revoked for: the handshake refuses them.
     #[serde(default)]
     pub revoked_certs: OrdMap<Digest, NodeId>,
+    /// The enrolled nodes: names, labels, public routes, retirements.
+    /// Empty in a log written before enrollment existed.
+    #[serde(default)]
+    pub roster: super::roster::Roster,
 }
 
 impl ControllerState {

@@ -62,6 +62,24 @@ pub enum Refusal {
     /// A peer address over [`super::state::PEER_TEXT_MAX`] characters.
     /// Appended last.
     InvalidPeer(NodeId),
+    /// Enroll a name that is already enrolled (retired names are never
+    /// reused). Appended last.
+    NodeNameTaken(String),
+    /// No node is enrolled under this name. Appended last.
+    UnknownNode(String),
+    /// The node is retired. Appended last.
+    NodeRetired(String),
+    /// Retire a node that holds a live op: settle or resolve it first.
+    /// Appended last.
+    NodeHasLiveOp {
+        name: String,
+        op: OpId,
+    },
+    /// A name, a label or a public route over its limit, or a full
+    /// roster. Appended last.
+    RosterLimit(super::roster::RosterLimit),
+    /// A plan names a retired node. Appended last.
+    PlanNodeRetired(NodeId),
     /// Resume a rollout that is over its failure budget (B1). Appended last.
     OverBudget(RolloutId),
 }
@@ -117,6 +135,20 @@ impl fmt::Display for Refusal {
                 "a peer address of {node} is longer than {} characters",
                 super::state::PEER_TEXT_MAX
             ),
+            Refusal::NodeNameTaken(name) => write!(
+                f,
+                "a node named {name} is already enrolled (names of retired nodes are never reused)"
+            ),
+            Refusal::UnknownNode(name) => write!(f, "no node named {name} is enrolled"),
+            Refusal::NodeRetired(name) => write!(f, "node {name} is retired"),
+            Refusal::NodeHasLiveOp { name, op } => write!(
+                f,
+                "node {name} holds live {op}: settle or resolve it before retiring the node"
+            ),
+            Refusal::RosterLimit(limit) => write!(f, "{limit}"),
+            Refusal::PlanNodeRetired(node) => {
+                write!(f, "the plan names {node}, which is retired")
+            }
             Refusal::OverBudget(r) => write!(
                 f,
                 "rollout {r} is over its failure budget (too many failed, or too many UNKNOWN ops): it grants nothing more; settle the UNKNOWN ops, or start a new rollout"
@@ -130,6 +162,12 @@ impl fmt::Display for Refusal {
 }
 
 impl std::error::Error for Refusal {}
+
+impl From<super::roster::RosterLimit> for Refusal {
+    fn from(limit: super::roster::RosterLimit) -> Self {
+        Refusal::RosterLimit(limit)
+    }
+}
 
 impl From<PlanError> for Refusal {
     fn from(e: PlanError) -> Self {
@@ -289,6 +327,13 @@ fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal>
                 fingerprint: *fingerprint,
             }])
         }
+        Input::EnrollNode {
+            name,
+            labels,
+            public,
+        } => super::roster::enroll(state, name, labels, public),
+        Input::LabelNode { name, set, remove } => super::roster::label(state, name, set, remove),
+        Input::RetireNode { name } => super::roster::retire(state, name),
         Input::Timeout { op } => Ok(match state.op(*op) {
             // Silence never settles and never frees a slot (S3): it only
             // makes the op UNKNOWN. A second timeout changes nothing.
@@ -306,6 +351,9 @@ fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal>
 fn start(state: &ControllerState, plan: &Plan, policy: &Policy) -> Result<Vec<Event>, Refusal> {
     plan.validate()?;
     policy.validate(plan)?;
+    if let Some(node) = plan.nodes().find(|n| state.roster.is_retired(*n)) {
+        return Err(Refusal::PlanNodeRetired(node));
+    }
     let rollout = RolloutId(state.rollouts.len() as u32);
     let mut events = Vec::new();
     if let Some(active) = state.active_rollout() {
@@ -825,7 +873,8 @@ fn grant(
     // S2: never a second unsettled op on a node (maybe from an older
     // rollout). Q1: nothing is granted to a quarantined node; the rollout
     // waits for an operator.
-    if record.live_op.is_some() || state.is_quarantined(node) {
+    // R1: nothing is granted to a retired node either.
+    if record.live_op.is_some() || state.is_quarantined(node) || state.roster.is_retired(node) {
         return None;
     }
     // A drifted node's baseline is what was observed there, never the old

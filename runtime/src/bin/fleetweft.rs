@@ -217,7 +217,8 @@ enum Command {
         #[command(subcommand)]
         command: RolloutCommand,
     },
-    /// Node identities: release a quarantine, revoke a certificate.
+    /// The fleet roster and node identities: enroll, label and retire
+    /// nodes, release a quarantine, revoke a certificate.
     Node {
         #[command(subcommand)]
         command: NodeCommand,
@@ -226,6 +227,38 @@ enum Command {
 
 #[derive(Subcommand)]
 enum NodeCommand {
+    /// Enroll a node: it takes the next node id; its agent is accepted
+    /// with any fleet-CA certificate for NAME (`fleetweft pki issue NAME`).
+    Add {
+        /// The node's name (1-63 of a-z, 0-9, '-'; the certificate's id).
+        name: String,
+        /// A label, key=value (repeat for more).
+        #[arg(long = "label", value_name = "K=V")]
+        labels: Vec<String>,
+        /// The node's public route, probed by the controller (HOST:PORT).
+        #[arg(long, value_name = "ADDR")]
+        public: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Set labels (key=value) and drop them (key-) on a node.
+    Label {
+        /// The node.
+        name: String,
+        /// key=value to set, key- to drop.
+        #[arg(required = true, value_name = "K=V|K-")]
+        changes: Vec<String>,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Retire a node: nothing more is granted to it and its agent is
+    /// refused. Refused while the node holds a live op.
+    Retire {
+        /// The node.
+        name: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
     /// Release a node quarantined after an identity conflict: its
     /// connections are closed, its agents reconnect, and commands flow
     /// again (a second conflict quarantines it again).
@@ -277,12 +310,18 @@ enum RolloutCommand {
         /// The signed bundle file.
         #[arg(long)]
         bundle: PathBuf,
-        /// The canary node.
-        #[arg(long)]
-        canary: String,
+        /// The canary node. With --select and no --canary, the first
+        /// selected node is the canary.
+        #[arg(long, required_unless_present = "select")]
+        canary: Option<String>,
         /// Followers in order, comma-separated.
-        #[arg(long, value_delimiter = ',')]
+        #[arg(long, value_delimiter = ',', conflicts_with = "select")]
         followers: Vec<String>,
+        /// Select the followers by labels, e.g. region=eu,tier=edge: every
+        /// enrolled, not retired node whose labels hold all pairs, in
+        /// enrollment order, resolved once by the controller at start.
+        #[arg(long, value_name = "K=V,...")]
+        select: Option<String>,
         /// How many ops may hold a slot at once (UNKNOWN ones count).
         #[arg(long)]
         slots: u16,
@@ -598,6 +637,48 @@ fn main() -> ExitCode {
             })
         }
         Command::Rollout { command } => return rollout(command),
+        Command::Node {
+            command:
+                NodeCommand::Add {
+                    name,
+                    labels,
+                    public,
+                    api,
+                },
+        } => {
+            let labels = match runtime::cli_ops::parse_pairs(labels.iter().map(String::as_str)) {
+                Ok(l) => l,
+                Err(why) => return usage(&format!("--label: {why}")),
+            };
+            return api_command(&api, |c, json| async move {
+                runtime::cli_ops::node_add(&c, &name, &labels, &public, json).await
+            });
+        }
+        Command::Node {
+            command: NodeCommand::Label { name, changes, api },
+        } => {
+            let (drops, sets): (Vec<&String>, Vec<&String>) = changes
+                .iter()
+                .partition(|c| !c.contains('=') && c.ends_with('-'));
+            let remove: Vec<String> = drops
+                .iter()
+                .map(|c| c.trim_end_matches('-').to_string())
+                .collect();
+            let set = match runtime::cli_ops::parse_pairs(sets.iter().map(|s| s.as_str())) {
+                Ok(l) => l,
+                Err(why) => return usage(&format!("{why} (give key=value, or key- to drop)")),
+            };
+            return api_command(&api, |c, json| async move {
+                runtime::cli_ops::node_label(&c, &name, &set, &remove, json).await
+            });
+        }
+        Command::Node {
+            command: NodeCommand::Retire { name, api },
+        } => {
+            return api_command(&api, |c, json| async move {
+                runtime::cli_ops::node_retire(&c, &name, json).await
+            })
+        }
         Command::Node {
             command: NodeCommand::Release { node, api },
         } => {
@@ -1120,10 +1201,19 @@ fn rollout(command: RolloutCommand) -> ExitCode {
             bundle,
             canary,
             followers,
+            select,
             slots,
             approve_after_canary,
             api,
         } => {
+            let select = match select
+                .as_deref()
+                .map(|s| runtime::cli_ops::parse_pairs(s.split(',')))
+                .transpose()
+            {
+                Ok(s) => s,
+                Err(why) => return usage(&format!("--select: {why}")),
+            };
             let bytes = match protocol::bundle::read_bundle(&bundle) {
                 Ok(b) => b,
                 Err(e) => {
@@ -1135,6 +1225,7 @@ fn rollout(command: RolloutCommand) -> ExitCode {
                 bundle: bytes,
                 canary,
                 followers,
+                select,
                 slots,
                 approve_after_canary,
             };
@@ -1152,6 +1243,12 @@ fn rollout(command: RolloutCommand) -> ExitCode {
             runtime::cli_ops::rollout_command(&c, "approve", &id, json).await
         }),
     }
+}
+
+/// A usage error: printed, with the usage exit code.
+fn usage(message: &str) -> ExitCode {
+    eprintln!("fleetweft: {message}");
+    ExitCode::from(runtime::cli_ops::EXIT_USAGE)
 }
 
 /// Run one API command: token, client, runtime, print, exit code.

@@ -52,7 +52,9 @@ pub fn router(api: Api) -> Router {
         .route("/api/bundles", post(upload_bundle))
         .route("/api/rollouts", get(list_rollouts).post(start_rollout))
         .route("/api/rollouts/{id}", get(one_rollout))
-        .route("/api/nodes", get(list_nodes))
+        .route("/api/nodes", get(list_nodes).post(enroll_node))
+        .route("/api/nodes/{name}/labels", post(label_node))
+        .route("/api/nodes/{name}/retire", post(retire_node))
         .route("/api/rollouts/{id}/pause", post(pause))
         .route("/api/rollouts/{id}/resume", post(resume))
         .route("/api/rollouts/{id}/approve", post(approve))
@@ -169,6 +171,15 @@ pub struct NodeDto {
     /// two peer addresses that presented its certificate.
     #[serde(default)]
     pub quarantined: Option<[String; 2]>,
+    /// Its labels (matched by `select`).
+    #[serde(default)]
+    pub labels: model::controller::Labels,
+    /// Its public route, probed by the controller.
+    #[serde(default)]
+    pub public: String,
+    /// Retired: nothing is granted to it and its agent is refused.
+    #[serde(default)]
+    pub retired: bool,
 }
 
 /// A recorded observation of a node.
@@ -193,7 +204,7 @@ pub struct StatusDto {
     pub generation: u64,
     /// Rollouts, oldest first.
     pub rollouts: Vec<RolloutDto>,
-    /// Nodes in fleet order.
+    /// Enrolled nodes in enrollment order (retired ones flagged).
     pub nodes: Vec<NodeDto>,
     /// Ops, oldest first.
     pub ops: Vec<OpDto>,
@@ -204,9 +215,9 @@ fn hex(d: Digest) -> String {
 }
 
 /// Build the status DTO from a snapshot.
-pub fn status_dto(cfg: &ControllerConfig, snap: &Snapshot) -> StatusDto {
+pub fn status_dto(snap: &Snapshot) -> StatusDto {
     let s = &snap.state;
-    let name = |n: NodeId| cfg.node_name(n);
+    let name = |n: NodeId| s.roster.display_name(n);
     let rollouts = s
         .rollouts
         .iter()
@@ -272,15 +283,16 @@ pub fn status_dto(cfg: &ControllerConfig, snap: &Snapshot) -> StatusDto {
             holds_slot: o.occupies_slot(),
         })
         .collect();
-    let nodes = cfg
-        .nodes
+    let nodes = s
+        .roster
         .iter()
-        .enumerate()
-        .map(|(i, n)| {
-            let id = NodeId(i as u32);
+        .map(|(id, n)| {
             let record = s.nodes.get(&id).cloned().unwrap_or_default();
             NodeDto {
                 name: n.name.clone(),
+                labels: n.labels.clone(),
+                public: n.public.clone(),
+                retired: n.retired,
                 connected: snap.connected.contains(&id),
                 confirmed: record.confirmed.map(hex),
                 reported_serving: record.reported_serving.map(hex),
@@ -313,7 +325,7 @@ pub fn status_dto(cfg: &ControllerConfig, snap: &Snapshot) -> StatusDto {
 
 async fn status(State(api): State<Api>) -> Response {
     match api.core.snapshot().await {
-        Some(snap) => Json(status_dto(&api.cfg, &snap)).into_response(),
+        Some(snap) => Json(status_dto(&snap)).into_response(),
         None => error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped"),
     }
 }
@@ -342,7 +354,7 @@ async fn events(State(api): State<Api>, Query(q): Query<EventsQuery>) -> Respons
         .into_iter()
         .map(|(sequence, event)| EventDto {
             sequence,
-            text: super::core::describe(&api.cfg, &event),
+            text: super::core::describe(&api.core.roster(), &event),
             event,
         })
         .collect();
@@ -377,11 +389,17 @@ async fn upload_bundle(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
 pub struct StartRollout {
     /// Release digest (hex) of an uploaded bundle.
     pub release: String,
-    /// Canary node.
-    pub canary: String,
+    /// Canary node. Optional with `select`: the first selected node.
+    #[serde(default)]
+    pub canary: Option<String>,
     /// Followers in order.
     #[serde(default)]
     pub followers: Vec<String>,
+    /// Instead of `followers`: every enrolled, not retired node whose
+    /// labels hold all these pairs, in enrollment order, resolved once at
+    /// start (the plan records the list).
+    #[serde(default)]
+    pub select: Option<model::controller::Labels>,
     /// Slot budget.
     pub slots: u16,
     /// Wait for approval after the canary.
@@ -403,22 +421,10 @@ async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
             "field `release`: no such bundle uploaded",
         );
     }
-    let unknown = |field: &str, name: &str| {
-        error(
-            StatusCode::BAD_REQUEST,
-            format!("field `{field}`: unknown node {name}"),
-        )
+    let (canary, followers) = match resolve_nodes(&api, &request) {
+        Ok(nodes) => nodes,
+        Err(why) => return bad_request(why),
     };
-    let Some(canary) = api.cfg.node_id(&request.canary) else {
-        return unknown("canary", &request.canary);
-    };
-    let mut followers = Vec::new();
-    for f in &request.followers {
-        match api.cfg.node_id(f) {
-            Some(n) => followers.push(n),
-            None => return unknown("followers", f),
-        }
-    }
     let plan = Plan {
         release,
         canary,
@@ -427,6 +433,55 @@ async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
         approval_after_canary: request.approve_after_canary,
     };
     respond(&api, Input::StartRollout { plan }).await
+}
+
+/// The plan's canary and followers. Named nodes must be enrolled; a
+/// `select` is resolved here, once, on the roster as of now: the enrolled,
+/// not retired nodes whose labels hold every pair, in enrollment order,
+/// the canary excluded (the first selected node when no canary is named).
+/// The resolved list goes into the plan, so `RolloutStarted` records it
+/// and a replay never resolves again.
+fn resolve_nodes(api: &Api, request: &StartRollout) -> Result<(NodeId, Vec<NodeId>), String> {
+    let roster = api.core.roster();
+    let named = |field: &str, name: &str| {
+        roster
+            .id(name)
+            .ok_or_else(|| format!("field `{field}`: no node {name} is enrolled"))
+    };
+    let canary = match &request.canary {
+        Some(name) => Some(named("canary", name)?),
+        None => None,
+    };
+    let Some(selector) = &request.select else {
+        // parse_start_rollout refused a request with neither.
+        let canary = canary.ok_or("field `canary`: name a canary, or give `select` to pick one")?;
+        let followers = request
+            .followers
+            .iter()
+            .map(|f| named("followers", f))
+            .collect::<Result<_, _>>()?;
+        return Ok((canary, followers));
+    };
+    if !request.followers.is_empty() {
+        return Err("field `select`: give either `followers` or `select`, not both".into());
+    }
+    let mut selected = roster.select(selector).filter(|n| Some(*n) != canary);
+    let Some(canary) = canary.or_else(|| selected.next()) else {
+        return Err(empty_selection(selector));
+    };
+    let followers: Vec<NodeId> = selected.collect();
+    if followers.is_empty() && request.canary.is_some() {
+        return Err(empty_selection(selector));
+    }
+    Ok((canary, followers))
+}
+
+fn empty_selection(selector: &model::controller::Labels) -> String {
+    let pairs: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!(
+        "field `select`: {} matches no enrolled node that is not retired (besides the canary)",
+        pairs.join(",")
+    )
 }
 
 /// Parses a `POST /api/rollouts` body and decodes its release digest; the
@@ -444,6 +499,11 @@ pub fn parse_start_rollout(body: &[u8]) -> Result<(StartRollout, Digest), String
             return Err(format!("malformed request: {field}{e}"));
         }
     };
+    if request.canary.is_none() && request.select.is_none() {
+        return Err(String::from(
+            "field `canary`: name a canary, or give `select` to pick one",
+        ));
+    }
     let Some(release) = agentless_digest(&request.release) else {
         return Err(String::from("field `release`: expected 64 hex digits"));
     };
@@ -461,9 +521,14 @@ fn bad_field(body: &[u8]) -> Option<&'static str> {
             .is_some_and(|a| a.iter().all(|x| x.is_string()))
     };
     type Check<'a> = (&'static str, &'a dyn Fn(&Value) -> bool);
-    let checks: [Check; 5] = [
+    let is_string_map = |v: &Value| {
+        v.as_object()
+            .is_some_and(|m| m.values().all(|x| x.is_string()))
+    };
+    let checks: [Check; 6] = [
         ("release", &|v: &Value| v.is_string()),
         ("canary", &|v: &Value| v.is_string()),
+        ("select", &is_string_map),
         ("followers", &is_string_list),
         ("slots", &|v: &Value| {
             v.as_u64().is_some_and(|n| n <= u64::from(u16::MAX))
@@ -486,20 +551,35 @@ fn rollout_id(text: &str) -> Option<RolloutId> {
 }
 
 async fn respond(api: &Api, input: Input) -> Response {
-    match api.core.input(input).await {
-        Ok(events) => Json(serde_json::json!({
-            "events": events.iter().map(|(s, e)| serde_json::json!({
-                "sequence": s,
-                "text": super::core::describe(&api.cfg, e),
-            })).collect::<Vec<_>>(),
-        }))
-        .into_response(),
-        Err(refusal)
-            if refusal.starts_with("unknown rollout") || refusal.starts_with("unknown op") =>
-        {
-            error(StatusCode::NOT_FOUND, refusal)
+    use super::core::InputError;
+    match api.core.submit(input).await {
+        Ok(events) => {
+            let roster = api.core.roster();
+            Json(serde_json::json!({
+                "events": events.iter().map(|(s, e)| serde_json::json!({
+                    "sequence": s,
+                    "text": super::core::describe(&roster, e),
+                })).collect::<Vec<_>>(),
+            }))
+            .into_response()
         }
-        Err(refusal) => error(StatusCode::CONFLICT, refusal),
+        Err(InputError::Refused(refusal)) => error(refusal_status(&refusal), refusal.to_string()),
+        Err(stopped @ InputError::Stopped) => {
+            error(StatusCode::SERVICE_UNAVAILABLE, stopped.to_string())
+        }
+    }
+}
+
+/// The HTTP status of a refusal, by its type: 404 for what does not
+/// exist, 400 for input over a limit, 409 for what the state forbids now.
+fn refusal_status(refusal: &model::controller::Refusal) -> StatusCode {
+    use model::controller::Refusal;
+    match refusal {
+        Refusal::UnknownRollout(_) | Refusal::UnknownOp(_) | Refusal::UnknownNode(_) => {
+            StatusCode::NOT_FOUND
+        }
+        Refusal::RosterLimit(_) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::CONFLICT,
     }
 }
 
@@ -545,7 +625,7 @@ async fn node_proof(
     Path(name): Path<String>,
     Query(q): Query<ProofQuery>,
 ) -> Response {
-    let Some(node) = api.cfg.node_id(&name) else {
+    let Some(node) = api.core.roster().id(&name) else {
         return error(
             StatusCode::NOT_FOUND,
             format!("no node {name} in the fleet"),
@@ -594,7 +674,7 @@ async fn rollout_proof(
             }
         }
     }
-    let names = |n: NodeId| api.cfg.node_name(n);
+    let names = |n: NodeId| snap.state.roster.display_name(n);
     match crate::proof::rollout_proof(&snap.state, r.id, &names, &|n| fresh.get(&n).cloned()) {
         Some(proof) => Json(proof).into_response(),
         None => error(StatusCode::NOT_FOUND, format!("no rollout {id}")),
@@ -657,7 +737,7 @@ async fn observe_node(
     if let Some(rejection) = unauthorized(&api, &headers) {
         return rejection;
     }
-    let Some(node) = api.cfg.node_id(&name) else {
+    let Some(node) = api.core.roster().id(&name) else {
         return error(
             StatusCode::NOT_FOUND,
             format!("no node {name} in the fleet"),
@@ -671,7 +751,7 @@ async fn observe_node(
         Ok(events) => (
             events
                 .iter()
-                .map(|(s, e)| format!("#{s} {}", super::core::describe(&api.cfg, e)))
+                .map(|(s, e)| format!("#{s} {}", super::core::describe(&api.core.roster(), e)))
                 .collect(),
             None,
         ),
@@ -706,6 +786,114 @@ fn no_such_node(name: &str) -> Response {
     )
 }
 
+/// `POST /api/nodes`: enroll a node, `{"name", "labels"?, "public"}`. The
+/// public route must be an address the controller can probe.
+async fn enroll_node(State(api): State<Api>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Some(rejection) = unauthorized(&api, &headers) {
+        return rejection;
+    }
+    let map = match json_object(&body, &["name", "labels", "public"]) {
+        Ok(map) => map,
+        Err(why) => return bad_request(why),
+    };
+    let Some(name) = map.get("name").and_then(|v| v.as_str()) else {
+        return bad_request("field `name`: expected a string");
+    };
+    let labels = match string_map(map.get("labels"), "labels") {
+        Ok(labels) => labels,
+        Err(why) => return bad_request(why),
+    };
+    let Some(public) = map.get("public").and_then(|v| v.as_str()) else {
+        return bad_request("field `public`: expected an address such as 10.0.0.5:8080");
+    };
+    if let Err(e) = public.parse::<std::net::SocketAddr>() {
+        return bad_request(format!(
+            "field `public`: {public:?} is not an address such as 10.0.0.5:8080: {e}"
+        ));
+    }
+    let input = Input::EnrollNode {
+        name: name.to_string(),
+        labels,
+        public: public.to_string(),
+    };
+    respond(&api, input).await
+}
+
+/// `POST /api/nodes/{name}/labels`: `{"set": {k: v}, "remove": [k]}`.
+async fn label_node(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Response {
+    if let Some(rejection) = unauthorized(&api, &headers) {
+        return rejection;
+    }
+    let map = match json_object(&body, &["set", "remove"]) {
+        Ok(map) => map,
+        Err(why) => return bad_request(why),
+    };
+    let set = match string_map(map.get("set"), "set") {
+        Ok(set) => set,
+        Err(why) => return bad_request(why),
+    };
+    let remove = match map.get("remove") {
+        None => Default::default(),
+        Some(serde_json::Value::Array(keys)) => {
+            match keys
+                .iter()
+                .map(|k| k.as_str().map(str::to_string))
+                .collect()
+            {
+                Some(keys) => keys,
+                None => return bad_request("field `remove`: expected a list of label keys"),
+            }
+        }
+        Some(_) => return bad_request("field `remove`: expected a list of label keys"),
+    };
+    respond(&api, Input::LabelNode { name, set, remove }).await
+}
+
+/// `POST /api/nodes/{name}/retire`: refused (409) while the node holds a
+/// live op.
+async fn retire_node(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Response {
+    if let Some(rejection) = unauthorized(&api, &headers) {
+        return rejection;
+    }
+    if !body.is_empty() {
+        if let Err(why) = json_object(&body, &[]) {
+            return bad_request(why);
+        }
+    }
+    respond(&api, Input::RetireNode { name }).await
+}
+
+/// A JSON object of strings (labels); absent is empty.
+fn string_map(
+    v: Option<&serde_json::Value>,
+    field: &str,
+) -> Result<model::controller::Labels, String> {
+    let expected =
+        || format!("field `{field}`: expected an object of strings, like {{\"region\": \"eu\"}}");
+    match v {
+        None => Ok(Default::default()),
+        Some(serde_json::Value::Object(m)) => m
+            .iter()
+            .map(|(k, v)| {
+                v.as_str()
+                    .map(|v| (k.clone(), v.to_string()))
+                    .ok_or_else(expected)
+            })
+            .collect(),
+        Some(_) => Err(expected()),
+    }
+}
+
 /// `POST /api/nodes/{name}/release`: an operator lifts a quarantine.
 async fn release_node(
     State(api): State<Api>,
@@ -721,7 +909,8 @@ async fn release_node(
             return bad_request(why);
         }
     }
-    match api.cfg.node_id(&name) {
+    let node = api.core.roster().id(&name);
+    match node {
         Some(node) => respond(&api, Input::ReleaseNode { node }).await,
         None => no_such_node(&name),
     }
@@ -740,7 +929,7 @@ async fn revoke_cert(
     if let Some(rejection) = unauthorized(&api, &headers) {
         return rejection;
     }
-    let Some(node) = api.cfg.node_id(&name) else {
+    let Some(node) = api.core.roster().id(&name) else {
         return no_such_node(&name);
     };
     let given = if body.is_empty() {
@@ -785,7 +974,7 @@ async fn unresolved(State(api): State<Api>) -> Response {
     let Some(snap) = api.core.snapshot().await else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
     };
-    let names = |n: NodeId| api.cfg.node_name(n);
+    let names = |n: NodeId| snap.state.roster.display_name(n);
     Json(crate::proof::unresolved(
         &snap.state,
         &names,
@@ -808,11 +997,11 @@ async fn dashboard(State(api): State<Api>) -> Response {
         .into_iter()
         .map(|(sequence, event)| EventDto {
             sequence,
-            text: super::core::describe(&api.cfg, &event),
+            text: super::core::describe(&api.core.roster(), &event),
             event,
         })
         .collect();
-    let data = super::dashboard::data(&api.cfg, &snap, events);
+    let data = super::dashboard::data(&snap, events);
     axum::response::Html(super::dashboard::render(&data)).into_response()
 }
 
@@ -825,7 +1014,7 @@ async fn metrics(State(api): State<Api>) -> Response {
             axum::http::header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        super::dashboard::metrics(&api.cfg, &snap, std::time::SystemTime::now()),
+        super::dashboard::metrics(&snap, std::time::SystemTime::now()),
     )
         .into_response()
 }
@@ -865,19 +1054,29 @@ pub struct Probed {
 /// controller saw them. Proofs show the agent's latest reported numbers
 /// alongside (see `crate::proof`).
 pub async fn probe_route(api: &Api, node: NodeId) -> Result<Probed, Response> {
-    let name = api.cfg.node_name(node);
-    let Some(entry) = api.cfg.nodes.get(node.0 as usize) else {
-        return Err(error(
-            StatusCode::NOT_FOUND,
-            format!("no node {name} in the fleet"),
-        ));
-    };
     let Some(snap) = api.core.snapshot().await else {
         return Err(error(
             StatusCode::SERVICE_UNAVAILABLE,
             "controller core stopped",
         ));
     };
+    let name = snap.state.roster.display_name(node);
+    let Some(entry) = snap.state.roster.get(node) else {
+        return Err(error(
+            StatusCode::NOT_FOUND,
+            format!("no node {name} is enrolled"),
+        ));
+    };
+    // The roster keeps the route as text; enrollment checked it parses.
+    let public: std::net::SocketAddr = entry.public.parse().map_err(|e| {
+        error(
+            StatusCode::CONFLICT,
+            format!(
+                "{name}'s public route {:?} is not an address: {e}",
+                entry.public
+            ),
+        )
+    })?;
     let (expected, other) = snap.state.releases_to_judge(node);
     let Some(release) = expected else {
         return Err(error(
@@ -886,7 +1085,7 @@ pub async fn probe_route(api: &Api, node: NodeId) -> Result<Probed, Response> {
         ));
     };
     let spec = probe_spec(api, release).map_err(|e| error(StatusCode::CONFLICT, e))?;
-    let mut answer = crate::client::get_route(entry.public, &spec.path).await;
+    let mut answer = crate::client::get_route(public, &spec.path).await;
     let mut judged = (release, spec);
     // The route says it serves the op's other release: judge it by that
     // release's own spec (asking again if that spec probes another path).
@@ -897,7 +1096,7 @@ pub async fn probe_route(api: &Api, node: NodeId) -> Result<Probed, Response> {
     if let Some(alt) = other.filter(|alt| identity == Some(*alt)) {
         let alt_spec = probe_spec(api, alt).map_err(|e| error(StatusCode::CONFLICT, e))?;
         if alt_spec.path != judged.1.path {
-            answer = crate::client::get_route(entry.public, &alt_spec.path).await;
+            answer = crate::client::get_route(public, &alt_spec.path).await;
         }
         judged = (alt, alt_spec);
     }
@@ -1239,7 +1438,7 @@ async fn openapi() -> Response {
 
 async fn list_rollouts(State(api): State<Api>) -> Response {
     match api.core.snapshot().await {
-        Some(snap) => Json(status_dto(&api.cfg, &snap).rollouts).into_response(),
+        Some(snap) => Json(status_dto(&snap).rollouts).into_response(),
         None => error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped"),
     }
 }
@@ -1248,11 +1447,7 @@ async fn one_rollout(State(api): State<Api>, Path(id): Path<String>) -> Response
     let Some(snap) = api.core.snapshot().await else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
     };
-    match status_dto(&api.cfg, &snap)
-        .rollouts
-        .into_iter()
-        .find(|r| r.id == id)
-    {
+    match status_dto(&snap).rollouts.into_iter().find(|r| r.id == id) {
         Some(rollout) => Json(rollout).into_response(),
         None => error(StatusCode::NOT_FOUND, format!("no rollout {id}")),
     }
@@ -1260,7 +1455,7 @@ async fn one_rollout(State(api): State<Api>, Path(id): Path<String>) -> Response
 
 async fn list_nodes(State(api): State<Api>) -> Response {
     match api.core.snapshot().await {
-        Some(snap) => Json(status_dto(&api.cfg, &snap).nodes).into_response(),
+        Some(snap) => Json(status_dto(&snap).nodes).into_response(),
         None => error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped"),
     }
 }

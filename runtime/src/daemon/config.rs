@@ -5,8 +5,10 @@ use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-/// Upper bound on the config file size.
-pub const CONFIG_BYTES_MAX: u64 = 64 * 1024;
+/// Upper bound on the config file size: a bootstrap `[[nodes]]` list of
+/// `model::plan::NODES_MAX` entries at about 100 bytes each (name, route,
+/// a few labels) fits.
+pub const CONFIG_BYTES_MAX: u64 = 16 * 1024 * 1024;
 
 /// The whole controller configuration.
 #[derive(Clone, Debug, Deserialize)]
@@ -16,8 +18,11 @@ pub struct ControllerConfig {
     pub data_dir: PathBuf,
     /// The QUIC address agents connect to.
     pub listen: SocketAddr,
-    /// The fleet, in order: a node's position is its id in the event log,
-    /// so append new nodes at the end and never reorder.
+    /// Bootstrap nodes: at start, each entry whose name is not enrolled yet
+    /// is enrolled (`NodeEnrolled`), in file order. Entries already
+    /// enrolled change nothing (the log holds the roster), so the list may
+    /// be reordered or shortened; `fleetweft node add` enrolls more.
+    #[serde(default)]
     pub nodes: Vec<NodeEntry>,
     /// TLS material.
     pub tls: TlsSection,
@@ -59,6 +64,9 @@ pub struct NodeEntry {
     pub name: String,
     /// The node's public route, probed by the controller.
     pub public: SocketAddr,
+    /// Its labels at enrollment (`fleetweft node label` changes them).
+    #[serde(default)]
+    pub labels: model::controller::Labels,
 }
 
 /// TLS files.
@@ -170,11 +178,6 @@ impl ControllerConfig {
             detail,
         };
         let cfg: ControllerConfig = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
-        if cfg.nodes.is_empty() {
-            return Err(invalid(
-                "key `nodes`: expected at least one [[nodes]] entry".into(),
-            ));
-        }
         if cfg.nodes.len() > model::plan::NODES_MAX {
             return Err(invalid(format!(
                 "key `nodes`: {} nodes exceed the limit of {}",
@@ -186,6 +189,8 @@ impl ControllerConfig {
         for (i, node) in cfg.nodes.iter().enumerate() {
             protocol::pki::validate_node_id(&node.name)
                 .map_err(|e| invalid(format!("key `nodes[{i}].name`: {e}")))?;
+            model::controller::roster::validate_labels(&node.labels)
+                .map_err(|e| invalid(format!("key `nodes[{i}].labels`: {e}")))?;
             if !seen.insert(node.name.clone()) {
                 return Err(invalid(format!(
                     "key `nodes[{i}].name`: {} appears twice",
@@ -204,20 +209,5 @@ impl ControllerConfig {
             ));
         }
         Ok(cfg)
-    }
-
-    /// The node id of a name, if it is in the fleet.
-    pub fn node_id(&self, name: &str) -> Option<model::NodeId> {
-        self.nodes
-            .iter()
-            .position(|n| n.name == name)
-            .map(|i| model::NodeId(i as u32))
-    }
-
-    /// The name of a node id.
-    pub fn node_name(&self, node: model::NodeId) -> String {
-        self.nodes
-            .get(node.0 as usize)
-            .map_or_else(|| node.to_string(), |n| n.name.clone())
     }
 }

@@ -7,9 +7,10 @@ use super::config::ControllerConfig;
 use super::readback::ReadBacks;
 pub use super::readback::{ReadBack, ReadBackError, ReadBackReply};
 use crate::controller::{Controller, ControllerError};
-use model::controller::{ControllerState, Effect, Event, Input};
+use model::controller::{ControllerState, Effect, Event, Input, Roster};
 use model::{NodeId, OpId, ToAgent};
 use std::collections::HashMap;
+use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{mpsc, oneshot};
 
@@ -140,9 +141,22 @@ pub struct Snapshot {
 #[derive(Clone)]
 pub struct CoreHandle {
     tx: mpsc::Sender<Command>,
+    /// The fleet roster as of the last durable events: the core folds each
+    /// roster event into it (no clone per event) before it answers the
+    /// input, so a reader sees an enrollment once it was acknowledged.
+    roster: Arc<RwLock<Roster>>,
 }
 
 impl CoreHandle {
+    /// The roster as of the last durable events: who is enrolled, under
+    /// which name, labels and public route. Hold it briefly, never across
+    /// an `.await`.
+    pub fn roster(&self) -> RwLockReadGuard<'_, Roster> {
+        // A panic while folding cannot leave the roster half-written (each
+        // fold is one push or one field), so a poisoned lock is still sound.
+        self.roster.read().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Feed an input and wait for its durable outcome.
     pub async fn input(&self, input: Input) -> Result<Vec<(u64, Event)>, String> {
         self.submit(input).await.map_err(|e| e.to_string())
@@ -160,6 +174,34 @@ impl CoreHandle {
             Ok(outcome) => outcome.map_err(InputError::Refused),
             Err(_) => Err(InputError::Stopped),
         }
+    }
+
+    /// Feed inputs in order without waiting for each outcome before sending
+    /// the next (the core handles its queue in order, so their events are
+    /// in this order too), then wait for every outcome: a core that commits
+    /// queued inputs together can then flush them together.
+    pub async fn submit_all(
+        &self,
+        inputs: impl IntoIterator<Item = Input>,
+    ) -> Vec<Result<Vec<(u64, Event)>, InputError>> {
+        let mut answers = Vec::new();
+        for input in inputs {
+            let (reply, answer) = oneshot::channel();
+            self.send(Command::Input {
+                input,
+                reply: Some(reply),
+            })
+            .await;
+            answers.push(answer);
+        }
+        let mut outcomes = Vec::with_capacity(answers.len());
+        for answer in answers {
+            outcomes.push(match answer.await {
+                Ok(outcome) => outcome.map_err(InputError::Refused),
+                Err(_) => Err(InputError::Stopped),
+            });
+        }
+        outcomes
     }
 
     /// Send a command unless the core's queue is full (for the core's own
@@ -262,11 +304,11 @@ impl Identities {
     /// to it and, since the node is quarantined, nothing it says is
     /// recorded. Keeping it open stops the two agents from replacing each
     /// other (and from reconnecting) while an operator looks.
-    fn mute(&mut self, cfg: &ControllerConfig, node: NodeId, link: Link) {
+    fn mute(&mut self, state: &ControllerState, node: NodeId, link: Link) {
         let muted = self.muted.entry(node).or_default();
         tracing::warn!(
             "{} is quarantined (identity conflict): connection from {} kept open, muted",
-            cfg.node_name(node),
+            state.roster.display_name(node),
             link.peer
         );
         muted.push_back(link);
@@ -305,7 +347,10 @@ pub fn spawn(
     deny: protocol::tls::DenyList,
 ) -> CoreHandle {
     let (tx, rx) = mpsc::channel(CORE_QUEUE_MAX);
-    let handle = CoreHandle { tx: tx.clone() };
+    let handle = CoreHandle {
+        tx: tx.clone(),
+        roster: Arc::new(RwLock::new(controller.state().roster.clone())),
+    };
     let identities = Identities::new(deny, controller.state(), &history);
     tokio::spawn(run(
         controller,
@@ -371,8 +416,10 @@ async fn run(
                 match outcome {
                     Ok(ready) => {
                         let (events, effects) = ready.into_parts();
+                        fold_roster(&me.roster, &events);
+                        let roster = &controller.state().roster;
                         for (sequence, event) in &events {
-                            tracing::info!(sequence, "{}", describe(&cfg, event));
+                            tracing::info!(sequence, "{}", describe(roster, event));
                         }
                         for effect in effects {
                             match effect {
@@ -387,7 +434,7 @@ async fn run(
                                         tracing::warn!(
                                             "FAULT INJECTION: dropping the commit reply for {} to {} (the decision is durable)",
                                             msg.op(),
-                                            cfg.node_name(to)
+                                            roster.display_name(to)
                                         );
                                         continue;
                                     }
@@ -398,7 +445,7 @@ async fn run(
                                                 // waiting for an unrelated reconnect. Close the
                                                 // link instead: the agent reconnects, says hello,
                                                 // and gets its live op's current command again.
-                                                tracing::warn!("{} is not keeping up: closing its connection so it resyncs on reconnect", cfg.node_name(to));
+                                                tracing::warn!("{} is not keeping up: closing its connection so it resyncs on reconnect", roster.display_name(to));
                                                 link.conn.close(
                                                     quinn::VarInt::from_u32(1),
                                                     b"controller queue full: reconnect to resync",
@@ -408,7 +455,7 @@ async fn run(
                                         }
                                         None => tracing::info!(
                                             "{} is not connected; it gets the command when it says hello",
-                                            cfg.node_name(to)
+                                            roster.display_name(to)
                                         ),
                                     }
                                 }
@@ -418,7 +465,7 @@ async fn run(
                         track_unknown(controller.state(), &mut unknown_since);
                         for (sequence, event) in &events {
                             log_index.record(*sequence, event, controller.state());
-                            identity_event(&cfg, event, &mut links, &mut ids);
+                            identity_event(controller.state(), event, &mut links, &mut ids);
                         }
                         history.extend(events.iter().cloned());
                         if history.len() > EVENTS_IN_MEMORY_MAX {
@@ -454,11 +501,18 @@ async fn run(
                     tx,
                     conn,
                 };
+                // The link task looked the name up before a retirement may
+                // have become durable: check again here, where events fold.
+                if controller.state().roster.is_retired(node) {
+                    link.conn
+                        .close(quinn::VarInt::from_u32(CLOSE_IDENTITY), b"node retired");
+                    continue;
+                }
                 if let Some(fingerprint) = link.fingerprint {
                     ids.presented.insert(node, fingerprint);
                 }
                 if controller.state().is_quarantined(node) {
-                    ids.mute(&cfg, node, link);
+                    ids.mute(controller.state(), node, link);
                     continue;
                 }
                 let peer = link.peer;
@@ -468,7 +522,8 @@ async fn run(
                         .close(0u32.into(), b"replaced by a newer connection");
                     readbacks.disconnected(node, old.id, Instant::now());
                     if ids.watch.replaced(node, Instant::now()) {
-                        report_conflict(&cfg, &me, node, old.peer, peer);
+                        let name = controller.state().roster.display_name(node);
+                        report_conflict(&name, &me, node, old.peer, peer);
                     }
                 }
             }
@@ -522,15 +577,14 @@ async fn run(
 /// Feed the conflict the watch found. The core never waits on its own
 /// queue; if it is full the next replacement reports again.
 fn report_conflict(
-    cfg: &ControllerConfig,
+    name: &str,
     me: &CoreHandle,
     node: NodeId,
     first: std::net::SocketAddr,
     second: std::net::SocketAddr,
 ) {
     tracing::warn!(
-        "identity conflict: two live connections present {}'s certificate ({first} and {second})",
-        cfg.node_name(node)
+        "identity conflict: two live connections present {name}'s certificate ({first} and {second})"
     );
     let input = Input::IdentityConflict {
         node,
@@ -550,7 +604,7 @@ fn report_conflict(
 /// at the handshake), a revocation denies the certificate and closes the
 /// connections that presented it.
 fn identity_event(
-    cfg: &ControllerConfig,
+    state: &ControllerState,
     event: &Event,
     links: &mut HashMap<NodeId, Link>,
     ids: &mut Identities,
@@ -559,7 +613,21 @@ fn identity_event(
         Event::NodeQuarantined { node, .. } => {
             ids.conflicts += 1;
             if let Some(link) = links.remove(node) {
-                ids.mute(cfg, *node, link);
+                ids.mute(state, *node, link);
+            }
+        }
+        Event::NodeRetired { node } => {
+            // A retired node's agent is refused from now on: cut what it
+            // has open (it is refused again when it reconnects).
+            let muted = ids.muted.remove(node).unwrap_or_default();
+            for link in muted.into_iter().chain(links.remove(node)) {
+                tracing::warn!(
+                    "closing {}'s connection from {}: the node is retired",
+                    state.roster.display_name(*node),
+                    link.peer
+                );
+                link.conn
+                    .close(quinn::VarInt::from_u32(CLOSE_IDENTITY), b"node retired");
             }
         }
         Event::NodeReleased { node } => {
@@ -633,15 +701,142 @@ fn arm(core: &CoreHandle, op: model::OpId, after: Duration) {
     });
 }
 
-/// An event in domain words with node names.
-pub fn describe(cfg: &ControllerConfig, event: &Event) -> String {
-    let mut text = event.to_string();
-    // Model node ids print as node-a, node-b, ...; show configured names.
-    for (i, node) in cfg.nodes.iter().enumerate().rev() {
-        let id = NodeId(i as u32).to_string();
-        if id != node.name {
-            text = text.replace(&id, &node.name);
+/// Fold the roster events of a durable batch into the shared roster.
+fn fold_roster(roster: &RwLock<Roster>, events: &[(u64, Event)]) {
+    let is_roster = |e: &Event| {
+        matches!(
+            e,
+            Event::NodeEnrolled { .. } | Event::NodeLabeled { .. } | Event::NodeRetired { .. }
+        )
+    };
+    if !events.iter().any(|(_, e)| is_roster(e)) {
+        return;
+    }
+    let mut roster = roster.write().unwrap_or_else(|p| p.into_inner());
+    for (_, event) in events {
+        roster.fold(event);
+    }
+}
+
+/// An event in domain words with node names: each model node id in the
+/// text (`node-a` … `node-z`, `node-26` …) becomes the node's enrolled
+/// name, in one pass over the text (O(text · log n), not one replace per
+/// node of the fleet). Quoted text (an enrolled name) is left as it is.
+pub fn describe(roster: &Roster, event: &Event) -> String {
+    let text = event.to_string();
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    let mut quoted = false;
+    while let Some(at) = rest.find(['"', 'n']) {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        if rest.starts_with('"') {
+            quoted = !quoted;
+            out.push('"');
+            rest = &rest[1..];
+            continue;
+        }
+        let boundary = out
+            .chars()
+            .last()
+            .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '-'));
+        match (quoted || !boundary, node_token(rest)) {
+            (false, Some((node, len))) => {
+                out.push_str(&roster.display_name(node));
+                rest = &rest[len..];
+            }
+            _ => {
+                out.push('n');
+                rest = &rest[1..];
+            }
         }
     }
-    text
+    out.push_str(rest);
+    out
+}
+
+/// The model node id `text` starts with (as `NodeId`'s `Display` prints
+/// it) and its length in bytes.
+fn node_token(text: &str) -> Option<(NodeId, usize)> {
+    let tail = text.strip_prefix("node-")?;
+    let word_len = tail
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .unwrap_or(tail.len());
+    let word = &tail[..word_len];
+    let node = match word.as_bytes() {
+        [letter] if letter.is_ascii_lowercase() => NodeId(u32::from(letter - b'a')),
+        digits if !digits.is_empty() && digits.iter().all(u8::is_ascii_digit) => {
+            let n: u32 = word.parse().ok()?;
+            // Below 26 the id prints as a letter: digits there are a name.
+            if n < 26 {
+                return None;
+            }
+            NodeId(n)
+        }
+        _ => return None,
+    };
+    Some((node, "node-".len() + word_len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe;
+    use model::controller::{Event, Labels, Roster};
+    use model::{NodeId, OpId};
+
+    fn roster(names: &[&str]) -> Roster {
+        let mut roster = Roster::default();
+        for (i, name) in names.iter().enumerate() {
+            roster.fold(&Event::NodeEnrolled {
+                node: NodeId(i as u32),
+                name: name.to_string(),
+                labels: Labels::new(),
+                public: "127.0.0.1:1".into(),
+            });
+        }
+        roster
+    }
+
+    #[test]
+    fn describe_names_every_node_once_and_leaves_quoted_names_alone() {
+        // Names that look like other nodes' ids must not be renamed twice.
+        let mut names: Vec<String> = (0..30).map(|i| format!("edge-{i}")).collect();
+        names[0] = "node-b".into();
+        names[1] = "node-27".into();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let roster = roster(&refs);
+        let foreign = Event::ForeignMessageIgnored {
+            node: NodeId(0),
+            op: OpId(3),
+            owner: Some(NodeId(1)),
+        };
+        assert_eq!(
+            describe(&roster, &foreign),
+            "node-b spoke about node-27's op op3: ignored (a node cannot speak for another)"
+        );
+        let late = Event::LateReportIgnored {
+            node: NodeId(27),
+            op: OpId(9),
+        };
+        assert_eq!(
+            describe(&roster, &late),
+            "late report from edge-27 for op9 ignored"
+        );
+        let enrolled = Event::NodeEnrolled {
+            node: NodeId(2),
+            name: "node-a".into(),
+            labels: Labels::new(),
+            public: "127.0.0.1:1".into(),
+        };
+        assert_eq!(
+            describe(&roster, &enrolled),
+            "edge-2 enrolled as \"node-a\", labels [], public route 127.0.0.1:1"
+        );
+        // A node never enrolled keeps its model id.
+        let ghost = Event::NodeRetired { node: NodeId(40) };
+        assert_eq!(
+            describe(&Roster::default(), &ghost),
+            "node-40 retired: nothing more is granted to it"
+        );
+    }
 }

@@ -14,7 +14,6 @@
 //! back.
 
 use super::api::{status_dto, EventDto, StatusDto};
-use super::config::ControllerConfig;
 use super::core::Snapshot;
 use crate::proof::{NodeProof, Unresolved, Verdict};
 use model::NodeId;
@@ -74,15 +73,15 @@ pub struct DashboardData {
 }
 
 /// Gather the DTOs from a snapshot.
-pub fn data(cfg: &ControllerConfig, snap: &Snapshot, events: Vec<EventDto>) -> DashboardData {
-    let names = |n: NodeId| cfg.node_name(n);
+pub fn data(snap: &Snapshot, events: Vec<EventDto>) -> DashboardData {
+    let roster = &snap.state.roster;
+    let names = |n: NodeId| roster.display_name(n);
     DashboardData {
-        status: status_dto(cfg, snap),
-        proofs: cfg
-            .nodes
+        status: status_dto(snap),
+        proofs: roster
             .iter()
-            .enumerate()
-            .map(|(i, n)| crate::proof::recorded_node_proof(&snap.state, NodeId(i as u32), &n.name))
+            .filter(|(_, e)| !e.retired)
+            .map(|(id, e)| crate::proof::recorded_node_proof(&snap.state, id, &e.name))
             .collect(),
         unresolved: crate::proof::unresolved(&snap.state, &names, &snap.log_index),
         events,
@@ -262,8 +261,8 @@ pub fn render(d: &DashboardData) -> String {
 }
 
 /// Prometheus text exposition of the snapshot.
-pub fn metrics(cfg: &ControllerConfig, snap: &Snapshot, now: SystemTime) -> String {
-    let s = status_dto(cfg, snap);
+pub fn metrics(snap: &Snapshot, now: SystemTime) -> String {
+    let s = status_dto(snap);
     let mut m = String::new();
     m.push_str("# HELP fleetweft_nodes_drifted Nodes whose latest observation contradicts their confirmed release.\n# TYPE fleetweft_nodes_drifted gauge\n");
     let _ = writeln!(
@@ -281,7 +280,7 @@ pub fn metrics(cfg: &ControllerConfig, snap: &Snapshot, now: SystemTime) -> Stri
         let _ = writeln!(
             m,
             "fleetweft_node_quarantined{{node=\"{}\",first_peer=\"{}\",second_peer=\"{}\"}} 1",
-            label(&cfg.node_name(*node)),
+            label(&snap.state.roster.display_name(*node)),
             label(&q.first_peer),
             label(&q.second_peer)
         );
@@ -367,8 +366,8 @@ pub fn metrics(cfg: &ControllerConfig, snap: &Snapshot, now: SystemTime) -> Stri
     );
     let _ = write!(
         m,
-        "# HELP fleetweft_nodes Nodes in the configured fleet.\n# TYPE fleetweft_nodes gauge\nfleetweft_nodes {}\n",
-        cfg.nodes.len()
+        "# HELP fleetweft_nodes Enrolled nodes that are not retired.\n# TYPE fleetweft_nodes gauge\nfleetweft_nodes {}\n",
+        snap.state.roster.iter().filter(|(_, e)| !e.retired).count()
     );
     m
 }
@@ -394,6 +393,9 @@ mod tests {
             drifted,
             observed: None,
             quarantined: None,
+            labels: Default::default(),
+            public: "127.0.0.1:8080".into(),
+            retired: false,
         }
     }
 

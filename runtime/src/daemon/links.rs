@@ -2,7 +2,6 @@
 //! a message), pipe frames to and from the core, serve bundles.
 
 use super::bundles::BundleDir;
-use super::config::ControllerConfig;
 use super::core::{Command, CoreHandle, LinkMsg, LINK_QUEUE_MAX};
 use super::rate::MessageBudget;
 use super::readback::ReadBack;
@@ -22,22 +21,16 @@ type Budgets = Arc<Mutex<HashMap<NodeId, MessageBudget>>>;
 static LINK_IDS: AtomicU64 = AtomicU64::new(1);
 
 /// Accept agents until the endpoint closes.
-pub async fn serve(
-    endpoint: ControllerEndpoint,
-    cfg: Arc<ControllerConfig>,
-    core: CoreHandle,
-    bundles: Arc<BundleDir>,
-) {
+pub async fn serve(endpoint: ControllerEndpoint, core: CoreHandle, bundles: Arc<BundleDir>) {
     let budgets: Budgets = Arc::default();
     while let Some(accepted) = endpoint.accept().await {
         match accepted {
             Err(e) => tracing::warn!("refused a connection: {e}"),
             Ok(link) => {
-                let cfg = cfg.clone();
                 let core = core.clone();
                 let bundles = bundles.clone();
                 let budgets = budgets.clone();
-                tokio::spawn(async move { handle(link, cfg, core, bundles, budgets).await });
+                tokio::spawn(async move { handle(link, core, bundles, budgets).await });
             }
         }
     }
@@ -45,18 +38,32 @@ pub async fn serve(
 
 async fn handle(
     link: protocol::quic::AgentLink,
-    cfg: Arc<ControllerConfig>,
     core: CoreHandle,
     bundles: Arc<BundleDir>,
     budgets: Budgets,
 ) {
-    let Some(node) = cfg.node_id(&link.node) else {
-        tracing::warn!(
-            "certificate names {} which is not in the fleet; closing",
-            link.node
-        );
-        link.conn.close(3u32.into(), b"unknown node");
-        return;
+    // Any certificate the fleet CA signed gets this far (the handshake
+    // checked the chain and the deny list); only an enrolled node that is
+    // not retired is let in.
+    let looked_up = {
+        let roster = core.roster();
+        roster.id(&link.node).map(|n| (n, roster.is_retired(n)))
+    };
+    let node = match looked_up {
+        Some((node, false)) => node,
+        Some((_, true)) => {
+            tracing::warn!("certificate names {}, which is retired; closing", link.node);
+            link.conn.close(3u32.into(), b"node retired");
+            return;
+        }
+        None => {
+            tracing::warn!(
+                "certificate names {}, which is not enrolled; closing",
+                link.node
+            );
+            link.conn.close(3u32.into(), b"unknown node");
+            return;
+        }
     };
     let control = match link.control().await {
         Ok(c) => c,

@@ -70,12 +70,8 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
     let cfg = Arc::new(cfg);
     let core = core::spawn(controller, history, (*cfg).clone(), allow_faults, deny);
     let bundles = Arc::new(bundle_dir);
-    tokio::spawn(links::serve(
-        endpoint,
-        cfg.clone(),
-        core.clone(),
-        bundles.clone(),
-    ));
+    bootstrap(&cfg, &core).await?;
+    tokio::spawn(links::serve(endpoint, core.clone(), bundles.clone()));
     let api = api::Api {
         cfg: cfg.clone(),
         core: core.clone(),
@@ -100,6 +96,42 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
         api,
         api_listener,
     })
+}
+
+/// Enroll each `[[nodes]]` entry of the config whose name is not enrolled
+/// yet, in file order, through the core like any input: the config is a
+/// bootstrap, not the roster. A node already enrolled keeps its id, name,
+/// labels and route whatever the file says now, so a reordered or
+/// shortened list changes nothing. On a log written before enrollment
+/// existed the roster is empty and the entries take ids 0, 1, … in file
+/// order: the positions that log already used.
+pub async fn bootstrap(cfg: &ControllerConfig, core: &core::CoreHandle) -> anyhow::Result<()> {
+    let missing: Vec<&config::NodeEntry> = {
+        let roster = core.roster();
+        cfg.nodes
+            .iter()
+            .filter(|n| roster.id(&n.name).is_none())
+            .collect()
+    };
+    if missing.is_empty() {
+        return Ok(());
+    }
+    tracing::info!(
+        "enrolling {} node(s) of controller.toml's [[nodes]] not enrolled yet",
+        missing.len()
+    );
+    let inputs = missing
+        .iter()
+        .map(|entry| model::controller::Input::EnrollNode {
+            name: entry.name.clone(),
+            labels: entry.labels.clone(),
+            public: entry.public.to_string(),
+        });
+    let outcomes = core.submit_all(inputs).await;
+    for (entry, outcome) in missing.iter().zip(outcomes) {
+        outcome.with_context(|| format!("enrolling node {} from [[nodes]]", entry.name))?;
+    }
+    Ok(())
 }
 
 impl Daemon {

@@ -16,6 +16,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("/api/rollouts", "post"),
     ("/api/rollouts/{id}", "get"),
     ("/api/nodes", "get"),
+    ("/api/nodes", "post"),
+    ("/api/nodes/{name}/labels", "post"),
+    ("/api/nodes/{name}/retire", "post"),
     ("/api/rollouts/{id}/pause", "post"),
     ("/api/rollouts/{id}/resume", "post"),
     ("/api/rollouts/{id}/approve", "post"),
@@ -102,7 +105,15 @@ fn schema_body(schema: Value) -> Value {
 /// The OpenAPI document.
 pub fn document() -> Value {
     let rollout = || vec![path_param("id", "rollout id: r0, r1, ...")];
-    let node = || vec![path_param("name", "node name from controller.toml")];
+    let node = || vec![path_param("name", "an enrolled node's name")];
+    let labels = || {
+        json!({
+            "type": "object",
+            "maxProperties": model::controller::roster::LABELS_PER_NODE_MAX,
+            "additionalProperties": { "type": "string", "pattern": "^[a-z0-9._-]{1,63}$" },
+            "description": "label key -> value; keys and values are 1-63 of a-z, 0-9, '.', '_', '-'",
+        })
+    };
     let op = || vec![path_param("op", "op id: op0, op1, ...")];
     let observation = json!({
         "type": "object",
@@ -145,7 +156,26 @@ pub fn document() -> Value {
                 json!({ "description": "text exposition format", "content": { "text/plain": { "schema": { "type": "string" } } } }), false) },
             "/api/status": { "get": read("fleet, rollouts and ops", vec![], json_answer("the status"), false) },
             "/api/rollouts/{id}": { "get": read("one rollout", vec![path_param("id", "a rollout id such as r0")], json_answer("the rollout"), true) },
-            "/api/nodes": { "get": read("every node of the fleet", vec![], json_answer("nodes in fleet order"), false) },
+            "/api/nodes": { "get": read("every enrolled node (retired ones flagged)", vec![], json_answer("nodes in enrollment order"), false),
+                "post": write("enroll a node: it takes the next node id (enrollment order); its agent is accepted with any fleet-CA certificate for its name. 409 when the name is taken (names of retired nodes are never reused), 400 over a limit", vec![],
+                Some(schema_body(json!({
+                    "type": "object", "required": ["name", "public"], "additionalProperties": false,
+                    "properties": {
+                        "name": { "type": "string", "pattern": "^[a-z0-9-]{1,63}$" },
+                        "labels": labels(),
+                        "public": { "type": "string", "maxLength": model::controller::roster::PUBLIC_ROUTE_BYTES_MAX, "example": "10.0.0.5:8080",
+                                    "description": "the node's public route (HOST:PORT), probed by the controller" },
+                    },
+                }))), false) },
+            "/api/nodes/{name}/labels": { "post": write("set and drop labels of a node (drops first); the event records the whole new set. 404 for a node never enrolled, 409 for a retired one", node(),
+                Some(schema_body(json!({
+                    "type": "object", "additionalProperties": false,
+                    "properties": {
+                        "set": labels(),
+                        "remove": { "type": "array", "items": { "type": "string" } },
+                    },
+                }))), true) },
+            "/api/nodes/{name}/retire": { "post": write("retire a node: nothing more is granted to it and its agent is refused (its connections are closed). Refused (409) while the node holds a live op, or when already retired", node(), None, true) },
             "/api/events": { "get": read("a page of the event log", vec![
                 json!({ "name": "from", "in": "query", "required": false, "schema": { "type": "integer", "minimum": 0 } }),
                 json!({ "name": "limit", "in": "query", "required": false, "schema": { "type": "integer", "minimum": 0, "maximum": super::api::EVENTS_PAGE_MAX } }),
@@ -154,11 +184,14 @@ pub fn document() -> Value {
                 Some(json!({ "application/octet-stream": { "schema": { "type": "string", "format": "binary" } } })), false) },
             "/api/rollouts": { "get": read("every rollout", vec![], json_answer("rollouts, oldest first"), false), "post": write("start a rollout (supersedes the active one)", vec![],
                 Some(schema_body(json!({
-                    "type": "object", "required": ["release", "canary", "slots"], "additionalProperties": false,
+                    "type": "object", "required": ["release", "slots"], "additionalProperties": false,
+                    "description": "canary, select, or both; followers and select exclude each other",
                     "properties": {
                         "release": { "type": "string", "pattern": "^[0-9a-f]{64}$" },
-                        "canary": { "type": "string" },
+                        "canary": { "type": "string", "nullable": true, "description": "the canary; with select and no canary, the first selected node" },
                         "followers": { "type": "array", "items": { "type": "string" } },
+                        "select": { "allOf": [labels()], "nullable": true,
+                                    "description": "the followers: every enrolled, not retired node whose labels hold all these pairs, in enrollment order, canary excluded; resolved once at start and recorded in the plan. 400 when it matches nothing" },
                         "slots": { "type": "integer", "minimum": 0, "maximum": 65535 },
                         "approve_after_canary": { "type": "boolean" },
                     },

@@ -125,7 +125,7 @@ pub async fn verify_forever(api: Api, every_s: u64) {
 }
 
 async fn verify_one(api: &Api, node: NodeId) {
-    let name = api.cfg.node_name(node);
+    let name = api.core.roster().display_name(node);
     let gathered = match gather(api, node).await {
         Ok(g) => g,
         Err(_) => return, // nothing intended for the node yet

@@ -19,6 +19,10 @@ pub struct Controller {
     pub token: String,
     pub token_file: PathBuf,
     pub bundle: PathBuf,
+    /// The fleet PKI (CA, node certificates) under `_dir/pki`.
+    pub pki: protocol::pki::FleetPki,
+    /// The QUIC port agents connect to.
+    pub quic_port: u16,
     pub _dir: tempfile::TempDir,
 }
 
@@ -91,12 +95,13 @@ impl Controller {
         let bundle = dir.path().join("v2.bundle");
         std::fs::write(&bundle, bundle_bytes).expect("bundle");
         let port = free_tcp_port();
+        let quic_port = free_udp_port();
         let mut text = format!(
             "data_dir = {:?}\nlisten = \"127.0.0.1:{}\"\n\n[api]\nlisten = \"127.0.0.1:{port}\"\n\n\
              [tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\noperator_token = {:?}\n\n\
              [bundles]\npubkey = {:?}\n\n[timing]\nop_timeout_ms = {OP_TIMEOUT_MS}\n",
             s(&dir.path().join("data")),
-            free_udp_port(),
+            quic_port,
             s(&pki.ca_cert()),
             s(&pki.controller_cert()),
             s(&pki.controller_key()),
@@ -119,6 +124,8 @@ impl Controller {
             token,
             token_file: pki.operator_token(),
             bundle,
+            pki,
+            quic_port,
             _dir: dir,
         };
         ctl.wait_up();
