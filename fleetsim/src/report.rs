@@ -6,6 +6,7 @@ use crate::options::Options;
 use crate::run::{Fleet, PROGRESS_EVERY_MS, ROLLOUT_POLL_MS};
 use crate::stats::{Percentiles, Stats};
 use anyhow::Context;
+use runtime::client::ApiClient;
 use runtime::daemon::api::{RolloutDto, StatusDto};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -153,6 +154,44 @@ pub fn metric(text: &str, name: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
+/// How many times a read the report needs is asked before the run gives
+/// up: a controller busy with a large fleet may miss the client's
+/// 10-second call timeout a few times.
+pub const API_READ_ATTEMPTS_MAX: u32 = 30;
+
+/// GET `path`, asking again while the controller is too busy to answer.
+pub async fn get_patiently<T: serde::de::DeserializeOwned>(
+    api: &ApiClient,
+    path: &str,
+) -> anyhow::Result<T> {
+    let mut attempt = 1;
+    loop {
+        match api.get::<T>(path).await {
+            Ok(value) => return Ok(value),
+            Err(e) if attempt < API_READ_ATTEMPTS_MAX => {
+                eprintln!("fleetsim: GET {path} (attempt {attempt}): {e}; asking again");
+                attempt += 1;
+            }
+            Err(e) => return Err(e).with_context(|| format!("GET {path}")),
+        }
+    }
+}
+
+/// `/metrics`, asking again while the controller is too busy to answer.
+pub async fn metrics_patiently(api: &ApiClient) -> anyhow::Result<String> {
+    let mut attempt = 1;
+    loop {
+        match api.get_text("/metrics").await {
+            Ok(text) => return Ok(text),
+            Err(e) if attempt < API_READ_ATTEMPTS_MAX => {
+                eprintln!("fleetsim: GET /metrics (attempt {attempt}): {e}; asking again");
+                attempt += 1;
+            }
+            Err(e) => return Err(e).context("GET /metrics"),
+        }
+    }
+}
+
 /// The rollout's end as seen by the wait.
 pub struct RolloutEnd {
     /// Its final DTO.
@@ -189,7 +228,7 @@ pub async fn run_rollout(options: &Options, fleet: &Fleet) -> anyhow::Result<Rol
         .post_json("/api/rollouts", &body)
         .await
         .context("starting the rollout")?;
-    let rollouts: Vec<RolloutDto> = fleet.api.get("/api/rollouts").await?;
+    let rollouts: Vec<RolloutDto> = get_patiently(&fleet.api, "/api/rollouts").await?;
     let id = rollouts
         .last()
         .context("no rollout after the start")?
@@ -203,7 +242,7 @@ pub async fn run_rollout(options: &Options, fleet: &Fleet) -> anyhow::Result<Rol
     let deadline = started + Duration::from_secs(options.timeout_s);
     let mut next_progress = started;
     loop {
-        let dto: RolloutDto = fleet.api.get(&format!("/api/rollouts/{id}")).await?;
+        let dto: RolloutDto = get_patiently(&fleet.api, &format!("/api/rollouts/{id}")).await?;
         let ended = ENDED_STATUSES.contains(&dto.status.as_str());
         if ended || Instant::now() > deadline {
             return Ok(RolloutEnd {
@@ -241,8 +280,8 @@ async fn progress(fleet: &Fleet, started: Instant, dto: &RolloutDto) {
 
 /// Everything but the restart, read once the rollout ended.
 pub async fn collect(options: &Options, fleet: &Fleet, end: RolloutEnd) -> anyhow::Result<Report> {
-    let status: StatusDto = fleet.api.get("/api/status").await?;
-    let unresolved: Vec<serde_json::Value> = fleet.api.get("/api/unresolved").await?;
+    let status: StatusDto = get_patiently(&fleet.api, "/api/status").await?;
+    let unresolved: Vec<serde_json::Value> = get_patiently(&fleet.api, "/api/unresolved").await?;
     let mut outcomes = BTreeMap::new();
     let ops: Vec<_> = status
         .ops
@@ -260,7 +299,7 @@ pub async fn collect(options: &Options, fleet: &Fleet, end: RolloutEnd) -> anyho
     let verified = outcomes.get("verified").copied().unwrap_or(0);
     let minutes = end.wall.as_secs_f64() / 60.0;
     let proc = crate::procfs::sample(fleet.pid)?;
-    let metrics = fleet.api.get_text("/metrics").await?;
+    let metrics = metrics_patiently(&fleet.api).await?;
     let n = fleet.names.len();
     let s = &fleet.shared.stats;
     Ok(Report {
@@ -356,7 +395,7 @@ async fn proofs(fleet: &Fleet, count: usize) -> BTreeMap<String, String> {
 /// Kill the controller, start it on the same log, time until its API
 /// answers; then stop it.
 pub async fn restart(fleet: &mut Fleet) -> anyhow::Result<RestartReport> {
-    let before = fleet.api.get_text("/metrics").await.ok();
+    let before = metrics_patiently(&fleet.api).await.ok();
     let controller = fleet
         .controller
         .take()

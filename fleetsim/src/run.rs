@@ -286,3 +286,34 @@ async fn connect_all(
     fleet.cpu_before_s = crate::procfs::sample(fleet.pid)?.cpu_s;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn faults_are_exact_disjoint_and_spare_the_canary() {
+        let options = Options::parse_from([
+            "fleetweft-fleetsim",
+            "--wrong",
+            "2%",
+            "--silent",
+            "2",
+            "--crash",
+            "1%",
+        ]);
+        let faults = assign_faults(1001, &options);
+        let count = |f: fn(&Faults) -> bool| faults.iter().filter(|x| f(x)).count();
+        assert_eq!(count(|f| f.wrong), 20);
+        assert_eq!(count(|f| f.silent), 20);
+        assert_eq!(count(|f| f.crash), 10);
+        assert_eq!(faults[0], Faults::default(), "the canary misbehaves");
+        let both = faults
+            .iter()
+            .filter(|f| [f.wrong, f.silent, f.crash].iter().filter(|b| **b).count() > 1)
+            .count();
+        assert_eq!(both, 0, "a node got two faults");
+        assert_eq!(assign_faults(1001, &options), faults, "not replayable");
+    }
+}
