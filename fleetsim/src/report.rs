@@ -241,19 +241,39 @@ pub async fn run_rollout(options: &Options, fleet: &Fleet) -> anyhow::Result<Rol
     );
     let deadline = started + Duration::from_secs(options.timeout_s);
     let mut next_progress = started;
+    let mut last: Option<RolloutDto> = None;
     loop {
-        let dto: RolloutDto = get_patiently(&fleet.api, &format!("/api/rollouts/{id}")).await?;
-        let ended = ENDED_STATUSES.contains(&dto.status.as_str());
+        // A controller falling behind may not answer within the client's
+        // timeout: keep asking until the deadline, never give up early.
+        match fleet
+            .api
+            .get::<RolloutDto>(&format!("/api/rollouts/{id}"))
+            .await
+        {
+            Ok(dto) => last = Some(dto),
+            Err(e) => eprintln!(
+                "fleetsim: [{:>6.1} s] GET /api/rollouts/{id}: {e}",
+                started.elapsed().as_secs_f64()
+            ),
+        }
+        let ended = last
+            .as_ref()
+            .is_some_and(|d| ENDED_STATUSES.contains(&d.status.as_str()));
         if ended || Instant::now() > deadline {
+            let wall = started.elapsed();
+            let dto = match last {
+                Some(dto) => dto,
+                None => get_patiently(&fleet.api, &format!("/api/rollouts/{id}")).await?,
+            };
             return Ok(RolloutEnd {
-                wall: started.elapsed(),
+                wall,
                 finished: ended,
                 dto,
             });
         }
-        if Instant::now() >= next_progress {
-            progress(fleet, started, &dto).await;
-            next_progress += Duration::from_millis(PROGRESS_EVERY_MS);
+        if let Some(dto) = last.as_ref().filter(|_| Instant::now() >= next_progress) {
+            progress(fleet, started, dto).await;
+            next_progress = Instant::now() + Duration::from_millis(PROGRESS_EVERY_MS);
         }
         tokio::time::sleep(Duration::from_millis(ROLLOUT_POLL_MS)).await;
     }
@@ -354,7 +374,13 @@ pub async fn collect(options: &Options, fleet: &Fleet, end: RolloutEnd) -> anyho
             crashes: Stats::get(&s.crashes),
             connect_failures: Stats::get(&s.connect_failures),
         },
-        proofs: proofs(fleet, options.proofs).await,
+        // Without agents (a timed-out run stopped them) a proof can only
+        // say that nothing answered: none are asked.
+        proofs: if fleet.tasks.is_empty() {
+            BTreeMap::new()
+        } else {
+            proofs(fleet, options.proofs).await
+        },
         restart: None,
     })
 }

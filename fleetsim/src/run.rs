@@ -65,13 +65,22 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     let dir = work_dir(options.dir.as_deref())?;
     let mut fleet = bring_up(options, &dir).await?;
     let rollout = report::run_rollout(options, &fleet).await?;
+    if !rollout.finished {
+        // Out of time: stop the agents' retries first, so a controller that
+        // fell behind drains its queue and can answer the report's reads.
+        stop_agents(&mut fleet);
+    }
     let mut report = report::collect(options, &fleet, rollout).await?;
+    stop_agents(&mut fleet);
+    report.restart = Some(report::restart(&mut fleet).await?);
+    Ok(report)
+}
+
+fn stop_agents(fleet: &mut Fleet) {
     for task in &fleet.tasks {
         task.abort();
     }
     fleet.tasks.clear();
-    report.restart = Some(report::restart(&mut fleet).await?);
-    Ok(report)
 }
 
 fn work_dir(given: Option<&Path>) -> anyhow::Result<PathBuf> {
