@@ -76,12 +76,15 @@ pub struct RolloutReport {
     pub finished: bool,
     /// From the start request to the end, in seconds.
     pub wall_s: f64,
+    /// From the start request until every op granted before the end was
+    /// settled or UNKNOWN, in seconds.
+    pub settled_s: f64,
     /// Ops granted.
     pub ops: usize,
     /// Ops by outcome (`verified`, `rolled-back`, ...; `unknown` holding a
     /// slot; `open` otherwise unsettled).
     pub outcomes: BTreeMap<String, usize>,
-    /// Verified ops per minute of wall time.
+    /// Verified ops per minute of `settled_s`.
     pub node_updates_per_min: f64,
     /// Entries in the handover report (`/api/unresolved`).
     pub unresolved: usize,
@@ -196,8 +199,11 @@ pub async fn metrics_patiently(api: &ApiClient) -> anyhow::Result<String> {
 pub struct RolloutEnd {
     /// Its final DTO.
     pub dto: RolloutDto,
-    /// Wall time.
+    /// Wall time to the end (completion or pause).
     pub wall: Duration,
+    /// Wall time until the ops granted before the end settled or went
+    /// UNKNOWN (equal to `wall` for a completed rollout).
+    pub settled: Duration,
     /// Whether it ended in time.
     pub finished: bool,
 }
@@ -265,8 +271,12 @@ pub async fn run_rollout(options: &Options, fleet: &Fleet) -> anyhow::Result<Rol
                 Some(dto) => dto,
                 None => get_patiently(&fleet.api, &format!("/api/rollouts/{id}")).await?,
             };
+            if ended && dto.status != "completed" {
+                settle_in_flight(options, fleet, &id).await;
+            }
             return Ok(RolloutEnd {
                 wall,
+                settled: started.elapsed(),
                 finished: ended,
                 dto,
             });
@@ -276,6 +286,27 @@ pub async fn run_rollout(options: &Options, fleet: &Fleet) -> anyhow::Result<Rol
             next_progress = Instant::now() + Duration::from_millis(PROGRESS_EVERY_MS);
         }
         tokio::time::sleep(Duration::from_millis(ROLLOUT_POLL_MS)).await;
+    }
+}
+
+/// A paused rollout's ops already granted go on: wait (at most twice the
+/// op timeout) until each is settled or UNKNOWN, so the report's outcomes
+/// and handover list are final rather than a snapshot mid-flight.
+async fn settle_in_flight(options: &Options, fleet: &Fleet, id: &str) {
+    let deadline = Instant::now() + Duration::from_millis(options.op_timeout_ms.saturating_mul(2));
+    while Instant::now() < deadline {
+        if let Ok(status) = fleet.api.get::<StatusDto>("/api/status").await {
+            let open = status
+                .ops
+                .iter()
+                .filter(|o| o.rollout == id && o.outcome.is_none() && o.unknown.is_none())
+                .count();
+            if open == 0 {
+                return;
+            }
+            eprintln!("fleetsim: rollout {id} ended; {open} ops granted before it still in flight");
+        }
+        tokio::time::sleep(Duration::from_millis(PROGRESS_EVERY_MS)).await;
     }
 }
 
@@ -317,7 +348,7 @@ pub async fn collect(options: &Options, fleet: &Fleet, end: RolloutEnd) -> anyho
         *outcomes.entry(key).or_insert(0) += 1;
     }
     let verified = outcomes.get("verified").copied().unwrap_or(0);
-    let minutes = end.wall.as_secs_f64() / 60.0;
+    let minutes = end.settled.as_secs_f64() / 60.0;
     let proc = crate::procfs::sample(fleet.pid)?;
     let metrics = metrics_patiently(&fleet.api).await?;
     let n = fleet.names.len();
@@ -339,6 +370,7 @@ pub async fn collect(options: &Options, fleet: &Fleet, end: RolloutEnd) -> anyho
             paused_reason: end.dto.paused_reason.clone(),
             finished: end.finished,
             wall_s: end.wall.as_secs_f64(),
+            settled_s: end.settled.as_secs_f64(),
             ops: ops.len(),
             outcomes,
             node_updates_per_min: if minutes > 0.0 {
@@ -457,7 +489,7 @@ pub fn human(r: &Report) -> String {
         r.pki.generated, r.pki.seconds, r.pki.reused, r.connect_s, r.handshake.p50_ms, r.handshake.p99_ms
     );
     out += &format!(
-        "rollout {}: {}{}{} in {:.1} s: {} ops {:?}; {:.0} node-updates/min; {} unresolved\n",
+        "rollout {}: {}{}{} in {:.1} s (in-flight ops done at {:.1} s): {} ops {:?}; {:.0} node-updates/min; {} unresolved\n",
         ro.id,
         ro.status,
         ro.paused_reason
@@ -466,6 +498,7 @@ pub fn human(r: &Report) -> String {
             .unwrap_or_default(),
         if ro.finished { "" } else { " (TIMED OUT)" },
         ro.wall_s,
+        ro.settled_s,
         ro.ops,
         ro.outcomes,
         ro.node_updates_per_min,

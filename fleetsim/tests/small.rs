@@ -87,6 +87,8 @@ fn wrong_answers_end_the_rollout_paused() {
     assert_eq!(rollout["outcomes"]["rolled-back"], 1, "{r:#}");
     assert!(rollout["ops"].as_u64() < Some(20), "{r:#}");
     assert_eq!(r["agents_saw"]["restores"], 1, "{r:#}");
+    // The report waits for the ops granted before the pause: none is open.
+    assert!(rollout["outcomes"].get("open").is_none(), "{r:#}");
     let failed = r["proofs"]
         .as_object()
         .expect("proofs")
