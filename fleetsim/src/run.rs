@@ -73,6 +73,13 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     let mut report = report::collect(options, &fleet, rollout).await?;
     stop_agents(&mut fleet);
     report.restart = Some(report::restart(&mut fleet).await?);
+    // A temporary work directory goes once the run is measured (a failed
+    // run keeps it, for its controller log); a given --dir stays.
+    if options.dir.is_none() {
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            eprintln!("fleetsim: could not remove {}: {e}", dir.display());
+        }
+    }
     Ok(report)
 }
 
