@@ -117,3 +117,46 @@ impl RunningController {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `[[nodes]]` bootstrap of the largest fleet the simulator runs
+    /// must fit the controller's config limit.
+    #[test]
+    fn the_largest_fleet_fits_the_controller_config_limit() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let n = crate::options::AGENTS_MAX as usize;
+        let names: Vec<String> = (0..n).map(crate::pki::node_name).collect();
+        let publics: Vec<_> = (0..n)
+            .map(|i| {
+                let mut a = crate::routes::Routes::addr(i);
+                a.set_port(65_535);
+                a
+            })
+            .collect();
+        let setup = ControllerSetup {
+            exe: PathBuf::from("fleetweft"),
+            dir: dir.path().to_path_buf(),
+            quic_port: 65_535,
+            api_port: 65_535,
+        };
+        let pki = FleetPki {
+            dir: dir.path().join("a-pki-directory-with-a-longish-name"),
+            nodes: Vec::new(),
+        };
+        setup
+            .write_config(
+                &pki,
+                &dir.path().join("bundle-signing.pub"),
+                &names,
+                &publics,
+                15_000,
+            )
+            .expect("config written");
+        let len = std::fs::metadata(setup.config()).expect("config").len();
+        let max = runtime::daemon::config::CONFIG_BYTES_MAX;
+        assert!(len <= max, "{n} nodes take {len} bytes, over {max}");
+    }
+}

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 /// Upper bound on the config file size.
-pub const CONFIG_BYTES_MAX: u64 = 4 * 1024 * 1024;
+pub const CONFIG_BYTES_MAX: u64 = 8 * 1024 * 1024;
 
 /// The whole controller configuration.
 #[derive(Clone, Debug, Deserialize)]
