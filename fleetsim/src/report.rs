@@ -208,8 +208,9 @@ pub struct RolloutEnd {
     pub finished: bool,
 }
 
-/// Start the rollout over every node (canary first) and wait for its end.
-pub async fn run_rollout(options: &Options, fleet: &Fleet) -> anyhow::Result<RolloutEnd> {
+/// The `POST /api/rollouts` body: canary first, every other node a
+/// follower.
+fn start_body(options: &Options, fleet: &Fleet) -> serde_json::Value {
     let mut body = serde_json::json!({
         "release": fleet.target.to_hex(),
         "canary": fleet.names[0],
@@ -228,6 +229,12 @@ pub async fn run_rollout(options: &Options, fleet: &Fleet) -> anyhow::Result<Rol
             body[field] = serde_json::Value::String(v.clone());
         }
     }
+    body
+}
+
+/// Start the rollout over every node (canary first) and wait for its end.
+pub async fn run_rollout(options: &Options, fleet: &Fleet) -> anyhow::Result<RolloutEnd> {
+    let body = start_body(options, fleet);
     let started = Instant::now();
     let _: serde_json::Value = fleet
         .api
@@ -329,16 +336,10 @@ async fn progress(fleet: &Fleet, started: Instant, dto: &RolloutDto) {
     );
 }
 
-/// Everything but the restart, read once the rollout ended.
-pub async fn collect(options: &Options, fleet: &Fleet, end: RolloutEnd) -> anyhow::Result<Report> {
-    let status: StatusDto = get_patiently(&fleet.api, "/api/status").await?;
-    let unresolved: Vec<serde_json::Value> = get_patiently(&fleet.api, "/api/unresolved").await?;
+/// Ops of rollout `id` and their count by outcome.
+fn outcomes_of(status: &StatusDto, id: &str) -> (usize, BTreeMap<String, usize>) {
     let mut outcomes = BTreeMap::new();
-    let ops: Vec<_> = status
-        .ops
-        .iter()
-        .filter(|o| o.rollout == end.dto.id)
-        .collect();
+    let ops: Vec<_> = status.ops.iter().filter(|o| o.rollout == id).collect();
     for o in &ops {
         let key = match (&o.outcome, &o.unknown) {
             (Some(outcome), _) => outcome.clone(),
@@ -347,6 +348,28 @@ pub async fn collect(options: &Options, fleet: &Fleet, end: RolloutEnd) -> anyho
         };
         *outcomes.entry(key).or_insert(0) += 1;
     }
+    (ops.len(), outcomes)
+}
+
+/// What the agents counted.
+fn agent_counts(s: &Stats) -> AgentCounts {
+    AgentCounts {
+        applies: Stats::get(&s.applies),
+        fetches: Stats::get(&s.fetches),
+        switches: Stats::get(&s.switches),
+        restores: Stats::get(&s.restores),
+        closed: Stats::get(&s.closed),
+        silences: Stats::get(&s.silences),
+        crashes: Stats::get(&s.crashes),
+        connect_failures: Stats::get(&s.connect_failures),
+    }
+}
+
+/// Everything but the restart, read once the rollout ended.
+pub async fn collect(options: &Options, fleet: &Fleet, end: RolloutEnd) -> anyhow::Result<Report> {
+    let status: StatusDto = get_patiently(&fleet.api, "/api/status").await?;
+    let unresolved: Vec<serde_json::Value> = get_patiently(&fleet.api, "/api/unresolved").await?;
+    let (ops, outcomes) = outcomes_of(&status, &end.dto.id);
     let verified = outcomes.get("verified").copied().unwrap_or(0);
     let minutes = end.settled.as_secs_f64() / 60.0;
     let proc = crate::procfs::sample(fleet.pid)?;
@@ -371,7 +394,7 @@ pub async fn collect(options: &Options, fleet: &Fleet, end: RolloutEnd) -> anyho
             finished: end.finished,
             wall_s: end.wall.as_secs_f64(),
             settled_s: end.settled.as_secs_f64(),
-            ops: ops.len(),
+            ops,
             outcomes,
             node_updates_per_min: if minutes > 0.0 {
                 verified as f64 / minutes
@@ -396,16 +419,7 @@ pub async fn collect(options: &Options, fleet: &Fleet, end: RolloutEnd) -> anyho
                 .then(|| "the controller does not expose flushes in /metrics".to_string()),
         },
         commit_latency: s.commit_percentiles(),
-        agents_saw: AgentCounts {
-            applies: Stats::get(&s.applies),
-            fetches: Stats::get(&s.fetches),
-            switches: Stats::get(&s.switches),
-            restores: Stats::get(&s.restores),
-            closed: Stats::get(&s.closed),
-            silences: Stats::get(&s.silences),
-            crashes: Stats::get(&s.crashes),
-            connect_failures: Stats::get(&s.connect_failures),
-        },
+        agents_saw: agent_counts(s),
         // Without agents (a timed-out run stopped them) a proof can only
         // say that nothing answered: none are asked.
         proofs: if fleet.tasks.is_empty() {

@@ -165,6 +165,57 @@ pub fn assign_faults(nodes: usize, options: &Options) -> Vec<Faults> {
     faults
 }
 
+/// The one embedded route server, bound on every loopback address: v1
+/// serving everywhere, v2 answering wrongly on the `wrong` nodes.
+async fn route_server(
+    built: &[Built],
+    faults: &[Faults],
+) -> anyhow::Result<(Arc<Routes>, tokio::net::TcpListener)> {
+    let route_port = runtime::ports::free_port()?;
+    // One listener for every route: 127.10.x.y all reach 0.0.0.0 (loopback).
+    let listener = tokio::net::TcpListener::bind(("0.0.0.0", route_port))
+        .await
+        .with_context(|| format!("binding the route server on 0.0.0.0:{route_port}"))?;
+    let releases = built
+        .iter()
+        .map(|b| SimRelease {
+            digest: b.digest,
+            probe: b.probe.clone(),
+        })
+        .collect();
+    let wrong = faults.iter().map(|f| f.wrong).collect();
+    let routes = Routes::new(
+        route_port,
+        releases,
+        built[0].digest,
+        wrong,
+        built[1].digest,
+    );
+    Ok((Arc::new(routes), listener))
+}
+
+/// What every simulated agent shares.
+fn shared_state(
+    options: &Options,
+    setup: &ControllerSetup,
+    pki: &protocol::pki::FleetPki,
+    routes: Arc<Routes>,
+) -> Shared {
+    Shared {
+        controller: std::net::SocketAddr::from(([127, 0, 0, 1], setup.quic_port)),
+        server_name: crate::pki::CONTROLLER_HOST.to_string(),
+        ca: pki.ca_cert(),
+        handshakes: tokio::sync::Semaphore::new(options.connect_concurrency),
+        routes,
+        stats: Stats::default(),
+        retry: Duration::from_millis(options.retry_ms),
+        switch: options.switch_ms,
+        silent_for: Duration::from_secs(options.silent_s),
+        crash_restart: Duration::from_millis(options.crash_restart_ms),
+        seed: options.seed,
+    }
+}
+
 async fn bring_up(options: &Options, dir: &Path) -> anyhow::Result<Fleet> {
     let exe = controller_exe(options)?;
     let n = options.agents as usize;
@@ -181,26 +232,7 @@ async fn bring_up(options: &Options, dir: &Path) -> anyhow::Result<Fleet> {
     let token = protocol::pki::load_operator_token(&pki.operator_token())?;
     let (pubkey, built) = build_releases(dir)?;
     let faults = assign_faults(n, options);
-    let route_port = runtime::ports::free_port()?;
-    // One listener for every route: 127.10.x.y all reach 0.0.0.0 (loopback).
-    let listener = tokio::net::TcpListener::bind(("0.0.0.0", route_port))
-        .await
-        .with_context(|| format!("binding the route server on 0.0.0.0:{route_port}"))?;
-    let releases = built
-        .iter()
-        .map(|b| SimRelease {
-            digest: b.digest,
-            probe: b.probe.clone(),
-        })
-        .collect();
-    let wrong = faults.iter().map(|f| f.wrong).collect();
-    let routes = Arc::new(Routes::new(
-        route_port,
-        releases,
-        built[0].digest,
-        wrong,
-        built[1].digest,
-    ));
+    let (routes, listener) = route_server(&built, &faults).await?;
     tokio::spawn(routes.clone().serve(listener));
     let setup = ControllerSetup {
         exe,
@@ -224,19 +256,7 @@ async fn bring_up(options: &Options, dir: &Path) -> anyhow::Result<Fleet> {
             .await
             .context("uploading a bundle")?;
     }
-    let shared = Arc::new(Shared {
-        controller: std::net::SocketAddr::from(([127, 0, 0, 1], setup.quic_port)),
-        server_name: crate::pki::CONTROLLER_HOST.to_string(),
-        ca: pki.ca_cert(),
-        handshakes: tokio::sync::Semaphore::new(options.connect_concurrency),
-        routes,
-        stats: Stats::default(),
-        retry: Duration::from_millis(options.retry_ms),
-        switch: options.switch_ms,
-        silent_for: Duration::from_secs(options.silent_s),
-        crash_restart: Duration::from_millis(options.crash_restart_ms),
-        seed: options.seed,
-    });
+    let shared = Arc::new(shared_state(options, &setup, &pki, routes));
     let mut fleet = Fleet {
         api,
         pid: controller.pid,
