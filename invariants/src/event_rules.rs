@@ -6,7 +6,7 @@ use crate::{broken, words, Rule, Violation};
 use model::controller::{
     ControllerState, Event, EvidenceSource, Op, OpPhase, Outcome, Resolution, RolloutStatus,
 };
-use model::Decision;
+use model::{Decision, NodeId, OpId};
 
 /// S1: a grant happens only while the rollout has a free slot, counting
 /// UNKNOWN ops as occupied. A grant for a rollout that does not exist is
@@ -198,6 +198,44 @@ pub fn s4_grant_order(before: &ControllerState, event: &Event) -> Result<(), Vio
             Rule::S4,
             format!(
                 "follower {op} ({node}) granted in rollout {} before an operator approved after the canary",
+                r.id
+            ),
+        );
+    }
+    s4_wave_order(r, *op, *node)
+}
+
+/// S4 across waves: followers go strictly in plan order, and the first of
+/// a later wave only once every op of the waves before it settled (the
+/// rollout holds no slot) and, with approvals between waves, approved.
+fn s4_wave_order(r: &model::controller::Rollout, op: OpId, node: NodeId) -> Result<(), Violation> {
+    let index = r.followers_granted as usize;
+    if r.plan.followers.get(index) != Some(&node) {
+        return broken(
+            Rule::S4,
+            format!(
+                "follower {op} ({node}) granted in rollout {} out of plan order (follower #{index} is next)",
+                r.id
+            ),
+        );
+    }
+    let Some(wave) = r.policy.wave_opened_by(index as u32) else {
+        return Ok(());
+    };
+    if r.occupied > 0 {
+        return broken(
+            Rule::S4,
+            format!(
+                "follower {op} ({node}) opens wave {wave} of rollout {} while {} ops of earlier waves hold slots",
+                r.id, r.occupied
+            ),
+        );
+    }
+    if r.policy.approval_between_waves && r.wave_approvals < wave - 1 {
+        return broken(
+            Rule::S4,
+            format!(
+                "follower {op} ({node}) opens wave {wave} of rollout {} before an operator approved it",
                 r.id
             ),
         );
@@ -481,7 +519,49 @@ pub fn check_event(before: &ControllerState, event: &Event) -> Result<(), Violat
     crate::input_rules::check_input_event(before, event)?;
     crate::q1_quarantine_silences(before, event)?;
     crate::r1_roster_holds(before, event)?;
+    b1_no_grant_over_budget(before, event)?;
     w1_names_what_exists(before, event)
+}
+
+/// B1: no follower is granted while its rollout is over its failure budget
+/// (more failed ops than `max_failed`, or `max_unknown` ops UNKNOWN at
+/// once). Written apart from `Rollout::over_budget`: it recounts.
+pub fn b1_no_grant_over_budget(before: &ControllerState, event: &Event) -> Result<(), Violation> {
+    let Event::OpGranted {
+        op,
+        rollout,
+        is_canary: false,
+        ..
+    } = event
+    else {
+        return Ok(());
+    };
+    let Some(r) = before.rollout(*rollout) else {
+        return Ok(());
+    };
+    if let Some(max) = r.policy.max_failed {
+        if r.failed > max {
+            return broken(
+                Rule::FailureBudget,
+                format!(
+                    "follower {op} granted in rollout {} with {} failed ops over a budget of {max}",
+                    r.id, r.failed
+                ),
+            );
+        }
+    }
+    if let Some(max) = r.policy.max_unknown {
+        if r.unknown >= max {
+            return broken(
+                Rule::FailureBudget,
+                format!(
+                    "follower {op} granted in rollout {} with {} ops UNKNOWN, at its budget of {max}",
+                    r.id, r.unknown
+                ),
+            );
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -137,11 +137,16 @@ pub enum Rule {
     /// node, and a node holding a live op is not retired. Code `R1`.
     /// Appended last.
     RosterHolds,
+    /// Failure budgets (issue #11): no follower is granted while its
+    /// rollout is over its budget (more failed ops than `max_failed`, or
+    /// `max_unknown` ops UNKNOWN at once), and such a rollout is paused.
+    /// Code `B1`. Appended last.
+    FailureBudget,
 }
 
 impl Rule {
     /// Every rule, in order.
-    pub const ALL: [Rule; 17] = [
+    pub const ALL: [Rule; 18] = [
         Rule::S1,
         Rule::S2,
         Rule::S3,
@@ -159,6 +164,7 @@ impl Rule {
         Rule::EndsWhenNothingLeft,
         Rule::QuarantineSilences,
         Rule::RosterHolds,
+        Rule::FailureBudget,
     ];
 
     /// The rule's code as SPEC §2 writes it: `"S1"` … `"S11"`; `"P1"` for
@@ -182,6 +188,7 @@ impl Rule {
             Rule::EndsWhenNothingLeft => "L1",
             Rule::QuarantineSilences => "Q1",
             Rule::RosterHolds => "R1",
+            Rule::FailureBudget => "B1",
         }
     }
 
@@ -205,6 +212,7 @@ impl Rule {
             Rule::EndsWhenNothingLeft => "a rollout with nothing left ends",
             Rule::QuarantineSilences => "quarantine silences",
             Rule::RosterHolds => "the roster holds",
+            Rule::FailureBudget => "failure budgets",
         }
     }
 }

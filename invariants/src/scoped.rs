@@ -115,7 +115,23 @@ pub fn check_state_touched(
         s2_node(state, *node)?;
     }
     for r in touched.rollouts.iter().filter_map(|r| state.rollout(*r)) {
+        b1_over_budget_is_paused(r)?;
         s11_rollout(state, r, restore_owed)?;
+    }
+    Ok(())
+}
+
+/// B1 in a state: an active rollout over its failure budget is paused.
+pub(crate) fn b1_over_budget_is_paused(r: &model::controller::Rollout) -> Result<(), Violation> {
+    if r.status == model::controller::RolloutStatus::Active && r.over_budget() && r.paused.is_none()
+    {
+        return broken(
+            Rule::FailureBudget,
+            format!(
+                "rollout {} is over its failure budget ({} failed, {} UNKNOWN) but not paused",
+                r.id, r.failed, r.unknown
+            ),
+        );
     }
     Ok(())
 }

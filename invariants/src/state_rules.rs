@@ -232,6 +232,9 @@ pub fn check_state(state: &ControllerState) -> Result<(), Violation> {
     s1_slot_bound(state)?;
     s2_one_live_op_per_node(state)?;
     s4_canary_first(state)?;
+    for r in &state.rollouts {
+        crate::scoped::b1_over_budget_is_paused(r)?;
+    }
     s11_wrong_answer_stops(state)
 }
 

@@ -545,6 +545,15 @@ pub struct StartRequest {
     pub slots: u16,
     /// Wait for approval after the canary.
     pub approve_after_canary: bool,
+    /// `--waves`, `--approve-between-waves`, `--max-failed`,
+    /// `--max-unknown`, as typed (the controller parses them).
+    pub waves: Option<String>,
+    /// Approve before each wave after the first.
+    pub approve_between_waves: bool,
+    /// Failed follower ops allowed.
+    pub max_failed: Option<String>,
+    /// UNKNOWN ops at once that pause the rollout.
+    pub max_unknown: Option<String>,
 }
 
 /// `fleetweft rollout start`: upload the bundle, then start the rollout.
@@ -562,6 +571,10 @@ pub async fn rollout_start(
         select: request.select,
         slots: request.slots,
         approve_after_canary: request.approve_after_canary,
+        waves: request.waves,
+        approve_between_waves: request.approve_between_waves,
+        max_failed: request.max_failed,
+        max_unknown: request.max_unknown,
     };
     let body = serde_json::to_value(&body).map_err(|e| Failure {
         message: e.to_string(),

@@ -79,6 +79,7 @@ pub fn property_name(rule: Rule) -> &'static str {
         Rule::EndsWhenNothingLeft => "L1 a rollout with nothing left ends",
         Rule::QuarantineSilences => "Q1 quarantine silences",
         Rule::RosterHolds => "R1 the roster holds",
+        Rule::FailureBudget => "B1 failure budgets",
     }
 }
 

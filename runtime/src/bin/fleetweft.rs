@@ -328,6 +328,21 @@ enum RolloutCommand {
         /// Wait for `rollout approve` after the canary passes.
         #[arg(long)]
         approve_after_canary: bool,
+        /// Waves after the canary: cumulative ends, counts of followers or
+        /// percentages of them, e.g. 1%,10%,50%,100%. A wave is granted
+        /// only once every op of the waves before it settled.
+        #[arg(long, value_name = "END,...")]
+        waves: Option<String>,
+        /// Wait for `rollout approve` before each wave after the first.
+        #[arg(long)]
+        approve_between_waves: bool,
+        /// Follower ops that may fail (each restored and proven) before
+        /// the rollout pauses itself and grants no more: N or P%.
+        #[arg(long, value_name = "N|P%")]
+        max_failed: Option<String>,
+        /// Pause once this many ops are UNKNOWN at once.
+        #[arg(long, value_name = "N")]
+        max_unknown: Option<String>,
         #[command(flatten)]
         api: ApiArgs,
     },
@@ -1204,6 +1219,10 @@ fn rollout(command: RolloutCommand) -> ExitCode {
             select,
             slots,
             approve_after_canary,
+            waves,
+            approve_between_waves,
+            max_failed,
+            max_unknown,
             api,
         } => {
             let select = match select
@@ -1228,6 +1247,10 @@ fn rollout(command: RolloutCommand) -> ExitCode {
                 select,
                 slots,
                 approve_after_canary,
+                waves,
+                approve_between_waves,
+                max_failed,
+                max_unknown,
             };
             api_command(&api, |c, json| async move {
                 runtime::cli_ops::rollout_start(&c, request, json).await

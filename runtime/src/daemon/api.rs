@@ -405,6 +405,21 @@ pub struct StartRollout {
     /// Wait for approval after the canary.
     #[serde(default)]
     pub approve_after_canary: bool,
+    /// Waves: cumulative ends, counts of followers or percentages of them
+    /// (`"1%,10%,50%,100%"`). Wave k+1 is granted only once every op of
+    /// the waves before it settled and the rollout is within its budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waves: Option<String>,
+    /// Wait for `rollout approve` before each wave after the first.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approve_between_waves: bool,
+    /// Failed follower ops allowed (`"N"` or `"P%"` of the followers)
+    /// before the rollout pauses itself and grants no more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_failed: Option<String>,
+    /// Pause once this many ops are UNKNOWN at once (`"N"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_unknown: Option<String>,
 }
 
 async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) -> Response {
@@ -425,6 +440,16 @@ async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
         Ok(nodes) => nodes,
         Err(why) => return bad_request(why),
     };
+    let text = crate::policy_text::PolicyText {
+        waves: request.waves.as_deref(),
+        approval_between_waves: request.approve_between_waves,
+        max_failed: request.max_failed.as_deref(),
+        max_unknown: request.max_unknown.as_deref(),
+    };
+    let policy = match text.policy(followers.len() as u32) {
+        Ok(policy) => policy,
+        Err(why) => return bad_request(why),
+    };
     let plan = Plan {
         release,
         canary,
@@ -432,7 +457,7 @@ async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
         slots_max: request.slots,
         approval_after_canary: request.approve_after_canary,
     };
-    respond(&api, Input::StartRollout { plan }).await
+    respond(&api, Input::StartStaged { plan, policy }).await
 }
 
 /// The plan's canary and followers. Named nodes must be enrolled; a

@@ -1,0 +1,133 @@
+//! B1 (failure budgets) and S4 across waves, as plain functions: each test
+//! builds a real state with the model, then offers the rule an event the
+//! model would never produce, and the rule must refuse it.
+
+use invariants::{check_event, check_state, Rule};
+use model::controller::{apply, step, ControllerState, Event, Input};
+use model::plan::Policy;
+use model::{
+    Digest, Generation, NodeId, OpId, Plan, ProbeVerdict, ReportKind, RolloutId, RouteObservation,
+    ToController,
+};
+
+const V1: Digest = Digest::repeat(1);
+const V2: Digest = Digest::repeat(2);
+const R0: RolloutId = RolloutId(0);
+
+fn feed(state: &mut ControllerState, input: Input) {
+    for event in step(state, &input).expect("accepted") {
+        check_event(state, &event).expect("the real model keeps the rules");
+        apply(state, &event);
+    }
+    check_state(state).expect("the real model keeps the rules");
+}
+
+fn started(policy: Policy) -> ControllerState {
+    let mut state = ControllerState::default();
+    let plan = Plan {
+        release: V2,
+        canary: NodeId(0),
+        followers: (1..5).map(NodeId).collect(),
+        slots_max: 1,
+        approval_after_canary: false,
+    };
+    for n in 0..5 {
+        let msg = ToController::Hello {
+            serving: Some(V1),
+            generation: Generation(0),
+        };
+        feed(
+            &mut state,
+            Input::FromAgent {
+                node: NodeId(n),
+                msg,
+            },
+        );
+    }
+    feed(&mut state, Input::StartStaged { plan, policy });
+    state
+}
+
+fn switch(state: &mut ControllerState, op: u32, answer: RouteObservation) {
+    let node = state.op(OpId(op)).expect("op").node;
+    let op = OpId(op);
+    feed(
+        state,
+        Input::FromAgent {
+            node,
+            msg: ToController::CommitRequest { op },
+        },
+    );
+    let msg = ToController::Report {
+        op,
+        kind: ReportKind::Switched,
+        observation: answer,
+    };
+    feed(state, Input::FromAgent { node, msg });
+}
+
+/// The grant the model would make next, if nothing held it back.
+fn next_grant(state: &ControllerState, node: u32) -> Event {
+    Event::OpGranted {
+        op: state.next_op_id(),
+        rollout: R0,
+        node: NodeId(node),
+        release: V2,
+        generation: Generation(1),
+        baseline: Some(V1),
+        is_canary: false,
+    }
+}
+
+#[test]
+fn b1_refuses_a_grant_over_the_failure_budget() {
+    let mut state = started(Policy {
+        max_failed: Some(0),
+        ..Policy::default()
+    });
+    switch(&mut state, 0, RouteObservation::passing(V2));
+    let wrong = RouteObservation::new(ProbeVerdict::WrongAnswer, Some(V2), true);
+    switch(&mut state, 1, wrong);
+    let restored = RouteObservation::passing(V1);
+    let msg = ToController::Report {
+        op: OpId(1),
+        kind: ReportKind::Restored,
+        observation: restored,
+    };
+    feed(
+        &mut state,
+        Input::FromAgent {
+            node: NodeId(1),
+            msg,
+        },
+    );
+    assert_eq!(state.rollouts[0].failed, 1);
+    assert_eq!(state.ops_granted(), 2, "the model grants nothing more");
+    let v = check_event(&state, &next_grant(&state, 2)).expect_err("over budget");
+    assert_eq!(v.rule, Rule::S5, "paused, so S5 speaks first: {v}");
+    // Unpaused by hand (no input does that over budget): B1 still refuses.
+    state.rollouts[0].paused = None;
+    let v = check_event(&state, &next_grant(&state, 2)).expect_err("over budget");
+    assert_eq!(v.rule, Rule::FailureBudget, "{v}");
+    let v = check_state(&state).expect_err("over budget and not paused");
+    assert_eq!(v.rule, Rule::FailureBudget, "{v}");
+}
+
+#[test]
+fn s4_refuses_a_later_wave_before_the_earlier_one_settled() {
+    let mut state = started(Policy {
+        wave_ends: vec![1, 4],
+        ..Policy::default()
+    });
+    switch(&mut state, 0, RouteObservation::passing(V2));
+    assert_eq!(state.ops_granted(), 2, "wave 1 is node 1");
+    // More slots, so only the wave gate holds node 2 back.
+    std::sync::Arc::make_mut(&mut state.rollouts[0].plan).slots_max = 4;
+    let v = check_event(&state, &next_grant(&state, 2)).expect_err("wave 1 unsettled");
+    assert_eq!(v.rule, Rule::S4, "{v}");
+    assert!(v.detail.contains("opens wave 2"), "{v}");
+    // Out of plan order is S4 too.
+    switch(&mut state, 1, RouteObservation::passing(V2));
+    let v = check_event(&state, &next_grant(&state, 3)).expect_err("node 2 is next");
+    assert_eq!(v.rule, Rule::S4, "{v}");
+}
