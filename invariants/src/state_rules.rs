@@ -238,6 +238,119 @@ pub fn check_state(state: &ControllerState) -> Result<(), Violation> {
     s11_wrong_answer_stops(state)
 }
 
+/// The indexes `apply` keeps agree with the ops they summarise: per rollout
+/// the occupied slots (S1), node → op and followers granted (S4), the
+/// settled counts (L1); per node the live op (S2) and latest op; the active
+/// rollout (S5) and the next op id.
+pub fn indexes_agree(state: &ControllerState) -> Result<(), Violation> {
+    for r in &state.rollouts {
+        let ops: Vec<&Op> = ops_of(state, r).collect();
+        let hot = ops.len();
+        let archived = r.ops.len() - hot;
+        let occupied = ops.iter().filter(|o| o.occupies_slot()).count();
+        if occupied != r.occupied as usize {
+            return broken(
+                Rule::S1,
+                format!(
+                    "rollout {} counts {} occupied slots but {occupied} of its ops hold one",
+                    r.id, r.occupied
+                ),
+            );
+        }
+        let settled = r.ops.len() - occupied;
+        let not_passed = ops
+            .iter()
+            .filter(|o| !o.occupies_slot() && !o.passed())
+            .count()
+            + r.ops
+                .iter()
+                .filter_map(|id| state.archive.get(id))
+                .filter(|a| {
+                    !matches!(
+                        a.outcome,
+                        Some(Outcome::Verified | Outcome::Resolved(Resolution::ConfirmNew))
+                    )
+                })
+                .count();
+        if settled != r.settled as usize || not_passed != r.settled_not_passed as usize {
+            return broken(
+                Rule::EndsWhenNothingLeft,
+                format!(
+                    "rollout {} counts {} settled ({} not passed) but has {settled} ({not_passed}), {archived} archived",
+                    r.id, r.settled, r.settled_not_passed
+                ),
+            );
+        }
+        let followers = ops.iter().filter(|o| o.node != r.plan.canary).count()
+            + r.ops
+                .iter()
+                .filter_map(|id| state.archive.get(id))
+                .filter(|a| a.node != r.plan.canary)
+                .count();
+        let by_node_agrees = r.op_by_node.len() == r.ops.len()
+            && r.ops.iter().all(|id| {
+                state
+                    .op_summary(*id)
+                    .is_some_and(|o| r.op_for(o.node) == Some(*id))
+            });
+        if followers != r.followers_granted as usize || !by_node_agrees {
+            return broken(
+                Rule::S4,
+                format!(
+                    "rollout {}'s indexes count {} followers granted and {} nodes with ops, but it granted {followers} followers and {} ops",
+                    r.id,
+                    r.followers_granted,
+                    r.op_by_node.len(),
+                    r.ops.len()
+                ),
+            );
+        }
+    }
+    let active = state
+        .rollouts
+        .iter()
+        .rev()
+        .find(|r| r.status == model::controller::RolloutStatus::Active)
+        .map(|r| r.id);
+    if active != state.active {
+        return broken(
+            Rule::S5,
+            format!(
+                "the active rollout is recorded as {:?} but is {active:?}",
+                state.active
+            ),
+        );
+    }
+    let granted = state.ops.len() + state.archive.len();
+    if granted != state.next_op.0 as usize {
+        return broken(
+            Rule::NamesWhatExists,
+            format!(
+                "{granted} ops exist but the next op id is {}",
+                state.next_op
+            ),
+        );
+    }
+    for (node, record) in state.nodes.iter() {
+        let latest = state
+            .ops
+            .values()
+            .filter(|o| o.node == *node)
+            .map(|o| o.id)
+            .max();
+        if record.last_op.is_some() && record.last_op != latest {
+            return broken(
+                Rule::S2,
+                format!(
+                    "{node} records latest op {:?} but its latest hot op is {latest:?}",
+                    record.last_op
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -543,117 +656,4 @@ mod tests {
         w.state.rollouts[0].paused = Some(model::controller::PauseReason::Operator);
         holds(l1_nothing_left_ends(&w.state));
     }
-}
-
-/// The indexes `apply` keeps agree with the ops they summarise: per rollout
-/// the occupied slots (S1), node → op and followers granted (S4), the
-/// settled counts (L1); per node the live op (S2) and latest op; the active
-/// rollout (S5) and the next op id.
-pub fn indexes_agree(state: &ControllerState) -> Result<(), Violation> {
-    for r in &state.rollouts {
-        let ops: Vec<&Op> = ops_of(state, r).collect();
-        let hot = ops.len();
-        let archived = r.ops.len() - hot;
-        let occupied = ops.iter().filter(|o| o.occupies_slot()).count();
-        if occupied != r.occupied as usize {
-            return broken(
-                Rule::S1,
-                format!(
-                    "rollout {} counts {} occupied slots but {occupied} of its ops hold one",
-                    r.id, r.occupied
-                ),
-            );
-        }
-        let settled = r.ops.len() - occupied;
-        let not_passed = ops
-            .iter()
-            .filter(|o| !o.occupies_slot() && !o.passed())
-            .count()
-            + r.ops
-                .iter()
-                .filter_map(|id| state.archive.get(id))
-                .filter(|a| {
-                    !matches!(
-                        a.outcome,
-                        Some(Outcome::Verified | Outcome::Resolved(Resolution::ConfirmNew))
-                    )
-                })
-                .count();
-        if settled != r.settled as usize || not_passed != r.settled_not_passed as usize {
-            return broken(
-                Rule::EndsWhenNothingLeft,
-                format!(
-                    "rollout {} counts {} settled ({} not passed) but has {settled} ({not_passed}), {archived} archived",
-                    r.id, r.settled, r.settled_not_passed
-                ),
-            );
-        }
-        let followers = ops.iter().filter(|o| o.node != r.plan.canary).count()
-            + r.ops
-                .iter()
-                .filter_map(|id| state.archive.get(id))
-                .filter(|a| a.node != r.plan.canary)
-                .count();
-        let by_node_agrees = r.op_by_node.len() == r.ops.len()
-            && r.ops.iter().all(|id| {
-                state
-                    .op_summary(*id)
-                    .is_some_and(|o| r.op_for(o.node) == Some(*id))
-            });
-        if followers != r.followers_granted as usize || !by_node_agrees {
-            return broken(
-                Rule::S4,
-                format!(
-                    "rollout {}'s indexes count {} followers granted and {} nodes with ops, but it granted {followers} followers and {} ops",
-                    r.id,
-                    r.followers_granted,
-                    r.op_by_node.len(),
-                    r.ops.len()
-                ),
-            );
-        }
-    }
-    let active = state
-        .rollouts
-        .iter()
-        .rev()
-        .find(|r| r.status == model::controller::RolloutStatus::Active)
-        .map(|r| r.id);
-    if active != state.active {
-        return broken(
-            Rule::S5,
-            format!(
-                "the active rollout is recorded as {:?} but is {active:?}",
-                state.active
-            ),
-        );
-    }
-    let granted = state.ops.len() + state.archive.len();
-    if granted != state.next_op.0 as usize {
-        return broken(
-            Rule::NamesWhatExists,
-            format!(
-                "{granted} ops exist but the next op id is {}",
-                state.next_op
-            ),
-        );
-    }
-    for (node, record) in state.nodes.iter() {
-        let latest = state
-            .ops
-            .values()
-            .filter(|o| o.node == *node)
-            .map(|o| o.id)
-            .max();
-        if record.last_op.is_some() && record.last_op != latest {
-            return broken(
-                Rule::S2,
-                format!(
-                    "{node} records latest op {:?} but its latest hot op is {latest:?}",
-                    record.last_op
-                ),
-            );
-        }
-    }
-    Ok(())
 }

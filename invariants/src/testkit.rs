@@ -106,7 +106,7 @@ impl World {
     }
 
     pub fn op_mut(&mut self, id: u32) -> &mut Op {
-        &mut self.state.ops[&model::OpId(id as u32)]
+        &mut self.state.ops[&model::OpId(id)]
     }
 
     pub fn start(&mut self, plan: Plan) -> Vec<Event> {
