@@ -271,7 +271,8 @@ mod tests {
             "S5 pause stops grants, not accounting"
         );
         let codes: Vec<&str> = Rule::ALL.iter().map(|r| r.code()).collect();
-        assert_eq!(codes.len(), 17);
+        assert_eq!(codes.len(), 18);
+        assert_eq!(Rule::FailureBudget.to_string(), "B1 failure budgets");
         assert_eq!(codes[10], "S11");
         assert_eq!(Rule::ProofIsReadback.to_string(), "P1 proof is a readback");
         assert_eq!(
