@@ -200,6 +200,10 @@ pub struct CheckConfig {
     /// by the settled-node faults ([`CheckConfig::proofs_enabled`]). Off by
     /// default, which keeps the default configuration's space as it was.
     pub proofs: bool,
+    /// The first rollout goes in waves under a failure budget: one wave
+    /// per follower, `max_failed` 0 (the first failed follower spends the
+    /// budget and pauses the rollout for good, B1). Off by default.
+    pub waves: bool,
     /// A named deviation of the real rules, or `None` for the real rules.
     pub mutant: Option<Mutant>,
 }
@@ -217,6 +221,7 @@ impl Default for CheckConfig {
             supersede: false,
             rollback: false,
             proofs: false,
+            waves: false,
             mutant: None,
         }
     }
@@ -235,7 +240,7 @@ impl fmt::Display for CheckConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "canary + {} followers, slots {}, faults {} (max {}), approval gate {}, operator {}, supersede {}{}, mutant {}",
+            "canary + {} followers, slots {}, faults {} (max {}), approval gate {}, operator {}, supersede {}{}{}, mutant {}",
             self.followers,
             self.slots,
             self.faults,
@@ -251,6 +256,11 @@ impl fmt::Display for CheckConfig {
             // the proof actions read as they did.
             if self.proofs_enabled() {
                 ", proofs on"
+            } else {
+                ""
+            },
+            if self.waves {
+                ", waves on (one per follower, max failed 0)"
             } else {
                 ""
             },

@@ -152,6 +152,17 @@ impl FleetModel {
         }
     }
 
+    /// With [`CheckConfig::waves`]: one wave per follower, a failure
+    /// budget of 0.
+    fn policy(&self) -> model::plan::Policy {
+        model::plan::Policy {
+            wave_ends: (1..=u32::from(self.cfg.followers)).collect(),
+            approval_between_waves: false,
+            max_failed: Some(0),
+            max_unknown: None,
+        }
+    }
+
     /// The initial world: every node serves v1 and said so; the operator's
     /// first action is to start the rollout to v2.
     pub fn initial(&self) -> World {
@@ -803,13 +814,16 @@ impl FleetModel {
                 }
             }
             Action::Start => {
-                self.controller(
-                    &mut next,
-                    Input::StartRollout {
-                        plan: self.plan(V2),
-                    },
-                    narration,
-                );
+                let plan = self.plan(V2);
+                let input = if self.cfg.waves {
+                    Input::StartStaged {
+                        plan,
+                        policy: self.policy(),
+                    }
+                } else {
+                    Input::StartRollout { plan }
+                };
+                self.controller(&mut next, input, narration);
             }
             Action::Supersede => {
                 self.controller(

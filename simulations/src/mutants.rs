@@ -40,11 +40,13 @@ pub enum Mutant {
     AgentClosesOnAnyAck,
     ProbeFailurePausesAgain,
     ApproveWithoutGate,
+    WaveBeforeSettled,
+    BudgetIgnored,
 }
 
 impl Mutant {
     /// Every mutant, in `--list-mutants` order.
-    pub const ALL: [Mutant; 23] = [
+    pub const ALL: [Mutant; 25] = [
         Mutant::ReleaseOnTimeout,
         Mutant::GrantWhilePaused,
         Mutant::RedecideOnRetry,
@@ -68,6 +70,8 @@ impl Mutant {
         Mutant::AgentClosesOnAnyAck,
         Mutant::ProbeFailurePausesAgain,
         Mutant::ApproveWithoutGate,
+        Mutant::WaveBeforeSettled,
+        Mutant::BudgetIgnored,
     ];
 
     /// The CLI name.
@@ -96,6 +100,8 @@ impl Mutant {
             Mutant::AgentClosesOnAnyAck => "agent-closes-on-any-ack",
             Mutant::ProbeFailurePausesAgain => "probe-failure-pauses-again",
             Mutant::ApproveWithoutGate => "approve-without-gate",
+            Mutant::WaveBeforeSettled => "wave-before-settled",
+            Mutant::BudgetIgnored => "budget-ignored",
         }
     }
 
@@ -129,6 +135,8 @@ impl Mutant {
             Mutant::AgentClosesOnAnyAck => Rule::S8,
             Mutant::ProbeFailurePausesAgain => Rule::S5,
             Mutant::ApproveWithoutGate => Rule::S4,
+            Mutant::WaveBeforeSettled => Rule::S4,
+            Mutant::BudgetIgnored => Rule::FailureBudget,
         }
     }
 
@@ -188,6 +196,12 @@ impl Mutant {
             }
             Mutant::ProbeFailurePausesAgain => {
                 "a failed probe pauses its rollout whether or not it is active and unpaused"
+            }
+            Mutant::WaveBeforeSettled => {
+                "open the next wave while ops of the earlier one still hold slots"
+            }
+            Mutant::BudgetIgnored => {
+                "let an operator resume a rollout whose failure budget is spent, so it grants again"
             }
             Mutant::ApproveWithoutGate => {
                 "accept an operator's approval of any active rollout: before the canary passed, without a gate, twice"
@@ -255,6 +269,18 @@ impl Mutant {
             }
             // Approve is offered in every state, gated plan or not.
             Mutant::ApproveWithoutGate => {}
+            // Two waves, and room in the slots for the second one.
+            Mutant::WaveBeforeSettled => {
+                cfg.waves = true;
+                cfg.slots = cfg.slots.max(2);
+            }
+            // A follower fails once (a budget of 0), then the operator
+            // resumes.
+            Mutant::BudgetIgnored => {
+                cfg.waves = true;
+                cfg.operator = true;
+                cfg.faults = cfg.faults.with(Fault::WrongAnswer);
+            }
         }
     }
 }
@@ -460,6 +486,24 @@ pub fn controller_step(
                 }
             }
             Ok(events)
+        }
+        (Some(Mutant::WaveBeforeSettled), _) => extra_grants(state, input, 1, |after| {
+            // Forget the waves: one wave, as a plan alone.
+            for i in 0..after.rollouts.len() {
+                if let Some(r) = after.rollouts.get_mut(i) {
+                    std::sync::Arc::make_mut(&mut r.policy).wave_ends.clear();
+                }
+            }
+        }),
+        (Some(Mutant::BudgetIgnored), Input::Resume { .. }) => {
+            // Forget the budget the rollout spent; the real step refuses.
+            let mut forgetful = state.clone();
+            for i in 0..forgetful.rollouts.len() {
+                if let Some(r) = forgetful.rollouts.get_mut(i) {
+                    std::sync::Arc::make_mut(&mut r.policy).max_failed = None;
+                }
+            }
+            step(&forgetful, input)
         }
         (Some(Mutant::ApproveWithoutGate), Input::Approve { rollout }) => {
             // Only the rollout's being active is checked.

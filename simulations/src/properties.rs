@@ -159,6 +159,10 @@ pub fn properties(model: &FleetModel) -> Vec<Property<FleetModel>> {
         Property::<FleetModel>::always(property_name(Rule::QuarantineSilences), |_, w| {
             holds(w, Rule::QuarantineSilences)
         }),
+        // Only a configuration with waves has a budget to break.
+        Property::<FleetModel>::always(property_name(Rule::FailureBudget), |_, w| {
+            holds(w, Rule::FailureBudget)
+        }),
         Property::<FleetModel>::sometimes("rollout completes", |_, w| {
             w.controller()
                 .rollouts

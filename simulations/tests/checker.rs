@@ -216,6 +216,22 @@ fn unique_state_count_of_a_small_configuration_is_pinned() {
 
 const PINNED_SMALL_UNIQUE_STATES: usize = 514;
 
+/// Waves (one per follower) under a failure budget of 0, with a wrong
+/// answer and the operator: the rules hold, and the count is pinned.
+#[test]
+fn real_rules_pass_with_waves_and_a_failure_budget() {
+    let cfg = CheckConfig {
+        waves: true,
+        slots: 2,
+        faults: Faults::none().with(simulations::config::Fault::WrongAnswer),
+        ..CheckConfig::default()
+    };
+    let report = assert_safe(&cfg);
+    assert_eq!(report.unique_states, PINNED_WAVES_UNIQUE_STATES);
+}
+
+const PINNED_WAVES_UNIQUE_STATES: usize = 13_434;
+
 /// Every safety property held (reachability is not asked: without faults
 /// no op goes UNKNOWN, so "UNKNOWN op settles" is not found).
 fn assert_safe(cfg: &CheckConfig) -> simulations::Report {
