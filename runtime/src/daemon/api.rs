@@ -255,34 +255,59 @@ pub fn status_dto(snap: &Snapshot) -> StatusDto {
             }
         })
         .collect();
-    let ops = s
-        .ops
-        .values()
-        .map(|o| OpDto {
-            id: o.id.to_string(),
-            rollout: o.rollout.to_string(),
-            node: name(o.node),
-            release: hex(o.release),
-            generation: o.generation.0,
-            phase: match o.phase {
-                OpPhase::Granted => "granted",
-                OpPhase::Decided => "decided",
-                OpPhase::Restoring => "restoring",
-                OpPhase::Settled(_) => "settled",
-            }
-            .to_string(),
-            outcome: match o.phase {
-                OpPhase::Settled(Outcome::Verified) => Some("verified".into()),
-                OpPhase::Settled(Outcome::RolledBack) => Some("rolled-back".into()),
-                OpPhase::Settled(Outcome::NotApplied) => Some("not-applied".into()),
-                OpPhase::Settled(Outcome::Resolved(r)) => Some(format!("resolved ({r:?})")),
-                _ => None,
+    // Archived ops (settled, their rollout finished, their node moved on)
+    // are listed from their summaries, so the list still names every op,
+    // as it did before the archive (a paged /api/ops is issue #11's).
+    let outcome_text = |outcome: Option<Outcome>| match outcome {
+        Some(Outcome::Verified) => Some("verified".into()),
+        Some(Outcome::RolledBack) => Some("rolled-back".into()),
+        Some(Outcome::NotApplied) => Some("not-applied".into()),
+        Some(Outcome::Resolved(r)) => Some(format!("resolved ({r:?})")),
+        None => None,
+    };
+    let hot = s.ops.values().map(|o| {
+        (
+            o.id,
+            OpDto {
+                id: o.id.to_string(),
+                rollout: o.rollout.to_string(),
+                node: name(o.node),
+                release: hex(o.release),
+                generation: o.generation.0,
+                phase: match o.phase {
+                    OpPhase::Granted => "granted",
+                    OpPhase::Decided => "decided",
+                    OpPhase::Restoring => "restoring",
+                    OpPhase::Settled(_) => "settled",
+                }
+                .to_string(),
+                outcome: outcome_text(o.summary().outcome),
+                decision: o.decision.map(|d| format!("{d:?}").to_lowercase()),
+                unknown: o.unknown.map(|u| format!("{u:?}")),
+                holds_slot: o.occupies_slot(),
             },
-            decision: o.decision.map(|d| format!("{d:?}").to_lowercase()),
-            unknown: o.unknown.map(|u| format!("{u:?}")),
-            holds_slot: o.occupies_slot(),
-        })
-        .collect();
+        )
+    });
+    let archived = s.archive.values().map(|o| {
+        (
+            o.id,
+            OpDto {
+                id: o.id.to_string(),
+                rollout: o.rollout.to_string(),
+                node: name(o.node),
+                release: hex(o.release),
+                generation: o.generation.0,
+                phase: "settled".to_string(),
+                outcome: outcome_text(o.outcome),
+                decision: o.decision.map(|d| format!("{d:?}").to_lowercase()),
+                unknown: None,
+                holds_slot: false,
+            },
+        )
+    });
+    let mut ops: Vec<(model::OpId, OpDto)> = hot.chain(archived).collect();
+    ops.sort_by_key(|(id, _)| *id);
+    let ops: Vec<OpDto> = ops.into_iter().map(|(_, dto)| dto).collect();
     let nodes = s
         .roster
         .iter()
