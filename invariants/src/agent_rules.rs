@@ -2,7 +2,7 @@
 
 use crate::{broken, words, Rule, Violation};
 use model::agent::{agent_apply, AgentEvent, AgentStage, AgentState, StagingStep};
-use model::controller::{ControllerState, OpPhase, Outcome, Resolution};
+use model::controller::{ControllerState, Outcome, Resolution};
 use model::msg::ReportKind;
 use model::recovery::{ErrorClass, Exit, Observed, Position, StageFailure};
 
@@ -71,10 +71,11 @@ pub fn s8_switch_agrees_with_record(
         AgentEvent::Restored { op, .. } => (op, true),
         _ => return Ok(()),
     };
-    let Some(o) = controller.op(op) else {
+    // Hot or archived: an archived op keeps its outcome in its summary.
+    let Some(o) = controller.op_summary(op) else {
         return Ok(()); // the controller never granted it: S7 says so
     };
-    let OpPhase::Settled(outcome) = o.phase else {
+    let Some(outcome) = o.outcome else {
         return Ok(());
     };
     // Abandon declares the serving state unknown: nothing to contradict.
@@ -315,6 +316,22 @@ mod tests {
         );
         holds(s8_switch_agrees_with_record(&baseline.state, &restored));
         holds(s8_switch_agrees_with_record(&abandoned.state, &restored));
+        // Archived (its rollout finished): the summary still holds the
+        // outcome the restore contradicts.
+        let mut archived = verified.clone();
+        archive(&mut archived.state, OpId(0));
+        rejected(
+            s8_switch_agrees_with_record(&archived.state, &restored),
+            Rule::S8,
+        );
+    }
+
+    /// Moves `op` from the hot ops to the archive, as `apply` does once its
+    /// rollout finished and its node moved on.
+    fn archive(state: &mut ControllerState, op: OpId) {
+        let summary = state.op_summary(op).expect("op was granted");
+        state.ops.remove(&op);
+        state.archive.insert(op, summary);
     }
 
     #[test]

@@ -298,7 +298,7 @@ impl FleetModel {
                 if world.ghost.were_unknown & (1 << op.0) != 0 {
                     world.ghost.unknown_settled = true;
                 }
-                if was_paused && state.op(*op).is_some_and(|o| o.decision.is_some()) {
+                if was_paused && state.op_summary(*op).is_some_and(|o| o.decision.is_some()) {
                     world.ghost.settled_while_paused = true;
                 }
                 if *outcome == Outcome::RolledBack {
