@@ -33,6 +33,15 @@ pub enum LogError {
         /// The limit.
         max: usize,
     },
+    /// More payload bytes in one append than
+    /// [`APPEND_BYTES_MAX`](super::APPEND_BYTES_MAX).
+    #[error("an append of {bytes} payload bytes exceeds the limit of {max}")]
+    BatchBytesTooLarge {
+        /// Payload bytes in the rejected append.
+        bytes: usize,
+        /// The limit.
+        max: usize,
+    },
     /// An earlier storage failure (or a panic inside the log) left the log
     /// in an unknown state; no further appends are accepted. Reopen the log
     /// to see what reached disk.

@@ -17,9 +17,16 @@ use super::storage::LogStorage;
 use super::verify::{check_layout, check_watermark, walk_chain, VerifyReport};
 
 /// Most events accepted by one [`EventLog::append`]. Bounds the work done
-/// by a group-commit leader for one append and the size of one storage
-/// batch (≤ 4096 × 64 KiB; see `commit::GROUP_EVENTS_MAX` for a group).
-pub const APPEND_EVENTS_MAX: usize = 4096;
+/// by a group-commit leader for one append. The controller's batches stay
+/// under it by construction (a soft batch bound plus one input's events,
+/// at most two slots' worth of 10,000); `commit::GROUP_EVENTS_MAX` bounds
+/// how many further queued appends join one group.
+pub const APPEND_EVENTS_MAX: usize = 32_768;
+
+/// Most payload bytes accepted by one [`EventLog::append`]: bounds one
+/// storage batch in memory (entries are at most 64 KiB each, so the event
+/// count alone would allow 2 GiB).
+pub const APPEND_BYTES_MAX: usize = 64 << 20;
 
 /// A durable log of events of type `E`.
 ///
@@ -133,6 +140,13 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
             .iter()
             .map(encode_payload)
             .collect::<Result<Vec<_>, _>>()?;
+        let bytes: usize = payloads.iter().map(Vec::len).sum();
+        if bytes > APPEND_BYTES_MAX {
+            return Err(LogError::BatchBytesTooLarge {
+                bytes,
+                max: APPEND_BYTES_MAX,
+            });
+        }
         let first = self
             .commit
             .submit(payloads, |group| self.commit_group(group))?;

@@ -43,7 +43,7 @@ pub use envelope::{
     PayloadError, ENTRY_BYTES_MAX, LOG_FORMAT_VERSION, PAYLOAD_BYTES_MAX,
 };
 pub use error::LogError;
-pub use event_log::{EventLog, APPEND_EVENTS_MAX};
+pub use event_log::{EventLog, APPEND_BYTES_MAX, APPEND_EVENTS_MAX};
 pub use forensic::{CopyProblem, FORENSIC_COPY_BYTES_MAX, FORENSIC_COPY_FILES_MAX};
 pub use sled_dir::is_log_dir;
 pub use sled_storage::{sled_config, ForeignData, SledStorage};

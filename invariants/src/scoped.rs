@@ -42,6 +42,13 @@ impl Touched {
         }
     }
 
+    /// Adds everything `other` touched.
+    pub fn extend(&mut self, other: Touched) {
+        self.rollouts.extend(other.rollouts);
+        self.ops.extend(other.ops);
+        self.nodes.extend(other.nodes);
+    }
+
     /// What one event touched.
     pub fn of(after: &ControllerState, event: &Event) -> Touched {
         let mut touched = Touched::default();

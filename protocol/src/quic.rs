@@ -383,32 +383,17 @@ impl ControllerEndpoint {
         Some(result)
     }
 
-    async fn authenticate(&self, incoming: quinn::Incoming) -> Result<AgentLink, TransportError> {
-        let conn = match tokio::time::timeout(HANDSHAKE_TIMEOUT, incoming).await {
-            Ok(Ok(conn)) => conn,
-            Ok(Err(e)) => return Err(TransportError::Handshake(e)),
-            // Dropping the connecting future abandons the handshake.
-            Err(_) => return Err(TransportError::HandshakeTimeout(HANDSHAKE_TIMEOUT)),
-        };
-        let chain = conn
-            .peer_identity()
-            .and_then(|any| any.downcast::<Vec<CertificateDer<'static>>>().ok());
-        let node = match chain.as_deref().and_then(|chain| chain.first()) {
-            Some(leaf) => tls::node_id_from_cert(leaf),
-            None => Err(TransportError::NoPeerCertificate),
-        };
-        match node {
-            Ok(node) => {
-                debug!(%node, peer = %conn.remote_address(), "agent connected");
-                Ok(AgentLink { node, conn })
-            }
-            Err(e) => {
-                close(&conn, CLOSE_NOT_A_NODE, &e.to_string());
-                Err(e)
-            }
-        }
+    /// The next incoming connection, its handshake not yet run: hand it to
+    /// [`authenticate`] in a task of its own, so one slow handshake (up to
+    /// [`HANDSHAKE_TIMEOUT`]) does not hold up the others. `None` once the
+    /// endpoint is closed.
+    pub async fn accept_incoming(&self) -> Option<quinn::Incoming> {
+        self.endpoint.accept().await
     }
 
+    async fn authenticate(&self, incoming: quinn::Incoming) -> Result<AgentLink, TransportError> {
+        authenticate(incoming).await
+    }
     /// Closes every connection and stops accepting.
     pub fn close(&self) {
         self.endpoint
@@ -734,6 +719,34 @@ fn xorshift(seed: u64) -> u64 {
         x ^= x << 17;
     }
     x
+}
+
+/// Runs `incoming`'s handshake (at most [`HANDSHAKE_TIMEOUT`]) and reads the
+/// node id from the client certificate the handshake verified.
+pub async fn authenticate(incoming: quinn::Incoming) -> Result<AgentLink, TransportError> {
+    let conn = match tokio::time::timeout(HANDSHAKE_TIMEOUT, incoming).await {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(e)) => return Err(TransportError::Handshake(e)),
+        // Dropping the connecting future abandons the handshake.
+        Err(_) => return Err(TransportError::HandshakeTimeout(HANDSHAKE_TIMEOUT)),
+    };
+    let chain = conn
+        .peer_identity()
+        .and_then(|any| any.downcast::<Vec<CertificateDer<'static>>>().ok());
+    let node = match chain.as_deref().and_then(|chain| chain.first()) {
+        Some(leaf) => tls::node_id_from_cert(leaf),
+        None => Err(TransportError::NoPeerCertificate),
+    };
+    match node {
+        Ok(node) => {
+            debug!(%node, peer = %conn.remote_address(), "agent connected");
+            Ok(AgentLink { node, conn })
+        }
+        Err(e) => {
+            close(&conn, CLOSE_NOT_A_NODE, &e.to_string());
+            Err(e)
+        }
+    }
 }
 
 #[cfg(test)]

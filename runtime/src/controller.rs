@@ -10,6 +10,8 @@
 //! inside a [`Ready`], and a `Ready` can only be built from a [`Durable`]
 //! token, which only the log creates after the flush covering the events.
 
+use std::collections::VecDeque;
+use std::ops::Range;
 use std::path::Path;
 
 use model::controller::{apply, effects, step, ControllerState, Effect, Event, Input, Refusal};
@@ -38,6 +40,25 @@ pub const EVENT_BYTES_BOUND: usize = {
 // Every event the model can produce fits one log entry: an append can never
 // fail for size on a valid input.
 const _: () = assert!(EVENT_BYTES_BOUND <= eventlog::PAYLOAD_BYTES_MAX);
+
+/// Most inputs stepped into one durable batch (one flush): bounds the wait
+/// of the first input of a batch for the last one's decision.
+pub const BATCH_INPUTS_MAX: usize = 256;
+
+/// An input joins a batch only while the batch holds fewer events than
+/// this; the input that crosses it is the batch's last.
+pub const BATCH_EVENTS_SOFT_MAX: usize = 4096;
+
+/// Upper bound on the events one input produces: a start that supersedes
+/// a rollout aborts each of its undecided ops (at most one slot each) and
+/// grants a slot's worth of the new one, each at most
+/// [`SLOTS_MAX_LIMIT`](model::plan::SLOTS_MAX_LIMIT); every other event of
+/// one input is one of a handful (start, policy, pause, settle, complete).
+pub const EVENTS_PER_INPUT_MAX: usize = 2 * model::plan::SLOTS_MAX_LIMIT as usize + 64;
+
+// A batch ends at the input that crosses the soft bound, so one append
+// holds at most the soft bound plus one input's events.
+const _: () = assert!(BATCH_EVENTS_SOFT_MAX + EVENTS_PER_INPUT_MAX <= eventlog::APPEND_EVENTS_MAX);
 
 /// Why the controller could not start or could not handle an input.
 #[derive(Debug, thiserror::Error)]
@@ -98,6 +119,20 @@ impl Ready {
     }
 }
 
+/// What one durable batch of inputs produced: its [`Ready`] and, per input
+/// in the order taken, the range of its events in [`Ready::events`] or why
+/// the model refused it (a refused input records nothing).
+#[derive(Debug)]
+#[must_use = "a Batch carries effects the runtime must perform"]
+pub struct Batch {
+    /// The batch's durable events and their effects.
+    pub ready: Ready,
+    /// Per input taken: its events' range in `ready.events()`, or its refusal.
+    pub outcomes: Vec<Result<Range<usize>, Refusal>>,
+    /// What the batch's events touched (ops, rollouts, nodes).
+    pub touched: invariants::Touched,
+}
+
 /// The controller: its durable log and the state folded from it.
 pub struct Controller {
     log: EventLog<Event>,
@@ -151,32 +186,55 @@ impl Controller {
     /// A refused input returns [`ControllerError::Refused`] and records
     /// nothing. On a log error nothing is applied; the log is poisoned.
     pub fn handle(&mut self, input: Input) -> Result<Ready, ControllerError> {
-        let events = step(&self.state, &input).map_err(ControllerError::Refused)?;
-        let durable = self.log.append(events)?;
+        let mut queue = VecDeque::from([input]);
+        let batch = self.handle_batch(&mut queue)?;
+        debug_assert!(queue.is_empty());
+        match batch.outcomes.into_iter().next() {
+            Some(Err(refusal)) => Err(ControllerError::Refused(refusal)),
+            _ => Ok(batch.ready),
+        }
+    }
+
+    /// Group commit (raft-rs `Ready` style): takes inputs from the front of
+    /// `inputs` (at most [`BATCH_INPUTS_MAX`], and no more once the batch
+    /// holds [`BATCH_EVENTS_SOFT_MAX`] events), steps each against the state
+    /// as the ones before it left it, appends all their events in one
+    /// durable batch (one flush), and only then hands out the effects.
+    ///
+    /// The state advances only once the batch is durable: on a log error
+    /// nothing is applied and the log is poisoned. A refused input takes its
+    /// place in the outcomes and records nothing; the others are unaffected.
+    pub fn handle_batch(&mut self, inputs: &mut VecDeque<Input>) -> Result<Batch, ControllerError> {
+        // O(1): the state's collections are persistent (imbl).
+        let mut next = self.state.clone();
+        let mut events = Vec::new();
         let mut out = Vec::new();
-        let mut touched = invariants::Touched::default();
-        for (sequence, event) in durable.get() {
-            // Kept on in release builds (TIGER_STYLE): a rule broken here is
-            // a bug in the model, and acting on it would release effects the
-            // rules forbid. docs/performance.md measures what it costs.
-            if let Err(violation) = invariants::check_event(&self.state, event) {
-                panic!("model produced an event breaking a rule at sequence {sequence} ({event}): {violation}");
+        let mut outcomes = Vec::new();
+        let mut all = invariants::Touched::default();
+        while outcomes.len() < BATCH_INPUTS_MAX && events.len() < BATCH_EVENTS_SOFT_MAX {
+            let Some(input) = inputs.pop_front() else {
+                break;
+            };
+            match step(&next, &input) {
+                Err(refusal) => outcomes.push(Err(refusal)),
+                Ok(stepped) => {
+                    let start = events.len();
+                    let touched = fold(&mut next, stepped, &mut events, &mut out);
+                    all.extend(touched);
+                    outcomes.push(Ok(start..events.len()));
+                }
             }
-            apply(&mut self.state, event);
-            touched.add(&self.state, event);
-            out.extend(effects(&self.state, event));
+        }
+        let durable = self.log.append(events)?;
+        if let Some((sequence, _)) = durable.get().last() {
             self.last_sequence = Some(*sequence);
         }
-        // State rules hold between batches, not between a batch's events (a
-        // canary's failed probe is followed by its restore in the same batch).
-        // Checked on what the batch touched: O(log n) per event.
-        if let Err(violation) = invariants::check_state_touched(&self.state, &touched, None) {
-            panic!(
-                "state after sequence {:?} breaks a rule: {violation}",
-                self.last_sequence
-            );
-        }
-        Ok(Ready::from_durable(durable, out))
+        self.state = next;
+        Ok(Batch {
+            ready: Ready::from_durable(durable, out),
+            outcomes,
+            touched: all,
+        })
     }
 
     /// The current state: the fold of every durable event.
@@ -189,9 +247,51 @@ impl Controller {
         self.last_sequence
     }
 
+    /// The log's group-commit counters (flushes so far, durable end).
+    pub fn commit_stats(&self) -> Result<eventlog::CommitStats, ControllerError> {
+        Ok(self.log.commit_stats()?)
+    }
+
     /// Flushes and closes the log, reporting a failed final flush.
     pub fn close(self) -> Result<(), ControllerError> {
         self.log.close()?;
         Ok(())
     }
+}
+
+/// Applies one input's `stepped` events to `next` (checking each event's
+/// rules before it and the state rules after the input), appending them to
+/// `events` and their effects to `out`; returns what they touched.
+fn fold(
+    next: &mut ControllerState,
+    stepped: Vec<Event>,
+    events: &mut Vec<Event>,
+    out: &mut Vec<Effect>,
+) -> invariants::Touched {
+    // TIGER_STYLE: the bound the batch size rests on holds in production.
+    assert!(
+        stepped.len() <= EVENTS_PER_INPUT_MAX,
+        "one input produced {} events, over EVENTS_PER_INPUT_MAX {EVENTS_PER_INPUT_MAX}",
+        stepped.len()
+    );
+    let mut touched = invariants::Touched::default();
+    for event in stepped {
+        // Kept on in release builds (TIGER_STYLE): a rule broken here is a
+        // bug in the model, and acting on it would release effects the
+        // rules forbid. docs/performance.md measures what it costs.
+        if let Err(violation) = invariants::check_event(next, &event) {
+            panic!("model produced an event breaking a rule ({event}): {violation}");
+        }
+        apply(next, &event);
+        touched.add(next, &event);
+        out.extend(effects(next, &event));
+        events.push(event);
+    }
+    // State rules hold between inputs, not between an input's events (a
+    // canary's failed probe is followed by its restore in the same input).
+    // Checked on what the input touched: O(log n) per event.
+    if let Err(violation) = invariants::check_state_touched(next, &touched, None) {
+        panic!("state after an input breaks a rule: {violation}");
+    }
+    touched
 }

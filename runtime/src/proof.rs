@@ -10,7 +10,6 @@ use model::controller::{
 };
 use model::{Decision, NodeId, OpId, RolloutId};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 
 /// One entry of the handover report (SPEC §7): a slot-holding op, a rollout
 /// waiting for an operator, or a drifted node.
@@ -67,14 +66,14 @@ pub struct Unresolved {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LogIndex {
     /// Unsettled op -> sequence of its grant.
-    pub granted: HashMap<OpId, u64>,
+    pub granted: imbl::HashMap<OpId, u64>,
     /// Unsettled op -> sequence of its latest `OpUnknown`.
-    pub unknown: HashMap<OpId, u64>,
+    pub unknown: imbl::HashMap<OpId, u64>,
     /// Rollout -> sequence of the latest event that can make it wait for an
     /// operator: a pause, or its canary's settlement (approval gate).
-    pub waiting: HashMap<RolloutId, u64>,
+    pub waiting: imbl::HashMap<RolloutId, u64>,
     /// Quarantined node -> sequence of its `NodeQuarantined`.
-    pub quarantined: HashMap<NodeId, u64>,
+    pub quarantined: imbl::HashMap<NodeId, u64>,
 }
 
 impl LogIndex {

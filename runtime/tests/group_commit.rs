@@ -259,6 +259,15 @@ fn oversized_batches_and_events_are_refused_before_writing() {
     ));
     let huge = TestEvent::Note("x".repeat(runtime::log::PAYLOAD_BYTES_MAX));
     assert!(matches!(log.append(vec![huge]), Err(LogError::Payload(_))));
+    // Each entry fits, together they are over the bytes bound: refused
+    // whole, before anything is written.
+    let big = TestEvent::Note("x".repeat(runtime::log::PAYLOAD_BYTES_MAX - 64));
+    let count = eventlog::APPEND_BYTES_MAX / (runtime::log::PAYLOAD_BYTES_MAX - 64) + 1;
+    assert!(count <= APPEND_EVENTS_MAX);
+    assert!(matches!(
+        log.append(vec![big; count]),
+        Err(LogError::BatchBytesTooLarge { .. })
+    ));
     assert_eq!(
         log.last_sequence().expect("last"),
         None,

@@ -4,12 +4,13 @@
 //! events behind it are durable (S7).
 
 use super::config::ControllerConfig;
+use super::deadlines::Deadlines;
 use super::readback::ReadBacks;
 pub use super::readback::{ReadBack, ReadBackError, ReadBackReply};
-use crate::controller::{Controller, ControllerError};
+use crate::controller::{Batch, Controller, BATCH_INPUTS_MAX};
 use model::controller::{ControllerState, Effect, Event, Input, Roster};
 use model::{NodeId, OpId, ToAgent};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{mpsc, oneshot};
@@ -117,11 +118,11 @@ pub struct Snapshot {
     /// The last durable sequence.
     pub last_sequence: Option<u64>,
     /// Nodes with a live connection.
-    pub connected: Vec<NodeId>,
+    pub connected: imbl::OrdSet<NodeId>,
     /// When each op that is UNKNOWN now became UNKNOWN, by this process's
     /// wall clock (runtime-only: the model has no clock). An op already
     /// UNKNOWN when the daemon started counts from the start.
-    pub unknown_since: HashMap<OpId, SystemTime>,
+    pub unknown_since: imbl::OrdMap<OpId, SystemTime>,
     /// Where each unresolved op and waiting rollout started in the log
     /// (the handover report's "since when"); built from the whole log at
     /// start, so it survives restarts.
@@ -132,9 +133,13 @@ pub struct Snapshot {
     /// The SHA-256 fingerprint of the certificate each node presented on
     /// its latest connection since this process started (what
     /// `fleetweft node revoke-cert NODE` revokes without `--cert`).
-    pub presented: HashMap<NodeId, [u8; 32]>,
+    pub presented: imbl::HashMap<NodeId, [u8; 32]>,
     /// Peer addresses of the muted connections of each quarantined node.
     pub quarantined_peers: HashMap<NodeId, Vec<String>>,
+    /// Group-commit counters since this process started.
+    pub batches: BatchStats,
+    /// Op deadlines armed now (one per op holding a slot).
+    pub deadlines_armed: usize,
 }
 
 /// A handle to send commands to the core.
@@ -270,7 +275,7 @@ struct Identities {
     watch: super::identity::ConflictWatch,
     muted: HashMap<NodeId, std::collections::VecDeque<Link>>,
     deny: protocol::tls::DenyList,
-    presented: HashMap<NodeId, [u8; 32]>,
+    presented: imbl::HashMap<NodeId, [u8; 32]>,
     conflicts: u64,
 }
 
@@ -295,7 +300,7 @@ impl Identities {
             watch: Default::default(),
             muted: HashMap::new(),
             deny,
-            presented: HashMap::new(),
+            presented: imbl::HashMap::new(),
             conflicts,
         }
     }
@@ -352,29 +357,420 @@ pub fn spawn(
         roster: Arc::new(RwLock::new(controller.state().roster.clone())),
     };
     let identities = Identities::new(deny, controller.state(), &history);
-    tokio::spawn(run(
+    let core = Core::new(
         controller,
         history,
-        cfg,
+        &cfg,
         allow_faults,
-        rx,
         handle.clone(),
         identities,
-    ));
+    );
+    tokio::spawn(run(core, rx));
     handle
 }
 
-async fn run(
-    mut controller: Controller,
-    mut history: Vec<(u64, Event)>,
-    cfg: ControllerConfig,
-    allow_faults: bool,
-    mut rx: mpsc::Receiver<Command>,
+/// What the core task owns besides the controller: connections, deadlines
+/// and the runtime-only indexes the API reads.
+struct Core {
+    controller: Controller,
+    /// The latest events, dense by sequence, for the API's event feed.
+    history: VecDeque<(u64, Event)>,
+    timeout: Duration,
+    drop_commit_reply: Option<String>,
+    links: HashMap<NodeId, Link>,
+    /// The nodes in `links`, kept sorted and cheap to share with snapshots.
+    connected: imbl::OrdSet<NodeId>,
+    readbacks: ReadBacks,
+    unknown_since: imbl::OrdMap<OpId, SystemTime>,
+    log_index: crate::proof::LogIndex,
+    ids: Identities,
+    deadlines: Deadlines,
     me: CoreHandle,
-    mut ids: Identities,
-) {
-    let timeout = Duration::from_millis(cfg.timing.op_timeout_ms);
-    let mut drop_commit_reply = match (&cfg.faults.drop_first_commit_reply_for, allow_faults) {
+    stats: BatchStats,
+}
+
+/// Group-commit counters (`/metrics`): inputs and events per durable batch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BatchStats {
+    /// Durable batches (one flush each; a batch of refusals only appends
+    /// nothing and is not counted).
+    pub batches: u64,
+    /// Inputs taken into them (refused ones included).
+    pub inputs: u64,
+    /// Events they appended.
+    pub events: u64,
+}
+
+async fn run(mut core: Core, mut rx: mpsc::Receiver<Command>) {
+    let mut queued: VecDeque<(Input, Option<InputReply>)> = VecDeque::new();
+    loop {
+        // One timer for every deadline (quinn-proto style): sleep until
+        // the earliest, or until a command arrives.
+        let wake = core.deadlines.poll_timeout();
+        let command = tokio::select! {
+            biased;
+            command = rx.recv() => match command {
+                Some(command) => command,
+                None => break,
+            },
+            _ = sleep_until(wake), if wake.is_some() => {
+                core.expire(&mut queued);
+                core.handle_inputs(&mut queued);
+                continue;
+            }
+        };
+        let mut held = match command {
+            Command::Input { input, reply } => {
+                queued.push_back((input, reply));
+                None
+            }
+            other => Some(other),
+        };
+        // Group commit: take every input already queued behind it (up to
+        // one batch), so they share one flush. A command of another kind
+        // waits until the inputs before it are handled: order is kept.
+        while held.is_none() && queued.len() < BATCH_INPUTS_MAX {
+            match rx.try_recv() {
+                Ok(Command::Input { input, reply }) => queued.push_back((input, reply)),
+                Ok(other) => held = Some(other),
+                Err(_) => break,
+            }
+        }
+        core.expire(&mut queued);
+        core.handle_inputs(&mut queued);
+        if let Some(command) = held {
+            core.command(command);
+        }
+    }
+    if let Err(e) = tokio::task::block_in_place(|| core.controller.close()) {
+        tracing::error!("closing the event log: {e}");
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    if let Some(at) = at {
+        tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
+    }
+}
+
+impl Core {
+    fn new(
+        controller: Controller,
+        history: Vec<(u64, Event)>,
+        cfg: &ControllerConfig,
+        allow_faults: bool,
+        me: CoreHandle,
+        ids: Identities,
+    ) -> Core {
+        let mut log_index = crate::proof::LogIndex::default();
+        for (sequence, event) in &history {
+            log_index.record(*sequence, event, controller.state());
+        }
+        let mut history = VecDeque::from(history);
+        trim(&mut history);
+        let mut core = Core {
+            timeout: Duration::from_millis(cfg.timing.op_timeout_ms),
+            drop_commit_reply: fault_release(cfg, allow_faults),
+            links: HashMap::new(),
+            connected: imbl::OrdSet::new(),
+            readbacks: ReadBacks::default(),
+            unknown_since: imbl::OrdMap::new(),
+            log_index,
+            ids,
+            deadlines: Deadlines::default(),
+            me,
+            stats: BatchStats::default(),
+            controller,
+            history,
+        };
+        // A restart re-arms the deadline of every op still holding a slot;
+        // an op already UNKNOWN counts from the start.
+        let now = SystemTime::now();
+        let at = Instant::now() + core.timeout;
+        for op in core.controller.state().ops.values() {
+            if op.occupies_slot() {
+                core.deadlines.arm(op.id, at);
+            }
+            if op.unknown.is_some() {
+                core.unknown_since.insert(op.id, now);
+            }
+        }
+        core
+    }
+
+    /// Feed every due deadline as a `Timeout` input, ahead of what is queued
+    /// (the deadline passed before those inputs are handled).
+    fn expire(&mut self, queued: &mut VecDeque<(Input, Option<InputReply>)>) {
+        for op in self.deadlines.expired(Instant::now()).into_iter().rev() {
+            queued.push_front((Input::Timeout { op }, None));
+        }
+    }
+
+    /// Handle every queued input, one durable batch at a time.
+    fn handle_inputs(&mut self, queued: &mut VecDeque<(Input, Option<InputReply>)>) {
+        while !queued.is_empty() {
+            let (mut inputs, mut replies): (VecDeque<Input>, VecDeque<Option<InputReply>>) =
+                std::mem::take(queued).into_iter().unzip();
+            let outcome = tokio::task::block_in_place(|| self.controller.handle_batch(&mut inputs));
+            let batch = match outcome {
+                Ok(batch) => batch,
+                Err(e) => {
+                    // The log failed: nothing may be acknowledged any more.
+                    tracing::error!("event log failure, stopping: {e}");
+                    std::process::exit(3);
+                }
+            };
+            // What the batch did not take goes back, in order.
+            let taken: Vec<_> = replies.drain(..batch.outcomes.len()).collect();
+            *queued = inputs.into_iter().zip(replies).collect();
+            self.after_batch(batch, taken);
+        }
+    }
+
+    /// Release a durable batch's effects, fold its events into the runtime's
+    /// indexes, then answer each input.
+    fn after_batch(&mut self, batch: Batch, replies: Vec<Option<InputReply>>) {
+        let (events, effects) = batch.ready.into_parts();
+        self.stats.batches += u64::from(!events.is_empty());
+        self.stats.inputs += replies.len() as u64;
+        self.stats.events += events.len() as u64;
+        fold_roster(&self.me.roster, &events);
+        let roster = &self.controller.state().roster;
+        for (sequence, event) in &events {
+            tracing::info!(sequence, "{}", describe(roster, event));
+        }
+        for effect in effects {
+            match effect {
+                Effect::Send { to, msg } => self.send(to, msg),
+                Effect::ArmTimeout { op } => self.deadlines.arm(op, Instant::now() + self.timeout),
+            }
+        }
+        self.track_ops(&batch.touched);
+        for (sequence, event) in &events {
+            self.log_index
+                .record(*sequence, event, self.controller.state());
+            identity_event(
+                self.controller.state(),
+                event,
+                &mut self.links,
+                &mut self.ids,
+            );
+            self.resync_connected(event);
+        }
+        for (reply, outcome) in replies.into_iter().zip(batch.outcomes) {
+            if let Some(reply) = reply {
+                let _ = reply.send(outcome.map(|range| events[range].to_vec()));
+            }
+        }
+        self.history.extend(events);
+        trim(&mut self.history);
+    }
+
+    /// After an identity event closed connections, drop their nodes from
+    /// `connected`: only the event's node, except for a revocation (rare),
+    /// which may close any connection that presented the certificate.
+    fn resync_connected(&mut self, event: &Event) {
+        match event {
+            Event::NodeQuarantined { node, .. }
+            | Event::NodeRetired { node }
+            | Event::NodeReleased { node }
+                if !self.links.contains_key(node) =>
+            {
+                self.connected.remove(node);
+            }
+            Event::CertRevoked { .. } => {
+                self.connected = self.links.keys().copied().collect();
+            }
+            _ => {}
+        }
+    }
+
+    /// Send `msg` to `to`'s connection, if it has one.
+    fn send(&mut self, to: NodeId, msg: ToAgent) {
+        let roster = &self.controller.state().roster;
+        if matches!(msg, ToAgent::CommitReply { .. }) && self.drop_commit_reply.is_some() {
+            let release = self
+                .controller
+                .state()
+                .op_summary(msg.op())
+                .map(|o| o.release.to_hex());
+            if self.drop_commit_reply == release {
+                self.drop_commit_reply = None;
+                tracing::warn!(
+                    "FAULT INJECTION: dropping the commit reply for {} to {} (the decision is durable)",
+                    msg.op(),
+                    roster.display_name(to)
+                );
+                return;
+            }
+        }
+        let Some(link) = self.links.get(&to) else {
+            tracing::debug!(
+                "{} is not connected; it gets the command when it says hello",
+                roster.display_name(to)
+            );
+            return;
+        };
+        if link.tx.try_send(LinkMsg::Command(msg)).is_err() {
+            // Dropping a command silently would leave the op waiting for an
+            // unrelated reconnect. Close the link instead: the agent
+            // reconnects, says hello, and gets its live op's command again.
+            tracing::warn!(
+                "{} is not keeping up: closing its connection so it resyncs on reconnect",
+                roster.display_name(to)
+            );
+            link.conn.close(
+                quinn::VarInt::from_u32(1),
+                b"controller queue full: reconnect to resync",
+            );
+            self.links.remove(&to);
+            self.connected.remove(&to);
+        }
+    }
+
+    /// The ops a batch touched: drop the deadline of each that no longer
+    /// holds a slot, and note when each became UNKNOWN (or stopped being).
+    /// O(touched · log n): never a walk over every op.
+    fn track_ops(&mut self, touched: &invariants::Touched) {
+        let now = SystemTime::now();
+        for op in &touched.ops {
+            let hot = self.controller.state().op(*op);
+            if !hot.is_some_and(|o| o.occupies_slot()) {
+                self.deadlines.cancel(*op);
+            }
+            if hot.is_some_and(|o| o.unknown.is_some()) {
+                self.unknown_since.entry(*op).or_insert(now);
+            } else {
+                self.unknown_since.remove(op);
+            }
+        }
+    }
+
+    /// Every command that is not an input.
+    fn command(&mut self, command: Command) {
+        match command {
+            Command::Input { input, reply } => {
+                let mut queued = VecDeque::from([(input, reply)]);
+                self.handle_inputs(&mut queued);
+            }
+            Command::Attach {
+                node,
+                link,
+                tx,
+                conn,
+            } => self.attach(node, link, tx, conn),
+            Command::Detach { node, link } => {
+                if self.links.get(&node).is_some_and(|l| l.id == link) {
+                    self.links.remove(&node);
+                    self.connected.remove(&node);
+                }
+                self.ids.detach(node, link);
+                self.readbacks.disconnected(node, link, Instant::now());
+            }
+            Command::ReadBack { node, reply } => {
+                let link = self.links.get(&node).map(|l| (l.id, &l.tx));
+                self.readbacks.start(node, link, reply, Instant::now());
+            }
+            Command::ReadBackArrived {
+                node,
+                link,
+                request,
+                readback,
+            } => self
+                .readbacks
+                .answer(node, link, request, readback, Instant::now()),
+            Command::Snapshot { reply } => {
+                let _ = reply.send(self.snapshot());
+            }
+            Command::Events { from, limit, reply } => {
+                let _ = reply.send(self.events(from, limit));
+            }
+        }
+    }
+
+    fn attach(
+        &mut self,
+        node: NodeId,
+        id: u64,
+        tx: mpsc::Sender<LinkMsg>,
+        conn: quinn::Connection,
+    ) {
+        let link = Link {
+            id,
+            peer: conn.remote_address(),
+            fingerprint: protocol::quic::peer_fingerprint(&conn),
+            tx,
+            conn,
+        };
+        let state = self.controller.state();
+        // The link task looked the name up before a retirement may have
+        // become durable: check again here, where events fold.
+        if state.roster.is_retired(node) {
+            link.conn
+                .close(quinn::VarInt::from_u32(CLOSE_IDENTITY), b"node retired");
+            return;
+        }
+        if let Some(fingerprint) = link.fingerprint {
+            self.ids.presented.insert(node, fingerprint);
+        }
+        if state.is_quarantined(node) {
+            self.ids.mute(state, node, link);
+            return;
+        }
+        let peer = link.peer;
+        self.connected.insert(node);
+        if let Some(old) = self.links.insert(node, link) {
+            // A second connection for the same node replaces the first.
+            old.conn
+                .close(0u32.into(), b"replaced by a newer connection");
+            self.readbacks.disconnected(node, old.id, Instant::now());
+            if self.ids.watch.replaced(node, Instant::now()) {
+                let name = state.roster.display_name(node);
+                report_conflict(&name, &self.me, node, old.peer, peer);
+            }
+        }
+    }
+
+    /// A consistent copy of what the core knows: every collection in it is
+    /// persistent, so this shares structure instead of copying the fleet.
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            state: self.controller.state().clone(),
+            last_sequence: self.controller.last_sequence(),
+            connected: self.connected.clone(),
+            unknown_since: self.unknown_since.clone(),
+            log_index: self.log_index.clone(),
+            identity_conflicts: self.ids.conflicts,
+            presented: self.ids.presented.clone(),
+            quarantined_peers: self.ids.peers(),
+            batches: self.stats,
+            deadlines_armed: self.deadlines.len(),
+        }
+    }
+
+    /// Up to `limit` events from sequence `from` on: the history is dense,
+    /// so the first one is found by offset, not by a scan.
+    fn events(&self, from: u64, limit: usize) -> Vec<(u64, Event)> {
+        let first = self.history.front().map_or(from, |(s, _)| *s);
+        let skip = usize::try_from(from.saturating_sub(first)).unwrap_or(usize::MAX);
+        self.history
+            .iter()
+            .skip(skip)
+            .take(limit)
+            .cloned()
+            .collect()
+    }
+}
+
+/// Keep the in-memory history at most [`EVENTS_IN_MEMORY_MAX`] events.
+fn trim(history: &mut VecDeque<(u64, Event)>) {
+    let excess = history.len().saturating_sub(EVENTS_IN_MEMORY_MAX);
+    history.drain(..excess);
+}
+
+/// The release whose first commit reply the fault injection drops, if on.
+fn fault_release(cfg: &ControllerConfig, allow_faults: bool) -> Option<String> {
+    match (&cfg.faults.drop_first_commit_reply_for, allow_faults) {
         (Some(release), true) => {
             tracing::warn!(
                 "FAULT INJECTION ENABLED: the first commit reply for release {release} will be dropped"
@@ -388,189 +784,6 @@ async fn run(
             None
         }
         (None, _) => None,
-    };
-    let mut links: HashMap<NodeId, Link> = HashMap::new();
-    let mut readbacks = ReadBacks::default();
-    let mut unknown_since: HashMap<OpId, SystemTime> = HashMap::new();
-    track_unknown(controller.state(), &mut unknown_since);
-    // The whole log was replayed into `history` at open (it is trimmed to
-    // EVENTS_IN_MEMORY_MAX only as it grows), so the index covers every
-    // op still unsettled.
-    let mut log_index = crate::proof::LogIndex::default();
-    for (sequence, event) in &history {
-        log_index.record(*sequence, event, controller.state());
-    }
-    // A restart re-arms the deadline of every op still holding a slot.
-    for op in controller
-        .state()
-        .ops
-        .values()
-        .filter(|o| o.occupies_slot())
-    {
-        arm(&me, op.id, timeout);
-    }
-    while let Some(command) = rx.recv().await {
-        match command {
-            Command::Input { input, reply } => {
-                let outcome = tokio::task::block_in_place(|| controller.handle(input));
-                match outcome {
-                    Ok(ready) => {
-                        let (events, effects) = ready.into_parts();
-                        fold_roster(&me.roster, &events);
-                        let roster = &controller.state().roster;
-                        for (sequence, event) in &events {
-                            tracing::info!(sequence, "{}", describe(roster, event));
-                        }
-                        for effect in effects {
-                            match effect {
-                                Effect::Send { to, msg } => {
-                                    let release =
-                                        controller.state().op(msg.op()).map(|o| o.release.to_hex());
-                                    if matches!(msg, ToAgent::CommitReply { .. })
-                                        && drop_commit_reply.is_some()
-                                        && drop_commit_reply == release
-                                    {
-                                        drop_commit_reply = None;
-                                        tracing::warn!(
-                                            "FAULT INJECTION: dropping the commit reply for {} to {} (the decision is durable)",
-                                            msg.op(),
-                                            roster.display_name(to)
-                                        );
-                                        continue;
-                                    }
-                                    match links.get(&to) {
-                                        Some(link) => {
-                                            if link.tx.try_send(LinkMsg::Command(msg)).is_err() {
-                                                // Dropping a command silently would leave the op
-                                                // waiting for an unrelated reconnect. Close the
-                                                // link instead: the agent reconnects, says hello,
-                                                // and gets its live op's current command again.
-                                                tracing::warn!("{} is not keeping up: closing its connection so it resyncs on reconnect", roster.display_name(to));
-                                                link.conn.close(
-                                                    quinn::VarInt::from_u32(1),
-                                                    b"controller queue full: reconnect to resync",
-                                                );
-                                                links.remove(&to);
-                                            }
-                                        }
-                                        None => tracing::info!(
-                                            "{} is not connected; it gets the command when it says hello",
-                                            roster.display_name(to)
-                                        ),
-                                    }
-                                }
-                                Effect::ArmTimeout { op } => arm(&me, op, timeout),
-                            }
-                        }
-                        track_unknown(controller.state(), &mut unknown_since);
-                        for (sequence, event) in &events {
-                            log_index.record(*sequence, event, controller.state());
-                            identity_event(controller.state(), event, &mut links, &mut ids);
-                        }
-                        history.extend(events.iter().cloned());
-                        if history.len() > EVENTS_IN_MEMORY_MAX {
-                            let excess = history.len() - EVENTS_IN_MEMORY_MAX;
-                            history.drain(..excess);
-                        }
-                        if let Some(reply) = reply {
-                            let _ = reply.send(Ok(events));
-                        }
-                    }
-                    Err(ControllerError::Refused(refusal)) => {
-                        if let Some(reply) = reply {
-                            let _ = reply.send(Err(refusal));
-                        }
-                    }
-                    Err(other) => {
-                        // The log failed: nothing may be acknowledged any more.
-                        tracing::error!("event log failure, stopping: {other}");
-                        std::process::exit(3);
-                    }
-                }
-            }
-            Command::Attach {
-                node,
-                link,
-                tx,
-                conn,
-            } => {
-                let link = Link {
-                    id: link,
-                    peer: conn.remote_address(),
-                    fingerprint: protocol::quic::peer_fingerprint(&conn),
-                    tx,
-                    conn,
-                };
-                // The link task looked the name up before a retirement may
-                // have become durable: check again here, where events fold.
-                if controller.state().roster.is_retired(node) {
-                    link.conn
-                        .close(quinn::VarInt::from_u32(CLOSE_IDENTITY), b"node retired");
-                    continue;
-                }
-                if let Some(fingerprint) = link.fingerprint {
-                    ids.presented.insert(node, fingerprint);
-                }
-                if controller.state().is_quarantined(node) {
-                    ids.mute(controller.state(), node, link);
-                    continue;
-                }
-                let peer = link.peer;
-                if let Some(old) = links.insert(node, link) {
-                    // A second connection for the same node replaces the first.
-                    old.conn
-                        .close(0u32.into(), b"replaced by a newer connection");
-                    readbacks.disconnected(node, old.id, Instant::now());
-                    if ids.watch.replaced(node, Instant::now()) {
-                        let name = controller.state().roster.display_name(node);
-                        report_conflict(&name, &me, node, old.peer, peer);
-                    }
-                }
-            }
-            Command::Detach { node, link } => {
-                if links.get(&node).is_some_and(|l| l.id == link) {
-                    links.remove(&node);
-                }
-                ids.detach(node, link);
-                readbacks.disconnected(node, link, Instant::now());
-            }
-            Command::ReadBack { node, reply } => {
-                let link = links.get(&node).map(|l| (l.id, &l.tx));
-                readbacks.start(node, link, reply, Instant::now());
-            }
-            Command::ReadBackArrived {
-                node,
-                link,
-                request,
-                readback,
-            } => readbacks.answer(node, link, request, readback, Instant::now()),
-            Command::Snapshot { reply } => {
-                let mut connected: Vec<NodeId> = links.keys().copied().collect();
-                connected.sort();
-                let _ = reply.send(Snapshot {
-                    state: controller.state().clone(),
-                    last_sequence: controller.last_sequence(),
-                    connected,
-                    unknown_since: unknown_since.clone(),
-                    log_index: log_index.clone(),
-                    identity_conflicts: ids.conflicts,
-                    presented: ids.presented.clone(),
-                    quarantined_peers: ids.peers(),
-                });
-            }
-            Command::Events { from, limit, reply } => {
-                let events = history
-                    .iter()
-                    .filter(|(s, _)| *s >= from)
-                    .take(limit)
-                    .cloned()
-                    .collect();
-                let _ = reply.send(events);
-            }
-        }
-    }
-    if let Err(e) = tokio::task::block_in_place(|| controller.close()) {
-        tracing::error!("closing the event log: {e}");
     }
 }
 
@@ -678,27 +891,6 @@ fn identity_event(
         }
         _ => {}
     }
-}
-
-/// Note when ops became UNKNOWN; forget ops that no longer are.
-fn track_unknown(state: &ControllerState, since: &mut HashMap<OpId, SystemTime>) {
-    let now = SystemTime::now();
-    since.retain(|op, _| state.op(*op).is_some_and(|o| o.unknown.is_some()));
-    for op in state.ops.values().filter(|o| o.unknown.is_some()) {
-        since.entry(op.id).or_insert(now);
-    }
-}
-
-fn arm(core: &CoreHandle, op: model::OpId, after: Duration) {
-    let core = core.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(after).await;
-        core.send(Command::Input {
-            input: Input::Timeout { op },
-            reply: None,
-        })
-        .await;
-    });
 }
 
 /// Fold the roster events of a durable batch into the shared roster.

@@ -364,6 +364,15 @@ pub fn metrics(snap: &Snapshot, now: SystemTime) -> String {
         "# HELP fleetweft_agents_connected Agents with a live connection.\n# TYPE fleetweft_agents_connected gauge\nfleetweft_agents_connected {}\n",
         snap.connected.len()
     );
+    let b = snap.batches;
+    let _ = write!(
+        m,
+        "# HELP fleetweft_batches_total Durable batches the core appended (one flush each) since the daemon started.\n# TYPE fleetweft_batches_total counter\nfleetweft_batches_total {}\n# HELP fleetweft_batch_inputs_total Inputs the core handled in its batches.\n# TYPE fleetweft_batch_inputs_total counter\nfleetweft_batch_inputs_total {}\n# HELP fleetweft_events_per_flush Events per durable batch since the daemon started (0 before the first).\n# TYPE fleetweft_events_per_flush gauge\nfleetweft_events_per_flush {:.2}\n# HELP fleetweft_deadlines_armed Op deadlines armed (one per op holding a slot).\n# TYPE fleetweft_deadlines_armed gauge\nfleetweft_deadlines_armed {}\n",
+        b.batches,
+        b.inputs,
+        if b.batches == 0 { 0.0 } else { b.events as f64 / b.batches as f64 },
+        snap.deadlines_armed
+    );
     let _ = write!(
         m,
         "# HELP fleetweft_nodes Enrolled nodes that are not retired.\n# TYPE fleetweft_nodes gauge\nfleetweft_nodes {}\n",

@@ -20,19 +20,31 @@ type Budgets = Arc<Mutex<HashMap<NodeId, MessageBudget>>>;
 
 static LINK_IDS: AtomicU64 = AtomicU64::new(1);
 
+/// Most agent handshakes run at once. Each runs in its own task, so one
+/// slow or abandoned handshake (up to `HANDSHAKE_TIMEOUT`) holds up nobody;
+/// over the bound, new connections wait in quinn's incoming queue.
+pub const HANDSHAKES_IN_FLIGHT_MAX: usize = 256;
+
 /// Accept agents until the endpoint closes.
 pub async fn serve(endpoint: ControllerEndpoint, core: CoreHandle, bundles: Arc<BundleDir>) {
     let budgets: Budgets = Arc::default();
-    while let Some(accepted) = endpoint.accept().await {
-        match accepted {
-            Err(e) => tracing::warn!("refused a connection: {e}"),
-            Ok(link) => {
-                let core = core.clone();
-                let bundles = bundles.clone();
-                let budgets = budgets.clone();
-                tokio::spawn(async move { handle(link, core, bundles, budgets).await });
+    let handshakes = Arc::new(tokio::sync::Semaphore::new(HANDSHAKES_IN_FLIGHT_MAX));
+    while let Some(incoming) = endpoint.accept_incoming().await {
+        let Ok(permit) = handshakes.clone().acquire_owned().await else {
+            return; // the semaphore is never closed
+        };
+        let core = core.clone();
+        let bundles = bundles.clone();
+        let budgets = budgets.clone();
+        tokio::spawn(async move {
+            let remote = incoming.remote_address();
+            let authenticated = protocol::quic::authenticate(incoming).await;
+            drop(permit);
+            match authenticated {
+                Err(e) => tracing::warn!(peer = %remote, "refused a connection: {e}"),
+                Ok(link) => handle(link, core, bundles, budgets).await,
             }
-        }
+        });
     }
 }
 

@@ -7,6 +7,7 @@ pub mod bundles;
 pub mod config;
 pub mod core;
 pub mod dashboard;
+pub mod deadlines;
 pub mod identity;
 pub mod links;
 pub mod openapi;
