@@ -3,7 +3,7 @@
 use crate::scoped::{check_state_touched, Touched};
 use crate::{check_event, Rule, Violation};
 use model::controller::{apply, ControllerState, Event};
-use model::OpId;
+use model::{OpId, RolloutId};
 use std::fmt;
 
 /// A rule broken somewhere in a history.
@@ -29,23 +29,25 @@ impl std::error::Error for HistoryViolation {}
 /// rules on what it touched ([`check_state_touched`]) after every event, so
 /// a replay costs O(log n) per event. Returns the final state.
 ///
-/// One exception, because the log does not mark where a step's batch ends:
-/// the state right after a failed probe of a canary is recorded breaks S11
-/// (a failed probe, no restore requested yet), and the very next event of
-/// the same batch is the `RestoreRequested` that repairs it. So that one
-/// state is let through *only if* the next event requests the restore of
-/// that op; otherwise the S11 violation is reported at the recording event,
-/// also when the history ends there.
+/// Two exceptions, because the log does not mark where an input's events
+/// end: the state right after a failed probe is recorded breaks S11 (a
+/// failed probe, no restore requested yet), and the very next event of the
+/// same input is the `RestoreRequested` that repairs it; the state right
+/// after a restore or an UNKNOWN that takes a rollout over its budget
+/// breaks B1 (over budget, not paused yet), and the very next event is the
+/// `RolloutPaused` that repairs it. Each such state is let through *only
+/// if* the next event is that repair; otherwise the violation is reported
+/// at the event that left it owed, also when the history ends there.
 pub fn check_history<'a>(
     events: impl IntoIterator<Item = &'a Event>,
 ) -> Result<ControllerState, HistoryViolation> {
     let mut state = ControllerState::default();
-    // A restore the previous event left owed: (its index, the op, the S11
-    // violation to report if the restore does not come next).
-    let mut owed: Option<(usize, OpId, Violation)> = None;
+    // A repair the previous event left owed: (its index, the repair, the
+    // violation to report if the repair does not come next).
+    let mut owed: Option<(usize, Owed, Violation)> = None;
     for (index, event) in events.into_iter().enumerate() {
-        if let Some((at, op, violation)) = owed.take() {
-            if *event != (Event::RestoreRequested { op }) {
+        if let Some((at, repair, violation)) = owed.take() {
+            if !repair.is(event) {
                 return Err(HistoryViolation {
                     index: at,
                     violation,
@@ -56,8 +58,8 @@ pub fn check_history<'a>(
         apply(&mut state, event);
         let touched = Touched::of(&state, event);
         if let Err(violation) = check_state_touched(&state, &touched, None) {
-            match restore_owed(&state, &touched, event, &violation) {
-                Some(op) => owed = Some((index, op, violation)),
+            match repair_owed(&state, &touched, event, &violation) {
+                Some(repair) => owed = Some((index, repair, violation)),
                 None => return Err(HistoryViolation { index, violation }),
             }
         }
@@ -68,18 +70,46 @@ pub fn check_history<'a>(
     Ok(state)
 }
 
-/// The op whose restore `event` left owed, when that is the only thing
-/// wrong with `state`. `check_state` runs S11 last, so an S11 violation
-/// means S1, S2 and S4 hold.
-fn restore_owed(
+/// The event that must come next for a state that breaks a rule only
+/// because an input's events are checked one at a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Owed {
+    /// S11: the restore of this op, after its failed probe was recorded.
+    Restore(OpId),
+    /// B1: the pause of this rollout, after it went over its budget.
+    Pause(RolloutId),
+}
+
+impl Owed {
+    fn is(self, event: &Event) -> bool {
+        match self {
+            Owed::Restore(op) => *event == Event::RestoreRequested { op },
+            Owed::Pause(r) => {
+                matches!(event, Event::RolloutPaused { rollout, .. } if *rollout == r)
+            }
+        }
+    }
+}
+
+/// The repair `event` left owed, when that is the only thing wrong with
+/// `state`.
+fn repair_owed(
     state: &ControllerState,
     touched: &Touched,
     event: &Event,
     violation: &Violation,
-) -> Option<OpId> {
-    if violation.rule != Rule::S11 {
-        return None;
+) -> Option<Owed> {
+    match violation.rule {
+        Rule::S11 => restore_owed(state, touched, event).map(Owed::Restore),
+        Rule::FailureBudget => pause_owed(state, event).map(Owed::Pause),
+        _ => None,
     }
+}
+
+/// The op whose restore `event` left owed, when that is the only thing
+/// wrong with `state`. `check_state` runs S11 last, so an S11 violation
+/// means S1, S2 and S4 hold.
+fn restore_owed(state: &ControllerState, touched: &Touched, event: &Event) -> Option<OpId> {
     let op = match event {
         Event::ReportRecorded { op, .. } | Event::ProbeRecorded { op, .. } => *op,
         _ => return None,
@@ -87,6 +117,22 @@ fn restore_owed(
     check_state_touched(state, touched, Some(op))
         .ok()
         .map(|()| op)
+}
+
+/// The rollout whose pause `event` left owed: a restore (one more failed)
+/// or an UNKNOWN (one more at once) of one of its ops took it over its
+/// budget. What B1 stopped the check from seeing is checked once the pause
+/// is applied, on what the pause touched.
+fn pause_owed(state: &ControllerState, event: &Event) -> Option<RolloutId> {
+    let op = match event {
+        Event::RestoreRequested { op } | Event::OpUnknown { op, .. } => *op,
+        _ => return None,
+    };
+    let rollout = state.op(op)?.rollout;
+    state
+        .rollout(rollout)
+        .is_some_and(|r| r.over_budget() && r.paused.is_none())
+        .then_some(rollout)
 }
 
 #[cfg(test)]

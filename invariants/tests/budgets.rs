@@ -131,3 +131,91 @@ fn s4_refuses_a_later_wave_before_the_earlier_one_settled() {
     let v = check_event(&state, &next_grant(&state, 3)).expect_err("node 2 is next");
     assert_eq!(v.rule, Rule::S4, "{v}");
 }
+
+/// Every event the inputs produced, in order: what the log would hold.
+fn logged(state: &mut ControllerState, log: &mut Vec<Event>, input: Input) {
+    let events = step(state, &input).expect("accepted");
+    for event in &events {
+        apply(state, event);
+    }
+    log.extend(events);
+}
+
+/// A history whose follower failure takes the rollout over its budget of 0:
+/// the restore and the pause are two events of one input.
+fn over_budget_history() -> (ControllerState, Vec<Event>) {
+    let mut state = ControllerState::default();
+    let mut log = Vec::new();
+    for n in 0..3 {
+        let msg = ToController::Hello {
+            serving: Some(V1),
+            generation: Generation(0),
+        };
+        logged(
+            &mut state,
+            &mut log,
+            Input::FromAgent {
+                node: NodeId(n),
+                msg,
+            },
+        );
+    }
+    let plan = Plan {
+        release: V2,
+        canary: NodeId(0),
+        followers: vec![NodeId(1), NodeId(2)],
+        slots_max: 1,
+        approval_after_canary: false,
+    };
+    let policy = Policy {
+        max_failed: Some(0),
+        ..Policy::default()
+    };
+    logged(&mut state, &mut log, Input::StartStaged { plan, policy });
+    let wrong = RouteObservation::new(ProbeVerdict::WrongAnswer, Some(V2), true);
+    for (op, answer) in [(0, RouteObservation::passing(V2)), (1, wrong)] {
+        let node = NodeId(op);
+        let op = OpId(op);
+        let ask = ToController::CommitRequest { op };
+        logged(&mut state, &mut log, Input::FromAgent { node, msg: ask });
+        let msg = ToController::Report {
+            op,
+            kind: ReportKind::Switched,
+            observation: answer,
+        };
+        logged(&mut state, &mut log, Input::FromAgent { node, msg });
+    }
+    (state, log)
+}
+
+#[test]
+fn a_replayed_history_accepts_the_pause_that_follows_a_restore_over_budget() {
+    let (state, log) = over_budget_history();
+    assert!(state.rollouts[0].paused.is_some(), "paused by the budget");
+    let restore = log
+        .iter()
+        .position(|e| *e == Event::RestoreRequested { op: OpId(1) })
+        .expect("restore of op1");
+    assert!(
+        matches!(log[restore + 1], Event::RolloutPaused { .. }),
+        "the pause is the restore's next event"
+    );
+    // A restart replays this log: the state between the two events is over
+    // budget and not paused, which the live controller never shows.
+    assert_eq!(invariants::check_history(&log).expect("clean"), state);
+    // A log cut between them (or the pause missing) is refused, naming B1
+    // at the restore.
+    let cut = &log[..=restore];
+    let err = invariants::check_history(cut).expect_err("pause owed");
+    assert_eq!(
+        (err.index, err.violation.rule),
+        (restore, Rule::FailureBudget)
+    );
+    let mut skipped = log.clone();
+    skipped.remove(restore + 1);
+    let err = invariants::check_history(&skipped).expect_err("pause missing");
+    assert_eq!(
+        (err.index, err.violation.rule),
+        (restore, Rule::FailureBudget)
+    );
+}
