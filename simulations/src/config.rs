@@ -204,6 +204,12 @@ pub struct CheckConfig {
     /// per follower, `max_failed` 0 (the first failed follower spends the
     /// budget and pauses the rollout for good, B1). Off by default.
     pub waves: bool,
+    /// The nodes are enrolled by name at the start (`NodeEnrolled`, R1)
+    /// and the operator may retire one of them along a path (refused while
+    /// it holds a live op). Off by default: the other configurations'
+    /// nodes are never enrolled, which the model allows, and keep their
+    /// spaces as they were.
+    pub roster: bool,
     /// A named deviation of the real rules, or `None` for the real rules.
     pub mutant: Option<Mutant>,
 }
@@ -222,6 +228,7 @@ impl Default for CheckConfig {
             rollback: false,
             proofs: false,
             waves: false,
+            roster: false,
             mutant: None,
         }
     }
@@ -240,7 +247,7 @@ impl fmt::Display for CheckConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "canary + {} followers, slots {}, faults {} (max {}), approval gate {}, operator {}, supersede {}{}{}, mutant {}",
+            "canary + {} followers, slots {}, faults {} (max {}), approval gate {}, operator {}, supersede {}{}{}{}, mutant {}",
             self.followers,
             self.slots,
             self.faults,
@@ -261,6 +268,11 @@ impl fmt::Display for CheckConfig {
             },
             if self.waves {
                 ", waves on (one per follower, max failed 0)"
+            } else {
+                ""
+            },
+            if self.roster {
+                ", roster on (enrolled, one retirement)"
             } else {
                 ""
             },

@@ -386,3 +386,44 @@ fn the_agent_crash_fault_covers_the_recovery_table() {
 }
 
 const PINNED_RECOVERY_UNIQUE_STATES: usize = 1_203;
+
+/// Enrolled nodes and an operator who may retire one (R1): a retirement
+/// is refused while the node's op holds a slot, a rollout whose follower
+/// was retired before its grant waits (nothing is granted to it), and the
+/// rules hold with a lost message or a wrong answer along a path.
+#[test]
+fn quick_real_rules_pass_with_a_roster_and_a_retirement() {
+    let cfg = CheckConfig {
+        followers: 1,
+        roster: true,
+        faults: Faults::parse("loss,wrong-answer").expect("known faults"),
+        ..CheckConfig::default()
+    };
+    let report = assert_clean(&cfg);
+    let summary = simulations::run::summary(&report);
+    assert!(
+        summary.contains("PASS       always    R1 the roster holds"),
+        "{summary}"
+    );
+    assert_eq!(report.unique_states, PINNED_ROSTER_UNIQUE_STATES);
+}
+
+const PINNED_ROSTER_UNIQUE_STATES: usize = 14_980;
+
+/// The R1 mutant is caught with the shortest story: the canary is
+/// granted, and the operator retires it while its op holds the slot.
+#[test]
+fn retiring_a_node_holding_an_op_is_caught_by_r1() {
+    let report = check_mutant(Mutant::RetireHoldingOp);
+    let failed: Vec<&str> = report.failures().map(|p| p.name.as_str()).collect();
+    assert_eq!(failed, vec!["R1 the roster holds"]);
+    let cex = report
+        .failures()
+        .next()
+        .and_then(|p| p.counterexample.clone())
+        .expect("a counterexample");
+    assert!(
+        cex.iter().any(|l| l.contains("operator retires node-a")),
+        "{cex:#?}"
+    );
+}

@@ -51,6 +51,10 @@ struct Args {
     /// record observations of it (implied by swap-old and foreign-route).
     #[arg(long)]
     proofs: bool,
+    /// Enroll the nodes by name at the start and let the operator retire
+    /// one of them (R1).
+    #[arg(long)]
+    roster: bool,
     /// Check a named mutant instead of the real rules.
     #[arg(long)]
     mutant: Option<String>,
@@ -115,6 +119,7 @@ fn config(args: &Args) -> Result<CheckConfig, String> {
     cfg.supersede |= args.supersede;
     cfg.rollback |= args.rollback;
     cfg.proofs |= args.proofs;
+    cfg.roster |= args.roster;
     if args.no_operator {
         cfg.operator = false;
     }
