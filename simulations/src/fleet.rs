@@ -155,11 +155,11 @@ impl FleetModel {
         }
     }
 
-    /// With [`CheckConfig::waves`]: one wave per follower, a failure
-    /// budget of 0.
+    /// With [`CheckConfig::waves`]: waves of `wave_size` followers (one
+    /// per follower by default), a failure budget of 0.
     fn policy(&self) -> model::plan::Policy {
         model::plan::Policy {
-            wave_ends: (1..=u32::from(self.cfg.followers)).collect(),
+            wave_ends: self.cfg.wave_ends(),
             approval_between_waves: false,
             max_failed: Some(0),
             max_unknown: None,
@@ -188,6 +188,10 @@ impl FleetModel {
             observations: 0,
             ghost: Ghost::default(),
             violation: None,
+            symmetry: self
+                .cfg
+                .symmetry
+                .then_some((self.cfg.followers, self.cfg.wave_size)),
         };
         let mut quiet = None;
         if self.cfg.roster {

@@ -55,6 +55,16 @@ struct Args {
     /// one of them (R1).
     #[arg(long)]
     roster: bool,
+    /// Start the first rollout in waves under a failure budget of 0.
+    #[arg(long)]
+    waves: bool,
+    /// With --waves: followers per wave (default 1).
+    #[arg(long)]
+    wave_size: Option<u8>,
+    /// Symmetry reduction over the followers of one wave (needs --waves,
+    /// --wave-size 2+, slots for a whole wave; explored depth first).
+    #[arg(long)]
+    symmetry: bool,
     /// Check a named mutant instead of the real rules.
     #[arg(long)]
     mutant: Option<String>,
@@ -120,6 +130,21 @@ fn config(args: &Args) -> Result<CheckConfig, String> {
     cfg.rollback |= args.rollback;
     cfg.proofs |= args.proofs;
     cfg.roster |= args.roster;
+    cfg.waves |= args.waves;
+    if let Some(size) = args.wave_size {
+        if size == 0 || size > FOLLOWERS_MAX {
+            return Err(format!(
+                "--wave-size: {size} is outside 1..={FOLLOWERS_MAX}"
+            ));
+        }
+        cfg.wave_size = size;
+    }
+    cfg.symmetry |= args.symmetry;
+    if cfg.symmetry {
+        if let Some(why) = cfg.symmetry_refusal() {
+            return Err(format!("--symmetry: {why}"));
+        }
+    }
     if args.no_operator {
         cfg.operator = false;
     }
