@@ -29,15 +29,19 @@ impl std::error::Error for HistoryViolation {}
 /// rules on what it touched ([`check_state_touched`]) after every event, so
 /// a replay costs O(log n) per event. Returns the final state.
 ///
-/// Two exceptions, because the log does not mark where an input's events
-/// end: the state right after a failed probe is recorded breaks S11 (a
-/// failed probe, no restore requested yet), and the very next event of the
-/// same input is the `RestoreRequested` that repairs it; the state right
-/// after a restore or an UNKNOWN that takes a rollout over its budget
-/// breaks B1 (over budget, not paused yet), and the very next event is the
-/// `RolloutPaused` that repairs it. Each such state is let through *only
-/// if* the next event is that repair; otherwise the violation is reported
-/// at the event that left it owed, also when the history ends there.
+/// Two exceptions, because the log does not mark where a step's batch ends:
+/// - the state right after a failed probe of a canary is recorded breaks
+///   S11 (a failed probe, no restore requested yet), and the very next
+///   event of the same batch is the `RestoreRequested` that repairs it;
+/// - the state right after the event that takes a rollout over its
+///   failure budget (a follower's `RestoreRequested` one failure past
+///   `max_failed`, an `OpUnknown` reaching `max_unknown`) breaks B1 (over
+///   budget, not paused), and the very next event of the same batch is the
+///   `RolloutPaused` of that rollout that repairs it.
+///
+/// Such a state is let through *only if* the next event is the repair;
+/// otherwise the violation is reported at the event that left it owed,
+/// also when the history ends there.
 pub fn check_history<'a>(
     events: impl IntoIterator<Item = &'a Event>,
 ) -> Result<ControllerState, HistoryViolation> {
@@ -58,7 +62,10 @@ pub fn check_history<'a>(
         apply(&mut state, event);
         let touched = Touched::of(&state, event);
         if let Err(violation) = check_state_touched(&state, &touched, None) {
-            match repair_owed(&state, &touched, event, &violation) {
+            let repair = restore_owed(&state, &touched, event, &violation)
+                .map(Owed::Restore)
+                .or_else(|| pause_owed(&state, &touched, event, &violation).map(Owed::Pause));
+            match repair {
                 Some(repair) => owed = Some((index, repair, violation)),
                 None => return Err(HistoryViolation { index, violation }),
             }
@@ -70,46 +77,62 @@ pub fn check_history<'a>(
     Ok(state)
 }
 
-/// The event that must come next for a state that breaks a rule only
-/// because an input's events are checked one at a time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The event a mid-batch state waits for.
+#[derive(Clone, Copy, Debug)]
 enum Owed {
-    /// S11: the restore of this op, after its failed probe was recorded.
+    /// S11: the restore of this op.
     Restore(OpId),
-    /// B1: the pause of this rollout, after it went over its budget.
+    /// B1: a pause of this rollout.
     Pause(RolloutId),
 }
 
 impl Owed {
     fn is(self, event: &Event) -> bool {
-        match self {
-            Owed::Restore(op) => *event == Event::RestoreRequested { op },
-            Owed::Pause(r) => {
-                matches!(event, Event::RolloutPaused { rollout, .. } if *rollout == r)
-            }
+        match (self, event) {
+            (Owed::Restore(op), Event::RestoreRequested { op: o }) => op == *o,
+            (Owed::Pause(r), Event::RolloutPaused { rollout, .. }) => r == *rollout,
+            _ => false,
         }
     }
 }
 
-/// The repair `event` left owed, when that is the only thing wrong with
-/// `state`.
-fn repair_owed(
+/// The rollout whose pause `event` left owed, when that is the only thing
+/// wrong with `state`: `event` took it over its failure budget (B1 is
+/// checked before S11 per rollout, so the check without the rollout must
+/// pass for the exception to apply).
+fn pause_owed(
     state: &ControllerState,
     touched: &Touched,
     event: &Event,
     violation: &Violation,
-) -> Option<Owed> {
-    match violation.rule {
-        Rule::S11 => restore_owed(state, touched, event).map(Owed::Restore),
-        Rule::FailureBudget => pause_owed(state, event).map(Owed::Pause),
-        _ => None,
+) -> Option<RolloutId> {
+    if violation.rule != Rule::FailureBudget {
+        return None;
     }
+    let op = match event {
+        Event::RestoreRequested { op } | Event::OpUnknown { op, .. } => *op,
+        _ => return None,
+    };
+    let rollout = state.op(op)?.rollout;
+    let mut others = touched.clone();
+    others.rollouts.retain(|r| *r != rollout);
+    check_state_touched(state, &others, None).ok()?;
+    let r = state.rollout(rollout)?;
+    (r.over_budget() && r.paused.is_none()).then_some(rollout)
 }
 
 /// The op whose restore `event` left owed, when that is the only thing
 /// wrong with `state`. `check_state` runs S11 last, so an S11 violation
 /// means S1, S2 and S4 hold.
-fn restore_owed(state: &ControllerState, touched: &Touched, event: &Event) -> Option<OpId> {
+fn restore_owed(
+    state: &ControllerState,
+    touched: &Touched,
+    event: &Event,
+    violation: &Violation,
+) -> Option<OpId> {
+    if violation.rule != Rule::S11 {
+        return None;
+    }
     let op = match event {
         Event::ReportRecorded { op, .. } | Event::ProbeRecorded { op, .. } => *op,
         _ => return None,
@@ -117,22 +140,6 @@ fn restore_owed(state: &ControllerState, touched: &Touched, event: &Event) -> Op
     check_state_touched(state, touched, Some(op))
         .ok()
         .map(|()| op)
-}
-
-/// The rollout whose pause `event` left owed: a restore (one more failed)
-/// or an UNKNOWN (one more at once) of one of its ops took it over its
-/// budget. What B1 stopped the check from seeing is checked once the pause
-/// is applied, on what the pause touched.
-fn pause_owed(state: &ControllerState, event: &Event) -> Option<RolloutId> {
-    let op = match event {
-        Event::RestoreRequested { op } | Event::OpUnknown { op, .. } => *op,
-        _ => return None,
-    };
-    let rollout = state.op(op)?.rollout;
-    state
-        .rollout(rollout)
-        .is_some_and(|r| r.over_budget() && r.paused.is_none())
-        .then_some(rollout)
 }
 
 #[cfg(test)]
@@ -259,6 +266,86 @@ mod tests {
         assert!(
             err.to_string().contains("op op4, which was never granted"),
             "{err}"
+        );
+    }
+
+    /// A follower that fails one past `max_failed`: the log holds its
+    /// restore and, next, the pause that repairs B1 (scenario 18 found
+    /// `log verify` refusing exactly such a log).
+    fn over_budget(max_unknown: Option<u32>) -> World {
+        let mut w = World::new();
+        w.input(Input::StartStaged {
+            plan: plan(2, false),
+            policy: model::plan::Policy {
+                wave_ends: vec![1, 2],
+                approval_between_waves: false,
+                max_failed: Some(0),
+                max_unknown,
+            },
+        });
+        w.switch(0, pass(V2));
+        w.switch(1, wrong(V2));
+        w
+    }
+
+    #[test]
+    fn check_history_lets_the_state_before_a_budget_pause_through_only_if_the_pause_comes_next() {
+        let w = over_budget(None);
+        let restore = w
+            .log
+            .iter()
+            .position(|e| *e == Event::RestoreRequested { op: OpId(1) })
+            .expect("the failed follower's restore");
+        assert!(
+            matches!(w.log[restore + 1], Event::RolloutPaused { rollout: R0, .. }),
+            "{:?}",
+            w.log
+        );
+        let state = check_history(&w.log).expect("a budget pause is sound");
+        assert!(state.rollouts[0].paused.is_some());
+        // Without the pause, B1 is broken at the restore, also when the
+        // history ends there.
+        let mut unpaused = w.log.clone();
+        unpaused.remove(restore + 1);
+        let err = check_history(&unpaused).unwrap_err();
+        assert_eq!(
+            (err.index, err.violation.rule),
+            (restore, Rule::FailureBudget)
+        );
+        let err = check_history(&w.log[..=restore]).unwrap_err();
+        assert_eq!(
+            (err.index, err.violation.rule),
+            (restore, Rule::FailureBudget)
+        );
+    }
+
+    #[test]
+    fn check_history_lets_the_state_before_an_unknown_budget_pause_through() {
+        let mut w = World::new();
+        w.input(Input::StartStaged {
+            plan: plan(2, false),
+            policy: model::plan::Policy {
+                wave_ends: vec![],
+                approval_between_waves: false,
+                max_failed: None,
+                max_unknown: Some(1),
+            },
+        });
+        w.input(Input::Timeout { op: OpId(0) });
+        let unknown = w
+            .log
+            .iter()
+            .position(|e| matches!(e, Event::OpUnknown { .. }))
+            .expect("the canary went UNKNOWN");
+        assert!(matches!(
+            w.log[unknown + 1],
+            Event::RolloutPaused { rollout: R0, .. }
+        ));
+        check_history(&w.log).expect("an unknown-budget pause is sound");
+        let err = check_history(&w.log[..=unknown]).unwrap_err();
+        assert_eq!(
+            (err.index, err.violation.rule),
+            (unknown, Rule::FailureBudget)
         );
     }
 }

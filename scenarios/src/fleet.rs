@@ -17,8 +17,13 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
 
-/// The nodes of every scenario, in `controller.toml` order.
+/// The nodes of every scenario but those that ask for more, in
+/// `controller.toml` order.
 pub const NODES: [&str; 3] = ["node-a", "node-b", "node-c"];
+/// Most nodes one scenario may ask for: each is a namespace, an agent and
+/// an app on a 2-core machine, and host octets 11.. must stay below the
+/// extra hosts' (20..).
+pub const NODES_MAX: usize = 9;
 /// The controller's QUIC port.
 pub const QUIC_PORT: u16 = 7000;
 /// The delaying relay's port (in the controller's namespace).
@@ -102,6 +107,9 @@ pub struct Fleet {
     api: ApiClient,
     /// Where agents send QUIC (the controller, or the delaying relay).
     pub agent_quic_port: u16,
+    /// This fleet's nodes (`node-<letter>`), in `controller.toml` order;
+    /// node i lives on host `<letter>` at octet 11 + i.
+    nodes: Vec<String>,
 }
 
 impl Drop for Fleet {
@@ -113,19 +121,28 @@ impl Drop for Fleet {
 }
 
 impl Fleet {
-    /// The network (controller, the three nodes, and `extra` hosts), the
-    /// PKI, signed releases `versions`, and the controller running.
+    /// The network (controller, `nodes`, and `extra` hosts), the PKI,
+    /// signed releases `versions`, and the controller running.
     pub async fn start(
         dir: &Path,
         bins: &Bins,
         versions: &[&str],
         extra: &[(&str, u8)],
+        nodes: &[&str],
     ) -> anyhow::Result<Fleet> {
+        ensure!(
+            !nodes.is_empty() && nodes.len() <= NODES_MAX,
+            "a scenario needs 1 to {NODES_MAX} nodes, not {}",
+            nodes.len()
+        );
         std::fs::create_dir_all(dir.join("logs"))?;
-        let mut hosts = vec![("ctl", 1u8), ("a", 11), ("b", 12), ("c", 13)];
+        let mut hosts = vec![("ctl", 1u8)];
+        for (i, node) in nodes.iter().enumerate() {
+            hosts.push((host_of(node)?, 11 + i as u8));
+        }
         hosts.extend_from_slice(extra);
         let net = Net::create(&hosts)?;
-        let names: Vec<String> = NODES.iter().map(|s| s.to_string()).collect();
+        let names: Vec<String> = nodes.iter().map(|s| s.to_string()).collect();
         let pki = protocol::pki::init_fleet(&dir.join("pki"), &names, "localhost")?;
         let token = protocol::pki::load_operator_token(&pki.operator_token())?;
         let keys = dir.join("keys");
@@ -152,6 +169,7 @@ impl Fleet {
             starts: HashMap::new(),
             api,
             agent_quic_port: QUIC_PORT,
+            nodes: names,
         };
         fleet.start_controller(&ControllerFaults::default()).await?;
         Ok(fleet)
@@ -241,7 +259,7 @@ impl Fleet {
                 release.to_hex()
             ));
         }
-        for (i, node) in NODES.iter().enumerate() {
+        for (i, node) in self.nodes.iter().enumerate() {
             text.push_str(&format!(
                 "\n[[nodes]]\nname = \"{node}\"\npublic = \"{SUBNET}.{}:{PUBLIC_PORT}\"\n",
                 11 + i
@@ -282,12 +300,8 @@ impl Fleet {
         faults: &AgentFaults,
         pki: Option<&protocol::pki::FleetPki>,
     ) -> anyhow::Result<()> {
-        let host = match node {
-            "node-a" => "a",
-            "node-b" => "b",
-            "node-c" => "c",
-            other => bail!("unknown node {other}"),
-        };
+        ensure!(self.nodes.iter().any(|n| n == node), "unknown node {node}");
+        let host = host_of(node)?;
         let ns = if name == node {
             self.net.host(host)?.ns.clone()
         } else {
@@ -486,6 +500,25 @@ impl Fleet {
         slots: u8,
         approval: bool,
     ) -> anyhow::Result<String> {
+        let gate: &[&str] = if approval {
+            &["--approve-after-canary"]
+        } else {
+            &[]
+        };
+        self.rollout_with(version, canary, followers, slots, gate)
+            .await
+    }
+
+    /// `fleetweft rollout start` with `more` options (`--waves 50%,100%`,
+    /// `--max-failed 1`, ...); returns the new rollout's id.
+    pub async fn rollout_with(
+        &self,
+        version: &str,
+        canary: &str,
+        followers: &[&str],
+        slots: u8,
+        more: &[&str],
+    ) -> anyhow::Result<String> {
         let bundle = self.bundle_file(version).display().to_string();
         let slots = slots.to_string();
         let followers = followers.join(",");
@@ -496,9 +529,7 @@ impl Fleet {
         if !followers.is_empty() {
             args.extend(["--followers", &followers]);
         }
-        if approval {
-            args.push("--approve-after-canary");
-        }
+        args.extend_from_slice(more);
         let (code, out) = self.cli(&args).await?;
         ensure!(code == 0, "rollout start refused: {out}");
         let release = self.digest(version).to_hex();
@@ -651,7 +682,7 @@ impl Fleet {
 
     /// GET /hello on `node`'s public route from the operator's host.
     pub async fn public(&self, node: &str) -> Option<RouteAnswer> {
-        let i = NODES.iter().position(|n| *n == node)?;
+        let i = self.nodes.iter().position(|n| n == node)?;
         let addr: std::net::SocketAddr =
             format!("{SUBNET}.{}:{PUBLIC_PORT}", 11 + i).parse().ok()?;
         runtime::client::get_route(addr, "/hello").await
@@ -783,6 +814,16 @@ impl Fleet {
             })
             .map(|(pid, _, _)| pid)
             .collect()
+    }
+}
+
+/// The scenario host of `node`: the letter of `node-<letter>`.
+fn host_of(node: &str) -> anyhow::Result<&str> {
+    match node.strip_prefix("node-") {
+        Some(letter) if letter.len() == 1 && letter.bytes().all(|b| b.is_ascii_lowercase()) => {
+            Ok(letter)
+        }
+        _ => bail!("scenario node {node:?} is not node-<letter>"),
     }
 }
 

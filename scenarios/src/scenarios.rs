@@ -9,6 +9,7 @@ use crate::fleet::{
 use crate::net;
 use anyhow::{bail, ensure, Context};
 use model::controller::Event;
+use runtime::daemon::api::{EventDto, StatusDto};
 use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
@@ -30,6 +31,8 @@ pub struct Scenario {
     versions: &'static [&'static str],
     /// Extra hosts (name, last octet).
     extra: &'static [(&'static str, u8)],
+    /// The fleet's nodes (most scenarios: [`NODES`]).
+    nodes: &'static [&'static str],
     body: Body,
 }
 
@@ -37,6 +40,10 @@ pub struct Scenario {
 pub const SCENARIO_MS: u64 = 300_000;
 /// Upper bound on one wait under 30% loss and 200 ms delay.
 pub const LOSSY_WAIT_MS: u64 = 120_000;
+
+/// The nodes of the waves scenario: a canary and four followers, two per
+/// wave.
+const WAVE_NODES: [&str; 5] = ["node-a", "node-b", "node-c", "node-d", "node-e"];
 
 macro_rules! body {
     ($f:ident) => {
@@ -49,23 +56,24 @@ pub fn all() -> Vec<Scenario> {
     const V12: &[&str] = &["v1", "v2"];
     const V123: &[&str] = &["v1", "v2", "v3"];
     vec![
-        Scenario { number: 1, title: "happy rollout: canary then two followers, slots 1", rule: "S1 slots, liveness", versions: V12, extra: &[], body: body!(happy) },
-        Scenario { number: 2, title: "canary partitioned after grant: UNKNOWN, slot held; healed: settles", rule: "S2 silence is UNKNOWN, S1", versions: V12, extra: &[], body: body!(canary_partitioned) },
-        Scenario { number: 3, title: "commit reply lost, operator pauses, link healed: stored decision replayed", rule: "S6 stable decisions, S3 pause", versions: V12, extra: &[], body: body!(lost_reply) },
-        Scenario { number: 4, title: "controller SIGKILLed between commit decision and reply", rule: "S7 persist before reply, S6", versions: V12, extra: &[], body: body!(controller_killed_before_reply) },
-        Scenario { number: 5, title: "canary answers wrongly while healthy", rule: "S11 wrong answer stops, S9", versions: V12, extra: &[], body: body!(wrong_answer) },
-        Scenario { number: 6, title: "restored app killed before its proof: UNKNOWN until an agent restart proves the baseline", rule: "S9 restore needs proof, S2", versions: V12, extra: &[], body: body!(restored_app_killed) },
-        Scenario { number: 7, title: "node offline during a release change converges to the newest intent", rule: "S8 no stale apply, generations", versions: V123, extra: &[], body: body!(offline_during_change) },
-        Scenario { number: 8, title: "agent SIGKILLed in each stage: fixed recovery table, no double apply", rule: "SPEC §5 recovery, S6", versions: &["v1", "v2", "v3", "v4", "v5", "v6"], extra: &[], body: body!(agent_killed_in_each_stage) },
-        Scenario { number: 9, title: "approval gate survives a controller restart", rule: "S10 human waits survive", versions: V12, extra: &[], body: body!(approval_survives_restart) },
-        Scenario { number: 10, title: "restart loop of the new release: proof failed (restart_loop), baseline restored", rule: "S9, S11, proof verdicts", versions: V12, extra: &[], body: body!(restart_loop) },
-        Scenario { number: 11, title: "tampered bundle: refused on the node, nothing installed", rule: "bundle verification, evidence", versions: V12, extra: &[], body: body!(tampered_bundle) },
-        Scenario { number: 12, title: "foreign certificate: connection refused, nothing logged", rule: "mutual TLS", versions: &["v1"], extra: &[("x", 20)], body: body!(foreign_certificate) },
-        Scenario { number: 13, title: "30% loss and 200 ms delay on every fleet link: rollout completes", rule: "all rules under loss", versions: V12, extra: &[], body: body!(lossy_links) },
-        Scenario { number: 14, title: "follower partitioned with slots 2: the other proceeds, the silent slot stays held", rule: "S1, S2", versions: V12, extra: &[], body: body!(follower_partitioned) },
-        Scenario { number: 15, title: "orderly restart of every process in turn mid-rollout: it completes", rule: "restart is a new attempt, S6", versions: V12, extra: &[], body: body!(rolling_restarts) },
-        Scenario { number: 16, title: "after a verified rollout, a healthy v1 app file is swapped in behind the agent: proof failed, node drifted", rule: "proof is a readback, drift", versions: V12, extra: &[], body: body!(swapped_behind_agent) },
-        Scenario { number: 17, title: "after a verified rollout, a stand-in answers the public route as another release: proof failed (route_identity_mismatch)", rule: "proof is a readback, SPEC §6 identity", versions: V12, extra: &[], body: body!(route_answers_as_another_release) },
+        Scenario { number: 1, title: "happy rollout: canary then two followers, slots 1", rule: "S1 slots, liveness", versions: V12, extra: &[], nodes: &NODES, body: body!(happy) },
+        Scenario { number: 2, title: "canary partitioned after grant: UNKNOWN, slot held; healed: settles", rule: "S2 silence is UNKNOWN, S1", versions: V12, extra: &[], nodes: &NODES, body: body!(canary_partitioned) },
+        Scenario { number: 3, title: "commit reply lost, operator pauses, link healed: stored decision replayed", rule: "S6 stable decisions, S3 pause", versions: V12, extra: &[], nodes: &NODES, body: body!(lost_reply) },
+        Scenario { number: 4, title: "controller SIGKILLed between commit decision and reply", rule: "S7 persist before reply, S6", versions: V12, extra: &[], nodes: &NODES, body: body!(controller_killed_before_reply) },
+        Scenario { number: 5, title: "canary answers wrongly while healthy", rule: "S11 wrong answer stops, S9", versions: V12, extra: &[], nodes: &NODES, body: body!(wrong_answer) },
+        Scenario { number: 6, title: "restored app killed before its proof: UNKNOWN until an agent restart proves the baseline", rule: "S9 restore needs proof, S2", versions: V12, extra: &[], nodes: &NODES, body: body!(restored_app_killed) },
+        Scenario { number: 7, title: "node offline during a release change converges to the newest intent", rule: "S8 no stale apply, generations", versions: V123, extra: &[], nodes: &NODES, body: body!(offline_during_change) },
+        Scenario { number: 8, title: "agent SIGKILLed in each stage: fixed recovery table, no double apply", rule: "SPEC §5 recovery, S6", versions: &["v1", "v2", "v3", "v4", "v5", "v6"], extra: &[], nodes: &NODES, body: body!(agent_killed_in_each_stage) },
+        Scenario { number: 9, title: "approval gate survives a controller restart", rule: "S10 human waits survive", versions: V12, extra: &[], nodes: &NODES, body: body!(approval_survives_restart) },
+        Scenario { number: 10, title: "restart loop of the new release: proof failed (restart_loop), baseline restored", rule: "S9, S11, proof verdicts", versions: V12, extra: &[], nodes: &NODES, body: body!(restart_loop) },
+        Scenario { number: 11, title: "tampered bundle: refused on the node, nothing installed", rule: "bundle verification, evidence", versions: V12, extra: &[], nodes: &NODES, body: body!(tampered_bundle) },
+        Scenario { number: 12, title: "foreign certificate: connection refused, nothing logged", rule: "mutual TLS", versions: &["v1"], extra: &[("x", 20)], nodes: &NODES, body: body!(foreign_certificate) },
+        Scenario { number: 13, title: "30% loss and 200 ms delay on every fleet link: rollout completes", rule: "all rules under loss", versions: V12, extra: &[], nodes: &NODES, body: body!(lossy_links) },
+        Scenario { number: 14, title: "follower partitioned with slots 2: the other proceeds, the silent slot stays held", rule: "S1, S2", versions: V12, extra: &[], nodes: &NODES, body: body!(follower_partitioned) },
+        Scenario { number: 15, title: "orderly restart of every process in turn mid-rollout: it completes", rule: "restart is a new attempt, S6", versions: V12, extra: &[], nodes: &NODES, body: body!(rolling_restarts) },
+        Scenario { number: 16, title: "after a verified rollout, a healthy v1 app file is swapped in behind the agent: proof failed, node drifted", rule: "proof is a readback, drift", versions: V12, extra: &[], nodes: &NODES, body: body!(swapped_behind_agent) },
+        Scenario { number: 17, title: "after a verified rollout, a stand-in answers the public route as another release: proof failed (route_identity_mismatch)", rule: "proof is a readback, SPEC §6 identity", versions: V12, extra: &[], nodes: &NODES, body: body!(route_answers_as_another_release) },
+        Scenario { number: 18, title: "waves 50%,100% with --max-failed 1 on 5 nodes: a wrong follower in wave 1 is restored and the rollout goes on; a second in wave 2 spends the budget: paused (failure budget)", rule: "S4 across waves, B1 failure budget, S9", versions: V12, extra: &[], nodes: &WAVE_NODES, body: body!(waves_with_a_failure_budget) },
     ]
 }
 
@@ -82,7 +90,7 @@ pub async fn run_one(s: &Scenario, dir: &Path, bins: &Bins) -> anyhow::Result<St
     }
     std::fs::create_dir_all(dir)?;
     let outcome = tokio::time::timeout(Duration::from_millis(SCENARIO_MS), async {
-        let mut fleet = Fleet::start(dir, bins, s.versions, s.extra).await?;
+        let mut fleet = Fleet::start(dir, bins, s.versions, s.extra, s.nodes).await?;
         let result = async {
             let note = (s.body)(&mut fleet).await?;
             let verify = fleet.verify_log().await?;
@@ -986,4 +994,141 @@ async fn route_answers_as_another_release(f: &mut Fleet) -> anyhow::Result<Strin
         "proof failed/route_identity_mismatch, probe 'wrong identity' exit 1, drifted everywhere"
             .into(),
     )
+}
+
+/// The log sequence of the first event matching `find`.
+fn sequence_of(events: &[EventDto], find: impl Fn(&Event) -> bool) -> Option<u64> {
+    events.iter().find(|e| find(&e.event)).map(|e| e.sequence)
+}
+
+/// Canary node-a, waves b,c then d,e (`--waves 50%,100%`), slots 2,
+/// `--max-failed 1`; node-c and node-e answer v2 wrongly while healthy.
+/// node-c's failure is within the budget: restored with proof, the rollout
+/// goes on. node-e's spends it: restored with proof, the rollout pauses
+/// itself (failure budget) and refuses a resume.
+async fn waves_with_a_failure_budget(f: &mut Fleet) -> anyhow::Result<String> {
+    let v2 = f.digest("v2");
+    let wrong = AgentFaults {
+        answer_wrongly: vec![v2],
+        ..AgentFaults::default()
+    };
+    for node in WAVE_NODES {
+        let faults = if node == "node-c" || node == "node-e" {
+            &wrong
+        } else {
+            &AgentFaults::default()
+        };
+        f.start_agent(node, faults)?;
+    }
+    f.wait("every agent connected", WAIT_MS, all_connected)
+        .await?;
+    let followers = &WAVE_NODES[1..];
+    let v1 = f.rollout("v1", "node-a", followers, 4, false).await?;
+    f.wait("v1 everywhere", WAIT_MS, |s| {
+        rollout_is(s, &v1, "completed")
+    })
+    .await?;
+    let id = f
+        .rollout_with(
+            "v2",
+            "node-a",
+            followers,
+            2,
+            &["--waves", "50%,100%", "--max-failed", "1"],
+        )
+        .await?;
+    let s = f
+        .wait("the rollout pauses itself", WAIT_MS, |s| {
+            rollout_is(s, &id, "paused")
+                && followers
+                    .iter()
+                    .all(|n| op_of(s, &id, n).is_some_and(|o| o.outcome.is_some()))
+        })
+        .await?;
+    let r = rollout(&s, &id).context("rollout")?;
+    let reason = r.paused_reason.clone().unwrap_or_default();
+    let e_op = op_of(&s, &id, "node-e").context("node-e's op")?.id.clone();
+    ensure!(
+        reason == format!("{e_op} failed over the failure budget"),
+        "paused by node-e's failure over the budget: {r:?}"
+    );
+    for (node, outcome) in [
+        ("node-a", "verified"),
+        ("node-b", "verified"),
+        ("node-c", "rolled-back"),
+        ("node-d", "verified"),
+        ("node-e", "rolled-back"),
+    ] {
+        let o = op_of(&s, &id, node).context("op")?;
+        ensure!(o.outcome.as_deref() == Some(outcome), "{node}: {o:?}");
+        f.assert_serves(node, if outcome == "verified" { "v2" } else { "v1" })
+            .await?;
+    }
+    let events = f.events().await?;
+    waves_in_order(&events, &s, &id)?;
+    // The CLI says why on stderr; the exit code and the state are what
+    // count here.
+    let (code, out) = f.cli(&["rollout", "resume", &id, "--json"]).await?;
+    ensure!(
+        code == 1,
+        "a resume over the budget is refused ({code}): {out}"
+    );
+    let after = f.status().await?;
+    ensure!(
+        rollout_is(&after, &id, "paused") && after.ops.len() == s.ops.len(),
+        "still paused, nothing granted: {:?}",
+        rollout(&after, &id)
+    );
+    let (_, status) = f.cli(&["status"]).await?;
+    ensure!(
+        status.contains("failure budget"),
+        "status says why it paused: {status}"
+    );
+    let held = max_slots_held(&events, &id);
+    ensure!(held <= 2, "slots 2 but {held} held at once");
+    Ok(format!(
+        "wave 2 granted only after wave 1 settled; node-c restored within the budget, node-e over it: paused ({reason}); resume refused; at most {held} slots held"
+    ))
+}
+
+/// From the log: no op of wave 2 (node-d, node-e) is granted before both
+/// ops of wave 1 (node-b, node-c) settled; node-c's failure paused
+/// nothing (it was within the budget), and the only pause is node-e's.
+fn waves_in_order(events: &[EventDto], s: &StatusDto, id: &str) -> anyhow::Result<()> {
+    let op =
+        |node: &str| -> anyhow::Result<String> { Ok(op_of(s, id, node).context("op")?.id.clone()) };
+    let granted = |op: &str| {
+        sequence_of(
+            events,
+            |e| matches!(e, Event::OpGranted { op: o, .. } if o.to_string() == op),
+        )
+    };
+    let settled = |op: &str| {
+        sequence_of(
+            events,
+            |e| matches!(e, Event::OpSettled { op: o, .. } if o.to_string() == op),
+        )
+    };
+    let mut wave1_settled = 0;
+    for node in ["node-b", "node-c"] {
+        let seq = settled(&op(node)?).with_context(|| format!("{node}'s op settled"))?;
+        wave1_settled = wave1_settled.max(seq);
+    }
+    for node in ["node-d", "node-e"] {
+        let seq = granted(&op(node)?).with_context(|| format!("{node}'s op granted"))?;
+        ensure!(
+            seq > wave1_settled,
+            "{node} granted at #{seq}, before wave 1 settled at #{wave1_settled}"
+        );
+    }
+    let pauses: Vec<&EventDto> = events
+        .iter()
+        .filter(|e| matches!(&e.event, Event::RolloutPaused { rollout, .. } if rollout.to_string() == id))
+        .collect();
+    ensure!(
+        pauses.len() == 1 && pauses[0].sequence > wave1_settled,
+        "one pause, in wave 2: {:?}",
+        pauses.iter().map(|e| &e.text).collect::<Vec<_>>()
+    );
+    Ok(())
 }

@@ -204,6 +204,22 @@ pub struct CheckConfig {
     /// per follower, `max_failed` 0 (the first failed follower spends the
     /// budget and pauses the rollout for good, B1). Off by default.
     pub waves: bool,
+    /// With `waves`: followers per wave (the last wave takes the rest).
+    /// 1, the default, is one wave per follower; a larger wave holds
+    /// interchangeable nodes ([`CheckConfig::symmetry`]).
+    pub wave_size: u8,
+    /// Symmetry reduction over the followers of one wave
+    /// ([`crate::symmetry`]): states that differ only by which of a wave's
+    /// followers is which are explored once. Opt-in; needs `waves`, slots
+    /// for a whole wave, no supersede and no roster
+    /// ([`CheckConfig::symmetry_refusal`]). Explored depth first.
+    pub symmetry: bool,
+    /// The nodes are enrolled by name at the start (`NodeEnrolled`, R1)
+    /// and the operator may retire one of them along a path (refused while
+    /// it holds a live op). Off by default: the other configurations'
+    /// nodes are never enrolled, which the model allows, and keep their
+    /// spaces as they were.
+    pub roster: bool,
     /// A named deviation of the real rules, or `None` for the real rules.
     pub mutant: Option<Mutant>,
 }
@@ -222,6 +238,9 @@ impl Default for CheckConfig {
             rollback: false,
             proofs: false,
             waves: false,
+            wave_size: 1,
+            symmetry: false,
+            roster: false,
             mutant: None,
         }
     }
@@ -234,13 +253,49 @@ impl CheckConfig {
     pub fn proofs_enabled(&self) -> bool {
         self.proofs || self.faults.any_after_settlement()
     }
+
+    /// Why symmetry reduction would be unsound here, if it would. A wave's
+    /// followers are interchangeable only when the wave is granted whole,
+    /// in one batch (then plan order only picks which op id each gets):
+    /// waves on, slots for a whole wave, and no second rollout (whose
+    /// plan has no waves) or roster (whose names tell nodes apart).
+    pub fn symmetry_refusal(&self) -> Option<String> {
+        if !self.waves {
+            return Some("symmetry needs --waves (followers of one wave)".to_string());
+        }
+        if self.wave_size < 2 {
+            return Some("symmetry needs --wave-size 2 or more".to_string());
+        }
+        if self.slots < self.wave_size {
+            return Some(format!(
+                "symmetry needs slots for a whole wave: slots {} < wave size {}",
+                self.slots, self.wave_size
+            ));
+        }
+        if self.supersede || self.roster {
+            return Some("symmetry does not support --supersede or --roster".to_string());
+        }
+        None
+    }
+
+    /// The wave ends of the first rollout's policy: cumulative follower
+    /// counts, `wave_size` apart, the last at `followers`.
+    pub fn wave_ends(&self) -> Vec<u32> {
+        let size = u32::from(self.wave_size.max(1));
+        let followers = u32::from(self.followers);
+        let mut ends: Vec<u32> = (1..=followers.div_ceil(size)).map(|w| w * size).collect();
+        if let Some(last) = ends.last_mut() {
+            *last = (*last).min(followers);
+        }
+        ends
+    }
 }
 
 impl fmt::Display for CheckConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "canary + {} followers, slots {}, faults {} (max {}), approval gate {}, operator {}, supersede {}{}{}, mutant {}",
+            "canary + {} followers, slots {}, faults {} (max {}), approval gate {}, operator {}, supersede {}{}{}{}{}, mutant {}",
             self.followers,
             self.slots,
             self.faults,
@@ -259,8 +314,18 @@ impl fmt::Display for CheckConfig {
             } else {
                 ""
             },
-            if self.waves {
-                ", waves on (one per follower, max failed 0)"
+            match (self.waves, self.wave_size) {
+                (false, _) => String::new(),
+                (true, 0 | 1) => ", waves on (one per follower, max failed 0)".to_string(),
+                (true, size) => format!(", waves on ({size} followers per wave, max failed 0)"),
+            },
+            if self.symmetry {
+                ", symmetry over a wave's followers"
+            } else {
+                ""
+            },
+            if self.roster {
+                ", roster on (enrolled, one retirement)"
             } else {
                 ""
             },

@@ -113,6 +113,9 @@ pub enum Action {
     /// controller's route probe merged with the agent's readback, as
     /// `Input::Observe` (with proofs on).
     Observe(NodeId),
+    /// (with the roster on) An operator retires an enrolled node, once
+    /// along a path; the controller refuses while the node holds a live op.
+    Retire(NodeId),
 }
 
 /// The checked system for one configuration.
@@ -152,11 +155,11 @@ impl FleetModel {
         }
     }
 
-    /// With [`CheckConfig::waves`]: one wave per follower, a failure
-    /// budget of 0.
+    /// With [`CheckConfig::waves`]: waves of `wave_size` followers (one
+    /// per follower by default), a failure budget of 0.
     fn policy(&self) -> model::plan::Policy {
         model::plan::Policy {
-            wave_ends: (1..=u32::from(self.cfg.followers)).collect(),
+            wave_ends: self.cfg.wave_ends(),
             approval_between_waves: false,
             max_failed: Some(0),
             max_unknown: None,
@@ -185,8 +188,23 @@ impl FleetModel {
             observations: 0,
             ghost: Ghost::default(),
             violation: None,
+            symmetry: self
+                .cfg
+                .symmetry
+                .then_some((self.cfg.followers, self.cfg.wave_size)),
         };
         let mut quiet = None;
+        if self.cfg.roster {
+            for node in self.nodes() {
+                let input = Input::EnrollNode {
+                    name: node.to_string(),
+                    labels: Default::default(),
+                    public: format!("{node}:8080"),
+                };
+                let enrolled = self.controller(&mut world, input, &mut quiet);
+                assert!(enrolled, "{node} enrolls in an empty roster");
+            }
+        }
         for node in self.nodes() {
             self.agent(&mut world, node, AgentInput::Connected, None, &mut quiet);
         }
@@ -598,6 +616,12 @@ impl FleetModel {
                 actions.push(Action::RollBack(op.id));
             }
         }
+        // One retirement along a path keeps the space small; the roster
+        // itself says whether one happened (a retired node stays retired).
+        let retired = ctrl.roster.iter().any(|(_, e)| e.retired);
+        if self.cfg.roster && !retired {
+            actions.extend(self.nodes().map(Action::Retire));
+        }
     }
 
     /// The faults that strike a settled node, and the proof actions.
@@ -849,6 +873,10 @@ impl FleetModel {
                 }
             }
             Action::Prove(node) => self.prove(&mut next, node, narration),
+            Action::Retire(node) => {
+                let name = node.to_string();
+                self.controller(&mut next, Input::RetireNode { name }, narration);
+            }
             Action::Observe(node) => {
                 let fresh = self.fresh(&next, node);
                 let (observation, source) = proof::merge_readback(&fresh);
@@ -1020,6 +1048,7 @@ impl FleetModel {
                 "verifier records an observation of {node} (route probe and agent readback) at {} ms",
                 (u64::from(world.observations) + 1) * OBSERVATION_INTERVAL_MIN_MS
             ),
+            Action::Retire(node) => format!("operator retires {node}"),
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod gallery;
 pub mod mutants;
 pub mod properties;
 pub mod run;
+pub mod symmetry;
 pub mod world;
 
 pub use config::{CheckConfig, Fault, Faults};

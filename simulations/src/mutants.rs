@@ -42,11 +42,12 @@ pub enum Mutant {
     ApproveWithoutGate,
     WaveBeforeSettled,
     BudgetIgnored,
+    RetireHoldingOp,
 }
 
 impl Mutant {
     /// Every mutant, in `--list-mutants` order.
-    pub const ALL: [Mutant; 25] = [
+    pub const ALL: [Mutant; 26] = [
         Mutant::ReleaseOnTimeout,
         Mutant::GrantWhilePaused,
         Mutant::RedecideOnRetry,
@@ -72,6 +73,7 @@ impl Mutant {
         Mutant::ApproveWithoutGate,
         Mutant::WaveBeforeSettled,
         Mutant::BudgetIgnored,
+        Mutant::RetireHoldingOp,
     ];
 
     /// The CLI name.
@@ -102,6 +104,7 @@ impl Mutant {
             Mutant::ApproveWithoutGate => "approve-without-gate",
             Mutant::WaveBeforeSettled => "wave-before-settled",
             Mutant::BudgetIgnored => "budget-ignored",
+            Mutant::RetireHoldingOp => "retire-holding-op",
         }
     }
 
@@ -137,6 +140,7 @@ impl Mutant {
             Mutant::ApproveWithoutGate => Rule::S4,
             Mutant::WaveBeforeSettled => Rule::S4,
             Mutant::BudgetIgnored => Rule::FailureBudget,
+            Mutant::RetireHoldingOp => Rule::RosterHolds,
         }
     }
 
@@ -202,6 +206,9 @@ impl Mutant {
             }
             Mutant::BudgetIgnored => {
                 "let an operator resume a rollout whose failure budget is spent, so it grants again"
+            }
+            Mutant::RetireHoldingOp => {
+                "retire a node whatever it holds: its op will time out anyway"
             }
             Mutant::ApproveWithoutGate => {
                 "accept an operator's approval of any active rollout: before the canary passed, without a gate, twice"
@@ -280,6 +287,11 @@ impl Mutant {
                 cfg.waves = true;
                 cfg.operator = true;
                 cfg.faults = cfg.faults.with(Fault::WrongAnswer);
+            }
+            // Enrolled nodes, and an operator who may retire one.
+            Mutant::RetireHoldingOp => {
+                cfg.roster = true;
+                cfg.operator = true;
             }
         }
     }
@@ -504,6 +516,13 @@ pub fn controller_step(
                 }
             }
             step(&forgetful, input)
+        }
+        (Some(Mutant::RetireHoldingOp), Input::RetireNode { name }) => {
+            // Only "enrolled and not retired" is checked, not the live op.
+            match state.roster.active_id(name) {
+                Some(node) => Ok(vec![Event::NodeRetired { node }]),
+                None => step(state, input),
+            }
         }
         (Some(Mutant::ApproveWithoutGate), Input::Approve { rollout }) => {
             // Only the rollout's being active is checked.

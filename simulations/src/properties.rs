@@ -163,6 +163,10 @@ pub fn properties(model: &FleetModel) -> Vec<Property<FleetModel>> {
         Property::<FleetModel>::always(property_name(Rule::FailureBudget), |_, w| {
             holds(w, Rule::FailureBudget)
         }),
+        // Only a configuration with the roster on enrolls and retires.
+        Property::<FleetModel>::always(property_name(Rule::RosterHolds), |_, w| {
+            holds(w, Rule::RosterHolds)
+        }),
         Property::<FleetModel>::sometimes("rollout completes", |_, w| {
             w.controller()
                 .rollouts

@@ -76,35 +76,33 @@ pub struct RunOptions {
 }
 
 /// Explore `cfg` exhaustively (breadth first, so counterexamples are the
-/// shortest), stopping at the first safety failure.
+/// shortest; depth first with [`CheckConfig::symmetry`]), stopping at the
+/// first safety failure.
 pub fn run(cfg: &CheckConfig, options: &RunOptions) -> Report {
     let model = FleetModel::new(cfg.clone());
     let started = Instant::now();
-    let checker = model
+    let builder = model
         .clone()
         .checker()
         .threads(options.threads.max(1))
-        .finish_when(HasDiscoveries::AnyFailures)
-        .spawn_bfs();
-    let mut last = Instant::now();
-    while !checker.is_done() {
-        std::thread::sleep(Duration::from_millis(50));
-        if options.progress && last.elapsed() >= Duration::from_millis(PROGRESS_INTERVAL_MS) {
-            last = Instant::now();
-            let secs = started.elapsed().as_secs_f64();
-            let states = checker.state_count();
-            let _ = writeln!(
-                std::io::stderr(),
-                "[{secs:6.1}s] states {states}, unique {}, depth {}, {:.0} states/s",
-                checker.unique_state_count(),
-                checker.max_depth(),
-                states as f64 / secs.max(1e-9)
-            );
-        }
-    }
-    let checker = checker.join();
+        .finish_when(HasDiscoveries::AnyFailures);
+    // stateright reduces symmetry in its depth-first checker only; the
+    // counterexample is shortened breadth first afterwards either way.
+    let checker = if cfg.symmetry {
+        assert!(
+            cfg.symmetry_refusal().is_none(),
+            "{cfg}: {:?}",
+            cfg.symmetry_refusal()
+        );
+        let spawned = builder
+            .symmetry_fn(crate::symmetry::representative_of)
+            .spawn_dfs();
+        finish(spawned, options, started)
+    } else {
+        finish(builder.spawn_bfs(), options, started)
+    };
     let elapsed = started.elapsed();
-    let discoveries = checker.discoveries();
+    let discoveries = &checker.discoveries;
     let any_failure = model
         .properties()
         .iter()
@@ -141,15 +139,50 @@ pub fn run(cfg: &CheckConfig, options: &RunOptions) -> Report {
             }
         })
         .collect();
-    let states = checker.state_count();
+    let states = checker.states;
     Report {
         config: cfg.to_string(),
-        unique_states: checker.unique_state_count(),
+        unique_states: checker.unique_states,
         states,
-        max_depth: checker.max_depth(),
+        max_depth: checker.max_depth,
         elapsed_ms: elapsed.as_millis(),
         states_per_sec: (states as f64 / elapsed.as_secs_f64().max(1e-9)) as u64,
         properties,
+    }
+}
+
+/// What a finished checker run found.
+struct Finished {
+    discoveries: std::collections::HashMap<&'static str, stateright::Path<World, Action>>,
+    states: usize,
+    unique_states: usize,
+    max_depth: usize,
+}
+
+/// Wait for `checker`, printing progress when asked.
+fn finish(checker: impl Checker<FleetModel>, options: &RunOptions, started: Instant) -> Finished {
+    let mut last = Instant::now();
+    while !checker.is_done() {
+        std::thread::sleep(Duration::from_millis(50));
+        if options.progress && last.elapsed() >= Duration::from_millis(PROGRESS_INTERVAL_MS) {
+            last = Instant::now();
+            let secs = started.elapsed().as_secs_f64();
+            let states = checker.state_count();
+            let _ = writeln!(
+                std::io::stderr(),
+                "[{secs:6.1}s] states {states}, unique {}, depth {}, {:.0} states/s",
+                checker.unique_state_count(),
+                checker.max_depth(),
+                states as f64 / secs.max(1e-9)
+            );
+        }
+    }
+    let checker = checker.join();
+    Finished {
+        discoveries: checker.discoveries(),
+        states: checker.state_count(),
+        unique_states: checker.unique_state_count(),
+        max_depth: checker.max_depth(),
     }
 }
 

@@ -138,6 +138,11 @@ pub struct World {
     pub ghost: Ghost,
     /// The first rule broken along the path to this state, if any.
     pub violation: Option<Violation>,
+    /// With symmetry reduction on, (followers, wave size): what
+    /// [`crate::symmetry::representative_of`] permutes. A constant of the
+    /// run (stateright's representative is a plain `fn` of the state);
+    /// `None` otherwise.
+    pub symmetry: Option<(u8, u8)>,
 }
 
 impl World {

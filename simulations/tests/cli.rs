@@ -86,3 +86,40 @@ fn json_and_markdown_outputs() {
     assert!(page.contains("S5 pause stops grants"), "{page}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--symmetry` where it would be unsound is a usage error naming why;
+/// where it is sound the run says so and passes.
+#[test]
+fn symmetry_is_refused_where_unsound_and_reported_where_used() {
+    for (args, why) in [
+        (&["--symmetry"][..], "needs --waves"),
+        (&["--symmetry", "--waves"][..], "--wave-size 2 or more"),
+        (
+            &["--symmetry", "--waves", "--wave-size", "2", "--slots", "1"][..],
+            "slots for a whole wave",
+        ),
+    ] {
+        let (code, stdout, stderr) = check(args);
+        assert_eq!(code, 2, "{args:?}: {stdout}{stderr}");
+        assert!(stderr.contains(why), "{args:?}: {stderr}");
+    }
+    let (code, stdout, stderr) = check(&[
+        "--waves",
+        "--wave-size",
+        "2",
+        "--slots",
+        "2",
+        "--faults",
+        "wrong-answer",
+        "--symmetry",
+    ]);
+    assert_eq!(
+        code, 1,
+        "UNKNOWN is not reachable without loss: {stdout}{stderr}"
+    );
+    assert!(
+        stdout.contains("symmetry over a wave's followers"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("explored: 12104 unique states"), "{stdout}");
+}

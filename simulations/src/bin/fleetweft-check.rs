@@ -51,6 +51,20 @@ struct Args {
     /// record observations of it (implied by swap-old and foreign-route).
     #[arg(long)]
     proofs: bool,
+    /// Enroll the nodes by name at the start and let the operator retire
+    /// one of them (R1).
+    #[arg(long)]
+    roster: bool,
+    /// Start the first rollout in waves under a failure budget of 0.
+    #[arg(long)]
+    waves: bool,
+    /// With --waves: followers per wave (default 1).
+    #[arg(long)]
+    wave_size: Option<u8>,
+    /// Symmetry reduction over the followers of one wave (needs --waves,
+    /// --wave-size 2+, slots for a whole wave; explored depth first).
+    #[arg(long)]
+    symmetry: bool,
     /// Check a named mutant instead of the real rules.
     #[arg(long)]
     mutant: Option<String>,
@@ -115,6 +129,22 @@ fn config(args: &Args) -> Result<CheckConfig, String> {
     cfg.supersede |= args.supersede;
     cfg.rollback |= args.rollback;
     cfg.proofs |= args.proofs;
+    cfg.roster |= args.roster;
+    cfg.waves |= args.waves;
+    if let Some(size) = args.wave_size {
+        if size == 0 || size > FOLLOWERS_MAX {
+            return Err(format!(
+                "--wave-size: {size} is outside 1..={FOLLOWERS_MAX}"
+            ));
+        }
+        cfg.wave_size = size;
+    }
+    cfg.symmetry |= args.symmetry;
+    if cfg.symmetry {
+        if let Some(why) = cfg.symmetry_refusal() {
+            return Err(format!("--symmetry: {why}"));
+        }
+    }
     if args.no_operator {
         cfg.operator = false;
     }
