@@ -411,7 +411,10 @@ pub fn metrics(snap: &Snapshot, now: SystemTime) -> String {
         };
         counts[i] += 1;
     }
-    counts[4] = s.ops.granted - counts[..4].iter().sum::<usize>();
+    counts[4] = s
+        .ops
+        .granted
+        .saturating_sub(counts[..4].iter().sum::<usize>());
     m.push_str("# HELP fleetweft_ops Ops by state (each op once; unknown takes precedence over its phase).\n# TYPE fleetweft_ops gauge\n");
     for (state, n) in ["unknown", "granted", "decided", "restoring", "settled"]
         .iter()
