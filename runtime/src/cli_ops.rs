@@ -960,3 +960,14 @@ pub async fn node_label(
 pub async fn node_retire(client: &ApiClient, name: &str, json: bool) -> Result<Output, Failure> {
     node_write(client, name, "retire", &serde_json::json!({}), json).await
 }
+
+#[cfg(test)]
+mod tests {
+    /// A label filter's `=` and any stray `&` stay inside the value.
+    #[test]
+    fn query_values_are_percent_encoded() {
+        assert_eq!(super::query_value("region=eu"), "region%3Deu");
+        assert_eq!(super::query_value("a&b c"), "a%26b%20c");
+        assert_eq!(super::query_value("edge-7.x_y~"), "edge-7.x_y~");
+    }
+}

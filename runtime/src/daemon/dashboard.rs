@@ -548,6 +548,14 @@ mod tests {
             html.contains("the first 100 of"),
             "the handover list is bounded"
         );
+        // The summary behind /api/status is bounded too.
+        let summary = serde_json::to_vec(&crate::daemon::view::status_dto(&snap)).expect("json");
+        eprintln!("/api/status of 10,000 nodes: {} bytes", summary.len());
+        assert!(
+            summary.len() < 64 * 1024,
+            "{} bytes of status",
+            summary.len()
+        );
         for limit in [1, 100, PAGE_LIMIT_MAX] {
             let nodes = node_page(
                 &snap,
