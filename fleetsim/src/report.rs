@@ -7,7 +7,7 @@ use crate::run::{Fleet, PROGRESS_EVERY_MS, ROLLOUT_POLL_MS};
 use crate::stats::{Percentiles, Stats};
 use anyhow::Context;
 use runtime::client::ApiClient;
-use runtime::daemon::api::{RolloutDto, StatusDto};
+use runtime::daemon::api::{OpDto, RolloutDto};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -180,6 +180,27 @@ pub async fn get_patiently<T: serde::de::DeserializeOwned>(
     }
 }
 
+/// Every op of rollout `id`, page by page (`/api/ops?rollout=ID`), asking
+/// again while the controller is too busy to answer.
+pub async fn rollout_ops_patiently(api: &ApiClient, id: &str) -> anyhow::Result<Vec<OpDto>> {
+    let mut attempt = 1;
+    loop {
+        match api
+            .all_pages::<OpDto>("/api/ops", &format!("rollout={id}"))
+            .await
+        {
+            Ok(ops) => return Ok(ops),
+            Err(e) if attempt < API_READ_ATTEMPTS_MAX => {
+                eprintln!(
+                    "fleetsim: GET /api/ops?rollout={id} (attempt {attempt}): {e}; asking again"
+                );
+                attempt += 1;
+            }
+            Err(e) => return Err(e).with_context(|| format!("GET /api/ops?rollout={id}")),
+        }
+    }
+}
+
 /// `/metrics`, asking again while the controller is too busy to answer.
 pub async fn metrics_patiently(api: &ApiClient) -> anyhow::Result<String> {
     let mut attempt = 1;
@@ -302,12 +323,14 @@ pub async fn run_rollout(options: &Options, fleet: &Fleet) -> anyhow::Result<Rol
 async fn settle_in_flight(options: &Options, fleet: &Fleet, id: &str) {
     let deadline = Instant::now() + Duration::from_millis(options.op_timeout_ms.saturating_mul(2));
     while Instant::now() < deadline {
-        if let Ok(status) = fleet.api.get::<StatusDto>("/api/status").await {
-            let open = status
-                .ops
-                .iter()
-                .filter(|o| o.rollout == id && o.outcome.is_none() && o.unknown.is_none())
-                .count();
+        // The rollout's own counts: ops holding a slot that are not UNKNOWN
+        // are still in flight (no scan of its ops).
+        if let Ok(dto) = fleet
+            .api
+            .get::<RolloutDto>(&format!("/api/rollouts/{id}"))
+            .await
+        {
+            let open = dto.counts.occupied.saturating_sub(dto.counts.unknown);
             if open == 0 {
                 return;
             }
@@ -337,10 +360,9 @@ async fn progress(fleet: &Fleet, started: Instant, dto: &RolloutDto) {
 }
 
 /// Ops of rollout `id` and their count by outcome.
-fn outcomes_of(status: &StatusDto, id: &str) -> (usize, BTreeMap<String, usize>) {
+fn outcomes_of(ops: &[OpDto]) -> (usize, BTreeMap<String, usize>) {
     let mut outcomes = BTreeMap::new();
-    let ops: Vec<_> = status.ops.iter().filter(|o| o.rollout == id).collect();
-    for o in &ops {
+    for o in ops {
         let key = match (&o.outcome, &o.unknown) {
             (Some(outcome), _) => outcome.clone(),
             (None, Some(_)) if o.holds_slot => "unknown".to_string(),
@@ -367,9 +389,9 @@ fn agent_counts(s: &Stats) -> AgentCounts {
 
 /// Everything but the restart, read once the rollout ended.
 pub async fn collect(options: &Options, fleet: &Fleet, end: RolloutEnd) -> anyhow::Result<Report> {
-    let status: StatusDto = get_patiently(&fleet.api, "/api/status").await?;
+    let ops = rollout_ops_patiently(&fleet.api, &end.dto.id).await?;
     let unresolved: Vec<serde_json::Value> = get_patiently(&fleet.api, "/api/unresolved").await?;
-    let (ops, outcomes) = outcomes_of(&status, &end.dto.id);
+    let (ops, outcomes) = outcomes_of(&ops);
     let verified = outcomes.get("verified").copied().unwrap_or(0);
     let minutes = end.settled.as_secs_f64() / 60.0;
     let proc = crate::procfs::sample(fleet.pid)?;

@@ -7,7 +7,7 @@
 //! [`EXIT_USAGE`] (2: usage, authentication or connection error).
 
 use crate::client::{ApiClient, ClientError};
-use crate::daemon::api::{StartRollout, StatusDto};
+use crate::daemon::api::{NodeDto, OpDto, Page, StartRollout, StatusDto};
 use crate::proof::{NodeProof, RolloutProof, Unresolved, Verdict};
 use std::path::Path;
 
@@ -141,13 +141,75 @@ fn json_text<T: serde::Serialize>(value: &T) -> String {
     s
 }
 
-/// `fleetweft status`.
-pub async fn status(client: &ApiClient, json: bool) -> Result<Output, Failure> {
+/// What a list command asks for: the page and its filters.
+#[derive(Clone, Debug, Default)]
+pub struct PageArgs {
+    /// Items in the page (the API's default when `None`).
+    pub limit: Option<usize>,
+    /// The cursor: the last item of the previous page (its `next`).
+    pub after: Option<String>,
+}
+
+/// `text` as a query string value: every byte but unreserved ones
+/// percent-encoded, so a label's `=` or a stray `&` stays inside it.
+pub fn query_value(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                out.push(b as char)
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// A query string from `(parameter, value)` pairs, values encoded.
+fn query(pairs: &[(&str, String)]) -> String {
+    let parts: Vec<String> = pairs
+        .iter()
+        .map(|(k, v)| format!("{k}={}", query_value(v)))
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", parts.join("&"))
+    }
+}
+
+fn page_pairs(page: &PageArgs) -> Vec<(&'static str, String)> {
+    let mut pairs = Vec::new();
+    if let Some(limit) = page.limit {
+        pairs.push(("limit", limit.to_string()));
+    }
+    if let Some(after) = &page.after {
+        pairs.push(("after", after.clone()));
+    }
+    pairs
+}
+
+/// Nodes shown by `fleetweft status` unless `--limit` says otherwise.
+pub const STATUS_NODES_DEFAULT: usize = 20;
+
+/// `fleetweft status [--limit N] [--after NODE]`: the summary, and one page
+/// of nodes. `--json` prints the API's summary (`/api/status`) alone.
+pub async fn status(client: &ApiClient, page: &PageArgs, json: bool) -> Result<Output, Failure> {
     let dto: StatusDto = client.get("/api/status").await?;
     let text = if json {
         json_text(&dto)
     } else {
-        render_status(&dto)
+        let page = PageArgs {
+            limit: Some(page.limit.unwrap_or(STATUS_NODES_DEFAULT)),
+            ..page.clone()
+        };
+        let nodes: Page<NodeDto> = client
+            .get(&format!("/api/nodes{}", query(&page_pairs(&page))))
+            .await?;
+        let mut out = render_status(&dto);
+        out.push_str("\nNODES\n");
+        out.push_str(&render_nodes(&nodes));
+        out
     };
     Ok(Output {
         text,
@@ -155,20 +217,134 @@ pub async fn status(client: &ApiClient, json: bool) -> Result<Output, Failure> {
     })
 }
 
-/// The status DTO as tables.
+/// `fleetweft nodes [--label K=V]... [--state S] [--limit N] [--after NODE]`.
+pub async fn nodes(
+    client: &ApiClient,
+    labels: &[String],
+    state: Option<&str>,
+    page: &PageArgs,
+    json: bool,
+) -> Result<Output, Failure> {
+    let mut pairs: Vec<(&str, String)> = labels.iter().map(|l| ("label", l.clone())).collect();
+    pairs.extend(state.map(|s| ("state", s.to_string())));
+    pairs.extend(page_pairs(page));
+    let dto: Page<NodeDto> = client.get(&format!("/api/nodes{}", query(&pairs))).await?;
+    let text = if json {
+        json_text(&dto)
+    } else {
+        render_nodes(&dto)
+    };
+    Ok(Output {
+        text,
+        code: EXIT_OK,
+    })
+}
+
+/// `fleetweft ops [--rollout ID] [--state S] [--limit N] [--after OP]`.
+pub async fn ops(
+    client: &ApiClient,
+    rollout: Option<&str>,
+    state: Option<&str>,
+    page: &PageArgs,
+    json: bool,
+) -> Result<Output, Failure> {
+    let mut pairs: Vec<(&str, String)> = Vec::new();
+    pairs.extend(rollout.map(|r| ("rollout", r.to_string())));
+    pairs.extend(state.map(|s| ("state", s.to_string())));
+    pairs.extend(page_pairs(page));
+    let dto: Page<OpDto> = client.get(&format!("/api/ops{}", query(&pairs))).await?;
+    let text = if json {
+        json_text(&dto)
+    } else {
+        render_ops(&dto.items, dto.next.as_deref(), dto.total)
+    };
+    Ok(Output {
+        text,
+        code: EXIT_OK,
+    })
+}
+
+/// The summary as text: counts, the latest rollouts with their progress,
+/// and the UNKNOWN ops it lists.
 pub fn render_status(dto: &StatusDto) -> String {
+    let n = &dto.nodes;
+    let o = &dto.ops;
     let mut out = format!(
-        "last sequence: {}  generation: {}\n\nNODES\n",
+        "last sequence: {}  generation: {}\n\
+         nodes: {} enrolled, {} connected, {} retired, {} quarantined\n\
+         ops: {} granted, {} holding a slot, {} UNKNOWN, {} settled ({} passed, {} not), {} failed, {} archived\n\
+         unresolved: {} (fleetweft unresolved)\n",
         dto.last_sequence
             .map_or_else(|| "none".to_string(), |s| s.to_string()),
-        dto.generation
+        dto.generation,
+        n.enrolled,
+        n.connected,
+        n.retired,
+        n.quarantined,
+        o.granted,
+        o.holding_slot,
+        o.unknown,
+        o.settled,
+        o.passed,
+        o.settled_not_passed,
+        o.failed,
+        o.archived,
+        dto.unresolved,
     );
+    out.push_str("\nROLLOUTS\n");
     let rows: Vec<Vec<String>> = dto
-        .nodes
+        .rollouts
+        .iter()
+        .map(|r| {
+            let c = &r.counts;
+            vec![
+                r.id.clone(),
+                short(&r.release),
+                match &r.paused_reason {
+                    Some(p) => format!("{} ({p})", r.status),
+                    None => r.status.clone(),
+                },
+                format!("{}/{}", r.slots_occupied, r.slots_max),
+                format!(
+                    "{}/{} settled, {} passed",
+                    c.settled, c.plan_nodes, c.passed
+                ),
+                format!("{}/{}", c.current_wave, c.waves),
+                c.unknown.to_string(),
+                r.canary.clone(),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &[
+            "ROLLOUT", "RELEASE", "STATUS", "SLOTS", "PROGRESS", "WAVE", "UNKNOWN", "CANARY",
+        ],
+        &rows,
+    ));
+    if dto.rollouts_total > dto.rollouts.len() {
+        out.push_str(&format!(
+            "(the latest {} of {} rollouts)\n",
+            dto.rollouts.len(),
+            dto.rollouts_total
+        ));
+    }
+    if !dto.unknown_ops.is_empty() {
+        out.push_str("\nUNKNOWN OPS\n");
+        let more = (o.unknown > dto.unknown_ops.len()).then_some("fleetweft ops --state unknown");
+        out.push_str(&render_ops(&dto.unknown_ops, more, None));
+    }
+    out
+}
+
+/// A page of nodes as a table, with the command for the next page.
+pub fn render_nodes(page: &Page<NodeDto>) -> String {
+    let rows: Vec<Vec<String>> = page
+        .items
         .iter()
         .map(|n| {
             vec![
                 n.name.clone(),
+                n.state.clone(),
                 if n.connected { "yes" } else { "no" }.to_string(),
                 n.confirmed.as_deref().map_or("-".into(), short),
                 n.reported_serving.as_deref().map_or("-".into(), short),
@@ -180,9 +356,10 @@ pub fn render_status(dto: &StatusDto) -> String {
             ]
         })
         .collect();
-    out.push_str(&table(
+    let mut out = table(
         &[
             "NODE",
+            "STATE",
             "CONNECTED",
             "CONFIRMED",
             "REPORTED",
@@ -190,34 +367,18 @@ pub fn render_status(dto: &StatusDto) -> String {
             "DRIFT",
         ],
         &rows,
+    );
+    out.push_str(&page_footer(
+        page.items.len(),
+        page.total,
+        page.next.as_deref(),
     ));
-    out.push_str("\nROLLOUTS\n");
-    let rows: Vec<Vec<String>> = dto
-        .rollouts
-        .iter()
-        .map(|r| {
-            vec![
-                r.id.clone(),
-                short(&r.release),
-                match &r.paused_reason {
-                    Some(p) => format!("{} ({p})", r.status),
-                    None => r.status.clone(),
-                },
-                format!("{}/{}", r.slots_occupied, r.slots_max),
-                std::iter::once(r.canary.clone())
-                    .chain(r.followers.iter().cloned())
-                    .collect::<Vec<_>>()
-                    .join(","),
-            ]
-        })
-        .collect();
-    out.push_str(&table(
-        &["ROLLOUT", "RELEASE", "STATUS", "SLOTS", "NODES"],
-        &rows,
-    ));
-    out.push_str("\nOPS\n");
-    let rows: Vec<Vec<String>> = dto
-        .ops
+    out
+}
+
+/// Ops as a table; `next` is the cursor (or command) for more.
+fn render_ops(ops: &[OpDto], next: Option<&str>, total: Option<usize>) -> String {
+    let rows: Vec<Vec<String>> = ops
         .iter()
         .map(|o| {
             vec![
@@ -232,11 +393,22 @@ pub fn render_status(dto: &StatusDto) -> String {
             ]
         })
         .collect();
-    out.push_str(&table(
+    let mut out = table(
         &["OP", "ROLLOUT", "NODE", "PHASE", "OUTCOME", "UNKNOWN"],
         &rows,
-    ));
+    );
+    out.push_str(&page_footer(ops.len(), total, next));
     out
+}
+
+fn page_footer(shown: usize, total: Option<usize>, next: Option<&str>) -> String {
+    let of = total.map_or_else(String::new, |t| format!(" of {t}"));
+    match next {
+        Some(n) if n.starts_with("fleetweft ") => format!("({shown}{of} shown; more: {n})\n"),
+        Some(n) => format!("({shown}{of} shown; next page: --after {n})\n"),
+        None if total.is_some_and(|t| t > shown) || shown > 0 => format!("({shown}{of} shown)\n"),
+        None => String::new(),
+    }
 }
 
 fn verdict_code(v: Verdict) -> u8 {
@@ -787,4 +959,15 @@ pub async fn node_label(
 /// `fleetweft node retire NAME`: refused while the node holds a live op.
 pub async fn node_retire(client: &ApiClient, name: &str, json: bool) -> Result<Output, Failure> {
     node_write(client, name, "retire", &serde_json::json!({}), json).await
+}
+
+#[cfg(test)]
+mod tests {
+    /// A label filter's `=` and any stray `&` stay inside the value.
+    #[test]
+    fn query_values_are_percent_encoded() {
+        assert_eq!(super::query_value("region=eu"), "region%3Deu");
+        assert_eq!(super::query_value("a&b c"), "a%26b%20c");
+        assert_eq!(super::query_value("edge-7.x_y~"), "edge-7.x_y~");
+    }
 }

@@ -12,6 +12,46 @@ pub const ANSWER_BYTES_MAX: usize = 16 * 1024 * 1024;
 /// How long one API call may take.
 pub const CALL_TIMEOUT_MS: u64 = 10_000;
 
+/// Most pages [`ApiClient::all_pages`] reads (a million items).
+pub const LIST_PAGES_MAX: usize = 1_000;
+
+/// The whole fleet as read by [`ApiClient::fleet_view`]: the summary plus
+/// every rollout, node and op (small fleets only).
+#[derive(Clone, Debug)]
+pub struct FleetView {
+    /// The `/api/status` summary.
+    pub status: crate::daemon::view::StatusDto,
+    /// Last durable log sequence (from the summary).
+    pub last_sequence: Option<u64>,
+    /// Fleet generation (from the summary).
+    pub generation: u64,
+    /// Every rollout, oldest first (`/api/rollouts`).
+    pub rollouts: Vec<crate::daemon::view::RolloutDto>,
+    /// Every node in enrollment order (`/api/nodes`, all pages).
+    pub nodes: Vec<crate::daemon::view::NodeDto>,
+    /// Every op in op order, hot and archived (`/api/ops`, all pages).
+    pub ops: Vec<crate::daemon::view::OpDto>,
+}
+
+impl FleetView {
+    /// Put the parts together.
+    pub fn new(
+        status: crate::daemon::view::StatusDto,
+        rollouts: Vec<crate::daemon::view::RolloutDto>,
+        nodes: Vec<crate::daemon::view::NodeDto>,
+        ops: Vec<crate::daemon::view::OpDto>,
+    ) -> FleetView {
+        FleetView {
+            last_sequence: status.last_sequence,
+            generation: status.generation,
+            status,
+            rollouts,
+            nodes,
+            ops,
+        }
+    }
+}
+
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -75,6 +115,51 @@ impl ApiClient {
     pub async fn get_text(&self, path: &str) -> Result<String, ClientError> {
         let bytes = self.call("GET", path, Bytes::new(), None).await?;
         Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// Every item of a paged list (`/api/nodes`, `/api/ops`), following
+    /// `next` from page to page; `query` is the filter (`state=unknown`),
+    /// possibly empty. At most [`LIST_PAGES_MAX`] pages are read: a list
+    /// longer than that is refused rather than read for ever.
+    pub async fn all_pages<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &str,
+    ) -> Result<Vec<T>, ClientError> {
+        let mut items = Vec::new();
+        let mut after: Option<String> = None;
+        for _ in 0..LIST_PAGES_MAX {
+            let mut url = format!("{path}?limit={}", crate::daemon::view::PAGE_LIMIT_MAX);
+            if !query.is_empty() {
+                url.push('&');
+                url.push_str(query);
+            }
+            if let Some(a) = &after {
+                url.push_str("&after=");
+                url.push_str(a);
+            }
+            let page: crate::daemon::view::Page<T> = self.get(&url).await?;
+            items.extend(page.items);
+            after = page.next;
+            if after.is_none() {
+                return Ok(items);
+            }
+        }
+        Err(ClientError::Decode {
+            url: path.to_string(),
+            detail: format!("more than {LIST_PAGES_MAX} pages"),
+        })
+    }
+
+    /// The status summary and every rollout, node and op, read page by
+    /// page: what a test or the demo checks on a small fleet. Not for
+    /// 10,000 nodes: use the summary and one page there.
+    pub async fn fleet_view(&self) -> Result<FleetView, ClientError> {
+        let status: crate::daemon::view::StatusDto = self.get("/api/status").await?;
+        let rollouts = self.get("/api/rollouts").await?;
+        let nodes = self.all_pages("/api/nodes", "").await?;
+        let ops = self.all_pages("/api/ops", "").await?;
+        Ok(FleetView::new(status, rollouts, nodes, ops))
     }
 
     /// POST a JSON body and decode the JSON answer.

@@ -3,7 +3,8 @@
 //! by step, ending with the proof for every node and the handover report.
 
 use crate::client::ApiClient;
-use crate::daemon::api::{EventDto, StatusDto};
+use crate::client::FleetView;
+use crate::daemon::api::EventDto;
 use anyhow::{bail, Context};
 use protocol::bundle::{self, ManifestFields, ProbeSpec};
 use std::path::{Path, PathBuf};
@@ -245,7 +246,7 @@ async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool>
                 },
             )
             .await?;
-            let status: StatusDto = api.get("/api/status").await?;
+            let status: FleetView = api.fleet_view().await?;
             let r1_ops: Vec<_> = status.ops.iter().filter(|o| o.rollout == "r1").collect();
             say(format!(
                 "\n    r1 granted {} op(s); canary outcome: {}",
@@ -283,7 +284,7 @@ async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool>
                 .iter()
                 .filter(|e| e.text.contains("replay stored decision for op3"))
                 .count();
-            let status: StatusDto = api.get("/api/status").await?;
+            let status: FleetView = api.fleet_view().await?;
             let r1_ops = status.ops.iter().filter(|o| o.rollout == "r1").count();
             say(format!(
                 "\n    decision for op3 stored once, sent {} time(s) (1 + {replayed} replay); r1 ops while paused: {r1_ops}",
@@ -504,7 +505,7 @@ fn remove_if_present(path: &Path) -> anyhow::Result<()> {
     }
 }
 
-fn rollout_status<'a>(status: &'a StatusDto, id: &str) -> Option<&'a str> {
+fn rollout_status<'a>(status: &'a FleetView, id: &str) -> Option<&'a str> {
     status
         .rollouts
         .iter()
@@ -542,7 +543,7 @@ async fn wait_for(
     fleet: &mut Fleet,
     seen: &mut u64,
     what: &str,
-    done: impl Fn(&StatusDto) -> bool,
+    done: impl Fn(&FleetView) -> bool,
 ) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_millis(STEP_TIMEOUT_MS);
     loop {
@@ -557,7 +558,7 @@ async fn wait_for(
                 *seen = e.sequence + 1;
             }
         }
-        if let Ok(status) = api.get::<StatusDto>("/api/status").await {
+        if let Ok(status) = api.fleet_view().await {
             if done(&status) {
                 return Ok(());
             }

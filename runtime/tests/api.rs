@@ -279,7 +279,9 @@ fn an_unknown_op_shows_unowned_on_the_dashboard_metrics_and_cli() {
     let out = ctl.cli(&["status", "--json"], None);
     assert_eq!(out.status.code(), Some(0));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    assert_eq!(json["ops"][0]["id"], serde_json::json!(op));
+    assert_eq!(json["unknown_ops"][0]["id"], serde_json::json!(op));
+    assert_eq!(json["ops"]["unknown"], 1);
+    assert_eq!(json["unresolved"], 1);
     assert!(json["last_sequence"].is_u64());
     let out = ctl.cli(&["status"], None);
     assert!(
@@ -500,7 +502,7 @@ fn resolve_and_claim_need_the_token_name_bad_fields_and_refuse_contradictions() 
         assert_eq!(code, 409, "{body}: {answer}");
     }
     assert_eq!(ctl.last_sequence(), before, "a refusal changed the log");
-    let status = ctl.status();
+    let status = ctl.view();
     assert_eq!(status["ops"][0]["holds_slot"], true);
     assert_eq!(status["rollouts"][0]["slots_occupied"], 1);
 
@@ -620,7 +622,7 @@ fn a_claim_shows_its_owner_and_survives_a_restart_then_abandon_frees_the_slot() 
         events.contains("claimed by alice") && events.contains("claimed by bob"),
         "{events}"
     );
-    let status = ctl.status();
+    let status = ctl.view();
     assert_eq!(
         status["ops"][0]["holds_slot"], true,
         "a claim settles nothing"
@@ -661,7 +663,7 @@ fn a_claim_shows_its_owner_and_survives_a_restart_then_abandon_frees_the_slot() 
         "{texts:?}"
     );
     assert!(ctl.last_sequence().as_u64().unwrap() >= before + 2);
-    let status = ctl.status();
+    let status = ctl.view();
     assert_eq!(status["ops"][0]["holds_slot"], false);
     assert_eq!(status["ops"][0]["phase"], "settled");
     assert_eq!(status["rollouts"][0]["slots_occupied"], 0);
@@ -824,6 +826,8 @@ const ROUTER_ROUTES: &[(&str, &str)] = &[
     ("/api/nodes/{name}/release", "post"),
     ("/api/nodes/{name}/revoke-cert", "post"),
     ("/api/unresolved", "get"),
+    ("/api/ops", "get"),
+    ("/api/ops/{op}", "get"),
     ("/api/ops/{op}/resolve", "post"),
     ("/api/ops/{op}/claim", "post"),
     ("/api/ops/{op}/rollback", "post"),
@@ -896,14 +900,16 @@ fn the_openapi_document_matches_the_router() {
         json(&ctl.http("GET", "/api/rollouts", None, b"").1),
         status["rollouts"]
     );
-    assert_eq!(
-        json(&ctl.http("GET", "/api/nodes", None, b"").1),
-        status["nodes"]
-    );
-    assert_eq!(
-        json(&ctl.http("GET", "/api/rollouts/r0", None, b"").1),
-        status["rollouts"][0]
-    );
+    let nodes = json(&ctl.http("GET", "/api/nodes", None, b"").1);
+    assert_eq!(nodes["items"].as_array().map(Vec::len), Some(3), "{nodes}");
+    assert_eq!(nodes["total"], 3);
+    assert!(nodes["next"].is_null());
+    assert_eq!(status["nodes"]["enrolled"], 3);
+    // One rollout adds its followers to the summary's entry.
+    let mut r0 = json(&ctl.http("GET", "/api/rollouts/r0", None, b"").1);
+    assert_eq!(r0["followers"], serde_json::json!([]));
+    r0.as_object_mut().unwrap().remove("followers");
+    assert_eq!(r0, status["rollouts"][0]);
     let (code, _) = ctl.http("GET", "/api/rollouts/r9", None, b"");
     assert_eq!(code, 404);
 
@@ -950,4 +956,78 @@ fn the_openapi_document_matches_the_router() {
         );
     }
     assert_eq!(documented.len(), ROUTER_ROUTES.len(), "{documented:?}");
+}
+
+/// The paged reads: a page of nodes filtered by label and state, the
+/// rollout's ops, one op by id (404 naming an op never granted), and a
+/// JSON 400 naming each bad parameter.
+#[test]
+fn paged_reads_filter_and_name_bad_parameters() {
+    let ctl = Controller::start();
+    ctl.start_rollout("node-c");
+    let status = ctl.wait_for_unknown();
+    let op = status["ops"][0]["id"].as_str().unwrap().to_string();
+    let page = ctl.get_json("/api/nodes?state=unknown");
+    let names: Vec<&str> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["name"].as_str())
+        .collect();
+    assert_eq!(names, ["node-c"], "{page}");
+    assert!(page.get("total").is_none(), "a filtered page has no total");
+    let page = ctl.get_json("/api/nodes?limit=1");
+    assert_eq!(page["items"].as_array().map(Vec::len), Some(1));
+    assert_eq!(page["next"], "node-a");
+    let page = ctl.get_json("/api/nodes?limit=1&after=node-a");
+    assert_eq!(page["items"][0]["name"], "node-b");
+    let page = ctl.get_json("/api/ops?rollout=r0&state=unknown");
+    assert_eq!(page["items"][0]["id"], serde_json::json!(op));
+    assert_eq!(page["items"][0]["state"], "unknown");
+    let one = ctl.get_json(&format!("/api/ops/{op}"));
+    assert_eq!(one["id"], serde_json::json!(op));
+    assert_eq!(one["holds_slot"], true);
+    let (code, body) = ctl.http("GET", "/api/ops/op99", None, b"");
+    assert_eq!(code, 404, "{body}");
+    assert!(
+        json(&body)["error"].as_str().unwrap().contains("op99"),
+        "{body}"
+    );
+    for (path, parameter) in [
+        ("/api/nodes?limit=0", "limit"),
+        ("/api/nodes?limit=1001", "limit"),
+        ("/api/nodes?state=sleepy", "state"),
+        ("/api/nodes?label=region", "label"),
+        ("/api/nodes?after=nobody", "after"),
+        ("/api/nodes?colour=red", "colour"),
+        ("/api/ops?rollout=r9", "rollout"),
+        ("/api/ops?state=sleepy", "state"),
+        ("/api/ops?after=x", "after"),
+    ] {
+        let (code, body) = ctl.http("GET", path, None, b"");
+        assert_eq!(code, 400, "{path}: {body}");
+        let error = json(&body)["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            error.starts_with(&format!("parameter `{parameter}`")),
+            "{path}: {body}"
+        );
+    }
+    // The CLI pages through the same endpoints.
+    let out = ctl.cli(&["ops", "--rollout", "r0", "--state", "unknown"], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains(&op), "{}", text(&out.stdout));
+    let out = ctl.cli(&["nodes", "--state", "unknown", "--json"], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let page: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(page["items"][0]["name"], "node-c");
+    let out = ctl.cli(&["nodes", "--state", "sleepy"], None);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        text(&out.stderr).contains("parameter `state`"),
+        "{}",
+        text(&out.stderr)
+    );
 }

@@ -9,8 +9,9 @@
 use model::controller::Event;
 use model::Digest;
 use protocol::bundle;
+use runtime::client::FleetView;
 use runtime::client::{ApiClient, ClientError};
-use runtime::daemon::api::{EventDto, OpDto, StatusDto};
+use runtime::daemon::api::{EventDto, OpDto};
 use runtime::demo::{self, NODES};
 use std::collections::HashMap;
 use std::future::Future;
@@ -130,7 +131,9 @@ impl Fleet {
         }
         let api = fleet.api.clone();
         poll("the controller's API answers", || async {
-            api.get::<StatusDto>("/api/status").await.is_ok()
+            api.get::<runtime::daemon::api::StatusDto>("/api/status")
+                .await
+                .is_ok()
         })
         .await;
         for version in versions {
@@ -228,8 +231,8 @@ impl Fleet {
             .unwrap();
     }
 
-    async fn status(&self) -> StatusDto {
-        self.api.get("/api/status").await.unwrap()
+    async fn status(&self) -> FleetView {
+        self.api.fleet_view().await.unwrap()
     }
 
     async fn events(&self) -> Vec<EventDto> {
@@ -237,10 +240,10 @@ impl Fleet {
     }
 
     /// Poll the status until `done` holds; on timeout panic with the events.
-    async fn wait(&self, what: &str, done: impl Fn(&StatusDto) -> bool) -> StatusDto {
+    async fn wait(&self, what: &str, done: impl Fn(&FleetView) -> bool) -> FleetView {
         let deadline = Instant::now() + STEP;
         loop {
-            if let Ok(s) = self.api.get::<StatusDto>("/api/status").await {
+            if let Ok(s) = self.api.fleet_view().await {
                 if done(&s) {
                     return s;
                 }
@@ -248,7 +251,7 @@ impl Fleet {
             if Instant::now() > deadline {
                 panic!(
                     "timed out waiting for: {what}\nstatus: {:#?}\nevents:\n{}\n(logs in {})",
-                    self.api.get::<StatusDto>("/api/status").await.ok(),
+                    self.api.fleet_view().await.ok(),
                     self.event_text().await,
                     self.dir.join("logs").display()
                 );
@@ -307,17 +310,17 @@ async fn poll<F: Future<Output = bool>>(what: &str, check: impl Fn() -> F) {
     }
 }
 
-fn rollout_is(s: &StatusDto, id: &str, status: &str) -> bool {
+fn rollout_is(s: &FleetView, id: &str, status: &str) -> bool {
     s.rollouts.iter().any(|r| r.id == id && r.status == status)
 }
 
-fn op_of<'a>(s: &'a StatusDto, rollout: &str, node: &str) -> Option<&'a OpDto> {
+fn op_of<'a>(s: &'a FleetView, rollout: &str, node: &str) -> Option<&'a OpDto> {
     s.ops
         .iter()
         .find(|o| o.rollout == rollout && o.node == node)
 }
 
-fn all_connected(s: &StatusDto) -> bool {
+fn all_connected(s: &FleetView) -> bool {
     s.nodes.iter().all(|n| n.connected)
 }
 

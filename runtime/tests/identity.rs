@@ -11,7 +11,8 @@
 //! connects, and `fleetweft node release` lifts the quarantine.
 
 use runtime::client::ApiClient;
-use runtime::daemon::api::{EventDto, StatusDto};
+use runtime::client::FleetView;
+use runtime::daemon::api::EventDto;
 use runtime::daemon::identity::IDENTITY_CONFLICT_REPLACEMENTS_MIN;
 use runtime::demo::{self, NODES};
 use std::collections::HashMap;
@@ -124,7 +125,9 @@ impl Fleet {
         );
         let api = self.api.clone();
         poll("the controller's API answers", || async {
-            api.get::<StatusDto>("/api/status").await.is_ok()
+            api.get::<runtime::daemon::api::StatusDto>("/api/status")
+                .await
+                .is_ok()
         })
         .await;
     }
@@ -219,7 +222,7 @@ impl Fleet {
 
     async fn node_a_connected(&self) -> bool {
         self.api
-            .get::<StatusDto>("/api/status")
+            .fleet_view()
             .await
             .is_ok_and(|s| s.nodes.iter().any(|n| n.name == "node-a" && n.connected))
     }
@@ -252,7 +255,7 @@ async fn fight_and_quarantine(fleet: &mut Fleet) {
         fleet.metric("fleetweft_identity_conflicts_total").await,
         Some(1.0)
     );
-    let status: StatusDto = fleet.api.get("/api/status").await.expect("status");
+    let status: FleetView = fleet.api.fleet_view().await.expect("status");
     let node = status
         .nodes
         .iter()

@@ -6,7 +6,7 @@
 use model::{ArtifactRead, Digest, NodeId, ProbeVerdict};
 use protocol::bundle;
 use runtime::client::ApiClient;
-use runtime::daemon::api::StatusDto;
+use runtime::client::FleetView;
 use runtime::daemon::config::ControllerConfig;
 use runtime::daemon::core::{CoreHandle, ReadBackError};
 use runtime::daemon::readback::READBACK_INTERVAL_MIN_MS;
@@ -120,10 +120,10 @@ async fn start(dir: PathBuf, agents: &[&str]) -> Fleet {
 
 impl Fleet {
     /// Poll the status until `done` holds.
-    async fn wait(&self, what: &str, done: impl Fn(&StatusDto) -> bool) {
+    async fn wait(&self, what: &str, done: impl Fn(&FleetView) -> bool) {
         let deadline = Instant::now() + STEP;
         loop {
-            if let Ok(s) = self.api.get::<StatusDto>("/api/status").await {
+            if let Ok(s) = self.api.fleet_view().await {
                 if done(&s) {
                     return;
                 }

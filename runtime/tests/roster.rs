@@ -9,7 +9,8 @@ mod api_harness;
 
 use api_harness::{Controller, NODES};
 use model::controller::Event;
-use runtime::daemon::api::{EventDto, StatusDto};
+use runtime::client::FleetView;
+use runtime::daemon::api::{EventDto, NodeDto, OpDto, RolloutDto, StatusDto};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -17,10 +18,26 @@ use std::time::{Duration, Instant};
 /// How long one wait may take.
 const STEP: Duration = Duration::from_secs(60);
 
-fn status(ctl: &Controller) -> StatusDto {
-    let (code, body) = ctl.http("GET", "/api/status", None, b"");
-    assert_eq!(code, 200, "{body}");
-    serde_json::from_str(&body).expect("status json")
+fn decode<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+    serde_json::from_value(v).expect("dto json")
+}
+
+/// The summary, every node (all pages) and every rollout with its
+/// followers (`/api/rollouts/{id}`).
+fn status(ctl: &Controller) -> FleetView {
+    let summary: StatusDto = decode(ctl.status());
+    let listed: Vec<RolloutDto> = decode(ctl.get_json("/api/rollouts"));
+    let rollouts = listed
+        .iter()
+        .map(|r| decode(ctl.get_json(&format!("/api/rollouts/{}", r.id))))
+        .collect();
+    let nodes: Vec<NodeDto> = ctl
+        .all_pages("/api/nodes")
+        .into_iter()
+        .map(decode)
+        .collect();
+    let ops: Vec<OpDto> = ctl.all_pages("/api/ops").into_iter().map(decode).collect();
+    FleetView::new(summary, rollouts, nodes, ops)
 }
 
 fn events(ctl: &Controller) -> Vec<EventDto> {
@@ -222,7 +239,7 @@ fn select_resolves_once_into_the_plan_and_an_empty_selection_is_refused() {
     let r = status.rollouts.last().expect("a rollout");
     // The first selected node is the canary; the retired one is left out.
     assert_eq!(r.canary, "eu-1");
-    assert_eq!(r.followers, vec!["eu-2".to_string()]);
+    assert_eq!(r.followers, Some(vec!["eu-2".to_string()]));
     // Relabeling after the start changes nothing in the recorded plan.
     let (code, out) = cli(&ctl, &["node", "label", "us-1", "region=eu"]);
     assert_eq!(code, Some(0), "{out}");
@@ -237,6 +254,7 @@ fn api_harness_status_rollout(ctl: &Controller) -> Vec<String> {
         .expect("rollout")
         .followers
         .clone()
+        .expect("one rollout names its followers")
 }
 
 /// `fleetweft-agent` next to `fleetweft` (build it first with `cargo build

@@ -9,8 +9,9 @@ use anyhow::{anyhow, bail, ensure, Context};
 use model::controller::Event;
 use model::Digest;
 use protocol::bundle;
+use runtime::client::FleetView;
 use runtime::client::{ApiClient, RouteAnswer};
-use runtime::daemon::api::{EventDto, OpDto, RolloutDto, StatusDto};
+use runtime::daemon::api::{EventDto, NodeDto, OpDto, Page, RolloutDto, StatusDto};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -467,10 +468,58 @@ impl Fleet {
         Ok((code, String::from_utf8_lossy(&out.stdout).into_owned()))
     }
 
-    /// `fleetweft status --json`.
-    pub async fn status(&self) -> anyhow::Result<StatusDto> {
+    /// `fleetweft status --json` (the summary), with every node and op
+    /// read page by page through `fleetweft nodes|ops --json` and every
+    /// rollout from `/api/rollouts`: the whole of a three-node fleet.
+    pub async fn status(&self) -> anyhow::Result<FleetView> {
         let (_, out) = self.cli(&["status", "--json"]).await?;
-        serde_json::from_str(&out).with_context(|| format!("status JSON: {out}"))
+        let summary: StatusDto =
+            serde_json::from_str(&out).with_context(|| format!("status JSON: {out}"))?;
+        let rollouts: Vec<RolloutDto> = self
+            .api
+            .get("/api/rollouts")
+            .await
+            .map_err(|e| anyhow!("rollouts: {e}"))?;
+        let nodes = self
+            .cli_pages("nodes")
+            .await?
+            .into_iter()
+            .map(serde_json::from_value::<NodeDto>)
+            .collect::<Result<_, _>>()
+            .context("a node of fleetweft nodes --json")?;
+        let ops = self
+            .cli_pages("ops")
+            .await?
+            .into_iter()
+            .map(serde_json::from_value::<OpDto>)
+            .collect::<Result<_, _>>()
+            .context("an op of fleetweft ops --json")?;
+        Ok(FleetView::new(summary, rollouts, nodes, ops))
+    }
+
+    /// Every item of `fleetweft LIST --json`, following `next`.
+    async fn cli_pages(&self, list: &str) -> anyhow::Result<Vec<serde_json::Value>> {
+        let mut items = Vec::new();
+        let mut after: Option<String> = None;
+        for _ in 0..runtime::client::LIST_PAGES_MAX {
+            let mut args = vec![list, "--json", "--limit", "1000"];
+            if let Some(a) = &after {
+                args.extend(["--after", a.as_str()]);
+            }
+            let (code, out) = self.cli(&args).await?;
+            ensure!(code == 0, "fleetweft {list} refused: {out}");
+            let page: Page<serde_json::Value> =
+                serde_json::from_str(&out).with_context(|| format!("{list} JSON: {out}"))?;
+            items.extend(page.items);
+            after = page.next;
+            if after.is_none() {
+                return Ok(items);
+            }
+        }
+        bail!(
+            "fleetweft {list}: more than {} pages",
+            runtime::client::LIST_PAGES_MAX
+        )
     }
 
     /// `fleetweft proof --rollout ID --json`: (exit code, JSON).
@@ -624,8 +673,8 @@ impl Fleet {
         &self,
         what: &str,
         ms: u64,
-        done: impl Fn(&StatusDto) -> bool,
-    ) -> anyhow::Result<StatusDto> {
+        done: impl Fn(&FleetView) -> bool,
+    ) -> anyhow::Result<FleetView> {
         let deadline = Instant::now() + Duration::from_millis(ms);
         let mut last_error = None;
         loop {
@@ -878,27 +927,27 @@ where
 }
 
 /// The rollout `id`.
-pub fn rollout<'a>(s: &'a StatusDto, id: &str) -> Option<&'a RolloutDto> {
+pub fn rollout<'a>(s: &'a FleetView, id: &str) -> Option<&'a RolloutDto> {
     s.rollouts.iter().find(|r| r.id == id)
 }
 
 /// Whether rollout `id` has status `status`.
-pub fn rollout_is(s: &StatusDto, id: &str, status: &str) -> bool {
+pub fn rollout_is(s: &FleetView, id: &str, status: &str) -> bool {
     rollout(s, id).is_some_and(|r| r.status == status)
 }
 
 /// The op of rollout `id` on `node`.
-pub fn op_of<'a>(s: &'a StatusDto, id: &str, node: &str) -> Option<&'a OpDto> {
+pub fn op_of<'a>(s: &'a FleetView, id: &str, node: &str) -> Option<&'a OpDto> {
     s.ops.iter().find(|o| o.rollout == id && o.node == node)
 }
 
 /// Whether every node is connected.
-pub fn all_connected(s: &StatusDto) -> bool {
+pub fn all_connected(s: &FleetView) -> bool {
     s.nodes.iter().all(|n| n.connected)
 }
 
 /// Whether `node` is connected.
-pub fn connected(s: &StatusDto, node: &str) -> bool {
+pub fn connected(s: &FleetView, node: &str) -> bool {
     s.nodes.iter().any(|n| n.name == node && n.connected)
 }
 

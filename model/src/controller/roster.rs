@@ -54,6 +54,9 @@ pub struct RosterEntry {
 pub struct Roster {
     entries: imbl::Vector<RosterEntry>,
     by_name: imbl::OrdMap<String, NodeId>,
+    /// Index: how many entries are retired, so a summary needs no scan.
+    #[serde(default)]
+    retired: usize,
 }
 
 impl Roster {
@@ -98,6 +101,11 @@ impl Roster {
     pub fn display_name(&self, node: NodeId) -> String {
         self.name(node)
             .map_or_else(|| node.to_string(), str::to_string)
+    }
+
+    /// How many enrolled nodes are retired (an index, no scan).
+    pub fn retired_count(&self) -> usize {
+        self.retired
     }
 
     /// Whether `node` is enrolled and retired.
@@ -146,6 +154,11 @@ impl Roster {
     /// Fold `NodeRetired`.
     pub fn retire(&mut self, node: NodeId) {
         if let Some(e) = self.entries.get_mut(node.0 as usize) {
+            // Retiring twice is refused by `decide`; count each node once
+            // all the same, so the index cannot drift from the entries.
+            if !e.retired {
+                self.retired += 1;
+            }
             e.retired = true;
         }
     }
@@ -334,4 +347,26 @@ pub(super) fn retire(state: &ControllerState, name: &str) -> Result<Vec<Event>, 
         });
     }
     Ok(vec![Event::NodeRetired { node }])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Labels, Roster};
+    use crate::ids::NodeId;
+
+    /// The retired index counts each retired node once, as the entries say.
+    #[test]
+    fn retired_count_follows_the_entries() {
+        let mut roster = Roster::default();
+        for (i, name) in ["a", "b", "c"].iter().enumerate() {
+            roster.enroll(NodeId(i as u32), name, &Labels::new(), "127.0.0.1:1");
+        }
+        assert_eq!(roster.retired_count(), 0);
+        roster.retire(NodeId(1));
+        roster.retire(NodeId(1));
+        roster.retire(NodeId(7));
+        let by_scan = roster.iter().filter(|(_, e)| e.retired).count();
+        assert_eq!(roster.retired_count(), 1);
+        assert_eq!(roster.retired_count(), by_scan);
+    }
 }

@@ -118,8 +118,41 @@ enum Command {
         #[arg(long)]
         keep_running: bool,
     },
-    /// Fleet, rollouts and ops as the controller knows them.
+    /// The fleet's summary (counts, the latest rollouts, UNKNOWN ops) and
+    /// one page of nodes.
     Status {
+        #[command(flatten)]
+        page: PageFlags,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// A page of nodes in enrollment order, filtered by labels and state.
+    Nodes {
+        /// Only nodes with this label (K=V); repeat for more (all must hold).
+        #[arg(long = "label", value_name = "K=V")]
+        labels: Vec<String>,
+        /// Only nodes in this state: idle, live, unknown, drifted,
+        /// quarantined or retired.
+        #[arg(long)]
+        state: Option<String>,
+        #[command(flatten)]
+        page: PageFlags,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// A page of ops (hot and archived) in op order, filtered by rollout
+    /// and state.
+    Ops {
+        /// Only this rollout's ops (r0, r1, ...).
+        #[arg(long)]
+        rollout: Option<String>,
+        /// Only ops in this state: unknown, granted, decided, restoring,
+        /// verified, rolled-back, not-applied, resolved, settled or
+        /// holding-slot.
+        #[arg(long)]
+        state: Option<String>,
+        #[command(flatten)]
+        page: PageFlags,
         #[command(flatten)]
         api: ApiArgs,
     },
@@ -301,6 +334,26 @@ struct ApiArgs {
     /// Print the API's JSON instead of tables.
     #[arg(long)]
     json: bool,
+}
+
+/// Which page of a list to read.
+#[derive(clap::Args)]
+struct PageFlags {
+    /// Items in the page (1 to 1000).
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Start after this item: the `next page: --after` of the page before.
+    #[arg(long)]
+    after: Option<String>,
+}
+
+impl PageFlags {
+    fn args(self) -> runtime::cli_ops::PageArgs {
+        runtime::cli_ops::PageArgs {
+            limit: self.limit,
+            after: self.after,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -574,10 +627,33 @@ fn main() -> ExitCode {
             scenario,
             keep_running,
         }),
-        Command::Status { api } => {
+        Command::Status { page, api } => {
+            let page = page.args();
             return api_command(&api, |c, json| async move {
-                runtime::cli_ops::status(&c, json).await
-            })
+                runtime::cli_ops::status(&c, &page, json).await
+            });
+        }
+        Command::Nodes {
+            labels,
+            state,
+            page,
+            api,
+        } => {
+            let page = page.args();
+            return api_command(&api, |c, json| async move {
+                runtime::cli_ops::nodes(&c, &labels, state.as_deref(), &page, json).await
+            });
+        }
+        Command::Ops {
+            rollout,
+            state,
+            page,
+            api,
+        } => {
+            let page = page.args();
+            return api_command(&api, |c, json| async move {
+                runtime::cli_ops::ops(&c, rollout.as_deref(), state.as_deref(), &page, json).await
+            });
         }
         Command::Proof {
             node,

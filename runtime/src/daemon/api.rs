@@ -4,7 +4,7 @@
 
 use super::bundles::BundleDir;
 use super::config::ControllerConfig;
-use super::core::{CoreHandle, Snapshot};
+use super::core::CoreHandle;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use ed25519_dalek::VerifyingKey;
-use model::controller::{Input, OpPhase, Outcome, Resolution};
+use model::controller::{Input, Resolution};
 use model::{Digest, NodeId, OpId, Plan, RolloutId};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -65,6 +65,8 @@ pub fn router(api: Api) -> Router {
         .route("/api/nodes/{name}/release", post(release_node))
         .route("/api/nodes/{name}/revoke-cert", post(revoke_cert))
         .route("/api/unresolved", get(unresolved))
+        .route("/api/ops", get(list_ops))
+        .route("/api/ops/{op}", get(one_op))
         .route("/api/ops/{op}/resolve", post(resolve_op))
         .route("/api/ops/{op}/claim", post(claim_op))
         .route("/api/ops/{op}/rollback", post(roll_back_op))
@@ -100,253 +102,9 @@ fn unauthorized(api: &Api, headers: &HeaderMap) -> Option<Response> {
     })
 }
 
-/// One rollout as operators see it.
-#[derive(Serialize, Deserialize, Debug, Clone)]
-pub struct RolloutDto {
-    /// `r0`, `r1`, ...
-    pub id: String,
-    /// Release digest (hex).
-    pub release: String,
-    /// `active`, `paused`, `waiting-approval`, `superseded`, `completed`, `ended`.
-    pub status: String,
-    /// Why it is paused, if it is.
-    pub paused_reason: Option<String>,
-    /// Occupied slots (UNKNOWN ops count).
-    pub slots_occupied: usize,
-    /// The slot budget.
-    pub slots_max: u16,
-    /// Canary node.
-    pub canary: String,
-    /// Followers in order.
-    pub followers: Vec<String>,
-    /// Its ops.
-    pub ops: Vec<String>,
-    /// Fleet generation its commands carry.
-    pub generation: u64,
-}
-
-/// One op as operators see it.
-#[derive(Serialize, Deserialize, Debug, Clone)]
-pub struct OpDto {
-    /// `op0`, ...
-    pub id: String,
-    /// Its rollout.
-    pub rollout: String,
-    /// Its node.
-    pub node: String,
-    /// Target release (hex).
-    pub release: String,
-    /// Generation.
-    pub generation: u64,
-    /// `granted`, `decided`, `restoring`, `settled`.
-    pub phase: String,
-    /// How it settled, if it did.
-    pub outcome: Option<String>,
-    /// The stored commit decision.
-    pub decision: Option<String>,
-    /// Why it is UNKNOWN, if it is.
-    pub unknown: Option<String>,
-    /// Whether it still holds a slot.
-    pub holds_slot: bool,
-}
-
-/// One node as operators see it.
-#[derive(Serialize, Deserialize, Debug, Clone)]
-pub struct NodeDto {
-    /// Node id.
-    pub name: String,
-    /// Has a live connection.
-    pub connected: bool,
-    /// Release last proven by settling evidence (hex).
-    pub confirmed: Option<String>,
-    /// Release the agent last claimed (hex).
-    pub reported_serving: Option<String>,
-    /// Its unsettled op.
-    pub live_op: Option<String>,
-    /// Its latest observation contradicts its confirmed release.
-    pub drifted: bool,
-    /// The latest observation recorded of it (`NodeObserved`), if any.
-    pub observed: Option<ObservedDto>,
-    /// Set while the node is quarantined after an identity conflict: the
-    /// two peer addresses that presented its certificate.
-    #[serde(default)]
-    pub quarantined: Option<[String; 2]>,
-    /// Its labels (matched by `select`).
-    #[serde(default)]
-    pub labels: model::controller::Labels,
-    /// Its public route, probed by the controller.
-    #[serde(default)]
-    pub public: String,
-    /// Retired: nothing is granted to it and its agent is refused.
-    #[serde(default)]
-    pub retired: bool,
-}
-
-/// A recorded observation of a node.
-#[derive(Serialize, Deserialize, Debug, Clone)]
-pub struct ObservedDto {
-    /// What was seen, like `pass from 27ec…`.
-    pub result: String,
-    /// Who looked: `agent readback`, `controller probe` or `operator`.
-    pub source: String,
-    /// When, in ms since the Unix epoch (controller clock).
-    pub at_ms: u64,
-    /// The observation itself.
-    pub observation: model::RouteObservation,
-}
-
-/// `/api/status`.
-#[derive(Serialize, Deserialize, Debug, Clone)]
-pub struct StatusDto {
-    /// Last durable log sequence.
-    pub last_sequence: Option<u64>,
-    /// Fleet generation.
-    pub generation: u64,
-    /// Rollouts, oldest first.
-    pub rollouts: Vec<RolloutDto>,
-    /// Enrolled nodes in enrollment order (retired ones flagged).
-    pub nodes: Vec<NodeDto>,
-    /// Ops, oldest first.
-    pub ops: Vec<OpDto>,
-}
-
-fn hex(d: Digest) -> String {
-    d.to_hex()
-}
-
-/// Build the status DTO from a snapshot.
-pub fn status_dto(snap: &Snapshot) -> StatusDto {
-    let s = &snap.state;
-    let name = |n: NodeId| s.roster.display_name(n);
-    let rollouts = s
-        .rollouts
-        .iter()
-        .map(|r| {
-            let status = match (r.status, r.paused) {
-                (model::controller::RolloutStatus::Completed, _) => "completed",
-                (model::controller::RolloutStatus::Superseded, _) => "superseded",
-                (model::controller::RolloutStatus::Ended, _) => "ended",
-                (_, Some(_)) => "paused",
-                _ if s.awaiting_approval(r.id) => "waiting-approval",
-                _ => "active",
-            };
-            RolloutDto {
-                id: r.id.to_string(),
-                release: hex(r.plan.release),
-                status: status.to_string(),
-                paused_reason: r.paused.map(|p| match p {
-                    model::controller::PauseReason::Operator => "operator".to_string(),
-                    model::controller::PauseReason::ProbeFailed { op } => {
-                        format!("probe of {op} failed")
-                    }
-                    model::controller::PauseReason::FailureBudget { op } => {
-                        format!("{op} failed over the failure budget")
-                    }
-                    model::controller::PauseReason::UnknownBudget => {
-                        "unknown budget reached".to_string()
-                    }
-                }),
-                slots_occupied: s.slots_occupied(r.id),
-                slots_max: r.plan.slots_max,
-                canary: name(r.plan.canary),
-                followers: r.plan.followers.iter().map(|n| name(*n)).collect(),
-                ops: r.ops.iter().map(|o| o.to_string()).collect(),
-                generation: r.generation.0,
-            }
-        })
-        .collect();
-    // Archived ops (settled, their rollout finished, their node moved on)
-    // are listed from their summaries, so the list still names every op,
-    // as it did before the archive (a paged /api/ops is issue #11's).
-    let outcome_text = |outcome: Option<Outcome>| match outcome {
-        Some(Outcome::Verified) => Some("verified".into()),
-        Some(Outcome::RolledBack) => Some("rolled-back".into()),
-        Some(Outcome::NotApplied) => Some("not-applied".into()),
-        Some(Outcome::Resolved(r)) => Some(format!("resolved ({r:?})")),
-        None => None,
-    };
-    let hot = s.ops.values().map(|o| {
-        (
-            o.id,
-            OpDto {
-                id: o.id.to_string(),
-                rollout: o.rollout.to_string(),
-                node: name(o.node),
-                release: hex(o.release),
-                generation: o.generation.0,
-                phase: match o.phase {
-                    OpPhase::Granted => "granted",
-                    OpPhase::Decided => "decided",
-                    OpPhase::Restoring => "restoring",
-                    OpPhase::Settled(_) => "settled",
-                }
-                .to_string(),
-                outcome: outcome_text(o.summary().outcome),
-                decision: o.decision.map(|d| format!("{d:?}").to_lowercase()),
-                unknown: o.unknown.map(|u| format!("{u:?}")),
-                holds_slot: o.occupies_slot(),
-            },
-        )
-    });
-    let archived = s.archive.values().map(|o| {
-        (
-            o.id,
-            OpDto {
-                id: o.id.to_string(),
-                rollout: o.rollout.to_string(),
-                node: name(o.node),
-                release: hex(o.release),
-                generation: o.generation.0,
-                phase: "settled".to_string(),
-                outcome: outcome_text(o.outcome),
-                decision: o.decision.map(|d| format!("{d:?}").to_lowercase()),
-                unknown: None,
-                holds_slot: false,
-            },
-        )
-    });
-    let mut ops: Vec<(model::OpId, OpDto)> = hot.chain(archived).collect();
-    ops.sort_by_key(|(id, _)| *id);
-    let ops: Vec<OpDto> = ops.into_iter().map(|(_, dto)| dto).collect();
-    let nodes = s
-        .roster
-        .iter()
-        .map(|(id, n)| {
-            let record = s.nodes.get(&id).cloned().unwrap_or_default();
-            NodeDto {
-                name: n.name.clone(),
-                labels: n.labels.clone(),
-                public: n.public.clone(),
-                retired: n.retired,
-                connected: snap.connected.contains(&id),
-                confirmed: record.confirmed.map(hex),
-                reported_serving: record.reported_serving.map(hex),
-                live_op: record.live_op.map(|o| o.to_string()),
-                drifted: record.drift().is_some(),
-                quarantined: snap
-                    .state
-                    .quarantined
-                    .get(&id)
-                    .map(|q| [q.first_peer.clone(), q.second_peer.clone()]),
-                observed: record.observed.map(|seen| ObservedDto {
-                    result: crate::proof::observation_str(&seen.observation),
-                    source: crate::proof::Origin::of_observation(seen.source)
-                        .as_str()
-                        .to_string(),
-                    at_ms: seen.at_ms,
-                    observation: seen.observation,
-                }),
-            }
-        })
-        .collect();
-    StatusDto {
-        last_sequence: snap.last_sequence,
-        generation: s.generation.0,
-        rollouts,
-        nodes,
-        ops,
-    }
-}
+pub use super::view::{
+    status_dto, NodeDto, ObservedDto, OpDto, Page, RolloutCounts, RolloutDto, StatusDto,
+};
 
 async fn status(State(api): State<Api>) -> Response {
     match api.core.snapshot().await {
@@ -1488,24 +1246,61 @@ async fn openapi() -> Response {
 
 async fn list_rollouts(State(api): State<Api>) -> Response {
     match api.core.snapshot().await {
-        Some(snap) => Json(status_dto(&snap).rollouts).into_response(),
+        Some(snap) => Json(super::view::rollout_dtos(&snap.state)).into_response(),
         None => error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped"),
     }
 }
 
+/// `GET /api/rollouts/{id}`: the rollout with its followers and its counts
+/// per op state (from the rollout's indexes).
 async fn one_rollout(State(api): State<Api>, Path(id): Path<String>) -> Response {
     let Some(snap) = api.core.snapshot().await else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
     };
-    match status_dto(&snap).rollouts.into_iter().find(|r| r.id == id) {
-        Some(rollout) => Json(rollout).into_response(),
+    match rollout_id(&id).and_then(|r| snap.state.rollout(r)) {
+        Some(r) => Json(super::view::rollout_dto(&snap.state, r, true)).into_response(),
         None => error(StatusCode::NOT_FOUND, format!("no rollout {id}")),
     }
 }
 
-async fn list_nodes(State(api): State<Api>) -> Response {
-    match api.core.snapshot().await {
-        Some(snap) => Json(status_dto(&snap).nodes).into_response(),
-        None => error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped"),
+/// `GET /api/nodes?label=k=v&state=S&limit=N&after=NAME`: a page of nodes
+/// in enrollment order (see [`super::view::node_page`] for the scan bound).
+async fn list_nodes(
+    State(api): State<Api>,
+    Query(pairs): Query<Vec<(String, String)>>,
+) -> Response {
+    let Some(snap) = api.core.snapshot().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
+    };
+    match super::view::parse_node_query(&snap.state, &pairs) {
+        Ok(q) => Json(super::view::node_page(&snap, &q)).into_response(),
+        Err(why) => bad_request(why),
+    }
+}
+
+/// `GET /api/ops?rollout=ID&state=S&limit=N&after=OP`: a page of ops, hot
+/// and archived, in op order (see [`super::view::op_page`]).
+async fn list_ops(State(api): State<Api>, Query(pairs): Query<Vec<(String, String)>>) -> Response {
+    let Some(snap) = api.core.snapshot().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
+    };
+    match super::view::parse_op_query(&snap.state, &pairs) {
+        Ok(q) => Json(super::view::op_page(&snap.state, &q)).into_response(),
+        Err(why) => bad_request(why),
+    }
+}
+
+/// `GET /api/ops/{op}`: one op, hot or archived; 404 naming the op if it
+/// was never granted.
+async fn one_op(State(api): State<Api>, Path(id): Path<String>) -> Response {
+    let Some(op) = op_id(&id) else {
+        return no_such_op(&id);
+    };
+    let Some(snap) = api.core.snapshot().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
+    };
+    match super::view::one_op(&snap.state, op) {
+        Some(dto) => Json(dto).into_response(),
+        None => error(StatusCode::NOT_FOUND, format!("no op {op}: never granted")),
     }
 }

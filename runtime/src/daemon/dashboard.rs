@@ -13,8 +13,9 @@
 //! ones (`--cached`): a page refreshed every 2 s must not read every node
 //! back.
 
-use super::api::{status_dto, EventDto, StatusDto};
+use super::api::EventDto;
 use super::core::Snapshot;
+use super::view::{node_page, status_dto, NodeDto, NodeQuery, Page, RolloutDto, StatusDto};
 use crate::proof::{NodeProof, Unresolved, Verdict};
 use model::NodeId;
 use std::fmt::Write;
@@ -22,6 +23,13 @@ use std::time::SystemTime;
 
 /// Events shown on the dashboard.
 pub const DASHBOARD_EVENTS: usize = 20;
+/// Nodes shown in the fleet table (the first page, enrollment order); the
+/// rest are a link away (`/api/nodes`).
+pub const DASHBOARD_NODES_MAX: usize = 50;
+/// Handover entries shown; the whole report is `/api/unresolved`.
+pub const DASHBOARD_UNRESOLVED_MAX: usize = 100;
+/// Quarantine banners shown (each names one node).
+pub const DASHBOARD_QUARANTINED_MAX: usize = 20;
 
 /// Escape text for HTML element content and quoted attribute values.
 pub fn escape(text: &str) -> String {
@@ -60,13 +68,19 @@ fn short(d: &Option<String>) -> String {
         .map_or_else(|| "-".to_string(), crate::cli_ops::short)
 }
 
-/// Everything the dashboard shows, read from one snapshot.
+/// Everything the dashboard shows, read from one snapshot. Every list is
+/// bounded, so the page stays small whatever the fleet size.
 pub struct DashboardData {
-    /// `/api/status`.
+    /// The `/api/status` summary.
     pub status: StatusDto,
-    /// Every node's proof, in fleet order.
+    /// The first page of nodes.
+    pub nodes: Page<NodeDto>,
+    /// The recorded proof of each node of that page, in the same order.
     pub proofs: Vec<NodeProof>,
-    /// `/api/unresolved`.
+    /// The quarantined nodes (at most [`DASHBOARD_QUARANTINED_MAX`]) and
+    /// the two peers that presented each one's certificate.
+    pub quarantined: Vec<(String, [String; 2])>,
+    /// The first [`DASHBOARD_UNRESOLVED_MAX`] handover entries.
     pub unresolved: Vec<Unresolved>,
     /// The latest events, oldest first.
     pub events: Vec<EventDto>,
@@ -74,16 +88,40 @@ pub struct DashboardData {
 
 /// Gather the DTOs from a snapshot.
 pub fn data(snap: &Snapshot, events: Vec<EventDto>) -> DashboardData {
-    let roster = &snap.state.roster;
+    let state = &snap.state;
+    let roster = &state.roster;
     let names = |n: NodeId| roster.display_name(n);
+    let nodes = node_page(
+        snap,
+        &NodeQuery {
+            limit: DASHBOARD_NODES_MAX,
+            ..NodeQuery::default()
+        },
+    );
+    let proofs = nodes
+        .items
+        .iter()
+        .filter_map(|n| roster.id(&n.name).map(|id| (id, n)))
+        .map(|(id, n)| crate::proof::recorded_node_proof(state, id, &n.name))
+        .collect();
+    let mut unresolved = crate::proof::unresolved(state, &names, &snap.log_index);
+    unresolved.truncate(DASHBOARD_UNRESOLVED_MAX);
     DashboardData {
         status: status_dto(snap),
-        proofs: roster
+        nodes,
+        proofs,
+        quarantined: state
+            .quarantined
             .iter()
-            .filter(|(_, e)| !e.retired)
-            .map(|(id, e)| crate::proof::recorded_node_proof(&snap.state, id, &e.name))
+            .take(DASHBOARD_QUARANTINED_MAX)
+            .map(|(id, q)| {
+                (
+                    roster.display_name(*id),
+                    [q.first_peer.clone(), q.second_peer.clone()],
+                )
+            })
             .collect(),
-        unresolved: crate::proof::unresolved(&snap.state, &names, &snap.log_index),
+        unresolved,
         events,
     }
 }
@@ -91,129 +129,173 @@ pub fn data(snap: &Snapshot, events: Vec<EventDto>) -> DashboardData {
 /// The dashboard page.
 pub fn render(d: &DashboardData) -> String {
     let s = &d.status;
-    let unknown_ops: Vec<&str> = s
-        .ops
-        .iter()
-        .filter(|o| o.unknown.is_some() && o.holds_slot)
-        .map(|o| o.id.as_str())
-        .collect();
     let mut h = String::new();
     let _ = write!(
         h,
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">\
          <meta http-equiv=\"refresh\" content=\"2\"><title>Fleetweft</title>\
          <style>{STYLE}</style></head><body>\n<h1>Fleetweft</h1>\n\
-         <p>log sequence {} &middot; generation {} &middot; {} UNKNOWN op(s)</p>\n",
+         <p>log sequence {} &middot; generation {} &middot; {} UNKNOWN op(s) &middot; {} unresolved</p>\n",
         s.last_sequence
             .map_or_else(|| "none".to_string(), |q| q.to_string()),
         s.generation,
-        unknown_ops.len()
+        s.ops.unknown,
+        s.unresolved,
     );
+    for (name, [first, second]) in &d.quarantined {
+        let _ = writeln!(
+            h,
+            "<p class=\"quarantined\" id=\"identity-conflict-{0}\">IDENTITY CONFLICT: {0} is quarantined: two live connections presented its certificate, from {1} and {2}. Nothing is sent to it until an operator runs <code>fleetweft node release {0}</code> (after <code>fleetweft node revoke-cert {0}</code> if the certificate was copied).</p>",
+            escape(name),
+            escape(first),
+            escape(second)
+        );
+    }
+    render_counts(&mut h, s);
+    render_fleet(&mut h, d);
+    render_rollouts(&mut h, s);
+    render_unresolved(&mut h, d);
+    h.push_str("<h2>Latest events</h2>\n<table id=\"events\"><tr><th>#</th><th>event</th></tr>\n");
+    for e in d.events.iter().rev() {
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td></tr>",
+            e.sequence,
+            escape(&e.text)
+        );
+    }
+    h.push_str("</table>\n</body></html>\n");
+    h
+}
 
-    for n in &s.nodes {
-        if let Some([first, second]) = &n.quarantined {
+/// The fleet's counts, the active rollout's progress and where the lists are.
+fn render_counts(h: &mut String, s: &StatusDto) {
+    let n = &s.nodes;
+    let o = &s.ops;
+    let _ = writeln!(
+        h,
+        "<h2>Summary</h2>\n<table id=\"counts\">\
+         <tr><th>nodes</th><td>{} enrolled, {} connected, {} retired, {} quarantined</td><td><a href=\"/api/nodes?limit=100\">nodes</a> &middot; <a href=\"/api/nodes?state=unknown\">UNKNOWN</a> &middot; <a href=\"/api/nodes?state=quarantined\">quarantined</a></td></tr>\
+         <tr><th>ops</th><td>{} granted, {} holding a slot, <span class=\"{}\">{} UNKNOWN</span>, {} settled ({} passed, {} not), {} failed, {} archived</td><td><a href=\"/api/ops?limit=100\">ops</a> &middot; <a href=\"/api/ops?state=unknown\">UNKNOWN</a> &middot; <a href=\"/api/unresolved\">handover report</a></td></tr></table>",
+        n.enrolled, n.connected, n.retired, n.quarantined,
+        o.granted, o.holding_slot,
+        if o.unknown > 0 { "unknown" } else { "" },
+        o.unknown, o.settled, o.passed, o.settled_not_passed, o.failed, o.archived,
+    );
+    match &s.active {
+        Some(r) => {
+            let c = &r.counts;
             let _ = writeln!(
                 h,
-                "<p class=\"quarantined\" id=\"identity-conflict-{0}\">IDENTITY CONFLICT: {0} is quarantined: two live connections presented its certificate, from {1} and {2}. Nothing is sent to it until an operator runs <code>fleetweft node release {0}</code> (after <code>fleetweft node revoke-cert {0}</code> if the certificate was copied).</p>",
-                escape(&n.name),
-                escape(first),
-                escape(second)
+                "<p id=\"active\">active rollout {0}: {1} &middot; {2} / {3} nodes settled ({4} passed) &middot; wave {5} of {6} &middot; slots {7} / {8} &middot; {9} UNKNOWN &middot; <a href=\"/api/ops?rollout={0}\">its ops</a> &middot; <a href=\"/api/rollouts/{0}\">details</a></p>",
+                escape(&r.id),
+                escape(&rollout_status(r)),
+                c.settled, c.plan_nodes, c.passed, c.current_wave, c.waves,
+                r.slots_occupied, r.slots_max, c.unknown,
             );
         }
+        None => h.push_str("<p id=\"active\">no active rollout</p>\n"),
     }
+}
+
+fn rollout_status(r: &RolloutDto) -> String {
+    match &r.paused_reason {
+        Some(p) => format!("{} ({})", r.status, p),
+        None => r.status.clone(),
+    }
+}
+
+/// The first page of nodes, with a link to the next.
+fn render_fleet(h: &mut String, d: &DashboardData) {
     h.push_str("<h2>Fleet</h2>\n<table id=\"fleet\"><tr><th>node</th><th>connected</th><th>confirmed release</th><th>live op</th><th>proof</th></tr>\n");
-    for n in &s.nodes {
-        let proof = d.proofs.iter().find(|p| p.node == n.name);
+    for (n, proof) in d
+        .nodes
+        .items
+        .iter()
+        .zip(d.proofs.iter().map(Some).chain(std::iter::repeat(None)))
+    {
         let live = match &n.live_op {
-            Some(op) if unknown_ops.contains(&op.as_str()) => {
+            Some(op) if n.state == "unknown" => {
                 format!("<td class=\"unknown\">{} UNKNOWN</td>", escape(op))
             }
             Some(op) => format!("<td>{}</td>", escape(op)),
             None => "<td>-</td>".to_string(),
         };
+        let verdict = match proof {
+            _ if n.quarantined.is_some() => {
+                "<td class=\"quarantined\">QUARANTINED</td>".to_string()
+            }
+            _ if n.drifted => "<td class=\"drifted\">DRIFTED</td>".to_string(),
+            _ if n.retired => "<td>retired</td>".to_string(),
+            Some(p) => verdict_cell(p.verdict),
+            None => "<td>-</td>".to_string(),
+        };
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td>{}</td><td><code>{}</code></td>{live}{}</tr>",
+            "<tr><td>{}</td><td>{}</td><td><code>{}</code></td>{live}{verdict}</tr>",
             escape(&n.name),
             if n.connected { "yes" } else { "no" },
             escape(&short(&n.confirmed)),
-            match proof {
-                _ if n.quarantined.is_some() => {
-                    "<td class=\"quarantined\">QUARANTINED</td>".to_string()
-                }
-                _ if n.drifted => "<td class=\"drifted\">DRIFTED</td>".to_string(),
-                Some(p) => verdict_cell(p.verdict),
-                None => "<td>-</td>".to_string(),
-            },
         );
     }
     h.push_str("</table>\n");
+    if let Some(next) = &d.nodes.next {
+        let _ = writeln!(
+            h,
+            "<p>showing the first {} of {} nodes &middot; <a href=\"/api/nodes?after={}\">next page</a></p>",
+            d.nodes.items.len(),
+            d.status.nodes.enrolled,
+            escape(next)
+        );
+    }
+}
 
+/// The latest rollouts with their progress from the indexes.
+fn render_rollouts(h: &mut String, s: &StatusDto) {
     h.push_str("<h2>Rollouts</h2>\n");
     if s.rollouts.is_empty() {
         h.push_str("<p>no rollouts</p>\n");
-    } else {
-        h.push_str("<table id=\"rollouts\"><tr><th>rollout</th><th>release</th><th>status</th><th>progress</th><th>slots (occupied / max, UNKNOWN counted)</th><th>ops</th></tr>\n");
+        return;
     }
+    h.push_str("<table id=\"rollouts\"><tr><th>rollout</th><th>release</th><th>status</th><th>progress</th><th>slots (occupied / max, UNKNOWN counted)</th><th>ops</th></tr>\n");
     for r in &s.rollouts {
-        let ops: Vec<_> = s.ops.iter().filter(|o| o.rollout == r.id).collect();
-        let nodes = 1 + r.followers.len();
-        let settled = ops.iter().filter(|o| o.phase == "settled").count();
-        let unknown_here = ops
-            .iter()
-            .filter(|o| o.unknown.is_some() && o.holds_slot)
-            .count();
-        let mut op_cells = String::new();
-        for o in &ops {
-            let (class, label) = match (&o.unknown, &o.outcome) {
-                (Some(u), _) if o.holds_slot => ("unknown", format!("UNKNOWN ({u})")),
-                (_, Some(out)) if out == "verified" => ("ok", out.clone()),
-                (_, Some(out)) => ("", out.clone()),
-                _ => ("waiting", o.phase.clone()),
-            };
-            let _ = write!(
-                op_cells,
-                "<span class=\"{class}\">{} {}: {}</span><br>",
-                escape(&o.id),
-                escape(&o.node),
-                escape(&label)
-            );
-        }
-        let status = match &r.paused_reason {
-            Some(p) => format!("{} ({})", r.status, p),
-            None => r.status.clone(),
-        };
-        let slots_class = if unknown_here > 0 {
-            " class=\"unknown\""
+        let c = &r.counts;
+        let unknown = if c.unknown > 0 {
+            format!(" ({} UNKNOWN)", c.unknown)
         } else {
-            ""
+            String::new()
         };
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{settled} / {nodes} nodes settled</td>\
-             <td{slots_class}>{} / {}{}</td><td>{op_cells}</td></tr>",
+            "<tr><td>{0}</td><td><code>{1}</code></td><td>{2}</td><td>{3} / {4} nodes settled, {5} passed, wave {6} of {7}</td>\
+             <td{8}>{9} / {10}{unknown}</td><td><a href=\"/api/ops?rollout={0}\">{11} op(s)</a></td></tr>",
             escape(&r.id),
             escape(&crate::cli_ops::short(&r.release)),
-            escape(&status),
-            r.slots_occupied,
-            r.slots_max,
-            if unknown_here > 0 {
-                format!(" ({unknown_here} UNKNOWN)")
-            } else {
-                String::new()
-            },
+            escape(&rollout_status(r)),
+            c.settled, c.plan_nodes, c.passed, c.current_wave, c.waves,
+            if c.unknown > 0 { " class=\"unknown\"" } else { "" },
+            r.slots_occupied, r.slots_max, c.granted,
         );
     }
-    if !s.rollouts.is_empty() {
-        h.push_str("</table>\n");
+    h.push_str("</table>\n");
+    if s.rollouts_total > s.rollouts.len() {
+        let _ = writeln!(
+            h,
+            "<p>the latest {} of {} rollouts &middot; <a href=\"/api/rollouts\">all</a></p>",
+            s.rollouts.len(),
+            s.rollouts_total
+        );
     }
+}
 
+/// The first entries of the handover report.
+fn render_unresolved(h: &mut String, d: &DashboardData) {
     h.push_str("<h2>Unresolved (handover)</h2>\n");
     if d.unresolved.is_empty() {
         h.push_str("<p>nothing unresolved</p>\n");
-    } else {
-        h.push_str("<table id=\"unresolved\"><tr><th>node</th><th>op</th><th>rollout</th><th>phase</th><th>state</th><th>since</th><th>missing evidence</th><th>owner</th><th>review by</th><th>options</th><th>check</th></tr>\n");
+        return;
     }
+    h.push_str("<table id=\"unresolved\"><tr><th>node</th><th>op</th><th>rollout</th><th>phase</th><th>state</th><th>since</th><th>missing evidence</th><th>owner</th><th>review by</th><th>options</th><th>check</th></tr>\n");
     for u in &d.unresolved {
         let state = match &u.unknown_reason {
             Some(r) => format!("<td class=\"unknown\">UNKNOWN ({})</td>", escape(r)),
@@ -243,32 +325,31 @@ pub fn render(d: &DashboardData) -> String {
             escape(&u.check_command),
         );
     }
-    if !d.unresolved.is_empty() {
-        h.push_str("</table>\n");
-    }
-
-    h.push_str("<h2>Latest events</h2>\n<table id=\"events\"><tr><th>#</th><th>event</th></tr>\n");
-    for e in d.events.iter().rev() {
+    h.push_str("</table>\n");
+    if d.status.unresolved > d.unresolved.len() {
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td>{}</td></tr>",
-            e.sequence,
-            escape(&e.text)
+            "<p>the first {} of {} entries &middot; <a href=\"/api/unresolved\">the whole handover report</a></p>",
+            d.unresolved.len(),
+            d.status.unresolved
         );
     }
-    h.push_str("</table>\n</body></html>\n");
-    h
 }
 
 /// Prometheus text exposition of the snapshot.
 pub fn metrics(snap: &Snapshot, now: SystemTime) -> String {
     let s = status_dto(snap);
+    let rollouts = super::view::rollout_dtos(&snap.state);
     let mut m = String::new();
     m.push_str("# HELP fleetweft_nodes_drifted Nodes whose latest observation contradicts their confirmed release.\n# TYPE fleetweft_nodes_drifted gauge\n");
     let _ = writeln!(
         m,
         "fleetweft_nodes_drifted {}",
-        s.nodes.iter().filter(|n| n.drifted).count()
+        snap.state
+            .nodes
+            .iter()
+            .filter(|(id, r)| r.drift().is_some() && !snap.state.roster.is_retired(**id))
+            .count()
     );
     m.push_str("# HELP fleetweft_nodes_quarantined Nodes quarantined after an identity conflict (nothing is sent to them until an operator releases them).\n# TYPE fleetweft_nodes_quarantined gauge\n");
     let _ = writeln!(
@@ -298,7 +379,7 @@ pub fn metrics(snap: &Snapshot, now: SystemTime) -> String {
         snap.state.revoked_certs.len()
     );
     m.push_str("# HELP fleetweft_slots_occupied Slots held by a rollout's ops (UNKNOWN ops count).\n# TYPE fleetweft_slots_occupied gauge\n");
-    for r in &s.rollouts {
+    for r in &rollouts {
         let _ = writeln!(
             m,
             "fleetweft_slots_occupied{{rollout=\"{}\"}} {}",
@@ -309,7 +390,7 @@ pub fn metrics(snap: &Snapshot, now: SystemTime) -> String {
     m.push_str(
         "# HELP fleetweft_slots_max A rollout's slot budget.\n# TYPE fleetweft_slots_max gauge\n",
     );
-    for r in &s.rollouts {
+    for r in &rollouts {
         let _ = writeln!(
             m,
             "fleetweft_slots_max{{rollout=\"{}\"}} {}",
@@ -318,21 +399,22 @@ pub fn metrics(snap: &Snapshot, now: SystemTime) -> String {
         );
     }
     // Each op counted once: `unknown` if UNKNOWN and still holding its slot,
-    // else by phase.
+    // else by phase. Only unsettled ops are walked (the hot ones holding a
+    // slot); every other op ever granted is settled.
     let mut counts = [0usize; 5];
-    for o in s.ops.iter() {
-        let i = if o.unknown.is_some() && o.holds_slot {
-            0
-        } else {
-            match o.phase.as_str() {
-                "granted" => 1,
-                "decided" => 2,
-                "restoring" => 3,
-                _ => 4,
-            }
+    for o in snap.state.ops.values().filter(|o| o.occupies_slot()) {
+        let i = match super::view::OpState::of(o) {
+            super::view::OpState::Unknown => 0,
+            super::view::OpState::Granted => 1,
+            super::view::OpState::Decided => 2,
+            _ => 3,
         };
         counts[i] += 1;
     }
+    counts[4] = s
+        .ops
+        .granted
+        .saturating_sub(counts[..4].iter().sum::<usize>());
     m.push_str("# HELP fleetweft_ops Ops by state (each op once; unknown takes precedence over its phase).\n# TYPE fleetweft_ops gauge\n");
     for (state, n) in ["unknown", "granted", "decided", "restoring", "settled"]
         .iter()
@@ -389,8 +471,11 @@ fn label(v: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{escape, render, DashboardData};
-    use crate::daemon::api::{NodeDto, StatusDto};
+    use super::{data, escape, render, DashboardData};
+    use crate::daemon::view::fixture::fleet;
+    use crate::daemon::view::{
+        node_page, op_page, NodeDto, NodeQuery, OpQuery, Page, PAGE_LIMIT_MAX,
+    };
 
     fn node(drifted: bool) -> NodeDto {
         NodeDto {
@@ -405,29 +490,29 @@ mod tests {
             labels: Default::default(),
             public: "127.0.0.1:8080".into(),
             retired: false,
+            state: if drifted { "drifted" } else { "idle" }.into(),
         }
     }
 
     fn page(drifted: bool) -> String {
+        let snap = fleet(1, 1, 0, 0);
         let proof = crate::proof::recorded_node_proof(
             &model::controller::ControllerState::default(),
             model::NodeId(0),
             "node-a",
         );
+        let d = data(&snap, vec![]);
         render(&DashboardData {
-            status: StatusDto {
-                last_sequence: Some(1),
-                generation: 1,
-                rollouts: vec![],
-                nodes: vec![node(drifted)],
-                ops: vec![],
+            nodes: Page {
+                items: vec![node(drifted)],
+                next: None,
+                total: Some(1),
             },
             proofs: vec![crate::proof::NodeProof {
                 verdict: crate::proof::Verdict::Verified,
                 ..proof
             }],
-            unresolved: vec![],
-            events: vec![],
+            ..d
         })
     }
 
@@ -446,6 +531,62 @@ mod tests {
             "{fine}"
         );
         assert!(!fine.contains("DRIFTED"));
+    }
+
+    /// Most bytes the dashboard may render for a 10,000-node fleet.
+    const DASHBOARD_BYTES_MAX: usize = 200 * 1024;
+
+    /// 10,000 enrolled nodes and a rollout over all of them (500 slots,
+    /// 300 ops verified, 150 UNKNOWN): the dashboard stays under 200 KB,
+    /// shows the counts and the bounded handover list, and every page
+    /// endpoint's reply is bounded by its limit.
+    #[test]
+    fn the_dashboard_of_ten_thousand_nodes_stays_small() {
+        let snap = fleet(10_000, 500, 300, 150);
+        let html = render(&data(&snap, vec![]));
+        eprintln!("dashboard of 10,000 nodes: {} bytes", html.len());
+        assert!(
+            html.len() < DASHBOARD_BYTES_MAX,
+            "{} bytes for 10,000 nodes",
+            html.len()
+        );
+        assert!(html.contains("10000 enrolled"), "the counts are shown");
+        assert!(html.contains("150 UNKNOWN"), "the UNKNOWN count is shown");
+        assert!(html.contains("<a href=\"/api/nodes?after=n49\">next page</a>"));
+        assert!(
+            html.contains("the first 100 of"),
+            "the handover list is bounded"
+        );
+        // The summary behind /api/status is bounded too.
+        let summary = serde_json::to_vec(&crate::daemon::view::status_dto(&snap)).expect("json");
+        eprintln!("/api/status of 10,000 nodes: {} bytes", summary.len());
+        assert!(
+            summary.len() < 64 * 1024,
+            "{} bytes of status",
+            summary.len()
+        );
+        for limit in [1, 100, PAGE_LIMIT_MAX] {
+            let nodes = node_page(
+                &snap,
+                &NodeQuery {
+                    limit,
+                    ..NodeQuery::default()
+                },
+            );
+            assert_eq!(nodes.items.len(), limit);
+            let ops = op_page(
+                &snap.state,
+                &OpQuery {
+                    limit,
+                    ..OpQuery::default()
+                },
+            );
+            assert_eq!(ops.items.len(), limit.min(snap.state.ops_granted()));
+            let json = serde_json::to_vec(&ops).expect("json").len()
+                + serde_json::to_vec(&nodes).expect("json").len();
+            // A page's size follows its limit, not the fleet.
+            assert!(json < limit * 2_048, "{json} bytes for {limit} items");
+        }
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod openapi;
 pub mod rate;
 pub mod readback;
 pub mod verify;
+pub mod view;
 
 use anyhow::Context;
 use config::ControllerConfig;

@@ -29,6 +29,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("/api/nodes/{name}/release", "post"),
     ("/api/nodes/{name}/revoke-cert", "post"),
     ("/api/unresolved", "get"),
+    ("/api/ops", "get"),
+    ("/api/ops/{op}", "get"),
     ("/api/ops/{op}/resolve", "post"),
     ("/api/ops/{op}/claim", "post"),
     ("/api/ops/{op}/rollback", "post"),
@@ -98,6 +100,34 @@ fn read(summary: &str, params: Vec<Value>, ok: Value, extra_404: bool) -> Value 
     json!({ "summary": summary, "parameters": params, "responses": responses })
 }
 
+/// A paged read: 200 with a page, 400 naming a bad parameter.
+fn paged(summary: &str, params: Vec<Value>, items: &str) -> Value {
+    let mut op = read(
+        summary,
+        params,
+        json!({
+            "description": format!("a page of {items}"),
+            "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Page" } } },
+        }),
+        false,
+    );
+    op["responses"]["400"] =
+        error_answer("a bad query parameter; the message names it (`parameter `limit`: ...`)");
+    op
+}
+
+/// The `limit` and `after` parameters of every paged read.
+fn page_params(after: &str) -> Vec<Value> {
+    use super::view::{PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
+    vec![
+        json!({ "name": "limit", "in": "query", "required": false,
+                "schema": { "type": "integer", "minimum": 1, "maximum": PAGE_LIMIT_MAX, "default": PAGE_LIMIT_DEFAULT },
+                "description": format!("items in the page (default {PAGE_LIMIT_DEFAULT}, at most {PAGE_LIMIT_MAX}; more is a 400)") }),
+        json!({ "name": "after", "in": "query", "required": false, "schema": { "type": "string" },
+                "description": format!("the cursor: the `next` of the previous page ({after})") }),
+    ]
+}
+
 fn schema_body(schema: Value) -> Value {
     json!({ "application/json": { "schema": schema } })
 }
@@ -147,6 +177,15 @@ pub fn document() -> Value {
                     "properties": { "error": { "type": "string" } },
                 },
                 "RouteObservation": observation,
+                "Page": {
+                    "type": "object", "required": ["items", "next"],
+                    "description": format!("one page of a list. A filter with no index scans at most {} entries per page and may return fewer items than the limit (even none) with a `next`: follow `next` until it is null", super::view::PAGE_SCAN_MAX),
+                    "properties": {
+                        "items": { "type": "array", "items": { "type": "object" } },
+                        "next": { "type": "string", "nullable": true, "description": "pass as `after` for the next page; null: the end of the list" },
+                        "total": { "type": "integer", "description": "items matching in the whole list; only when an index knows it without a scan (no state or label filter)" },
+                    },
+                },
             },
         },
         "paths": {
@@ -154,9 +193,28 @@ pub fn document() -> Value {
                 json!({ "description": "HTML page", "content": { "text/html": { "schema": { "type": "string" } } } }), false) },
             "/metrics": { "get": read("Prometheus metrics", vec![],
                 json!({ "description": "text exposition format", "content": { "text/plain": { "schema": { "type": "string" } } } }), false) },
-            "/api/status": { "get": read("fleet, rollouts and ops", vec![], json_answer("the status"), false) },
-            "/api/rollouts/{id}": { "get": read("one rollout", vec![path_param("id", "a rollout id such as r0")], json_answer("the rollout"), true) },
-            "/api/nodes": { "get": read("every enrolled node (retired ones flagged)", vec![], json_answer("nodes in enrollment order"), false),
+            "/api/status": { "get": read(&format!("a summary whose size does not grow with the fleet: generation, last_sequence, the active rollout and the latest {} rollouts with their counts, node counts (enrolled, connected, retired, quarantined), op counts (granted, archived, holding_slot, unknown, settled, passed, settled_not_passed, failed; from the rollouts' indexes), the unresolved count, the first {} UNKNOWN ops, and links to the paged lists", super::view::STATUS_ROLLOUTS_MAX, super::view::STATUS_UNKNOWN_OPS_MAX), vec![], json_answer("the summary"), false) },
+            "/api/rollouts/{id}": { "get": read("one rollout: its followers in plan order and its counts per op state (plan_nodes, granted, followers_granted, occupied, unknown, settled, passed, settled_not_passed, failed, waves, current_wave), read from the rollout's indexes", vec![path_param("id", "a rollout id such as r0")], json_answer("the rollout"), true) },
+            "/api/ops": { "get": paged("a page of ops, hot and archived, in op order. With rollout: the rollout's own op list, from the cursor (O(limit log n)). A state filter scans from the cursor within the page's scan budget", {
+                let mut p = vec![
+                    json!({ "name": "rollout", "in": "query", "required": false, "schema": { "type": "string" }, "description": "only this rollout's ops (r0, r1, ...); 400 for a rollout that does not exist" }),
+                    json!({ "name": "state", "in": "query", "required": false, "schema": { "type": "string" },
+                            "description": format!("only ops in this state: {}", super::view::OpFilter::words()) }),
+                ];
+                p.extend(page_params("an op id such as op41"));
+                p
+            }, "ops") },
+            "/api/ops/{op}": { "get": read("one op, hot or archived (an archived op is shown from its summary, archived: true); 404 naming the op if it was never granted", op(), json_answer("the op"), true) },
+            "/api/nodes": { "get": paged("a page of enrolled nodes in enrollment order (retired ones included, flagged). Without filters: O(limit log n). A label or state filter scans from the cursor within the page's scan budget (quarantined nodes are read from their own index)", {
+                let mut p = vec![
+                    json!({ "name": "label", "in": "query", "required": false, "schema": { "type": "string", "example": "region=eu" },
+                            "description": format!("KEY=VALUE; repeat for more (all must hold), at most {}", super::view::LABEL_FILTERS_MAX) }),
+                    json!({ "name": "state", "in": "query", "required": false, "schema": { "type": "string" },
+                            "description": format!("only nodes in this state: {} (one state per node, in that order of precedence from retired down)", super::view::node_state_words()) }),
+                ];
+                p.extend(page_params("a node name"));
+                p
+            }, "nodes"),
                 "post": write("enroll a node: it takes the next node id (enrollment order); its agent is accepted with any fleet-CA certificate for its name. 409 when the name is taken (names of retired nodes are never reused), 400 over a limit", vec![],
                 Some(schema_body(json!({
                     "type": "object", "required": ["name", "public"], "additionalProperties": false,
@@ -182,7 +240,7 @@ pub fn document() -> Value {
             ], json_answer("events with their sequence and domain words"), false) },
             "/api/bundles": { "post": write("upload a signed bundle", vec![],
                 Some(json!({ "application/octet-stream": { "schema": { "type": "string", "format": "binary" } } })), false) },
-            "/api/rollouts": { "get": read("every rollout", vec![], json_answer("rollouts, oldest first"), false), "post": write("start a rollout (supersedes the active one)", vec![],
+            "/api/rollouts": { "get": read("every rollout with its counts (no follower lists; see /api/rollouts/{id})", vec![], json_answer("rollouts, oldest first"), false), "post": write("start a rollout (supersedes the active one)", vec![],
                 Some(schema_body(json!({
                     "type": "object", "required": ["release", "slots"], "additionalProperties": false,
                     "description": "canary, select, or both; followers and select exclude each other",

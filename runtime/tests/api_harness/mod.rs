@@ -206,10 +206,44 @@ impl Controller {
             .unwrap_or_else(|| panic!("{method} {path}: no answer"))
     }
 
+    /// A GET answering 200 with JSON.
+    pub fn get_json(&self, path: &str) -> serde_json::Value {
+        let (code, body) = self.http("GET", path, None, b"");
+        assert_eq!(code, 200, "GET {path}: {body}");
+        serde_json::from_str(&body).expect("json")
+    }
+
+    /// The `/api/status` summary.
     pub fn status(&self) -> serde_json::Value {
-        let (code, body) = self.http("GET", "/api/status", None, b"");
-        assert_eq!(code, 200, "{body}");
-        serde_json::from_str(&body).expect("status json")
+        self.get_json("/api/status")
+    }
+
+    /// Every item of a paged list, following `next`.
+    pub fn all_pages(&self, path: &str) -> Vec<serde_json::Value> {
+        let mut items = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let url = match &after {
+                Some(a) => format!("{path}?limit=1000&after={a}"),
+                None => format!("{path}?limit=1000"),
+            };
+            let page = self.get_json(&url);
+            items.extend(page["items"].as_array().expect("items").iter().cloned());
+            match page["next"].as_str() {
+                Some(n) => after = Some(n.to_string()),
+                None => return items,
+            }
+        }
+    }
+
+    /// The summary with every rollout, node and op: `{"last_sequence",
+    /// "rollouts": [...], "nodes": [...], "ops": [...]}` (a small fleet).
+    pub fn view(&self) -> serde_json::Value {
+        let mut view = self.status();
+        view["rollouts"] = self.get_json("/api/rollouts");
+        view["nodes"] = serde_json::Value::Array(self.all_pages("/api/nodes"));
+        view["ops"] = serde_json::Value::Array(self.all_pages("/api/ops"));
+        view
     }
 
     pub fn last_sequence(&self) -> serde_json::Value {
@@ -236,7 +270,7 @@ impl Controller {
             request.to_string().as_bytes(),
         );
         assert_eq!(code, 200, "{body}");
-        let status = self.status();
+        let status = self.view();
         status["rollouts"].as_array().unwrap().last().unwrap()["id"]
             .as_str()
             .unwrap()
@@ -260,7 +294,7 @@ impl Controller {
     pub fn wait_for_unknown(&self) -> serde_json::Value {
         let deadline = Instant::now() + Duration::from_millis(OP_TIMEOUT_MS + 15_000);
         loop {
-            let status = self.status();
+            let status = self.view();
             if status["ops"]
                 .as_array()
                 .unwrap()
