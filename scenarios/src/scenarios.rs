@@ -9,7 +9,8 @@ use crate::fleet::{
 use crate::net;
 use anyhow::{bail, ensure, Context};
 use model::controller::Event;
-use runtime::daemon::api::{EventDto, StatusDto};
+use runtime::client::FleetView;
+use runtime::daemon::api::EventDto;
 use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
@@ -1094,7 +1095,7 @@ async fn waves_with_a_failure_budget(f: &mut Fleet) -> anyhow::Result<String> {
 /// From the log: no op of wave 2 (node-d, node-e) is granted before both
 /// ops of wave 1 (node-b, node-c) settled; node-c's failure paused
 /// nothing (it was within the budget), and the only pause is node-e's.
-fn waves_in_order(events: &[EventDto], s: &StatusDto, id: &str) -> anyhow::Result<()> {
+fn waves_in_order(events: &[EventDto], s: &FleetView, id: &str) -> anyhow::Result<()> {
     let op =
         |node: &str| -> anyhow::Result<String> { Ok(op_of(s, id, node).context("op")?.id.clone()) };
     let granted = |op: &str| {

@@ -645,10 +645,9 @@ pub fn node_dto(snap: &Snapshot, id: NodeId) -> Option<NodeDto> {
     })
 }
 
-/// Whether `node` has a live connection. The core keeps `connected`
-/// sorted, so this is a binary search, not a scan.
-pub fn is_connected(connected: &[NodeId], node: NodeId) -> bool {
-    connected.binary_search(&node).is_ok()
+/// Whether `node` has a live connection: O(log n) in the core's set.
+pub fn is_connected(connected: &imbl::OrdSet<NodeId>, node: NodeId) -> bool {
+    connected.contains(&node)
 }
 
 /// What `/api/nodes` filters on.
@@ -1107,6 +1106,8 @@ pub(crate) mod fixture {
             identity_conflicts: 0,
             presented: Default::default(),
             quarantined_peers: Default::default(),
+            batches: Default::default(),
+            deadlines_armed: 0,
         }
     }
 }
