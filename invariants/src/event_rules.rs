@@ -1233,7 +1233,8 @@ mod tests {
         w.input(Input::Pause { rollout: R0 });
         // Beyond slots (S1), before the canary (S4), while paused (S5): S1.
         rejected(check_event(&w.state, &w.grant_event(R0, B)), Rule::S1);
-        std::sync::Arc::make_mut(&mut w.state.rollouts[0].plan).slots_max = 2;
+        std::sync::Arc::make_mut(&mut std::sync::Arc::make_mut(&mut w.state.rollouts[0]).plan)
+            .slots_max = 2;
         rejected(check_event(&w.state, &w.grant_event(R0, B)), Rule::S4);
         rejected(check_event(&w.state, &w.grant_event(R0, A)), Rule::S5);
     }

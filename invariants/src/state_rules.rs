@@ -630,7 +630,8 @@ mod tests {
         let grant = w.grant_event(R0, B);
         w.event(grant);
         rejected(check_state(&w.state), Rule::S1);
-        std::sync::Arc::make_mut(&mut w.state.rollouts[0].plan).slots_max = 2;
+        std::sync::Arc::make_mut(&mut std::sync::Arc::make_mut(&mut w.state.rollouts[0]).plan)
+            .slots_max = 2;
         rejected(check_state(&w.state), Rule::S4);
     }
 
@@ -646,14 +647,16 @@ mod tests {
             model::controller::RolloutStatus::Ended
         );
         // The same state, had the rollout not ended: stuck.
-        w.state.rollouts[0].status = model::controller::RolloutStatus::Active;
+        std::sync::Arc::make_mut(&mut w.state.rollouts[0]).status =
+            model::controller::RolloutStatus::Active;
         let v = rejected(l1_nothing_left_ends(&w.state), Rule::EndsWhenNothingLeft);
         assert!(
             v.detail.contains("canary's op settled without passing"),
             "{v}"
         );
         // A pause waits for the operator instead.
-        w.state.rollouts[0].paused = Some(model::controller::PauseReason::Operator);
+        std::sync::Arc::make_mut(&mut w.state.rollouts[0]).paused =
+            Some(model::controller::PauseReason::Operator);
         holds(l1_nothing_left_ends(&w.state));
     }
 }

@@ -106,7 +106,7 @@ fn b1_refuses_a_grant_over_the_failure_budget() {
     let v = check_event(&state, &next_grant(&state, 2)).expect_err("over budget");
     assert_eq!(v.rule, Rule::S5, "paused, so S5 speaks first: {v}");
     // Unpaused by hand (no input does that over budget): B1 still refuses.
-    state.rollouts[0].paused = None;
+    std::sync::Arc::make_mut(&mut state.rollouts[0]).paused = None;
     let v = check_event(&state, &next_grant(&state, 2)).expect_err("over budget");
     assert_eq!(v.rule, Rule::FailureBudget, "{v}");
     let v = check_state(&state).expect_err("over budget and not paused");
@@ -122,7 +122,8 @@ fn s4_refuses_a_later_wave_before_the_earlier_one_settled() {
     switch(&mut state, 0, RouteObservation::passing(V2));
     assert_eq!(state.ops_granted(), 2, "wave 1 is node 1");
     // More slots, so only the wave gate holds node 2 back.
-    std::sync::Arc::make_mut(&mut state.rollouts[0].plan).slots_max = 4;
+    std::sync::Arc::make_mut(&mut std::sync::Arc::make_mut(&mut state.rollouts[0]).plan)
+        .slots_max = 4;
     let v = check_event(&state, &next_grant(&state, 2)).expect_err("wave 1 unsettled");
     assert_eq!(v.rule, Rule::S4, "{v}");
     assert!(v.detail.contains("opens wave 2"), "{v}");

@@ -13,6 +13,7 @@ use model::controller::{
 use model::recovery::{Observed, StageFailure};
 use model::{Generation, NodeId, OpId, ProbeVerdict, ToAgent, ToController};
 use proof::{Fresh, NodeProof};
+use std::sync::Arc;
 
 /// A named deviation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -408,13 +409,16 @@ pub fn controller_step(
             Ok(events)
         }
         (Some(Mutant::GrantWhilePaused), _) => extra_grants(state, input, usize::MAX, |after| {
-            after.rollouts.iter_mut().for_each(|r| r.paused = None);
+            after
+                .rollouts
+                .iter_mut()
+                .for_each(|r| Arc::make_mut(r).paused = None);
         }),
         // One extra grant per step is enough to show each shortcut below.
         (Some(Mutant::FollowerBeforeCanary), _) => extra_grants(state, input, 1, |after| {
             // Pretend every canary already passed and every gate is open.
             for r in after.rollouts.iter_mut() {
-                r.approved = true;
+                Arc::make_mut(r).approved = true;
             }
             for_ops_where(
                 after,
@@ -432,7 +436,7 @@ pub fn controller_step(
                     o.phase = OpPhase::Settled(Outcome::NotApplied);
                 }
                 if let Some(r) = after.rollouts.get_mut(rollout.0 as usize) {
-                    r.occupied -= 1;
+                    Arc::make_mut(r).occupied -= 1;
                 }
             }
         }),
@@ -503,7 +507,9 @@ pub fn controller_step(
             // Forget the waves: one wave, as a plan alone.
             for i in 0..after.rollouts.len() {
                 if let Some(r) = after.rollouts.get_mut(i) {
-                    std::sync::Arc::make_mut(&mut r.policy).wave_ends.clear();
+                    Arc::make_mut(&mut Arc::make_mut(r).policy)
+                        .wave_ends
+                        .clear();
                 }
             }
         }),
@@ -512,7 +518,7 @@ pub fn controller_step(
             let mut forgetful = state.clone();
             for i in 0..forgetful.rollouts.len() {
                 if let Some(r) = forgetful.rollouts.get_mut(i) {
-                    std::sync::Arc::make_mut(&mut r.policy).max_failed = None;
+                    Arc::make_mut(&mut Arc::make_mut(r).policy).max_failed = None;
                 }
             }
             step(&forgetful, input)

@@ -317,7 +317,7 @@ fn rename_controller(c: &ControllerState, r: &Renaming) -> ControllerState {
         .rollouts
         .iter()
         .map(|ro| {
-            let mut ro = ro.clone();
+            let mut ro = ro.as_ref().clone();
             let mut ops: Vec<OpId> = ro.ops.iter().map(|o| r.op(*o)).collect();
             ops.sort();
             ro.ops = ops.into_iter().collect();
@@ -331,7 +331,7 @@ fn rename_controller(c: &ControllerState, r: &Renaming) -> ControllerState {
                 .iter()
                 .map(|(n, o)| (r.node(*n), r.op(*o)))
                 .collect();
-            ro
+            std::sync::Arc::new(ro)
         })
         .collect();
     ControllerState {

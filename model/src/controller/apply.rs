@@ -154,7 +154,7 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
             generation,
         } => {
             state.generation = *generation;
-            state.rollouts.push_back(Rollout {
+            state.rollouts.push_back(Arc::new(Rollout {
                 id: *rollout,
                 plan: Arc::new(plan.clone()),
                 generation: *generation,
@@ -172,7 +172,7 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
                 failed: 0,
                 unknown: 0,
                 wave_approvals: 0,
-            });
+            }));
             state.active = Some(*rollout);
             // O(plan) once per rollout, so that no later read scans plans.
             for node in plan.nodes() {
@@ -419,10 +419,11 @@ fn op_mut(state: &mut ControllerState, op: OpId) -> &mut Op {
 
 /// The rollout an event folds into; [`referents_exist`] was asserted first.
 fn rollout_mut(state: &mut ControllerState, rollout: RolloutId) -> &mut Rollout {
-    state
+    let shared = state
         .rollouts
         .get_mut(rollout.0 as usize)
-        .expect("referents_exist: the rollout exists")
+        .expect("referents_exist: the rollout exists");
+    Arc::make_mut(shared)
 }
 
 /// A rollout stops granting: superseded, completed or ended.

@@ -410,8 +410,11 @@ pub const PEER_TEXT_MAX: usize = 128;
 pub struct ControllerState {
     /// The current fleet generation; bumped by every rollout start.
     pub generation: Generation,
-    /// All rollouts, indexed by `RolloutId`.
-    pub rollouts: Vector<Rollout>,
+    /// All rollouts, indexed by `RolloutId`. Each behind its own `Arc`: a
+    /// copy-on-write of the vector's chunk then copies up to 64 pointers,
+    /// not up to 64 whole rollouts (with their op vectors), so the cost of
+    /// touching the active rollout does not grow with the rollouts before it.
+    pub rollouts: Vector<Arc<Rollout>>,
     /// The hot ops: every op of a rollout not finished, and each node's
     /// latest op.
     pub ops: OrdMap<OpId, Op>,
@@ -459,7 +462,7 @@ impl ControllerState {
 
     /// The rollout with this id, if it exists.
     pub fn rollout(&self, id: RolloutId) -> Option<&Rollout> {
-        self.rollouts.get(id.0 as usize)
+        self.rollouts.get(id.0 as usize).map(|r| &**r)
     }
 
     /// The rollout that is still granting, if any (at most one).
