@@ -375,12 +375,7 @@ impl ControllerEndpoint {
     /// caller should simply keep accepting.
     pub async fn accept(&self) -> Option<Result<AgentLink, TransportError>> {
         let incoming = self.endpoint.accept().await?;
-        let remote = incoming.remote_address();
-        let result = self.authenticate(incoming).await;
-        if let Err(e) = &result {
-            warn!(peer = %remote, error = %e, "refused agent connection");
-        }
-        Some(result)
+        Some(authenticate(incoming).await)
     }
 
     /// The next incoming connection, its handshake not yet run: hand it to
@@ -391,9 +386,6 @@ impl ControllerEndpoint {
         self.endpoint.accept().await
     }
 
-    async fn authenticate(&self, incoming: quinn::Incoming) -> Result<AgentLink, TransportError> {
-        authenticate(incoming).await
-    }
     /// Closes every connection and stops accepting.
     pub fn close(&self) {
         self.endpoint
@@ -722,8 +714,18 @@ fn xorshift(seed: u64) -> u64 {
 }
 
 /// Runs `incoming`'s handshake (at most [`HANDSHAKE_TIMEOUT`]) and reads the
-/// node id from the client certificate the handshake verified.
+/// node id from the client certificate the handshake verified. A refusal
+/// is logged here, once, with the peer's address.
 pub async fn authenticate(incoming: quinn::Incoming) -> Result<AgentLink, TransportError> {
+    let remote = incoming.remote_address();
+    let result = handshake(incoming).await;
+    if let Err(e) = &result {
+        warn!(peer = %remote, error = %e, "refused agent connection");
+    }
+    result
+}
+
+async fn handshake(incoming: quinn::Incoming) -> Result<AgentLink, TransportError> {
     let conn = match tokio::time::timeout(HANDSHAKE_TIMEOUT, incoming).await {
         Ok(Ok(conn)) => conn,
         Ok(Err(e)) => return Err(TransportError::Handshake(e)),

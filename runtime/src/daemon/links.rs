@@ -37,12 +37,11 @@ pub async fn serve(endpoint: ControllerEndpoint, core: CoreHandle, bundles: Arc<
         let bundles = bundles.clone();
         let budgets = budgets.clone();
         tokio::spawn(async move {
-            let remote = incoming.remote_address();
+            // A refusal is logged by `authenticate`.
             let authenticated = protocol::quic::authenticate(incoming).await;
             drop(permit);
-            match authenticated {
-                Err(e) => tracing::warn!(peer = %remote, "refused a connection: {e}"),
-                Ok(link) => handle(link, core, bundles, budgets).await,
+            if let Ok(link) = authenticated {
+                handle(link, core, bundles, budgets).await;
             }
         });
     }
