@@ -498,7 +498,34 @@ pub fn w1_names_what_exists(before: &ControllerState, event: &Event) -> Result<(
             Rule::NamesWhatExists,
             format!("event {event} names {missing}"),
         )
-    })
+    })?;
+    match event {
+        Event::RolloutFollowersAdded { rollout, followers } => {
+            w1_followers_once(before, *rollout, followers)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// W1 for a plan recorded in several entries: each follower joins the plan
+/// once (a node named twice would be granted twice, S2). The plan's nodes
+/// are the ones `intended` maps to the rollout (it is the latest, so no
+/// newer plan took them): O(chunk · log n), not O(plan).
+fn w1_followers_once(
+    before: &ControllerState,
+    rollout: model::ids::RolloutId,
+    followers: &[model::ids::NodeId],
+) -> Result<(), Violation> {
+    let mut chunk = std::collections::BTreeSet::new();
+    for node in followers {
+        if before.intended.get(node) == Some(&rollout) || !chunk.insert(*node) {
+            return broken(
+                Rule::NamesWhatExists,
+                format!("rollout {rollout}'s plan names {node} twice"),
+            );
+        }
+    }
+    Ok(())
 }
 
 /// All transition rules, in the order S1, S3, S4, S5, S6, S8, S9, then the

@@ -67,7 +67,8 @@ fn names(event: &Event) -> (Option<RolloutId>, Option<OpId>, Option<NodeId>) {
         | Event::RolloutApproved { rollout }
         | Event::RolloutCompleted { rollout }
         | Event::RolloutEnded { rollout, .. }
-        | Event::RolloutPolicySet { rollout, .. } => (Some(*rollout), None, None),
+        | Event::RolloutPolicySet { rollout, .. }
+        | Event::RolloutFollowersAdded { rollout, .. } => (Some(*rollout), None, None),
         Event::OpGranted {
             op, rollout, node, ..
         } => (Some(*rollout), Some(*op), Some(*node)),

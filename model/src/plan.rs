@@ -9,12 +9,16 @@ pub const NODES_MAX: usize = 100_000;
 /// Upper bound on a rollout's concurrency budget. A plan asking for more is
 /// refused rather than silently clamped.
 pub const SLOTS_MAX_LIMIT: u16 = 10_000;
-/// Upper bound on followers in one plan. The plan is recorded in one log
-/// entry (`RolloutStarted`, at most 64 KiB: larger sled pages would go to
-/// blob files that sled 0.34.7 never fsyncs), and a node id takes up to 5
-/// bytes there, so 12,000 followers is what fits with room to spare. A
-/// fleet larger than that rolls out in several rollouts.
-pub const FOLLOWERS_MAX: usize = 12_000;
+/// Upper bound on followers in one plan: a rollout may span the whole
+/// fleet, canary included.
+pub const FOLLOWERS_MAX: usize = NODES_MAX - 1;
+/// Upper bound on the followers one log entry records. A plan is recorded
+/// in `RolloutStarted` and, past this many followers, continued in
+/// `RolloutFollowersAdded` entries of the same batch: one log entry stays
+/// at most 64 KiB (larger sled pages would go to blob files that sled
+/// 0.34.7 never fsyncs), and a node id takes up to 5 bytes there, so
+/// 12,000 followers is what fits with room to spare.
+pub const FOLLOWERS_PER_EVENT_MAX: usize = 12_000;
 
 /// What an operator asks for when starting a rollout.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

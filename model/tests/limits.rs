@@ -4,9 +4,10 @@
 //! `PROCESS_RESTARTS_MAX` is read by the proof crate only, and tested there.)
 
 use model::controller::{
-    apply, step, ControllerState, Event, Input, Refusal, CLAIM_TEXT_MAX, OP_EVIDENCE_MAX,
+    apply, referents_exist, step, ControllerState, Event, Input, MissingReferent, Refusal,
+    CLAIM_TEXT_MAX, OP_EVIDENCE_MAX,
 };
-use model::plan::{PlanError, FOLLOWERS_MAX, SLOTS_MAX_LIMIT};
+use model::plan::{PlanError, FOLLOWERS_MAX, FOLLOWERS_PER_EVENT_MAX, NODES_MAX, SLOTS_MAX_LIMIT};
 use model::{
     Digest, Generation, NodeId, OpId, Plan, ProbeVerdict, ReportKind, RouteObservation,
     ToController,
@@ -100,6 +101,106 @@ fn a_plan_with_followers_max_followers_is_valid_and_one_more_is_not() {
         plan(FOLLOWERS_MAX + 1, 1).validate(),
         Err(PlanError::TooManyFollowers(FOLLOWERS_MAX + 1))
     );
+}
+
+/// A rollout may span the whole fleet: a plan of NODES_MAX nodes is
+/// recorded in entries of at most FOLLOWERS_PER_EVENT_MAX followers each
+/// (one log entry stays bounded), and the fold puts the whole plan back
+/// together, in order, before its first grant.
+#[test]
+fn a_plan_over_the_whole_fleet_is_recorded_in_bounded_chunks_and_folded_whole() {
+    assert_eq!(
+        FOLLOWERS_MAX + 1,
+        NODES_MAX,
+        "canary and followers: the fleet"
+    );
+    let whole = plan(FOLLOWERS_MAX, 3);
+    let mut state = ControllerState::default();
+    let events = feed(
+        &mut state,
+        Input::StartRollout {
+            plan: whole.clone(),
+        },
+    )
+    .expect("valid");
+    let chunks = FOLLOWERS_MAX.div_ceil(FOLLOWERS_PER_EVENT_MAX);
+    let mut recorded = Vec::new();
+    for (i, event) in events.iter().take(chunks).enumerate() {
+        let part = match (i, event) {
+            (0, Event::RolloutStarted { plan, .. }) => &plan.followers,
+            (1.., Event::RolloutFollowersAdded { followers, .. }) => followers,
+            other => panic!("entry {i} of the plan is {other:?}"),
+        };
+        assert!((1..=FOLLOWERS_PER_EVENT_MAX).contains(&part.len()));
+        recorded.extend_from_slice(part);
+    }
+    assert_eq!(
+        recorded, whole.followers,
+        "every follower once, in plan order"
+    );
+    assert!(
+        matches!(
+            events.get(chunks),
+            Some(Event::OpGranted {
+                node: NodeId(0),
+                ..
+            })
+        ),
+        "the canary's grant comes after the whole plan: {:?}",
+        events.get(chunks)
+    );
+    let r = state.active_rollout().expect("active");
+    assert_eq!(*r.plan, whole, "the fold holds the plan as asked");
+    assert_eq!(
+        state
+            .intended_rollout(NodeId(FOLLOWERS_MAX as u32))
+            .map(|r| r.id),
+        Some(r.id)
+    );
+    // A plan at the limit of one entry stays one entry.
+    let mut state = ControllerState::default();
+    let events = feed(
+        &mut state,
+        Input::StartRollout {
+            plan: plan(FOLLOWERS_PER_EVENT_MAX, 1),
+        },
+    );
+    assert!(!events
+        .expect("valid")
+        .iter()
+        .any(|e| matches!(e, Event::RolloutFollowersAdded { .. })));
+}
+
+/// Followers join only a plan still being recorded (the latest rollout,
+/// before its policy and its first grant), in chunks of
+/// 1..=FOLLOWERS_PER_EVENT_MAX: `apply` asserts it.
+#[test]
+fn followers_join_only_a_plan_still_being_recorded_in_bounded_chunks() {
+    let state = granted();
+    let r = state.active_rollout().expect("active").id;
+    let add = |n: usize| Event::RolloutFollowersAdded {
+        rollout: r,
+        followers: (10..10 + n as u32).map(NodeId).collect(),
+    };
+    // granted(): the canary's op exists, so the plan is closed.
+    assert_eq!(
+        referents_exist(&state, &add(1)),
+        Err(MissingReferent::PlanClosed(r))
+    );
+    let mut open = ControllerState::default();
+    let started = step(&open, &Input::StartRollout { plan: plan(1, 1) }).expect("valid");
+    apply(&mut open, &started[0]);
+    assert_eq!(referents_exist(&open, &add(1)), Ok(()));
+    assert_eq!(
+        referents_exist(&open, &add(FOLLOWERS_PER_EVENT_MAX)),
+        Ok(())
+    );
+    for n in [0, FOLLOWERS_PER_EVENT_MAX + 1] {
+        assert_eq!(
+            referents_exist(&open, &add(n)),
+            Err(MissingReferent::PlanClosed(r))
+        );
+    }
 }
 
 #[test]

@@ -14,21 +14,24 @@ use std::collections::VecDeque;
 use std::ops::Range;
 use std::path::Path;
 
-use model::controller::{apply, effects, step, ControllerState, Effect, Event, Input, Refusal};
+use model::controller::{
+    effects, step_in_place, ControllerState, Effect, Event, Fold, Input, Refusal,
+};
 
 use crate::log::{Durable, EventLog, LogError};
 
 /// Upper bound on one encoded controller event, in bytes (varint bincode):
-/// the largest is a `RolloutStarted` naming [`FOLLOWERS_MAX`] followers (a
-/// node id is at most 5 bytes) or an `OpClaimed` with two texts of
+/// the largest is a `RolloutStarted` or `RolloutFollowersAdded` naming
+/// [`FOLLOWERS_PER_EVENT_MAX`] followers (a node id is at most 5 bytes; a
+/// plan of the whole fleet is recorded in several such entries) or an `OpClaimed` with two texts of
 /// [`CLAIM_TEXT_MAX`] characters (at most 4 bytes each, plus a length),
 /// each with under 128 bytes of fixed fields. The golden encoding test
 /// measures the largest real ones against it.
 ///
-/// [`FOLLOWERS_MAX`]: model::plan::FOLLOWERS_MAX
+/// [`FOLLOWERS_PER_EVENT_MAX`]: model::plan::FOLLOWERS_PER_EVENT_MAX
 /// [`CLAIM_TEXT_MAX`]: model::controller::CLAIM_TEXT_MAX
 pub const EVENT_BYTES_BOUND: usize = {
-    let plan = 128 + model::plan::FOLLOWERS_MAX * 5;
+    let plan = 128 + model::plan::FOLLOWERS_PER_EVENT_MAX * 5;
     let claim = 128 + 2 * (9 + model::controller::CLAIM_TEXT_MAX * 4);
     if plan > claim {
         plan
@@ -215,11 +218,16 @@ impl Controller {
             let Some(input) = inputs.pop_front() else {
                 break;
             };
-            match step(&next, &input) {
+            let mut checked = Checked {
+                touched: invariants::Touched::default(),
+                out: &mut out,
+            };
+            match step_in_place(&mut next, &input, &mut checked) {
                 Err(refusal) => outcomes.push(Err(refusal)),
                 Ok(stepped) => {
+                    let touched = checked.finish(&next, stepped.len());
                     let start = events.len();
-                    let touched = fold(&mut next, stepped, &mut events, &mut out);
+                    events.extend(stepped);
                     all.extend(touched);
                     outcomes.push(Ok(start..events.len()));
                 }
@@ -259,39 +267,45 @@ impl Controller {
     }
 }
 
-/// Applies one input's `stepped` events to `next` (checking each event's
-/// rules before it and the state rules after the input), appending them to
-/// `events` and their effects to `out`; returns what they touched.
-fn fold(
-    next: &mut ControllerState,
-    stepped: Vec<Event>,
-    events: &mut Vec<Event>,
-    out: &mut Vec<Effect>,
-) -> invariants::Touched {
-    // TIGER_STYLE: the bound the batch size rests on holds in production.
-    assert!(
-        stepped.len() <= EVENTS_PER_INPUT_MAX,
-        "one input produced {} events, over EVENTS_PER_INPUT_MAX {EVENTS_PER_INPUT_MAX}",
-        stepped.len()
-    );
-    let mut touched = invariants::Touched::default();
-    for event in stepped {
+/// Watches one input's events as the model applies them to the batch's
+/// state: checks each event's rules before it, collects its effects and
+/// what it touched after it.
+struct Checked<'a> {
+    touched: invariants::Touched,
+    out: &'a mut Vec<Effect>,
+}
+
+impl Fold for Checked<'_> {
+    fn before(&mut self, state: &ControllerState, event: &Event) {
         // Kept on in release builds (TIGER_STYLE): a rule broken here is a
         // bug in the model, and acting on it would release effects the
         // rules forbid. docs/performance.md measures what it costs.
-        if let Err(violation) = invariants::check_event(next, &event) {
+        if let Err(violation) = invariants::check_event(state, event) {
             panic!("model produced an event breaking a rule ({event}): {violation}");
         }
-        apply(next, &event);
-        touched.add(next, &event);
-        out.extend(effects(next, &event));
-        events.push(event);
     }
-    // State rules hold between inputs, not between an input's events (a
-    // canary's failed probe is followed by its restore in the same input).
-    // Checked on what the input touched: O(log n) per event.
-    if let Err(violation) = invariants::check_state_touched(next, &touched, None) {
-        panic!("state after an input breaks a rule: {violation}");
+
+    fn after(&mut self, state: &ControllerState, event: &Event) {
+        self.touched.add(state, event);
+        self.out.extend(effects(state, event));
     }
-    touched
+}
+
+impl Checked<'_> {
+    /// After the input's last event: the bound the batch size rests on,
+    /// and the state rules on what the input touched.
+    fn finish(self, state: &ControllerState, events: usize) -> invariants::Touched {
+        // TIGER_STYLE: the bound the batch size rests on holds in production.
+        assert!(
+            events <= EVENTS_PER_INPUT_MAX,
+            "one input produced {events} events, over EVENTS_PER_INPUT_MAX {EVENTS_PER_INPUT_MAX}"
+        );
+        // State rules hold between inputs, not between an input's events (a
+        // canary's failed probe is followed by its restore in the same
+        // input). Checked on what the input touched: O(log n) per event.
+        if let Err(violation) = invariants::check_state_touched(state, &self.touched, None) {
+            panic!("state after an input breaks a rule: {violation}");
+        }
+        self.touched
+    }
 }

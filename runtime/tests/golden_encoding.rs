@@ -83,6 +83,7 @@ fn event_variant(e: &Event) -> &'static str {
         Event::NodeLabeled { .. } => "NodeLabeled",
         Event::NodeRetired { .. } => "NodeRetired",
         Event::RolloutPolicySet { .. } => "RolloutPolicySet",
+        Event::RolloutFollowersAdded { .. } => "RolloutFollowersAdded",
     }
 }
 
@@ -212,6 +213,10 @@ fn events() -> Vec<Event> {
                 max_failed: Some(2),
                 max_unknown: Some(5),
             },
+        },
+        Event::RolloutFollowersAdded {
+            rollout: R,
+            followers: vec![NODE, NodeId(70_000)],
         },
     ]
 }
@@ -464,14 +469,14 @@ fn encodings_match_the_golden_bytes() {
 #[test]
 fn the_largest_events_fit_the_event_bound() {
     use model::controller::CLAIM_TEXT_MAX;
-    use model::plan::FOLLOWERS_MAX;
+    use model::plan::FOLLOWERS_PER_EVENT_MAX;
     use runtime::controller::EVENT_BYTES_BOUND;
     let widest = Event::RolloutStarted {
         rollout: RolloutId(u32::MAX),
         plan: Plan {
             release: V2,
             canary: NodeId(model::plan::NODES_MAX as u32 - 1),
-            followers: (0..FOLLOWERS_MAX)
+            followers: (0..FOLLOWERS_PER_EVENT_MAX)
                 .map(|_| NodeId(model::plan::NODES_MAX as u32 - 1))
                 .collect(),
             slots_max: model::plan::SLOTS_MAX_LIMIT,
@@ -502,7 +507,13 @@ fn the_largest_events_fit_the_event_bound() {
         labels,
         public: "p".repeat(PUBLIC_ROUTE_BYTES_MAX),
     };
-    for event in [widest, claim, enrolled] {
+    let added = Event::RolloutFollowersAdded {
+        rollout: RolloutId(u32::MAX),
+        followers: (0..FOLLOWERS_PER_EVENT_MAX)
+            .map(|_| NodeId(model::plan::NODES_MAX as u32 - 1))
+            .collect(),
+    };
+    for event in [widest, added, claim, enrolled] {
         let len = eventlog::encode_payload(&event).expect("encode").len();
         assert!(
             len <= EVENT_BYTES_BOUND,

@@ -32,6 +32,12 @@ pub enum MissingReferent {
     /// The event changes an op that settled in a finished rollout and was
     /// archived: nothing can change it any more.
     Archived(OpId),
+    /// The event adds followers to a rollout whose plan is no longer being
+    /// recorded (not the latest rollout, or its policy or a grant came
+    /// already), or adds an empty chunk, a chunk over
+    /// [`crate::plan::FOLLOWERS_PER_EVENT_MAX`], or more than
+    /// [`crate::plan::FOLLOWERS_MAX`] in all. Appended last.
+    PlanClosed(RolloutId),
 }
 
 impl fmt::Display for MissingReferent {
@@ -53,6 +59,10 @@ impl fmt::Display for MissingReferent {
                     "op {op}, which settled in a finished rollout and is archived"
                 )
             }
+            MissingReferent::PlanClosed(r) => write!(
+                f,
+                "the plan of rollout {r}, which is no longer being recorded (or a follower chunk out of bounds)"
+            ),
         }
     }
 }
@@ -92,6 +102,9 @@ pub fn referents_exist(state: &ControllerState, event: &Event) -> Result<(), Mis
         | Event::RolloutCompleted { rollout }
         | Event::RolloutEnded { rollout, .. }
         | Event::RolloutPolicySet { rollout, .. } => rollout_exists(rollout),
+        Event::RolloutFollowersAdded { rollout, followers } => {
+            plan_open(state, *rollout, followers.len())
+        }
         Event::OpGranted { op, rollout, .. } => {
             rollout_exists(rollout)?;
             if *op == state.next_op_id() {
@@ -199,6 +212,17 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
         }
         Event::RolloutPolicySet { rollout, policy } => {
             rollout_mut(state, *rollout).policy = Arc::new(policy.clone());
+        }
+        Event::RolloutFollowersAdded { rollout, followers } => {
+            let r = rollout_mut(state, *rollout);
+            // The plan is unique here (recorded in this batch), so this
+            // extends it in place; O(followers) once per rollout.
+            Arc::make_mut(&mut r.plan)
+                .followers
+                .extend_from_slice(followers);
+            for node in followers {
+                state.intended.insert(*node, *rollout);
+            }
         }
         Event::RolloutCompleted { rollout } => {
             end(state, *rollout, RolloutStatus::Completed);
@@ -418,6 +442,30 @@ fn op_mut(state: &mut ControllerState, op: OpId) -> &mut Op {
 }
 
 /// The rollout an event folds into; [`referents_exist`] was asserted first.
+/// Whether `added` more followers may join rollout `rollout`'s plan: it is
+/// the latest rollout, nothing was granted in it and no policy recorded
+/// yet (both come after the whole plan), and the chunk and the plan stay
+/// within their limits.
+fn plan_open(
+    state: &ControllerState,
+    rollout: RolloutId,
+    added: usize,
+) -> Result<(), MissingReferent> {
+    use crate::plan::{FOLLOWERS_MAX, FOLLOWERS_PER_EVENT_MAX};
+    let r = state
+        .rollout(rollout)
+        .ok_or(MissingReferent::Rollout(rollout))?;
+    let latest = rollout.0 as usize + 1 == state.rollouts.len();
+    let open = latest && r.ops.is_empty() && *r.policy == Default::default();
+    let sized = (1..=FOLLOWERS_PER_EVENT_MAX).contains(&added)
+        && r.plan.followers.len() + added <= FOLLOWERS_MAX;
+    if open && sized {
+        Ok(())
+    } else {
+        Err(MissingReferent::PlanClosed(rollout))
+    }
+}
+
 fn rollout_mut(state: &mut ControllerState, rollout: RolloutId) -> &mut Rollout {
     let shared = state
         .rollouts

@@ -192,6 +192,16 @@ pub enum Event {
         rollout: RolloutId,
         policy: Policy,
     },
+    /// More followers of the plan just started, in plan order after the
+    /// ones recorded before: a plan over
+    /// [`crate::plan::FOLLOWERS_PER_EVENT_MAX`] followers is recorded in
+    /// several entries of the same batch, right after its `RolloutStarted`
+    /// and before its policy or any grant, so one entry stays bounded.
+    /// Appended last.
+    RolloutFollowersAdded {
+        rollout: RolloutId,
+        followers: Vec<NodeId>,
+    },
 }
 
 impl fmt::Display for Event {
@@ -369,6 +379,10 @@ impl fmt::Display for Event {
                     write!(f, ", pause at {m} unknown")?;
                 }
                 Ok(())
+            }
+            Event::RolloutFollowersAdded { rollout, followers } => {
+                let names: Vec<String> = followers.iter().map(|n| n.to_string()).collect();
+                write!(f, "rollout {rollout}'s plan goes on: {}", names.join(", "))
             }
         }
     }

@@ -15,7 +15,9 @@ pub use event::Event;
 pub use input::Input;
 pub use roster::{Labels, Roster, RosterEntry, RosterLimit};
 pub use state::*;
-pub use step::{decision_for, operator_actions, progress, step, OperatorAction, Refusal};
+pub use step::{
+    decision_for, operator_actions, progress, step, step_in_place, Fold, OperatorAction, Refusal,
+};
 
 /// Rebuild a controller state by folding events in order: what a restart
 /// does with the durable log.

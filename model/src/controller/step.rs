@@ -11,7 +11,7 @@ use super::state::{
 use crate::evidence::{ProbeVerdict, RouteObservation};
 use crate::ids::{NodeId, OpId, RolloutId};
 use crate::msg::{Decision, ReportKind, ToController};
-use crate::plan::{Plan, PlanError, Policy};
+use crate::plan::{Plan, PlanError, Policy, FOLLOWERS_PER_EVENT_MAX};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -178,15 +178,55 @@ impl From<PlanError> for Refusal {
 /// Decide what happens on `input`. Returns the events to append durably and
 /// then apply, in order; an empty list means "nothing changes" (repeated
 /// timeouts, duplicates). Operator inputs that make no sense are refused.
+///
+/// Pure: `state` is left as it was. [`step_in_place`] is the same decision
+/// on the caller's own copy of the state, without a second one.
 pub fn step(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal> {
-    let mut events = decide(state, input)?;
-    // Follow-on work (grants, completion) is decided on the state the events
-    // lead to, so one input yields one atomic batch.
+    // O(1): the state's collections are persistent.
     let mut after = state.clone();
+    step_in_place(&mut after, input, &mut ())
+}
+
+/// Watches the events [`step_in_place`] applies, one at a time: the
+/// runtime checks each event's rules before it is applied and collects its
+/// effects after. `()` watches nothing.
+pub trait Fold {
+    /// Called with the state `event` is about to be applied to.
+    fn before(&mut self, _state: &ControllerState, _event: &Event) {}
+    /// Called with the state `event` led to.
+    fn after(&mut self, _state: &ControllerState, _event: &Event) {}
+}
+
+impl Fold for () {}
+
+/// [`step`], applying each event to `state` as it is decided and telling
+/// `fold` about it. Follow-on work (grants, completion) is decided on the
+/// state the events before it led to, so one input yields one atomic batch.
+///
+/// Deciding on the caller's state rather than on a copy of it matters for
+/// cost: a persistent map copies every path a mutation touches while the
+/// map is shared, so a private copy per step copied each touched path a
+/// second time when the caller applied the same events (issue #11).
+///
+/// On a refusal `state` is unchanged: every refusal is decided before the
+/// first event is applied.
+pub fn step_in_place<F: Fold>(
+    state: &mut ControllerState,
+    input: &Input,
+    fold: &mut F,
+) -> Result<Vec<Event>, Refusal> {
+    let mut events = decide(state, input)?;
     for event in &events {
-        apply(&mut after, event);
+        fold.before(state, event);
+        apply(state, event);
+        fold.after(state, event);
     }
-    events.extend(progress(&after));
+    while let Some(event) = next_progress(state) {
+        fold.before(state, &event);
+        apply(state, &event);
+        fold.after(state, &event);
+        events.push(event);
+    }
     Ok(events)
 }
 
@@ -381,11 +421,25 @@ fn start(state: &ControllerState, plan: &Plan, policy: &Policy) -> Result<Vec<Ev
                 }),
         );
     }
+    // One log entry stays bounded: a plan over FOLLOWERS_PER_EVENT_MAX
+    // followers goes on in RolloutFollowersAdded entries, before its policy
+    // (which is checked against the whole plan) and before any grant.
+    let mut chunks = plan.followers.chunks(FOLLOWERS_PER_EVENT_MAX);
     events.push(Event::RolloutStarted {
         rollout,
-        plan: plan.clone(),
+        plan: Plan {
+            release: plan.release,
+            canary: plan.canary,
+            followers: chunks.next().unwrap_or_default().to_vec(),
+            slots_max: plan.slots_max,
+            approval_after_canary: plan.approval_after_canary,
+        },
         generation: crate::ids::Generation(state.generation.0 + 1),
     });
+    events.extend(chunks.map(|chunk| Event::RolloutFollowersAdded {
+        rollout,
+        followers: chunk.to_vec(),
+    }));
     if *policy != Policy::default() {
         events.push(Event::RolloutPolicySet {
             rollout,

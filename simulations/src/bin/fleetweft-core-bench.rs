@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use clap::Parser;
-use model::controller::{apply, effects, step, ControllerState, Effect, Input};
+use model::controller::{effects, step_in_place, ControllerState, Effect, Event, Fold, Input};
 use model::plan::{FOLLOWERS_MAX, SLOTS_MAX_LIMIT};
 use model::{
     Decision, Digest, Generation, NodeId, Plan, ReportKind, RouteObservation, ToAgent, ToController,
@@ -182,7 +182,8 @@ impl Fleet {
         self.handle(Input::FromAgent { node: n, msg }, checks, tally);
     }
 
-    /// step → check → apply → effects, the controller's loop without IO.
+    /// step → check → apply → effects, the controller's loop without IO,
+    /// as the runtime's batch runs it (`step_in_place` on its own state).
     fn handle(
         &mut self,
         input: Input,
@@ -190,32 +191,47 @@ impl Fleet {
         tally: &mut Tally,
     ) -> Vec<(NodeId, ToAgent)> {
         let started = Instant::now();
-        let events = step(&self.state, &input).unwrap_or_default();
-        let mut sends = Vec::new();
-        let mut touched = invariants::Touched::default();
-        for event in &events {
-            if !matches!(checks, Checks::Off) {
-                if let Err(v) = invariants::check_event(&self.state, event) {
-                    panic!("the real rules broke one: {v}");
-                }
-            }
-            apply(&mut self.state, event);
-            touched.add(&self.state, event);
-            for effect in effects(&self.state, event) {
-                if let Effect::Send { to, msg } = effect {
-                    sends.push((to, msg));
-                }
-            }
-        }
+        let mut watch = Watch {
+            checks,
+            sends: Vec::new(),
+            touched: invariants::Touched::default(),
+        };
+        let events = step_in_place(&mut self.state, &input, &mut watch).unwrap_or_default();
         if matches!(checks, Checks::EventsAndTouched) {
-            if let Err(v) = invariants::check_state_touched(&self.state, &touched, None) {
+            if let Err(v) = invariants::check_state_touched(&self.state, &watch.touched, None) {
                 panic!("the real rules broke one: {v}");
             }
         }
         tally.nanos += started.elapsed().as_nanos();
         tally.inputs += 1;
         tally.events += events.len() as u64;
-        sends
+        watch.sends
+    }
+}
+
+/// What the bench does around each event the model applies.
+struct Watch {
+    checks: Checks,
+    sends: Vec<(NodeId, ToAgent)>,
+    touched: invariants::Touched,
+}
+
+impl Fold for Watch {
+    fn before(&mut self, state: &ControllerState, event: &Event) {
+        if !matches!(self.checks, Checks::Off) {
+            if let Err(v) = invariants::check_event(state, event) {
+                panic!("the real rules broke one: {v}");
+            }
+        }
+    }
+
+    fn after(&mut self, state: &ControllerState, event: &Event) {
+        self.touched.add(state, event);
+        for effect in effects(state, event) {
+            if let Effect::Send { to, msg } = effect {
+                self.sends.push((to, msg));
+            }
+        }
     }
 }
 
