@@ -15,7 +15,11 @@
 
 use super::api::EventDto;
 use super::core::Snapshot;
-use super::view::{node_page, status_dto, NodeDto, NodeQuery, Page, RolloutDto, StatusDto};
+use super::view::{
+    node_page, status_dto, words, NodeDto, NodeQuery, NodeState, OpState, Page, RolloutDto,
+    StatusDto,
+};
+use model::controller::{OpPhase, Outcome};
 use crate::proof::{NodeProof, Unresolved, Verdict};
 use model::NodeId;
 use std::fmt::Write;
@@ -215,7 +219,7 @@ fn render_fleet(h: &mut String, d: &DashboardData) {
         .zip(d.proofs.iter().map(Some).chain(std::iter::repeat(None)))
     {
         let live = match &n.live_op {
-            Some(op) if n.state == "unknown" => {
+            Some(op) if NodeState::parse(&n.state) == Some(NodeState::Unknown) => {
                 format!("<td class=\"unknown\">{} UNKNOWN</td>", escape(op))
             }
             Some(op) => format!("<td>{}</td>", escape(op)),
@@ -400,26 +404,35 @@ pub fn metrics(snap: &Snapshot, now: SystemTime) -> String {
     }
     // Each op counted once: `unknown` if UNKNOWN and still holding its slot,
     // else by phase. Only unsettled ops are walked (the hot ones holding a
-    // slot); every other op ever granted is settled.
-    let mut counts = [0usize; 5];
+    // slot); every other op ever granted is settled. The label words are
+    // the view layer's (`OpState` for unknown, the phase words otherwise).
+    let unknown = OpState::Unknown.as_str();
+    let phases = [
+        OpPhase::Granted,
+        OpPhase::Decided,
+        OpPhase::Restoring,
+        OpPhase::Settled(Outcome::Verified),
+    ];
+    let mut counts: Vec<(&str, usize)> = std::iter::once(unknown)
+        .chain(phases.map(words::op_phase))
+        .map(|w| (w, 0))
+        .collect();
+    let mut unsettled = 0;
     for o in snap.state.ops.values().filter(|o| o.occupies_slot()) {
-        let i = match super::view::OpState::of(o) {
-            super::view::OpState::Unknown => 0,
-            super::view::OpState::Granted => 1,
-            super::view::OpState::Decided => 2,
-            _ => 3,
+        let word = match OpState::of(o) {
+            OpState::Unknown => unknown,
+            _ => words::op_phase(o.phase),
         };
-        counts[i] += 1;
+        if let Some(c) = counts.iter_mut().find(|(w, _)| *w == word) {
+            c.1 += 1;
+        }
+        unsettled += 1;
     }
-    counts[4] = s
-        .ops
-        .granted
-        .saturating_sub(counts[..4].iter().sum::<usize>());
+    if let Some(c) = counts.iter_mut().find(|(w, _)| *w == words::SETTLED) {
+        c.1 += s.ops.granted.saturating_sub(unsettled);
+    }
     m.push_str("# HELP fleetweft_ops Ops by state (each op once; unknown takes precedence over its phase).\n# TYPE fleetweft_ops gauge\n");
-    for (state, n) in ["unknown", "granted", "decided", "restoring", "settled"]
-        .iter()
-        .zip(counts)
-    {
+    for (state, n) in counts {
         let _ = writeln!(m, "fleetweft_ops{{state=\"{state}\"}} {n}");
     }
     let oldest = snap

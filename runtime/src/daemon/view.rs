@@ -12,10 +12,12 @@
 
 use super::core::Snapshot;
 use model::controller::{
-    ControllerState, Labels, Op, OpPhase, OpSummary, Outcome, PauseReason, Rollout, RolloutStatus,
+    ControllerState, Labels, Op, OpPhase, OpSummary, Outcome, Rollout, RolloutStatus,
 };
 use model::{Digest, NodeId, OpId, RolloutId};
 use serde::{Deserialize, Serialize};
+
+pub mod words;
 
 /// Items in a page when the request gives no `limit`.
 pub const PAGE_LIMIT_DEFAULT: usize = 100;
@@ -473,21 +475,9 @@ fn hex(d: Digest) -> String {
 /// `paused`, `waiting-approval` or `active`.
 pub fn rollout_status_word(s: &ControllerState, r: &Rollout) -> &'static str {
     match (r.status, r.paused) {
-        (RolloutStatus::Completed, _) => "completed",
-        (RolloutStatus::Superseded, _) => "superseded",
-        (RolloutStatus::Ended, _) => "ended",
-        (_, Some(_)) => "paused",
-        _ if s.awaiting_approval(r.id) => "waiting-approval",
-        _ => "active",
-    }
-}
-
-fn pause_text(p: PauseReason) -> String {
-    match p {
-        PauseReason::Operator => "operator".to_string(),
-        PauseReason::ProbeFailed { op } => format!("probe of {op} failed"),
-        PauseReason::FailureBudget { op } => format!("{op} failed over the failure budget"),
-        PauseReason::UnknownBudget => "unknown budget reached".to_string(),
+        (RolloutStatus::Active, Some(_)) => "paused",
+        (RolloutStatus::Active, None) if s.awaiting_approval(r.id) => "waiting-approval",
+        (status, _) => words::rollout_status(status),
     }
 }
 
@@ -523,7 +513,7 @@ pub fn rollout_dto(s: &ControllerState, r: &Rollout, with_followers: bool) -> Ro
         id: r.id.to_string(),
         release: hex(r.plan.release),
         status: rollout_status_word(s, r).to_string(),
-        paused_reason: r.paused.map(pause_text),
+        paused_reason: r.paused.map(words::pause_reason),
         slots_occupied: r.occupied as usize,
         slots_max: r.plan.slots_max,
         canary: name(r.plan.canary),
@@ -542,13 +532,7 @@ pub fn rollout_dtos(s: &ControllerState) -> Vec<RolloutDto> {
 }
 
 fn outcome_text(outcome: Option<Outcome>) -> Option<String> {
-    match outcome {
-        Some(Outcome::Verified) => Some("verified".into()),
-        Some(Outcome::RolledBack) => Some("rolled-back".into()),
-        Some(Outcome::NotApplied) => Some("not-applied".into()),
-        Some(Outcome::Resolved(r)) => Some(format!("resolved ({r:?})")),
-        None => None,
-    }
+    outcome.map(|o| words::outcome(o).into_owned())
 }
 
 /// A hot op.
@@ -559,16 +543,10 @@ pub fn op_dto(s: &ControllerState, o: &Op) -> OpDto {
         node: s.roster.display_name(o.node),
         release: hex(o.release),
         generation: o.generation.0,
-        phase: match o.phase {
-            OpPhase::Granted => "granted",
-            OpPhase::Decided => "decided",
-            OpPhase::Restoring => "restoring",
-            OpPhase::Settled(_) => "settled",
-        }
-        .to_string(),
+        phase: words::op_phase(o.phase).to_string(),
         outcome: outcome_text(o.summary().outcome),
-        decision: o.decision.map(|d| format!("{d:?}").to_lowercase()),
-        unknown: o.unknown.map(|u| format!("{u:?}")),
+        decision: o.decision.map(|d| words::decision(d).to_string()),
+        unknown: o.unknown.map(|u| words::unknown_reason(u).to_string()),
         holds_slot: o.occupies_slot(),
         state: OpState::of(o).as_str().to_string(),
         archived: false,
@@ -584,9 +562,9 @@ pub fn archived_op_dto(s: &ControllerState, o: &OpSummary) -> OpDto {
         node: s.roster.display_name(o.node),
         release: hex(o.release),
         generation: o.generation.0,
-        phase: "settled".to_string(),
+        phase: words::SETTLED.to_string(),
         outcome: outcome_text(o.outcome),
-        decision: o.decision.map(|d| format!("{d:?}").to_lowercase()),
+        decision: o.decision.map(|d| words::decision(d).to_string()),
         unknown: None,
         holds_slot: false,
         state: o
