@@ -7,7 +7,7 @@
 //! [`EXIT_USAGE`] (2: usage, authentication or connection error).
 
 use crate::client::{ApiClient, ClientError};
-use crate::daemon::api::{NodeDto, OpDto, Page, StartRollout, StatusDto};
+use crate::daemon::view::{NodeDto, ObserveDto, OpDto, Page, StartRollout, StatusDto};
 use crate::proof::{NodeProof, RolloutProof, Unresolved, Verdict};
 use std::path::Path;
 
@@ -126,10 +126,7 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-/// The first 12 hex digits of a digest.
-pub fn short(digest: &str) -> String {
-    digest.chars().take(12).collect()
-}
+pub use crate::daemon::view::short;
 
 fn opt(v: &Option<String>) -> String {
     v.clone().unwrap_or_else(|| "-".to_string())
@@ -436,7 +433,7 @@ pub async fn node_proof(
     json: bool,
 ) -> Result<Output, Failure> {
     let (proof, recorded) = if how.record {
-        let dto: crate::daemon::api::ObserveDto = client
+        let dto: ObserveDto = client
             .post_json(
                 &format!("/api/nodes/{node}/observe"),
                 &serde_json::json!({}),
@@ -608,7 +605,7 @@ pub async fn unresolved(client: &ApiClient, json: bool) -> Result<Output, Failur
 /// serve* (`proof::judge_route`: a right answer with another identity is
 /// `wrong identity`, with none `no identity`).
 pub async fn probe(client: &ApiClient, node: &str, json: bool) -> Result<Output, Failure> {
-    let dto: crate::daemon::api::ObserveDto = client
+    let dto: ObserveDto = client
         .post_json(&format!("/api/nodes/{node}/probe"), &serde_json::json!({}))
         .await?;
     let passed = dto.judgement.passed();

@@ -21,9 +21,9 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use crate::daemon::view::words;
 use agent::journal::Record;
 use model::agent::{agent_apply, AgentState};
-use crate::daemon::view::words;
 use model::controller::{ControllerState, Event, RolloutStatus};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -484,5 +484,3 @@ fn summarize(report: &VerifyReport, state: &ControllerState) -> LogSummary {
         open_ops,
     }
 }
-
-

@@ -4,12 +4,12 @@
 
 pub use ::proof::*;
 
+use crate::daemon::view::words;
 use model::controller::{
     operator_actions, ControllerState, Event, Op, OpPhase, OperatorAction, PauseReason,
     RolloutStatus, UnknownReason,
 };
 use model::{Decision, NodeId, OpId, RolloutId};
-use crate::daemon::view::words;
 use serde::{Deserialize, Serialize};
 
 /// One entry of the handover report (SPEC §7): a slot-holding op, a rollout

@@ -881,19 +881,49 @@ fn the_openapi_document_matches_the_router() {
     let (code, body) = ctl.http("GET", "/api/openapi.json", None, b"");
     assert_eq!(code, 200, "{body}");
     let doc = json(&body);
-    assert!(doc["openapi"].as_str().unwrap().starts_with("3.0"), "{doc}");
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"), "{doc}");
     assert_eq!(
         doc["components"]["securitySchemes"]["bearer"]["scheme"],
         "bearer"
     );
     let paths = doc["paths"].as_object().expect("paths");
 
-    // Sanity: an unrouted path is axum's bare 404, and a wrong method 405.
+    // An unrouted path is a 404 and a wrong method a 405, both with the
+    // one JSON error shape; so is a query string that does not parse.
     let (code, body) = ctl.http("GET", "/api/nowhere", None, b"");
     assert_eq!(code, 404);
-    assert!(body.is_empty(), "{body}");
-    let (code, _) = ctl.http("GET", "/api/bundles", None, b"");
+    assert!(json(&body)["error"].is_string(), "{body}");
+    let (code, body) = ctl.http("GET", "/api/bundles", None, b"");
     assert_eq!(code, 405);
+    assert!(json(&body)["error"].is_string(), "{body}");
+    let (code, body) = ctl.http("GET", "/api/events?limit=null&limit=null", None, b"");
+    assert_eq!(code, 400, "{body}");
+    assert!(json(&body)["error"].is_string(), "{body}");
+    let (code, body) = ctl.http("GET", "/api/events?limit=1001", None, b"");
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        json(&body)["error"].as_str().unwrap().contains("`limit`"),
+        "{body}"
+    );
+    // The documented limit is the enforced one.
+    let limit = &doc["paths"]["/api/events"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "limit")
+        .unwrap()["schema"];
+    assert_eq!(limit["maximum"], 1000, "{limit}");
+    assert_eq!(limit["minimum"], 1, "{limit}");
+    // The lists answer what the schema says: arrays.
+    for path in ["/api/events", "/api/rollouts", "/api/unresolved"] {
+        let schema =
+            &doc["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"];
+        assert_eq!(schema["type"], "array", "{path}: {schema}");
+        assert!(
+            json(&ctl.http("GET", path, None, b"").1).is_array(),
+            "{path}"
+        );
+    }
     // The read routes answer the same DTOs as /api/status.
     let status = json(&ctl.http("GET", "/api/status", None, b"").1);
     assert_eq!(

@@ -13,17 +13,69 @@
 //! ones (`--cached`): a page refreshed every 2 s must not read every node
 //! back.
 
-use super::api::EventDto;
 use super::core::Snapshot;
+use super::http::Api;
 use super::view::{
     node_page, status_dto, words, NodeDto, NodeQuery, NodeState, OpState, Page, RolloutDto,
     StatusDto,
 };
-use model::controller::{OpPhase, Outcome};
+use super::view::{ApiError, ErrorBody, EventDto};
 use crate::proof::{NodeProof, Unresolved, Verdict};
+use axum::extract::State;
+use axum::response::{Html, IntoResponse, Response};
+use model::controller::{OpPhase, Outcome};
 use model::NodeId;
 use std::fmt::Write;
 use std::time::SystemTime;
+
+/// The dashboard's routes (`/` and `/metrics`), documented like the API's.
+pub fn routes() -> utoipa_axum::router::OpenApiRouter<Api> {
+    utoipa_axum::router::OpenApiRouter::new()
+        .routes(utoipa_axum::routes!(dashboard))
+        .routes(utoipa_axum::routes!(metrics_text))
+}
+
+/// `GET /`: the dashboard.
+#[utoipa::path(get, path = "/", tag = "dashboard",
+    responses(
+        (status = 200, description = "the dashboard (HTML, refreshes every 2 s)", body = String, content_type = "text/html"),
+        (status = 503, description = "the controller core stopped", body = ErrorBody),
+    ))]
+async fn dashboard(State(api): State<Api>) -> Result<Html<String>, ApiError> {
+    let snap = api.core.snapshot().await.ok_or(ApiError::Unavailable)?;
+    let from = snap
+        .last_sequence
+        .map_or(0, |last| (last + 1).saturating_sub(DASHBOARD_EVENTS as u64));
+    let logged = api.core.events(from, DASHBOARD_EVENTS).await;
+    let events = {
+        let roster = api.core.roster();
+        logged
+            .into_iter()
+            .map(|(sequence, event)| super::view::event_dto(&roster, sequence, event))
+            .collect()
+    };
+    Ok(Html(render(&data(&snap, events))))
+}
+
+/// `GET /metrics`: Prometheus text exposition.
+#[utoipa::path(get, path = "/metrics", tag = "dashboard",
+    responses(
+        (status = 200, description = "Prometheus text exposition format", body = String, content_type = "text/plain"),
+        (status = 503, description = "the controller core stopped", body = ErrorBody),
+    ))]
+async fn metrics_text(State(api): State<Api>) -> Response {
+    let Some(snap) = api.core.snapshot().await else {
+        return ApiError::Unavailable.into_response();
+    };
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        metrics(&snap, std::time::SystemTime::now()),
+    )
+        .into_response()
+}
 
 /// Events shown on the dashboard.
 pub const DASHBOARD_EVENTS: usize = 20;
@@ -69,7 +121,7 @@ fn verdict_cell(v: Verdict) -> String {
 
 fn short(d: &Option<String>) -> String {
     d.as_deref()
-        .map_or_else(|| "-".to_string(), crate::cli_ops::short)
+        .map_or_else(|| "-".to_string(), super::view::short)
 }
 
 /// Everything the dashboard shows, read from one snapshot. Every list is
@@ -274,7 +326,7 @@ fn render_rollouts(h: &mut String, s: &StatusDto) {
             "<tr><td>{0}</td><td><code>{1}</code></td><td>{2}</td><td>{3} / {4} nodes settled, {5} passed, wave {6} of {7}</td>\
              <td{8}>{9} / {10}{unknown}</td><td><a href=\"/api/ops?rollout={0}\">{11} op(s)</a></td></tr>",
             escape(&r.id),
-            escape(&crate::cli_ops::short(&r.release)),
+            escape(&super::view::short(&r.release)),
             escape(&rollout_status(r)),
             c.settled, c.plan_nodes, c.passed, c.current_wave, c.waves,
             if c.unknown > 0 { " class=\"unknown\"" } else { "" },

@@ -17,7 +17,12 @@ use model::controller::{
 use model::{Digest, NodeId, OpId, RolloutId};
 use serde::{Deserialize, Serialize};
 
+pub mod error;
+pub mod wire;
 pub mod words;
+
+pub use error::{ApiError, ErrorBody};
+pub use wire::*;
 
 /// Items in a page when the request gives no `limit`.
 pub const PAGE_LIMIT_DEFAULT: usize = 100;
@@ -40,7 +45,7 @@ const _: () = assert!(PAGE_LIMIT_DEFAULT <= PAGE_LIMIT_MAX);
 const _: () = assert!(PAGE_LIMIT_MAX <= PAGE_SCAN_MAX);
 
 /// One rollout as operators see it.
-#[derive(Serialize, Deserialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone, utoipa::ToSchema)]
 pub struct RolloutDto {
     /// `r0`, `r1`, ...
     pub id: String,
@@ -67,7 +72,7 @@ pub struct RolloutDto {
 }
 
 /// A rollout's progress, read from the indexes `apply` keeps.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, utoipa::ToSchema)]
 pub struct RolloutCounts {
     /// Nodes in the plan: the canary and the followers.
     pub plan_nodes: usize,
@@ -94,7 +99,7 @@ pub struct RolloutCounts {
 }
 
 /// One op as operators see it.
-#[derive(Serialize, Deserialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone, utoipa::ToSchema)]
 pub struct OpDto {
     /// `op0`, ...
     pub id: String,
@@ -126,7 +131,7 @@ pub struct OpDto {
 }
 
 /// One node as operators see it.
-#[derive(Serialize, Deserialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone, utoipa::ToSchema)]
 pub struct NodeDto {
     /// Node id.
     pub name: String,
@@ -145,9 +150,11 @@ pub struct NodeDto {
     /// Set while the node is quarantined after an identity conflict: the
     /// two peer addresses that presented its certificate.
     #[serde(default)]
+    #[schema(value_type = Option<Vec<String>>, min_items = 2, max_items = 2)]
     pub quarantined: Option<[String; 2]>,
     /// Its labels (matched by `select`).
     #[serde(default)]
+    #[schema(value_type = HashMap<String, String>)]
     pub labels: Labels,
     /// Its public route, probed by the controller.
     #[serde(default)]
@@ -161,7 +168,7 @@ pub struct NodeDto {
 }
 
 /// A recorded observation of a node.
-#[derive(Serialize, Deserialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone, utoipa::ToSchema)]
 pub struct ObservedDto {
     /// What was seen, like `pass from 27ec…`.
     pub result: String,
@@ -169,13 +176,14 @@ pub struct ObservedDto {
     pub source: String,
     /// When, in ms since the Unix epoch (controller clock).
     pub at_ms: u64,
-    /// The observation itself.
+    /// The observation itself (the model's encoding).
+    #[schema(value_type = Object)]
     pub observation: model::RouteObservation,
 }
 
 /// One page of a list: its items, the cursor of the next page (`None` at
 /// the end) and, when it is cheap to know, how many items match in all.
-#[derive(Serialize, Deserialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone, utoipa::ToSchema)]
 pub struct Page<T> {
     /// The items, in list order.
     pub items: Vec<T>,
@@ -188,7 +196,7 @@ pub struct Page<T> {
 }
 
 /// Node counts of the fleet, each from an index (no scan).
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, utoipa::ToSchema)]
 pub struct NodeCounts {
     /// Ever enrolled, retired ones included.
     pub enrolled: usize,
@@ -201,7 +209,7 @@ pub struct NodeCounts {
 }
 
 /// Op counts over every op granted, summed from the rollouts' indexes.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, utoipa::ToSchema)]
 pub struct OpCounts {
     /// Every op ever granted (hot and archived).
     pub granted: usize,
@@ -222,7 +230,7 @@ pub struct OpCounts {
 }
 
 /// Where the full lists are: the status is a summary.
-#[derive(Serialize, Deserialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone, utoipa::ToSchema)]
 pub struct StatusLinks {
     /// Paged nodes.
     pub nodes: String,
@@ -246,7 +254,7 @@ impl Default for StatusLinks {
 }
 
 /// `/api/status`: a summary whose size does not grow with the fleet.
-#[derive(Serialize, Deserialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone, utoipa::ToSchema)]
 pub struct StatusDto {
     /// Last durable log sequence.
     pub last_sequence: Option<u64>,
@@ -465,6 +473,19 @@ impl OpFilter {
 pub fn node_state_words() -> String {
     let words: Vec<&str> = NodeState::ALL.iter().map(|s| s.as_str()).collect();
     words.join(", ")
+}
+
+/// One log event in the operator's words.
+pub fn event_dto(
+    roster: &model::controller::roster::Roster,
+    sequence: u64,
+    event: model::controller::Event,
+) -> EventDto {
+    EventDto {
+        sequence,
+        text: super::core::describe(roster, &event),
+        event,
+    }
 }
 
 fn hex(d: Digest) -> String {

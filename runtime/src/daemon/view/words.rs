@@ -8,9 +8,7 @@
 //! one, is next to its word. Who made an observation is worded by
 //! `proof::Origin` (the proof crate's own enum), which the DTOs use.
 
-use model::controller::{
-    OpPhase, Outcome, PauseReason, Resolution, RolloutStatus, UnknownReason,
-};
+use model::controller::{OpPhase, Outcome, PauseReason, Resolution, RolloutStatus, UnknownReason};
 use model::{Decision, ProbeVerdict};
 use std::borrow::Cow;
 
@@ -163,14 +161,10 @@ mod tests {
             assert!(words.iter().all(|w| !w.is_empty()), "{words:?}");
         }
         let op = OpId(3);
-        let outcomes: Vec<Outcome> = [
-            Outcome::Verified,
-            Outcome::RolledBack,
-            Outcome::NotApplied,
-        ]
-        .into_iter()
-        .chain(RESOLUTIONS.map(Outcome::Resolved))
-        .collect();
+        let outcomes: Vec<Outcome> = [Outcome::Verified, Outcome::RolledBack, Outcome::NotApplied]
+            .into_iter()
+            .chain(RESOLUTIONS.map(Outcome::Resolved))
+            .collect();
         for o in &outcomes {
             // Exhaustive: a new outcome must be listed above.
             match o {
