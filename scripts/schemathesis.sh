@@ -37,7 +37,7 @@ if [ "$installed" != "$SCHEMATHESIS_VERSION" ]; then
 fi
 
 token=$(tr -d '[:space:]' < "$token_file")
-exec "$venv/bin/schemathesis" run "$base_url/api/openapi.json" \
+exec "$venv/bin/schemathesis" --config-file scripts/schemathesis.toml run "$base_url/api/openapi.json" \
   --checks all \
   --header "Authorization: Bearer $token" \
   --max-examples "${SCHEMATHESIS_EXAMPLES:-40}" \

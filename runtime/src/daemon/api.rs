@@ -186,12 +186,12 @@ async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
         Err(why) => return bad_request(why),
     };
     if !api.bundles.path(release).exists() {
-        return ApiError::BadRequest("field `release`: no such bundle uploaded".into())
+        return ApiError::NotFound("field `release`: no such bundle uploaded".into())
             .into_response();
     }
     let (canary, followers) = match resolve_nodes(&api, &request) {
         Ok(nodes) => nodes,
-        Err(why) => return bad_request(why),
+        Err(e) => return e.into_response(),
     };
     let text = crate::policy_text::PolicyText {
         waves: request.waves.as_deref(),
@@ -219,12 +219,13 @@ async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
 /// the canary excluded (the first selected node when no canary is named).
 /// The resolved list goes into the plan, so `RolloutStarted` records it
 /// and a replay never resolves again.
-fn resolve_nodes(api: &Api, request: &StartRollout) -> Result<(NodeId, Vec<NodeId>), String> {
+fn resolve_nodes(api: &Api, request: &StartRollout) -> Result<(NodeId, Vec<NodeId>), ApiError> {
     let roster = api.core.roster();
+    // A plan naming a node that is not enrolled names nothing: 404.
     let named = |field: &str, name: &str| {
         roster
             .id(name)
-            .ok_or_else(|| format!("field `{field}`: no node {name} is enrolled"))
+            .ok_or_else(|| ApiError::NotFound(format!("field `{field}`: no node {name} is enrolled")))
     };
     let canary = match &request.canary {
         Some(name) => Some(named("canary", name)?),
@@ -232,7 +233,9 @@ fn resolve_nodes(api: &Api, request: &StartRollout) -> Result<(NodeId, Vec<NodeI
     };
     let Some(selector) = &request.select else {
         // parse_start_rollout refused a request with neither.
-        let canary = canary.ok_or("field `canary`: name a canary, or give `select` to pick one")?;
+        let canary = canary.ok_or_else(|| {
+            ApiError::BadRequest("field `canary`: name a canary, or give `select` to pick one".into())
+        })?;
         let followers = request
             .followers
             .iter()
@@ -241,15 +244,17 @@ fn resolve_nodes(api: &Api, request: &StartRollout) -> Result<(NodeId, Vec<NodeI
         return Ok((canary, followers));
     };
     if !request.followers.is_empty() {
-        return Err("field `select`: give either `followers` or `select`, not both".into());
+        return Err(ApiError::BadRequest(
+            "field `select`: give either `followers` or `select`, not both".into(),
+        ));
     }
     let mut selected = roster.select(selector).filter(|n| Some(*n) != canary);
     let Some(canary) = canary.or_else(|| selected.next()) else {
-        return Err(empty_selection(selector));
+        return Err(ApiError::Conflict(empty_selection(selector)));
     };
     let followers: Vec<NodeId> = selected.collect();
     if followers.is_empty() && request.canary.is_some() {
-        return Err(empty_selection(selector));
+        return Err(ApiError::Conflict(empty_selection(selector)));
     }
     Ok((canary, followers))
 }
@@ -400,7 +405,7 @@ struct ProofQuery {
 #[allow(dead_code)] // Declares the query for the document; never built.
 struct NodeListParams {
     /// `KEY=VALUE`; repeat for more (all must hold), at most 16.
-    #[param(style = Form, explode, max_items = 16)]
+    #[param(style = Form, explode, max_items = 16, inline)]
     label: Option<Vec<LabelFilter>>,
     /// Only nodes in this state (one state per node, by precedence).
     #[param(pattern = "^(idle|live|unknown|drifted|quarantined|retired)$")]
@@ -1006,7 +1011,8 @@ fn parse_observation(v: &serde_json::Value) -> Result<model::RouteObservation, S
         }
     };
     // Absent or null: the operator did not see the process's numbers.
-    let process_uptime_ms = optional_count(map, "process_uptime_ms", u64::MAX)?;
+    // JSON integers are documented as int64: a larger uptime is refused.
+    let process_uptime_ms = optional_count(map, "process_uptime_ms", super::view::INT64_MAX)?;
     let process_restarts = match optional_count(map, "process_restarts", u64::from(u32::MAX))? {
         Some(n) => Some(
             u32::try_from(n)
@@ -1250,7 +1256,7 @@ async fn list_nodes(
     };
     match super::view::parse_node_query(&snap.state, &pairs) {
         Ok(q) => Json(super::view::node_page(&snap, &q)).into_response(),
-        Err(why) => bad_request(why),
+        Err(e) => e.into_response(),
     }
 }
 
@@ -1264,7 +1270,7 @@ async fn list_ops(State(api): State<Api>, Query(pairs): Query<Vec<(String, Strin
     };
     match super::view::parse_op_query(&snap.state, &pairs) {
         Ok(q) => Json(super::view::op_page(&snap.state, &q)).into_response(),
-        Err(why) => bad_request(why),
+        Err(e) => e.into_response(),
     }
 }
 

@@ -924,7 +924,7 @@ fn single_values<'a>(
 pub fn parse_node_query(
     s: &ControllerState,
     pairs: &[(String, String)],
-) -> Result<NodeQuery, String> {
+) -> Result<NodeQuery, ApiError> {
     let one = single_values(pairs, &["label", "state", "limit", "after"], "label")?;
     let mut labels = Labels::new();
     for (_, pair) in pairs.iter().filter(|(k, _)| k == "label") {
@@ -932,20 +932,24 @@ pub fn parse_node_query(
             .split_once('=')
             .filter(|(k, v)| !k.is_empty() && !v.is_empty())
         else {
-            return Err(format!("parameter `label`: {pair:?} is not KEY=VALUE"));
+            return Err(ApiError::BadRequest(format!(
+                "parameter `label`: {pair:?} is not KEY=VALUE"
+            )));
         };
         if labels
             .insert(k.to_string(), v.to_string())
             .is_some_and(|old| old != v)
         {
-            return Err(format!("parameter `label`: {k} is given two values"));
+            return Err(ApiError::BadRequest(format!(
+                "parameter `label`: {k} is given two values"
+            )));
         }
     }
     if labels.len() > LABEL_FILTERS_MAX {
-        return Err(format!(
+        return Err(ApiError::BadRequest(format!(
             "parameter `label`: {} labels exceed the limit of {LABEL_FILTERS_MAX}",
             labels.len()
-        ));
+        )));
     }
     let state = match one.get("state") {
         None => None,
@@ -961,7 +965,10 @@ pub fn parse_node_query(
         Some(name) => Some(
             s.roster
                 .id(name)
-                .ok_or_else(|| format!("parameter `after`: no node {name} is enrolled"))?,
+                // A cursor naming no node names nothing: 404.
+                .ok_or_else(|| {
+                    ApiError::NotFound(format!("parameter `after`: no node {name} is enrolled"))
+                })?,
         ),
     };
     Ok(NodeQuery {
@@ -974,7 +981,7 @@ pub fn parse_node_query(
 
 /// Parses `/api/ops`'s query: `rollout=rN`, `state=WORD`, `limit=N`,
 /// `after=opN`.
-pub fn parse_op_query(s: &ControllerState, pairs: &[(String, String)]) -> Result<OpQuery, String> {
+pub fn parse_op_query(s: &ControllerState, pairs: &[(String, String)]) -> Result<OpQuery, ApiError> {
     let one = single_values(pairs, &["rollout", "state", "limit", "after"], "")?;
     let rollout = match one.get("rollout") {
         None => None,
@@ -985,7 +992,9 @@ pub fn parse_op_query(s: &ControllerState, pairs: &[(String, String)]) -> Result
                 .map(RolloutId)
                 .filter(|id| s.rollout(*id).is_some())
                 .ok_or_else(|| {
-                    format!("parameter `rollout`: no rollout {text} (ids look like r0)")
+                    ApiError::NotFound(format!(
+                        "parameter `rollout`: no rollout {text} (ids look like r0)"
+                    ))
                 })?;
             Some(id)
         }
@@ -1247,9 +1256,9 @@ mod tests {
         let refused = |q: &[(&str, &str)], nodes: bool| {
             let p = pairs(q);
             if nodes {
-                parse_node_query(s, &p).expect_err("refused")
+                parse_node_query(s, &p).expect_err("refused").to_string()
             } else {
-                parse_op_query(s, &p).expect_err("refused")
+                parse_op_query(s, &p).expect_err("refused").to_string()
             }
         };
         assert!(refused(&[("limit", "0")], true).starts_with("parameter `limit`"));

@@ -82,6 +82,13 @@ impl ApiError {
     }
 }
 
+impl From<String> for ApiError {
+    /// A message naming the field or parameter at fault: a 400.
+    fn from(message: String) -> ApiError {
+        ApiError::BadRequest(message)
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         (self.status(), Json(self.body())).into_response()

@@ -12,6 +12,59 @@ use utoipa::ToSchema;
 /// are documented as int64, so larger values are refused rather than read.
 pub const INT64_MAX: u64 = i64::MAX as u64;
 
+/// A label key or value: what `model::controller::roster::validate_labels`
+/// accepts (1 to 63 of a-z, 0-9, '.', '_', '-').
+pub const LABEL_WORD_PATTERN: &str = "^[a-z0-9._-]{1,63}$";
+
+/// A public route the controller can probe: an IPv4 address and a port,
+/// as `std::net::SocketAddr` parses them (no leading zeros).
+pub const PUBLIC_ROUTE_PATTERN: &str = concat!(
+    "^((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\\.){3}",
+    "(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])",
+    ":(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}|0)$"
+);
+
+/// The schema of a label set: at most `LABELS_PER_NODE_MAX` pairs of
+/// label words, as the roster enforces.
+pub fn labels_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::{ObjectBuilder, Type};
+    let word = || {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some(LABEL_WORD_PATTERN))
+            .build()
+    };
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property_names(Some(word()))
+        .additional_properties(Some(
+            utoipa::openapi::schema::AdditionalProperties::RefOr(utoipa::openapi::RefOr::T(
+                utoipa::openapi::schema::Schema::Object(word()),
+            )),
+        ))
+        .max_properties(Some(model::controller::roster::LABELS_PER_NODE_MAX))
+        .build()
+}
+
+/// [`labels_schema`], or null.
+pub fn optional_labels_schema() -> utoipa::openapi::schema::Object {
+    let mut schema = labels_schema();
+    schema.schema_type = utoipa::openapi::schema::SchemaType::from_iter([
+        utoipa::openapi::Type::Object,
+        utoipa::openapi::Type::Null,
+    ]);
+    schema
+}
+
+/// A public route's schema ([`PUBLIC_ROUTE_PATTERN`]).
+pub fn public_route_schema() -> utoipa::openapi::schema::Object {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::Type::String)
+        .pattern(Some(PUBLIC_ROUTE_PATTERN))
+        .examples(["10.0.0.5:8080"])
+        .build()
+}
+
 /// One event of the log, as `/api/events` and the dashboard show it.
 #[derive(Serialize, Deserialize, Debug, Clone, ToSchema)]
 pub struct EventDto {
@@ -68,7 +121,7 @@ pub struct StartRollout {
     /// labels hold all these pairs, in enrollment order, resolved once at
     /// start (the plan records the list).
     #[serde(default)]
-    #[schema(value_type = Option<HashMap<String, String>>)]
+    #[schema(schema_with = optional_labels_schema)]
     pub select: Option<Labels>,
     /// Slot budget.
     pub slots: u16,
@@ -101,11 +154,11 @@ pub struct EnrollRequest {
     pub name: String,
     /// Its labels: keys and values are 1-63 of a-z, 0-9, '.', '_', '-'.
     #[serde(default)]
-    #[schema(value_type = HashMap<String, String>)]
+    #[schema(schema_with = labels_schema)]
     pub labels: Labels,
     /// Its public route (`HOST:PORT`, an IP address), probed by the
     /// controller.
-    #[schema(example = "10.0.0.5:8080")]
+    #[schema(schema_with = public_route_schema)]
     pub public: String,
 }
 
@@ -115,7 +168,7 @@ pub struct EnrollRequest {
 pub struct LabelRequest {
     /// Labels to set.
     #[serde(default)]
-    #[schema(value_type = HashMap<String, String>)]
+    #[schema(schema_with = labels_schema)]
     pub set: Labels,
     /// Label keys to drop.
     #[serde(default)]
@@ -148,12 +201,12 @@ pub struct ObservationBody {
 }
 
 /// `POST /api/ops/{op}/resolve`: exactly one of `observation` and
-/// `"probe": true`.
-#[derive(Serialize, Deserialize, Debug, Clone, ToSchema)]
+/// `"probe": true` (the schema says so with a `oneOf`; the handler's
+/// `parse_resolve` enforces it).
+#[derive(Serialize, Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct ResolveRequest {
     /// `confirm-new`, `confirm-baseline` or `abandon`.
-    #[schema(pattern = "^(confirm-new|confirm-baseline|abandon)$")]
     pub resolution: String,
     /// The observation the operator typed.
     #[serde(default)]
@@ -163,15 +216,63 @@ pub struct ResolveRequest {
     pub probe: Option<bool>,
 }
 
+impl utoipa::PartialSchema for ResolveRequest {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::AdditionalProperties;
+        use utoipa::openapi::{ObjectBuilder, OneOfBuilder, Type};
+        let words = super::words::RESOLUTIONS.map(super::words::resolution);
+        let resolution = || {
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .enum_values(Some(words))
+                .build()
+        };
+        let flag = |value: bool| {
+            ObjectBuilder::new()
+                .schema_type(Type::Boolean)
+                .enum_values(Some([value]))
+                .build()
+        };
+        let typed = ObjectBuilder::new()
+            .property("resolution", resolution())
+            .required("resolution")
+            .property("observation", ObservationBody::schema())
+            .required("observation")
+            .property("probe", flag(false))
+            .additional_properties(Some(AdditionalProperties::<
+                utoipa::openapi::schema::Schema,
+            >::FreeForm(false)))
+            .description(Some("settle with the observation the operator typed"))
+            .build();
+        let probed = ObjectBuilder::new()
+            .property("resolution", resolution())
+            .required("resolution")
+            .property("probe", flag(true))
+            .required("probe")
+            .property(
+                "observation",
+                ObjectBuilder::new().schema_type(Type::Null).build(),
+            )
+            .additional_properties(Some(AdditionalProperties::<
+                utoipa::openapi::schema::Schema,
+            >::FreeForm(false)))
+            .description(Some("settle with a fresh controller probe of the route"))
+            .build();
+        OneOfBuilder::new().item(typed).item(probed).into()
+    }
+}
+
+impl ToSchema for ResolveRequest {}
+
 /// `POST /api/ops/{op}/claim`: an operator takes an unsettled op.
 #[derive(Serialize, Deserialize, Debug, Clone, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimRequest {
     /// Who takes it (trimmed; not empty).
-    #[schema(min_length = 1, max_length = 200, pattern = "\\S")]
+    #[schema(min_length = 1, max_length = 128, pattern = "\\S")]
     pub owner: String,
     /// When they will have looked at it.
-    #[schema(max_length = 200, example = "2026-12-01T10:00:00Z")]
+    #[schema(max_length = 128, example = "2026-12-01T10:00:00Z")]
     pub review_by: String,
 }
 
@@ -210,7 +311,7 @@ pub struct ObserveDto {
     pub observation: model::RouteObservation,
     /// The route against the release it should answer as: the same
     /// function the proof's health probe and identity checks use.
-    #[schema(value_type = Object)]
+    #[schema(value_type = String)]
     pub judgement: crate::proof::RouteJudgement,
     /// The agent's readback (`{"Ok": ...}`), or why there is none
     /// (`{"Err": "..."}`).
