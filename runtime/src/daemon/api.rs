@@ -223,9 +223,9 @@ fn resolve_nodes(api: &Api, request: &StartRollout) -> Result<(NodeId, Vec<NodeI
     let roster = api.core.roster();
     // A plan naming a node that is not enrolled names nothing: 404.
     let named = |field: &str, name: &str| {
-        roster
-            .id(name)
-            .ok_or_else(|| ApiError::NotFound(format!("field `{field}`: no node {name} is enrolled")))
+        roster.id(name).ok_or_else(|| {
+            ApiError::NotFound(format!("field `{field}`: no node {name} is enrolled"))
+        })
     };
     let canary = match &request.canary {
         Some(name) => Some(named("canary", name)?),
@@ -234,7 +234,9 @@ fn resolve_nodes(api: &Api, request: &StartRollout) -> Result<(NodeId, Vec<NodeI
     let Some(selector) = &request.select else {
         // parse_start_rollout refused a request with neither.
         let canary = canary.ok_or_else(|| {
-            ApiError::BadRequest("field `canary`: name a canary, or give `select` to pick one".into())
+            ApiError::BadRequest(
+                "field `canary`: name a canary, or give `select` to pick one".into(),
+            )
         })?;
         let followers = request
             .followers

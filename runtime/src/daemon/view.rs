@@ -660,6 +660,9 @@ pub struct NodeQuery {
     pub limit: usize,
     /// Start after this node (enrollment order).
     pub after: Option<NodeId>,
+    /// A label key was given two values: all must hold, so no node
+    /// matches (an empty page, not an error: the query is well formed).
+    pub contradictory: bool,
 }
 
 /// A page of nodes in enrollment order. Quarantined nodes are read from
@@ -672,6 +675,13 @@ pub fn node_page(snap: &Snapshot, q: &NodeQuery) -> Page<NodeDto> {
         "limit checked by the caller"
     );
     let s = &snap.state;
+    if q.contradictory {
+        return Page {
+            items: Vec::new(),
+            next: None,
+            total: None,
+        };
+    }
     let start = q.after.map_or(0, |a| a.0 as usize + 1);
     let matches = |id: NodeId| {
         let labels_hold = q.labels.is_empty()
@@ -927,6 +937,7 @@ pub fn parse_node_query(
 ) -> Result<NodeQuery, ApiError> {
     let one = single_values(pairs, &["label", "state", "limit", "after"], "label")?;
     let mut labels = Labels::new();
+    let mut contradictory = false;
     for (_, pair) in pairs.iter().filter(|(k, _)| k == "label") {
         let Some((k, v)) = pair
             .split_once('=')
@@ -940,9 +951,7 @@ pub fn parse_node_query(
             .insert(k.to_string(), v.to_string())
             .is_some_and(|old| old != v)
         {
-            return Err(ApiError::BadRequest(format!(
-                "parameter `label`: {k} is given two values"
-            )));
+            contradictory = true;
         }
     }
     if labels.len() > LABEL_FILTERS_MAX {
@@ -972,6 +981,7 @@ pub fn parse_node_query(
         ),
     };
     Ok(NodeQuery {
+        contradictory,
         labels,
         state,
         limit: parse_limit(one.get("limit").copied())?,
@@ -981,7 +991,10 @@ pub fn parse_node_query(
 
 /// Parses `/api/ops`'s query: `rollout=rN`, `state=WORD`, `limit=N`,
 /// `after=opN`.
-pub fn parse_op_query(s: &ControllerState, pairs: &[(String, String)]) -> Result<OpQuery, ApiError> {
+pub fn parse_op_query(
+    s: &ControllerState,
+    pairs: &[(String, String)],
+) -> Result<OpQuery, ApiError> {
     let one = single_values(pairs, &["rollout", "state", "limit", "after"], "")?;
     let rollout = match one.get("rollout") {
         None => None,
@@ -1272,6 +1285,10 @@ mod tests {
         assert!(refused(&[("rollout", "r9")], false).starts_with("parameter `rollout`"));
         assert!(refused(&[("colour", "red")], false).starts_with("parameter `colour`"));
         assert!(refused(&[("limit", "1"), ("limit", "2")], true).contains("more than once"));
+        // A key with two values is well formed and matches no node.
+        let q = parse_node_query(s, &pairs(&[("label", "region=eu"), ("label", "region=us")]))
+            .expect("query");
+        assert!(node_page(&snap, &q).items.is_empty());
     }
 
     /// The summary's counts come from indexes and agree with a recount;

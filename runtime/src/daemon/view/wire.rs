@@ -37,11 +37,9 @@ pub fn labels_schema() -> utoipa::openapi::schema::Object {
     ObjectBuilder::new()
         .schema_type(Type::Object)
         .property_names(Some(word()))
-        .additional_properties(Some(
-            utoipa::openapi::schema::AdditionalProperties::RefOr(utoipa::openapi::RefOr::T(
-                utoipa::openapi::schema::Schema::Object(word()),
-            )),
-        ))
+        .additional_properties(Some(utoipa::openapi::schema::AdditionalProperties::RefOr(
+            utoipa::openapi::RefOr::T(utoipa::openapi::schema::Schema::Object(word())),
+        )))
         .max_properties(Some(model::controller::roster::LABELS_PER_NODE_MAX))
         .build()
 }
@@ -197,6 +195,7 @@ pub struct ObservationBody {
     /// How often the agent's supervisor had restarted the process; absent
     /// or null: not observed.
     #[serde(default)]
+    #[schema(value_type = Option<u64>, minimum = 0, maximum = 4294967295_u64)]
     pub process_restarts: Option<u32>,
 }
 
@@ -239,9 +238,9 @@ impl utoipa::PartialSchema for ResolveRequest {
             .property("observation", ObservationBody::schema())
             .required("observation")
             .property("probe", flag(false))
-            .additional_properties(Some(AdditionalProperties::<
-                utoipa::openapi::schema::Schema,
-            >::FreeForm(false)))
+            .additional_properties(Some(
+                AdditionalProperties::<utoipa::openapi::schema::Schema>::FreeForm(false),
+            ))
             .description(Some("settle with the observation the operator typed"))
             .build();
         let probed = ObjectBuilder::new()
@@ -253,9 +252,9 @@ impl utoipa::PartialSchema for ResolveRequest {
                 "observation",
                 ObjectBuilder::new().schema_type(Type::Null).build(),
             )
-            .additional_properties(Some(AdditionalProperties::<
-                utoipa::openapi::schema::Schema,
-            >::FreeForm(false)))
+            .additional_properties(Some(
+                AdditionalProperties::<utoipa::openapi::schema::Schema>::FreeForm(false),
+            ))
             .description(Some("settle with a fresh controller probe of the route"))
             .build();
         OneOfBuilder::new().item(typed).item(probed).into()
