@@ -208,10 +208,10 @@ pub struct ResolveRequest {
     /// `confirm-new`, `confirm-baseline` or `abandon`.
     pub resolution: String,
     /// The observation the operator typed.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observation: Option<ObservationBody>,
     /// Instead of an observation: the controller probes the route now.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe: Option<bool>,
 }
 
