@@ -160,12 +160,10 @@ async fn upload_bundle(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
     }
     let verified = match protocol::bundle::verify(&api.key, &body) {
         Ok(v) => v,
-        Err(e) => {
-            return ApiError::BadRequest(format!("bundle refused: {e}").into()).into_response()
-        }
+        Err(e) => return ApiError::BadRequest(format!("bundle refused: {e}")).into_response(),
     };
     if let Err(e) = api.bundles.store(verified.digest, &body) {
-        return ApiError::Internal(format!("storing the bundle: {e}").into()).into_response();
+        return ApiError::Internal(format!("storing the bundle: {e}")).into_response();
     }
     Json(UploadReply {
         digest: verified.digest.to_hex(),
@@ -366,8 +364,7 @@ async fn rollout_command(
         return rejection;
     }
     let Some(rollout) = rollout_id(&id) else {
-        return ApiError::NotFound(format!("no rollout {id} (ids look like r0)").into())
-            .into_response();
+        return ApiError::NotFound(format!("no rollout {id} (ids look like r0)")).into_response();
     };
     respond(&api, make(rollout)).await
 }
@@ -465,7 +462,7 @@ async fn node_proof(
     Query(q): Query<ProofQuery>,
 ) -> Response {
     let Some(node) = api.core.roster().id(&name) else {
-        return ApiError::NotFound(format!("no node {name} in the fleet").into()).into_response();
+        return ApiError::NotFound(format!("no node {name} in the fleet")).into_response();
     };
     let Some(snap) = api.core.snapshot().await else {
         return ApiError::Unavailable.into_response();
@@ -497,7 +494,7 @@ async fn rollout_proof(
         return ApiError::Unavailable.into_response();
     };
     let Some(r) = rollout_id(&id).and_then(|r| snap.state.rollout(r)) else {
-        return ApiError::NotFound(format!("no rollout {id}").into()).into_response();
+        return ApiError::NotFound(format!("no rollout {id}")).into_response();
     };
     let mut fresh = std::collections::HashMap::new();
     if q.cached != Some(true) {
@@ -515,7 +512,7 @@ async fn rollout_proof(
     let names = |n: NodeId| snap.state.roster.display_name(n);
     match crate::proof::rollout_proof(&snap.state, r.id, &names, &|n| fresh.get(&n).cloned()) {
         Some(proof) => Json(proof).into_response(),
-        None => ApiError::NotFound(format!("no rollout {id}").into()).into_response(),
+        None => ApiError::NotFound(format!("no rollout {id}")).into_response(),
     }
 }
 
@@ -558,7 +555,7 @@ async fn observe_node(
         return rejection;
     }
     let Some(node) = api.core.roster().id(&name) else {
-        return ApiError::NotFound(format!("no node {name} in the fleet").into()).into_response();
+        return ApiError::NotFound(format!("no node {name} in the fleet")).into_response();
     };
     let g = match super::verify::gather(&api, node).await {
         Ok(g) => g,
@@ -575,7 +572,7 @@ async fn observe_node(
         Err(super::core::InputError::Refused(
             r @ model::controller::Refusal::ObservedTooSoon { .. },
         )) => (Vec::new(), Some(r.to_string())),
-        Err(e) => return ApiError::Conflict(e.to_string().into()).into_response(),
+        Err(e) => return ApiError::Conflict(e.to_string()).into_response(),
     };
     let Some(snap) = api.core.snapshot().await else {
         return ApiError::Unavailable.into_response();
@@ -597,7 +594,7 @@ async fn observe_node(
 
 /// The 404 for a node name the fleet does not have.
 fn no_such_node(name: &str) -> Response {
-    ApiError::NotFound(format!("no node {name} in the fleet").into()).into_response()
+    ApiError::NotFound(format!("no node {name} in the fleet")).into_response()
 }
 
 /// `POST /api/nodes`: enroll a node, `{"name", "labels"?, "public"}`. The
@@ -783,7 +780,7 @@ async fn revoke_cert(
             match snap.presented.get(&node) {
                 Some(f) => Digest(*f),
                 None => {
-                    return ApiError::Conflict(format!("{name} has presented no certificate since the controller started: name the certificate (fleetweft node revoke-cert {name} --cert FILE)").into()).into_response()
+                    return ApiError::Conflict(format!("{name} has presented no certificate since the controller started: name the certificate (fleetweft node revoke-cert {name} --cert FILE)")).into_response()
                 }
             }
         }
@@ -846,30 +843,23 @@ pub async fn probe_route(api: &Api, node: NodeId) -> Result<Probed, Response> {
     };
     let name = snap.state.roster.display_name(node);
     let Some(entry) = snap.state.roster.get(node) else {
-        return Err(
-            ApiError::NotFound(format!("no node {name} is enrolled").into()).into_response(),
-        );
+        return Err(ApiError::NotFound(format!("no node {name} is enrolled")).into_response());
     };
     // The roster keeps the route as text; enrollment checked it parses.
     let public: std::net::SocketAddr = entry.public.parse().map_err(|e| {
-        ApiError::Conflict(
-            format!(
-                "{name}'s public route {:?} is not an address: {e}",
-                entry.public
-            )
-            .into(),
-        )
+        ApiError::Conflict(format!(
+            "{name}'s public route {:?} is not an address: {e}",
+            entry.public
+        ))
         .into_response()
     })?;
     let (expected, other) = snap.state.releases_to_judge(node);
     let Some(release) = expected else {
         return Err(
-            ApiError::Conflict(format!("no release is intended for {name} yet").into())
-                .into_response(),
+            ApiError::Conflict(format!("no release is intended for {name} yet")).into_response(),
         );
     };
-    let spec =
-        probe_spec(api, release).map_err(|e| ApiError::Conflict(e.into()).into_response())?;
+    let spec = probe_spec(api, release).map_err(|e| ApiError::Conflict(e).into_response())?;
     let mut answer = crate::client::get_route(public, &spec.path).await;
     let mut judged = (release, spec);
     // The route says it serves the op's other release: judge it by that
@@ -879,8 +869,7 @@ pub async fn probe_route(api: &Api, node: NodeId) -> Result<Probed, Response> {
         .and_then(|a| a.identity.as_deref())
         .and_then(agentless_digest);
     if let Some(alt) = other.filter(|alt| identity == Some(*alt)) {
-        let alt_spec =
-            probe_spec(api, alt).map_err(|e| ApiError::Conflict(e.into()).into_response())?;
+        let alt_spec = probe_spec(api, alt).map_err(|e| ApiError::Conflict(e).into_response())?;
         if alt_spec.path != judged.1.path {
             answer = crate::client::get_route(public, &alt_spec.path).await;
         }
@@ -1052,7 +1041,7 @@ fn optional_count(
 
 /// 404 for a path naming no op, saying what op ids look like.
 fn no_such_op(id: &str) -> Response {
-    ApiError::NotFound(format!("no op {id} (ids look like op0)").into()).into_response()
+    ApiError::NotFound(format!("no op {id} (ids look like op0)")).into_response()
 }
 
 /// A parsed `POST /api/ops/{op}/resolve` body.
@@ -1149,7 +1138,7 @@ async fn resolve_op(
         return ApiError::Unavailable.into_response();
     };
     let Some(node) = snap.state.op(op).map(|o| o.node) else {
-        return ApiError::NotFound(format!("unknown op {op}").into()).into_response();
+        return ApiError::NotFound(format!("unknown op {op}")).into_response();
     };
     let observation = match typed {
         Some(o) => o,
@@ -1241,7 +1230,7 @@ async fn one_rollout(State(api): State<Api>, Path(id): Path<String>) -> Response
     };
     match rollout_id(&id).and_then(|r| snap.state.rollout(r)) {
         Some(r) => Json(super::view::rollout_dto(&snap.state, r, true)).into_response(),
-        None => ApiError::NotFound(format!("no rollout {id}").into()).into_response(),
+        None => ApiError::NotFound(format!("no rollout {id}")).into_response(),
     }
 }
 
@@ -1289,6 +1278,6 @@ async fn one_op(State(api): State<Api>, Path(id): Path<String>) -> Response {
     };
     match super::view::one_op(&snap.state, op) {
         Some(dto) => Json(dto).into_response(),
-        None => ApiError::NotFound(format!("no op {op}: never granted").into()).into_response(),
+        None => ApiError::NotFound(format!("no op {op}: never granted")).into_response(),
     }
 }
