@@ -7,7 +7,10 @@
 //! [`EXIT_USAGE`] (2: usage, authentication or connection error).
 
 use crate::client::{ApiClient, ClientError};
-use crate::daemon::api::{NodeDto, OpDto, Page, StartRollout, StatusDto};
+use crate::daemon::view::{
+    ClaimRequest, Empty, EnrollRequest, LabelRequest, NodeDto, ObservationBody, ObserveDto, OpDto,
+    Page, ResolveRequest, RevokeRequest, StartRollout, StatusDto, UploadReply, WriteReply,
+};
 use crate::proof::{NodeProof, RolloutProof, Unresolved, Verdict};
 use std::path::Path;
 
@@ -126,10 +129,7 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-/// The first 12 hex digits of a digest.
-pub fn short(digest: &str) -> String {
-    digest.chars().take(12).collect()
-}
+pub use crate::daemon::view::short;
 
 fn opt(v: &Option<String>) -> String {
     v.clone().unwrap_or_else(|| "-".to_string())
@@ -436,11 +436,8 @@ pub async fn node_proof(
     json: bool,
 ) -> Result<Output, Failure> {
     let (proof, recorded) = if how.record {
-        let dto: crate::daemon::api::ObserveDto = client
-            .post_json(
-                &format!("/api/nodes/{node}/observe"),
-                &serde_json::json!({}),
-            )
+        let dto: ObserveDto = client
+            .post_json(&format!("/api/nodes/{node}/observe"), &body(&Empty {})?)
             .await?;
         let mut lines: Vec<String> = dto
             .recorded
@@ -608,8 +605,8 @@ pub async fn unresolved(client: &ApiClient, json: bool) -> Result<Output, Failur
 /// serve* (`proof::judge_route`: a right answer with another identity is
 /// `wrong identity`, with none `no identity`).
 pub async fn probe(client: &ApiClient, node: &str, json: bool) -> Result<Output, Failure> {
-    let dto: crate::daemon::api::ObserveDto = client
-        .post_json(&format!("/api/nodes/{node}/probe"), &serde_json::json!({}))
+    let dto: ObserveDto = client
+        .post_json(&format!("/api/nodes/{node}/probe"), &body(&Empty {})?)
         .await?;
     let passed = dto.judgement.passed();
     let text = if json {
@@ -734,8 +731,8 @@ pub async fn rollout_start(
     request: StartRequest,
     json: bool,
 ) -> Result<Output, Failure> {
-    let uploaded: serde_json::Value = client.post_bytes("/api/bundles", request.bundle).await?;
-    let digest = uploaded["digest"].as_str().unwrap_or_default().to_string();
+    let uploaded: UploadReply = client.post_bytes("/api/bundles", request.bundle).await?;
+    let digest = uploaded.digest.clone();
     let body = StartRollout {
         release: digest.clone(),
         canary: request.canary,
@@ -752,15 +749,22 @@ pub async fn rollout_start(
         message: e.to_string(),
         code: EXIT_USAGE,
     })?;
-    let answer: serde_json::Value = client.post_json("/api/rollouts", &body).await?;
+    let answer: WriteReply = client.post_json("/api/rollouts", &body).await?;
     let text = if json {
-        json_text(&serde_json::json!({ "bundle": uploaded, "rollout": answer }))
+        /// What `rollout start --json` prints: both answers.
+        #[derive(serde::Serialize)]
+        struct Started<'a> {
+            bundle: &'a UploadReply,
+            rollout: &'a WriteReply,
+        }
+        json_text(&Started {
+            bundle: &uploaded,
+            rollout: &answer,
+        })
     } else {
         let mut out = format!(
             "uploaded {} {} as {}\n",
-            uploaded["name"].as_str().unwrap_or("?"),
-            uploaded["version"].as_str().unwrap_or("?"),
-            digest
+            uploaded.name, uploaded.version, digest
         );
         out.push_str(&events_text(&answer));
         out
@@ -771,16 +775,20 @@ pub async fn rollout_start(
     })
 }
 
-fn events_text(answer: &serde_json::Value) -> String {
+fn events_text(answer: &WriteReply) -> String {
     let mut out = String::new();
-    for e in answer["events"].as_array().into_iter().flatten() {
-        out.push_str(&format!(
-            "#{} {}\n",
-            e["sequence"],
-            e["text"].as_str().unwrap_or_default()
-        ));
+    for e in &answer.events {
+        out.push_str(&format!("#{} {}\n", e.sequence, e.text));
     }
     out
+}
+
+/// A request body as the JSON the client sends.
+fn body<T: serde::Serialize>(request: &T) -> Result<serde_json::Value, Failure> {
+    serde_json::to_value(request).map_err(|e| Failure {
+        message: format!("encoding the request: {e}"),
+        code: EXIT_USAGE,
+    })
 }
 
 /// `fleetweft rollout pause|resume|approve ID`.
@@ -790,11 +798,8 @@ pub async fn rollout_command(
     id: &str,
     json: bool,
 ) -> Result<Output, Failure> {
-    let answer: serde_json::Value = client
-        .post_json(
-            &format!("/api/rollouts/{id}/{verb}"),
-            &serde_json::json!({}),
-        )
+    let answer: WriteReply = client
+        .post_json(&format!("/api/rollouts/{id}/{verb}"), &body(&Empty {})?)
         .await?;
     let text = if json {
         json_text(&answer)
@@ -813,19 +818,20 @@ pub async fn resolve(
     client: &ApiClient,
     op: &str,
     resolution: &str,
-    observation: Option<serde_json::Value>,
+    observation: Option<ObservationBody>,
     json: bool,
 ) -> Result<Output, Failure> {
-    let body = match observation {
-        Some(o) => serde_json::json!({ "observation": o, "resolution": resolution }),
-        None => serde_json::json!({ "probe": true, "resolution": resolution }),
+    let request = ResolveRequest {
+        resolution: resolution.to_string(),
+        probe: observation.is_none().then_some(true),
+        observation,
     };
-    op_write(client, op, "resolve", &body, json).await
+    op_write(client, op, "resolve", &body(&request)?, json).await
 }
 
 /// `fleetweft rollback OP`.
 pub async fn roll_back(client: &ApiClient, op: &str, json: bool) -> Result<Output, Failure> {
-    op_write(client, op, "rollback", &serde_json::json!({}), json).await
+    op_write(client, op, "rollback", &body(&Empty {})?, json).await
 }
 
 /// POST `body` to `/api/ops/{op}/{action}` and print the events it
@@ -837,7 +843,7 @@ async fn op_write(
     body: &serde_json::Value,
     json: bool,
 ) -> Result<Output, Failure> {
-    let answer: serde_json::Value = client
+    let answer: WriteReply = client
         .post_json(&format!("/api/ops/{op}/{action}"), body)
         .await?;
     Ok(Output {
@@ -858,13 +864,16 @@ pub async fn claim(
     review_by: &str,
     json: bool,
 ) -> Result<Output, Failure> {
-    let body = serde_json::json!({ "owner": owner, "review_by": review_by });
-    op_write(client, op, "claim", &body, json).await
+    let request = ClaimRequest {
+        owner: owner.to_string(),
+        review_by: review_by.to_string(),
+    };
+    op_write(client, op, "claim", &body(&request)?, json).await
 }
 
 /// `fleetweft node release NODE`: lift a quarantine.
 pub async fn node_release(client: &ApiClient, node: &str, json: bool) -> Result<Output, Failure> {
-    node_write(client, node, "release", &serde_json::json!({}), json).await
+    node_write(client, node, "release", &body(&Empty {})?, json).await
 }
 
 /// `fleetweft node revoke-cert NODE [--cert FILE]`: `fingerprint` is the
@@ -876,11 +885,10 @@ pub async fn node_revoke_cert(
     fingerprint: Option<&str>,
     json: bool,
 ) -> Result<Output, Failure> {
-    let body = match fingerprint {
-        Some(f) => serde_json::json!({ "fingerprint": f }),
-        None => serde_json::json!({}),
+    let request = RevokeRequest {
+        fingerprint: fingerprint.map(str::to_string),
     };
-    node_write(client, node, "revoke-cert", &body, json).await
+    node_write(client, node, "revoke-cert", &body(&request)?, json).await
 }
 
 /// POST `body` to `/api/nodes/{node}/{action}` and print the events it
@@ -892,7 +900,7 @@ async fn node_write(
     body: &serde_json::Value,
     json: bool,
 ) -> Result<Output, Failure> {
-    let answer: serde_json::Value = client
+    let answer: WriteReply = client
         .post_json(&format!("/api/nodes/{node}/{action}"), body)
         .await?;
     Ok(Output {
@@ -931,8 +939,12 @@ pub async fn node_add(
     public: &str,
     json: bool,
 ) -> Result<Output, Failure> {
-    let body = serde_json::json!({ "name": name, "labels": labels, "public": public });
-    let answer: serde_json::Value = client.post_json("/api/nodes", &body).await?;
+    let request = EnrollRequest {
+        name: name.to_string(),
+        labels: labels.clone(),
+        public: public.to_string(),
+    };
+    let answer: WriteReply = client.post_json("/api/nodes", &body(&request)?).await?;
     Ok(Output {
         text: if json {
             json_text(&answer)
@@ -952,13 +964,16 @@ pub async fn node_label(
     remove: &[String],
     json: bool,
 ) -> Result<Output, Failure> {
-    let body = serde_json::json!({ "set": set, "remove": remove });
-    node_write(client, name, "labels", &body, json).await
+    let request = LabelRequest {
+        set: set.clone(),
+        remove: remove.to_vec(),
+    };
+    node_write(client, name, "labels", &body(&request)?, json).await
 }
 
 /// `fleetweft node retire NAME`: refused while the node holds a live op.
 pub async fn node_retire(client: &ApiClient, name: &str, json: bool) -> Result<Output, Failure> {
-    node_write(client, name, "retire", &serde_json::json!({}), json).await
+    node_write(client, name, "retire", &body(&Empty {})?, json).await
 }
 
 #[cfg(test)]

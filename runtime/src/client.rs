@@ -240,11 +240,15 @@ impl ApiClient {
             .map_err(|e| unreachable(e.to_string()))?
             .to_bytes();
         if status >= 400 {
+            // The API's one error shape; anything else is shown as it came.
+            let body = serde_json::from_slice::<crate::daemon::view::ErrorBody>(&bytes)
+                .map(|e| e.error)
+                .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned());
             return Err(ClientError::Status {
                 method: method.to_string(),
                 url,
                 status,
-                body: String::from_utf8_lossy(&bytes).into_owned(),
+                body,
             });
         }
         Ok(bytes)

@@ -4,7 +4,7 @@
 
 use crate::client::ApiClient;
 use crate::client::FleetView;
-use crate::daemon::api::EventDto;
+use crate::daemon::view::EventDto;
 use anyhow::{bail, Context};
 use protocol::bundle::{self, ManifestFields, ProbeSpec};
 use std::path::{Path, PathBuf};

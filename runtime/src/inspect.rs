@@ -21,9 +21,10 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use crate::daemon::view::words;
 use agent::journal::Record;
 use model::agent::{agent_apply, AgentState};
-use model::controller::{ControllerState, Event, OpPhase, RolloutStatus, UnknownReason};
+use model::controller::{ControllerState, Event, RolloutStatus};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -258,7 +259,8 @@ fn walk_as<T: DeserializeOwned, O: DeserializeOwned>(
 pub struct RolloutSummary {
     /// `r0`, `r1`, …
     pub id: String,
-    /// `active`, `paused`, `waiting for approval`, `superseded`, `completed`.
+    /// `active`, `paused (why)`, `waiting-approval`, `superseded`, `completed`,
+    /// `ended (...)`: the view layer's words.
     pub status: String,
     /// The release, as the model prints it.
     pub release: String,
@@ -440,20 +442,15 @@ fn summarize(report: &VerifyReport, state: &ControllerState) -> LogSummary {
         .rollouts
         .iter()
         .map(|rollout| {
+            let word = crate::daemon::view::rollout_status_word(state, rollout);
             let status = match (rollout.status, rollout.paused) {
-                (RolloutStatus::Completed, _) => "completed".to_string(),
-                (RolloutStatus::Superseded, _) => "superseded".to_string(),
                 (RolloutStatus::Ended, _) => {
-                    "ended (nothing more can happen; not every node passed)".to_string()
+                    format!("{word} (nothing more can happen; not every node passed)")
                 }
-                (RolloutStatus::Active, Some(reason)) => format!("paused ({reason:?})"),
-                (RolloutStatus::Active, None) => {
-                    if waiting_for_approval(state, rollout) {
-                        "waiting for approval".to_string()
-                    } else {
-                        "active".to_string()
-                    }
+                (RolloutStatus::Active, Some(reason)) => {
+                    format!("{word} ({})", words::pause_reason(reason))
                 }
+                _ => word.to_string(),
             };
             RolloutSummary {
                 id: rollout.id.to_string(),
@@ -469,15 +466,10 @@ fn summarize(report: &VerifyReport, state: &ControllerState) -> LogSummary {
         .map(|op| OpenOp {
             op: op.id.to_string(),
             node: op.node.to_string(),
-            phase: match op.phase {
-                OpPhase::Granted => "granted",
-                OpPhase::Decided => "decided",
-                OpPhase::Restoring => "restoring",
-                // Filtered out above; kept total rather than panicking.
-                OpPhase::Settled(_) => "settled",
-            }
-            .to_string(),
-            unknown: op.unknown.map(unknown_words),
+            phase: words::op_phase(op.phase).to_string(),
+            unknown: op
+                .unknown
+                .map(|u| words::unknown_reason_sentence(u).to_string()),
         })
         .collect();
     LogSummary {
@@ -491,19 +483,4 @@ fn summarize(report: &VerifyReport, state: &ControllerState) -> LogSummary {
         rollouts,
         open_ops,
     }
-}
-
-/// A gated rollout whose canary passed and which no operator approved yet:
-/// the human wait of S10, worth showing an operator.
-fn waiting_for_approval(state: &ControllerState, rollout: &model::controller::Rollout) -> bool {
-    state.awaiting_approval(rollout.id)
-}
-
-fn unknown_words(reason: UnknownReason) -> String {
-    match reason {
-        UnknownReason::Silence => "silence: no answer within the deadline",
-        UnknownReason::RestoreUnproven => "restore reported but not proven by a serving probe",
-        UnknownReason::Contradictory => "a report contradicts the op's phase",
-    }
-    .to_string()
 }

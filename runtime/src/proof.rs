@@ -4,6 +4,7 @@
 
 pub use ::proof::*;
 
+use crate::daemon::view::words;
 use model::controller::{
     operator_actions, ControllerState, Event, Op, OpPhase, OperatorAction, PauseReason,
     RolloutStatus, UnknownReason,
@@ -139,15 +140,7 @@ pub fn unresolved(
     let mut out = Vec::new();
     for op in state.ops.values().filter(|o| o.occupies_slot()) {
         let name = names(op.node);
-        let phase = match op.phase {
-            OpPhase::Granted => "granted".to_string(),
-            OpPhase::Decided => match op.decision {
-                Some(Decision::Abort) => "decided (abort)".to_string(),
-                _ => "decided (commit)".to_string(),
-            },
-            OpPhase::Restoring => "restoring".to_string(),
-            OpPhase::Settled(_) => "settled".to_string(),
-        };
+        let phase = words::op_phase_with_decision(op.phase, op.decision);
         let baseline = op
             .baseline
             .map_or_else(|| "nothing".to_string(), |b| b.to_string());
@@ -191,14 +184,7 @@ pub fn unresolved(
             release: op.release.to_hex(),
             generation: op.generation.0,
             phase,
-            unknown_reason: op.unknown.map(|u| {
-                match u {
-                    UnknownReason::Silence => "silence",
-                    UnknownReason::RestoreUnproven => "restore-unproven",
-                    UnknownReason::Contradictory => "contradictory",
-                }
-                .to_string()
-            }),
+            unknown_reason: op.unknown.map(|u| words::unknown_reason(u).to_string()),
             last_confirmed_release: confirmed(state, op.node),
             last_serving_result: op.evidence.last().map(|e| observation_str(&e.observation)),
             missing_evidence: missing,

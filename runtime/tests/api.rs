@@ -492,14 +492,15 @@ fn resolve_and_claim_need_the_token_name_bad_fields_and_refuse_contradictions() 
         "no baseline: {}",
         text(&out.stderr)
     );
-    // Claims the model refuses: empty owner, too long.
+    // Claims the model refuses: empty owner, too long. Input the schema
+    // declares invalid (pattern, maxLength): 400, like any malformed body.
     for body in [
         r#"{"owner": "  ", "review_by": "soon"}"#.to_string(),
         serde_json::json!({"owner": "a".repeat(129), "review_by": "soon"}).to_string(),
         serde_json::json!({"owner": "alice", "review_by": "t".repeat(129)}).to_string(),
     ] {
         let (code, answer) = ctl.http("POST", &claim, t, body.as_bytes());
-        assert_eq!(code, 409, "{body}: {answer}");
+        assert_eq!(code, 400, "{body}: {answer}");
     }
     assert_eq!(ctl.last_sequence(), before, "a refusal changed the log");
     let status = ctl.view();
@@ -801,7 +802,7 @@ fn the_cli_takes_the_token_from_the_pki_dir() {
     assert!(help.contains("FLEETWEFT_TOKEN"), "{help}");
 }
 
-/// The routes `runtime::daemon::api::router` serves; kept by hand so a route
+/// The routes `runtime::daemon::http::router` serves; kept by hand so a route
 /// added to the router without documentation fails here.
 const ROUTER_ROUTES: &[(&str, &str)] = &[
     ("/", "get"),
@@ -881,19 +882,49 @@ fn the_openapi_document_matches_the_router() {
     let (code, body) = ctl.http("GET", "/api/openapi.json", None, b"");
     assert_eq!(code, 200, "{body}");
     let doc = json(&body);
-    assert!(doc["openapi"].as_str().unwrap().starts_with("3.0"), "{doc}");
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"), "{doc}");
     assert_eq!(
         doc["components"]["securitySchemes"]["bearer"]["scheme"],
         "bearer"
     );
     let paths = doc["paths"].as_object().expect("paths");
 
-    // Sanity: an unrouted path is axum's bare 404, and a wrong method 405.
+    // An unrouted path is a 404 and a wrong method a 405, both with the
+    // one JSON error shape; so is a query string that does not parse.
     let (code, body) = ctl.http("GET", "/api/nowhere", None, b"");
     assert_eq!(code, 404);
-    assert!(body.is_empty(), "{body}");
-    let (code, _) = ctl.http("GET", "/api/bundles", None, b"");
+    assert!(json(&body)["error"].is_string(), "{body}");
+    let (code, body) = ctl.http("GET", "/api/bundles", None, b"");
     assert_eq!(code, 405);
+    assert!(json(&body)["error"].is_string(), "{body}");
+    let (code, body) = ctl.http("GET", "/api/events?limit=null&limit=null", None, b"");
+    assert_eq!(code, 400, "{body}");
+    assert!(json(&body)["error"].is_string(), "{body}");
+    let (code, body) = ctl.http("GET", "/api/events?limit=1001", None, b"");
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        json(&body)["error"].as_str().unwrap().contains("`limit`"),
+        "{body}"
+    );
+    // The documented limit is the enforced one.
+    let limit = &doc["paths"]["/api/events"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "limit")
+        .unwrap()["schema"];
+    assert_eq!(limit["maximum"], 1000, "{limit}");
+    assert_eq!(limit["minimum"], 1, "{limit}");
+    // The lists answer what the schema says: arrays.
+    for path in ["/api/events", "/api/rollouts", "/api/unresolved"] {
+        let schema =
+            &doc["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"];
+        assert_eq!(schema["type"], "array", "{path}: {schema}");
+        assert!(
+            json(&ctl.http("GET", path, None, b"").1).is_array(),
+            "{path}"
+        );
+    }
     // The read routes answer the same DTOs as /api/status.
     let status = json(&ctl.http("GET", "/api/status", None, b"").1);
     assert_eq!(
@@ -993,19 +1024,20 @@ fn paged_reads_filter_and_name_bad_parameters() {
         json(&body)["error"].as_str().unwrap().contains("op99"),
         "{body}"
     );
-    for (path, parameter) in [
-        ("/api/nodes?limit=0", "limit"),
-        ("/api/nodes?limit=1001", "limit"),
-        ("/api/nodes?state=sleepy", "state"),
-        ("/api/nodes?label=region", "label"),
-        ("/api/nodes?after=nobody", "after"),
-        ("/api/nodes?colour=red", "colour"),
-        ("/api/ops?rollout=r9", "rollout"),
-        ("/api/ops?state=sleepy", "state"),
-        ("/api/ops?after=x", "after"),
+    for (path, parameter, expected) in [
+        ("/api/nodes?limit=0", "limit", 400),
+        ("/api/nodes?limit=1001", "limit", 400),
+        ("/api/nodes?state=sleepy", "state", 400),
+        ("/api/nodes?label=region", "label", 400),
+        ("/api/nodes?after=nobody", "after", 404),
+        ("/api/nodes?colour=red", "colour", 400),
+        ("/api/ops?rollout=r9", "rollout", 404),
+        ("/api/ops?state=sleepy", "state", 400),
+        ("/api/ops?after=x", "after", 400),
     ] {
+        // A cursor or a filter naming nothing is 404, a malformed one 400.
         let (code, body) = ctl.http("GET", path, None, b"");
-        assert_eq!(code, 400, "{path}: {body}");
+        assert_eq!(code, expected, "{path}: {body}");
         let error = json(&body)["error"]
             .as_str()
             .unwrap_or_default()

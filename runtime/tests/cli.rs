@@ -49,7 +49,7 @@ fn verify_accepts_a_controller_log_and_summarizes_it() {
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     assert!(stdout.contains("is sound"), "{stdout}");
     assert!(
-        stdout.contains("r0  waiting for approval  release v2"),
+        stdout.contains("r0  waiting-approval  release v2"),
         "{stdout}"
     );
     assert!(stdout.contains("open ops:      0"), "{stdout}");

@@ -657,7 +657,7 @@ async fn a_bundle_failing_verification_stops_at_once_as_rejected() {
         let op = op_of(&s, "r0", "node-a").unwrap().clone();
         assert_eq!(op.outcome, None, "nothing proves what serves: {op:?}");
         assert!(
-            op.unknown.as_deref() == Some("RestoreUnproven") && op.holds_slot,
+            op.unknown.as_deref() == Some("restore-unproven") && op.holds_slot,
             "UNKNOWN, slot held: {op:?}"
         );
         let events = fleet.events().await;

@@ -694,17 +694,15 @@ fn main() -> ExitCode {
         } => {
             let observation = match (probe, observed_verdict) {
                 (false, Some(verdict)) => {
-                    let identity = observed_identity
-                        .filter(|i| !matches!(i.as_str(), "none" | "null" | ""))
-                        .map(serde_json::Value::String)
-                        .unwrap_or(serde_json::Value::Null);
-                    Some(serde_json::json!({
-                        "verdict": verdict,
-                        "identity": identity,
-                        "process_healthy": process_healthy,
-                        "process_uptime_ms": process_uptime_ms,
-                        "process_restarts": process_restarts,
-                    }))
+                    let identity =
+                        observed_identity.filter(|i| !matches!(i.as_str(), "none" | "null" | ""));
+                    Some(runtime::daemon::view::ObservationBody {
+                        verdict,
+                        identity,
+                        process_healthy,
+                        process_uptime_ms,
+                        process_restarts,
+                    })
                 }
                 _ => None,
             };

@@ -2,20 +2,23 @@
 //! (loopback by default); every write needs the operator token as
 //! `Authorization: Bearer`, and a write without it changes nothing.
 
-use super::bundles::BundleDir;
-use super::config::ControllerConfig;
-use super::core::CoreHandle;
+use super::view::error::{Path, Query};
+use super::view::{
+    ApiError, ClaimRequest, EnrollRequest, ErrorBody, LabelRequest, RecordedEvent, ResolveRequest,
+    RevokeRequest, UploadReply, WriteReply,
+};
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
-use ed25519_dalek::VerifyingKey;
+use axum::Json;
 use model::controller::{Input, Resolution};
 use model::{Digest, NodeId, OpId, Plan, RolloutId};
-use serde::{Deserialize, Serialize};
-use std::sync::Arc;
+use serde::Deserialize;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub use super::http::Api;
 
 /// Upper bound on an uploaded bundle.
 pub const UPLOAD_BYTES_MAX: usize = protocol::bundle::BUNDLE_BYTES_MAX as usize;
@@ -27,56 +30,32 @@ const _: () = assert!(UPLOAD_BYTES_MAX as u64 == protocol::bundle::BUNDLE_BYTES_
 /// Upper bound on events returned by one page of `/api/events`.
 pub const EVENTS_PAGE_MAX: usize = 1_000;
 
-/// Shared API state.
-#[derive(Clone)]
-pub struct Api {
-    /// The configuration (node names).
-    pub cfg: Arc<ControllerConfig>,
-    /// The core.
-    pub core: CoreHandle,
-    /// The operator token.
-    pub token: Arc<String>,
-    /// Accepted bundles.
-    pub bundles: Arc<BundleDir>,
-    /// The bundle signing key.
-    pub key: Arc<VerifyingKey>,
-}
-
-/// The router.
-pub fn router(api: Api) -> Router {
-    Router::new()
-        .route("/", get(dashboard))
-        .route("/metrics", get(metrics))
-        .route("/api/status", get(status))
-        .route("/api/events", get(events))
-        .route("/api/bundles", post(upload_bundle))
-        .route("/api/rollouts", get(list_rollouts).post(start_rollout))
-        .route("/api/rollouts/{id}", get(one_rollout))
-        .route("/api/nodes", get(list_nodes).post(enroll_node))
-        .route("/api/nodes/{name}/labels", post(label_node))
-        .route("/api/nodes/{name}/retire", post(retire_node))
-        .route("/api/rollouts/{id}/pause", post(pause))
-        .route("/api/rollouts/{id}/resume", post(resume))
-        .route("/api/rollouts/{id}/approve", post(approve))
-        .route("/api/rollouts/{id}/proof", get(rollout_proof))
-        .route("/api/nodes/{name}/proof", get(node_proof))
-        .route("/api/nodes/{name}/probe", post(observe_node))
-        .route("/api/nodes/{name}/observe", post(observe_node))
-        .route("/api/nodes/{name}/release", post(release_node))
-        .route("/api/nodes/{name}/revoke-cert", post(revoke_cert))
-        .route("/api/unresolved", get(unresolved))
-        .route("/api/ops", get(list_ops))
-        .route("/api/ops/{op}", get(one_op))
-        .route("/api/ops/{op}/resolve", post(resolve_op))
-        .route("/api/ops/{op}/claim", post(claim_op))
-        .route("/api/ops/{op}/rollback", post(roll_back_op))
-        .route("/api/openapi.json", get(openapi))
-        .layer(axum::extract::DefaultBodyLimit::max(UPLOAD_BYTES_MAX))
-        .with_state(api)
-}
-
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    (status, Json(serde_json::json!({ "error": message.into() }))).into_response()
+/// The API's routes, each at the path its `#[utoipa::path]` documents.
+pub fn routes() -> OpenApiRouter<Api> {
+    OpenApiRouter::new()
+        .routes(routes!(status))
+        .routes(routes!(events))
+        .routes(routes!(upload_bundle))
+        .routes(routes!(list_rollouts, start_rollout))
+        .routes(routes!(one_rollout))
+        .routes(routes!(list_nodes, enroll_node))
+        .routes(routes!(label_node))
+        .routes(routes!(retire_node))
+        .routes(routes!(pause))
+        .routes(routes!(resume))
+        .routes(routes!(approve))
+        .routes(routes!(rollout_proof))
+        .routes(routes!(node_proof))
+        .routes(routes!(probe_node))
+        .routes(routes!(observe_node))
+        .routes(routes!(release_node))
+        .routes(routes!(revoke_cert))
+        .routes(routes!(unresolved))
+        .routes(routes!(list_ops))
+        .routes(routes!(one_op))
+        .routes(routes!(resolve_op))
+        .routes(routes!(claim_op))
+        .routes(routes!(roll_back_op))
 }
 
 /// `None` when the request carries the operator token, else the 401 answer.
@@ -94,117 +73,108 @@ fn unauthorized(api: &Api, headers: &HeaderMap) -> Option<Response> {
             .zip(expected.iter())
             .fold(0u8, |acc, (a, b)| acc | (a ^ b))
             == 0;
-    (!same).then(|| {
-        error(
-            StatusCode::UNAUTHORIZED,
-            "missing or wrong operator token (Authorization: Bearer)",
-        )
-    })
+    (!same).then(|| ApiError::Unauthorized.into_response())
 }
 
 pub use super::view::{
-    status_dto, NodeDto, ObservedDto, OpDto, Page, RolloutCounts, RolloutDto, StatusDto,
+    status_dto, EventDto, NodeDto, ObserveDto, ObservedDto, OpDto, Page, RolloutCounts, RolloutDto,
+    StartRollout, StatusDto,
 };
 
+#[utoipa::path(get, path = "/api/status", tag = "reads", 
+    responses((status = 200, description = "a summary whose size does not grow with the fleet", body = StatusDto), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn status(State(api): State<Api>) -> Response {
     match api.core.snapshot().await {
         Some(snap) => Json(status_dto(&snap)).into_response(),
-        None => error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped"),
+        None => ApiError::Unavailable.into_response(),
     }
 }
 
-#[derive(Deserialize)]
-struct EventsQuery {
-    from: Option<u64>,
-    limit: Option<usize>,
+/// `GET /api/events`'s query.
+#[derive(Deserialize, Debug, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// The first sequence to return (default 0).
+    #[param(minimum = 0, maximum = 9223372036854775807_u64)]
+    pub from: Option<u64>,
+    /// Events in the page (default and most: 1000; more is a 400).
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<u64>,
 }
 
-/// One event in the feed.
-#[derive(Serialize, Deserialize, Debug, Clone)]
-pub struct EventDto {
-    /// Log sequence.
-    pub sequence: u64,
-    /// Domain words.
-    pub text: String,
-    /// The event itself.
-    pub event: model::controller::Event,
+impl EventsQuery {
+    /// The checked `(from, limit)`: the error names the parameter.
+    pub fn checked(&self) -> Result<(u64, usize), ApiError> {
+        let from = self.from.unwrap_or(0);
+        if from > super::view::INT64_MAX {
+            return Err(ApiError::BadRequest(format!(
+                "parameter `from`: {from} is over the int64 range"
+            )));
+        }
+        let limit = match self.limit {
+            None => EVENTS_PAGE_MAX,
+            Some(n) if (1..=EVENTS_PAGE_MAX as u64).contains(&n) => n as usize,
+            Some(n) => {
+                return Err(ApiError::BadRequest(format!(
+                    "parameter `limit`: {n} is not a whole number from 1 to {EVENTS_PAGE_MAX}"
+                )))
+            }
+        };
+        Ok((from, limit))
+    }
 }
 
-async fn events(State(api): State<Api>, Query(q): Query<EventsQuery>) -> Response {
-    let limit = q.limit.unwrap_or(EVENTS_PAGE_MAX).min(EVENTS_PAGE_MAX);
-    let events = api.core.events(q.from.unwrap_or(0), limit).await;
-    let dto: Vec<EventDto> = events
-        .into_iter()
-        .map(|(sequence, event)| EventDto {
-            sequence,
-            text: super::core::describe(&api.core.roster(), &event),
-            event,
-        })
-        .collect();
-    Json(dto).into_response()
+/// `GET /api/events?from=N&limit=N`: a page of the event log.
+#[utoipa::path(get, path = "/api/events", tag = "reads", params(EventsQuery),
+    responses(
+        (status = 200, description = "events from `from` on, in log order", body = Vec<EventDto>),
+        (status = 400, description = "a bad query parameter, named", body = ErrorBody),
+    ))]
+async fn events(
+    State(api): State<Api>,
+    Query(q): Query<EventsQuery>,
+) -> Result<Json<Vec<EventDto>>, ApiError> {
+    let (from, limit) = q.checked()?;
+    let events = api.core.events(from, limit).await;
+    let roster = api.core.roster();
+    Ok(Json(
+        events
+            .into_iter()
+            .map(|(sequence, event)| super::view::event_dto(&roster, sequence, event))
+            .collect(),
+    ))
 }
 
+/// `POST /api/bundles`: upload a signed bundle.
+#[utoipa::path(post, path = "/api/bundles", tag = "writes", security(("bearer" = [])),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "a bundle file signed by `fleetweft bundle sign`"),
+    responses(
+        (status = 200, description = "accepted and stored", body = UploadReply),
+        (status = 400, description = "the bundle's signature or format is refused", body = ErrorBody),
+        (status = 401, description = "missing or wrong operator token; nothing stored", body = ErrorBody),
+        (status = 413, description = "over the bundle size limit", body = ErrorBody),
+    ))]
 async fn upload_bundle(State(api): State<Api>, headers: HeaderMap, body: Bytes) -> Response {
     if let Some(rejection) = unauthorized(&api, &headers) {
         return rejection;
     }
     let verified = match protocol::bundle::verify(&api.key, &body) {
         Ok(v) => v,
-        Err(e) => return error(StatusCode::BAD_REQUEST, format!("bundle refused: {e}")),
+        Err(e) => return ApiError::BadRequest(format!("bundle refused: {e}")).into_response(),
     };
     if let Err(e) = api.bundles.store(verified.digest, &body) {
-        return error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("storing the bundle: {e}"),
-        );
+        return ApiError::Internal(format!("storing the bundle: {e}")).into_response();
     }
-    Json(serde_json::json!({
-        "digest": verified.digest.to_hex(),
-        "name": verified.manifest.name,
-        "version": verified.manifest.version,
-    }))
+    Json(UploadReply {
+        digest: verified.digest.to_hex(),
+        name: verified.manifest.name,
+        version: verified.manifest.version,
+    })
     .into_response()
 }
 
-/// `POST /api/rollouts`.
-#[derive(Serialize, Deserialize, Debug, Clone)]
-#[serde(deny_unknown_fields)]
-pub struct StartRollout {
-    /// Release digest (hex) of an uploaded bundle.
-    pub release: String,
-    /// Canary node. Optional with `select`: the first selected node.
-    #[serde(default)]
-    pub canary: Option<String>,
-    /// Followers in order.
-    #[serde(default)]
-    pub followers: Vec<String>,
-    /// Instead of `followers`: every enrolled, not retired node whose
-    /// labels hold all these pairs, in enrollment order, resolved once at
-    /// start (the plan records the list).
-    #[serde(default)]
-    pub select: Option<model::controller::Labels>,
-    /// Slot budget.
-    pub slots: u16,
-    /// Wait for approval after the canary.
-    #[serde(default)]
-    pub approve_after_canary: bool,
-    /// Waves: cumulative ends, counts of followers or percentages of them
-    /// (`"1%,10%,50%,100%"`). Wave k+1 is granted only once every op of
-    /// the waves before it settled and the rollout is within its budget.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub waves: Option<String>,
-    /// Wait for `rollout approve` before each wave after the first.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub approve_between_waves: bool,
-    /// Failed follower ops allowed (`"N"` or `"P%"` of the followers)
-    /// before the rollout pauses itself and grants no more.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_failed: Option<String>,
-    /// Pause once this many ops are UNKNOWN at once (`"N"`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_unknown: Option<String>,
-}
-
+#[utoipa::path(post, path = "/api/rollouts", security(("bearer" = [])), tag = "writes", request_body(content = StartRollout, description = "JSON object"), 
+    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) -> Response {
     if let Some(rejection) = unauthorized(&api, &headers) {
         return rejection;
@@ -214,14 +184,12 @@ async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
         Err(why) => return bad_request(why),
     };
     if !api.bundles.path(release).exists() {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "field `release`: no such bundle uploaded",
-        );
+        return ApiError::NotFound("field `release`: no such bundle uploaded".into())
+            .into_response();
     }
     let (canary, followers) = match resolve_nodes(&api, &request) {
         Ok(nodes) => nodes,
-        Err(why) => return bad_request(why),
+        Err(e) => return e.into_response(),
     };
     let text = crate::policy_text::PolicyText {
         waves: request.waves.as_deref(),
@@ -249,12 +217,13 @@ async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
 /// the canary excluded (the first selected node when no canary is named).
 /// The resolved list goes into the plan, so `RolloutStarted` records it
 /// and a replay never resolves again.
-fn resolve_nodes(api: &Api, request: &StartRollout) -> Result<(NodeId, Vec<NodeId>), String> {
+fn resolve_nodes(api: &Api, request: &StartRollout) -> Result<(NodeId, Vec<NodeId>), ApiError> {
     let roster = api.core.roster();
+    // A plan naming a node that is not enrolled names nothing: 404.
     let named = |field: &str, name: &str| {
-        roster
-            .id(name)
-            .ok_or_else(|| format!("field `{field}`: no node {name} is enrolled"))
+        roster.id(name).ok_or_else(|| {
+            ApiError::NotFound(format!("field `{field}`: no node {name} is enrolled"))
+        })
     };
     let canary = match &request.canary {
         Some(name) => Some(named("canary", name)?),
@@ -262,7 +231,11 @@ fn resolve_nodes(api: &Api, request: &StartRollout) -> Result<(NodeId, Vec<NodeI
     };
     let Some(selector) = &request.select else {
         // parse_start_rollout refused a request with neither.
-        let canary = canary.ok_or("field `canary`: name a canary, or give `select` to pick one")?;
+        let canary = canary.ok_or_else(|| {
+            ApiError::BadRequest(
+                "field `canary`: name a canary, or give `select` to pick one".into(),
+            )
+        })?;
         let followers = request
             .followers
             .iter()
@@ -271,15 +244,17 @@ fn resolve_nodes(api: &Api, request: &StartRollout) -> Result<(NodeId, Vec<NodeI
         return Ok((canary, followers));
     };
     if !request.followers.is_empty() {
-        return Err("field `select`: give either `followers` or `select`, not both".into());
+        return Err(ApiError::BadRequest(
+            "field `select`: give either `followers` or `select`, not both".into(),
+        ));
     }
     let mut selected = roster.select(selector).filter(|n| Some(*n) != canary);
     let Some(canary) = canary.or_else(|| selected.next()) else {
-        return Err(empty_selection(selector));
+        return Err(ApiError::Conflict(empty_selection(selector)));
     };
     let followers: Vec<NodeId> = selected.collect();
     if followers.is_empty() && request.canary.is_some() {
-        return Err(empty_selection(selector));
+        return Err(ApiError::Conflict(empty_selection(selector)));
     }
     Ok((canary, followers))
 }
@@ -363,31 +338,19 @@ async fn respond(api: &Api, input: Input) -> Response {
     match api.core.submit(input).await {
         Ok(events) => {
             let roster = api.core.roster();
-            Json(serde_json::json!({
-                "events": events.iter().map(|(s, e)| serde_json::json!({
-                    "sequence": s,
-                    "text": super::core::describe(&roster, e),
-                })).collect::<Vec<_>>(),
-            }))
+            Json(WriteReply {
+                events: events
+                    .iter()
+                    .map(|(s, e)| RecordedEvent {
+                        sequence: *s,
+                        text: super::core::describe(&roster, e),
+                    })
+                    .collect(),
+            })
             .into_response()
         }
-        Err(InputError::Refused(refusal)) => error(refusal_status(&refusal), refusal.to_string()),
-        Err(stopped @ InputError::Stopped) => {
-            error(StatusCode::SERVICE_UNAVAILABLE, stopped.to_string())
-        }
-    }
-}
-
-/// The HTTP status of a refusal, by its type: 404 for what does not
-/// exist, 400 for input over a limit, 409 for what the state forbids now.
-fn refusal_status(refusal: &model::controller::Refusal) -> StatusCode {
-    use model::controller::Refusal;
-    match refusal {
-        Refusal::UnknownRollout(_) | Refusal::UnknownOp(_) | Refusal::UnknownNode(_) => {
-            StatusCode::NOT_FOUND
-        }
-        Refusal::RosterLimit(_) => StatusCode::BAD_REQUEST,
-        _ => StatusCode::CONFLICT,
+        Err(InputError::Refused(refusal)) => ApiError::Refused(refusal).into_response(),
+        Err(InputError::Stopped) => ApiError::Unavailable.into_response(),
     }
 }
 
@@ -401,46 +364,108 @@ async fn rollout_command(
         return rejection;
     }
     let Some(rollout) = rollout_id(&id) else {
-        return error(
-            StatusCode::NOT_FOUND,
-            format!("no rollout {id} (ids look like r0)"),
-        );
+        return ApiError::NotFound(format!("no rollout {id} (ids look like r0)")).into_response();
     };
     respond(&api, make(rollout)).await
 }
 
+#[utoipa::path(post, path = "/api/rollouts/{id}/pause", security(("bearer" = [])), tag = "writes", params(("id" = String, Path, description = "rollout id: r0, r1, ...")), 
+    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn pause(State(api): State<Api>, headers: HeaderMap, Path(id): Path<String>) -> Response {
     rollout_command(api, headers, id, |rollout| Input::Pause { rollout }).await
 }
 
+#[utoipa::path(post, path = "/api/rollouts/{id}/resume", security(("bearer" = [])), tag = "writes", params(("id" = String, Path, description = "rollout id: r0, r1, ...")), 
+    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn resume(State(api): State<Api>, headers: HeaderMap, Path(id): Path<String>) -> Response {
     rollout_command(api, headers, id, |rollout| Input::Resume { rollout }).await
 }
 
+#[utoipa::path(post, path = "/api/rollouts/{id}/approve", security(("bearer" = [])), tag = "writes", params(("id" = String, Path, description = "rollout id: r0, r1, ...")), 
+    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn approve(State(api): State<Api>, headers: HeaderMap, Path(id): Path<String>) -> Response {
     rollout_command(api, headers, id, |rollout| Input::Approve { rollout }).await
 }
 
 /// `?cached=true` on a proof: judge what was recorded instead of reading
 /// back now.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ProofQuery {
+    /// Judge the last recorded evidence instead of reading back now.
     cached: Option<bool>,
 }
 
+/// `GET /api/nodes`'s query, as documented. `view::parse_node_query`
+/// parses it (a repeatable `label` is beyond serde's query strings) and
+/// enforces exactly these limits; `daemon::http`'s tests compare them.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // Declares the query for the document; never built.
+struct NodeListParams {
+    /// `KEY=VALUE`; repeat for more (all must hold), at most 16.
+    #[param(style = Form, explode, max_items = 16, inline)]
+    label: Option<Vec<LabelFilter>>,
+    /// Only nodes in this state (one state per node, by precedence).
+    #[param(pattern = "^(idle|live|unknown|drifted|quarantined|retired)$")]
+    state: Option<String>,
+    /// Items in the page (default 100).
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<u64>,
+    /// The cursor: the `next` of the previous page (a node name); 404 when
+    /// no node has it.
+    #[param(pattern = "^[a-z0-9-]{1,63}$")]
+    after: Option<String>,
+}
+
+/// One `label` filter of `GET /api/nodes`: `KEY=VALUE`.
+struct LabelFilter;
+
+impl utoipa::PartialSchema for LabelFilter {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::Type::String)
+            .pattern(Some("^[a-z0-9._-]{1,63}=[a-z0-9._-]{1,63}$"))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for LabelFilter {}
+
+/// `GET /api/ops`'s query, as documented; `view::parse_op_query` parses
+/// it and enforces these limits.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // Declares the query for the document; never built.
+struct OpListParams {
+    /// Only this rollout's ops; 404 for a rollout that does not exist.
+    #[param(pattern = "^r[0-9]{1,9}$")]
+    rollout: Option<String>,
+    /// Only ops in this state (or `settled`, `holding-slot`).
+    #[param(
+        pattern = "^(unknown|granted|decided|restoring|verified|rolled-back|not-applied|resolved|settled|holding-slot)$"
+    )]
+    state: Option<String>,
+    /// Items in the page (default 100).
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<u64>,
+    /// The cursor: the `next` of the previous page (an op id).
+    #[param(pattern = "^op[0-9]{1,9}$")]
+    after: Option<String>,
+}
+
+#[utoipa::path(get, path = "/api/nodes/{name}/proof", tag = "reads", params(("name" = String, Path, description = "an enrolled node's name"), ProofQuery), 
+    responses((status = 200, description = "the node's proof", body = Object), (status = 503, description = "the controller core stopped", body = ErrorBody), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody)))]
 async fn node_proof(
     State(api): State<Api>,
     Path(name): Path<String>,
     Query(q): Query<ProofQuery>,
 ) -> Response {
     let Some(node) = api.core.roster().id(&name) else {
-        return error(
-            StatusCode::NOT_FOUND,
-            format!("no node {name} in the fleet"),
-        );
+        return ApiError::NotFound(format!("no node {name} in the fleet")).into_response();
     };
     let Some(snap) = api.core.snapshot().await else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
+        return ApiError::Unavailable.into_response();
     };
     // Nothing intended yet: there is nothing to read back against.
     if q.cached == Some(true) || snap.state.intended_rollout(node).is_none() {
@@ -458,16 +483,18 @@ async fn node_proof(
     }
 }
 
+#[utoipa::path(get, path = "/api/rollouts/{id}/proof", tag = "reads", params(("id" = String, Path, description = "rollout id: r0, r1, ..."), ProofQuery), 
+    responses((status = 200, description = "the rollout's proof", body = Object), (status = 503, description = "the controller core stopped", body = ErrorBody), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody)))]
 async fn rollout_proof(
     State(api): State<Api>,
     Path(id): Path<String>,
     Query(q): Query<ProofQuery>,
 ) -> Response {
     let Some(snap) = api.core.snapshot().await else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
+        return ApiError::Unavailable.into_response();
     };
     let Some(r) = rollout_id(&id).and_then(|r| snap.state.rollout(r)) else {
-        return error(StatusCode::NOT_FOUND, format!("no rollout {id}"));
+        return ApiError::NotFound(format!("no rollout {id}")).into_response();
     };
     let mut fresh = std::collections::HashMap::new();
     if q.cached != Some(true) {
@@ -485,7 +512,7 @@ async fn rollout_proof(
     let names = |n: NodeId| snap.state.roster.display_name(n);
     match crate::proof::rollout_proof(&snap.state, r.id, &names, &|n| fresh.get(&n).cloned()) {
         Some(proof) => Json(proof).into_response(),
-        None => error(StatusCode::NOT_FOUND, format!("no rollout {id}")),
+        None => ApiError::NotFound(format!("no rollout {id}")).into_response(),
     }
 }
 
@@ -508,34 +535,16 @@ async fn gather_all(api: &Api, nodes: &[NodeId]) -> Vec<Option<super::verify::Ga
     out
 }
 
-/// `POST /api/nodes/{name}/observe` and `POST /api/nodes/{name}/probe`:
-/// what a fresh readback of the node saw, judged, and recorded.
-#[derive(Serialize, Deserialize, Debug, Clone)]
-pub struct ObserveDto {
-    /// The node.
-    pub node: String,
-    /// The release the route was judged as (hex).
-    pub release: String,
-    /// The probe spec of that release.
-    pub expect: protocol::bundle::ProbeSpec,
-    /// What answered on the public route (`None`: nothing did).
-    pub answer: Option<crate::client::RouteAnswer>,
-    /// The controller's look at the route, judged by that spec.
-    pub observation: model::RouteObservation,
-    /// The route against the release it should answer as: the same
-    /// function the proof's health probe and identity checks use.
-    pub judgement: crate::proof::RouteJudgement,
-    /// The agent's readback, or why there is none.
-    pub readback: Result<model::RouteObservation, String>,
-    /// The live proof judged on this readback.
-    pub proof: crate::proof::NodeProof,
-    /// Events recorded (the node's observation, or evidence for its live op
-    /// and whatever it settled), in domain words.
-    pub recorded: Vec<String>,
-    /// Why nothing was recorded, if nothing was (observed too soon again).
-    pub not_recorded: Option<String>,
+/// `POST /api/nodes/{name}/probe`: the same as `observe` (both words are
+/// in use by the CLI and scripts).
+#[utoipa::path(post, path = "/api/nodes/{name}/probe", security(("bearer" = [])), tag = "writes", params(("name" = String, Path, description = "an enrolled node's name")),
+    responses((status = 200, description = "what was seen, judged and recorded", body = ObserveDto), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
+async fn probe_node(state: State<Api>, headers: HeaderMap, name: Path<String>) -> Response {
+    observe_node(state, headers, name).await
 }
 
+#[utoipa::path(post, path = "/api/nodes/{name}/observe", security(("bearer" = [])), tag = "writes", params(("name" = String, Path, description = "an enrolled node's name")),
+    responses((status = 200, description = "what was seen, judged and recorded", body = ObserveDto), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn observe_node(
     State(api): State<Api>,
     headers: HeaderMap,
@@ -546,10 +555,7 @@ async fn observe_node(
         return rejection;
     }
     let Some(node) = api.core.roster().id(&name) else {
-        return error(
-            StatusCode::NOT_FOUND,
-            format!("no node {name} in the fleet"),
-        );
+        return ApiError::NotFound(format!("no node {name} in the fleet")).into_response();
     };
     let g = match super::verify::gather(&api, node).await {
         Ok(g) => g,
@@ -566,10 +572,10 @@ async fn observe_node(
         Err(super::core::InputError::Refused(
             r @ model::controller::Refusal::ObservedTooSoon { .. },
         )) => (Vec::new(), Some(r.to_string())),
-        Err(e) => return error(StatusCode::CONFLICT, e.to_string()),
+        Err(e) => return ApiError::Conflict(e.to_string()).into_response(),
     };
     let Some(snap) = api.core.snapshot().await else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
+        return ApiError::Unavailable.into_response();
     };
     Json(ObserveDto {
         judgement: crate::proof::judge_route(&g.probed.observation, g.probed.release),
@@ -588,14 +594,13 @@ async fn observe_node(
 
 /// The 404 for a node name the fleet does not have.
 fn no_such_node(name: &str) -> Response {
-    error(
-        StatusCode::NOT_FOUND,
-        format!("no node {name} in the fleet"),
-    )
+    ApiError::NotFound(format!("no node {name} in the fleet")).into_response()
 }
 
 /// `POST /api/nodes`: enroll a node, `{"name", "labels"?, "public"}`. The
 /// public route must be an address the controller can probe.
+#[utoipa::path(post, path = "/api/nodes", security(("bearer" = [])), tag = "writes", request_body(content = EnrollRequest, description = "JSON object"), 
+    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn enroll_node(State(api): State<Api>, headers: HeaderMap, body: Bytes) -> Response {
     if let Some(rejection) = unauthorized(&api, &headers) {
         return rejection;
@@ -628,6 +633,8 @@ async fn enroll_node(State(api): State<Api>, headers: HeaderMap, body: Bytes) ->
 }
 
 /// `POST /api/nodes/{name}/labels`: `{"set": {k: v}, "remove": [k]}`.
+#[utoipa::path(post, path = "/api/nodes/{name}/labels", security(("bearer" = [])), tag = "writes", params(("name" = String, Path, description = "an enrolled node's name")), request_body(content = LabelRequest, description = "JSON object"), 
+    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn label_node(
     State(api): State<Api>,
     headers: HeaderMap,
@@ -664,6 +671,8 @@ async fn label_node(
 
 /// `POST /api/nodes/{name}/retire`: refused (409) while the node holds a
 /// live op.
+#[utoipa::path(post, path = "/api/nodes/{name}/retire", security(("bearer" = [])), tag = "writes", params(("name" = String, Path, description = "an enrolled node's name")), 
+    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn retire_node(
     State(api): State<Api>,
     headers: HeaderMap,
@@ -703,6 +712,8 @@ fn string_map(
 }
 
 /// `POST /api/nodes/{name}/release`: an operator lifts a quarantine.
+#[utoipa::path(post, path = "/api/nodes/{name}/release", security(("bearer" = [])), tag = "writes", params(("name" = String, Path, description = "an enrolled node's name")), 
+    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn release_node(
     State(api): State<Api>,
     headers: HeaderMap,
@@ -728,6 +739,8 @@ async fn release_node(
 /// SHA-256 of the certificate's DER), or an empty body for the certificate
 /// the node presented on its latest connection since the controller
 /// started.
+#[utoipa::path(post, path = "/api/nodes/{name}/revoke-cert", security(("bearer" = [])), tag = "writes", params(("name" = String, Path, description = "an enrolled node's name")), request_body(content = RevokeRequest, description = "JSON object"), 
+    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn revoke_cert(
     State(api): State<Api>,
     headers: HeaderMap,
@@ -762,15 +775,12 @@ async fn revoke_cert(
         Some(d) => d,
         None => {
             let Some(snap) = api.core.snapshot().await else {
-                return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
+                return ApiError::Unavailable.into_response();
             };
             match snap.presented.get(&node) {
                 Some(f) => Digest(*f),
                 None => {
-                    return error(
-                        StatusCode::CONFLICT,
-                        format!("{name} has presented no certificate since the controller started: name the certificate (fleetweft node revoke-cert {name} --cert FILE)"),
-                    )
+                    return ApiError::Conflict(format!("{name} has presented no certificate since the controller started: name the certificate (fleetweft node revoke-cert {name} --cert FILE)")).into_response()
                 }
             }
         }
@@ -778,9 +788,11 @@ async fn revoke_cert(
     respond(&api, Input::RevokeCert { node, fingerprint }).await
 }
 
+#[utoipa::path(get, path = "/api/unresolved", tag = "reads", 
+    responses((status = 200, description = "the handover report: every op holding a slot, every rollout waiting for an operator", body = Vec<Object>), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn unresolved(State(api): State<Api>) -> Response {
     let Some(snap) = api.core.snapshot().await else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
+        return ApiError::Unavailable.into_response();
     };
     let names = |n: NodeId| snap.state.roster.display_name(n);
     Json(crate::proof::unresolved(
@@ -789,42 +801,6 @@ async fn unresolved(State(api): State<Api>) -> Response {
         &snap.log_index,
     ))
     .into_response()
-}
-
-async fn dashboard(State(api): State<Api>) -> Response {
-    let Some(snap) = api.core.snapshot().await else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
-    };
-    let from = snap.last_sequence.map_or(0, |last| {
-        (last + 1).saturating_sub(super::dashboard::DASHBOARD_EVENTS as u64)
-    });
-    let events = api
-        .core
-        .events(from, super::dashboard::DASHBOARD_EVENTS)
-        .await
-        .into_iter()
-        .map(|(sequence, event)| EventDto {
-            sequence,
-            text: super::core::describe(&api.core.roster(), &event),
-            event,
-        })
-        .collect();
-    let data = super::dashboard::data(&snap, events);
-    axum::response::Html(super::dashboard::render(&data)).into_response()
-}
-
-async fn metrics(State(api): State<Api>) -> Response {
-    let Some(snap) = api.core.snapshot().await else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
-    };
-    (
-        [(
-            axum::http::header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        super::dashboard::metrics(&snap, std::time::SystemTime::now()),
-    )
-        .into_response()
 }
 
 /// What one probe of a node's public route by the controller saw.
@@ -863,36 +839,27 @@ pub struct Probed {
 /// alongside (see `crate::proof`).
 pub async fn probe_route(api: &Api, node: NodeId) -> Result<Probed, Response> {
     let Some(snap) = api.core.snapshot().await else {
-        return Err(error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "controller core stopped",
-        ));
+        return Err(ApiError::Unavailable.into_response());
     };
     let name = snap.state.roster.display_name(node);
     let Some(entry) = snap.state.roster.get(node) else {
-        return Err(error(
-            StatusCode::NOT_FOUND,
-            format!("no node {name} is enrolled"),
-        ));
+        return Err(ApiError::NotFound(format!("no node {name} is enrolled")).into_response());
     };
     // The roster keeps the route as text; enrollment checked it parses.
     let public: std::net::SocketAddr = entry.public.parse().map_err(|e| {
-        error(
-            StatusCode::CONFLICT,
-            format!(
-                "{name}'s public route {:?} is not an address: {e}",
-                entry.public
-            ),
-        )
+        ApiError::Conflict(format!(
+            "{name}'s public route {:?} is not an address: {e}",
+            entry.public
+        ))
+        .into_response()
     })?;
     let (expected, other) = snap.state.releases_to_judge(node);
     let Some(release) = expected else {
-        return Err(error(
-            StatusCode::CONFLICT,
-            format!("no release is intended for {name} yet"),
-        ));
+        return Err(
+            ApiError::Conflict(format!("no release is intended for {name} yet")).into_response(),
+        );
     };
-    let spec = probe_spec(api, release).map_err(|e| error(StatusCode::CONFLICT, e))?;
+    let spec = probe_spec(api, release).map_err(|e| ApiError::Conflict(e).into_response())?;
     let mut answer = crate::client::get_route(public, &spec.path).await;
     let mut judged = (release, spec);
     // The route says it serves the op's other release: judge it by that
@@ -902,7 +869,7 @@ pub async fn probe_route(api: &Api, node: NodeId) -> Result<Probed, Response> {
         .and_then(|a| a.identity.as_deref())
         .and_then(agentless_digest);
     if let Some(alt) = other.filter(|alt| identity == Some(*alt)) {
-        let alt_spec = probe_spec(api, alt).map_err(|e| error(StatusCode::CONFLICT, e))?;
+        let alt_spec = probe_spec(api, alt).map_err(|e| ApiError::Conflict(e).into_response())?;
         if alt_spec.path != judged.1.path {
             answer = crate::client::get_route(public, &alt_spec.path).await;
         }
@@ -947,7 +914,7 @@ fn op_id(text: &str) -> Option<OpId> {
 }
 
 fn bad_request(message: impl Into<String>) -> Response {
-    error(StatusCode::BAD_REQUEST, message)
+    ApiError::BadRequest(message.into()).into_response()
 }
 
 /// The request body as a JSON object whose keys are all in `allowed`.
@@ -1035,7 +1002,8 @@ fn parse_observation(v: &serde_json::Value) -> Result<model::RouteObservation, S
         }
     };
     // Absent or null: the operator did not see the process's numbers.
-    let process_uptime_ms = optional_count(map, "process_uptime_ms", u64::MAX)?;
+    // JSON integers are documented as int64: a larger uptime is refused.
+    let process_uptime_ms = optional_count(map, "process_uptime_ms", super::view::INT64_MAX)?;
     let process_restarts = match optional_count(map, "process_restarts", u64::from(u32::MAX))? {
         Some(n) => Some(
             u32::try_from(n)
@@ -1073,10 +1041,7 @@ fn optional_count(
 
 /// 404 for a path naming no op, saying what op ids look like.
 fn no_such_op(id: &str) -> Response {
-    error(
-        StatusCode::NOT_FOUND,
-        format!("no op {id} (ids look like op0)"),
-    )
+    ApiError::NotFound(format!("no op {id} (ids look like op0)")).into_response()
 }
 
 /// A parsed `POST /api/ops/{op}/resolve` body.
@@ -1148,6 +1113,8 @@ pub fn parse_claim(body: &[u8]) -> Result<ClaimBody, String> {
 
 /// `POST /api/ops/{op}/resolve`: settle an op by hand with an observation,
 /// typed by the operator or taken by a fresh controller probe.
+#[utoipa::path(post, path = "/api/ops/{op}/resolve", security(("bearer" = [])), tag = "writes", params(("op" = String, Path, description = "op id: op0, op1, ...")), request_body(content = ResolveRequest, description = "JSON object"), 
+    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn resolve_op(
     State(api): State<Api>,
     headers: HeaderMap,
@@ -1168,10 +1135,10 @@ async fn resolve_op(
         return no_such_op(&id);
     };
     let Some(snap) = api.core.snapshot().await else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
+        return ApiError::Unavailable.into_response();
     };
     let Some(node) = snap.state.op(op).map(|o| o.node) else {
-        return error(StatusCode::NOT_FOUND, format!("unknown op {op}"));
+        return ApiError::NotFound(format!("unknown op {op}")).into_response();
     };
     let observation = match typed {
         Some(o) => o,
@@ -1194,6 +1161,8 @@ async fn resolve_op(
 /// `POST /api/ops/{op}/rollback`: an operator orders an op rolled back; it
 /// settles `RolledBack` only when a serving probe proves the baseline (S9).
 /// No body (an empty JSON object is accepted).
+#[utoipa::path(post, path = "/api/ops/{op}/rollback", security(("bearer" = [])), tag = "writes", params(("op" = String, Path, description = "op id: op0, op1, ...")), 
+    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn roll_back_op(
     State(api): State<Api>,
     headers: HeaderMap,
@@ -1213,6 +1182,8 @@ async fn roll_back_op(
 }
 
 /// `POST /api/ops/{op}/claim`: an operator takes ownership of an unsettled op.
+#[utoipa::path(post, path = "/api/ops/{op}/claim", security(("bearer" = [])), tag = "writes", params(("op" = String, Path, description = "op id: op0, op1, ...")), request_body(content = ClaimRequest, description = "JSON object"), 
+    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn claim_op(
     State(api): State<Api>,
     headers: HeaderMap,
@@ -1240,67 +1211,73 @@ async fn claim_op(
     .await
 }
 
-async fn openapi() -> Response {
-    Json(super::openapi::document()).into_response()
-}
-
+#[utoipa::path(get, path = "/api/rollouts", tag = "reads", 
+    responses((status = 200, description = "every rollout, oldest first, without follower lists", body = Vec<RolloutDto>), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn list_rollouts(State(api): State<Api>) -> Response {
     match api.core.snapshot().await {
         Some(snap) => Json(super::view::rollout_dtos(&snap.state)).into_response(),
-        None => error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped"),
+        None => ApiError::Unavailable.into_response(),
     }
 }
 
 /// `GET /api/rollouts/{id}`: the rollout with its followers and its counts
 /// per op state (from the rollout's indexes).
+#[utoipa::path(get, path = "/api/rollouts/{id}", tag = "reads", params(("id" = String, Path, description = "rollout id: r0, r1, ...")), 
+    responses((status = 200, description = "the rollout with its followers", body = RolloutDto), (status = 503, description = "the controller core stopped", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody)))]
 async fn one_rollout(State(api): State<Api>, Path(id): Path<String>) -> Response {
     let Some(snap) = api.core.snapshot().await else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
+        return ApiError::Unavailable.into_response();
     };
     match rollout_id(&id).and_then(|r| snap.state.rollout(r)) {
         Some(r) => Json(super::view::rollout_dto(&snap.state, r, true)).into_response(),
-        None => error(StatusCode::NOT_FOUND, format!("no rollout {id}")),
+        None => ApiError::NotFound(format!("no rollout {id}")).into_response(),
     }
 }
 
 /// `GET /api/nodes?label=k=v&state=S&limit=N&after=NAME`: a page of nodes
 /// in enrollment order (see [`super::view::node_page`] for the scan bound).
+#[utoipa::path(get, path = "/api/nodes", tag = "reads", params(NodeListParams), 
+    responses((status = 200, description = "a page of nodes in enrollment order; follow `next`", body = Page<NodeDto>), (status = 503, description = "the controller core stopped", body = ErrorBody), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody)))]
 async fn list_nodes(
     State(api): State<Api>,
     Query(pairs): Query<Vec<(String, String)>>,
 ) -> Response {
     let Some(snap) = api.core.snapshot().await else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
+        return ApiError::Unavailable.into_response();
     };
     match super::view::parse_node_query(&snap.state, &pairs) {
         Ok(q) => Json(super::view::node_page(&snap, &q)).into_response(),
-        Err(why) => bad_request(why),
+        Err(e) => e.into_response(),
     }
 }
 
 /// `GET /api/ops?rollout=ID&state=S&limit=N&after=OP`: a page of ops, hot
 /// and archived, in op order (see [`super::view::op_page`]).
+#[utoipa::path(get, path = "/api/ops", tag = "reads", params(OpListParams), 
+    responses((status = 200, description = "a page of ops in op order; follow `next`", body = Page<OpDto>), (status = 503, description = "the controller core stopped", body = ErrorBody), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody)))]
 async fn list_ops(State(api): State<Api>, Query(pairs): Query<Vec<(String, String)>>) -> Response {
     let Some(snap) = api.core.snapshot().await else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
+        return ApiError::Unavailable.into_response();
     };
     match super::view::parse_op_query(&snap.state, &pairs) {
         Ok(q) => Json(super::view::op_page(&snap.state, &q)).into_response(),
-        Err(why) => bad_request(why),
+        Err(e) => e.into_response(),
     }
 }
 
 /// `GET /api/ops/{op}`: one op, hot or archived; 404 naming the op if it
 /// was never granted.
+#[utoipa::path(get, path = "/api/ops/{op}", tag = "reads", params(("op" = String, Path, description = "op id: op0, op1, ...")), 
+    responses((status = 200, description = "the op, hot or archived", body = OpDto), (status = 503, description = "the controller core stopped", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody)))]
 async fn one_op(State(api): State<Api>, Path(id): Path<String>) -> Response {
     let Some(op) = op_id(&id) else {
         return no_such_op(&id);
     };
     let Some(snap) = api.core.snapshot().await else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "controller core stopped");
+        return ApiError::Unavailable.into_response();
     };
     match super::view::one_op(&snap.state, op) {
         Some(dto) => Json(dto).into_response(),
-        None => error(StatusCode::NOT_FOUND, format!("no op {op}: never granted")),
+        None => ApiError::NotFound(format!("no op {op}: never granted")).into_response(),
     }
 }

@@ -13,13 +13,69 @@
 //! ones (`--cached`): a page refreshed every 2 s must not read every node
 //! back.
 
-use super::api::EventDto;
 use super::core::Snapshot;
-use super::view::{node_page, status_dto, NodeDto, NodeQuery, Page, RolloutDto, StatusDto};
+use super::http::Api;
+use super::view::{
+    node_page, status_dto, words, NodeDto, NodeQuery, NodeState, OpState, Page, RolloutDto,
+    StatusDto,
+};
+use super::view::{ApiError, ErrorBody, EventDto};
 use crate::proof::{NodeProof, Unresolved, Verdict};
+use axum::extract::State;
+use axum::response::{Html, IntoResponse, Response};
+use model::controller::{OpPhase, Outcome};
 use model::NodeId;
 use std::fmt::Write;
 use std::time::SystemTime;
+
+/// The dashboard's routes (`/` and `/metrics`), documented like the API's.
+pub fn routes() -> utoipa_axum::router::OpenApiRouter<Api> {
+    utoipa_axum::router::OpenApiRouter::new()
+        .routes(utoipa_axum::routes!(dashboard))
+        .routes(utoipa_axum::routes!(metrics_text))
+}
+
+/// `GET /`: the dashboard.
+#[utoipa::path(get, path = "/", tag = "dashboard",
+    responses(
+        (status = 200, description = "the dashboard (HTML, refreshes every 2 s)", body = String, content_type = "text/html"),
+        (status = 503, description = "the controller core stopped", body = ErrorBody),
+    ))]
+async fn dashboard(State(api): State<Api>) -> Result<Html<String>, ApiError> {
+    let snap = api.core.snapshot().await.ok_or(ApiError::Unavailable)?;
+    let from = snap
+        .last_sequence
+        .map_or(0, |last| (last + 1).saturating_sub(DASHBOARD_EVENTS as u64));
+    let logged = api.core.events(from, DASHBOARD_EVENTS).await;
+    let events = {
+        let roster = api.core.roster();
+        logged
+            .into_iter()
+            .map(|(sequence, event)| super::view::event_dto(&roster, sequence, event))
+            .collect()
+    };
+    Ok(Html(render(&data(&snap, events))))
+}
+
+/// `GET /metrics`: Prometheus text exposition.
+#[utoipa::path(get, path = "/metrics", tag = "dashboard",
+    responses(
+        (status = 200, description = "Prometheus text exposition format", body = String, content_type = "text/plain"),
+        (status = 503, description = "the controller core stopped", body = ErrorBody),
+    ))]
+async fn metrics_text(State(api): State<Api>) -> Response {
+    let Some(snap) = api.core.snapshot().await else {
+        return ApiError::Unavailable.into_response();
+    };
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        metrics(&snap, std::time::SystemTime::now()),
+    )
+        .into_response()
+}
 
 /// Events shown on the dashboard.
 pub const DASHBOARD_EVENTS: usize = 20;
@@ -65,7 +121,7 @@ fn verdict_cell(v: Verdict) -> String {
 
 fn short(d: &Option<String>) -> String {
     d.as_deref()
-        .map_or_else(|| "-".to_string(), crate::cli_ops::short)
+        .map_or_else(|| "-".to_string(), super::view::short)
 }
 
 /// Everything the dashboard shows, read from one snapshot. Every list is
@@ -215,7 +271,7 @@ fn render_fleet(h: &mut String, d: &DashboardData) {
         .zip(d.proofs.iter().map(Some).chain(std::iter::repeat(None)))
     {
         let live = match &n.live_op {
-            Some(op) if n.state == "unknown" => {
+            Some(op) if NodeState::parse(&n.state) == Some(NodeState::Unknown) => {
                 format!("<td class=\"unknown\">{} UNKNOWN</td>", escape(op))
             }
             Some(op) => format!("<td>{}</td>", escape(op)),
@@ -270,7 +326,7 @@ fn render_rollouts(h: &mut String, s: &StatusDto) {
             "<tr><td>{0}</td><td><code>{1}</code></td><td>{2}</td><td>{3} / {4} nodes settled, {5} passed, wave {6} of {7}</td>\
              <td{8}>{9} / {10}{unknown}</td><td><a href=\"/api/ops?rollout={0}\">{11} op(s)</a></td></tr>",
             escape(&r.id),
-            escape(&crate::cli_ops::short(&r.release)),
+            escape(&super::view::short(&r.release)),
             escape(&rollout_status(r)),
             c.settled, c.plan_nodes, c.passed, c.current_wave, c.waves,
             if c.unknown > 0 { " class=\"unknown\"" } else { "" },
@@ -400,26 +456,35 @@ pub fn metrics(snap: &Snapshot, now: SystemTime) -> String {
     }
     // Each op counted once: `unknown` if UNKNOWN and still holding its slot,
     // else by phase. Only unsettled ops are walked (the hot ones holding a
-    // slot); every other op ever granted is settled.
-    let mut counts = [0usize; 5];
+    // slot); every other op ever granted is settled. The label words are
+    // the view layer's (`OpState` for unknown, the phase words otherwise).
+    let unknown = OpState::Unknown.as_str();
+    let phases = [
+        OpPhase::Granted,
+        OpPhase::Decided,
+        OpPhase::Restoring,
+        OpPhase::Settled(Outcome::Verified),
+    ];
+    let mut counts: Vec<(&str, usize)> = std::iter::once(unknown)
+        .chain(phases.map(words::op_phase))
+        .map(|w| (w, 0))
+        .collect();
+    let mut unsettled = 0;
     for o in snap.state.ops.values().filter(|o| o.occupies_slot()) {
-        let i = match super::view::OpState::of(o) {
-            super::view::OpState::Unknown => 0,
-            super::view::OpState::Granted => 1,
-            super::view::OpState::Decided => 2,
-            _ => 3,
+        let word = match OpState::of(o) {
+            OpState::Unknown => unknown,
+            _ => words::op_phase(o.phase),
         };
-        counts[i] += 1;
+        if let Some(c) = counts.iter_mut().find(|(w, _)| *w == word) {
+            c.1 += 1;
+        }
+        unsettled += 1;
     }
-    counts[4] = s
-        .ops
-        .granted
-        .saturating_sub(counts[..4].iter().sum::<usize>());
+    if let Some(c) = counts.iter_mut().find(|(w, _)| *w == words::SETTLED) {
+        c.1 += s.ops.granted.saturating_sub(unsettled);
+    }
     m.push_str("# HELP fleetweft_ops Ops by state (each op once; unknown takes precedence over its phase).\n# TYPE fleetweft_ops gauge\n");
-    for (state, n) in ["unknown", "granted", "decided", "restoring", "settled"]
-        .iter()
-        .zip(counts)
-    {
+    for (state, n) in counts {
         let _ = writeln!(m, "fleetweft_ops{{state=\"{state}\"}} {n}");
     }
     let oldest = snap

@@ -8,6 +8,7 @@ pub mod config;
 pub mod core;
 pub mod dashboard;
 pub mod deadlines;
+pub mod http;
 pub mod identity;
 pub mod links;
 pub mod openapi;
@@ -35,7 +36,7 @@ pub async fn run(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<()
 pub struct Daemon {
     /// The core: what the API and the agent connections send commands to.
     pub core: core::CoreHandle,
-    api: api::Api,
+    api: http::Api,
     api_listener: tokio::net::TcpListener,
 }
 
@@ -74,7 +75,7 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
     let bundles = Arc::new(bundle_dir);
     bootstrap(&cfg, &core).await?;
     tokio::spawn(links::serve(endpoint, core.clone(), bundles.clone()));
-    let api = api::Api {
+    let api = http::Api {
         cfg: cfg.clone(),
         core: core.clone(),
         token: Arc::new(token),
@@ -139,7 +140,7 @@ pub async fn bootstrap(cfg: &ControllerConfig, core: &core::CoreHandle) -> anyho
 impl Daemon {
     /// Serve the API until the process is stopped.
     pub async fn serve(self) -> anyhow::Result<()> {
-        axum::serve(self.api_listener, api::router(self.api))
+        axum::serve(self.api_listener, http::router(self.api))
             .await
             .context("serving the API")?;
         Ok(())

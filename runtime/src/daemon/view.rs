@@ -12,10 +12,17 @@
 
 use super::core::Snapshot;
 use model::controller::{
-    ControllerState, Labels, Op, OpPhase, OpSummary, Outcome, PauseReason, Rollout, RolloutStatus,
+    ControllerState, Labels, Op, OpPhase, OpSummary, Outcome, Rollout, RolloutStatus,
 };
 use model::{Digest, NodeId, OpId, RolloutId};
 use serde::{Deserialize, Serialize};
+
+pub mod error;
+pub mod wire;
+pub mod words;
+
+pub use error::{ApiError, ErrorBody};
+pub use wire::*;
 
 /// Items in a page when the request gives no `limit`.
 pub const PAGE_LIMIT_DEFAULT: usize = 100;
@@ -38,7 +45,7 @@ const _: () = assert!(PAGE_LIMIT_DEFAULT <= PAGE_LIMIT_MAX);
 const _: () = assert!(PAGE_LIMIT_MAX <= PAGE_SCAN_MAX);
 
 /// One rollout as operators see it.
-#[derive(Serialize, Deserialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone, utoipa::ToSchema)]
 pub struct RolloutDto {
     /// `r0`, `r1`, ...
     pub id: String,
@@ -65,7 +72,7 @@ pub struct RolloutDto {
 }
 
 /// A rollout's progress, read from the indexes `apply` keeps.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, utoipa::ToSchema)]
 pub struct RolloutCounts {
     /// Nodes in the plan: the canary and the followers.
     pub plan_nodes: usize,
@@ -92,7 +99,7 @@ pub struct RolloutCounts {
 }
 
 /// One op as operators see it.
-#[derive(Serialize, Deserialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone, utoipa::ToSchema)]
 pub struct OpDto {
     /// `op0`, ...
     pub id: String,
@@ -124,7 +131,7 @@ pub struct OpDto {
 }
 
 /// One node as operators see it.
-#[derive(Serialize, Deserialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone, utoipa::ToSchema)]
 pub struct NodeDto {
     /// Node id.
     pub name: String,
@@ -143,9 +150,11 @@ pub struct NodeDto {
     /// Set while the node is quarantined after an identity conflict: the
     /// two peer addresses that presented its certificate.
     #[serde(default)]
+    #[schema(value_type = Option<Vec<String>>, min_items = 2, max_items = 2)]
     pub quarantined: Option<[String; 2]>,
     /// Its labels (matched by `select`).
     #[serde(default)]
+    #[schema(value_type = HashMap<String, String>)]
     pub labels: Labels,
     /// Its public route, probed by the controller.
     #[serde(default)]
@@ -159,7 +168,7 @@ pub struct NodeDto {
 }
 
 /// A recorded observation of a node.
-#[derive(Serialize, Deserialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone, utoipa::ToSchema)]
 pub struct ObservedDto {
     /// What was seen, like `pass from 27ec…`.
     pub result: String,
@@ -167,13 +176,14 @@ pub struct ObservedDto {
     pub source: String,
     /// When, in ms since the Unix epoch (controller clock).
     pub at_ms: u64,
-    /// The observation itself.
+    /// The observation itself (the model's encoding).
+    #[schema(value_type = Object)]
     pub observation: model::RouteObservation,
 }
 
 /// One page of a list: its items, the cursor of the next page (`None` at
 /// the end) and, when it is cheap to know, how many items match in all.
-#[derive(Serialize, Deserialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone, utoipa::ToSchema)]
 pub struct Page<T> {
     /// The items, in list order.
     pub items: Vec<T>,
@@ -186,7 +196,7 @@ pub struct Page<T> {
 }
 
 /// Node counts of the fleet, each from an index (no scan).
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, utoipa::ToSchema)]
 pub struct NodeCounts {
     /// Ever enrolled, retired ones included.
     pub enrolled: usize,
@@ -199,7 +209,7 @@ pub struct NodeCounts {
 }
 
 /// Op counts over every op granted, summed from the rollouts' indexes.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, utoipa::ToSchema)]
 pub struct OpCounts {
     /// Every op ever granted (hot and archived).
     pub granted: usize,
@@ -220,7 +230,7 @@ pub struct OpCounts {
 }
 
 /// Where the full lists are: the status is a summary.
-#[derive(Serialize, Deserialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone, utoipa::ToSchema)]
 pub struct StatusLinks {
     /// Paged nodes.
     pub nodes: String,
@@ -244,7 +254,7 @@ impl Default for StatusLinks {
 }
 
 /// `/api/status`: a summary whose size does not grow with the fleet.
-#[derive(Serialize, Deserialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone, utoipa::ToSchema)]
 pub struct StatusDto {
     /// Last durable log sequence.
     pub last_sequence: Option<u64>,
@@ -465,6 +475,19 @@ pub fn node_state_words() -> String {
     words.join(", ")
 }
 
+/// One log event in the operator's words.
+pub fn event_dto(
+    roster: &model::controller::roster::Roster,
+    sequence: u64,
+    event: model::controller::Event,
+) -> EventDto {
+    EventDto {
+        sequence,
+        text: super::core::describe(roster, &event),
+        event,
+    }
+}
+
 fn hex(d: Digest) -> String {
     d.to_hex()
 }
@@ -473,21 +496,9 @@ fn hex(d: Digest) -> String {
 /// `paused`, `waiting-approval` or `active`.
 pub fn rollout_status_word(s: &ControllerState, r: &Rollout) -> &'static str {
     match (r.status, r.paused) {
-        (RolloutStatus::Completed, _) => "completed",
-        (RolloutStatus::Superseded, _) => "superseded",
-        (RolloutStatus::Ended, _) => "ended",
-        (_, Some(_)) => "paused",
-        _ if s.awaiting_approval(r.id) => "waiting-approval",
-        _ => "active",
-    }
-}
-
-fn pause_text(p: PauseReason) -> String {
-    match p {
-        PauseReason::Operator => "operator".to_string(),
-        PauseReason::ProbeFailed { op } => format!("probe of {op} failed"),
-        PauseReason::FailureBudget { op } => format!("{op} failed over the failure budget"),
-        PauseReason::UnknownBudget => "unknown budget reached".to_string(),
+        (RolloutStatus::Active, Some(_)) => "paused",
+        (RolloutStatus::Active, None) if s.awaiting_approval(r.id) => "waiting-approval",
+        (status, _) => words::rollout_status(status),
     }
 }
 
@@ -523,7 +534,7 @@ pub fn rollout_dto(s: &ControllerState, r: &Rollout, with_followers: bool) -> Ro
         id: r.id.to_string(),
         release: hex(r.plan.release),
         status: rollout_status_word(s, r).to_string(),
-        paused_reason: r.paused.map(pause_text),
+        paused_reason: r.paused.map(words::pause_reason),
         slots_occupied: r.occupied as usize,
         slots_max: r.plan.slots_max,
         canary: name(r.plan.canary),
@@ -542,13 +553,7 @@ pub fn rollout_dtos(s: &ControllerState) -> Vec<RolloutDto> {
 }
 
 fn outcome_text(outcome: Option<Outcome>) -> Option<String> {
-    match outcome {
-        Some(Outcome::Verified) => Some("verified".into()),
-        Some(Outcome::RolledBack) => Some("rolled-back".into()),
-        Some(Outcome::NotApplied) => Some("not-applied".into()),
-        Some(Outcome::Resolved(r)) => Some(format!("resolved ({r:?})")),
-        None => None,
-    }
+    outcome.map(|o| words::outcome(o).into_owned())
 }
 
 /// A hot op.
@@ -559,16 +564,10 @@ pub fn op_dto(s: &ControllerState, o: &Op) -> OpDto {
         node: s.roster.display_name(o.node),
         release: hex(o.release),
         generation: o.generation.0,
-        phase: match o.phase {
-            OpPhase::Granted => "granted",
-            OpPhase::Decided => "decided",
-            OpPhase::Restoring => "restoring",
-            OpPhase::Settled(_) => "settled",
-        }
-        .to_string(),
+        phase: words::op_phase(o.phase).to_string(),
         outcome: outcome_text(o.summary().outcome),
-        decision: o.decision.map(|d| format!("{d:?}").to_lowercase()),
-        unknown: o.unknown.map(|u| format!("{u:?}")),
+        decision: o.decision.map(|d| words::decision(d).to_string()),
+        unknown: o.unknown.map(|u| words::unknown_reason(u).to_string()),
         holds_slot: o.occupies_slot(),
         state: OpState::of(o).as_str().to_string(),
         archived: false,
@@ -584,9 +583,9 @@ pub fn archived_op_dto(s: &ControllerState, o: &OpSummary) -> OpDto {
         node: s.roster.display_name(o.node),
         release: hex(o.release),
         generation: o.generation.0,
-        phase: "settled".to_string(),
+        phase: words::SETTLED.to_string(),
         outcome: outcome_text(o.outcome),
-        decision: o.decision.map(|d| format!("{d:?}").to_lowercase()),
+        decision: o.decision.map(|d| words::decision(d).to_string()),
         unknown: None,
         holds_slot: false,
         state: o
@@ -661,6 +660,9 @@ pub struct NodeQuery {
     pub limit: usize,
     /// Start after this node (enrollment order).
     pub after: Option<NodeId>,
+    /// A label key was given two values: all must hold, so no node
+    /// matches (an empty page, not an error: the query is well formed).
+    pub contradictory: bool,
 }
 
 /// A page of nodes in enrollment order. Quarantined nodes are read from
@@ -673,6 +675,13 @@ pub fn node_page(snap: &Snapshot, q: &NodeQuery) -> Page<NodeDto> {
         "limit checked by the caller"
     );
     let s = &snap.state;
+    if q.contradictory {
+        return Page {
+            items: Vec::new(),
+            next: None,
+            total: None,
+        };
+    }
     let start = q.after.map_or(0, |a| a.0 as usize + 1);
     let matches = |id: NodeId| {
         let labels_hold = q.labels.is_empty()
@@ -925,28 +934,31 @@ fn single_values<'a>(
 pub fn parse_node_query(
     s: &ControllerState,
     pairs: &[(String, String)],
-) -> Result<NodeQuery, String> {
+) -> Result<NodeQuery, ApiError> {
     let one = single_values(pairs, &["label", "state", "limit", "after"], "label")?;
     let mut labels = Labels::new();
+    let mut contradictory = false;
     for (_, pair) in pairs.iter().filter(|(k, _)| k == "label") {
         let Some((k, v)) = pair
             .split_once('=')
             .filter(|(k, v)| !k.is_empty() && !v.is_empty())
         else {
-            return Err(format!("parameter `label`: {pair:?} is not KEY=VALUE"));
+            return Err(ApiError::BadRequest(format!(
+                "parameter `label`: {pair:?} is not KEY=VALUE"
+            )));
         };
         if labels
             .insert(k.to_string(), v.to_string())
             .is_some_and(|old| old != v)
         {
-            return Err(format!("parameter `label`: {k} is given two values"));
+            contradictory = true;
         }
     }
     if labels.len() > LABEL_FILTERS_MAX {
-        return Err(format!(
+        return Err(ApiError::BadRequest(format!(
             "parameter `label`: {} labels exceed the limit of {LABEL_FILTERS_MAX}",
             labels.len()
-        ));
+        )));
     }
     let state = match one.get("state") {
         None => None,
@@ -962,10 +974,14 @@ pub fn parse_node_query(
         Some(name) => Some(
             s.roster
                 .id(name)
-                .ok_or_else(|| format!("parameter `after`: no node {name} is enrolled"))?,
+                // A cursor naming no node names nothing: 404.
+                .ok_or_else(|| {
+                    ApiError::NotFound(format!("parameter `after`: no node {name} is enrolled"))
+                })?,
         ),
     };
     Ok(NodeQuery {
+        contradictory,
         labels,
         state,
         limit: parse_limit(one.get("limit").copied())?,
@@ -975,7 +991,10 @@ pub fn parse_node_query(
 
 /// Parses `/api/ops`'s query: `rollout=rN`, `state=WORD`, `limit=N`,
 /// `after=opN`.
-pub fn parse_op_query(s: &ControllerState, pairs: &[(String, String)]) -> Result<OpQuery, String> {
+pub fn parse_op_query(
+    s: &ControllerState,
+    pairs: &[(String, String)],
+) -> Result<OpQuery, ApiError> {
     let one = single_values(pairs, &["rollout", "state", "limit", "after"], "")?;
     let rollout = match one.get("rollout") {
         None => None,
@@ -986,7 +1005,9 @@ pub fn parse_op_query(s: &ControllerState, pairs: &[(String, String)]) -> Result
                 .map(RolloutId)
                 .filter(|id| s.rollout(*id).is_some())
                 .ok_or_else(|| {
-                    format!("parameter `rollout`: no rollout {text} (ids look like r0)")
+                    ApiError::NotFound(format!(
+                        "parameter `rollout`: no rollout {text} (ids look like r0)"
+                    ))
                 })?;
             Some(id)
         }
@@ -1248,9 +1269,9 @@ mod tests {
         let refused = |q: &[(&str, &str)], nodes: bool| {
             let p = pairs(q);
             if nodes {
-                parse_node_query(s, &p).expect_err("refused")
+                parse_node_query(s, &p).expect_err("refused").to_string()
             } else {
-                parse_op_query(s, &p).expect_err("refused")
+                parse_op_query(s, &p).expect_err("refused").to_string()
             }
         };
         assert!(refused(&[("limit", "0")], true).starts_with("parameter `limit`"));
@@ -1264,6 +1285,10 @@ mod tests {
         assert!(refused(&[("rollout", "r9")], false).starts_with("parameter `rollout`"));
         assert!(refused(&[("colour", "red")], false).starts_with("parameter `colour`"));
         assert!(refused(&[("limit", "1"), ("limit", "2")], true).contains("more than once"));
+        // A key with two values is well formed and matches no node.
+        let q = parse_node_query(s, &pairs(&[("label", "region=eu"), ("label", "region=us")]))
+            .expect("query");
+        assert!(node_page(&snap, &q).items.is_empty());
     }
 
     /// The summary's counts come from indexes and agree with a recount;

@@ -1,0 +1,83 @@
+//! The HTTP server's composition root: the shared state [`Api`], and the
+//! router that merges the surfaces (`api`, `dashboard`), each registered
+//! through utoipa-axum at the path its `#[utoipa::path]` documents, and
+//! serves the document they make at `/api/openapi.json`. The surfaces
+//! depend on the view layer and on this state, never on each other.
+
+use super::bundles::BundleDir;
+use super::config::ControllerConfig;
+use super::core::CoreHandle;
+use super::view::ApiError;
+use axum::extract::DefaultBodyLimit;
+use axum::http::Uri;
+use axum::response::IntoResponse;
+use ed25519_dalek::VerifyingKey;
+use std::sync::Arc;
+use utoipa_axum::router::OpenApiRouter;
+
+/// Shared state of every handler.
+#[derive(Clone)]
+pub struct Api {
+    /// The configuration (node names).
+    pub cfg: Arc<ControllerConfig>,
+    /// The core.
+    pub core: CoreHandle,
+    /// The operator token.
+    pub token: Arc<String>,
+    /// Accepted bundles.
+    pub bundles: Arc<BundleDir>,
+    /// The bundle signing key.
+    pub key: Arc<VerifyingKey>,
+}
+
+/// Every route with the OpenAPI document they make (without the
+/// document's own route). Tests read the document from here.
+pub fn routes() -> OpenApiRouter<Api> {
+    OpenApiRouter::with_openapi(super::openapi::base())
+        .merge(super::api::routes())
+        .merge(super::dashboard::routes())
+}
+
+/// The OpenAPI document, generated from the handlers and the DTOs.
+pub fn document() -> utoipa::openapi::OpenApi {
+    let (_, doc) = with_document_route(routes()).split_for_parts();
+    doc
+}
+
+fn with_document_route(r: OpenApiRouter<Api>) -> OpenApiRouter<Api> {
+    r.routes(utoipa_axum::routes!(super::openapi::openapi_json))
+}
+
+/// The router: every surface, the document, and JSON errors for what no
+/// route serves (unknown paths 404, wrong methods 405, bodies over the
+/// limit 413), so every answer of the server has the one error shape.
+pub fn router(api: Api) -> axum::Router {
+    let (router, doc) = with_document_route(routes()).split_for_parts();
+    let doc = Arc::new(doc);
+    router
+        .layer(axum::Extension(doc))
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .fallback(|uri: Uri| async move { ApiError::NoRoute(uri.path().to_string()) })
+        .layer(DefaultBodyLimit::max(super::api::UPLOAD_BYTES_MAX))
+        .layer(axum::middleware::map_response(json_rejections))
+        .with_state(api)
+}
+
+/// Bodies over the limit are refused by axum's own layer as plain text:
+/// answer the one error shape instead.
+async fn json_rejections(response: axum::response::Response) -> axum::response::Response {
+    if response.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE
+        && !is_json(response.headers())
+    {
+        return ApiError::TooLarge(format!("at most {} bytes", super::api::UPLOAD_BYTES_MAX))
+            .into_response();
+    }
+    response
+}
+
+fn is_json(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"))
+}

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs schemathesis against a live controller's /api/openapi.json with every
+# check on and fails on any finding (issue 13).
+#
+#   scripts/schemathesis.sh BASE_URL TOKEN_FILE
+#
+# BASE_URL is a running controller's API (http://127.0.0.1:PORT); TOKEN_FILE
+# its operator token file (writes need `Authorization: Bearer`). The Rust
+# test runtime/tests/schemathesis.rs starts a real controller on loopback
+# and calls this script, so `cargo test` (scripts/test.sh) runs it.
+#
+# schemathesis is installed from PyPI into target/schemathesis-venv when
+# missing, at a pinned version. The run is bounded: SCHEMATHESIS_EXAMPLES
+# examples per operation (default 40) and SCHEMATHESIS_MAX_TIME seconds in
+# all (default 150), under the 3 minutes the issue allows.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SCHEMATHESIS_VERSION=4.32.5
+base_url=${1:?usage: scripts/schemathesis.sh BASE_URL TOKEN_FILE}
+token_file=${2:?usage: scripts/schemathesis.sh BASE_URL TOKEN_FILE}
+venv=target/schemathesis-venv
+
+installed=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("schemathesis"))' 2>/dev/null || true)
+if [ "$installed" != "$SCHEMATHESIS_VERSION" ]; then
+  if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv
+    else
+      echo "scripts/schemathesis.sh: python3 venv support missing and cannot install it" >&2
+      exit 2
+    fi
+  fi
+  mkdir -p target
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q "schemathesis==$SCHEMATHESIS_VERSION"
+fi
+
+token=$(tr -d '[:space:]' < "$token_file")
+exec "$venv/bin/schemathesis" --config-file scripts/schemathesis.toml run "$base_url/api/openapi.json" \
+  --checks all \
+  --header "Authorization: Bearer $token" \
+  --max-examples "${SCHEMATHESIS_EXAMPLES:-40}" \
+  --max-time "${SCHEMATHESIS_MAX_TIME:-150}" \
+  --seed "${SCHEMATHESIS_SEED:-13}" \
+  --workers 2 \
+  --request-timeout 10 \
+  --no-color
