@@ -176,6 +176,8 @@ impl VerifyError {
                     action,
                     source,
                 },
+                // The etcd backend's errors name no directory.
+                other => other,
             }),
             other => other,
         }
