@@ -50,12 +50,32 @@ use super::storage::{BatchLimits, LogStorage, RawEntry, StorageError};
 /// The atomic batch limits of an etcd log unless configured otherwise:
 /// 32,768 entries (the log's `APPEND_EVENTS_MAX`, so every append the
 /// controller makes, up to two slots' worth plus one input's events, fits)
-/// and 16 MiB of encoded envelopes (far above the controller's typical
-/// ~200 bytes per event).
+/// and 7 MiB of encoded envelopes (over 200 bytes for each of 32,768
+/// events; the controller's events are typically smaller). Bounded by
+/// [`ETCD_WAL_ENTRY_BYTES_MAX`], not by choice.
 pub const ETCD_BATCH_LIMITS_DEFAULT: BatchLimits = BatchLimits {
     entries_max: 32_768,
-    bytes_max: 16 << 20,
+    bytes_max: 7 << 20,
 };
+
+/// etcd 3.4 refuses, when replaying its WAL at start, any record over
+/// 10 MiB (`wal: max entry size limit exceeded`, a fatal error: the member
+/// cannot start again). etcd does NOT refuse such a request when it is
+/// proposed if `--max-request-bytes` allows it, so a too-generous server
+/// flag turns one large batch into a cluster that cannot restart (our
+/// crash test found this). Every transaction must therefore stay below
+/// this, with room for raft's and the WAL's framing.
+pub const ETCD_WAL_ENTRY_BYTES_MAX: usize = 10 << 20;
+
+/// The `--max-request-bytes` to start members with: etcd's recommended
+/// maximum (10 MiB) less 64 KiB for the raft entry and WAL record framing
+/// around the request, so no accepted request can make an unreplayable WAL
+/// record (see [`ETCD_WAL_ENTRY_BYTES_MAX`]). scripts/etcd.sh uses it.
+pub const ETCD_MAX_REQUEST_BYTES: usize = ETCD_WAL_ENTRY_BYTES_MAX - (64 << 10);
+
+/// Longest prefix accepted, so that the default limits' keys fit
+/// [`ETCD_MAX_REQUEST_BYTES`] (each of 32,768 keys repeats the prefix).
+pub const ETCD_PREFIX_BYTES_MAX: usize = 64;
 
 /// The `--max-txn-ops` the default limits need: one put per entry (the
 /// three compares are counted separately by etcd and fit too).
@@ -127,6 +147,21 @@ impl EtcdConfig {
             return bad(format!(
                 "`prefix` {:?} must start with `/` and name something, e.g. /fleetweft/prod",
                 self.prefix
+            ));
+        }
+        if prefix.len() > ETCD_PREFIX_BYTES_MAX {
+            return bad(format!(
+                "`prefix` is {} bytes long; at most {ETCD_PREFIX_BYTES_MAX} (every entry key repeats it)",
+                prefix.len()
+            ));
+        }
+        let needed = etcd_request_bytes_required(self.limits, prefix);
+        if needed > ETCD_MAX_REQUEST_BYTES {
+            return bad(format!(
+                "batch limits of {} entries / {} bytes need transactions of up to {needed} bytes, \
+                 over the {ETCD_MAX_REQUEST_BYTES} bytes etcd 3.4 can replay from its WAL \
+                 (records over 10 MiB stop a member from starting again)",
+                self.limits.entries_max, self.limits.bytes_max
             ));
         }
         if self.lease_ttl_ms < 1_000 {
@@ -288,7 +323,7 @@ impl EtcdStorage {
     fn limits_error(&self, what: &str, err: CallError) -> StorageError {
         match err.grpc_code() {
             Some(grpc_code::INVALID_ARGUMENT | grpc_code::RESOURCE_EXHAUSTED) => {
-                let ops = ETCD_MAX_TXN_OPS_REQUIRED.max(self.limits.entries_max);
+                let ops = self.limits.entries_max.max(3);
                 let bytes = etcd_request_bytes_required(self.limits, &self.keys.prefix);
                 let server = match &err {
                     CallError::Client(client) => format!("{what} probe: {client}"),

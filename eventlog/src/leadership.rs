@@ -119,6 +119,14 @@ impl Leadership {
         self.revoke()
     }
 
+    /// Stops renewing the lease without revoking it, as a crashed
+    /// controller would: the leadership ends when etcd expires the lease,
+    /// one TTL later. For tests and drills of the expiry path.
+    pub fn abandon(self) {
+        // Marked lost first, so `Drop` does not revoke.
+        self.lost.store(true, Ordering::Release);
+    }
+
     fn revoke(&self) -> Result<(), StorageError> {
         self.lost.store(true, Ordering::Release);
         let lease = self.fence.lease_id;

@@ -51,7 +51,8 @@ pub use envelope::{
 pub use error::LogError;
 pub use etcd_storage::{
     etcd_request_bytes_required, EtcdConfig, EtcdStorage, ETCD_BATCH_LIMITS_DEFAULT,
-    ETCD_MAX_TXN_OPS_REQUIRED,
+    ETCD_MAX_REQUEST_BYTES, ETCD_MAX_TXN_OPS_REQUIRED, ETCD_PREFIX_BYTES_MAX,
+    ETCD_WAL_ENTRY_BYTES_MAX,
 };
 pub use etcd_thread::{EtcdClient, CONNECT_TIMEOUT_MS, REQUEST_TIMEOUT_MS_DEFAULT};
 pub use event_log::{EventLog, APPEND_BYTES_MAX, APPEND_EVENTS_MAX};
@@ -61,6 +62,6 @@ pub use sled_dir::is_log_dir;
 pub use sled_storage::{sled_config, ForeignData, SledStorage};
 pub use storage::{BatchLimits, LogStorage, RawEntry, StorageError};
 pub use verify::{
-    verify, verify_in_place, verify_in_place_with, verify_with, EntryFault, VerifyError,
-    VerifyReport,
+    verify, verify_in_place, verify_in_place_with, verify_storage_with, verify_with, EntryFault,
+    VerifyError, VerifyReport,
 };
