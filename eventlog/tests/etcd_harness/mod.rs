@@ -239,12 +239,15 @@ impl Drop for Cluster {
     }
 }
 
+/// A command to start and where to send the child.
+type SpawnRequest = (Command, mpsc::Sender<Child>);
+
 /// Spawns `command` from a thread that never exits, with the kernel told
 /// to SIGKILL the child when that thread (so: the process) dies.
 fn spawn_tied_to_process(mut command: Command) -> Child {
-    static SPAWNER: OnceLock<Mutex<mpsc::Sender<(Command, mpsc::Sender<Child>)>>> = OnceLock::new();
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnRequest>>> = OnceLock::new();
     let spawner = SPAWNER.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<(Command, mpsc::Sender<Child>)>();
+        let (tx, rx) = mpsc::channel::<SpawnRequest>();
         thread::spawn(move || {
             for (mut command, reply) in rx {
                 let child = command.spawn().expect("start etcd");
