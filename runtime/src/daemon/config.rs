@@ -348,6 +348,25 @@ pubkey = "b.pub"
     }
 
     #[test]
+    fn the_daemon_refuses_backend_etcd_rather_than_running_on_sled() {
+        let cfg = parse(
+            "[storage]\nbackend = \"etcd\"\nendpoints = [\"127.0.0.1:1\"]\nprefix = \"/fw\"\n",
+        )
+        .expect("valid");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        match runtime.block_on(crate::daemon::start(cfg, false)) {
+            Ok(_) => panic!("the daemon started with backend = etcd"),
+            Err(err) => assert!(
+                err.to_string().contains("does not run on etcd yet"),
+                "{err}"
+            ),
+        }
+    }
+
+    #[test]
     fn bad_storage_sections_name_the_key() {
         let cases = [
             ("backend = \"zookeeper\"", "backend"),
