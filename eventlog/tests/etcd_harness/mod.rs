@@ -308,13 +308,16 @@ fn ensure_etcd() -> bool {
             !root,
             "etcd is missing and `scripts/etcd.sh install` failed although running as root"
         );
-        eprintln!(
-            "\n\
-             ################################################################\n\
-             ## SKIPPING the etcd backend's integration tests: `etcd` is    ##\n\
-             ## not installed and cannot be (not root). Install Debian's    ##\n\
-             ## etcd-server (scripts/etcd.sh install as root) to run them.  ##\n\
-             ################################################################\n"
+        // Straight to the stderr handle: libtest captures `eprintln!` of
+        // passing tests, and this notice must not be swallowed.
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            b"\n\
+              ################################################################\n\
+              ## SKIPPING the etcd backend's integration tests: `etcd` is    ##\n\
+              ## not installed and cannot be (not root). Install Debian's    ##\n\
+              ## etcd-server (scripts/etcd.sh install as root) to run them.  ##\n\
+              ################################################################\n\n",
         );
         false
     })
