@@ -63,8 +63,37 @@ pub struct Cluster {
 pub fn shared() -> Option<&'static Mutex<Cluster>> {
     static SHARED: OnceLock<Option<Mutex<Cluster>>> = OnceLock::new();
     SHARED
-        .get_or_init(|| Cluster::start("shared", 3, Limits::Fitting).map(Mutex::new))
+        .get_or_init(|| {
+            let cluster = Cluster::start("shared", 3, Limits::Fitting)?;
+            remove_at_exit(&cluster);
+            Some(Mutex::new(cluster))
+        })
         .as_ref()
+}
+
+/// The shared cluster lives in a static, which is never dropped: at exit,
+/// kill its members and remove its data (hundreds of MiB of preallocated
+/// WAL), so a test run leaves neither processes nor data behind.
+fn remove_at_exit(cluster: &Cluster) {
+    static AT_EXIT: OnceLock<(Vec<u32>, PathBuf)> = OnceLock::new();
+    extern "C" fn clean_up() {
+        if let Some((pids, dir)) = AT_EXIT.get() {
+            for pid in pids {
+                // SAFETY: plain syscall on our own children's pids.
+                unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };
+            }
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+    let pids = cluster
+        .members
+        .iter()
+        .filter_map(|m| m.child.as_ref().map(Child::id))
+        .collect();
+    if AT_EXIT.set((pids, cluster.dir.clone())).is_ok() {
+        // SAFETY: registers a plain function; it runs once at exit.
+        unsafe { libc::atexit(clean_up) };
+    }
 }
 
 /// Endpoints of the shared cluster, or `None` when etcd is unavailable.
