@@ -307,7 +307,8 @@ fn lease_expiry_deposes() {
     let standby = Leadership::campaign(&observer, &config, "standby", Duration::from_secs(10))
         .expect("the standby is elected once the lease expired");
     let waited = started.elapsed();
-    assert!(waited <= Duration::from_secs(5), "expiry took {waited:?}");
+    // One TTL plus etcd's expiry check and raft; generous for a loaded CI.
+    assert!(waited <= Duration::from_secs(8), "expiry took {waited:?}");
     let err = log
         .append(vec!["after".into()])
         .expect_err("expired leader is fenced");
@@ -323,10 +324,11 @@ fn keep_alive_holds_leadership_past_the_ttl() {
         return;
     };
     let mut config = config(&endpoints, &prefix("keepalive"));
-    config.lease_ttl_ms = 1_000;
+    config.lease_ttl_ms = 2_000;
     let (_client, leadership, log, _) = lead(&config, "controller-a");
+    // 5 x 1.4 s: well past the 2 s TTL, so only renewals keep it.
     for i in 0..5 {
-        thread::sleep(Duration::from_millis(700));
+        thread::sleep(Duration::from_millis(1_400));
         let _ = log
             .append(vec![format!("tick-{i}")])
             .expect("a leader whose lease is kept alive keeps appending");
