@@ -26,6 +26,21 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 
+# protoc builds etcd-client's gRPC code (eventlog's etcd backend), and etcd
+# runs the backend's integration tests (eventlog/tests/etcd_*.rs start their
+# own 3-member cluster on loopback and leave nothing running); scripts/etcd.sh
+# installs Debian's protobuf-compiler and etcd-server when missing. Without
+# root the build needs protoc already installed, and the etcd tests skip
+# with a loud notice.
+if ! command -v protoc >/dev/null 2>&1 || ! command -v etcd >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    scripts/etcd.sh install
+  else
+    echo "scripts/test.sh: protoc or etcd missing and cannot install them (not root or no apt-get)" >&2
+    command -v protoc >/dev/null 2>&1 || exit 2
+  fi
+fi
+
 cargo test --workspace --release "$@"
 
 # The fault scenarios of issue 6 (scenarios/, docs/scenarios.md): the real

@@ -31,6 +31,8 @@ use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
 use super::error::LogError;
+use super::event_log::encoded_bytes_bound;
+use super::storage::BatchLimits;
 
 /// Longest a new leader waits for its group to gather.
 const GATHER_MAX: Duration = Duration::from_millis(1);
@@ -77,6 +79,9 @@ pub(super) struct GroupCommit {
     /// Every sequence below this is durable (written by leaders, after flush).
     durable_end: AtomicU64,
     flushes: AtomicU64,
+    /// The storage's atomic batch limits: a group never exceeds them (each
+    /// request alone fits, the log checks that before queueing it).
+    limits: BatchLimits,
 }
 
 struct Queue {
@@ -105,7 +110,8 @@ pub(super) struct GroupResult {
 
 impl GroupCommit {
     /// Starts with `durable_end` sequences already on disk (from replay).
-    pub(super) fn new(durable_end: u64) -> Self {
+    /// `limits` bounds each group (see [`BatchLimits`]).
+    pub(super) fn new(durable_end: u64, limits: BatchLimits) -> Self {
         GroupCommit {
             queue: Mutex::new(Queue {
                 pending: Vec::new(),
@@ -118,6 +124,7 @@ impl GroupCommit {
             }),
             durable_end: AtomicU64::new(durable_end),
             flushes: AtomicU64::new(0),
+            limits,
         }
     }
 
@@ -208,7 +215,7 @@ impl GroupCommit {
             }
             PoisonOnDrop {
                 commit: self,
-                requests: take_group(&mut queue),
+                requests: take_group(&mut queue, self.limits),
             }
         };
         let started = Instant::now();
@@ -329,16 +336,23 @@ impl GroupCommit {
     }
 }
 
-/// Takes the oldest requests up to [`GROUP_EVENTS_MAX`] events (at least
-/// one) out of the queue.
-fn take_group(queue: &mut Queue) -> Vec<Request> {
+/// Takes the oldest requests up to [`GROUP_EVENTS_MAX`] events and the
+/// storage's `limits` (at least one request) out of the queue. With
+/// unbounded limits (sled) only the event count bounds a group.
+fn take_group(queue: &mut Queue, limits: BatchLimits) -> Vec<Request> {
+    let events_max = GROUP_EVENTS_MAX.min(limits.entries_max);
+    let bounded_bytes = limits.bytes_max != usize::MAX;
     let mut events = 0;
+    let mut bytes: usize = 0;
     let take = queue
         .pending
         .iter()
         .position(|request| {
             events += request.payloads.len();
-            events > GROUP_EVENTS_MAX
+            if bounded_bytes {
+                bytes = bytes.saturating_add(encoded_bytes_bound(&request.payloads));
+            }
+            events > events_max || bytes > limits.bytes_max
         })
         .map_or(queue.pending.len(), |over| over.max(1));
     if take == queue.pending.len() {

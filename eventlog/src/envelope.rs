@@ -32,7 +32,7 @@ pub const ENTRY_BYTES_MAX: usize = 64 * 1024;
 /// Worst-case bincode overhead of an envelope around its payload: varint
 /// version (≤ 3) + varint sequence (≤ 9) + prev hash (32) + varint payload
 /// length (≤ 9) + checksum (32).
-const ENVELOPE_OVERHEAD_MAX: usize = 3 + 9 + 32 + 9 + 32;
+pub(crate) const ENVELOPE_OVERHEAD_MAX: usize = 3 + 9 + 32 + 9 + 32;
 
 /// Upper bound on one encoded event (an envelope's payload), in bytes.
 pub const PAYLOAD_BYTES_MAX: usize = ENTRY_BYTES_MAX - ENVELOPE_OVERHEAD_MAX;

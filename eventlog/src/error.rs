@@ -42,11 +42,38 @@ pub enum LogError {
         /// The limit.
         max: usize,
     },
+    /// The append is larger than the storage can apply atomically (its
+    /// [`BatchLimits`](super::BatchLimits), e.g. etcd's transaction limits).
+    /// Refused before anything was written; the log stays usable. The log
+    /// never splits one append over several storage batches.
+    #[error(
+        "an append of {entries} events (at most {bytes} encoded bytes) exceeds the storage's \
+         atomic batch limit of {entries_max} entries / {bytes_max} bytes"
+    )]
+    ExceedsStorageBatch {
+        /// Events in the rejected append.
+        entries: usize,
+        /// Upper bound of the append's encoded size.
+        bytes: usize,
+        /// The storage's entries limit.
+        entries_max: usize,
+        /// The storage's bytes limit.
+        bytes_max: usize,
+    },
     /// An earlier storage failure (or a panic inside the log) left the log
     /// in an unknown state; no further appends are accepted. Reopen the log
     /// to see what reached disk.
     #[error("the log is unusable after an earlier storage failure; reopen it")]
     Poisoned,
+}
+
+impl LogError {
+    /// Whether this error means the log lost its right to append (another
+    /// controller leads): stop acting at once. Later appends on the same
+    /// log return [`LogError::Poisoned`]; keep the first error's answer.
+    pub fn is_fencing(&self) -> bool {
+        matches!(self, LogError::Storage(storage) if storage.is_fencing())
+    }
 }
 
 impl From<VerifyError> for LogError {

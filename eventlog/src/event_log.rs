@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::commit::{CommitStats, GroupCommit, GroupResult, Request};
 use super::durable::Durable;
-use super::envelope::{decode_payload, encode_payload, Envelope, Hash};
+use super::envelope::{decode_payload, encode_payload, Envelope, Hash, ENVELOPE_OVERHEAD_MAX};
 use super::error::LogError;
 use super::sled_storage::SledStorage;
 use super::storage::LogStorage;
@@ -92,6 +92,7 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
             events.push((sequence, event));
             Ok(())
         })?;
+        let limits = storage.batch_limits();
         let log = EventLog {
             storage,
             writer: Mutex::new(Writer {
@@ -102,7 +103,7 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
             inserted_end: AtomicU64::new(report.entries),
             // What is on disk at open counts as durable: it is what a crash
             // right now would leave.
-            commit: GroupCommit::new(report.entries),
+            commit: GroupCommit::new(report.entries, limits),
             events: PhantomData,
         };
         Ok((log, events, report))
@@ -147,11 +148,29 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
                 max: APPEND_BYTES_MAX,
             });
         }
+        self.check_storage_limits(&payloads)?;
         let first = self
             .commit
             .submit(payloads, |group| self.commit_group(group))?;
         let sequenced = (first..).zip(events).collect();
         Ok(Durable::new(sequenced))
+    }
+
+    /// Refuses an append the storage could not apply in one atomic batch
+    /// (before it is sequenced, so the log stays usable). Bounds the
+    /// encoded size by the envelope's worst-case overhead per entry.
+    fn check_storage_limits(&self, payloads: &[Vec<u8>]) -> Result<(), LogError> {
+        let limits = self.storage.batch_limits();
+        let bytes = encoded_bytes_bound(payloads);
+        if payloads.len() > limits.entries_max || bytes > limits.bytes_max {
+            return Err(LogError::ExceedsStorageBatch {
+                entries: payloads.len(),
+                bytes,
+                entries_max: limits.entries_max,
+                bytes_max: limits.bytes_max,
+            });
+        }
+        Ok(())
     }
 
     /// Sequence of the last appended entry (durable or not yet), `None` if
@@ -247,4 +266,12 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
             flushed,
         })
     }
+}
+
+/// Upper bound of the encoded envelopes' total size for `payloads`.
+pub(super) fn encoded_bytes_bound(payloads: &[Vec<u8>]) -> usize {
+    payloads
+        .iter()
+        .map(|payload| payload.len().saturating_add(ENVELOPE_OVERHEAD_MAX))
+        .fold(0, usize::saturating_add)
 }

@@ -19,6 +19,9 @@
 //!
 //! Files: `envelope.rs` (entry format), `storage.rs` (the [`LogStorage`]
 //! trait), `sled_storage.rs` (sled implementation and its durability notes),
+//! `etcd_storage.rs` (the replicated etcd backend, its durability, fencing
+//! and transaction limits), `etcd_thread.rs` (the async etcd client on its
+//! own thread), `leadership.rs` (lease-based election and the fence),
 //! `sled_dir.rs` (atomic creation, sled's files and lock),
 //! `watermark.rs` (detects entries sled's recovery dropped), `commit.rs`
 //! (group commit), `event_log.rs` ([`EventLog`]), `verify.rs`,
@@ -28,8 +31,11 @@ mod commit;
 mod durable;
 mod envelope;
 mod error;
+mod etcd_storage;
+mod etcd_thread;
 mod event_log;
 mod forensic;
+mod leadership;
 mod sled_dir;
 mod sled_storage;
 mod storage;
@@ -43,12 +49,19 @@ pub use envelope::{
     PayloadError, ENTRY_BYTES_MAX, LOG_FORMAT_VERSION, PAYLOAD_BYTES_MAX,
 };
 pub use error::LogError;
+pub use etcd_storage::{
+    etcd_request_bytes_required, EtcdConfig, EtcdStorage, ETCD_BATCH_LIMITS_DEFAULT,
+    ETCD_MAX_REQUEST_BYTES, ETCD_MAX_TXN_OPS_REQUIRED, ETCD_PREFIX_BYTES_MAX,
+    ETCD_WAL_ENTRY_BYTES_MAX,
+};
+pub use etcd_thread::{EtcdClient, CONNECT_TIMEOUT_MS, REQUEST_TIMEOUT_MS_DEFAULT};
 pub use event_log::{EventLog, APPEND_BYTES_MAX, APPEND_EVENTS_MAX};
 pub use forensic::{CopyProblem, FORENSIC_COPY_BYTES_MAX, FORENSIC_COPY_FILES_MAX};
+pub use leadership::{Fence, Leadership, LEASE_TTL_MS_DEFAULT};
 pub use sled_dir::is_log_dir;
 pub use sled_storage::{sled_config, ForeignData, SledStorage};
-pub use storage::{LogStorage, RawEntry, StorageError};
+pub use storage::{BatchLimits, LogStorage, RawEntry, StorageError};
 pub use verify::{
-    verify, verify_in_place, verify_in_place_with, verify_with, EntryFault, VerifyError,
-    VerifyReport,
+    verify, verify_in_place, verify_in_place_with, verify_storage_with, verify_with, EntryFault,
+    VerifyError, VerifyReport,
 };

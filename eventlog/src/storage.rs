@@ -16,6 +16,31 @@ pub struct RawEntry {
     pub value: Vec<u8>,
 }
 
+/// The largest batch a storage applies atomically: one
+/// [`LogStorage::append_batch`] must hold at most `entries_max` entries whose
+/// encoded envelopes add up to at most `bytes_max` bytes.
+///
+/// The log never splits an append over several storage batches (that would
+/// break all-or-nothing): an append over these limits is refused before
+/// anything is written, and the group commit stops adding appends to a
+/// group before it would exceed them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchLimits {
+    /// Most entries in one atomic batch.
+    pub entries_max: usize,
+    /// Most bytes of encoded envelopes (values, keys excluded) in one batch.
+    pub bytes_max: usize,
+}
+
+impl BatchLimits {
+    /// No limit beyond the log's own (sled's batches are bounded only by
+    /// memory, and the log bounds those with `APPEND_BYTES_MAX`).
+    pub const UNBOUNDED: BatchLimits = BatchLimits {
+        entries_max: usize::MAX,
+        bytes_max: usize::MAX,
+    };
+}
+
 /// An ordered key/value store holding encoded envelopes by sequence.
 ///
 /// Implementations must be usable from several threads at once: the log
@@ -39,6 +64,12 @@ pub trait LogStorage: Send + Sync {
 
     /// The highest sequence present, or `None` for an empty log.
     fn last_sequence(&self) -> Result<Option<u64>, StorageError>;
+
+    /// The largest batch [`append_batch`](LogStorage::append_batch) applies
+    /// atomically. Unbounded unless the engine has limits (etcd does).
+    fn batch_limits(&self) -> BatchLimits {
+        BatchLimits::UNBOUNDED
+    }
 }
 
 /// A failure of the storage layer.
@@ -86,6 +117,110 @@ pub enum StorageError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// An etcd request failed or timed out while doing `action`. After a
+    /// timed-out append the outcome is unknown (it may have committed), so
+    /// the log poisons itself; reopen to see what is there.
+    #[error("etcd at {target} failed while {action}: {detail}")]
+    Etcd {
+        /// Endpoints and key prefix, e.g. `127.0.0.1:2379,... prefix /fw`.
+        target: String,
+        /// What the log was doing, e.g. "appending a batch".
+        action: &'static str,
+        /// What the client or server reported.
+        detail: String,
+    },
+    /// The append's fencing compare failed: the leader key no longer holds
+    /// this controller's lease (it expired, was revoked, or another
+    /// controller was elected). Nothing of the batch was written.
+    #[error(
+        "deposed: the leader key {leader_key} no longer holds this controller's lease \
+         (now held by {holder}); nothing was appended and this controller must stop acting"
+    )]
+    Deposed {
+        /// The leader key under the log's prefix.
+        leader_key: String,
+        /// Who holds the leader key now, or "nobody".
+        holder: String,
+    },
+    /// The leader key is still ours but a sequence key of the batch exists
+    /// already: someone wrote to the log without holding the leadership.
+    /// Nothing of the batch was written.
+    #[error(
+        "sequence {first} or a later one of this batch already exists under {prefix}: \
+         another writer appended to the log; nothing was appended"
+    )]
+    SequenceTaken {
+        /// The log's key prefix.
+        prefix: String,
+        /// First sequence of the refused batch.
+        first: u64,
+    },
+    /// A batch over the storage's [`BatchLimits`] reached the storage: a
+    /// bug in the caller (the log checks first). Nothing was written.
+    #[error(
+        "a batch of {entries} entries / {bytes} bytes exceeds the storage's atomic limit of \
+         {} entries / {} bytes",
+        limits.entries_max, limits.bytes_max
+    )]
+    BatchTooLarge {
+        /// Entries in the batch.
+        entries: usize,
+        /// Encoded bytes in the batch.
+        bytes: usize,
+        /// The storage's limits.
+        limits: BatchLimits,
+    },
+    /// The etcd cluster refuses transactions as large as the log's atomic
+    /// batch limit (its `--max-txn-ops` or `--max-request-bytes` is too
+    /// small). Checked when the log is opened, before anything is written.
+    #[error(
+        "the etcd cluster at {target} refuses an atomic batch of {entries_max} entries / \
+         {bytes_max} bytes ({server}); start every member with {remedy}, or lower the \
+         log's batch limits"
+    )]
+    EtcdLimitsTooSmall {
+        /// Endpoints and key prefix.
+        target: String,
+        /// The entries limit that was probed.
+        entries_max: usize,
+        /// The bytes limit that was probed.
+        bytes_max: usize,
+        /// The server's refusal.
+        server: String,
+        /// The etcd flags that would fit.
+        remedy: String,
+    },
+    /// A write was attempted on a storage opened read-only (no leadership).
+    #[error("the log at {target} was opened read-only (no leadership); refusing to write")]
+    ReadOnly {
+        /// Endpoints and key prefix.
+        target: String,
+    },
+    /// The configuration of the etcd backend is unusable.
+    #[error("invalid etcd log configuration: {0}")]
+    EtcdConfig(String),
+    /// Another controller leads this log and the campaign's wait ran out.
+    #[error("another controller ({holder}) leads the log at {target}; gave up waiting after {waited_ms} ms")]
+    LeaderElsewhere {
+        /// Endpoints and key prefix.
+        target: String,
+        /// The leader key's value (the other controller's name).
+        holder: String,
+        /// How long the campaign waited.
+        waited_ms: u64,
+    },
+}
+
+impl StorageError {
+    /// Whether this error means another controller holds (or took) the
+    /// right to append: the caller must stop acting at once. Matches
+    /// [`StorageError::Deposed`] and [`StorageError::SequenceTaken`].
+    pub fn is_fencing(&self) -> bool {
+        matches!(
+            self,
+            StorageError::Deposed { .. } | StorageError::SequenceTaken { .. }
+        )
+    }
 }
 
 /// Formats bytes as `0x…` hex for error messages.

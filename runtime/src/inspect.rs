@@ -28,7 +28,10 @@ use model::controller::{ControllerState, Event, RolloutStatus};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::log::{decode_payload, is_log_dir, verify_with, EntryFault, VerifyError, VerifyReport};
+use crate::log::{
+    decode_payload, is_log_dir, verify_storage_with, verify_with, EntryFault, LogStorage,
+    VerifyError, VerifyReport,
+};
 
 /// Which kind of log a command is pointed at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -167,6 +170,10 @@ impl InspectError {
             VerifyError::NotALog { .. } => InspectError::NotALog(err),
             VerifyError::InUse { path } => InspectError::InUse { path, kind },
             VerifyError::Uninspectable { .. } => InspectError::Uninspectable(err),
+            // etcd unreachable or timing out says nothing about the log.
+            VerifyError::Storage(crate::log::StorageError::Etcd { .. }) => {
+                InspectError::Uninspectable(err)
+            }
             other => InspectError::Damaged(other),
         }
     }
@@ -209,13 +216,27 @@ pub fn locate(given: &Path, kind: LogKind) -> Result<PathBuf, InspectError> {
 fn walk_as<T: DeserializeOwned, O: DeserializeOwned>(
     dir: &Path,
     kind: LogKind,
+    visit: impl FnMut(u64, T),
+) -> Result<VerifyReport, InspectError> {
+    walk_with::<T, O>(dir, kind, |check| verify_with(dir, check), visit)
+}
+
+/// A payload check as [`verify_with`] takes it.
+type PayloadCheck<'a> = &'a mut dyn FnMut(u64, &[u8]) -> Result<(), String>;
+
+/// [`walk_as`] over any verification (`verify` runs the chain walk with the
+/// check it is given); `name` names the log in errors.
+fn walk_with<T: DeserializeOwned, O: DeserializeOwned>(
+    dir: &Path,
+    kind: LogKind,
+    verify: impl FnOnce(PayloadCheck<'_>) -> Result<VerifyReport, VerifyError>,
     mut visit: impl FnMut(u64, T),
 ) -> Result<VerifyReport, InspectError> {
     // The first payload that is not a `T`, and why.
     let mut first_misfit: Option<(u64, String)> = None;
     // Whether every payload read so far is an `O`.
     let mut all_other = true;
-    let result = verify_with(dir, |sequence, payload| {
+    let result = verify(&mut |sequence, payload| {
         if all_other && decode_payload::<O>(payload).is_err() {
             all_other = false;
         }
@@ -320,6 +341,46 @@ pub fn verify_controller_log(dir: impl AsRef<Path>) -> Result<LogSummary, Inspec
     let report = walk_as::<Event, Record>(dir.as_ref(), LogKind::Controller, |sequence, event| {
         events.push((sequence, event));
     })?;
+    check_rules(&report, &events)
+}
+
+/// [`verify_controller_log`] on a log in any storage, e.g. etcd
+/// (`fleetweft log verify --etcd`); `name` names it in errors. Reads only.
+pub fn verify_controller_log_in(
+    storage: &dyn LogStorage,
+    name: &str,
+) -> Result<LogSummary, InspectError> {
+    let mut events: Vec<(u64, Event)> = Vec::new();
+    let report = walk_with::<Event, Record>(
+        Path::new(name),
+        LogKind::Controller,
+        |check| verify_storage_with(storage, check),
+        |sequence, event| events.push((sequence, event)),
+    )?;
+    check_rules(&report, &events)
+}
+
+/// [`visit_events`] on a log in any storage; `name` names it in errors.
+pub fn visit_events_in(
+    storage: &dyn LogStorage,
+    name: &str,
+    from: u64,
+    mut visit: impl FnMut(u64, &Event),
+) -> Result<VerifyReport, InspectError> {
+    walk_with::<Event, Record>(
+        Path::new(name),
+        LogKind::Controller,
+        |check| verify_storage_with(storage, check),
+        |sequence, event| {
+            if sequence >= from {
+                visit(sequence, &event);
+            }
+        },
+    )
+}
+
+/// Replays a verified controller history through the rules.
+fn check_rules(report: &VerifyReport, events: &[(u64, Event)]) -> Result<LogSummary, InspectError> {
     let state =
         invariants::check_history(events.iter().map(|(_, event)| event)).map_err(|err| {
             InspectError::RuleViolated {
@@ -329,7 +390,7 @@ pub fn verify_controller_log(dir: impl AsRef<Path>) -> Result<LogSummary, Inspec
                 violation: err.violation,
             }
         })?;
-    Ok(summarize(&report, &state))
+    Ok(summarize(report, &state))
 }
 
 /// Calls `visit` with every event from sequence `from` on, in order, while

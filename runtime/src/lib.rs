@@ -12,6 +12,7 @@ pub mod controller;
 pub mod daemon;
 pub mod demo;
 pub mod inspect;
+pub mod log_copy;
 pub mod policy_text;
 pub mod ports;
 /// The durable event log lives in its own crate (`eventlog`), shared with

@@ -6,6 +6,12 @@
 //! - `fleetweft log show --data DIR | --journal DIR [--from SEQ] [--json]`:
 //!   prints the events (journal records) in domain words, control
 //!   characters escaped (or JSON lines).
+//! - Both also read a controller log in etcd: `--etcd HOST:PORT,... --prefix P`
+//!   (read-only; exit 4 when etcd cannot be reached).
+//! - `fleetweft log copy --from LOC --to LOC`, LOC a sled log directory or
+//!   `etcd://HOST:PORT[,...]/PREFIX`: copies a controller log between
+//!   backends byte for byte, verifying the source before and the copy after;
+//!   refuses a non-empty destination. Exit 0 copied, 1 failed.
 //!
 //!   Exit codes of both: 0 sound, 1 damaged or a rule broken (naming the
 //!   first bad sequence and why), 2 not a log or the other kind of log (or a
@@ -50,9 +56,11 @@ use clap::{Parser, Subcommand};
 use protocol::bundle::{self, JsonField, ManifestFields, ProbeSpec, APP_BYTES_MAX};
 use protocol::pki::{self, DEFAULT_CONTROLLER_HOST};
 use runtime::inspect::{
-    locate, printable, printable_json, verify_controller_log, verify_journal, visit_events,
-    visit_records, InspectError, JournalSummary, LogKind, LogSummary,
+    locate, printable, printable_json, verify_controller_log, verify_controller_log_in,
+    verify_journal, visit_events, visit_events_in, visit_records, InspectError, JournalSummary,
+    LogKind, LogSummary,
 };
+use runtime::log_copy::{copy_log, open_etcd_read_only, LogLocation};
 
 /// Exit code for a log that is damaged or breaks a rule.
 const EXIT_BAD_LOG: u8 = 1;
@@ -522,6 +530,9 @@ enum LogCommand {
     Verify {
         #[command(flatten)]
         target: LogTarget,
+        /// The etcd log's key prefix (with `--etcd`).
+        #[arg(long, value_name = "P", requires = "etcd")]
+        prefix: Option<String>,
         /// Print the summary (or the failure) as JSON.
         #[arg(long)]
         json: bool,
@@ -532,6 +543,9 @@ enum LogCommand {
     Show {
         #[command(flatten)]
         target: LogTarget,
+        /// The etcd log's key prefix (with `--etcd`).
+        #[arg(long, value_name = "P", requires = "etcd")]
+        prefix: Option<String>,
         /// First sequence to print.
         #[arg(long, default_value_t = 0)]
         from: u64,
@@ -539,12 +553,33 @@ enum LogCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Copy a controller log between backends (sled directory or
+    /// `etcd://HOST:PORT[,...]/PREFIX`), byte for byte, verifying the source
+    /// before and the copy after. Refuses a non-empty destination.
+    Copy {
+        /// The log to copy.
+        #[arg(long, value_parser = LogLocation::parse)]
+        from: LogLocation,
+        /// The empty destination.
+        #[arg(long, value_parser = LogLocation::parse)]
+        to: LogLocation,
+    },
 }
 
-/// Which log `fleetweft log` reads: exactly one of the two.
+/// Which log `fleetweft log` reads: exactly one of the three.
 #[derive(clap::Args)]
 #[group(required = true, multiple = false)]
 struct LogTarget {
+    /// A controller log in etcd: the cluster's client endpoints,
+    /// comma-separated (with `--prefix`).
+    #[arg(
+        long,
+        value_name = "ENDPOINTS",
+        requires = "prefix",
+        value_delimiter = ','
+    )]
+    etcd: Option<Vec<String>>,
+
     /// The controller's data directory (holding `log/`), or its log
     /// directory itself.
     #[arg(long, value_name = "DIR")]
@@ -560,7 +595,7 @@ impl LogTarget {
         match (self.data, self.journal) {
             (_, Some(dir)) => (LogKind::AgentJournal, dir),
             (Some(dir), None) => (LogKind::Controller, dir),
-            (None, None) => unreachable!("clap requires --data or --journal"),
+            (None, None) => unreachable!("clap requires --data, --journal or --etcd"),
         }
     }
 }
@@ -574,11 +609,35 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Log {
-            command: LogCommand::Verify { target, json },
-        } => return log_command(log_verify(target, json)),
+            command:
+                LogCommand::Verify {
+                    target,
+                    prefix,
+                    json,
+                },
+        } => {
+            return log_command(match (target.etcd, prefix) {
+                (Some(endpoints), Some(prefix)) => log_verify_etcd(endpoints, prefix, json),
+                (etcd, _) => log_verify(LogTarget { etcd, ..target }, json),
+            })
+        }
         Command::Log {
-            command: LogCommand::Show { target, from, json },
-        } => return log_command(log_show(target, from, json)),
+            command:
+                LogCommand::Show {
+                    target,
+                    prefix,
+                    from,
+                    json,
+                },
+        } => {
+            return log_command(match (target.etcd, prefix) {
+                (Some(endpoints), Some(prefix)) => log_show_etcd(endpoints, prefix, from, json),
+                (etcd, _) => log_show(LogTarget { etcd, ..target }, from, json),
+            })
+        }
+        Command::Log {
+            command: LogCommand::Copy { from, to },
+        } => return log_copy(&from, &to),
         Command::Pki {
             command:
                 PkiCommand::Init {
@@ -984,6 +1043,105 @@ fn print_journal_summary(
         writeln!(out, "last record:   {record}")?;
     }
     Ok(())
+}
+
+/// `log verify --etcd E --prefix P`: as for a directory, read-only.
+fn log_verify_etcd(endpoints: Vec<String>, prefix: String, json: bool) -> anyhow::Result<ExitCode> {
+    let mut out = io::stdout().lock();
+    let config = runtime::log::EtcdConfig::new(endpoints.clone(), prefix.clone());
+    let name = format!("etcd://{}{prefix}", endpoints.join(","));
+    let summary = open_etcd_read_only(&config)
+        .map_err(|err| InspectError::Uninspectable(runtime::log::VerifyError::Storage(err)))
+        .and_then(|storage| verify_controller_log_in(&storage, &name));
+    match summary {
+        Ok(summary) if json => {
+            let value = serde_json::json!({ "sound": true, "summary": summary });
+            let text = serde_json::to_string_pretty(&value)?;
+            writeln!(out, "{}", printable_json(&text))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(summary) => {
+            let mut text = String::new();
+            print_summary(&mut text, Path::new(&name), &summary)?;
+            for line in text.lines() {
+                writeln!(out, "{}", printable(line))?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(err) => report_failure(&mut out, &err, json),
+    }
+}
+
+/// `log show --etcd E --prefix P`: as for a directory, read-only.
+fn log_show_etcd(
+    endpoints: Vec<String>,
+    prefix: String,
+    from: u64,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let mut out = io::stdout().lock();
+    let config = runtime::log::EtcdConfig::new(endpoints.clone(), prefix.clone());
+    let name = format!("etcd://{}{prefix}", endpoints.join(","));
+    let storage = match open_etcd_read_only(&config) {
+        Ok(storage) => storage,
+        Err(err) => {
+            let err = InspectError::Uninspectable(runtime::log::VerifyError::Storage(err));
+            return report_failure(&mut out, &err, false);
+        }
+    };
+    let mut write_error: Option<anyhow::Error> = None;
+    let result = visit_events_in(&storage, &name, from, |sequence, event| {
+        if write_error.is_some() {
+            return;
+        }
+        let line = if json {
+            serde_json::to_value(event)
+                .and_then(|value| {
+                    serde_json::to_string(&serde_json::json!({
+                        "sequence": sequence, "text": event.to_string(), "event": value
+                    }))
+                })
+                .map(|line| printable_json(&line).into_owned())
+                .map_err(anyhow::Error::from)
+        } else {
+            Ok(printable(&format!("{sequence:>6}  {event}")).into_owned())
+        };
+        if let Err(err) = line.and_then(|line| writeln!(out, "{line}").map_err(Into::into)) {
+            write_error = Some(err);
+        }
+    });
+    if let Some(err) = write_error {
+        return Err(err).context("writing events");
+    }
+    match result {
+        Ok(_) => Ok(ExitCode::SUCCESS),
+        Err(err @ InspectError::Damaged(_)) => {
+            eprintln!("fleetweft: stopped: {}", printable(&err.to_string()));
+            Ok(exit_code(&err))
+        }
+        Err(err) => report_failure(&mut out, &err, false),
+    }
+}
+
+/// `log copy --from LOC --to LOC`.
+fn log_copy(from: &LogLocation, to: &LogLocation) -> ExitCode {
+    let candidate = format!("fleetweft log copy (pid {})", std::process::id());
+    match copy_log(from, to, &candidate) {
+        Ok(report) => {
+            println!(
+                "copied {} entries; the copy verifies, head hash {}",
+                report.summary.entries, report.summary.head_hash
+            );
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!(
+                "fleetweft: {}",
+                printable(&format!("{:#}", anyhow::Error::from(err)))
+            );
+            ExitCode::from(EXIT_BAD_LOG)
+        }
+    }
 }
 
 fn log_show(target: LogTarget, from: u64, json: bool) -> anyhow::Result<ExitCode> {

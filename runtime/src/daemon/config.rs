@@ -39,6 +39,99 @@ pub struct ControllerConfig {
     /// Honoured only with `--allow-fault-injection`.
     #[serde(default)]
     pub faults: FaultSection,
+    /// Where the event log lives: sled in `data_dir` (the default) or etcd.
+    #[serde(default)]
+    pub storage: StorageSection,
+}
+
+/// Which engine holds the controller's event log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StorageBackend {
+    /// sled in `data_dir/log`: one machine, zero set-up.
+    #[default]
+    Sled,
+    /// An etcd cluster (`endpoints`, `prefix`), for high availability.
+    Etcd,
+}
+
+/// `[storage]`: the event log's backend.
+///
+/// ```toml
+/// [storage]
+/// backend = "etcd"
+/// endpoints = ["10.0.0.1:2379", "10.0.0.2:2379", "10.0.0.3:2379"]
+/// prefix = "/fleetweft/prod"
+/// lease_ttl_ms = 5000
+/// ```
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageSection {
+    /// `"sled"` (default) or `"etcd"`.
+    #[serde(default)]
+    pub backend: StorageBackend,
+    /// etcd client endpoints (etcd only).
+    #[serde(default)]
+    pub endpoints: Vec<String>,
+    /// The log's key prefix, one per fleet (etcd only).
+    #[serde(default)]
+    pub prefix: Option<String>,
+    /// Leadership lease TTL in ms, whole seconds, at least 1000 (etcd
+    /// only; default `eventlog::LEASE_TTL_MS_DEFAULT`).
+    #[serde(default)]
+    pub lease_ttl_ms: Option<u64>,
+}
+
+impl StorageSection {
+    /// The etcd backend's configuration, `None` for sled. Valid once the
+    /// config parsed (`ControllerConfig::parse` validates it).
+    pub fn etcd_config(&self) -> Option<crate::log::EtcdConfig> {
+        if self.backend != StorageBackend::Etcd {
+            return None;
+        }
+        let mut config = crate::log::EtcdConfig::new(
+            self.endpoints.clone(),
+            self.prefix.clone().unwrap_or_default(),
+        );
+        if let Some(ttl) = self.lease_ttl_ms {
+            config.lease_ttl_ms = ttl;
+        }
+        Some(config)
+    }
+
+    /// Names the first unusable key.
+    fn validate(&self) -> Result<(), String> {
+        match self.backend {
+            StorageBackend::Sled => {
+                let stray = [
+                    ("endpoints", !self.endpoints.is_empty()),
+                    ("prefix", self.prefix.is_some()),
+                    ("lease_ttl_ms", self.lease_ttl_ms.is_some()),
+                ];
+                match stray.iter().find(|(_, set)| *set) {
+                    Some((key, _)) => Err(format!(
+                        "key `storage.{key}`: only used with `backend = \"etcd\"` (the backend is sled)"
+                    )),
+                    None => Ok(()),
+                }
+            }
+            StorageBackend::Etcd => {
+                if self.endpoints.is_empty() {
+                    return Err(
+                        "key `storage.endpoints`: `backend = \"etcd\"` needs at least one endpoint"
+                            .into(),
+                    );
+                }
+                if self.prefix.is_none() {
+                    return Err("key `storage.prefix`: `backend = \"etcd\"` needs the log's key prefix, e.g. \"/fleetweft/prod\"".into());
+                }
+                let config = self.etcd_config().ok_or("internal: no etcd config")?;
+                config
+                    .validate()
+                    .map_err(|err| format!("section `storage`: {err}"))
+            }
+        }
+    }
 }
 
 /// The least `verify.every_s`: a node is observed at most once per
@@ -203,11 +296,100 @@ impl ControllerConfig {
                 "key `verify.every_s`: expected 0 (off) or at least {VERIFY_EVERY_S_MIN} (a node is observed at most once per {VERIFY_EVERY_S_MIN} s)"
             )));
         }
+        cfg.storage.validate().map_err(invalid)?;
         if cfg.timing.op_timeout_ms == 0 {
             return Err(invalid(
                 "key `timing.op_timeout_ms`: expected more than 0".into(),
             ));
         }
         Ok(cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+data_dir = "/var/lib/fleetweft"
+listen = "127.0.0.1:7700"
+[tls]
+ca = "ca.pem"
+cert = "c.pem"
+key = "c.key"
+operator_token = "t"
+[bundles]
+pubkey = "b.pub"
+[api]
+"#;
+
+    fn parse(extra: &str) -> Result<ControllerConfig, String> {
+        ControllerConfig::parse(Path::new("controller.toml"), &format!("{BASE}{extra}"))
+            .map_err(|err| err.to_string())
+    }
+
+    #[test]
+    fn storage_defaults_to_sled() {
+        let cfg = parse("").expect("valid");
+        assert_eq!(cfg.storage.backend, StorageBackend::Sled);
+        assert!(cfg.storage.etcd_config().is_none());
+    }
+
+    #[test]
+    fn an_etcd_storage_section_parses() {
+        let cfg = parse(
+            "[storage]\nbackend = \"etcd\"\nendpoints = [\"127.0.0.1:2379\"]\nprefix = \"/fw/prod\"\nlease_ttl_ms = 3000\n",
+        )
+        .expect("valid");
+        let etcd = cfg.storage.etcd_config().expect("etcd");
+        assert_eq!(etcd.endpoints, vec!["127.0.0.1:2379".to_string()]);
+        assert_eq!(etcd.prefix, "/fw/prod");
+        assert_eq!(etcd.lease_ttl_ms, 3000);
+    }
+
+    #[test]
+    fn the_daemon_refuses_backend_etcd_rather_than_running_on_sled() {
+        let cfg = parse(
+            "[storage]\nbackend = \"etcd\"\nendpoints = [\"127.0.0.1:1\"]\nprefix = \"/fw\"\n",
+        )
+        .expect("valid");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        match runtime.block_on(crate::daemon::start(cfg, false)) {
+            Ok(_) => panic!("the daemon started with backend = etcd"),
+            Err(err) => assert!(
+                err.to_string().contains("does not run on etcd yet"),
+                "{err}"
+            ),
+        }
+    }
+
+    #[test]
+    fn bad_storage_sections_name_the_key() {
+        let cases = [
+            ("backend = \"zookeeper\"", "backend"),
+            ("backend = \"etcd\"\nprefix = \"/p\"", "storage.endpoints"),
+            (
+                "backend = \"etcd\"\nendpoints = [\"h:1\"]",
+                "storage.prefix",
+            ),
+            (
+                "backend = \"etcd\"\nendpoints = [\"h:1\"]\nprefix = \"p\"",
+                "prefix",
+            ),
+            (
+                "backend = \"etcd\"\nendpoints = [\"h:1\"]\nprefix = \"/p\"\nlease_ttl_ms = 10",
+                "lease_ttl_ms",
+            ),
+            ("endpoints = [\"h:1\"]", "storage.endpoints"),
+            ("lease_ttl_ms = 2000", "storage.lease_ttl_ms"),
+            ("backend = \"etcd\"\ntls = true", "tls"),
+        ];
+        for (section, key) in cases {
+            let err = parse(&format!("[storage]\n{section}\n")).expect_err(section);
+            assert!(err.contains(key), "{section:?}: {err} should name {key}");
+        }
     }
 }

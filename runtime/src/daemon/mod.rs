@@ -42,6 +42,15 @@ pub struct Daemon {
 
 /// Open the log, bind QUIC and the API, start the core and accept agents.
 pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<Daemon> {
+    // The etcd backend, its leadership and `log copy` exist (eventlog,
+    // `fleetweft log copy`), but the daemon itself still opens sled only:
+    // refuse rather than silently run on a local log.
+    if cfg.storage.backend == config::StorageBackend::Etcd {
+        anyhow::bail!(
+            "[storage] backend = \"etcd\": the controller daemon does not run on etcd yet \
+             (the log backend and `fleetweft log copy|verify|show --etcd` do); use backend = \"sled\""
+        );
+    }
     let log_dir = cfg.data_dir.join("log");
     let bundle_dir = cfg.data_dir.join("bundles");
     let (bundle_dir, _removed) = bundles::BundleDir::open(bundle_dir.clone())

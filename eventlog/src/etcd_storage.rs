@@ -1,0 +1,559 @@
+//! [`LogStorage`] on an etcd v3 cluster (3.4+), for controller high
+//! availability (issue 14).
+//!
+//! Layout under the configured prefix `P` (trailing `/` stripped):
+//! - `P/e/<sequence as 8 big-endian bytes>` = the encoded
+//!   [`Envelope`](super::Envelope), byte for byte what sled stores, so key
+//!   order is log order and `log copy` moves entries unchanged;
+//! - `P/leader` = the leading controller's name, attached to its lease
+//!   (see [`Leadership`](super::Leadership));
+//! - nothing else is written (`P/probe` is named by the open-time limit
+//!   probe, whose compare always fails, so it is never written either).
+//!
+//! **Durability and `flush`.** An append is ONE etcd transaction. etcd
+//! answers a transaction only after raft committed it on a quorum, each
+//! member having fsynced it to its WAL, so when `append_batch` returns `Ok`
+//! the batch is durable on a quorum. `flush` therefore has nothing left to
+//! do and returns `Ok`: the `Durable` token the log hands out after it still
+//! means "committed on a quorum" (S7).
+//!
+//! **Fencing.** The transaction's compares are (a) the leader key's
+//! create revision and lease are this controller's, and (b) no key in the
+//! batch's sequence range exists yet (one range compare, `create_revision
+//! == 0` over `[P/e/first, P/e/last+1)`, which etcd evaluates on every key
+//! in the range and which holds on an empty range). Only if both hold are
+//! the puts applied, atomically; otherwise nothing is written and the
+//! append fails with [`StorageError::Deposed`] or
+//! [`StorageError::SequenceTaken`], which poisons the log.
+//!
+//! **Limits.** etcd refuses a transaction with more than `--max-txn-ops`
+//! operations (default 128) or a request over `--max-request-bytes`
+//! (default 1.5 MiB). The log never splits an atomic batch, so the storage
+//! reports [`BatchLimits`] (default [`ETCD_BATCH_LIMITS_DEFAULT`]) that the
+//! log respects (refusing larger appends, bounding groups), and
+//! [`EtcdStorage::open`] probes the cluster with a transaction of exactly
+//! the largest allowed shape (its compare always fails, so nothing is
+//! written), refusing to open with [`StorageError::EtcdLimitsTooSmall`]
+//! when the server's limits are smaller. [`ETCD_MAX_TXN_OPS_REQUIRED`] and
+//! [`etcd_request_bytes_required`] give the flags that fit.
+
+use std::collections::VecDeque;
+
+use etcd_client::{
+    Compare, CompareOp, GetOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse,
+};
+
+use super::etcd_thread::{grpc_code, CallError, EtcdClient, DECODE_BYTES_MAX};
+use super::leadership::{Fence, Leadership, LEASE_TTL_MS_DEFAULT};
+use super::storage::{BatchLimits, LogStorage, RawEntry, StorageError};
+
+/// The atomic batch limits of an etcd log unless configured otherwise:
+/// 32,768 entries (the log's `APPEND_EVENTS_MAX`, so every append the
+/// controller makes, up to two slots' worth plus one input's events, fits)
+/// and 7 MiB of encoded envelopes (over 200 bytes for each of 32,768
+/// events; the controller's events are typically smaller). Bounded by
+/// [`ETCD_WAL_ENTRY_BYTES_MAX`], not by choice.
+pub const ETCD_BATCH_LIMITS_DEFAULT: BatchLimits = BatchLimits {
+    entries_max: 32_768,
+    bytes_max: 7 << 20,
+};
+
+/// etcd 3.4 refuses, when replaying its WAL at start, any record over
+/// 10 MiB (`wal: max entry size limit exceeded`, a fatal error: the member
+/// cannot start again). etcd does NOT refuse such a request when it is
+/// proposed if `--max-request-bytes` allows it, so a too-generous server
+/// flag turns one large batch into a cluster that cannot restart (our
+/// crash test found this). Every transaction must therefore stay below
+/// this, with room for raft's and the WAL's framing.
+pub const ETCD_WAL_ENTRY_BYTES_MAX: usize = 10 << 20;
+
+/// The `--max-request-bytes` to start members with: etcd's recommended
+/// maximum (10 MiB) less 64 KiB for the raft entry and WAL record framing
+/// around the request, so no accepted request can make an unreplayable WAL
+/// record (see [`ETCD_WAL_ENTRY_BYTES_MAX`]). scripts/etcd.sh uses it.
+pub const ETCD_MAX_REQUEST_BYTES: usize = ETCD_WAL_ENTRY_BYTES_MAX - (64 << 10);
+
+/// Longest prefix accepted, so that the default limits' keys fit
+/// [`ETCD_MAX_REQUEST_BYTES`] (each of 32,768 keys repeats the prefix).
+pub const ETCD_PREFIX_BYTES_MAX: usize = 64;
+
+/// The `--max-txn-ops` the default limits need: one put per entry (the
+/// three compares are counted separately by etcd and fit too).
+pub const ETCD_MAX_TXN_OPS_REQUIRED: usize = ETCD_BATCH_LIMITS_DEFAULT.entries_max;
+
+/// Protobuf and key bytes one put adds to a transaction beyond its value:
+/// the key (prefix + 11 bytes) plus field tags and lengths (under 16).
+const PUT_OVERHEAD_BYTES: usize = 16;
+
+/// Fixed bytes of a transaction beyond its puts: compares, gRPC framing.
+const TXN_OVERHEAD_BYTES: usize = 4096;
+
+/// Entries read per range request when scanning.
+const SCAN_PAGE_ENTRIES: i64 = 256;
+
+/// The `--max-request-bytes` a batch of `limits` needs with keys under
+/// `prefix` (a bound: values, keys, protobuf framing).
+pub fn etcd_request_bytes_required(limits: BatchLimits, prefix: &str) -> usize {
+    let key_bytes = prefix.len() + ENTRY_KEY_SUFFIX_BYTES;
+    limits
+        .bytes_max
+        .saturating_add(
+            limits
+                .entries_max
+                .saturating_mul(key_bytes + PUT_OVERHEAD_BYTES),
+        )
+        .saturating_add(TXN_OVERHEAD_BYTES)
+}
+
+/// `/e/` plus the 8-byte sequence.
+const ENTRY_KEY_SUFFIX_BYTES: usize = 3 + 8;
+
+/// How to reach one etcd-backed log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdConfig {
+    /// Client URLs or `host:port`s of the cluster's members.
+    pub endpoints: Vec<String>,
+    /// Key prefix of this log (one per fleet), e.g. `/fleetweft/prod`.
+    pub prefix: String,
+    /// Leadership lease TTL in milliseconds, rounded up to whole seconds
+    /// (etcd's unit); at least 1,000. See [`Leadership`].
+    pub lease_ttl_ms: u64,
+    /// Longest one etcd request may take.
+    pub request_timeout_ms: u64,
+    /// The atomic batch limits this log promises (and probes at open).
+    pub limits: BatchLimits,
+}
+
+impl EtcdConfig {
+    /// A configuration with the default TTL, timeout and limits.
+    pub fn new(endpoints: Vec<String>, prefix: impl Into<String>) -> Self {
+        EtcdConfig {
+            endpoints,
+            prefix: prefix.into(),
+            lease_ttl_ms: LEASE_TTL_MS_DEFAULT,
+            request_timeout_ms: super::etcd_thread::REQUEST_TIMEOUT_MS_DEFAULT,
+            limits: ETCD_BATCH_LIMITS_DEFAULT,
+        }
+    }
+
+    /// Refuses an unusable configuration, naming what is wrong.
+    pub fn validate(&self) -> Result<(), StorageError> {
+        let bad = |what: String| Err(StorageError::EtcdConfig(what));
+        if self.endpoints.is_empty() || self.endpoints.iter().any(|e| e.trim().is_empty()) {
+            return bad("`endpoints` must list at least one non-empty endpoint".into());
+        }
+        let prefix = self.prefix.trim_end_matches('/');
+        if prefix.is_empty() || !prefix.starts_with('/') {
+            return bad(format!(
+                "`prefix` {:?} must start with `/` and name something, e.g. /fleetweft/prod",
+                self.prefix
+            ));
+        }
+        if prefix.len() > ETCD_PREFIX_BYTES_MAX {
+            return bad(format!(
+                "`prefix` is {} bytes long; at most {ETCD_PREFIX_BYTES_MAX} (every entry key repeats it)",
+                prefix.len()
+            ));
+        }
+        let needed = etcd_request_bytes_required(self.limits, prefix);
+        if needed > ETCD_MAX_REQUEST_BYTES {
+            return bad(format!(
+                "batch limits of {} entries / {} bytes need transactions of up to {needed} bytes, \
+                 over the {ETCD_MAX_REQUEST_BYTES} bytes etcd 3.4 can replay from its WAL \
+                 (records over 10 MiB stop a member from starting again)",
+                self.limits.entries_max, self.limits.bytes_max
+            ));
+        }
+        if self.lease_ttl_ms < 1_000 {
+            return bad(format!(
+                "`lease_ttl_ms` = {} is below etcd's 1 s granularity (use at least 1000)",
+                self.lease_ttl_ms
+            ));
+        }
+        if self.request_timeout_ms == 0 {
+            return bad("`request_timeout_ms` must be positive".into());
+        }
+        if self.limits.entries_max == 0 || self.limits.bytes_max == 0 {
+            return bad("batch limits must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// Endpoints and prefix as named in errors.
+    pub(super) fn target(&self) -> String {
+        format!("{} prefix {}", self.endpoints.join(","), self.prefix)
+    }
+
+    /// The prefix without trailing slashes.
+    pub(super) fn clean_prefix(&self) -> &str {
+        self.prefix.trim_end_matches('/')
+    }
+}
+
+/// The keys of one log.
+#[derive(Debug, Clone)]
+pub(super) struct Keys {
+    /// `P`.
+    pub(super) prefix: String,
+    /// `P/e/`.
+    entries: Vec<u8>,
+    /// `P/leader`.
+    pub(super) leader: Vec<u8>,
+    /// `P/probe`.
+    probe: Vec<u8>,
+}
+
+impl Keys {
+    pub(super) fn new(prefix: &str) -> Self {
+        Keys {
+            prefix: prefix.to_string(),
+            entries: format!("{prefix}/e/").into_bytes(),
+            leader: format!("{prefix}/leader").into_bytes(),
+            probe: format!("{prefix}/probe").into_bytes(),
+        }
+    }
+
+    fn entry(&self, sequence: u64) -> Vec<u8> {
+        let mut key = self.entries.clone();
+        key.extend_from_slice(&sequence.to_be_bytes());
+        key
+    }
+
+    /// The first key after every entry key (`P/e0`: `/` + 1).
+    fn entries_end(&self) -> Vec<u8> {
+        let mut end = self.entries.clone();
+        if let Some(last) = end.last_mut() {
+            *last += 1;
+        }
+        end
+    }
+}
+
+/// A Fleetweft log in etcd. Appends need a [`Leadership`]; without one
+/// (tools reading the log) the storage is read-only.
+pub struct EtcdStorage {
+    client: EtcdClient,
+    keys: Keys,
+    limits: BatchLimits,
+    fence: Option<Fence>,
+}
+
+impl EtcdStorage {
+    /// Opens the log for appending under `leadership` (which must come from
+    /// a campaign on the same prefix), after probing that the cluster
+    /// accepts transactions of `config.limits`.
+    pub fn open(
+        client: &EtcdClient,
+        config: &EtcdConfig,
+        leadership: &Leadership,
+    ) -> Result<Self, StorageError> {
+        config.validate()?;
+        let keys = Keys::new(config.clean_prefix());
+        if leadership.fence().leader_key != keys.leader {
+            return Err(StorageError::EtcdConfig(format!(
+                "the leadership was won under another prefix than {}",
+                keys.prefix
+            )));
+        }
+        let storage = EtcdStorage {
+            client: client.clone(),
+            keys,
+            limits: config.limits,
+            fence: Some(leadership.fence().clone()),
+        };
+        storage.probe_limits()?;
+        Ok(storage)
+    }
+
+    /// Opens the log read-only: scans work, appends fail with
+    /// [`StorageError::ReadOnly`]. No leadership, no limit probe.
+    pub fn open_read_only(client: &EtcdClient, config: &EtcdConfig) -> Result<Self, StorageError> {
+        config.validate()?;
+        Ok(EtcdStorage {
+            client: client.clone(),
+            keys: Keys::new(config.clean_prefix()),
+            limits: config.limits,
+            fence: None,
+        })
+    }
+
+    /// The log's key prefix.
+    pub fn prefix(&self) -> &str {
+        &self.keys.prefix
+    }
+
+    /// Sends two transactions shaped like the largest allowed batch (first
+    /// with empty values, counting operations only, then with the full
+    /// bytes) whose compare always fails: the server checks their size and
+    /// operation count, applies nothing, and refuses if its limits are
+    /// smaller than ours.
+    fn probe_limits(&self) -> Result<(), StorageError> {
+        let BatchLimits {
+            entries_max,
+            bytes_max,
+        } = self.limits;
+        let value_bytes = bytes_max / entries_max.max(1);
+        for (values, what) in [(0, "ops"), (value_bytes, "bytes")] {
+            let puts: Vec<TxnOp> = (0..entries_max as u64)
+                .map(|sequence| TxnOp::put(self.keys.entry(sequence), vec![0u8; values], None))
+                .collect();
+            // A create revision is never negative: the compare fails.
+            let never = Compare::create_revision(self.keys.probe.clone(), CompareOp::Less, 0);
+            let txn = Txn::new().when([never]).and_then(puts);
+            match self
+                .client
+                .call(move |mut client| async move { client.txn(txn).await })
+            {
+                Ok(response) if !response.succeeded() => {}
+                Ok(_) => {
+                    return Err(self.client.error(
+                        "probing the cluster's limits",
+                        CallError::Client(etcd_client::Error::Internal(
+                            "a compare that cannot hold held".into(),
+                        )),
+                    ))
+                }
+                Err(err) => return Err(self.limits_error(what, err)),
+            }
+        }
+        Ok(())
+    }
+
+    /// A probe refusal: too small limits, or just a failed request.
+    fn limits_error(&self, what: &str, err: CallError) -> StorageError {
+        match err.grpc_code() {
+            Some(grpc_code::INVALID_ARGUMENT | grpc_code::RESOURCE_EXHAUSTED) => {
+                let ops = self.limits.entries_max.max(3);
+                let bytes = etcd_request_bytes_required(self.limits, &self.keys.prefix);
+                let server = match &err {
+                    CallError::Client(client) => format!("{what} probe: {client}"),
+                    _ => what.to_string(),
+                };
+                StorageError::EtcdLimitsTooSmall {
+                    target: self.client.target().to_string(),
+                    entries_max: self.limits.entries_max,
+                    bytes_max: self.limits.bytes_max,
+                    server,
+                    remedy: format!("--max-txn-ops={ops} --max-request-bytes={bytes}"),
+                }
+            }
+            _ => self.client.error("probing the cluster's limits", err),
+        }
+    }
+
+    /// Reads one page of raw entries in `[start, end)` at `revision` (0 =
+    /// the current one). Returns the entries (keys relative to `P/e/`),
+    /// whether more follow, and the revision read.
+    fn read_page(
+        &self,
+        start: Vec<u8>,
+        revision: i64,
+    ) -> Result<(Vec<RawEntry>, bool, i64), StorageError> {
+        let options = GetOptions::new()
+            .with_range(self.keys.entries_end())
+            .with_limit(SCAN_PAGE_ENTRIES)
+            .with_sort(SortTarget::Key, SortOrder::Ascend)
+            .with_revision(revision);
+        let response = self
+            .client
+            .call(move |client| async move {
+                let mut kv = client
+                    .kv_client()
+                    .max_decoding_message_size(DECODE_BYTES_MAX);
+                kv.get(start, Some(options)).await
+            })
+            .map_err(|err| self.client.error("reading entries", err))?;
+        let read_at = response.header().map_or(revision, |h| h.revision());
+        let prefix_len = self.keys.entries.len();
+        let entries = response
+            .kvs()
+            .iter()
+            .map(|kv| RawEntry {
+                key: kv.key().get(prefix_len..).unwrap_or_default().to_vec(),
+                value: kv.value().to_vec(),
+            })
+            .collect();
+        Ok((entries, response.more(), read_at))
+    }
+
+    /// The fencing transaction for `entries` (consecutive sequences).
+    fn append_txn(&self, fence: &Fence, entries: &[(u64, Vec<u8>)]) -> Txn {
+        let first = entries.first().map_or(0, |(sequence, _)| *sequence);
+        let end = entries.last().map_or(0, |(sequence, _)| *sequence + 1);
+        let compares = [
+            Compare::create_revision(
+                self.keys.leader.clone(),
+                CompareOp::Equal,
+                fence.create_revision,
+            ),
+            Compare::lease(self.keys.leader.clone(), CompareOp::Equal, fence.lease_id),
+            Compare::create_revision(self.keys.entry(first), CompareOp::Equal, 0)
+                .with_range(self.keys.entry(end)),
+        ];
+        let puts: Vec<TxnOp> = entries
+            .iter()
+            .map(|(sequence, value)| TxnOp::put(self.keys.entry(*sequence), value.clone(), None))
+            .collect();
+        Txn::new()
+            .when(compares)
+            .and_then(puts)
+            .or_else([TxnOp::get(self.keys.leader.clone(), None)])
+    }
+
+    /// Why a fencing transaction's compare failed, from its `or_else` read
+    /// of the leader key.
+    fn refusal(&self, fence: &Fence, responses: &[TxnOpResponse], first: u64) -> StorageError {
+        let leader = responses.iter().find_map(|response| match response {
+            TxnOpResponse::Get(get) => Some(get.kvs().first().cloned()),
+            _ => None,
+        });
+        let leader_key = String::from_utf8_lossy(&self.keys.leader).into_owned();
+        match leader.flatten() {
+            Some(kv)
+                if kv.create_revision() == fence.create_revision
+                    && kv.lease() == fence.lease_id =>
+            {
+                StorageError::SequenceTaken {
+                    prefix: self.keys.prefix.clone(),
+                    first,
+                }
+            }
+            Some(kv) => StorageError::Deposed {
+                leader_key,
+                holder: String::from_utf8_lossy(kv.value()).into_owned(),
+            },
+            None => StorageError::Deposed {
+                leader_key,
+                holder: "nobody".into(),
+            },
+        }
+    }
+}
+
+impl LogStorage for EtcdStorage {
+    /// One fencing transaction (see the module docs); on `Ok` the batch is
+    /// committed on a quorum.
+    fn append_batch(&self, entries: &[(u64, Vec<u8>)]) -> Result<(), StorageError> {
+        let Some(fence) = &self.fence else {
+            return Err(StorageError::ReadOnly {
+                target: self.client.target().to_string(),
+            });
+        };
+        let Some((first, _)) = entries.first() else {
+            return Ok(());
+        };
+        let bytes = entries.iter().map(|(_, value)| value.len()).sum();
+        if entries.len() > self.limits.entries_max || bytes > self.limits.bytes_max {
+            return Err(StorageError::BatchTooLarge {
+                entries: entries.len(),
+                bytes,
+                limits: self.limits,
+            });
+        }
+        let txn = self.append_txn(fence, entries);
+        let response = self
+            .client
+            .call(move |mut client| async move { client.txn(txn).await })
+            .map_err(|err| self.client.error("appending a batch", err))?;
+        if response.succeeded() {
+            Ok(())
+        } else {
+            Err(self.refusal(fence, &response.op_responses(), *first))
+        }
+    }
+
+    /// Nothing to do: a successful `append_batch` was already committed on
+    /// a quorum (each member fsynced its WAL before etcd answered).
+    fn flush(&self) -> Result<(), StorageError> {
+        Ok(())
+    }
+
+    /// Pages through `P/e/` in key order, every page at the revision of the
+    /// first, so a scan is one consistent snapshot even while a leader
+    /// appends.
+    fn read_from(
+        &self,
+        from: u64,
+    ) -> Box<dyn Iterator<Item = Result<RawEntry, StorageError>> + '_> {
+        // From 0, start at the bare prefix so foreign keys sorting before
+        // sequence 0 are seen too.
+        let start = if from == 0 {
+            self.keys.entries.clone()
+        } else {
+            self.keys.entry(from)
+        };
+        Box::new(Scan {
+            storage: self,
+            next: Some(start),
+            revision: 0,
+            page: VecDeque::new(),
+        })
+    }
+
+    fn last_sequence(&self) -> Result<Option<u64>, StorageError> {
+        let options = GetOptions::new()
+            .with_range(self.keys.entries_end())
+            .with_limit(1)
+            .with_keys_only()
+            .with_sort(SortTarget::Key, SortOrder::Descend);
+        let start = self.keys.entries.clone();
+        let response = self
+            .client
+            .call(move |mut client| async move { client.get(start, Some(options)).await })
+            .map_err(|err| self.client.error("reading the last entry", err))?;
+        let Some(kv) = response.kvs().first() else {
+            return Ok(None);
+        };
+        let suffix = kv.key().get(self.keys.entries.len()..).unwrap_or_default();
+        match <[u8; 8]>::try_from(suffix) {
+            Ok(bytes) => Ok(Some(u64::from_be_bytes(bytes))),
+            Err(_) => Err(StorageError::EtcdConfig(format!(
+                "key {:?} under {} is not an 8-byte sequence number",
+                String::from_utf8_lossy(kv.key()),
+                self.keys.prefix
+            ))),
+        }
+    }
+
+    fn batch_limits(&self) -> BatchLimits {
+        self.limits
+    }
+}
+
+/// A paged, snapshot-consistent scan of the entries.
+struct Scan<'a> {
+    storage: &'a EtcdStorage,
+    /// Where the next page starts; `None` once the last page was read.
+    next: Option<Vec<u8>>,
+    /// Revision of the first page (0 until it is read).
+    revision: i64,
+    page: VecDeque<RawEntry>,
+}
+
+impl Iterator for Scan<'_> {
+    type Item = Result<RawEntry, StorageError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(entry) = self.page.pop_front() {
+            return Some(Ok(entry));
+        }
+        let start = self.next.take()?;
+        match self.storage.read_page(start, self.revision) {
+            Ok((entries, more, revision)) => {
+                self.revision = revision;
+                if more {
+                    if let Some(last) = entries.last() {
+                        // The smallest key after the last one read.
+                        let mut next = self.storage.keys.entries.clone();
+                        next.extend_from_slice(&last.key);
+                        next.push(0);
+                        self.next = Some(next);
+                    }
+                }
+                self.page = entries.into();
+                self.page.pop_front().map(Ok)
+            }
+            Err(err) => Some(Err(err)),
+        }
+    }
+}

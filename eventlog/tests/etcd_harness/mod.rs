@@ -1,0 +1,363 @@
+//! A local etcd cluster for the etcd backend's integration tests.
+//!
+//! Members run as child processes started with `PR_SET_PDEATHSIG =
+//! SIGKILL` from a thread that lives as long as the test process, so the
+//! kernel kills them when the test binary exits, however it exits (a failed
+//! assertion, a panic, an abort, SIGKILL): nothing is left running. A
+//! [`Cluster`] also kills its members on drop. Data lives under cargo's
+//! `CARGO_TARGET_TMPDIR`, wiped when a cluster of the same name starts.
+//!
+//! When `etcd` is missing the harness asks `scripts/etcd.sh install` (which
+//! installs Debian's `etcd-server` as root); if that cannot work (not root)
+//! [`shared`] / [`Cluster::start`] return `None` after printing a LOUD skip
+//! notice, and the calling test returns early. As root a failed install
+//! fails the test.
+
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use eventlog::{EtcdClient, EtcdConfig};
+
+/// `--max-txn-ops` of the test clusters: the default batch limits' need.
+pub const MAX_TXN_OPS: usize = eventlog::ETCD_MAX_TXN_OPS_REQUIRED;
+/// `--max-request-bytes` of the test clusters (as scripts/etcd.sh).
+pub const MAX_REQUEST_BYTES: usize = eventlog::ETCD_MAX_REQUEST_BYTES;
+/// Longest a cluster may take to answer a quorum read after start.
+const HEALTH_WAIT: Duration = Duration::from_secs(30);
+
+/// Limits a member is started with.
+#[derive(Clone, Copy)]
+pub enum Limits {
+    /// What the default batch limits need ([`MAX_TXN_OPS`], [`MAX_REQUEST_BYTES`]).
+    Fitting,
+    /// etcd's defaults (128 ops, 1.5 MiB): too small for the default limits.
+    EtcdDefaults,
+}
+
+/// One member's addresses and process.
+struct Member {
+    name: String,
+    client_port: u16,
+    peer_port: u16,
+    child: Option<Child>,
+}
+
+/// A running local cluster.
+pub struct Cluster {
+    dir: PathBuf,
+    token: String,
+    limits: Limits,
+    members: Vec<Member>,
+}
+
+/// The cluster shared by the tests of one test binary (each test uses its
+/// own prefix), or `None` (after a loud notice) when etcd is unavailable.
+pub fn shared() -> Option<&'static Mutex<Cluster>> {
+    static SHARED: OnceLock<Option<Mutex<Cluster>>> = OnceLock::new();
+    SHARED
+        .get_or_init(|| {
+            let cluster = Cluster::start("shared", 3, Limits::Fitting)?;
+            remove_at_exit(&cluster);
+            Some(Mutex::new(cluster))
+        })
+        .as_ref()
+}
+
+/// The shared cluster lives in a static, which is never dropped: at exit,
+/// kill its members and remove its data (hundreds of MiB of preallocated
+/// WAL), so a test run leaves neither processes nor data behind.
+fn remove_at_exit(cluster: &Cluster) {
+    static AT_EXIT: OnceLock<(Vec<u32>, PathBuf)> = OnceLock::new();
+    extern "C" fn clean_up() {
+        if let Some((pids, dir)) = AT_EXIT.get() {
+            for pid in pids {
+                // SAFETY: plain syscall on our own children's pids.
+                unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };
+            }
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+    let pids = cluster
+        .members
+        .iter()
+        .filter_map(|m| m.child.as_ref().map(Child::id))
+        .collect();
+    if AT_EXIT.set((pids, cluster.dir.clone())).is_ok() {
+        // SAFETY: registers a plain function; it runs once at exit.
+        unsafe { libc::atexit(clean_up) };
+    }
+}
+
+/// Endpoints of the shared cluster, or `None` when etcd is unavailable.
+pub fn shared_endpoints() -> Option<Vec<String>> {
+    shared().map(|cluster| {
+        cluster
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .endpoints()
+    })
+}
+
+/// A unique prefix per test, so tests sharing a cluster never meet.
+pub fn prefix(test: &str) -> String {
+    format!("/fleetweft-test/{test}-{}", std::process::id())
+}
+
+/// The config for `prefix` on `endpoints` (the default 5 s TTL, so a
+/// loaded CI machine does not depose a test's leader by accident; the
+/// expiry tests set a short one).
+pub fn config(endpoints: &[String], prefix: &str) -> EtcdConfig {
+    EtcdConfig::new(endpoints.to_vec(), prefix)
+}
+
+impl Cluster {
+    /// Starts `members` members named `name` and waits until they answer a
+    /// quorum read. `None` (after a loud notice) when etcd is unavailable.
+    pub fn start(name: &str, members: usize, limits: Limits) -> Option<Cluster> {
+        if !ensure_etcd() {
+            return None;
+        }
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("etcd-{name}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the cluster's data directory");
+        let members = (1..=members)
+            .map(|i| Member {
+                name: format!("m{i}"),
+                client_port: free_port(),
+                peer_port: free_port(),
+                child: None,
+            })
+            .collect();
+        let mut cluster = Cluster {
+            dir,
+            token: format!("{name}-{}", std::process::id()),
+            limits,
+            members,
+        };
+        for index in 0..cluster.members.len() {
+            cluster.start_member(index, "new");
+        }
+        cluster.wait_healthy();
+        Some(cluster)
+    }
+
+    /// Client endpoints, `127.0.0.1:PORT`.
+    pub fn endpoints(&self) -> Vec<String> {
+        self.members
+            .iter()
+            .map(|m| format!("127.0.0.1:{}", m.client_port))
+            .collect()
+    }
+
+    /// SIGKILLs every member (a whole-cluster power loss).
+    pub fn kill_all(&mut self) {
+        for member in &mut self.members {
+            if let Some(mut child) = member.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+
+    /// Restarts every killed member on its data and waits for health.
+    pub fn restart_all(&mut self) {
+        for index in 0..self.members.len() {
+            if self.members[index].child.is_none() {
+                self.start_member(index, "existing");
+            }
+        }
+        self.wait_healthy();
+    }
+
+    fn initial_cluster(&self) -> String {
+        self.members
+            .iter()
+            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer_port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn start_member(&mut self, index: usize, state: &str) {
+        let initial = self.initial_cluster();
+        let member = &self.members[index];
+        let data = self.dir.join(&member.name);
+        let log = std::fs::File::create(self.dir.join(format!("{}.log", member.name)))
+            .expect("create the member's log file");
+        let client = format!("http://127.0.0.1:{}", member.client_port);
+        let peer = format!("http://127.0.0.1:{}", member.peer_port);
+        let mut command = Command::new("etcd");
+        command
+            .arg("--name")
+            .arg(&member.name)
+            .arg("--data-dir")
+            .arg(&data)
+            .args([
+                "--listen-client-urls",
+                &client,
+                "--advertise-client-urls",
+                &client,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &peer,
+                "--initial-advertise-peer-urls",
+                &peer,
+            ])
+            .args([
+                "--initial-cluster",
+                &initial,
+                "--initial-cluster-state",
+                state,
+            ])
+            .args(["--initial-cluster-token", &self.token])
+            // Short ticks: etcd's minimum lease TTL is 1.5 election timeouts
+            // in heartbeats (here 0.75 s, so a 1 s TTL is honoured).
+            .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
+            .args(["--logger", "zap"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("clone the log file handle"))
+            .stderr(log);
+        if let Limits::Fitting = self.limits {
+            command
+                .arg(format!("--max-txn-ops={MAX_TXN_OPS}"))
+                .arg(format!("--max-request-bytes={MAX_REQUEST_BYTES}"));
+        }
+        let child = spawn_tied_to_process(command);
+        self.members[index].child = Some(child);
+    }
+
+    fn wait_healthy(&self) {
+        let endpoints = self.endpoints();
+        let started = Instant::now();
+        loop {
+            let probe = EtcdConfig::new(endpoints.clone(), "/fleetweft-test/health");
+            let healthy = EtcdClient::connect(&probe).ok().and_then(|client| {
+                eventlog::EtcdStorage::open_read_only(&client, &probe)
+                    .ok()
+                    .and_then(|storage| eventlog::LogStorage::last_sequence(&storage).ok())
+            });
+            if healthy.is_some() {
+                return;
+            }
+            assert!(
+                started.elapsed() < HEALTH_WAIT,
+                "the etcd cluster in {} did not become healthy within {HEALTH_WAIT:?} \
+                 (see the members' .log files there)",
+                self.dir.display()
+            );
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.kill_all();
+        // Kept after a failure, for the members' logs.
+        if !thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// A command to start and where to send the child.
+type SpawnRequest = (Command, mpsc::Sender<Child>);
+
+/// Spawns `command` from a thread that never exits, with the kernel told
+/// to SIGKILL the child when that thread (so: the process) dies.
+fn spawn_tied_to_process(mut command: Command) -> Child {
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnRequest>>> = OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<SpawnRequest>();
+        thread::spawn(move || {
+            for (mut command, reply) in rx {
+                let child = command.spawn().expect("start etcd");
+                let _ = reply.send(child);
+            }
+            // The channel lives in a static: never reached, the thread (and
+            // with it the children's parent-death signal) lasts until exit.
+        });
+        Mutex::new(tx)
+    });
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork
+    // and exec.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let (reply_tx, reply_rx) = mpsc::channel();
+    spawner
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .send((command, reply_tx))
+        .expect("the spawner thread is alive");
+    reply_rx.recv().expect("the spawner thread started etcd")
+}
+
+/// A port the kernel just handed out (released again for etcd to bind).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .expect("bind a loopback port")
+}
+
+/// True when `etcd` is on PATH, installing it through scripts/etcd.sh if
+/// possible; false (after a loud notice) when it cannot be installed.
+fn ensure_etcd() -> bool {
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        if has_etcd() {
+            return true;
+        }
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/etcd.sh");
+        let installed = Command::new("bash")
+            .arg(&script)
+            .arg("install")
+            .status()
+            .map(|status| status.success())
+            .unwrap_or(false);
+        if installed && has_etcd() {
+            return true;
+        }
+        let root = unsafe { libc::geteuid() } == 0;
+        assert!(
+            !root,
+            "etcd is missing and `scripts/etcd.sh install` failed although running as root"
+        );
+        // Straight to the stderr handle: libtest captures `eprintln!` of
+        // passing tests, and this notice must not be swallowed.
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            b"\n\
+              ################################################################\n\
+              ## SKIPPING the etcd backend's integration tests: `etcd` is    ##\n\
+              ## not installed and cannot be (not root). Install Debian's    ##\n\
+              ## etcd-server (scripts/etcd.sh install as root) to run them.  ##\n\
+              ################################################################\n\n",
+        );
+        false
+    })
+}
+
+fn has_etcd() -> bool {
+    Command::new("etcd")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|status| status.success())
+        .unwrap_or(false)
+}

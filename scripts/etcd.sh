@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# A local 3-member etcd cluster on loopback, for trying the etcd log backend
+# and for its benchmark (the integration tests start their own members, see
+# eventlog/tests/etcd_harness).
+#
+#   scripts/etcd.sh install      install Debian's etcd-server and
+#                                protobuf-compiler when missing (root only)
+#   scripts/etcd.sh start DIR    start 3 members with data in DIR, wait until
+#                                the cluster is healthy, print the endpoints
+#   scripts/etcd.sh stop DIR     stop the members started in DIR
+#
+# Ports: clients ETCD_PORT_BASE+1..3, peers ETCD_PORT_BASE+11..13
+# (ETCD_PORT_BASE defaults to 23780). The members are started with the
+# transaction limits the log's default atomic batch needs (docs/operations.md,
+# "etcd backend"): --max-txn-ops 32768 --max-request-bytes 10420224 (10 MiB
+# less 64 KiB: etcd 3.4 cannot replay WAL records over 10 MiB at start, so a
+# larger request limit could make a cluster that never starts again).
+set -euo pipefail
+
+MAX_TXN_OPS=32768
+MAX_REQUEST_BYTES=10420224
+PORT_BASE=${ETCD_PORT_BASE:-23780}
+HEALTH_WAIT_S=30
+
+install() {
+  local missing=()
+  command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+  command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
+  [ ${#missing[@]} = 0 ] && return 0
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "scripts/etcd.sh: ${missing[*]} missing and cannot install (not root or no apt-get)" >&2
+    return 3
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+}
+
+healthy() { # PORT: etcd's /health answers {"health":"true"} with a quorum
+  local reply
+  reply=$(timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1 && \
+    printf 'GET /health HTTP/1.0\r\nHost: localhost\r\n\r\n' >&3 && cat <&3" 2>/dev/null) || return 1
+  [[ $reply == *'"health":"true"'* ]]
+}
+
+start() {
+  local dir=$1 cluster="" endpoints=""
+  install
+  mkdir -p "$dir"
+  if [ -s "$dir/pids" ]; then
+    echo "scripts/etcd.sh: $dir/pids exists: a cluster may be running (stop it first)" >&2
+    exit 2
+  fi
+  for i in 1 2 3; do
+    cluster+="${cluster:+,}m$i=http://127.0.0.1:$((PORT_BASE + 10 + i))"
+    endpoints+="${endpoints:+,}127.0.0.1:$((PORT_BASE + i))"
+  done
+  local state=new
+  [ -d "$dir/m1" ] && state=existing
+  for i in 1 2 3; do
+    local client="http://127.0.0.1:$((PORT_BASE + i))" peer="http://127.0.0.1:$((PORT_BASE + 10 + i))"
+    setsid etcd --name "m$i" --data-dir "$dir/m$i" \
+      --listen-client-urls "$client" --advertise-client-urls "$client" \
+      --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
+      --initial-cluster "$cluster" --initial-cluster-state "$state" \
+      --initial-cluster-token "fleetweft-$(basename "$dir")" \
+      --max-txn-ops "$MAX_TXN_OPS" --max-request-bytes "$MAX_REQUEST_BYTES" \
+      --logger zap </dev/null >"$dir/m$i.log" 2>&1 &
+    echo $! >>"$dir/pids"
+  done
+  local deadline=$((SECONDS + HEALTH_WAIT_S))
+  for i in 1 2 3; do
+    until healthy $((PORT_BASE + i)); do
+      if [ $SECONDS -ge $deadline ]; then
+        echo "scripts/etcd.sh: member m$i not healthy after ${HEALTH_WAIT_S}s; see $dir/m$i.log" >&2
+        stop "$dir"
+        exit 1
+      fi
+      sleep 0.2
+    done
+  done
+  echo "$endpoints"
+}
+
+stop() {
+  local dir=$1
+  [ -f "$dir/pids" ] || return 0
+  while read -r pid; do
+    # Only our own members: the pid must still be an etcd with this data dir.
+    if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "--data-dir $dir/m"; then
+      kill "$pid" 2>/dev/null || true
+      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+  done <"$dir/pids"
+  rm -f "$dir/pids"
+}
+
+case "${1:-}" in
+  install) install ;;
+  start) [ $# = 2 ] || { echo "usage: $0 start DIR" >&2; exit 2; }; start "$(realpath -m "$2")" ;;
+  stop) [ $# = 2 ] || { echo "usage: $0 stop DIR" >&2; exit 2; }; stop "$(realpath -m "$2")" ;;
+  *) echo "usage: $0 install | start DIR | stop DIR" >&2; exit 2 ;;
+esac
