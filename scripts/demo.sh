@@ -14,5 +14,15 @@ if ! command -v python3 >/dev/null 2>&1; then
     exit 2
   fi
 fi
+# protoc builds etcd-client's gRPC code (the controller's etcd log backend);
+# scripts/etcd.sh installs Debian's protobuf-compiler (and etcd-server).
+if ! command -v protoc >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    bash scripts/etcd.sh install
+  else
+    echo "scripts/demo.sh: the build needs protoc (Debian: protobuf-compiler); install it" >&2
+    exit 2
+  fi
+fi
 cargo build --release -q -p runtime -p agent
 exec ./target/release/fleetweft demo "$@"
