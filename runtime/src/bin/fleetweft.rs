@@ -1110,17 +1110,7 @@ fn log_show_etcd(
             write_error = Some(err);
         }
     });
-    if let Some(err) = write_error {
-        return Err(err).context("writing events");
-    }
-    match result {
-        Ok(_) => Ok(ExitCode::SUCCESS),
-        Err(err @ InspectError::Damaged(_)) => {
-            eprintln!("fleetweft: stopped: {}", printable(&err.to_string()));
-            Ok(exit_code(&err))
-        }
-        Err(err) => report_failure(&mut out, &err, false),
-    }
+    show_outcome(&mut out, write_error, result)
 }
 
 /// `log copy --from LOC --to LOC`.
@@ -1190,18 +1180,28 @@ fn log_show(target: LogTarget, from: u64, json: bool) -> anyhow::Result<ExitCode
             });
         }),
     };
+    show_outcome(&mut out, write_error, result)
+}
+
+/// How `log show` ends on either backend: a failed write to stdout first;
+/// then damage (what was intact before it is printed: say where it
+/// stopped); any other failure goes to stderr as text, so stdout stays
+/// events only.
+fn show_outcome<T>(
+    out: &mut impl Write,
+    write_error: Option<anyhow::Error>,
+    result: Result<T, InspectError>,
+) -> anyhow::Result<ExitCode> {
     if let Some(err) = write_error {
         return Err(err).context("writing events");
     }
     match result {
         Ok(_) => Ok(ExitCode::SUCCESS),
-        // What was intact before the damage is printed; say where it stopped.
         Err(err @ InspectError::Damaged(_)) => {
             eprintln!("fleetweft: stopped: {}", printable(&err.to_string()));
             Ok(exit_code(&err))
         }
-        // Failures always go to stderr as text, so stdout stays events only.
-        Err(err) => report_failure(&mut out, &err, false),
+        Err(err) => report_failure(out, &err, false),
     }
 }
 
