@@ -35,6 +35,9 @@ pub const API_PORT: u16 = 7800;
 pub const PUBLIC_PORT: u16 = 8080;
 /// Default deadline of one wait.
 pub const WAIT_MS: u64 = 45_000;
+
+/// The agents' `[timing] retry_ms` unless a scenario sets its own.
+pub const AGENT_RETRY_MS: u64 = 1_000;
 /// How often a wait polls.
 pub const POLL_MS: u64 = 150;
 /// How often a public route is asked before it counts as not answering.
@@ -84,6 +87,10 @@ pub struct AgentFaults {
     /// Where to hold once (`fetch`, `verify`, `stage`, `switch`, `probe`,
     /// `restore-probe`), and for how long.
     pub hold_at: Option<(&'static str, u64)>,
+    /// The agent's `[timing] retry_ms` (how long an unanswered request
+    /// waits before it is sent again); `None` keeps 1,000 ms. Not a fault:
+    /// needs no `--allow-fault-injection`.
+    pub retry_ms: Option<u64>,
 }
 
 /// Options of the controller.
@@ -323,13 +330,14 @@ impl Fleet {
         };
         let pki = pki.unwrap_or(&self.pki);
         let mut text = format!(
-            "node = \"{node}\"\ndata_dir = {:?}\npublic_port = {PUBLIC_PORT}\npublic_ip = \"0.0.0.0\"\n\n[controller]\naddr = \"{SUBNET}.1:{}\"\nserver_name = \"localhost\"\n\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n\n[bundles]\npubkey = {:?}\n\n[timing]\nretry_ms = 1000\nbackoff_base_ms = 200\nbackoff_max_ms = 2000\n",
+            "node = \"{node}\"\ndata_dir = {:?}\npublic_port = {PUBLIC_PORT}\npublic_ip = \"0.0.0.0\"\n\n[controller]\naddr = \"{SUBNET}.1:{}\"\nserver_name = \"localhost\"\n\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n\n[bundles]\npubkey = {:?}\n\n[timing]\nretry_ms = {}\nbackoff_base_ms = 200\nbackoff_max_ms = 2000\n",
             self.dir.join(format!("{name}-data")).display().to_string(),
             self.agent_quic_port,
             ca.display().to_string(),
             pki.node_cert(node).display().to_string(),
             pki.node_key(node).display().to_string(),
             self.dir.join("keys/bundle-signing.pub").display().to_string(),
+            faults.retry_ms.unwrap_or(AGENT_RETRY_MS),
         );
         let any_fault = !faults.answer_wrongly.is_empty()
             || !faults.crash_on_start.is_empty()

@@ -249,6 +249,10 @@ async fn canary_partitioned(f: &mut Fleet) -> anyhow::Result<String> {
     Ok(format!("{op} UNKNOWN with slot held, settled after heal"))
 }
 
+/// How long node a waits before re-sending an unanswered request in the
+/// lost-reply scenarios (3, 4): the window in which the scenario acts.
+const LOST_REPLY_RETRY_MS: u64 = 10_000;
+
 /// The controller restarted with its fault switch dropping the first commit
 /// reply for v2, v1 everywhere, v2's rollout started, and the canary's
 /// commit decision durable in the log (its reply never sent): (rollout, op).
@@ -259,7 +263,14 @@ async fn canary_decided_reply_dropped(f: &mut Fleet) -> anyhow::Result<(String, 
         drop_first_commit_reply_for: Some(v2),
     })
     .await?;
-    baseline(f, &AgentFaults::default()).await?;
+    // Node a waits LOST_REPLY_RETRY_MS before asking again: the caller's
+    // cut (or SIGKILL) must land before the retry's reply gets through, and
+    // on a loaded 2-core CI machine 1 s was once not enough (scenario 3).
+    let slow_retry = AgentFaults {
+        retry_ms: Some(LOST_REPLY_RETRY_MS),
+        ..AgentFaults::default()
+    };
+    baseline(f, &slow_retry).await?;
     let id = f
         .rollout("v2", "node-a", &["node-b", "node-c"], 1, false)
         .await?;
