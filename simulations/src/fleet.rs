@@ -7,7 +7,8 @@
 
 use crate::config::{CheckConfig, Fault};
 use crate::mutants::{
-    agent_step_as, controller_step, node_proof, recovery_events, reply_before_persist,
+    agent_step_as, append_fenced, controller_step, node_proof, recovery_events,
+    reply_before_persist,
 };
 use crate::world::{App, Artifact, Ghost, Msg, World};
 use invariants::{Rule, Violation};
@@ -92,6 +93,12 @@ pub enum Action {
     Heal(NodeId),
     CrashAgent(NodeId),
     CrashController,
+    /// (`controller-failover`) A standby wins the election and takes over
+    /// from the durable log; the old leader lives on, deposed.
+    Failover,
+    /// (`controller-failover`) An agent's message reaches the deposed
+    /// leader (its link to it is still open).
+    DeliverToDeposed(Msg),
     Flush,
     ProbeRoute(NodeId),
     Pause(RolloutId),
@@ -172,6 +179,7 @@ impl FleetModel {
         let count = self.cfg.followers as usize + 1;
         let mut world = World {
             durable: Default::default(),
+            deposed: None,
             unflushed: Vec::new(),
             agents: vec![
                 AgentState {
@@ -301,6 +309,68 @@ impl FleetModel {
                 world.net.insert(Msg::ToAgent(to, msg));
             }
         }
+    }
+
+    /// `controller-failover`: the old leader's state (durable plus what it
+    /// had not flushed) lives on as the deposed leader; the standby takes
+    /// over as a restart of the same rollout (SPEC §3): it reads the durable
+    /// log, recovers as a restarted controller does, and the agents find it.
+    /// Unlike a crash, nothing in flight is lost: the old leader's messages
+    /// may still arrive, and agents' messages may still reach it.
+    fn failover(&self, world: &mut World, narration: &mut Narration) {
+        world.deposed = Some(world.controller().into_owned());
+        world.unflushed.clear();
+        let recovered = world.durable.clone();
+        let events = recovery_events(self.cfg.mutant, &recovered);
+        if !events.is_empty() {
+            self.controller_events(world, recovered, events, narration);
+        }
+        for node in self.nodes() {
+            if !world.is_partitioned(node) {
+                self.agent(world, node, AgentInput::Connected, None, narration);
+            }
+        }
+    }
+
+    /// The deposed leader decides `input` on what it knew. Under the real
+    /// rules the append its decision needs is fenced (the storage compares
+    /// the leader key with its lease, `eventlog::etcd_storage`): nothing is
+    /// appended, nothing released, and it stops acting. `unfenced-append`
+    /// lets the append through into the shared log.
+    fn deposed(&self, world: &mut World, input: Input, narration: &mut Narration) {
+        let Some(stale) = world.deposed.clone() else {
+            return;
+        };
+        let events = match controller_step(self.cfg.mutant, &stale, &input) {
+            Ok(events) if !events.is_empty() => events,
+            _ => {
+                say(narration, || {
+                    "   deposed leader: nothing to append".to_string()
+                });
+                return;
+            }
+        };
+        if append_fenced(self.cfg.mutant) {
+            say(narration, || {
+                "   deposed leader's append is FENCED: nothing appended or sent; it stops"
+                    .to_string()
+            });
+            world.deposed = None;
+            world.ghost.deposed_fenced = true;
+            return;
+        }
+        let mut own = stale;
+        for event in &events {
+            if model::controller::referents_exist(&own, event).is_ok() {
+                apply(&mut own, event);
+            }
+        }
+        world.deposed = Some(own);
+        say(narration, || {
+            "   deposed leader appends to the shared log:".to_string()
+        });
+        let log = world.durable.clone();
+        self.controller_events(world, log, events, narration);
     }
 
     fn note_ghost(
@@ -545,6 +615,25 @@ impl FleetModel {
         if self.budget_left(world, Fault::ControllerCrash) {
             actions.push(Action::CrashController);
         }
+        // A takeover mid-rollout, the case fencing is for: before the first
+        // rollout nothing is in flight and the old leader has nothing to
+        // decide (it keeps the space small).
+        let mid_rollout = ctrl.active_rollout().is_some();
+        if mid_rollout
+            && world.deposed.is_none()
+            && self.budget_left(world, Fault::ControllerFailover)
+        {
+            actions.push(Action::Failover);
+        }
+        if world.deposed.is_some() {
+            let inbound = world
+                .net
+                .iter()
+                .filter(|m| matches!(m, Msg::ToController(..)));
+            for msg in inbound.filter(|m| !world.is_partitioned(m.node())) {
+                actions.push(Action::DeliverToDeposed(*msg));
+            }
+        }
         if !world.unflushed.is_empty() {
             actions.push(Action::Flush);
         }
@@ -777,6 +866,16 @@ impl FleetModel {
                     }
                 }
             }
+            Action::Failover => {
+                next.faults_used += 1;
+                self.failover(&mut next, narration);
+            }
+            Action::DeliverToDeposed(msg) => {
+                next.net.remove(&msg);
+                if let Msg::ToController(node, msg) = msg {
+                    self.deposed(&mut next, Input::FromAgent { node, msg }, narration);
+                }
+            }
             Action::Flush => {
                 for event in std::mem::take(&mut next.unflushed) {
                     apply(&mut next.durable, &event);
@@ -1002,6 +1101,13 @@ impl FleetModel {
                 } else {
                     "controller is SIGKILLed and restarts from its durable log".to_string()
                 }
+            }
+            Action::Failover => {
+                "a standby TAKES OVER from the durable log; the old leader lives on, deposed"
+                    .to_string()
+            }
+            Action::DeliverToDeposed(msg) => {
+                format!("{} reaches the DEPOSED leader", describe_msg(msg))
             }
             Action::Flush => format!(
                 "controller flushes {} events to disk",

@@ -2,7 +2,7 @@
 //! `model` code (it never copies it) and must be caught by the checker with
 //! the rule it names. A checker that cannot fail proves nothing.
 
-use crate::config::{CheckConfig, Fault};
+use crate::config::{CheckConfig, Fault, Faults};
 use invariants::Rule;
 use model::agent::{
     agent_step, AgentEvent, AgentInput, AgentOutput, AgentStage, AgentState, StagingStep,
@@ -44,11 +44,12 @@ pub enum Mutant {
     WaveBeforeSettled,
     BudgetIgnored,
     RetireHoldingOp,
+    UnfencedAppend,
 }
 
 impl Mutant {
     /// Every mutant, in `--list-mutants` order.
-    pub const ALL: [Mutant; 26] = [
+    pub const ALL: [Mutant; 27] = [
         Mutant::ReleaseOnTimeout,
         Mutant::GrantWhilePaused,
         Mutant::RedecideOnRetry,
@@ -75,6 +76,7 @@ impl Mutant {
         Mutant::WaveBeforeSettled,
         Mutant::BudgetIgnored,
         Mutant::RetireHoldingOp,
+        Mutant::UnfencedAppend,
     ];
 
     /// The CLI name.
@@ -106,6 +108,7 @@ impl Mutant {
             Mutant::WaveBeforeSettled => "wave-before-settled",
             Mutant::BudgetIgnored => "budget-ignored",
             Mutant::RetireHoldingOp => "retire-holding-op",
+            Mutant::UnfencedAppend => "unfenced-append",
         }
     }
 
@@ -142,6 +145,19 @@ impl Mutant {
             Mutant::WaveBeforeSettled => Rule::S4,
             Mutant::BudgetIgnored => Rule::FailureBudget,
             Mutant::RetireHoldingOp => Rule::RosterHolds,
+            Mutant::UnfencedAppend => Rule::S6,
+        }
+    }
+
+    /// Rules the mutant may break besides [`Mutant::breaks`] in the same
+    /// exploration (stateright's breadth-first search checks a block of
+    /// states before it stops, so a small space can show two stories).
+    /// Empty for all but one: a deposed leader's unfenced append also
+    /// records a late report or decision on an op the new leader settled.
+    pub fn also_breaks(self) -> &'static [Rule] {
+        match self {
+            Mutant::UnfencedAppend => &[Rule::S8],
+            _ => &[],
         }
     }
 
@@ -210,6 +226,9 @@ impl Mutant {
             }
             Mutant::RetireHoldingOp => {
                 "retire a node whatever it holds: its op will time out anyway"
+            }
+            Mutant::UnfencedAppend => {
+                "append without comparing the leader key: a deposed leader's write still lands"
             }
             Mutant::ApproveWithoutGate => {
                 "accept an operator's approval of any active rollout: before the canary passed, without a gate, twice"
@@ -288,6 +307,21 @@ impl Mutant {
                 cfg.waves = true;
                 cfg.operator = true;
                 cfg.faults = cfg.faults.with(Fault::WrongAnswer);
+            }
+            // A standby takes over while the old leader still hears from
+            // the agents. The deposed leader's stale view breaks S8 in most
+            // stories (it logs a follower's op it never granted as foreign,
+            // or commits an op an operator resolved after the takeover):
+            // `an_unfenced_deposed_leader_is_caught_by_s6` checks
+            // that. Without an operator, and a duplicated commit request
+            // reaching both leaders, the shortest story is the double
+            // decision the fence is for: S6 (and S8, `also_breaks`).
+            Mutant::UnfencedAppend => {
+                cfg.operator = false;
+                cfg.faults = Faults::none()
+                    .with(Fault::ControllerFailover)
+                    .with(Fault::Dup);
+                cfg.max_faults = cfg.max_faults.max(2);
             }
             // Enrolled nodes, and an operator who may retire one.
             Mutant::RetireHoldingOp => {
@@ -685,6 +719,13 @@ pub fn node_proof(
         return proof::recorded_node_proof(state, node, &name);
     }
     proof::live_node_proof(state, node, &name, fresh)
+}
+
+/// Whether the storage fences a deposed leader's append (the real rule:
+/// every append compares the leader key's revision and lease in the same
+/// etcd transaction). `unfenced-append` drops the compare.
+pub fn append_fenced(mutant: Option<Mutant>) -> bool {
+    mutant != Some(Mutant::UnfencedAppend)
 }
 
 /// Whether effects leave before the events behind them are durable.

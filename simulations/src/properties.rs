@@ -201,6 +201,12 @@ pub fn properties(model: &FleetModel) -> Vec<Property<FleetModel>> {
             |_, w| w.ghost.rolled_back,
         ));
     }
+    if model.cfg.faults.has(Fault::ControllerFailover) {
+        props.push(Property::<FleetModel>::sometimes(
+            "deposed leader's append fenced",
+            |_, w| w.ghost.deposed_fenced,
+        ));
+    }
     if model.cfg.faults.has(Fault::StageError) {
         props.extend(recovery_row_properties());
     }

@@ -150,6 +150,7 @@ fn renaming(ctrl: &ControllerState, sigma: Vec<NodeId>) -> Option<Renaming> {
 fn own_representative(world: &World) -> bool {
     world.violation.is_some()
         || !world.unflushed.is_empty()
+        || world.deposed.is_some()
         || world.durable.rollouts.len() > 1
         || !world.durable.roster.is_empty()
         || !world.durable.quarantined.is_empty()
@@ -216,6 +217,7 @@ pub fn rename_world(world: &World, r: &Renaming) -> World {
     }
     World {
         durable: rename_controller(&world.durable, r),
+        deposed: world.deposed.as_ref().map(|d| rename_controller(d, r)),
         unflushed: world.unflushed.clone(),
         agents,
         apps,

@@ -110,6 +110,9 @@ pub struct Ghost {
     /// the `stage-error` fault on, which is what makes every row
     /// reachable (it keeps other configurations' spaces as they were).
     pub recovery_rows: u8,
+    /// (`controller-failover`) A deposed leader's append was fenced: the
+    /// fault reached the point where the fencing matters.
+    pub deposed_fenced: bool,
 }
 
 /// One state of the checked system.
@@ -117,6 +120,11 @@ pub struct Ghost {
 pub struct World {
     /// The controller state folded from the durable log.
     pub durable: ControllerState,
+    /// (`controller-failover`) The deposed leader's own state after a
+    /// standby took over, while it still lives: it decides on what it knew,
+    /// and under the real rules its next append is fenced and it stops
+    /// (`None` again). Always `None` without that fault.
+    pub deposed: Option<ControllerState>,
     /// Events applied but not yet flushed. Always empty under the real rules,
     /// which flush before anything leaves; only `reply-before-persist` uses it.
     pub unflushed: Vec<Event>,

@@ -27,8 +27,10 @@ struct Args {
     slots: Option<u8>,
     /// Faults the environment may inject, comma separated:
     /// loss,dup,partition,agent-crash,controller-crash,wrong-answer,app-crash,
-    /// early-timeout (the default set), and swap-old,foreign-route, which
-    /// strike a settled node and imply --proofs
+    /// early-timeout (the default set); swap-old,foreign-route, which
+    /// strike a settled node and imply --proofs; stage-error; and
+    /// controller-failover (a standby takes over, the old leader lives on
+    /// deposed and its appends are fenced)
     #[arg(long)]
     faults: Option<String>,
     /// Total faults along one path (0..=4).
