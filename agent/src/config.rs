@@ -36,11 +36,51 @@ pub struct AgentConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ControllerSection {
-    /// The controller's QUIC address.
-    pub addr: SocketAddr,
+    /// The controller's QUIC address (one controller).
+    #[serde(default)]
+    pub addr: Option<SocketAddr>,
+    /// Every controller's QUIC address, when several run for high
+    /// availability (issue #14): the agent connects to one and moves to the
+    /// next when it cannot reach it or its session ends. At most
+    /// [`CONTROLLER_ADDRS_MAX`]; give `addr` or `addrs`, not both.
+    #[serde(default)]
+    pub addrs: Vec<SocketAddr>,
     /// The name on the controller's certificate.
     #[serde(default = "default_server_name")]
     pub server_name: String,
+}
+
+/// Most controller addresses an agent config lists: an etcd-backed fleet
+/// runs 3 or 5 controllers; 7 leaves room for a move between hosts.
+pub const CONTROLLER_ADDRS_MAX: usize = 7;
+
+impl ControllerSection {
+    /// The addresses to try, in order: `addr`, or `addrs`.
+    pub fn addresses(&self) -> Vec<SocketAddr> {
+        match self.addr {
+            Some(addr) => vec![addr],
+            None => self.addrs.clone(),
+        }
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        match (self.addr, self.addrs.len()) {
+            (Some(_), n) if n > 0 => {
+                Err("section [controller]: give `addr` or `addrs`, not both".into())
+            }
+            (None, 0) => Err("section [controller]: missing `addr` (or `addrs`)".into()),
+            (_, n) if n > CONTROLLER_ADDRS_MAX => Err(format!(
+                "key `controller.addrs`: {n} addresses, at most {CONTROLLER_ADDRS_MAX}"
+            )),
+            _ => {
+                let mut seen = std::collections::BTreeSet::new();
+                match self.addrs.iter().find(|a| !seen.insert(**a)) {
+                    Some(twice) => Err(format!("key `controller.addrs`: {twice} is listed twice")),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
 }
 
 fn default_public_ip() -> std::net::IpAddr {
@@ -207,6 +247,7 @@ impl AgentConfig {
                 cfg.public_ip
             )));
         }
+        cfg.controller.validate().map_err(invalid)?;
         if cfg.timing.retry_ms == 0 || cfg.timing.backoff_base_ms == 0 {
             return Err(invalid(
                 "section [timing]: intervals must be above 0 ms".into(),
@@ -248,6 +289,69 @@ pubkey = "bundle-signing.pub"
         let cfg = AgentConfig::parse(Path::new("agent.toml"), GOOD).expect("valid");
         assert_eq!(cfg.node, "node-a");
         assert_eq!(cfg.timing.retry_ms, 1_000);
+    }
+
+    #[test]
+    fn several_controllers_are_tried_in_order_and_one_form_is_required() {
+        let one = AgentConfig::parse(Path::new("agent.toml"), GOOD).expect("valid");
+        assert_eq!(
+            one.controller.addresses(),
+            vec!["127.0.0.1:7700".parse().unwrap()]
+        );
+        let three = GOOD.replace(
+            "addr = \"127.0.0.1:7700\"",
+            "addrs = [\"127.0.0.1:7700\", \"127.0.0.2:7700\", \"127.0.0.3:7700\"]",
+        );
+        let cfg = AgentConfig::parse(Path::new("agent.toml"), &three).expect("valid");
+        let addrs: Vec<String> = cfg
+            .controller
+            .addresses()
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        assert_eq!(
+            addrs,
+            ["127.0.0.1:7700", "127.0.0.2:7700", "127.0.0.3:7700"]
+        );
+        let cases = [
+            (
+                GOOD.replace("addr = \"127.0.0.1:7700\"", ""),
+                "missing `addr` (or `addrs`)",
+            ),
+            (
+                GOOD.replace(
+                    "addr = \"127.0.0.1:7700\"",
+                    "addr = \"127.0.0.1:7700\"\naddrs = [\"127.0.0.2:7700\"]",
+                ),
+                "not both",
+            ),
+            (
+                GOOD.replace(
+                    "addr = \"127.0.0.1:7700\"",
+                    "addrs = [\"127.0.0.2:7700\", \"127.0.0.2:7700\"]",
+                ),
+                "127.0.0.2:7700 is listed twice",
+            ),
+            (
+                GOOD.replace(
+                    "addr = \"127.0.0.1:7700\"",
+                    &format!(
+                        "addrs = [{}]",
+                        (1..=CONTROLLER_ADDRS_MAX + 1)
+                            .map(|i| format!("\"127.0.0.{i}:7700\""))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ),
+                "8 addresses, at most 7",
+            ),
+        ];
+        for (text, expected) in cases {
+            let err = AgentConfig::parse(Path::new("agent.toml"), &text)
+                .expect_err("invalid")
+                .to_string();
+            assert!(err.contains(expected), "{expected}: {err}");
+        }
     }
 
     #[test]

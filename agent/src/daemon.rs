@@ -133,6 +133,12 @@ impl Agent {
             self.cfg.timing.backoff_base_ms,
             self.cfg.timing.backoff_max_ms,
         );
+        // With several controllers (HA), only the leader accepts agents: a
+        // failed connection or an ended session (the leader may be gone)
+        // moves on to the next address, with the same jittered backoff.
+        let addrs = self.cfg.controller.addresses();
+        assert!(!addrs.is_empty(), "the config check requires an address");
+        let mut at = 0usize;
         loop {
             let identity = ClientIdentity::from_pem_files(
                 &self.cfg.tls.ca,
@@ -140,23 +146,19 @@ impl Agent {
                 &self.cfg.tls.key,
             )
             .context("loading the node's TLS identity")?;
-            match AgentConnection::connect(
-                self.cfg.controller.addr,
-                &self.cfg.controller.server_name,
-                identity,
-            )
-            .await
-            {
+            let addr = addrs[at];
+            match AgentConnection::connect(addr, &self.cfg.controller.server_name, identity).await {
                 Ok(conn) => {
                     backoff.reset();
-                    tracing::info!("connected to the controller");
+                    tracing::info!(%addr, "connected to the controller");
                     if let Err(e) = self.session(conn).await {
                         tracing::warn!("session ended: {e:#}");
                     }
                     self.conn = None;
                 }
-                Err(e) => tracing::warn!("cannot reach the controller: {e}"),
+                Err(e) => tracing::warn!(%addr, "cannot reach the controller: {e}"),
             }
+            at = (at + 1) % addrs.len();
             tokio::time::sleep(backoff.next_delay()).await;
         }
     }

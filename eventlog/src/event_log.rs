@@ -84,6 +84,18 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
         Ok((log, events))
     }
 
+    /// The same log on another handle to its storage (e.g. boxed, so that
+    /// one controller type runs on sled or etcd). Nothing is re-read.
+    pub fn map_storage<T: LogStorage>(self, f: impl FnOnce(S) -> T) -> EventLog<E, T> {
+        EventLog {
+            storage: f(self.storage),
+            writer: self.writer,
+            inserted_end: self.inserted_end,
+            commit: self.commit,
+            events: PhantomData,
+        }
+    }
+
     #[allow(clippy::type_complexity)]
     fn replay(storage: S) -> Result<(Self, Vec<(u64, E)>, VerifyReport), LogError> {
         let mut events = Vec::new();

@@ -235,3 +235,30 @@ impl fmt::Display for Hex<'_> {
         Ok(())
     }
 }
+
+/// A boxed storage is a storage: lets one log type run on whichever
+/// backend the configuration names (sled or etcd).
+impl LogStorage for Box<dyn LogStorage> {
+    fn append_batch(&self, entries: &[(u64, Vec<u8>)]) -> Result<(), StorageError> {
+        (**self).append_batch(entries)
+    }
+
+    fn flush(&self) -> Result<(), StorageError> {
+        (**self).flush()
+    }
+
+    fn read_from(
+        &self,
+        from: u64,
+    ) -> Box<dyn Iterator<Item = Result<RawEntry, StorageError>> + '_> {
+        (**self).read_from(from)
+    }
+
+    fn last_sequence(&self) -> Result<Option<u64>, StorageError> {
+        (**self).last_sequence()
+    }
+
+    fn batch_limits(&self) -> BatchLimits {
+        (**self).batch_limits()
+    }
+}

@@ -136,9 +136,13 @@ pub struct Batch {
     pub touched: invariants::Touched,
 }
 
+/// The log under the controller: sled's directory, or etcd's prefix held
+/// under a [`crate::log::Leadership`] (its appends are fenced).
+pub type ControllerLog = EventLog<Event, Box<dyn crate::log::LogStorage>>;
+
 /// The controller: its durable log and the state folded from it.
 pub struct Controller {
-    log: EventLog<Event>,
+    log: ControllerLog,
     state: ControllerState,
     /// Sequence of the last event applied, `None` for an empty log. Kept
     /// here because the log's own accessor can fail (poisoned mutex).
@@ -161,6 +165,23 @@ impl Controller {
         dir: impl AsRef<Path>,
     ) -> Result<(Controller, Vec<(u64, Event)>), ControllerError> {
         let (log, events) = EventLog::<Event>::open(dir)?;
+        let log = log.map_storage(|sled| Box::new(sled) as Box<dyn crate::log::LogStorage>);
+        Self::replayed(log, events)
+    }
+
+    /// [`Controller::open_with_events`] on any storage (etcd): the chain is
+    /// verified and the history checked the same way.
+    pub fn open_on_storage(
+        storage: Box<dyn crate::log::LogStorage>,
+    ) -> Result<(Controller, Vec<(u64, Event)>), ControllerError> {
+        let (log, events) = ControllerLog::with_storage(storage)?;
+        Self::replayed(log, events)
+    }
+
+    fn replayed(
+        log: ControllerLog,
+        events: Vec<(u64, Event)>,
+    ) -> Result<(Controller, Vec<(u64, Event)>), ControllerError> {
         let state =
             invariants::check_history(events.iter().map(|(_, event)| event)).map_err(|err| {
                 ControllerError::RuleViolated {

@@ -348,21 +348,25 @@ pubkey = "b.pub"
     }
 
     #[test]
-    fn the_daemon_refuses_backend_etcd_rather_than_running_on_sled() {
+    fn an_unreachable_etcd_stops_the_daemon_naming_it() {
         let cfg = parse(
             "[storage]\nbackend = \"etcd\"\nendpoints = [\"127.0.0.1:1\"]\nprefix = \"/fw\"\n",
         )
         .expect("valid");
-        let runtime = tokio::runtime::Builder::new_current_thread()
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
             .enable_all()
             .build()
             .expect("runtime");
         match runtime.block_on(crate::daemon::start(cfg, false)) {
-            Ok(_) => panic!("the daemon started with backend = etcd"),
-            Err(err) => assert!(
-                err.to_string().contains("does not run on etcd yet"),
-                "{err}"
-            ),
+            Ok(_) => panic!("the daemon started without its etcd"),
+            Err(err) => {
+                let text = format!("{err:#}");
+                assert!(
+                    text.contains("opening the event log on etcd 127.0.0.1:1 at /fw"),
+                    "{text}"
+                );
+            }
         }
     }
 

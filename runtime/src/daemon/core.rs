@@ -514,6 +514,7 @@ impl Core {
             let outcome = tokio::task::block_in_place(|| self.controller.handle_batch(&mut inputs));
             let batch = match outcome {
                 Ok(batch) => batch,
+                Err(e) if super::ha::is_deposed(&e) => super::ha::deposed(&e.to_string()),
                 Err(e) => {
                     // The log failed: nothing may be acknowledged any more.
                     tracing::error!("event log failure, stopping: {e}");

@@ -8,6 +8,7 @@ pub mod config;
 pub mod core;
 pub mod dashboard;
 pub mod deadlines;
+pub mod ha;
 pub mod http;
 pub mod identity;
 pub mod links;
@@ -42,27 +43,10 @@ pub struct Daemon {
 
 /// Open the log, bind QUIC and the API, start the core and accept agents.
 pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<Daemon> {
-    // The etcd backend, its leadership and `log copy` exist (eventlog,
-    // `fleetweft log copy`), but the daemon itself still opens sled only:
-    // refuse rather than silently run on a local log.
-    if cfg.storage.backend == config::StorageBackend::Etcd {
-        anyhow::bail!(
-            "[storage] backend = \"etcd\": the controller daemon does not run on etcd yet \
-             (the log backend and `fleetweft log copy|verify|show --etcd` do); use backend = \"sled\""
-        );
-    }
-    let log_dir = cfg.data_dir.join("log");
     let bundle_dir = cfg.data_dir.join("bundles");
     let (bundle_dir, _removed) = bundles::BundleDir::open(bundle_dir.clone())
         .with_context(|| format!("opening the bundle directory {}", bundle_dir.display()))?;
-    // A corrupt log stops the daemon here, naming the sequence: never repaired.
-    let (controller, history) = crate::controller::Controller::open_with_events(&log_dir)
-        .with_context(|| format!("opening the event log in {}", log_dir.display()))?;
-    tracing::info!(
-        events = history.len(),
-        "event log replayed; state rebuilt from {}",
-        log_dir.display()
-    );
+    let (controller, history) = open_log(&cfg).await?;
     let token = protocol::pki::load_operator_token(&cfg.tls.operator_token)
         .context("loading the operator token")?;
     let key = protocol::bundle::load_verifying_key(&cfg.bundles.pubkey)
@@ -108,6 +92,36 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
         api,
         api_listener,
     })
+}
+
+/// Opens the log the config names. sled: the directory under `data_dir`.
+/// etcd: campaign until elected (a cold standby waits here, serving
+/// nothing), then the fenced log ([`ha`]). A corrupt log stops the daemon
+/// here, naming the sequence: never repaired.
+async fn open_log(cfg: &ControllerConfig) -> anyhow::Result<ha::Elected> {
+    let (elected, source) = match cfg.storage.etcd_config() {
+        None => {
+            let log_dir = cfg.data_dir.join(LOG_DIR);
+            let opened = crate::controller::Controller::open_with_events(&log_dir)
+                .with_context(|| format!("opening the event log in {}", log_dir.display()))?;
+            (opened, log_dir.display().to_string())
+        }
+        Some(etcd) => {
+            let candidate = format!("controller quic={} api={}", cfg.listen, cfg.api.listen);
+            let source = format!("etcd {} at {}", etcd.endpoints.join(","), etcd.prefix);
+            let opened =
+                tokio::task::spawn_blocking(move || ha::campaign_and_open(&etcd, &candidate))
+                    .await
+                    .context("the campaign task")?
+                    .with_context(|| format!("opening the event log on {source}"))?;
+            (opened, source)
+        }
+    };
+    tracing::info!(
+        events = elected.1.len(),
+        "event log replayed; state rebuilt from {source}"
+    );
+    Ok(elected)
 }
 
 /// Enroll each `[[nodes]]` entry of the config whose name is not enrolled

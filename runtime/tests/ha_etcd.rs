@@ -1,0 +1,365 @@
+//! Controller high availability on etcd (issue #14), with real processes on
+//! loopback and the test command's 3-member etcd cluster: two controllers
+//! on one log prefix, three agents that list both controllers.
+//!
+//! 1. The first controller leads; the second waits in the campaign (a cold
+//!    standby: no agent endpoint, no API).
+//! 2. The leader is SIGKILLed right after the canary's commit decision is
+//!    stored: the standby is elected once the lease expires, replays the
+//!    log, the agents move to it, the stored decision is replayed (never
+//!    re-decided) and the rollout completes.
+//! 3. The new leader is frozen (SIGSTOP) past its lease while the restarted
+//!    first controller campaigns: it is elected; the frozen one, thawed, is
+//!    deposed and exits with `EXIT_DEPOSED` without appending anything.
+//!
+//! Asserted from the log in etcd: one grant per node per rollout, one
+//! decision per op, every replay equal to it, and the chain verifies.
+//! Skipped with a loud notice only when etcd cannot be installed (not root).
+
+#[path = "../../eventlog/tests/etcd_harness/mod.rs"]
+mod etcd_harness;
+
+use model::controller::Event;
+use protocol::bundle;
+use runtime::client::{ApiClient, FleetView};
+use runtime::daemon::ha::EXIT_DEPOSED;
+use runtime::demo::{self, NODES};
+use runtime::log::{EtcdConfig, EventLog};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command as StdCommand;
+use std::time::{Duration, Instant};
+use tokio::process::Child;
+
+/// The lease TTL both controllers run with: a takeover waits about this.
+const LEASE_TTL_MS: u64 = 2_000;
+/// How long one wait may take.
+const STEP: Duration = Duration::from_secs(60);
+
+/// `fleetweft-agent` next to `fleetweft`, built with the same profile (see
+/// `readback.rs`: an older agent speaks another wire version).
+fn agent_binary() -> PathBuf {
+    let fleetweft = PathBuf::from(env!("CARGO_BIN_EXE_fleetweft"));
+    let release = fleetweft.parent().is_some_and(|p| p.ends_with("release"));
+    let mut build = StdCommand::new(env!("CARGO"));
+    build.args(["build", "-p", "agent", "--bin", "fleetweft-agent"]);
+    if release {
+        build.arg("--release");
+    }
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_MANIFEST_")
+            || name.starts_with("CARGO_BIN_")
+            || [
+                "CARGO_CRATE_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_TARGET_TMPDIR",
+                "OUT_DIR",
+            ]
+            .contains(&name.as_ref())
+        {
+            build.env_remove(name.as_ref());
+        }
+    }
+    assert!(build.status().expect("cargo build").success());
+    fleetweft.with_file_name("fleetweft-agent")
+}
+
+/// One controller's config and the ports it serves on.
+struct ControllerSpec {
+    name: &'static str,
+    /// Runs with its fault switch (drops the first commit reply).
+    faults: bool,
+    config: PathBuf,
+    api: ApiClient,
+    data: PathBuf,
+}
+
+/// Write `controller-NAME.toml`: the demo's config, its own data
+/// directory and ports, and `[storage]` on etcd under `prefix`.
+#[allow(clippy::too_many_arguments)]
+fn controller_spec(
+    dir: &Path,
+    pki: &protocol::pki::FleetPki,
+    name: &'static str,
+    ports: (u16, u16),
+    public_ports: &[u16],
+    endpoints: &[String],
+    prefix: &str,
+    token: &str,
+    drop_reply_for: Option<model::Digest>,
+) -> ControllerSpec {
+    demo::write_controller_config(dir, pki, ports.0, ports.1, public_ports, drop_reply_for)
+        .expect("controller config");
+    let text = std::fs::read_to_string(dir.join("controller.toml")).expect("read config");
+    let data = dir.join(format!("controller-{name}-data"));
+    let list: Vec<String> = endpoints.iter().map(|e| format!("{e:?}")).collect();
+    let text = text.replace(
+        &format!("{:?}", dir.join("controller-data").display().to_string()),
+        &format!("{:?}", data.display().to_string()),
+    ) + &format!(
+        "\n[storage]\nbackend = \"etcd\"\nendpoints = [{}]\nprefix = {prefix:?}\nlease_ttl_ms = {LEASE_TTL_MS}\n",
+        list.join(", ")
+    );
+    let config = dir.join(format!("controller-{name}.toml"));
+    std::fs::write(&config, text).expect("write config");
+    let api = ApiClient::new(
+        format!("http://127.0.0.1:{}", ports.1),
+        Some(token.to_string()),
+    );
+    ControllerSpec {
+        name,
+        faults: drop_reply_for.is_some(),
+        config,
+        api,
+        data,
+    }
+}
+
+fn start_controller(dir: &Path, spec: &ControllerSpec, run: u32) -> Child {
+    let exe = Path::new(env!("CARGO_BIN_EXE_fleetweft"));
+    let mut args = vec![
+        "controller".to_string(),
+        "--config".to_string(),
+        spec.config.display().to_string(),
+    ];
+    if spec.faults {
+        args.push("--allow-fault-injection".to_string());
+    }
+    let log = dir.join(format!("logs/controller-{}-{run}.log", spec.name));
+    demo::spawn(exe, &args, &log).expect("start controller")
+}
+
+async fn wait_view(
+    api: &ApiClient,
+    what: &str,
+    dir: &Path,
+    done: impl Fn(&FleetView) -> bool,
+) -> FleetView {
+    let deadline = Instant::now() + STEP;
+    loop {
+        if let Ok(view) = api.fleet_view().await {
+            if done(&view) {
+                return view;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for: {what} (logs in {})",
+            dir.join("logs").display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Every event of the log in etcd, after verifying its chain.
+fn etcd_events(endpoints: &[String], prefix: &str) -> Vec<(u64, Event)> {
+    let config = EtcdConfig::new(endpoints.to_vec(), prefix);
+    let storage = runtime::log_copy::open_etcd_read_only(&config).expect("open etcd log");
+    let (_log, events) = EventLog::<Event, _>::with_storage(storage).expect("a sound log");
+    events
+}
+
+/// One grant per node per rollout, one decision per op, replays equal it.
+fn assert_log_sound(events: &[(u64, Event)]) -> (usize, usize) {
+    let mut grants = BTreeMap::new();
+    let mut decisions = BTreeMap::new();
+    let mut replays = 0;
+    for (_, event) in events {
+        match event {
+            Event::OpGranted { rollout, node, .. } => {
+                *grants.entry((*rollout, *node)).or_insert(0) += 1;
+            }
+            Event::CommitDecided { op, decision } => {
+                assert!(
+                    decisions.insert(*op, *decision).is_none(),
+                    "{op} decided twice"
+                );
+            }
+            Event::CommitReplayed { op, decision } => {
+                assert_eq!(
+                    decisions.get(op),
+                    Some(decision),
+                    "{op} replayed another decision"
+                );
+                replays += 1;
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        grants.values().all(|n| *n == 1),
+        "a node granted twice: {grants:?}"
+    );
+    (decisions.len(), replays)
+}
+
+fn copy_bundles(from: &Path, to: &Path) {
+    let (from, to) = (from.join("bundles"), to.join("bundles"));
+    std::fs::create_dir_all(&to).expect("bundles dir");
+    for entry in std::fs::read_dir(&from).expect("read bundles") {
+        let entry = entry.expect("bundle entry");
+        std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copy bundle");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_takes_over_and_a_deposed_leader_changes_nothing() {
+    let Some(endpoints) = etcd_harness::shared_endpoints() else {
+        return;
+    };
+    let prefix = etcd_harness::prefix("ha-takeover");
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path().to_path_buf();
+    std::fs::create_dir_all(dir.join("logs")).expect("logs dir");
+    let names: Vec<String> = NODES.iter().map(|s| s.to_string()).collect();
+    let pki = protocol::pki::init_fleet(&dir.join("pki"), &names, "localhost").expect("pki");
+    let token = protocol::pki::load_operator_token(&pki.operator_token()).expect("token");
+    let keys = dir.join("keys");
+    std::fs::create_dir_all(&keys).expect("keys dir");
+    let (signing, verifying) = bundle::keygen();
+    bundle::save_verifying_key(&keys.join("bundle-signing.pub"), &verifying).expect("pubkey");
+    let port = || runtime::ports::free_port().expect("free port");
+    let public_ports: Vec<u16> = NODES.iter().map(|_| port()).collect();
+    let (a_ports, b_ports) = ((port(), port()), (port(), port()));
+    let bytes = demo::sign_hello(&signing, "v1").expect("sign v1");
+    let release = bundle::bundle_digest(&bytes);
+    let spec = |name, ports, drop| {
+        controller_spec(
+            &dir,
+            &pki,
+            name,
+            ports,
+            &public_ports,
+            &endpoints,
+            &prefix,
+            &token,
+            drop,
+        )
+    };
+    // a loses the reply to the canary's commit request: the decision is
+    // stored, never delivered, and a dies before any retry reaches it.
+    let (a, b) = (spec("a", a_ports, Some(release)), spec("b", b_ports, None));
+
+    // 1. a leads; b waits in the campaign, serving nothing.
+    let mut a_child = start_controller(&dir, &a, 1);
+    wait_view(&a.api, "a's API answers", &dir, |_| true).await;
+    let mut b_child = start_controller(&dir, &b, 1);
+    let exe = agent_binary();
+    let mut agents = Vec::new();
+    for (i, node) in NODES.iter().enumerate() {
+        let config = demo::write_agent_config(&dir, &pki, node, a_ports.0, public_ports[i], None)
+            .expect("agent config");
+        let text = std::fs::read_to_string(&config).expect("read agent config");
+        let text = text.replace(
+            &format!("addr = \"127.0.0.1:{}\"", a_ports.0),
+            &format!(
+                "addrs = [\"127.0.0.1:{}\", \"127.0.0.1:{}\"]",
+                a_ports.0, b_ports.0
+            ),
+        )
+            + "\n[timing]\nretry_ms = 3000\nbackoff_base_ms = 100\nbackoff_max_ms = 1000\n";
+        std::fs::write(&config, text).expect("write agent config");
+        let log = dir.join(format!("logs/{node}.log"));
+        let args = ["--config".to_string(), config.display().to_string()];
+        agents.push(demo::spawn(&exe, &args, &log).expect("start agent"));
+    }
+    wait_view(&a.api, "every agent connected to a", &dir, |v| {
+        v.nodes.iter().all(|n| n.connected)
+    })
+    .await;
+    assert!(
+        b.api.fleet_view().await.is_err(),
+        "the standby serves no API"
+    );
+    let _: serde_json::Value = a
+        .api
+        .post_bytes("/api/bundles", bytes)
+        .await
+        .expect("upload");
+    // Bundles live in each controller's data directory: the operator
+    // uploads to every controller host (docs/operations.md, HA).
+    copy_bundles(&a.data, &b.data);
+
+    // 2. SIGKILL a right after the canary's decision is stored.
+    let _: serde_json::Value = a
+        .api
+        .post_json(
+            "/api/rollouts",
+            &serde_json::json!({
+                "release": release.to_hex(),
+                "canary": "node-a",
+                "followers": ["node-b", "node-c"],
+                "slots": 1,
+            }),
+        )
+        .await
+        .expect("start the rollout");
+    let deadline = Instant::now() + STEP;
+    while !etcd_events(&endpoints, &prefix)
+        .iter()
+        .any(|(_, e)| matches!(e, Event::CommitDecided { .. }))
+    {
+        assert!(Instant::now() < deadline, "no commit decision on a");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The fault switch dropped the reply; the agent's retry comes after
+    // retry_ms (3 s): a dies before it.
+    a_child.start_kill().expect("SIGKILL a");
+    let _ = a_child.wait().await;
+    let killed_at = Instant::now();
+    wait_view(&b.api, "b elected and serving its API", &dir, |_| true).await;
+    let takeover_ms = killed_at.elapsed().as_millis();
+    let view = wait_view(&b.api, "the rollout completes on b", &dir, |v| {
+        v.rollouts
+            .iter()
+            .any(|r| r.id == "r0" && r.status == "completed")
+    })
+    .await;
+    assert!(view.nodes.iter().all(|n| n.connected), "agents moved to b");
+    let (decided, replays) = assert_log_sound(&etcd_events(&endpoints, &prefix));
+    assert_eq!(decided, 3, "one decision per op of three nodes");
+    assert!(
+        replays >= 1,
+        "b replayed the decision a stored, never re-decided"
+    );
+    eprintln!(
+        "takeover after SIGKILL: b's API answered {takeover_ms} ms later; {replays} replay(s)"
+    );
+
+    // 3. Freeze b past its lease; a, restarted, is elected; b, thawed, is
+    // deposed and exits without appending.
+    let before = etcd_events(&endpoints, &prefix).len();
+    let b_pid = b_child.id().expect("b's pid").to_string();
+    let signal = |sig: &str| {
+        let ok = StdCommand::new("kill").args([sig, &b_pid]).status();
+        assert!(ok.expect("kill").success(), "kill {sig} b");
+    };
+    signal("-STOP");
+    let mut a_child = start_controller(&dir, &a, 2);
+    wait_view(&a.api, "a elected again", &dir, |v| {
+        v.rollouts.iter().any(|r| r.id == "r0")
+    })
+    .await;
+    let after_election = etcd_events(&endpoints, &prefix).len();
+    signal("-CONT");
+    let status = tokio::time::timeout(STEP, b_child.wait())
+        .await
+        .expect("the deposed leader stops")
+        .expect("b's exit status");
+    assert_eq!(status.code(), Some(EXIT_DEPOSED), "b exits as deposed");
+    let b_log = std::fs::read_to_string(dir.join("logs/controller-b-1.log")).expect("b's log");
+    assert!(b_log.contains("deposed"), "{b_log}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let events = etcd_events(&endpoints, &prefix);
+    assert_log_sound(&events);
+    assert!(after_election >= before, "the log only grows");
+    wait_view(&a.api, "agents back on a", &dir, |v| {
+        v.nodes.iter().all(|n| n.connected)
+    })
+    .await;
+    a_child.start_kill().expect("stop a");
+    let _ = a_child.wait().await;
+    drop(agents);
+}
