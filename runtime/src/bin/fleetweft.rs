@@ -126,6 +126,26 @@ enum Command {
         #[arg(long)]
         keep_running: bool,
     },
+    /// Write a loopback fleet's files (PKI, signing keys, controller.toml,
+    /// one agent config per node, the sample app) into DIR and print the
+    /// commands that start it and roll the sample app out as v1 and v2.
+    /// Refuses a non-empty DIR.
+    Quickstart {
+        /// The directory to write (new or empty).
+        dir: PathBuf,
+        /// Node names, comma-separated (1-63 of a-z, 0-9, '-').
+        #[arg(long, value_delimiter = ',', required = true)]
+        nodes: Vec<String>,
+        /// The controller API port on 127.0.0.1.
+        #[arg(long, default_value_t = runtime::quickstart::DEFAULT_API_PORT)]
+        api_port: u16,
+        /// The controller QUIC port on 127.0.0.1 (agents connect here).
+        #[arg(long, default_value_t = runtime::quickstart::DEFAULT_QUIC_PORT)]
+        quic_port: u16,
+        /// The first node's public route port; node i gets this + i.
+        #[arg(long, default_value_t = runtime::quickstart::DEFAULT_BASE_PUBLIC_PORT)]
+        base_public_port: u16,
+    },
     /// The fleet's summary (counts, the latest rollouts, UNKNOWN ops) and
     /// one page of nodes.
     Status {
@@ -677,6 +697,19 @@ fn main() -> ExitCode {
             config,
             allow_fault_injection,
         } => run_controller(&config, allow_fault_injection),
+        Command::Quickstart {
+            dir,
+            nodes,
+            api_port,
+            quic_port,
+            base_public_port,
+        } => quickstart(runtime::quickstart::QuickstartOptions {
+            dir,
+            nodes,
+            api_port,
+            quic_port,
+            base_public_port,
+        }),
         Command::Demo {
             dir,
             scenario,
@@ -1429,6 +1462,24 @@ fn run_controller(config: &Path, allow_faults: bool) -> anyhow::Result<ExitCode>
         }
     };
     tokio_runtime()?.block_on(runtime::daemon::run(cfg, allow_faults))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn quickstart(options: runtime::quickstart::QuickstartOptions) -> anyhow::Result<ExitCode> {
+    let layout = runtime::quickstart::write(&options)?;
+    let exe = std::env::current_exe().context("locating the fleetweft binary")?;
+    let agent = exe.with_file_name("fleetweft-agent");
+    // Next to this binary when built together (cargo, scripts/demo.sh);
+    // otherwise whatever `fleetweft-agent` is on PATH.
+    let agent = if agent.exists() {
+        agent
+    } else {
+        PathBuf::from("fleetweft-agent")
+    };
+    print!(
+        "{}",
+        runtime::quickstart::instructions(&layout, &exe, &agent)
+    );
     Ok(ExitCode::SUCCESS)
 }
 
