@@ -35,6 +35,7 @@ async fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
+        .with_ansi(agent::log_colour())
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();

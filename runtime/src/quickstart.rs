@@ -383,7 +383,10 @@ fn rollout_line(layout: &FleetLayout, fw: &str, version: &str) -> String {
         fw.to_string(),
         "rollout".into(),
         "start".into(),
+        "--bundle".into(),
         bundle_path(layout, version).display().to_string(),
+        "--slots".into(),
+        "1".into(),
         "--canary".into(),
         layout.nodes[0].clone(),
     ];

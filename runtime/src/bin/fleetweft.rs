@@ -1242,23 +1242,46 @@ fn pki_init(dir: &Path, nodes: &[String], controller_host: &str) -> anyhow::Resu
     let pki = pki::init_fleet(dir, nodes, controller_host)
         .with_context(|| format!("creating the fleet PKI in {}", dir.display()))?;
     let mut out = io::stdout().lock();
+    // Labelled with the config keys that take each file, so the configs
+    // can be written from this output alone.
     writeln!(out, "created fleet PKI in {}", pki.dir.display())?;
-    writeln!(out, "  CA certificate:      {}", pki.ca_cert().display())?;
-    writeln!(out, "  CA key (secret):     {}", pki.ca_key().display())?;
     writeln!(
         out,
-        "  controller:          {}",
-        pki.controller_cert().display()
+        "  CA key (secret, keep offline): {}",
+        pki.ca_key().display()
     )?;
-    for node in &pki.nodes {
-        writeln!(out, "  node {node}: {}", pki.node_cert(node).display())?;
-    }
+    writeln!(out, "controller.toml [tls]:")?;
+    writeln!(out, "  ca = {:?}", pki.ca_cert().display().to_string())?;
+    writeln!(
+        out,
+        "  cert = {:?}",
+        pki.controller_cert().display().to_string()
+    )?;
+    writeln!(
+        out,
+        "  key = {:?}",
+        pki.controller_key().display().to_string()
+    )?;
     // The token itself is never printed: terminals and CI logs keep output.
     writeln!(
         out,
-        "  operator token (secret): {}",
-        pki.operator_token().display()
+        "  operator_token = {:?}",
+        pki.operator_token().display().to_string()
     )?;
+    for node in &pki.nodes {
+        writeln!(out, "agent config of {node} [tls]:")?;
+        writeln!(out, "  ca = {:?}", pki.ca_cert().display().to_string())?;
+        writeln!(
+            out,
+            "  cert = {:?}",
+            pki.node_cert(node).display().to_string()
+        )?;
+        writeln!(
+            out,
+            "  key = {:?}",
+            pki.node_key(node).display().to_string()
+        )?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -1441,6 +1464,7 @@ fn init_tracing(default: &str) {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
         )
+        .with_ansi(agent::log_colour())
         .with_writer(io::stderr)
         .try_init();
 }
