@@ -43,3 +43,16 @@ mod tests {
         assert!(!colour_allowed(false, None));
     }
 }
+
+/// Wait for SIGTERM (service managers, `kill`) or SIGINT (Ctrl-C) and name
+/// it: the daemons stop in order on either and exit 0, instead of dying by
+/// the signal (exit 143). An error when the handlers cannot be installed.
+pub async fn shutdown_signal() -> std::io::Result<&'static str> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    Ok(tokio::select! {
+        _ = terminate.recv() => "SIGTERM",
+        _ = interrupt.recv() => "SIGINT",
+    })
+}

@@ -64,11 +64,24 @@ async fn main() -> ExitCode {
         }
     }
     let node = cfg.node.clone();
-    let result = async {
+    let run = async {
         let agent = agent::daemon::Agent::start(cfg, args.allow_fault_injection).await?;
         agent.run().await
-    }
-    .await;
+    };
+    // On a stop signal the agent is dropped where it is: every step is
+    // journaled (fsynced) before it acts, so this is as safe as a crash,
+    // and dropping kills the app instances (kill_on_drop) and the
+    // connection with it.
+    let result = tokio::select! {
+        result = run => result,
+        signal = agent::shutdown_signal() => match signal {
+            Ok(name) => {
+                tracing::info!("{name}: stopping (journal is durable; apps stopped)");
+                Ok(())
+            }
+            Err(e) => Err(anyhow::Error::new(e).context("installing the stop-signal handlers")),
+        },
+    };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -162,5 +162,24 @@ fn the_printed_commands_run_a_fleet_that_rolls_v1_then_v2() {
     for (i, node_port) in (canary..canary + 3).enumerate() {
         assert_eq!(hello(node_port), "hello from v2", "node {i}");
     }
-    drop(processes);
+    // SIGTERM is an orderly stop with exit 0 for the controller and every
+    // agent, and their logs (files, not a terminal) carry no ANSI colour.
+    for (i, child) in processes.0.iter_mut().enumerate() {
+        // SAFETY: kill(2) of our own child (`sh -c exec` made it the daemon).
+        unsafe {
+            libc::kill(child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "process {i} ignored SIGTERM");
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let log = std::fs::read_to_string(logs.join(format!("{i}.log"))).expect("log");
+        assert_eq!(status.code(), Some(0), "process {i} after SIGTERM:\n{log}");
+        assert!(log.contains("SIGTERM: stopping"), "{log}");
+        assert!(!log.contains('\u{1b}'), "ANSI colour in a log file:\n{log}");
+    }
 }
