@@ -157,6 +157,16 @@ fn the_printed_commands_run_a_fleet_that_rolls_v1_then_v2() {
     wait_completed(status, "r0");
     let canary: u16 = base.parse().expect("port");
     assert_eq!(hello(canary), "hello from v1");
+    // A bundle the controller refuses is bad news (exit 1), not usage (2).
+    let bad = temp.path().join("not-a-bundle");
+    std::fs::write(&bad, b"not a bundle").expect("write");
+    let v1_bundle = dir.join("hello-v1.bundle").display().to_string();
+    let refused = sh(&rollout_v1.replace(&v1_bundle, &bad.display().to_string()))
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("bundle refused"), "{stderr}");
     run_ok(lines[8]);
     wait_completed(lines[9], "r1");
     for (i, node_port) in (canary..canary + 3).enumerate() {

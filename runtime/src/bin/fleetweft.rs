@@ -34,9 +34,9 @@
 //! Exit codes of `pki` and `bundle`: 0 on success, 1 on any failure (the
 //! reason is printed), 2 for usage errors.
 //!
-//! `fleetweft controller --config FILE` runs the daemon: exit 2 for an
-//! unreadable or invalid config, 1 if it cannot start, 3 if the event log
-//! fails while it runs (`docs/operations.md`, "Exit codes").
+//! `fleetweft controller --config FILE` runs the daemon: exit 0 after
+//! SIGTERM or SIGINT, 2 for an unreadable or invalid config, 1 if it cannot
+//! start, 3 if the event log fails while it runs (`docs/operations.md`, "Exit codes").
 //!
 //! Against a running controller (`--controller URL`, default
 //! http://127.0.0.1:7800; writes take the token from `--token-file FILE`,
@@ -44,7 +44,12 @@
 //! `rollout start|pause|resume|approve`, `node release NODE`,
 //! `node revoke-cert NODE [--cert FILE]`, each with `--json` for the API's
 //! DTO. Exit 0 ok, 1 bad news (proof not verified, something unresolved, a
-//! refused command), 2 usage or connection error ([`runtime::cli_ops`]).
+//! command or bundle refused by the controller, a controller that cannot be
+//! reached), 2 usage (bad arguments, no or a wrong token, an unknown name)
+//! ([`runtime::cli_ops`]).
+//!
+//! `fleetweft quickstart DIR --nodes a,b,c`: writes a loopback fleet's files
+//! and prints the commands that start it and roll out the sample app.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
