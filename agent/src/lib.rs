@@ -5,6 +5,7 @@
 //! private ports, a public-route proxy that stamps the serving release, and
 //! route probes.
 
+pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod journal;

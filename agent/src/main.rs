@@ -3,30 +3,12 @@
 //! Exit codes: 2 for an unreadable or invalid config, or an identity that
 //! fails its startup checks (key/certificate mismatch, another node's
 //! certificate, a foreign CA, expired or not yet valid), 1 if it cannot start
-//! or cannot load its TLS identity when reconnecting; otherwise it runs
-//! until stopped (`docs/operations.md`, "Exit codes").
+//! or cannot load its TLS identity when reconnecting; 0 after SIGTERM or
+//! SIGINT (`docs/operations.md`, "Exit codes").
 
+use agent::cli::Args;
 use clap::Parser;
 use std::process::ExitCode;
-
-#[derive(Parser, Debug)]
-#[command(
-    name = "fleetweft-agent",
-    about = "Fleetweft node agent",
-    after_help = "Exit codes: 2 if the config is unreadable or invalid, or its TLS identity fails \
-                  the startup checks (key matches certificate, certificate names this node, is \
-                  signed by the configured CA, is valid now); 1 if it cannot start \
-                  (journal, bundle key, public port) or cannot load its TLS identity when \
-                  reconnecting. It runs until stopped."
-)]
-struct Args {
-    /// Path to agent.toml.
-    #[arg(long)]
-    config: std::path::PathBuf,
-    /// Honour the config's [faults] section (demos and tests only).
-    #[arg(long)]
-    allow_fault_injection: bool,
-}
 
 #[tokio::main]
 async fn main() -> ExitCode {

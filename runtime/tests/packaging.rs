@@ -40,7 +40,10 @@ fn units_carry_the_promised_options() {
             .lines()
             .find_map(|l| l.strip_prefix("User="))
             .expect("a User= line");
-        assert!(user.starts_with("fleetweft"), "{unit}: dedicated user, not {user}");
+        assert!(
+            user.starts_with("fleetweft"),
+            "{unit}: dedicated user, not {user}"
+        );
     }
 }
 

@@ -172,6 +172,33 @@ fn the_printed_commands_run_a_fleet_that_rolls_v1_then_v2() {
     for (i, node_port) in (canary..canary + 3).enumerate() {
         assert_eq!(hello(node_port), "hello from v2", "node {i}");
     }
+    // Every read command of the CLI emits valid JSON with --json.
+    let api = status
+        .split("--controller ")
+        .nth(1)
+        .expect("status names the API");
+    let fw = fleetweft().display().to_string();
+    for read in [
+        "status",
+        "nodes",
+        "ops",
+        "proof a",
+        "proof --rollout r1",
+        "unresolved",
+    ] {
+        let line = format!(
+            "{fw} {read} --json --controller {api} --pki {}",
+            dir.join("pki").display()
+        );
+        let out = sh(&line).output().expect("run");
+        let parsed: Result<serde_json::Value, _> = serde_json::from_slice(&out.stdout);
+        assert!(
+            parsed.is_ok(),
+            "`{read} --json` is not JSON: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     // SIGTERM is an orderly stop with exit 0 for the controller and every
     // agent, and their logs (files, not a terminal) carry no ANSI colour.
     for (i, child) in processes.0.iter_mut().enumerate() {
@@ -191,5 +218,13 @@ fn the_printed_commands_run_a_fleet_that_rolls_v1_then_v2() {
         assert_eq!(status.code(), Some(0), "process {i} after SIGTERM:\n{log}");
         assert!(log.contains("SIGTERM: stopping"), "{log}");
         assert!(!log.contains('\u{1b}'), "ANSI colour in a log file:\n{log}");
+    }
+    // The log commands' --json, on the stopped controller's log.
+    let data = dir.join("controller-data/log").display().to_string();
+    let verify = run_ok(&format!("{fw} log verify --json --data {data}"));
+    serde_json::from_str::<serde_json::Value>(&verify).expect("log verify --json is JSON");
+    let show = run_ok(&format!("{fw} log show --json --data {data}"));
+    for line in show.lines() {
+        serde_json::from_str::<serde_json::Value>(line).expect("log show --json: JSON lines");
     }
 }

@@ -151,6 +151,21 @@ enum Command {
         #[arg(long, default_value_t = runtime::quickstart::DEFAULT_BASE_PUBLIC_PORT)]
         base_public_port: u16,
     },
+    /// Print a shell completion script for fleetweft or fleetweft-agent,
+    /// e.g. `fleetweft completions bash > /etc/bash_completion.d/fleetweft`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+        /// Which binary's completions.
+        #[arg(long, value_enum, default_value = "fleetweft")]
+        binary: Binary,
+    },
+    /// Write man pages for fleetweft (one per command) and fleetweft-agent
+    /// into DIR (created if missing); prints each file written.
+    Manpages {
+        /// The directory, e.g. /usr/local/share/man/man1.
+        dir: PathBuf,
+    },
     /// The fleet's summary (counts, the latest rollouts, UNKNOWN ops) and
     /// one page of nodes.
     Status {
@@ -347,6 +362,25 @@ enum NodeCommand {
         #[command(flatten)]
         api: ApiArgs,
     },
+}
+
+/// A binary of the project with a command line to document.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Binary {
+    /// The operator CLI and controller.
+    Fleetweft,
+    /// The node agent.
+    FleetweftAgent,
+}
+
+impl Binary {
+    fn command(self) -> clap::Command {
+        use clap::CommandFactory;
+        match self {
+            Binary::Fleetweft => Cli::command(),
+            Binary::FleetweftAgent => agent::cli::Args::command(),
+        }
+    }
 }
 
 /// How to reach the controller's API.
@@ -702,6 +736,13 @@ fn main() -> ExitCode {
             config,
             allow_fault_injection,
         } => run_controller(&config, allow_fault_injection),
+        Command::Completions { shell, binary } => {
+            let mut command = binary.command();
+            let name = command.get_name().to_string();
+            clap_complete::generate(shell, &mut command, name, &mut io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Manpages { dir } => manpages(&dir),
         Command::Quickstart {
             dir,
             nodes,
@@ -1492,6 +1533,38 @@ fn run_controller(config: &Path, allow_faults: bool) -> anyhow::Result<ExitCode>
     };
     tokio_runtime()?.block_on(runtime::daemon::run(cfg, allow_faults))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Man pages: `<name>.1` for each binary and `<name>-<sub>[-<sub>].1` for
+/// every subcommand, so `man fleetweft-rollout-start` works.
+fn manpages(dir: &Path) -> anyhow::Result<ExitCode> {
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut out = io::stdout().lock();
+    for binary in [Binary::Fleetweft, Binary::FleetweftAgent] {
+        let command = binary.command();
+        let name = command.get_name().to_string();
+        for path in write_manpages(dir, &name, command)? {
+            writeln!(out, "{}", path.display())?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_manpages(dir: &Path, name: &str, command: clap::Command) -> anyhow::Result<Vec<PathBuf>> {
+    let mut written = Vec::new();
+    let mut page = Vec::new();
+    clap_mangen::Man::new(command.clone())
+        .title(name.to_string())
+        .render(&mut page)
+        .with_context(|| format!("rendering the man page of {name}"))?;
+    let path = dir.join(format!("{name}.1"));
+    fs::write(&path, page).with_context(|| format!("writing {}", path.display()))?;
+    written.push(path);
+    for sub in command.get_subcommands().filter(|s| s.get_name() != "help") {
+        let sub_name = format!("{name}-{}", sub.get_name());
+        written.extend(write_manpages(dir, &sub_name, sub.clone())?);
+    }
+    Ok(written)
 }
 
 fn quickstart(options: runtime::quickstart::QuickstartOptions) -> anyhow::Result<ExitCode> {
