@@ -106,8 +106,10 @@ pub struct BundleSection {
     pub pubkey: PathBuf,
 }
 
+/// Every field is optional on its own: a missing one takes its
+/// [`Default`] value (`[timing]` with only `retry_ms` is valid).
 #[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct TimingSection {
     /// How often outstanding work (a commit request, a report) is re-sent.
     pub retry_ms: u64,
@@ -289,6 +291,24 @@ pubkey = "bundle-signing.pub"
         let cfg = AgentConfig::parse(Path::new("agent.toml"), GOOD).expect("valid");
         assert_eq!(cfg.node, "node-a");
         assert_eq!(cfg.timing.retry_ms, 1_000);
+    }
+
+    /// An optional section is optional field by field: the fields not
+    /// given keep their defaults (this was refused with "missing field
+    /// `backoff_base_ms`").
+    #[test]
+    fn a_partial_timing_section_keeps_the_other_defaults() {
+        let text = format!("{GOOD}[timing]\nretry_ms = 250\n");
+        let cfg = AgentConfig::parse(Path::new("agent.toml"), &text).expect("valid");
+        assert_eq!(cfg.timing.retry_ms, 250);
+        assert_eq!(
+            cfg.timing.backoff_base_ms,
+            TimingSection::default().backoff_base_ms
+        );
+        assert_eq!(
+            cfg.timing.backoff_max_ms,
+            TimingSection::default().backoff_max_ms
+        );
     }
 
     #[test]

@@ -377,7 +377,9 @@ impl Agent {
         }
         let spec = {
             let r = &self.releases[&release];
-            let mut env = Vec::new();
+            // The manifest's version, so one app file signed as v1 and as
+            // v2 (`bundle sign --version`) answers as the release it is.
+            let mut env = vec![("FLEETWEFT_VERSION".to_string(), r.manifest.version.clone())];
             if self.allow_faults && self.cfg.faults.answer_wrongly.contains(&release.to_hex()) {
                 env.push(("HELLO_ANSWER_WRONGLY".to_string(), "1".to_string()));
             }

@@ -3,30 +3,12 @@
 //! Exit codes: 2 for an unreadable or invalid config, or an identity that
 //! fails its startup checks (key/certificate mismatch, another node's
 //! certificate, a foreign CA, expired or not yet valid), 1 if it cannot start
-//! or cannot load its TLS identity when reconnecting; otherwise it runs
-//! until stopped (`docs/operations.md`, "Exit codes").
+//! or cannot load its TLS identity when reconnecting; 0 after SIGTERM or
+//! SIGINT (`docs/operations.md`, "Exit codes").
 
+use agent::cli::Args;
 use clap::Parser;
 use std::process::ExitCode;
-
-#[derive(Parser, Debug)]
-#[command(
-    name = "fleetweft-agent",
-    about = "Fleetweft node agent",
-    after_help = "Exit codes: 2 if the config is unreadable or invalid, or its TLS identity fails \
-                  the startup checks (key matches certificate, certificate names this node, is \
-                  signed by the configured CA, is valid now); 1 if it cannot start \
-                  (journal, bundle key, public port) or cannot load its TLS identity when \
-                  reconnecting. It runs until stopped."
-)]
-struct Args {
-    /// Path to agent.toml.
-    #[arg(long)]
-    config: std::path::PathBuf,
-    /// Honour the config's [faults] section (demos and tests only).
-    #[arg(long)]
-    allow_fault_injection: bool,
-}
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -35,6 +17,7 @@ async fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
+        .with_ansi(agent::log_colour())
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
@@ -63,11 +46,24 @@ async fn main() -> ExitCode {
         }
     }
     let node = cfg.node.clone();
-    let result = async {
+    let run = async {
         let agent = agent::daemon::Agent::start(cfg, args.allow_fault_injection).await?;
         agent.run().await
-    }
-    .await;
+    };
+    // On a stop signal the agent is dropped where it is: every step is
+    // journaled (fsynced) before it acts, so this is as safe as a crash,
+    // and dropping kills the app instances (kill_on_drop) and the
+    // connection with it.
+    let result = tokio::select! {
+        result = run => result,
+        signal = agent::shutdown_signal() => match signal {
+            Ok(name) => {
+                tracing::info!("{name}: stopping (journal is durable; apps stopped)");
+                Ok(())
+            }
+            Err(e) => Err(anyhow::Error::new(e).context("installing the stop-signal handlers")),
+        },
+    };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

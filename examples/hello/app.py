@@ -1,10 +1,13 @@
 """Fleetweft's sample app: a tiny HTTP service answering its version.
 
-The agent starts it with PORT and FLEETWEFT_RELEASE set and probes GET
-/hello (an exact body). GET /status answers JSON for probe specs that judge
+The agent starts it with PORT, FLEETWEFT_RELEASE (the release digest) and
+FLEETWEFT_VERSION (the bundle manifest's version, e.g. the `--version v2`
+given to `fleetweft bundle sign`) set, and probes GET /hello (an exact body,
+"hello from <version>"). GET /status answers JSON for probe specs that judge
 a field (`--expect-json /version='"v2"'`): the version, and the release
-digest the supervisor injected, echoed back. HELLO_VERSION is
-baked in per bundle by the demo (v1, v2). HELLO_ANSWER_WRONGLY=1 (set only by
+digest, echoed back. BAKED_VERSION, when set in the file (the demo and the
+tests bake v1, v2 in so that each release's app file differs), wins over
+FLEETWEFT_VERSION. HELLO_ANSWER_WRONGLY=1 (set only by
 an agent started with --allow-fault-injection) makes it answer a healthy 200
 with the wrong body: the failure a process check cannot see.
 HELLO_CRASH_ON_START=1 (same switch) makes it exit at once: a restart loop.
@@ -15,7 +18,9 @@ import os
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-VERSION = "v1"
+# Replaced by runtime::demo::sign_hello; None: the bundle's version decides.
+BAKED_VERSION = None
+VERSION = BAKED_VERSION or os.environ.get("FLEETWEFT_VERSION") or "unversioned"
 
 
 class Handler(BaseHTTPRequestHandler):

@@ -3,8 +3,9 @@
 //! print and the exit code, so the binary stays thin and tests can call them.
 //!
 //! Exit codes: [`EXIT_OK`] (0), [`EXIT_BAD_NEWS`] (1: a proof that is not
-//! `verified`, a non-empty handover report, a refused command),
-//! [`EXIT_USAGE`] (2: usage, authentication or connection error).
+//! `verified`, a non-empty handover report, a command or bundle refused by
+//! the controller, a controller that cannot be reached), [`EXIT_USAGE`]
+//! (2: usage: bad arguments, no or a wrong token, an unknown name).
 
 use crate::client::{ApiClient, ClientError};
 use crate::daemon::view::{
@@ -18,7 +19,8 @@ use std::path::Path;
 pub const EXIT_OK: u8 = 0;
 /// The answer is bad news (or the controller refused the command).
 pub const EXIT_BAD_NEWS: u8 = 1;
-/// Usage, authentication or connection error.
+/// Usage error: bad arguments, no or a wrong token (401/403), a name the
+/// controller does not know (404).
 pub const EXIT_USAGE: u8 = 2;
 /// The default API address.
 pub const DEFAULT_CONTROLLER: &str = "http://127.0.0.1:7800";
@@ -45,11 +47,18 @@ pub struct Failure {
 
 impl From<ClientError> for Failure {
     fn from(e: ClientError) -> Failure {
-        // The controller refused a well-formed command (409): bad news, not
-        // a usage error. Everything else (401, 400, 404, unreachable) is 2.
+        // One rule for every command: the invocation itself is wrong (no or
+        // a wrong token: 401/403; a name that does not exist: 404) is usage,
+        // 2. Anything else is bad news, 1: the controller refused what was
+        // sent (a bundle whose signature fails is a 400, a conflicting
+        // command a 409), failed (5xx), answered nonsense, or could not be
+        // reached.
         let code = match &e {
-            ClientError::Status { status: 409, .. } => EXIT_BAD_NEWS,
-            _ => EXIT_USAGE,
+            ClientError::Status {
+                status: 401 | 403 | 404,
+                ..
+            } => EXIT_USAGE,
+            _ => EXIT_BAD_NEWS,
         };
         Failure {
             message: e.to_string(),

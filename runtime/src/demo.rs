@@ -5,6 +5,7 @@
 use crate::client::ApiClient;
 use crate::client::FleetView;
 use crate::daemon::view::EventDto;
+use crate::quickstart::FleetLayout;
 use anyhow::{bail, Context};
 use protocol::bundle::{self, ManifestFields, ProbeSpec};
 use std::path::{Path, PathBuf};
@@ -14,6 +15,8 @@ use tokio::process::{Child, Command};
 
 /// The sample app, embedded so the demo needs nothing but its binaries.
 pub const HELLO_APP: &str = include_str!("../../examples/hello/app.py");
+/// The line of [`HELLO_APP`] that [`sign_hello`] replaces to bake a version in.
+pub const BAKED_VERSION_LINE: &str = "BAKED_VERSION = None";
 /// The fleet of the demo.
 pub const NODES: [&str; 3] = ["node-a", "node-b", "node-c"];
 /// How long any one demo step may take.
@@ -175,16 +178,12 @@ async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool>
     ));
 
     say("\n[1] PKI: fleet CA, controller and node certificates, operator token");
-    let names: Vec<String> = NODES.iter().map(|s| s.to_string()).collect();
-    let pki = protocol::pki::init_fleet(&dir.join("pki"), &names, "localhost")?;
+    // The ports are picked per start attempt (start_fleet).
+    let mut layout = layout_of(&dir, 0, 0, &[]);
+    let (pki, signing) = layout.write_pki_and_keys()?;
     let token = protocol::pki::load_operator_token(&pki.operator_token())?;
 
     say("[2] bundle signing key, and two signed releases of the sample app");
-    let keys = dir.join("keys");
-    std::fs::create_dir_all(&keys)?;
-    let (signing, verifying) = bundle::keygen();
-    bundle::save_signing_key(&keys.join("bundle-signing.key"), &signing)?;
-    bundle::save_verifying_key(&keys.join("bundle-signing.pub"), &verifying)?;
     let mut releases = Vec::new();
     for version in ["v1", "v2"] {
         let bytes = sign_hello(&signing, version)?;
@@ -198,7 +197,7 @@ async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool>
     let v2 = releases[1].1;
 
     say("[3] starting the controller and three agents on loopback");
-    let started = start_fleet(&dir, &pki, token, options.scenario, v2, fleet).await?;
+    let started = start_fleet(&mut layout, &pki, token, options.scenario, v2, fleet).await?;
     let (api, api_port, public_ports) = (started.api, started.api_port, started.public_ports);
     let mut seen = started.seen;
     say(format!(
@@ -399,7 +398,7 @@ pub const FLEET_START_ATTEMPTS_MAX: u32 = 3;
 /// every agent is connected; on a process dying, start again on fresh
 /// ports with empty data (nothing was rolled out yet).
 async fn start_fleet(
-    dir: &Path,
+    layout: &mut FleetLayout,
     pki: &protocol::pki::FleetPki,
     token: String,
     scenario: Scenario,
@@ -416,6 +415,8 @@ async fn start_fleet(
             agent_exe.display()
         );
     }
+    let dir = layout.dir.clone();
+    let dir = dir.as_path();
     let mut attempt = 1;
     loop {
         let quic_port = crate::ports::free_port()?;
@@ -423,14 +424,8 @@ async fn start_fleet(
         let public_ports: Vec<u16> = (0..NODES.len())
             .map(|_| crate::ports::free_port())
             .collect::<Result<_, _>>()?;
-        write_controller_config(
-            dir,
-            pki,
-            quic_port,
-            api_port,
-            &public_ports,
-            faults_controller.then_some(v2),
-        )?;
+        *layout = layout_of(dir, quic_port, api_port, &public_ports);
+        layout.write_controller_config(pki, faults_controller.then_some(v2))?;
         let logs = dir.join("logs");
         std::fs::create_dir_all(&logs)?;
         let mut args = vec![
@@ -444,14 +439,8 @@ async fn start_fleet(
         fleet.push("controller", &exe, &args, logs.join("controller.log"))?;
         for (i, node) in NODES.iter().enumerate() {
             let wrong = faults_canary && i == 0;
-            let config = write_agent_config(
-                dir,
-                pki,
-                node,
-                quic_port,
-                public_ports[i],
-                wrong.then_some(v2),
-            )?;
+            let config =
+                layout.write_agent_config(pki, node, public_ports[i], wrong.then_some(v2))?;
             let mut args = vec!["--config".to_string(), config.display().to_string()];
             if wrong {
                 args.push("--allow-fault-injection".into());
@@ -598,7 +587,9 @@ pub fn sign_hello(
     signing: &ed25519_dalek::SigningKey,
     version: &str,
 ) -> Result<Vec<u8>, protocol::bundle::BundleError> {
-    let app = HELLO_APP.replace("VERSION = \"v1\"", &format!("VERSION = \"{version}\""));
+    // Baked into the file as well as the manifest, so each release's app
+    // file differs (scenarios swap app files behind the agent's back).
+    let app = HELLO_APP.replace(BAKED_VERSION_LINE, &format!("BAKED_VERSION = {version:?}"));
     bundle::sign(
         signing,
         app.as_bytes(),
@@ -639,7 +630,19 @@ pub fn spawn(exe: &Path, args: &[String], log: &Path) -> anyhow::Result<Child> {
         .with_context(|| format!("starting {}", exe.display()))
 }
 
-/// Write `<dir>/controller.toml` for the demo fleet ([`NODES`]).
+/// The demo fleet's ([`NODES`]) layout in `dir` on the given ports.
+pub fn layout_of(dir: &Path, quic_port: u16, api_port: u16, public_ports: &[u16]) -> FleetLayout {
+    FleetLayout {
+        dir: dir.to_path_buf(),
+        nodes: NODES.iter().map(|s| s.to_string()).collect(),
+        quic_port,
+        api_port,
+        public_ports: public_ports.to_vec(),
+    }
+}
+
+/// Write `<dir>/controller.toml` for the demo fleet ([`NODES`]), through
+/// the quickstart's builder.
 pub fn write_controller_config(
     dir: &Path,
     pki: &protocol::pki::FleetPki,
@@ -648,32 +651,13 @@ pub fn write_controller_config(
     public_ports: &[u16],
     drop_reply_for: Option<model::Digest>,
 ) -> anyhow::Result<()> {
-    let mut text = format!(
-        "data_dir = {:?}\nlisten = \"127.0.0.1:{quic_port}\"\n\n[api]\nlisten = \"127.0.0.1:{api_port}\"\n\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\noperator_token = {:?}\n\n[bundles]\npubkey = {:?}\n\n[timing]\nop_timeout_ms = 15000\n",
-        dir.join("controller-data").display().to_string(),
-        pki.ca_cert().display().to_string(),
-        pki.controller_cert().display().to_string(),
-        pki.controller_key().display().to_string(),
-        pki.operator_token().display().to_string(),
-        dir.join("keys/bundle-signing.pub").display().to_string(),
-    );
-    if let Some(release) = drop_reply_for {
-        text.push_str(&format!(
-            "\n[faults]\ndrop_first_commit_reply_for = \"{}\"\n",
-            release.to_hex()
-        ));
-    }
-    for (i, node) in NODES.iter().enumerate() {
-        text.push_str(&format!(
-            "\n[[nodes]]\nname = \"{node}\"\npublic = \"127.0.0.1:{}\"\n",
-            public_ports[i]
-        ));
-    }
-    std::fs::write(dir.join("controller.toml"), text)?;
+    layout_of(dir, quic_port, api_port, public_ports)
+        .write_controller_config(pki, drop_reply_for)?;
     Ok(())
 }
 
-/// Write `<dir>/agent-<node>.toml` and return its path.
+/// Write `<dir>/agent-<node>.toml` and return its path (through the
+/// quickstart's builder).
 pub fn write_agent_config(
     dir: &Path,
     pki: &protocol::pki::FleetPki,
@@ -682,28 +666,29 @@ pub fn write_agent_config(
     public_port: u16,
     answer_wrongly: Option<model::Digest>,
 ) -> anyhow::Result<PathBuf> {
-    let mut text = format!(
-        "node = \"{node}\"\ndata_dir = {:?}\npublic_port = {public_port}\n\n[controller]\naddr = \"127.0.0.1:{quic_port}\"\nserver_name = \"localhost\"\n\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n\n[bundles]\npubkey = {:?}\n",
-        dir.join(format!("{node}-data")).display().to_string(),
-        pki.ca_cert().display().to_string(),
-        pki.node_cert(node).display().to_string(),
-        pki.node_key(node).display().to_string(),
-        dir.join("keys/bundle-signing.pub").display().to_string(),
-    );
-    if let Some(release) = answer_wrongly {
-        text.push_str(&format!(
-            "\n[faults]\nanswer_wrongly = [\"{}\"]\n",
-            release.to_hex()
-        ));
-    }
-    let path = dir.join(format!("agent-{node}.toml"));
-    std::fs::write(&path, text)?;
-    Ok(path)
+    Ok(layout_of(dir, quic_port, 0, &[]).write_agent_config(
+        pki,
+        node,
+        public_port,
+        answer_wrongly,
+    )?)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The baked version reaches the app file: without it v1's and v2's
+    /// files would be the same and the scenarios that swap them prove
+    /// nothing.
+    #[test]
+    fn sign_hello_bakes_the_version_into_the_app() {
+        assert_eq!(HELLO_APP.matches(BAKED_VERSION_LINE).count(), 1);
+        let key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+        let bytes = sign_hello(&key, "v2").expect("signs");
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(text.contains("BAKED_VERSION = \"v2\""));
+    }
 
     /// A process that died is named, with the end of its log, instead of
     /// the demo waiting out a whole step for something that cannot happen.

@@ -19,3 +19,4 @@ pub mod ports;
 /// the agent's journal; re-exported here so `runtime::log` keeps its name.
 pub use eventlog as log;
 pub mod proof;
+pub mod quickstart;

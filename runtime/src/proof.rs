@@ -149,6 +149,9 @@ pub fn unresolved(
             Some(UnknownReason::Silence) => {
                 missing.push("any answer from the node: it was silent past the deadline".into())
             }
+            // The restoring phase below names the same missing probe: one
+            // line, not two near-duplicates.
+            Some(UnknownReason::RestoreUnproven) if op.phase == OpPhase::Restoring => {}
             Some(UnknownReason::RestoreUnproven) => missing.push(format!(
                 "a serving probe after the restore proving the baseline {baseline}"
             )),
@@ -1264,6 +1267,13 @@ mod tests {
             u.options[2]
         );
         assert_eq!(u.unknown_reason.as_deref(), Some("restore-unproven"));
+        // Each missing item once: the restore probe is named by one line.
+        let restore_lines = u
+            .missing_evidence
+            .iter()
+            .filter(|m| m.contains("after the restore"))
+            .count();
+        assert_eq!(restore_lines, 1, "{:?}", u.missing_evidence);
         assert_eq!(
             u.last_serving_result.as_deref(),
             Some("wrong answer from v2")

@@ -139,13 +139,13 @@ fn malformed_requests_are_400_naming_the_field_and_unknown_ids_404() {
         stdout.contains("NODE") && stdout.contains("node-c"),
         "{stdout}"
     );
-    // An unreachable controller is a connection error (2).
+    // An unreachable controller is bad news (1), not a usage error.
     let out = Command::new(env!("CARGO_BIN_EXE_fleetweft"))
         .args(["status", "--controller"])
         .arg(format!("http://127.0.0.1:{}", free_tcp_port()))
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
 }
 
 #[test]

@@ -107,6 +107,19 @@ fn pki_init_writes_the_layout() {
         "node-a,node-b,node-c",
     ]);
     assert_ok(&out);
+    // Every file a config names is printed with the key that takes it.
+    let printed = String::from_utf8_lossy(&out.stdout);
+    for (key, file) in [
+        ("cert", "controller.pem"),
+        ("key", "controller-key.pem"),
+        ("operator_token", "operator-token"),
+        ("ca", "ca.pem"),
+        ("cert", "nodes/node-b.pem"),
+        ("key", "nodes/node-b-key.pem"),
+    ] {
+        let line = format!("{key} = {:?}", dir.join(file).display().to_string());
+        assert!(printed.contains(&line), "{line} missing from:\n{printed}");
+    }
     for public in ["ca.pem", "controller.pem", "nodes/node-c.pem"] {
         assert_eq!(mode(&dir.join(public)), 0o644, "{public}");
     }

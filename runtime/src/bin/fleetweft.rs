@@ -34,9 +34,9 @@
 //! Exit codes of `pki` and `bundle`: 0 on success, 1 on any failure (the
 //! reason is printed), 2 for usage errors.
 //!
-//! `fleetweft controller --config FILE` runs the daemon: exit 2 for an
-//! unreadable or invalid config, 1 if it cannot start, 3 if the event log
-//! fails while it runs (`docs/operations.md`, "Exit codes").
+//! `fleetweft controller --config FILE` runs the daemon: exit 0 after
+//! SIGTERM or SIGINT, 2 for an unreadable or invalid config, 1 if it cannot
+//! start, 3 if the event log fails while it runs (`docs/operations.md`, "Exit codes").
 //!
 //! Against a running controller (`--controller URL`, default
 //! http://127.0.0.1:7800; writes take the token from `--token-file FILE`,
@@ -44,7 +44,12 @@
 //! `rollout start|pause|resume|approve`, `node release NODE`,
 //! `node revoke-cert NODE [--cert FILE]`, each with `--json` for the API's
 //! DTO. Exit 0 ok, 1 bad news (proof not verified, something unresolved, a
-//! refused command), 2 usage or connection error ([`runtime::cli_ops`]).
+//! command or bundle refused by the controller, a controller that cannot be
+//! reached), 2 usage (bad arguments, no or a wrong token, an unknown name)
+//! ([`runtime::cli_ops`]).
+//!
+//! `fleetweft quickstart DIR --nodes a,b,c`: writes a loopback fleet's files
+//! and prints the commands that start it and roll out the sample app.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -125,6 +130,41 @@ enum Command {
         /// Keep the fleet running afterwards until Ctrl-C.
         #[arg(long)]
         keep_running: bool,
+    },
+    /// Write a loopback fleet's files (PKI, signing keys, controller.toml,
+    /// one agent config per node, the sample app) into DIR and print the
+    /// commands that start it and roll the sample app out as v1 and v2.
+    /// Refuses a non-empty DIR.
+    Quickstart {
+        /// The directory to write (new or empty).
+        dir: PathBuf,
+        /// Node names, comma-separated (1-63 of a-z, 0-9, '-').
+        #[arg(long, value_delimiter = ',', required = true)]
+        nodes: Vec<String>,
+        /// The controller API port on 127.0.0.1.
+        #[arg(long, default_value_t = runtime::quickstart::DEFAULT_API_PORT)]
+        api_port: u16,
+        /// The controller QUIC port on 127.0.0.1 (agents connect here).
+        #[arg(long, default_value_t = runtime::quickstart::DEFAULT_QUIC_PORT)]
+        quic_port: u16,
+        /// The first node's public route port; node i gets this + i.
+        #[arg(long, default_value_t = runtime::quickstart::DEFAULT_BASE_PUBLIC_PORT)]
+        base_public_port: u16,
+    },
+    /// Print a shell completion script for fleetweft or fleetweft-agent,
+    /// e.g. `fleetweft completions bash > /etc/bash_completion.d/fleetweft`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+        /// Which binary's completions.
+        #[arg(long, value_enum, default_value = "fleetweft")]
+        binary: Binary,
+    },
+    /// Write man pages for fleetweft (one per command) and fleetweft-agent
+    /// into DIR (created if missing); prints each file written.
+    Manpages {
+        /// The directory, e.g. /usr/local/share/man/man1.
+        dir: PathBuf,
     },
     /// The fleet's summary (counts, the latest rollouts, UNKNOWN ops) and
     /// one page of nodes.
@@ -322,6 +362,25 @@ enum NodeCommand {
         #[command(flatten)]
         api: ApiArgs,
     },
+}
+
+/// A binary of the project with a command line to document.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Binary {
+    /// The operator CLI and controller.
+    Fleetweft,
+    /// The node agent.
+    FleetweftAgent,
+}
+
+impl Binary {
+    fn command(self) -> clap::Command {
+        use clap::CommandFactory;
+        match self {
+            Binary::Fleetweft => Cli::command(),
+            Binary::FleetweftAgent => agent::cli::Args::command(),
+        }
+    }
 }
 
 /// How to reach the controller's API.
@@ -677,6 +736,26 @@ fn main() -> ExitCode {
             config,
             allow_fault_injection,
         } => run_controller(&config, allow_fault_injection),
+        Command::Completions { shell, binary } => {
+            let mut command = binary.command();
+            let name = command.get_name().to_string();
+            clap_complete::generate(shell, &mut command, name, &mut io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Manpages { dir } => manpages(&dir),
+        Command::Quickstart {
+            dir,
+            nodes,
+            api_port,
+            quic_port,
+            base_public_port,
+        } => quickstart(runtime::quickstart::QuickstartOptions {
+            dir,
+            nodes,
+            api_port,
+            quic_port,
+            base_public_port,
+        }),
         Command::Demo {
             dir,
             scenario,
@@ -1209,23 +1288,46 @@ fn pki_init(dir: &Path, nodes: &[String], controller_host: &str) -> anyhow::Resu
     let pki = pki::init_fleet(dir, nodes, controller_host)
         .with_context(|| format!("creating the fleet PKI in {}", dir.display()))?;
     let mut out = io::stdout().lock();
+    // Labelled with the config keys that take each file, so the configs
+    // can be written from this output alone.
     writeln!(out, "created fleet PKI in {}", pki.dir.display())?;
-    writeln!(out, "  CA certificate:      {}", pki.ca_cert().display())?;
-    writeln!(out, "  CA key (secret):     {}", pki.ca_key().display())?;
     writeln!(
         out,
-        "  controller:          {}",
-        pki.controller_cert().display()
+        "  CA key (secret, keep offline): {}",
+        pki.ca_key().display()
     )?;
-    for node in &pki.nodes {
-        writeln!(out, "  node {node}: {}", pki.node_cert(node).display())?;
-    }
+    writeln!(out, "controller.toml [tls]:")?;
+    writeln!(out, "  ca = {:?}", pki.ca_cert().display().to_string())?;
+    writeln!(
+        out,
+        "  cert = {:?}",
+        pki.controller_cert().display().to_string()
+    )?;
+    writeln!(
+        out,
+        "  key = {:?}",
+        pki.controller_key().display().to_string()
+    )?;
     // The token itself is never printed: terminals and CI logs keep output.
     writeln!(
         out,
-        "  operator token (secret): {}",
-        pki.operator_token().display()
+        "  operator_token = {:?}",
+        pki.operator_token().display().to_string()
     )?;
+    for node in &pki.nodes {
+        writeln!(out, "agent config of {node} [tls]:")?;
+        writeln!(out, "  ca = {:?}", pki.ca_cert().display().to_string())?;
+        writeln!(
+            out,
+            "  cert = {:?}",
+            pki.node_cert(node).display().to_string()
+        )?;
+        writeln!(
+            out,
+            "  key = {:?}",
+            pki.node_key(node).display().to_string()
+        )?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -1408,6 +1510,7 @@ fn init_tracing(default: &str) {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
         )
+        .with_ansi(agent::log_colour())
         .with_writer(io::stderr)
         .try_init();
 }
@@ -1429,6 +1532,56 @@ fn run_controller(config: &Path, allow_faults: bool) -> anyhow::Result<ExitCode>
         }
     };
     tokio_runtime()?.block_on(runtime::daemon::run(cfg, allow_faults))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Man pages: `<name>.1` for each binary and `<name>-<sub>[-<sub>].1` for
+/// every subcommand, so `man fleetweft-rollout-start` works.
+fn manpages(dir: &Path) -> anyhow::Result<ExitCode> {
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut out = io::stdout().lock();
+    for binary in [Binary::Fleetweft, Binary::FleetweftAgent] {
+        let command = binary.command();
+        let name = command.get_name().to_string();
+        for path in write_manpages(dir, &name, command)? {
+            writeln!(out, "{}", path.display())?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_manpages(dir: &Path, name: &str, command: clap::Command) -> anyhow::Result<Vec<PathBuf>> {
+    let mut written = Vec::new();
+    let mut page = Vec::new();
+    clap_mangen::Man::new(command.clone())
+        .title(name.to_string())
+        .render(&mut page)
+        .with_context(|| format!("rendering the man page of {name}"))?;
+    let path = dir.join(format!("{name}.1"));
+    fs::write(&path, page).with_context(|| format!("writing {}", path.display()))?;
+    written.push(path);
+    for sub in command.get_subcommands().filter(|s| s.get_name() != "help") {
+        let sub_name = format!("{name}-{}", sub.get_name());
+        written.extend(write_manpages(dir, &sub_name, sub.clone())?);
+    }
+    Ok(written)
+}
+
+fn quickstart(options: runtime::quickstart::QuickstartOptions) -> anyhow::Result<ExitCode> {
+    let layout = runtime::quickstart::write(&options)?;
+    let exe = std::env::current_exe().context("locating the fleetweft binary")?;
+    let agent = exe.with_file_name("fleetweft-agent");
+    // Next to this binary when built together (cargo, scripts/demo.sh);
+    // otherwise whatever `fleetweft-agent` is on PATH.
+    let agent = if agent.exists() {
+        agent
+    } else {
+        PathBuf::from("fleetweft-agent")
+    };
+    print!(
+        "{}",
+        runtime::quickstart::instructions(&layout, &exe, &agent)
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -197,9 +197,9 @@ fn default_api() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 7800))
 }
 
-/// Deadlines.
+/// Deadlines; each field optional on its own (its [`Default`] value).
 #[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct TimingSection {
     /// After this long without settling evidence an op becomes UNKNOWN
     /// (it keeps its slot).
@@ -326,6 +326,18 @@ pubkey = "b.pub"
     fn parse(extra: &str) -> Result<ControllerConfig, String> {
         ControllerConfig::parse(Path::new("controller.toml"), &format!("{BASE}{extra}"))
             .map_err(|err| err.to_string())
+    }
+
+    /// Optional sections are optional field by field: an empty `[timing]`,
+    /// `[verify]` or `[faults]` takes each field's default.
+    #[test]
+    fn empty_optional_sections_take_the_defaults() {
+        let cfg = parse("[timing]\n[verify]\n[faults]\n[storage]\n").expect("valid");
+        assert_eq!(
+            cfg.timing.op_timeout_ms,
+            TimingSection::default().op_timeout_ms
+        );
+        assert_eq!(cfg.storage.backend, StorageBackend::Sled);
     }
 
     #[test]

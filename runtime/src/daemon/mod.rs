@@ -161,9 +161,21 @@ pub async fn bootstrap(cfg: &ControllerConfig, core: &core::CoreHandle) -> anyho
 }
 
 impl Daemon {
-    /// Serve the API until the process is stopped.
+    /// Serve the API until SIGTERM or SIGINT: then answer the requests in
+    /// flight, stop, and return Ok (exit 0). Every log append is durable
+    /// before it is answered, so nothing is left to flush.
     pub async fn serve(self) -> anyhow::Result<()> {
+        let stop = async {
+            match agent::shutdown_signal().await {
+                Ok(name) => tracing::info!("{name}: stopping (the event log is durable)"),
+                Err(e) => {
+                    tracing::error!("cannot install the stop-signal handlers: {e}");
+                    std::future::pending::<()>().await
+                }
+            }
+        };
         axum::serve(self.api_listener, http::router(self.api))
+            .with_graceful_shutdown(stop)
             .await
             .context("serving the API")?;
         Ok(())
