@@ -185,6 +185,16 @@ enum Command {
         #[command(flatten)]
         api: ApiArgs,
     },
+    /// Follow the event log as it is appended (one line per event; --json:
+    /// JSON lines). With --rollout: exit 0 once the rollout completes, 1
+    /// when it pauses, ends short or is superseded (a CI step).
+    Watch {
+        /// Only this rollout's events, and exit with its outcome.
+        #[arg(long)]
+        rollout: Option<String>,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
     /// The handover report: every UNKNOWN or waiting op (exit 1 if any).
     Unresolved {
         #[command(flatten)]
@@ -728,6 +738,11 @@ fn main() -> ExitCode {
                     (Some(node), None) => runtime::cli_ops::node_proof(&c, &node, how, json).await,
                     (None, None) => unreachable!("clap requires a node or --rollout"),
                 }
+            })
+        }
+        Command::Watch { rollout, api } => {
+            return api_command(&api, |c, json| async move {
+                runtime::watch::watch(&c, rollout.as_deref(), json).await
             })
         }
         Command::Unresolved { api } => {
