@@ -94,6 +94,7 @@ pub async fn watch(
                     code,
                 })
             }
+            Ended::Refused(why) => return Err(usage(why)),
             Ended::Reconnect(why) => {
                 if last != before {
                     failures = 0;
