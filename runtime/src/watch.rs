@@ -6,7 +6,6 @@
 //! with `Last-Event-ID`, at most [`WATCH_RETRIES_MAX`] times in a row,
 //! backing off from [`WATCH_BACKOFF_BASE_MS`] to [`WATCH_BACKOFF_MAX_MS`].
 
-use crate::cli_ops::{Failure, Output, EXIT_BAD_NEWS, EXIT_OK, EXIT_USAGE};
 use crate::client::ApiClient;
 use crate::daemon::view::{self, EventDto, RolloutDto, StatusDto};
 use bytes::Bytes;
@@ -16,6 +15,23 @@ use hyper_util::rt::TokioExecutor;
 use model::RolloutId;
 use std::io::Write;
 use std::time::Duration;
+
+/// Exit code: the rollout completed (or, without `--rollout`, stdout closed).
+pub const EXIT_OK: u8 = 0;
+/// Exit code: the rollout paused, ended short or was superseded.
+pub const EXIT_BAD_NEWS: u8 = 1;
+/// Exit code: usage, refusal (token, unknown rollout) or no connection.
+pub const EXIT_USAGE: u8 = 2;
+
+/// Why `watch` stopped without an outcome.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct Failure {
+    /// For stderr.
+    pub message: String,
+    /// The exit code ([`EXIT_USAGE`]).
+    pub code: u8,
+}
 
 /// Reconnections in a row without an event before `watch` gives up.
 pub const WATCH_RETRIES_MAX: u32 = 8;
@@ -47,13 +63,8 @@ struct SseEvent {
     data: String,
 }
 
-/// Run `watch`; the `Output` carries the exit code (the lines are printed
-/// as they come, not collected).
-pub async fn watch(
-    client: &ApiClient,
-    rollout: Option<&str>,
-    json: bool,
-) -> Result<Output, Failure> {
+/// Run `watch`; the exit code (the lines are printed as they come).
+pub async fn watch(client: &ApiClient, rollout: Option<&str>, json: bool) -> Result<u8, Failure> {
     let usage = |message: String| Failure {
         message,
         code: EXIT_USAGE,
@@ -76,10 +87,7 @@ pub async fn watch(
             // Already over: say so now (its events may be far back).
             if let Some(code) = settled_code(&dto.status) {
                 println!("{text} is {} already", dto.status);
-                return Ok(Output {
-                    text: String::new(),
-                    code,
-                });
+                return Ok(code);
             }
             Some(id)
         }
@@ -88,12 +96,7 @@ pub async fn watch(
     loop {
         let before = last;
         match follow(client, rollout, target, &mut last, json).await {
-            Ended::Outcome(code) => {
-                return Ok(Output {
-                    text: String::new(),
-                    code,
-                })
-            }
+            Ended::Outcome(code) => return Ok(code),
             Ended::Refused(why) => return Err(usage(why)),
             Ended::Reconnect(why) => {
                 if last != before {

@@ -742,7 +742,16 @@ fn main() -> ExitCode {
         }
         Command::Watch { rollout, api } => {
             return api_command(&api, |c, json| async move {
-                runtime::watch::watch(&c, rollout.as_deref(), json).await
+                match runtime::watch::watch(&c, rollout.as_deref(), json).await {
+                    Ok(code) => Ok(runtime::cli_ops::Output {
+                        text: String::new(),
+                        code,
+                    }),
+                    Err(e) => Err(runtime::cli_ops::Failure {
+                        message: e.message,
+                        code: e.code,
+                    }),
+                }
             })
         }
         Command::Unresolved { api } => {
