@@ -37,8 +37,13 @@ if [ "$installed" != "$SCHEMATHESIS_VERSION" ]; then
 fi
 
 token=$(tr -d '[:space:]' < "$token_file")
+# GET /api/events/stream is Server-Sent Events: a 200 answer never ends (it
+# follows the log until the client leaves), so every accepted example would
+# run into the request timeout. runtime/tests/stream.rs tests it instead
+# (replay, resume, filters, refusals, slow readers).
 exec "$venv/bin/schemathesis" --config-file scripts/schemathesis.toml run "$base_url/api/openapi.json" \
   --checks all \
+  --exclude-path /api/events/stream \
   --header "Authorization: Bearer $token" \
   --max-examples "${SCHEMATHESIS_EXAMPLES:-40}" \
   --max-time "${SCHEMATHESIS_MAX_TIME:-150}" \

@@ -105,6 +105,16 @@ impl ApiClient {
         }
     }
 
+    /// The API's base URL (no trailing slash).
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// The operator token, if one was given.
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
     /// GET and decode JSON.
     pub async fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
         let bytes = self.call("GET", path, Bytes::new(), None).await?;

@@ -15,6 +15,7 @@ pub mod inspect;
 pub mod log_copy;
 pub mod policy_text;
 pub mod ports;
+pub mod watch;
 /// The durable event log lives in its own crate (`eventlog`), shared with
 /// the agent's journal; re-exported here so `runtime::log` keeps its name.
 pub use eventlog as log;

@@ -18,6 +18,12 @@ const SURFACES: &[(&str, &[&str])] = &[
         &["super::openapi", "daemon::openapi"],
     ),
     ("src/cli_ops.rs", &["crate::cli_ops", "runtime::cli_ops"]),
+    ("src/daemon/stream.rs", &["super::stream", "daemon::stream"]),
+    (
+        "src/daemon/webhooks.rs",
+        &["super::webhooks", "daemon::webhooks"],
+    ),
+    ("src/watch.rs", &["crate::watch", "runtime::watch"]),
 ];
 
 /// The lines of `text` that name `path` (whole path segments only).

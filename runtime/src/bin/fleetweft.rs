@@ -225,6 +225,16 @@ enum Command {
         #[command(flatten)]
         api: ApiArgs,
     },
+    /// Follow the event log as it is appended (one line per event; --json:
+    /// JSON lines). With --rollout: exit 0 once the rollout completes, 1
+    /// when it pauses, ends short or is superseded (a CI step).
+    Watch {
+        /// Only this rollout's events, and exit with its outcome.
+        #[arg(long)]
+        rollout: Option<String>,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
     /// The handover report: every UNKNOWN or waiting op (exit 1 if any).
     Unresolved {
         #[command(flatten)]
@@ -806,6 +816,20 @@ fn main() -> ExitCode {
                     (_, Some(id)) => runtime::cli_ops::rollout_proof(&c, &id, how, json).await,
                     (Some(node), None) => runtime::cli_ops::node_proof(&c, &node, how, json).await,
                     (None, None) => unreachable!("clap requires a node or --rollout"),
+                }
+            })
+        }
+        Command::Watch { rollout, api } => {
+            return api_command(&api, |c, json| async move {
+                match runtime::watch::watch(&c, rollout.as_deref(), json).await {
+                    Ok(code) => Ok(runtime::cli_ops::Output {
+                        text: String::new(),
+                        code,
+                    }),
+                    Err(e) => Err(runtime::cli_ops::Failure {
+                        message: e.message,
+                        code: e.code,
+                    }),
                 }
             })
         }

@@ -58,23 +58,7 @@ pub fn routes() -> OpenApiRouter<Api> {
         .routes(routes!(roll_back_op))
 }
 
-/// `None` when the request carries the operator token, else the 401 answer.
-fn unauthorized(api: &Api, headers: &HeaderMap) -> Option<Response> {
-    let presented = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    // Compare without an early exit so timing does not leak a prefix.
-    let expected = api.token.as_bytes();
-    let same = presented.len() == expected.len()
-        && presented
-            .bytes()
-            .zip(expected.iter())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0;
-    (!same).then(|| ApiError::Unauthorized.into_response())
-}
+use super::http::unauthorized;
 
 pub use super::view::{
     status_dto, EventDto, NodeDto, ObserveDto, ObservedDto, OpDto, Page, RolloutCounts, RolloutDto,

@@ -42,6 +42,9 @@ pub struct ControllerConfig {
     /// Where the event log lives: sled in `data_dir` (the default) or etcd.
     #[serde(default)]
     pub storage: StorageSection,
+    /// Where durable events are POSTed, signed (off when absent).
+    #[serde(default)]
+    pub webhooks: Vec<WebhookEntry>,
 }
 
 /// Which engine holds the controller's event log.
@@ -191,6 +194,87 @@ pub struct ApiSection {
     /// Where the API listens; loopback by default.
     #[serde(default = "default_api")]
     pub listen: SocketAddr,
+    /// Events buffered for each follower of the event stream (SSE readers,
+    /// webhooks); a reader further behind is dropped with a reason and
+    /// resumes from the log with `Last-Event-ID`. 1 to
+    /// [`STREAM_BUFFER_EVENTS_MAX`], default [`STREAM_BUFFER_EVENTS_DEFAULT`].
+    #[serde(default = "default_stream_buffer")]
+    pub stream_buffer_events: usize,
+}
+
+/// The default of `[api] stream_buffer_events`.
+pub const STREAM_BUFFER_EVENTS_DEFAULT: usize = 1_024;
+/// The most `[api] stream_buffer_events` may be (the buffer is shared by
+/// every follower; each slot holds one event).
+pub const STREAM_BUFFER_EVENTS_MAX: usize = 65_536;
+
+fn default_stream_buffer() -> usize {
+    STREAM_BUFFER_EVENTS_DEFAULT
+}
+
+/// Upper bound on `[[webhooks]]` entries (one delivery task each).
+pub const WEBHOOKS_MAX: usize = 16;
+
+/// `[[webhooks]]`: POST every durable event (or those of the kinds listed)
+/// to `url`, signed with HMAC-SHA256 under the secret.
+///
+/// ```toml
+/// [[webhooks]]
+/// url = "http://127.0.0.1:9000/fleetweft"
+/// events = ["rollout-completed", "rollout-paused"]   # optional, default all
+/// secret_file = "/etc/fleetweft/webhook.secret"      # or secret = "..."
+/// ```
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookEntry {
+    /// Where deliveries go: `http://HOST:PORT/PATH`.
+    pub url: String,
+    /// Event kinds to deliver (`daemon::view::words::EVENT_KINDS`); empty
+    /// or absent is every kind.
+    #[serde(default)]
+    pub events: Vec<String>,
+    /// The signing secret, inline.
+    #[serde(default)]
+    pub secret: Option<String>,
+    /// A file holding the signing secret (surrounding whitespace trimmed).
+    #[serde(default)]
+    pub secret_file: Option<PathBuf>,
+}
+
+impl WebhookEntry {
+    /// Names the first unusable key of entry `i`.
+    fn validate(&self, i: usize) -> Result<(), String> {
+        let uri: axum::http::Uri = self
+            .url
+            .parse()
+            .map_err(|e| format!("key `webhooks[{i}].url`: {:?} is not a URL: {e}", self.url))?;
+        if uri.scheme_str() != Some("http") || uri.authority().is_none() {
+            return Err(format!(
+                "key `webhooks[{i}].url`: {:?} must be http://HOST:PORT/PATH (https is not supported yet: put a TLS proxy on loopback in front of the receiver)",
+                self.url
+            ));
+        }
+        for kind in &self.events {
+            if !super::view::words::EVENT_KINDS.contains(&kind.as_str()) {
+                return Err(format!(
+                    "key `webhooks[{i}].events`: unknown event kind {kind:?} (one of: {})",
+                    super::view::words::EVENT_KINDS.join(", ")
+                ));
+            }
+        }
+        match (&self.secret, &self.secret_file) {
+            (Some(_), Some(_)) => Err(format!(
+                "key `webhooks[{i}].secret`: give `secret` or `secret_file`, not both"
+            )),
+            (None, None) => Err(format!(
+                "key `webhooks[{i}].secret`: every webhook needs `secret` or `secret_file`"
+            )),
+            (Some(secret), None) if secret.trim().is_empty() => {
+                Err(format!("key `webhooks[{i}].secret`: empty"))
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 fn default_api() -> SocketAddr {
@@ -297,6 +381,20 @@ impl ControllerConfig {
             )));
         }
         cfg.storage.validate().map_err(invalid)?;
+        if !(1..=STREAM_BUFFER_EVENTS_MAX).contains(&cfg.api.stream_buffer_events) {
+            return Err(invalid(format!(
+                "key `api.stream_buffer_events`: expected 1 to {STREAM_BUFFER_EVENTS_MAX}"
+            )));
+        }
+        if cfg.webhooks.len() > WEBHOOKS_MAX {
+            return Err(invalid(format!(
+                "key `webhooks`: {} entries exceed the limit of {WEBHOOKS_MAX}",
+                cfg.webhooks.len()
+            )));
+        }
+        for (i, hook) in cfg.webhooks.iter().enumerate() {
+            hook.validate(i).map_err(invalid)?;
+        }
         if cfg.timing.op_timeout_ms == 0 {
             return Err(invalid(
                 "key `timing.op_timeout_ms`: expected more than 0".into(),
@@ -380,6 +478,43 @@ pubkey = "b.pub"
                 );
             }
         }
+    }
+
+    #[test]
+    fn webhook_entries_parse_and_bad_ones_name_the_key() {
+        let good = "[[webhooks]]\nurl = \"http://127.0.0.1:9/h\"\nsecret = \"s\"\nevents = [\"rollout-completed\"]\n";
+        let cfg = parse(good).expect("valid");
+        assert_eq!(
+            cfg.webhooks[0].events,
+            vec!["rollout-completed".to_string()]
+        );
+        let cases = [
+            ("url = \"https://h:1/\"\nsecret = \"s\"", "webhooks[0].url"),
+            ("url = \"not a url\"\nsecret = \"s\"", "webhooks[0].url"),
+            ("url = \"http://h:1/\"", "webhooks[0].secret"),
+            (
+                "url = \"http://h:1/\"\nsecret = \" \"",
+                "webhooks[0].secret",
+            ),
+            (
+                "url = \"http://h:1/\"\nsecret = \"s\"\nsecret_file = \"f\"",
+                "webhooks[0].secret",
+            ),
+            (
+                "url = \"http://h:1/\"\nsecret = \"s\"\nevents = [\"rollout-done\"]",
+                "webhooks[0].events",
+            ),
+            (
+                "url = \"http://h:1/\"\nsecret = \"s\"\nsecrets = 1",
+                "secrets",
+            ),
+        ];
+        for (entry, key) in cases {
+            let err = parse(&format!("[[webhooks]]\n{entry}\n")).expect_err(entry);
+            assert!(err.contains(key), "{entry:?}: {err} should name {key}");
+        }
+        let err = parse("stream_buffer_events = 0\n").expect_err("zero buffer");
+        assert!(err.contains("api.stream_buffer_events"), "{err}");
     }
 
     #[test]

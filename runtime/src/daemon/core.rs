@@ -13,7 +13,7 @@ use model::{NodeId, OpId, ToAgent};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant, SystemTime};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 /// Upper bound on queued commands to the core.
 pub const CORE_QUEUE_MAX: usize = 1024;
@@ -150,9 +150,19 @@ pub struct CoreHandle {
     /// roster event into it (no clone per event) before it answers the
     /// input, so a reader sees an enrollment once it was acknowledged.
     roster: Arc<RwLock<Roster>>,
+    /// Every durable event, as the core acknowledges it (the event stream
+    /// and webhooks follow it). Bounded (`[api] stream_buffer_events`): a
+    /// receiver that falls further behind sees `Lagged` and reads the log.
+    appended: broadcast::Sender<Arc<(u64, Event)>>,
 }
 
 impl CoreHandle {
+    /// Follow the durable events from now on. Subscribe before reading
+    /// the log, then drop what was already read: no gap, no duplicate.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<(u64, Event)>> {
+        self.appended.subscribe()
+    }
+
     /// The roster as of the last durable events: who is enrolled, under
     /// which name, labels and public route. Hold it briefly, never across
     /// an `.await`.
@@ -352,9 +362,11 @@ pub fn spawn(
     deny: protocol::tls::DenyList,
 ) -> CoreHandle {
     let (tx, rx) = mpsc::channel(CORE_QUEUE_MAX);
+    let (appended, _) = broadcast::channel(cfg.api.stream_buffer_events);
     let handle = CoreHandle {
         tx: tx.clone(),
         roster: Arc::new(RwLock::new(controller.state().roster.clone())),
+        appended,
     };
     let identities = Identities::new(deny, controller.state(), &history);
     let core = Core::new(
@@ -561,6 +573,12 @@ impl Core {
         for (reply, outcome) in replies.into_iter().zip(batch.outcomes) {
             if let Some(reply) = reply {
                 let _ = reply.send(outcome.map(|range| events[range].to_vec()));
+            }
+        }
+        // O(1) per event (one clone, whoever follows), none when nobody does.
+        if self.me.appended.receiver_count() > 0 {
+            for event in &events {
+                let _ = self.me.appended.send(Arc::new(event.clone()));
             }
         }
         self.history.extend(events);

@@ -9,8 +9,8 @@ use super::config::ControllerConfig;
 use super::core::CoreHandle;
 use super::view::ApiError;
 use axum::extract::DefaultBodyLimit;
-use axum::http::Uri;
-use axum::response::IntoResponse;
+use axum::http::{HeaderMap, Uri};
+use axum::response::{IntoResponse, Response};
 use ed25519_dalek::VerifyingKey;
 use std::sync::Arc;
 use utoipa_axum::router::OpenApiRouter;
@@ -28,6 +28,8 @@ pub struct Api {
     pub bundles: Arc<BundleDir>,
     /// The bundle signing key.
     pub key: Arc<VerifyingKey>,
+    /// The event streams open now (`GET /api/events/stream`).
+    pub streams: super::stream::StreamSlots,
 }
 
 /// Every route with the OpenAPI document they make (without the
@@ -36,6 +38,7 @@ pub fn routes() -> OpenApiRouter<Api> {
     OpenApiRouter::with_openapi(super::openapi::base())
         .merge(super::api::routes())
         .merge(super::dashboard::routes())
+        .merge(super::stream::routes())
 }
 
 /// The OpenAPI document, generated from the handlers and the DTOs.
@@ -80,4 +83,22 @@ fn is_json(headers: &axum::http::HeaderMap) -> bool {
         .get(axum::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json"))
+}
+
+/// `None` when the request carries the operator token, else the 401 answer.
+pub fn unauthorized(api: &Api, headers: &HeaderMap) -> Option<Response> {
+    let presented = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    // Compare without an early exit so timing does not leak a prefix.
+    let expected = api.token.as_bytes();
+    let same = presented.len() == expected.len()
+        && presented
+            .bytes()
+            .zip(expected.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0;
+    (!same).then(|| ApiError::Unauthorized.into_response())
 }

@@ -15,8 +15,10 @@ pub mod links;
 pub mod openapi;
 pub mod rate;
 pub mod readback;
+pub mod stream;
 pub mod verify;
 pub mod view;
+pub mod webhooks;
 
 use anyhow::Context;
 use config::ControllerConfig;
@@ -63,8 +65,12 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
     let api_listener = tokio::net::TcpListener::bind(cfg.api.listen)
         .await
         .with_context(|| format!("binding the API on {}", cfg.api.listen))?;
+    let hooks = webhooks::prepare(&cfg).context("loading the [[webhooks]] secrets")?;
+    let log_end = controller.last_sequence();
     let cfg = Arc::new(cfg);
     let core = core::spawn(controller, history, (*cfg).clone(), allow_faults, deny);
+    // Before bootstrap: a fresh controller's webhooks see its enrollments.
+    webhooks::spawn_all(hooks, &core, log_end)?;
     let bundles = Arc::new(bundle_dir);
     bootstrap(&cfg, &core).await?;
     tokio::spawn(links::serve(endpoint, core.clone(), bundles.clone()));
@@ -74,6 +80,7 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
         token: Arc::new(token),
         bundles,
         key: Arc::new(key),
+        streams: Default::default(),
     };
     if cfg.verify.every_s > 0 {
         tracing::info!(

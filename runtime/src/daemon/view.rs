@@ -475,6 +475,70 @@ pub fn node_state_words() -> String {
     words.join(", ")
 }
 
+/// The rollout a rollout event names (`RolloutStarted`, `RolloutPaused`,
+/// `OpGranted`, ...); `None` for op-only and node events.
+pub fn event_rollout(event: &model::controller::Event) -> Option<RolloutId> {
+    use model::controller::Event as E;
+    match event {
+        E::RolloutStarted { rollout, .. }
+        | E::RolloutSuperseded { rollout, .. }
+        | E::RolloutPaused { rollout, .. }
+        | E::RolloutResumed { rollout }
+        | E::RolloutApproved { rollout }
+        | E::RolloutCompleted { rollout }
+        | E::OpGranted { rollout, .. }
+        | E::RolloutEnded { rollout, .. }
+        | E::RolloutPolicySet { rollout, .. }
+        | E::RolloutFollowersAdded { rollout, .. } => Some(*rollout),
+        _ => None,
+    }
+}
+
+/// The op an op event is about; `None` for rollout-only and node events.
+pub fn event_op(event: &model::controller::Event) -> Option<OpId> {
+    use model::controller::Event as E;
+    match event {
+        E::OpGranted { op, .. }
+        | E::CommitDecided { op, .. }
+        | E::CommitReplayed { op, .. }
+        | E::ReportRecorded { op, .. }
+        | E::ProbeRecorded { op, .. }
+        | E::RestoreRequested { op }
+        | E::OpUnknown { op, .. }
+        | E::OpSettled { op, .. }
+        | E::OperatorObserved { op, .. }
+        | E::OpClaimed { op, .. }
+        | E::LateReportIgnored { op, .. }
+        | E::StaleCommandRejected { op, .. }
+        | E::ForeignMessageIgnored { op, .. }
+        | E::RollBackOrdered { op } => Some(*op),
+        _ => None,
+    }
+}
+
+/// The rollout an operator names as `r0`, `r1`, ...
+pub fn parse_rollout_id(text: &str) -> Option<RolloutId> {
+    text.strip_prefix('r')?.parse().ok().map(RolloutId)
+}
+
+/// How a rollout's events end a watch: `Some(true)` once it completed,
+/// `Some(false)` when it paused, ended without every node passing, or was
+/// superseded; `None` while it goes on (`fleetweft watch --rollout`).
+pub fn rollout_outcome(event: &model::controller::Event, rollout: RolloutId) -> Option<bool> {
+    use model::controller::Event as E;
+    match event {
+        E::RolloutCompleted { rollout: r } if *r == rollout => Some(true),
+        E::RolloutPaused { rollout: r, .. }
+        | E::RolloutEnded { rollout: r, .. }
+        | E::RolloutSuperseded { rollout: r, .. }
+            if *r == rollout =>
+        {
+            Some(false)
+        }
+        _ => None,
+    }
+}
+
 /// One log event in the operator's words.
 pub fn event_dto(
     roster: &model::controller::roster::Roster,

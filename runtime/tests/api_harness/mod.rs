@@ -68,6 +68,12 @@ pub fn s(p: &Path) -> String {
 
 impl Controller {
     pub fn start() -> Controller {
+        Self::start_with("", "")
+    }
+
+    /// Start with `api_extra` lines in `[api]` and `tail` (more tables,
+    /// e.g. `[[webhooks]]`) at the end of controller.toml.
+    pub fn start_with(api_extra: &str, tail: &str) -> Controller {
         let dir = tempfile::tempdir().expect("temp dir");
         let nodes: Vec<String> = NODES.iter().map(|n| n.to_string()).collect();
         let pki =
@@ -97,7 +103,7 @@ impl Controller {
         let port = free_tcp_port();
         let quic_port = free_udp_port();
         let mut text = format!(
-            "data_dir = {:?}\nlisten = \"127.0.0.1:{}\"\n\n[api]\nlisten = \"127.0.0.1:{port}\"\n\n\
+            "data_dir = {:?}\nlisten = \"127.0.0.1:{}\"\n\n[api]\nlisten = \"127.0.0.1:{port}\"\n{api_extra}\n\
              [tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\noperator_token = {:?}\n\n\
              [bundles]\npubkey = {:?}\n\n[timing]\nop_timeout_ms = {OP_TIMEOUT_MS}\n",
             s(&dir.path().join("data")),
@@ -114,6 +120,7 @@ impl Controller {
                 free_tcp_port()
             ));
         }
+        text.push_str(tail);
         let config = dir.path().join("controller.toml");
         std::fs::write(&config, text).expect("config");
         let child = spawn_controller(dir.path());

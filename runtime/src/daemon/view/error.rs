@@ -53,6 +53,10 @@ pub enum ApiError {
     /// The core stopped: the daemon is shutting down (503).
     #[error("controller core stopped")]
     Unavailable,
+    /// A bounded resource is full (503): the message names it (the event
+    /// streams open at once).
+    #[error("{0}")]
+    Busy(String),
     /// The controller failed to do its part (500): storage.
     #[error("{0}")]
     Internal(String),
@@ -69,7 +73,7 @@ impl ApiError {
             ApiError::Refused(r) => refusal_status(r),
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable | ApiError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

@@ -8,7 +8,9 @@
 //! one, is next to its word. Who made an observation is worded by
 //! `proof::Origin` (the proof crate's own enum), which the DTOs use.
 
-use model::controller::{OpPhase, Outcome, PauseReason, Resolution, RolloutStatus, UnknownReason};
+use model::controller::{
+    Event, OpPhase, Outcome, PauseReason, Resolution, RolloutStatus, UnknownReason,
+};
 use model::{Decision, ProbeVerdict};
 use std::borrow::Cow;
 
@@ -141,6 +143,81 @@ pub const VERDICTS: [ProbeVerdict; 3] = [
 pub fn parse_verdict(word: &str) -> Option<ProbeVerdict> {
     VERDICTS.into_iter().find(|v| verdict(*v) == word)
 }
+
+/// An event's kind: the kebab-case of its variant (`rollout-completed`,
+/// `op-granted`, ...). The SSE stream's `event:` field and the words a
+/// webhook's `events` filter takes.
+pub fn event_kind(event: &Event) -> &'static str {
+    match event {
+        Event::RolloutStarted { .. } => "rollout-started",
+        Event::RolloutSuperseded { .. } => "rollout-superseded",
+        Event::RolloutPaused { .. } => "rollout-paused",
+        Event::RolloutResumed { .. } => "rollout-resumed",
+        Event::RolloutApproved { .. } => "rollout-approved",
+        Event::RolloutCompleted { .. } => "rollout-completed",
+        Event::OpGranted { .. } => "op-granted",
+        Event::CommitDecided { .. } => "commit-decided",
+        Event::CommitReplayed { .. } => "commit-replayed",
+        Event::ReportRecorded { .. } => "report-recorded",
+        Event::ProbeRecorded { .. } => "probe-recorded",
+        Event::RestoreRequested { .. } => "restore-requested",
+        Event::OpUnknown { .. } => "op-unknown",
+        Event::OpSettled { .. } => "op-settled",
+        Event::OperatorObserved { .. } => "operator-observed",
+        Event::OpClaimed { .. } => "op-claimed",
+        Event::NodeHello { .. } => "node-hello",
+        Event::LateReportIgnored { .. } => "late-report-ignored",
+        Event::StaleCommandRejected { .. } => "stale-command-rejected",
+        Event::ForeignMessageIgnored { .. } => "foreign-message-ignored",
+        Event::RollBackOrdered { .. } => "roll-back-ordered",
+        Event::NodeObserved { .. } => "node-observed",
+        Event::RolloutEnded { .. } => "rollout-ended",
+        Event::NodeQuarantined { .. } => "node-quarantined",
+        Event::NodeReleased { .. } => "node-released",
+        Event::CertRevoked { .. } => "cert-revoked",
+        Event::NodeEnrolled { .. } => "node-enrolled",
+        Event::NodeLabeled { .. } => "node-labeled",
+        Event::NodeRetired { .. } => "node-retired",
+        Event::RolloutPolicySet { .. } => "rollout-policy-set",
+        Event::RolloutFollowersAdded { .. } => "rollout-followers-added",
+    }
+}
+
+/// Every event kind word, in the model's variant order (what a webhook's
+/// `events` list may name).
+pub const EVENT_KINDS: [&str; 31] = [
+    "rollout-started",
+    "rollout-superseded",
+    "rollout-paused",
+    "rollout-resumed",
+    "rollout-approved",
+    "rollout-completed",
+    "op-granted",
+    "commit-decided",
+    "commit-replayed",
+    "report-recorded",
+    "probe-recorded",
+    "restore-requested",
+    "op-unknown",
+    "op-settled",
+    "operator-observed",
+    "op-claimed",
+    "node-hello",
+    "late-report-ignored",
+    "stale-command-rejected",
+    "foreign-message-ignored",
+    "roll-back-ordered",
+    "node-observed",
+    "rollout-ended",
+    "node-quarantined",
+    "node-released",
+    "cert-revoked",
+    "node-enrolled",
+    "node-labeled",
+    "node-retired",
+    "rollout-policy-set",
+    "rollout-followers-added",
+];
 
 #[cfg(test)]
 mod tests {
