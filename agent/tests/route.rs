@@ -12,7 +12,11 @@ fn hello_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/hello")
 }
 
-fn spec(release: Digest, env: Vec<(String, String)>) -> AppSpec {
+/// The sample app as the supervisor starts it for a bundle of version v1:
+/// the agent sets FLEETWEFT_VERSION from the manifest.
+fn spec(release: Digest, extra_env: Vec<(String, String)>) -> AppSpec {
+    let mut env = vec![("FLEETWEFT_VERSION".to_string(), "v1".to_string())];
+    env.extend(extra_env);
     AppSpec {
         release,
         dir: hello_dir(),

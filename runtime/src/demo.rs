@@ -536,19 +536,12 @@ async fn wait_for(
 ) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_millis(STEP_TIMEOUT_MS);
     loop {
-        if let Ok(events) = api
-            .get::<Vec<EventDto>>(&format!("/api/events?from={seen}"))
-            .await
-        {
-            for e in events {
-                if !matches!(e.event, model::controller::Event::NodeHello { .. }) {
-                    say(format!("    #{:<3} {}", e.sequence, e.text));
-                }
-                *seen = e.sequence + 1;
-            }
-        }
+        print_events_from(api, seen).await;
         if let Ok(status) = api.fleet_view().await {
             if done(&status) {
+                // The events that led to what the status shows were logged
+                // before it was read: print them too, in this step.
+                print_events_from(api, seen).await;
                 return Ok(());
             }
         }
@@ -562,6 +555,19 @@ async fn wait_for(
             );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Print the events logged from `seen` on (hellos left out), moving `seen`.
+async fn print_events_from(api: &ApiClient, seen: &mut u64) {
+    let path = format!("/api/events?from={seen}");
+    if let Ok(events) = api.get::<Vec<EventDto>>(&path).await {
+        for e in events {
+            if !matches!(e.event, model::controller::Event::NodeHello { .. }) {
+                say(format!("    #{:<3} {}", e.sequence, e.text));
+            }
+            *seen = e.sequence + 1;
+        }
     }
 }
 

@@ -809,6 +809,7 @@ const ROUTER_ROUTES: &[(&str, &str)] = &[
     ("/metrics", "get"),
     ("/api/status", "get"),
     ("/api/events", "get"),
+    ("/api/events/stream", "get"),
     ("/api/bundles", "post"),
     ("/api/rollouts", "get"),
     ("/api/rollouts", "post"),
@@ -953,10 +954,13 @@ fn the_openapi_document_matches_the_router() {
                 .replace("{name}", "node-a")
                 .replace("{op}", "op0");
             let write = method == "post";
+            // The event stream is the one guarded read: each holds one of
+            // STREAMS_MAX slots, which anonymous clients must not exhaust.
+            let guarded = write || path == "/api/events/stream";
             assert_eq!(
                 operation.get("security").is_some(),
-                write,
-                "{method} {path}: Bearer security exactly on writes"
+                guarded,
+                "{method} {path}: Bearer security exactly on writes and the event stream"
             );
             if write {
                 // Without a token: 401, so the route exists and is guarded.

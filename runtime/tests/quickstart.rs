@@ -25,7 +25,11 @@ fn ensure_agent_binary() {
     }
     let release = fleetweft().parent().is_some_and(|p| p.ends_with("release"));
     let mut build = Command::new(env!("CARGO"));
-    build.args(["build", "-p", "agent", "--bin", "fleetweft-agent"]);
+    // The whole workspace's bins, not `-p agent`: cargo resolves features
+    // per selection, and the agent alone would be built with other
+    // features than the test build's, recompiling its dependencies here
+    // and again in scripts/test.sh's `cargo build --workspace --bins`.
+    build.args(["build", "--workspace", "--bins"]);
     if release {
         build.arg("--release");
     }

@@ -269,3 +269,28 @@ fn watch_exits_1_on_a_pause_and_0_on_completion() {
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("rollout-completed"), "{out}");
 }
+
+/// An orderly stop does not wait on an event stream, which never ends by
+/// itself: SIGTERM with a stream open exits 0 within the grace period.
+#[test]
+fn sigterm_with_an_open_stream_exits_0_after_the_grace_period() {
+    let mut ctl = Controller::start();
+    let t = Some(ctl.token.as_str());
+    let _open = sse::open(ctl.port, "/api/events/stream", t, None).expect("stream");
+    let pid = ctl.child.id().to_string();
+    let sent = std::time::Instant::now();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let bound = std::time::Duration::from_millis(runtime::daemon::SHUTDOWN_GRACE_MS + 10_000);
+    let code = loop {
+        if let Some(exit) = ctl.child.try_wait().expect("wait") {
+            break exit.code();
+        }
+        assert!(sent.elapsed() < bound, "the controller did not stop");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(code, Some(0), "an orderly stop exits 0");
+}

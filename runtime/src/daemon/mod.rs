@@ -22,11 +22,16 @@ pub mod webhooks;
 
 use anyhow::Context;
 use config::ControllerConfig;
+use std::future::IntoFuture;
 use std::sync::Arc;
 
 /// The event log's directory inside the controller's data directory (where
 /// `run` opens it; `fleetweft log --data` looks for it there).
 pub const LOG_DIR: &str = "log";
+
+/// How long an orderly stop waits for open API connections (event
+/// streams, keep-alive clients) before it closes them.
+pub const SHUTDOWN_GRACE_MS: u64 = 2_000;
 
 /// Run the controller until the process is stopped.
 pub async fn run(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<()> {
@@ -172,7 +177,8 @@ impl Daemon {
     /// flight, stop, and return Ok (exit 0). Every log append is durable
     /// before it is answered, so nothing is left to flush.
     pub async fn serve(self) -> anyhow::Result<()> {
-        let stop = async {
+        let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
+        let stop = async move {
             match agent::shutdown_signal().await {
                 Ok(name) => tracing::info!("{name}: stopping (the event log is durable)"),
                 Err(e) => {
@@ -180,11 +186,27 @@ impl Daemon {
                     std::future::pending::<()>().await
                 }
             }
+            let _ = stopping.send(());
         };
-        axum::serve(self.api_listener, http::router(self.api))
+        let server = axum::serve(self.api_listener, http::router(self.api))
             .with_graceful_shutdown(stop)
-            .await
-            .context("serving the API")?;
+            .into_future();
+        // A graceful shutdown waits for every open connection, and an
+        // event stream never ends by itself: after the grace period the
+        // stop goes on without them (a `watch` reconnects elsewhere).
+        let grace = async {
+            if stopped.await.is_ok() {
+                tokio::time::sleep(std::time::Duration::from_millis(SHUTDOWN_GRACE_MS)).await;
+            } else {
+                std::future::pending::<()>().await
+            }
+        };
+        tokio::select! {
+            served = server => served.context("serving the API")?,
+            () = grace => tracing::info!(
+                "open API connections (event streams) closed after {SHUTDOWN_GRACE_MS} ms"
+            ),
+        }
         Ok(())
     }
 }
