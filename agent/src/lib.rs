@@ -31,6 +31,19 @@ pub fn colour_allowed(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> boo
     terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
+/// Wait for SIGTERM (service managers, `kill`) or SIGINT (Ctrl-C) and name
+/// it: the daemons stop in order on either and exit 0, instead of dying by
+/// the signal (exit 143). An error when the handlers cannot be installed.
+pub async fn shutdown_signal() -> std::io::Result<&'static str> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    Ok(tokio::select! {
+        _ = terminate.recv() => "SIGTERM",
+        _ = interrupt.recv() => "SIGINT",
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::colour_allowed;
@@ -43,17 +56,4 @@ mod tests {
         assert!(!colour_allowed(true, Some(OsStr::new("1"))));
         assert!(!colour_allowed(false, None));
     }
-}
-
-/// Wait for SIGTERM (service managers, `kill`) or SIGINT (Ctrl-C) and name
-/// it: the daemons stop in order on either and exit 0, instead of dying by
-/// the signal (exit 143). An error when the handlers cannot be installed.
-pub async fn shutdown_signal() -> std::io::Result<&'static str> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut terminate = signal(SignalKind::terminate())?;
-    let mut interrupt = signal(SignalKind::interrupt())?;
-    Ok(tokio::select! {
-        _ = terminate.recv() => "SIGTERM",
-        _ = interrupt.recv() => "SIGINT",
-    })
 }
