@@ -1,5 +1,5 @@
 // Shared by the fuzz targets (`fuzz/fuzz_targets/*.rs`) and the seed
-// generator (`runtime/tests/fuzz_seeds.rs`) with `include!`, so the corpus's
+// generator (`runtime/tests/it/fuzz_seeds.rs`) with `include!`, so the corpus's
 // bundles are signed by the key the `bundle` target trusts.
 
 /// The seed of the Ed25519 key the fuzz corpus's bundles are signed with. A

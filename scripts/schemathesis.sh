@@ -6,7 +6,7 @@
 #
 # BASE_URL is a running controller's API (http://127.0.0.1:PORT); TOKEN_FILE
 # its operator token file (writes need `Authorization: Bearer`). The Rust
-# test runtime/tests/schemathesis.rs starts a real controller on loopback
+# test runtime/tests/it/schemathesis.rs starts a real controller on loopback
 # and calls this script, so `cargo test` (scripts/test.sh) runs it.
 #
 # schemathesis is installed from PyPI into target/schemathesis-venv when
@@ -39,7 +39,7 @@ fi
 token=$(tr -d '[:space:]' < "$token_file")
 # GET /api/events/stream is Server-Sent Events: a 200 answer never ends (it
 # follows the log until the client leaves), so every accepted example would
-# run into the request timeout. runtime/tests/stream.rs tests it instead
+# run into the request timeout. runtime/tests/it/stream.rs tests it instead
 # (replay, resume, filters, refusals, slow readers).
 exec "$venv/bin/schemathesis" --config-file scripts/schemathesis.toml run "$base_url/api/openapi.json" \
   --checks all \

@@ -3,7 +3,7 @@
 //! retried, and every event arrives exactly once across a controller
 //! restart (the cursor file resumes after the last acknowledged one).
 
-mod api_harness;
+use crate::api_harness;
 
 use api_harness::Controller;
 use axum::http::{HeaderMap, StatusCode};

@@ -20,7 +20,7 @@ use protocol::frame::{encode, FrameBody};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-include!("../../fuzz/fixed_key.rs");
+include!("../../../fuzz/fixed_key.rs");
 
 /// Prefix of the files this test owns in each corpus directory.
 const GENERATED_PREFIX: &str = "gen-";
@@ -134,7 +134,7 @@ fn probe_json() -> ProbeSpec {
 /// Signed bundles of the sample app and the manifests inside them.
 fn bundles(seeds: &mut Seeds) {
     let key = SigningKey::from_bytes(&FUZZ_SIGNING_KEY_SEED);
-    let app = include_bytes!("../../examples/hello/app.py");
+    let app = include_bytes!("../../../examples/hello/app.py");
     let cases = [
         ("exact", probe_exact(), &app[..]),
         ("json", probe_json(), &b"x"[..]),

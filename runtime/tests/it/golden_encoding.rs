@@ -7,8 +7,8 @@
 //!
 //! Adding a variant makes the `*_variant` matches below fail to compile:
 //! give the variant a name there and a sample in the list, then write its
-//! line with `FLEETWEFT_BLESS_GOLDEN=1 cargo test --release -p runtime --test
-//! golden_encoding` (it only adds lines; it refuses to rewrite one).
+//! line with `FLEETWEFT_BLESS_GOLDEN=1 cargo test --release -p runtime --test it
+//! golden_encoding::` (it only adds lines; it refuses to rewrite one).
 
 use model::agent::AgentEvent;
 use model::controller::{

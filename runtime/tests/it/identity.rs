@@ -10,6 +10,7 @@
 //! restart. `fleetweft pki issue` gives node-a a new certificate that
 //! connects, and `fleetweft node release` lifts the quarantine.
 
+use crate::binaries::{agent_binary, fleetweft};
 use runtime::client::ApiClient;
 use runtime::client::FleetView;
 use runtime::daemon::api::EventDto;
@@ -28,30 +29,6 @@ const STEP: Duration = Duration::from_secs(60);
 const TEST: Duration = Duration::from_secs(240);
 /// How long the two agents are left to fight once quarantined.
 const FIGHT: Duration = Duration::from_secs(10);
-
-fn fleetweft() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_fleetweft"))
-}
-
-/// `fleetweft-agent` next to `fleetweft`, built with the same profile if
-/// missing (as in tests/fleet_faults.rs).
-fn agent_binary() -> PathBuf {
-    let agent = fleetweft().with_file_name("fleetweft-agent");
-    if !agent.exists() {
-        let release = fleetweft().parent().is_some_and(|p| p.ends_with("release"));
-        let mut build = StdCommand::new(env!("CARGO"));
-        // The whole workspace's bins, not `-p agent`: cargo resolves features
-        // per selection, and the agent alone would be built with other
-        // features than the test build's, recompiling its dependencies here
-        // and again in scripts/test.sh's `cargo build --workspace --bins`.
-        build.args(["build", "--workspace", "--bins"]);
-        if release {
-            build.arg("--release");
-        }
-        assert!(build.status().expect("cargo build").success());
-    }
-    agent
-}
 
 struct Fleet {
     dir: PathBuf,

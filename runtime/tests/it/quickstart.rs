@@ -4,37 +4,13 @@
 //! roll both out with the printed `rollout start` commands, and check that
 //! the canary answers "hello from v2" and both rollouts complete.
 
+use crate::binaries::{agent_binary, fleetweft};
 use std::io::{Read, Write};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long a rollout may take to complete on a loaded machine.
 const ROLLOUT_TIMEOUT_MS: u64 = 90_000;
-
-fn fleetweft() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_fleetweft"))
-}
-
-/// Build `fleetweft-agent` next to `fleetweft` when `-p runtime` alone did
-/// not (same as tests/demo.rs).
-fn ensure_agent_binary() {
-    let agent = fleetweft().with_file_name("fleetweft-agent");
-    if agent.exists() {
-        return;
-    }
-    let release = fleetweft().parent().is_some_and(|p| p.ends_with("release"));
-    let mut build = Command::new(env!("CARGO"));
-    // The whole workspace's bins, not `-p agent`: cargo resolves features
-    // per selection, and the agent alone would be built with other
-    // features than the test build's, recompiling its dependencies here
-    // and again in scripts/test.sh's `cargo build --workspace --bins`.
-    build.args(["build", "--workspace", "--bins"]);
-    if release {
-        build.arg("--release");
-    }
-    assert!(build.status().expect("cargo build").success());
-}
 
 /// Children killed when the test ends, pass or fail.
 struct Processes(Vec<Child>);
@@ -110,7 +86,7 @@ fn hello(port: u16) -> String {
 
 #[test]
 fn the_printed_commands_run_a_fleet_that_rolls_v1_then_v2() {
-    ensure_agent_binary();
+    agent_binary();
     let temp = tempfile::tempdir().expect("temp dir");
     let dir = temp.path().join("fleet");
     let port = || runtime::ports::free_port().expect("free port").to_string();

@@ -3,6 +3,7 @@
 //! readback must be what the agent reads *now*: after the installed app file
 //! is overwritten on the agent's disk, the next readback says so.
 
+use crate::binaries::agent_binary;
 use model::{ArtifactRead, Digest, NodeId, ProbeVerdict};
 use protocol::bundle;
 use runtime::client::ApiClient;
@@ -12,7 +13,6 @@ use runtime::daemon::core::{CoreHandle, ReadBackError};
 use runtime::daemon::readback::READBACK_INTERVAL_MIN_MS;
 use runtime::demo::{self, NODES};
 use std::path::PathBuf;
-use std::process::Command as StdCommand;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::process::Child;
 
@@ -20,46 +20,6 @@ use tokio::process::Child;
 const STEP: Duration = Duration::from_secs(60);
 /// How long the whole test may take.
 const TEST: Duration = Duration::from_secs(180);
-
-/// `fleetweft-agent` next to `fleetweft`, always (re)built with the same
-/// profile: an agent binary older than this change speaks another wire
-/// version and never connects.
-fn agent_binary() -> PathBuf {
-    let fleetweft = PathBuf::from(env!("CARGO_BIN_EXE_fleetweft"));
-    let release = fleetweft.parent().is_some_and(|p| p.ends_with("release"));
-    let mut build = StdCommand::new(env!("CARGO"));
-    // The whole workspace's bins, not `-p agent`: cargo resolves features
-    // per selection, and the agent alone would be built with other
-    // features than the test build's, recompiling its dependencies here
-    // and again in scripts/test.sh's `cargo build --workspace --bins`.
-    build.args(["build", "--workspace", "--bins"]);
-    if release {
-        build.arg("--release");
-    }
-    // Cargo gives this test the CARGO_PKG_*/CARGO_MANIFEST_* variables of
-    // `runtime`; build scripts that watch them (ring's does) would rebuild
-    // for this inner cargo and again for the next outer one.
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy();
-        if name.starts_with("CARGO_PKG_")
-            || name.starts_with("CARGO_MANIFEST_")
-            || name.starts_with("CARGO_BIN_")
-            || [
-                "CARGO_CRATE_NAME",
-                "CARGO_PRIMARY_PACKAGE",
-                "CARGO_TARGET_TMPDIR",
-                "OUT_DIR",
-            ]
-            .contains(&name.as_ref())
-        {
-            build.env_remove(name.as_ref());
-        }
-    }
-    assert!(build.status().expect("cargo build").success());
-    let agent = fleetweft.with_file_name("fleetweft-agent");
-    assert!(agent.exists(), "{} missing", agent.display());
-    agent
-}
 
 /// The fleet's directory, its controller's core and its agents (killed
 /// when this is dropped).

@@ -5,13 +5,13 @@
 //! of a node enrolled over the API connects with a certificate from
 //! `fleetweft pki issue` while a retired node's agent is refused.
 
-mod api_harness;
+use crate::api_harness;
+use crate::binaries::agent_binary;
 
 use api_harness::{Controller, NODES};
 use model::controller::Event;
 use runtime::client::FleetView;
 use runtime::daemon::api::{EventDto, NodeDto, OpDto, RolloutDto, StatusDto};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -255,18 +255,6 @@ fn api_harness_status_rollout(ctl: &Controller) -> Vec<String> {
         .followers
         .clone()
         .expect("one rollout names its followers")
-}
-
-/// `fleetweft-agent` next to `fleetweft` (build it first with `cargo build
-/// --release -p agent --bin fleetweft-agent`).
-fn agent_binary() -> PathBuf {
-    let agent = PathBuf::from(env!("CARGO_BIN_EXE_fleetweft")).with_file_name("fleetweft-agent");
-    assert!(
-        agent.exists(),
-        "{} is missing: cargo build --release -p agent --bin fleetweft-agent",
-        agent.display()
-    );
-    agent
 }
 
 /// A running agent process, killed on drop.

@@ -5,9 +5,8 @@
 //!
 //! Skipped with a loud notice only when etcd cannot be installed (not root).
 
-#[path = "../../eventlog/tests/etcd_harness/mod.rs"]
-mod etcd_harness;
-mod fleet;
+use crate::etcd_harness;
+use crate::fleet;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -1,7 +1,7 @@
 //! Property: whatever prefix of appends was acknowledged before a crash is
 //! exactly what reopening yields, in order, and the log continues cleanly.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::io;

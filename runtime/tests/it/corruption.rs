@@ -1,7 +1,7 @@
 //! Damage done to a closed log behind its back is detected by `verify` and
 //! refused by `EventLog::open`, with the first bad sequence named.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! rollout whose canary never connects, so its op goes UNKNOWN and must show
 //! up, unowned, on the dashboard, in the metrics and in `fleetweft unresolved`.
 
-mod api_harness;
+use crate::api_harness;
 
 use api_harness::*;
 use std::process::Command;

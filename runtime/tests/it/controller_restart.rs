@@ -2,7 +2,7 @@
 //! rebuilt identically from the log, the wait is still there, and a retried
 //! commit request gets the stored decision back (S6, S10).
 
-mod fleet;
+use crate::fleet;
 
 use fleet::{plan, Fleet, V2};
 use model::agent::AgentInput;

@@ -3,7 +3,7 @@
 //! DOM it rendered. Chromium is installed when missing (as root, apt-get);
 //! when it cannot be, the test fails saying so: it is never skipped.
 
-mod api_harness;
+use crate::api_harness;
 
 use api_harness::*;
 use std::path::{Path, PathBuf};

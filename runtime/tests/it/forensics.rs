@@ -8,8 +8,8 @@
 //! and after each command, runs the real binary with `TMPDIR` pointed at a
 //! directory of its own, and checks that the private copy is gone after.
 
-mod common;
-mod fleet;
+use crate::common;
+use crate::fleet;
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -16,8 +16,7 @@
 //! decision per op, every replay equal to it, and the chain verifies.
 //! Skipped with a loud notice only when etcd cannot be installed (not root).
 
-#[path = "../../eventlog/tests/etcd_harness/mod.rs"]
-mod etcd_harness;
+use crate::etcd_harness;
 
 use model::controller::Event;
 use protocol::bundle;

@@ -6,7 +6,7 @@
 //! PKI, bundle key, nodes and a rollout, on ports it chooses, and cargo
 //! builds the binary it runs.
 
-mod api_harness;
+use crate::api_harness;
 
 use api_harness::Controller;
 use std::process::Command;

@@ -2,8 +2,8 @@
 //! written by the controller, a corrupted copy, one breaking a rule, and a
 //! directory that is not a log.
 
-mod common;
-mod fleet;
+use crate::common;
+use crate::fleet;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,7 +1,7 @@
 //! Group commit: concurrent appenders share flushes, an acknowledgement is
 //! only ever given for flushed data, and a failed flush poisons the log.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -6,6 +6,7 @@
 //! The tests run one at a time (a shared lock): a 2-core machine running
 //! four fleets at once would stretch every step towards the op timeout.
 
+use crate::binaries::{agent_binary, fleetweft};
 use model::controller::Event;
 use model::Digest;
 use protocol::bundle;
@@ -26,31 +27,6 @@ const STEP: Duration = Duration::from_secs(60);
 const TEST: Duration = Duration::from_secs(240);
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn fleetweft() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_fleetweft"))
-}
-
-/// `fleetweft-agent` next to `fleetweft`, built with the same profile if
-/// missing (as in tests/demo.rs).
-fn agent_binary() -> PathBuf {
-    let agent = fleetweft().with_file_name("fleetweft-agent");
-    if !agent.exists() {
-        let release = fleetweft().parent().is_some_and(|p| p.ends_with("release"));
-        let mut build = StdCommand::new(env!("CARGO"));
-        // The whole workspace's bins, not `-p agent`: cargo resolves features
-        // per selection, and the agent alone would be built with other
-        // features than the test build's, recompiling its dependencies here
-        // and again in scripts/test.sh's `cargo build --workspace --bins`.
-        build.args(["build", "--workspace", "--bins"]);
-        if release {
-            build.arg("--release");
-        }
-        assert!(build.status().expect("cargo build").success());
-    }
-    assert!(agent.exists(), "{} missing", agent.display());
-    agent
-}
 
 /// A running fleet; dropping it kills every child.
 struct Fleet {

@@ -4,8 +4,8 @@
 //! against `/api/events`), a reader that falls behind is dropped with the
 //! reason, and `watch --rollout` exits with the rollout's outcome.
 
-mod api_harness;
-mod sse;
+use crate::api_harness;
+use crate::sse;
 
 use api_harness::{text, Controller};
 use std::process::{Command, Stdio};
