@@ -301,7 +301,7 @@ pub fn render_status(dto: &StatusDto) -> String {
         dto.unresolved,
     );
     // The log behind the fleet puts every line below in doubt: say it
-    // right after the generation it contradicts.
+    // under the counts, before the rollouts and the nodes.
     for a in &dto.ahead_of_log {
         out.push_str(&format!("{}\n", a.warning));
     }
@@ -1024,7 +1024,13 @@ mod tests {
         let snap = fleet(2, 1, 0, 0);
         let v1 = model::Digest::repeat(1).to_hex();
         let v2 = model::Digest::repeat(2).to_hex();
-        let text = super::render_nodes(&node_page(&snap, &NodeQuery { limit: 10, ..NodeQuery::default() }));
+        let text = super::render_nodes(&node_page(
+            &snap,
+            &NodeQuery {
+                limit: 10,
+                ..NodeQuery::default()
+            },
+        ));
         let row = |name: &str| -> Vec<String> {
             text.lines()
                 .find(|l| l.starts_with(name))
@@ -1035,7 +1041,10 @@ mod tests {
         };
         assert_eq!(row("n0")[4], super::short(&v2), "{text}");
         assert_eq!(row("n1")[4], "-", "{text}");
-        assert!(!text.contains(&super::short(&v1)), "no stale v1 claim: {text}");
+        assert!(
+            !text.contains(&super::short(&v1)),
+            "no stale v1 claim: {text}"
+        );
     }
 
     /// A label filter's `=` and any stray `&` stay inside the value.

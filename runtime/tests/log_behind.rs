@@ -120,8 +120,16 @@ async fn a_restored_older_backup_says_it_is_behind_its_agents() {
     assert_eq!(status["nodes_ahead_of_log"], 1, "{status}");
     let entry = &status["ahead_of_log"][0];
     assert_eq!(
-        (&entry["node"], &entry["reported_generation"], &entry["log_generation"]),
-        (&serde_json::json!("node-a"), &serde_json::json!(1), &serde_json::json!(0)),
+        (
+            &entry["node"],
+            &entry["reported_generation"],
+            &entry["log_generation"]
+        ),
+        (
+            &serde_json::json!("node-a"),
+            &serde_json::json!(1),
+            &serde_json::json!(0)
+        ),
         "{status}"
     );
     let warning = entry["warning"].as_str().expect("warning");
@@ -144,7 +152,10 @@ async fn a_restored_older_backup_says_it_is_behind_its_agents() {
     // `/metrics` and the handover report.
     let (code, metrics) = ctl.http("GET", "/metrics", None, b"");
     assert_eq!(code, 200);
-    assert!(metrics.contains("\nfleetweft_nodes_ahead_of_log 1\n"), "{metrics}");
+    assert!(
+        metrics.contains("\nfleetweft_nodes_ahead_of_log 1\n"),
+        "{metrics}"
+    );
     let report = ctl.get_json("/api/unresolved");
     assert_eq!(report[0]["node"], "node-a", "{report}");
     assert!(
@@ -155,7 +166,11 @@ async fn a_restored_older_backup_says_it_is_behind_its_agents() {
     );
     let out = ctl.cli(&["unresolved"], None);
     assert_eq!(out.status.code(), Some(1), "something is unresolved");
-    assert!(text(&out.stdout).contains("ahead of the log"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("ahead of the log"),
+        "{}",
+        text(&out.stdout)
+    );
 
     // The daemon log says it once for node-a at generation 1, not per hello.
     let log = daemon_log(&ctl);

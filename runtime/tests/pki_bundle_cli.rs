@@ -205,7 +205,14 @@ fn verify_json_answers_both_ways() {
     let json = |out: &Output| -> serde_json::Value {
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stdout)))
     };
-    let out = fleetweft(&["bundle", "verify", "--json", "--pubkey", path(&public), path(&bundle)]);
+    let out = fleetweft(&[
+        "bundle",
+        "verify",
+        "--json",
+        "--pubkey",
+        path(&public),
+        path(&bundle),
+    ]);
     assert_ok(&out);
     let v = json(&out);
     let digest: String = Sha256::digest(fs::read(&bundle).expect("bundle"))
@@ -221,12 +228,21 @@ fn verify_json_answers_both_ways() {
     let last = bytes.len() - 1;
     bytes[last] ^= 0x01;
     fs::write(&bundle, bytes).expect("write");
-    let out = fleetweft(&["bundle", "verify", "--json", "--pubkey", path(&public), path(&bundle)]);
+    let out = fleetweft(&[
+        "bundle",
+        "verify",
+        "--json",
+        "--pubkey",
+        path(&public),
+        path(&bundle),
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let v = json(&out);
     assert_eq!(v["verified"], false, "{v}");
     assert!(
-        v["error"].as_str().is_some_and(|e| e.contains("app digest mismatch")),
+        v["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("app digest mismatch")),
         "{v}"
     );
     // Without --json the refusal is as before: on stderr, exit 1.

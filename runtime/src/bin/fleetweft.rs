@@ -1563,7 +1563,11 @@ fn bundle_verify_json(pubkey: &Path, bundle_path: &Path) -> anyhow::Result<ExitC
             ExitCode::FAILURE,
         ),
     };
-    writeln!(io::stdout().lock(), "{}", serde_json::to_string_pretty(&value)?)?;
+    writeln!(
+        io::stdout().lock(),
+        "{}",
+        serde_json::to_string_pretty(&value)?
+    )?;
     Ok(code)
 }
 

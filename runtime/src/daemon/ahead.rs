@@ -88,8 +88,16 @@ mod tests {
     fn a_higher_generation_is_noted_once_per_node_and_generation() {
         let mut ahead = AheadOfLog::default();
         let current = Generation(2);
-        assert_eq!(ahead.record(&hello(0, 2), current), None, "equal: not ahead");
-        assert_eq!(ahead.record(&hello(0, 1), current), None, "behind: not ahead");
+        assert_eq!(
+            ahead.record(&hello(0, 2), current),
+            None,
+            "equal: not ahead"
+        );
+        assert_eq!(
+            ahead.record(&hello(0, 1), current),
+            None,
+            "behind: not ahead"
+        );
         assert_eq!(
             ahead.record(&hello(0, 3), current),
             Some((NodeId(0), Generation(3)))

@@ -1308,7 +1308,10 @@ mod tests {
         let o = controller_observation(&spec(), Some(&proxy_502));
         assert_eq!(o.verdict, ProbeVerdict::Unreachable);
         assert!(!o.process_healthy, "{o:?}");
-        assert_eq!(crate::proof::observation_process_text(&o), "down, uptime and restarts not observed");
+        assert_eq!(
+            crate::proof::observation_process_text(&o),
+            "down, uptime and restarts not observed"
+        );
         let app_502 = answer(502, Some(v2), "upstream broke");
         let o = controller_observation(&spec(), Some(&app_502));
         assert_eq!(o.verdict, ProbeVerdict::WrongAnswer);

@@ -631,7 +631,10 @@ mod tests {
         snap.ahead_of_log
             .insert(model::NodeId(1), model::Generation(log + 1));
         let m = super::metrics(&snap, now);
-        assert!(m.contains(&format!("# TYPE {metric} gauge\n{metric} 1\n")), "{m}");
+        assert!(
+            m.contains(&format!("# TYPE {metric} gauge\n{metric} 1\n")),
+            "{m}"
+        );
         let html = render(&data(&snap, vec![]));
         let warning = crate::daemon::view::ahead::sentence("n1", log + 1, log);
         assert!(

@@ -151,7 +151,10 @@ mod tests {
             ("n1", phase(log + 2, log).as_str(), log + 2),
             "the log behind comes first: {first:?}"
         );
-        assert!(first.options[0].contains("generation 3 or later"), "{first:?}");
+        assert!(
+            first.options[0].contains("generation 3 or later"),
+            "{first:?}"
+        );
     }
 
     /// The status lists a bounded number of them; the count is whole.
