@@ -198,8 +198,8 @@ impl Agent {
         inbox: &mut tokio::sync::mpsc::Receiver<Inbound>,
     ) -> anyhow::Result<()> {
         self.feed(AgentInput::Connected, Some(tx)).await?;
-        let mut retry = tokio::time::interval(Duration::from_millis(self.cfg.timing.retry_ms));
-        let mut supervise = tokio::time::interval(Duration::from_millis(SUPERVISE_MS));
+        let mut retry = first_tick_after(self.cfg.timing.retry_ms);
+        let mut supervise = first_tick_after(SUPERVISE_MS);
         // When the latest readback was answered, for READBACK_INTERVAL_MIN_MS.
         let mut answered_at: Option<Instant> = None;
         loop {
@@ -529,6 +529,17 @@ impl Agent {
     }
 }
 
+/// A timer whose first tick comes one `period_ms` from now, then every
+/// `period_ms` (`tokio::time::interval` ticks at once). `Connected` has
+/// just done what a tick would: a tick at once re-read the recovery table
+/// right after every (re)connection, so a transient failure on the first
+/// attempt after a restart was retried without waiting, its table line
+/// logged twice and a second unit of budget spent in the same instant.
+fn first_tick_after(period_ms: u64) -> tokio::time::Interval {
+    let period = Duration::from_millis(period_ms.max(1));
+    tokio::time::interval_at(tokio::time::Instant::now() + period, period)
+}
+
 /// Whether a readback may be answered at `now`, the latest one having been
 /// answered at `answered_at`: at most one per [`READBACK_INTERVAL_MIN_MS`],
 /// counted from the end of the previous answer so the session loop always
@@ -572,6 +583,19 @@ fn fetch_failure(error: &protocol::quic::TransportError) -> StageFailure {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The session's timers wait a whole period before their first tick:
+    /// the retry right after `Connected` would read the table again.
+    #[tokio::test]
+    async fn the_retry_timer_waits_a_period_before_its_first_tick() {
+        let period_ms = 300;
+        let started = tokio::time::Instant::now();
+        let mut timer = first_tick_after(period_ms);
+        let early = tokio::time::timeout(Duration::from_millis(period_ms / 2), timer.tick()).await;
+        assert!(early.is_err(), "ticked at once");
+        timer.tick().await;
+        assert!(started.elapsed() >= Duration::from_millis(period_ms));
+    }
 
     #[test]
     fn readbacks_are_spaced_by_the_minimum_interval() {

@@ -300,6 +300,17 @@ pub fn render_status(dto: &StatusDto) -> String {
         o.archived,
         dto.unresolved,
     );
+    // The log behind the fleet puts every line below in doubt: say it
+    // under the counts, before the rollouts and the nodes.
+    for a in &dto.ahead_of_log {
+        out.push_str(&format!("{}\n", a.warning));
+    }
+    if dto.nodes_ahead_of_log > dto.ahead_of_log.len() {
+        out.push_str(&format!(
+            "({} nodes ahead of the log in all: fleetweft unresolved)\n",
+            dto.nodes_ahead_of_log
+        ));
+    }
     out.push_str("\nROLLOUTS\n");
     let rows: Vec<Vec<String>> = dto
         .rollouts
@@ -987,6 +998,55 @@ pub async fn node_retire(client: &ApiClient, name: &str, json: bool) -> Result<O
 
 #[cfg(test)]
 mod tests {
+    use crate::daemon::view::fixture::fleet;
+    use crate::daemon::view::{node_page, status_dto, NodeQuery};
+
+    /// `fleetweft status` prints the view's warning for a node ahead of the
+    /// log, and nothing of the kind without one.
+    #[test]
+    fn status_says_the_log_is_behind() {
+        let mut snap = fleet(2, 1, 0, 0);
+        assert!(!super::render_status(&status_dto(&snap)).contains("LOG BEHIND"));
+        let log = snap.state.generation.0;
+        snap.ahead_of_log
+            .insert(model::NodeId(0), model::Generation(log + 1));
+        let text = super::render_status(&status_dto(&snap));
+        let warning = crate::daemon::view::ahead::sentence("n0", log + 1, log);
+        assert!(text.contains(&format!("{warning}\n")), "{text}");
+    }
+
+    /// The REPORTED column: the canary's verified op claimed v2, so it
+    /// shows v2, not the v1 of the hello said before its op; a follower
+    /// whose op was granted after its hello and not reported on shows
+    /// nothing, not the old claim.
+    #[test]
+    fn reported_is_the_claim_for_the_current_op() {
+        let snap = fleet(2, 1, 0, 0);
+        let v1 = model::Digest::repeat(1).to_hex();
+        let v2 = model::Digest::repeat(2).to_hex();
+        let text = super::render_nodes(&node_page(
+            &snap,
+            &NodeQuery {
+                limit: 10,
+                ..NodeQuery::default()
+            },
+        ));
+        let row = |name: &str| -> Vec<String> {
+            text.lines()
+                .find(|l| l.starts_with(name))
+                .unwrap_or_else(|| panic!("{name} in {text}"))
+                .split_whitespace()
+                .map(str::to_string)
+                .collect()
+        };
+        assert_eq!(row("n0")[4], super::short(&v2), "{text}");
+        assert_eq!(row("n1")[4], "-", "{text}");
+        assert!(
+            !text.contains(&super::short(&v1)),
+            "no stale v1 claim: {text}"
+        );
+    }
+
     /// A label filter's `=` and any stray `&` stay inside the value.
     #[test]
     fn query_values_are_percent_encoded() {

@@ -75,6 +75,13 @@ pub struct LogIndex {
     pub waiting: imbl::HashMap<RolloutId, u64>,
     /// Quarantined node -> sequence of its `NodeQuarantined`.
     pub quarantined: imbl::HashMap<NodeId, u64>,
+    /// Node -> sequence of its latest `OpGranted` (one entry per node).
+    pub node_granted: imbl::HashMap<NodeId, u64>,
+    /// Node -> sequence of its latest `NodeHello` (one entry per node): a
+    /// hello's claim is current only if it is newer than the node's op.
+    pub hello: imbl::HashMap<NodeId, u64>,
+    /// Node -> sequence of the latest `ReportRecorded` of its agent.
+    pub reported: imbl::HashMap<NodeId, u64>,
 }
 
 impl LogIndex {
@@ -82,8 +89,17 @@ impl LogIndex {
     /// after it (op facts such as rollout and canary never change).
     pub fn record(&mut self, sequence: u64, event: &Event, state: &ControllerState) {
         match event {
-            Event::OpGranted { op, .. } => {
+            Event::OpGranted { op, node, .. } => {
                 self.granted.insert(*op, sequence);
+                self.node_granted.insert(*node, sequence);
+            }
+            Event::NodeHello { node, .. } => {
+                self.hello.insert(*node, sequence);
+            }
+            Event::ReportRecorded { op, .. } => {
+                if let Some(o) = state.op_summary(*op) {
+                    self.reported.insert(o.node, sequence);
+                }
             }
             Event::OpUnknown { op, .. } => {
                 self.unknown.insert(*op, sequence);

@@ -587,6 +587,10 @@ enum BundleCommand {
         pubkey: PathBuf,
         /// The bundle file.
         bundle: PathBuf,
+        /// Print JSON: `{"verified": true, "name", "version", "digest",
+        /// "probe"}`, or `{"verified": false, "error"}` (exit 1).
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -740,7 +744,12 @@ fn main() -> ExitCode {
                 };
                 bundle_sign(&key, &app, name, version, probe, run, &out)
             }
-            BundleCommand::Verify { pubkey, bundle } => bundle_verify(&pubkey, &bundle),
+            BundleCommand::Verify {
+                pubkey,
+                bundle,
+                json: true,
+            } => bundle_verify_json(&pubkey, &bundle),
+            BundleCommand::Verify { pubkey, bundle, .. } => bundle_verify(&pubkey, &bundle),
         },
         Command::Controller {
             config,
@@ -1526,6 +1535,40 @@ fn bundle_verify(pubkey: &Path, bundle_path: &Path) -> anyhow::Result<ExitCode> 
     writeln!(out, "version: {}", verified.manifest.version)?;
     writeln!(out, "digest:  {}", verified.digest.to_hex())?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `bundle verify --json`: the same checks as [`bundle_verify`], the
+/// answer as one JSON object on stdout, a refusal included (exit 1).
+fn bundle_verify_json(pubkey: &Path, bundle_path: &Path) -> anyhow::Result<ExitCode> {
+    let verified = bundle::load_verifying_key(pubkey)
+        .map_err(anyhow::Error::from)
+        .and_then(|key| {
+            let bytes = bundle::read_bundle(bundle_path)?;
+            bundle::verify(&key, &bytes)
+                .with_context(|| format!("bundle {} refused", bundle_path.display()))
+        });
+    let (value, code) = match verified {
+        Ok(v) => (
+            serde_json::json!({
+                "verified": true,
+                "name": v.manifest.name,
+                "version": v.manifest.version,
+                "digest": v.digest.to_hex(),
+                "probe": v.manifest.probe,
+            }),
+            ExitCode::SUCCESS,
+        ),
+        Err(e) => (
+            serde_json::json!({ "verified": false, "error": format!("{e:#}") }),
+            ExitCode::FAILURE,
+        ),
+    };
+    writeln!(
+        io::stdout().lock(),
+        "{}",
+        serde_json::to_string_pretty(&value)?
+    )?;
+    Ok(code)
 }
 
 fn init_tracing(default: &str) {

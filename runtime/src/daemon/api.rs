@@ -778,13 +778,7 @@ async fn unresolved(State(api): State<Api>) -> Response {
     let Some(snap) = api.core.snapshot().await else {
         return ApiError::Unavailable.into_response();
     };
-    let names = |n: NodeId| snap.state.roster.display_name(n);
-    Json(crate::proof::unresolved(
-        &snap.state,
-        &names,
-        &snap.log_index,
-    ))
-    .into_response()
+    Json(super::view::handover_report(&snap)).into_response()
 }
 
 /// What one probe of a node's public route by the controller saw.
@@ -815,7 +809,8 @@ pub struct Probed {
 /// a rollback impossible to prove from the controller.
 ///
 /// The controller sees only the public route, never the process behind it:
-/// the observation's `process_healthy` says only whether anything answered,
+/// the observation's `process_healthy` says only whether the app answered
+/// (the proxy's 502 for an app that did not answer is no answer of it),
 /// and its process uptime and restart count are `None` ("not observed").
 /// The controller does not copy the agent's last reported numbers into its
 /// own observation: they would be stale and the log would claim the
@@ -860,22 +855,35 @@ pub async fn probe_route(api: &Api, node: NodeId) -> Result<Probed, Response> {
         judged = (alt, alt_spec);
     }
     let (release, spec) = judged;
-    let observation = match &answer {
-        None => spec.judge(None, "", None, false),
-        Some(a) => {
-            let identity = a.identity.as_deref().and_then(agentless_digest);
-            // The controller cannot see the process; an answer means
-            // something runs (recorded for operators, never judged on).
-            // Uptime and restarts stay unobserved (`judge` leaves them None).
-            spec.judge(Some(a.status), &a.body, identity, true)
-        }
-    };
+    let observation = controller_observation(&spec, answer.as_ref());
     Ok(Probed {
         release,
         spec,
         answer,
         observation,
     })
+}
+
+/// The controller's judgement of what its own probe of a public route got.
+/// It cannot see the process: `process_healthy` says only whether the app
+/// answered. A 5xx without a release identity is the agent's proxy (or a
+/// gateway) saying the app did not answer (the proxy's 502 when the app is
+/// down): no sign of a running process, so it reads as down, as the agent
+/// sees it, not "running". Uptime and restarts stay unobserved (`judge`
+/// leaves them `None`).
+pub fn controller_observation(
+    spec: &protocol::bundle::ProbeSpec,
+    answer: Option<&crate::client::RouteAnswer>,
+) -> model::RouteObservation {
+    match answer {
+        None => spec.judge(None, "", None, false),
+        Some(a) => {
+            let identity = a.identity.as_deref().and_then(agentless_digest);
+            let mut observation = spec.judge(Some(a.status), &a.body, identity, true);
+            observation.process_healthy = observation.verdict != model::ProbeVerdict::Unreachable;
+            observation
+        }
+    }
 }
 
 /// The probe spec of `release`, read from its stored, verified bundle; the
@@ -1263,5 +1271,56 @@ async fn one_op(State(api): State<Api>, Path(id): Path<String>) -> Response {
     match super::view::one_op(&snap.state, op) {
         Some(dto) => Json(dto).into_response(),
         None => ApiError::NotFound(format!("no op {op}: never granted")).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::controller_observation;
+    use crate::client::RouteAnswer;
+    use model::{Digest, ProbeVerdict};
+
+    fn spec() -> protocol::bundle::ProbeSpec {
+        protocol::bundle::ProbeSpec {
+            path: "/health".into(),
+            expect_status: 200,
+            expect_body: "ok".into(),
+            expect_json: None,
+        }
+    }
+
+    fn answer(status: u16, identity: Option<Digest>, body: &str) -> RouteAnswer {
+        RouteAnswer {
+            status,
+            identity: identity.map(|d| d.to_hex()),
+            body: body.into(),
+        }
+    }
+
+    /// Issue 13: `probe` said "process: running" behind the proxy's 502.
+    /// The process is reported as the route shows it: a 502 without an
+    /// identity (the agent's proxy: the app did not answer) is down; an app
+    /// that answers, even wrongly or with its own 5xx, runs.
+    #[test]
+    fn the_proxys_502_is_no_running_process() {
+        let v2 = Digest::repeat(2);
+        let proxy_502 = answer(502, None, "app instance did not answer");
+        let o = controller_observation(&spec(), Some(&proxy_502));
+        assert_eq!(o.verdict, ProbeVerdict::Unreachable);
+        assert!(!o.process_healthy, "{o:?}");
+        assert_eq!(
+            crate::proof::observation_process_text(&o),
+            "down, uptime and restarts not observed"
+        );
+        let app_502 = answer(502, Some(v2), "upstream broke");
+        let o = controller_observation(&spec(), Some(&app_502));
+        assert_eq!(o.verdict, ProbeVerdict::WrongAnswer);
+        assert!(o.process_healthy, "the app itself answered: {o:?}");
+        let ok = controller_observation(&spec(), Some(&answer(200, Some(v2), "ok")));
+        assert_eq!(ok.verdict, ProbeVerdict::Pass);
+        assert!(ok.process_healthy);
+        assert_eq!((ok.process_uptime_ms, ok.process_restarts), (None, None));
+        let silent = controller_observation(&spec(), None);
+        assert!(!silent.process_healthy);
     }
 }

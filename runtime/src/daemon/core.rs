@@ -140,6 +140,9 @@ pub struct Snapshot {
     pub batches: BatchStats,
     /// Op deadlines armed now (one per op holding a slot).
     pub deadlines_armed: usize,
+    /// Nodes whose agent reported a higher generation than the log's
+    /// (runtime-only: see [`super::ahead`]).
+    pub ahead_of_log: imbl::OrdMap<NodeId, model::Generation>,
 }
 
 /// A handle to send commands to the core.
@@ -399,6 +402,7 @@ struct Core {
     deadlines: Deadlines,
     me: CoreHandle,
     stats: BatchStats,
+    ahead: super::ahead::AheadOfLog,
 }
 
 /// Group-commit counters (`/metrics`): inputs and events per durable batch.
@@ -478,6 +482,7 @@ impl Core {
         for (sequence, event) in &history {
             log_index.record(*sequence, event, controller.state());
         }
+        let ahead = ahead_from_log(&history, controller.state());
         let mut history = VecDeque::from(history);
         trim(&mut history);
         let mut core = Core {
@@ -492,6 +497,7 @@ impl Core {
             deadlines: Deadlines::default(),
             me,
             stats: BatchStats::default(),
+            ahead,
             controller,
             history,
         };
@@ -569,7 +575,9 @@ impl Core {
                 &mut self.ids,
             );
             self.resync_connected(event);
+            self.note_ahead(event);
         }
+        self.ahead.caught_up(self.controller.state().generation);
         for (reply, outcome) in replies.into_iter().zip(batch.outcomes) {
             if let Some(reply) = reply {
                 let _ = reply.send(outcome.map(|range| events[range].to_vec()));
@@ -601,6 +609,22 @@ impl Core {
                 self.connected = self.links.keys().copied().collect();
             }
             _ => {}
+        }
+    }
+
+    /// Fold a durable event into the nodes ahead of the log, and say so
+    /// loudly the first time a node reports a generation (not per message).
+    fn note_ahead(&mut self, event: &Event) {
+        let state = self.controller.state();
+        if let Event::NodeRetired { node } = event {
+            self.ahead.forget(*node);
+        }
+        if let Some((node, reported)) = self.ahead.record(event, state.generation) {
+            let name = state.roster.display_name(node);
+            tracing::warn!(
+                "{}",
+                super::view::ahead::sentence(&name, reported.0, state.generation.0)
+            );
         }
     }
 
@@ -764,6 +788,7 @@ impl Core {
             quarantined_peers: self.ids.peers(),
             batches: self.stats,
             deadlines_armed: self.deadlines.len(),
+            ahead_of_log: self.ahead.nodes().clone(),
         }
     }
 
@@ -779,6 +804,32 @@ impl Core {
             .cloned()
             .collect()
     }
+}
+
+/// The nodes ahead of the log as the whole log says at start (their
+/// latest hellos and refusals against the generation reached at its end),
+/// each said once, loudly.
+fn ahead_from_log(history: &[(u64, Event)], state: &ControllerState) -> super::ahead::AheadOfLog {
+    let mut ahead = super::ahead::AheadOfLog::default();
+    for (_, event) in history {
+        match event {
+            Event::NodeRetired { node } => ahead.forget(*node),
+            other => {
+                ahead.record(other, state.generation);
+            }
+        }
+    }
+    for (node, reported) in ahead.nodes() {
+        tracing::warn!(
+            "{}",
+            super::view::ahead::sentence(
+                &state.roster.display_name(*node),
+                reported.0,
+                state.generation.0
+            )
+        );
+    }
+    ahead
 }
 
 /// Keep the in-memory history at most [`EVENTS_IN_MEMORY_MAX`] events.

@@ -24,7 +24,6 @@ use crate::proof::{NodeProof, Unresolved, Verdict};
 use axum::extract::State;
 use axum::response::{Html, IntoResponse, Response};
 use model::controller::{OpPhase, Outcome};
-use model::NodeId;
 use std::fmt::Write;
 use std::time::SystemTime;
 
@@ -146,7 +145,6 @@ pub struct DashboardData {
 pub fn data(snap: &Snapshot, events: Vec<EventDto>) -> DashboardData {
     let state = &snap.state;
     let roster = &state.roster;
-    let names = |n: NodeId| roster.display_name(n);
     let nodes = node_page(
         snap,
         &NodeQuery {
@@ -160,7 +158,7 @@ pub fn data(snap: &Snapshot, events: Vec<EventDto>) -> DashboardData {
         .filter_map(|n| roster.id(&n.name).map(|id| (id, n)))
         .map(|(id, n)| crate::proof::recorded_node_proof(state, id, &n.name))
         .collect();
-    let mut unresolved = crate::proof::unresolved(state, &names, &snap.log_index);
+    let mut unresolved = super::view::handover_report(snap);
     unresolved.truncate(DASHBOARD_UNRESOLVED_MAX);
     DashboardData {
         status: status_dto(snap),
@@ -198,6 +196,22 @@ pub fn render(d: &DashboardData) -> String {
         s.ops.unknown,
         s.unresolved,
     );
+    // The log is behind the fleet: first and loudest, one banner a node.
+    for a in &s.ahead_of_log {
+        let _ = writeln!(
+            h,
+            "<p class=\"quarantined\" id=\"log-behind-{}\">{}</p>",
+            escape(&a.node),
+            escape(&a.warning)
+        );
+    }
+    if s.nodes_ahead_of_log > s.ahead_of_log.len() {
+        let _ = writeln!(
+            h,
+            "<p class=\"quarantined\">and {} more node(s) ahead of the log: see <a href=\"/api/unresolved\">the handover report</a></p>",
+            s.nodes_ahead_of_log - s.ahead_of_log.len()
+        );
+    }
     for (name, [first, second]) in &d.quarantined {
         let _ = writeln!(
             h,
@@ -407,6 +421,12 @@ pub fn metrics(snap: &Snapshot, now: SystemTime) -> String {
             .filter(|(id, r)| r.drift().is_some() && !snap.state.roster.is_retired(**id))
             .count()
     );
+    let _ = writeln!(
+        m,
+        "# HELP {0} Nodes whose agent reported a higher generation than the controller's log has reached (the log is behind the fleet).\n# TYPE {0} gauge\n{0} {1}",
+        super::view::ahead::METRIC,
+        s.nodes_ahead_of_log
+    );
     m.push_str("# HELP fleetweft_nodes_quarantined Nodes quarantined after an identity conflict (nothing is sent to them until an operator releases them).\n# TYPE fleetweft_nodes_quarantined gauge\n");
     let _ = writeln!(
         m,
@@ -596,6 +616,34 @@ mod tests {
             "{fine}"
         );
         assert!(!fine.contains("DRIFTED"));
+    }
+
+    /// A node ahead of the log: a banner on the dashboard (the view's
+    /// warning) and the `/metrics` gauge; none without one.
+    #[test]
+    fn the_log_behind_the_fleet_is_a_banner_and_a_gauge() {
+        let mut snap = fleet(2, 1, 0, 0);
+        let now = std::time::SystemTime::now();
+        let metric = crate::daemon::view::ahead::METRIC;
+        assert!(super::metrics(&snap, now).contains(&format!("\n{metric} 0\n")));
+        assert!(!render(&data(&snap, vec![])).contains("log-behind-"));
+        let log = snap.state.generation.0;
+        snap.ahead_of_log
+            .insert(model::NodeId(1), model::Generation(log + 1));
+        let m = super::metrics(&snap, now);
+        assert!(
+            m.contains(&format!("# TYPE {metric} gauge\n{metric} 1\n")),
+            "{m}"
+        );
+        let html = render(&data(&snap, vec![]));
+        let warning = crate::daemon::view::ahead::sentence("n1", log + 1, log);
+        assert!(
+            html.contains(&format!(
+                "<p class=\"quarantined\" id=\"log-behind-n1\">{}</p>",
+                escape(&warning)
+            )),
+            "{html}"
+        );
     }
 
     /// Most bytes the dashboard may render for a 10,000-node fleet.

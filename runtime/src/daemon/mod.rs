@@ -2,6 +2,7 @@
 //! One core task owns the durable controller; agent connections, the
 //! operator API and deadlines only send it inputs.
 
+pub mod ahead;
 pub mod api;
 pub mod bundles;
 pub mod config;

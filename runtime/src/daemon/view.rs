@@ -17,6 +17,7 @@ use model::controller::{
 use model::{Digest, NodeId, OpId, RolloutId};
 use serde::{Deserialize, Serialize};
 
+pub mod ahead;
 pub mod error;
 pub mod wire;
 pub mod words;
@@ -139,7 +140,9 @@ pub struct NodeDto {
     pub connected: bool,
     /// Release last proven by settling evidence (hex).
     pub confirmed: Option<String>,
-    /// Release the agent last claimed (hex).
+    /// Release the agent last claimed serves for the node's current op
+    /// (hex): its latest report on that op or a hello said since the op
+    /// was granted; `None` when it said neither (never an older claim).
     pub reported_serving: Option<String>,
     /// Its unsettled op.
     pub live_op: Option<String>,
@@ -278,6 +281,14 @@ pub struct StatusDto {
     /// Where the paged lists are.
     #[serde(default)]
     pub links: StatusLinks,
+    /// Nodes whose agent reported a higher generation than the log has
+    /// reached: the log is behind the fleet (an older backup restored?).
+    #[serde(default)]
+    pub nodes_ahead_of_log: usize,
+    /// The first [`ahead::STATUS_AHEAD_OF_LOG_MAX`] of them, in node order,
+    /// each with its warning.
+    #[serde(default)]
+    pub ahead_of_log: Vec<ahead::AheadOfLogDto>,
 }
 
 /// A node's one state, by precedence: `retired`, `quarantined`, `unknown`
@@ -689,7 +700,7 @@ pub fn node_dto(snap: &Snapshot, id: NodeId) -> Option<NodeDto> {
         retired: entry.retired,
         connected: is_connected(&snap.connected, id),
         confirmed: record.confirmed.map(hex),
-        reported_serving: record.reported_serving.map(hex),
+        reported_serving: reported_claim(snap, id, &record).map(hex),
         live_op: record.live_op.map(|o| o.to_string()),
         drifted: record.drift().is_some(),
         quarantined: s
@@ -706,6 +717,48 @@ pub fn node_dto(snap: &Snapshot, id: NodeId) -> Option<NodeDto> {
         }),
         state: NodeState::of(s, id).as_str().to_string(),
     })
+}
+
+/// What `node`'s agent last claimed serves, for the node's current op:
+/// the newer of its latest report on that op (a switch claims the op's
+/// release; a restore, an abort or a refusal the baseline) and a hello
+/// said since the op was granted; nothing when it said neither. A node
+/// that never had an op: its latest hello. Never a claim from before its
+/// current op (a hello said before the op moved the route is stale).
+fn reported_claim(
+    snap: &Snapshot,
+    node: NodeId,
+    record: &model::controller::NodeRecord,
+) -> Option<Digest> {
+    let Some(op) = record
+        .last_op
+        .or(record.live_op)
+        .and_then(|o| snap.state.op(o))
+    else {
+        return record.reported_serving;
+    };
+    let index = &snap.log_index;
+    let granted = index.node_granted.get(&node);
+    let hello = index.hello.get(&node).filter(|h| Some(*h) > granted);
+    let report = op.evidence.iter().rev().find_map(|e| match e.source {
+        model::controller::EvidenceSource::Agent(kind) => Some(match kind {
+            model::ReportKind::Switched => Some(op.release),
+            _ => op.baseline,
+        }),
+        _ => None,
+    });
+    match (hello, report) {
+        (Some(h), Some(claim)) => {
+            if index.reported.get(&node).is_some_and(|r| r > h) {
+                claim
+            } else {
+                record.reported_serving
+            }
+        }
+        (Some(_), None) => record.reported_serving,
+        (None, Some(claim)) => claim,
+        (None, None) => None,
+    }
 }
 
 /// Whether `node` has a live connection: O(log n) in the core's set.
@@ -955,7 +1008,23 @@ pub fn status_dto(snap: &Snapshot) -> StatusDto {
         unresolved: unresolved_count(s),
         unknown_ops: unknown_ops(s, STATUS_UNKNOWN_OPS_MAX),
         links: StatusLinks::default(),
+        nodes_ahead_of_log: ahead::count(snap),
+        ahead_of_log: ahead::dtos(snap, ahead::STATUS_AHEAD_OF_LOG_MAX),
     }
+}
+
+/// The handover report (`/api/unresolved`, the dashboard): every node
+/// ahead of the log first (it puts everything else in doubt), then what
+/// `crate::proof::unresolved` finds in the state.
+pub fn handover_report(snap: &Snapshot) -> Vec<crate::proof::Unresolved> {
+    let names = |n: NodeId| snap.state.roster.display_name(n);
+    let mut report = ahead::unresolved(snap);
+    report.extend(crate::proof::unresolved(
+        &snap.state,
+        &names,
+        &snap.log_index,
+    ));
+    report
 }
 
 /// A query string's `limit`: absent is [`PAGE_LIMIT_DEFAULT`].
@@ -1193,6 +1262,7 @@ pub(crate) mod fixture {
             quarantined_peers: Default::default(),
             batches: Default::default(),
             deadlines_armed: 0,
+            ahead_of_log: Default::default(),
         }
     }
 }

@@ -959,3 +959,101 @@ async fn a_live_proof_reads_back_and_a_silent_agent_is_not_shown_as_current() {
     })
     .await;
 }
+
+/// Copy a directory tree (the controller's data, stopped).
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// Issue 13, the first hour: an operator restores an older copy of the
+/// controller's data. Real binaries: v1 everywhere (r0, generation 1), the
+/// controller stopped and its data copied, v2 rolled out (r1, generation
+/// 2), the controller stopped and the copy put back. Started again at
+/// generation 1, the three real agents reconnect saying they accepted 2:
+/// `fleetweft status --json`, `/metrics` and the handover report say the
+/// log is behind, and the daemon log warns once per node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restored_older_controller_backup_is_behind_its_agents() {
+    bounded(async {
+        let mut fleet = Fleet::start(&["v1", "v2"], &NODES).await;
+        install_v1_everywhere(&fleet).await;
+        let config = fleet.dir.join("controller.toml").display().to_string();
+        let data = fleet.dir.join("controller-data");
+        let backup = fleet.dir.join("controller-backup");
+        let restart = |fleet: &mut Fleet| {
+            fleet.spawn(
+                "controller",
+                &fleetweft(),
+                &["controller".into(), "--config".into(), config.clone()],
+            )
+        };
+        fleet.kill("controller").await;
+        copy_tree(&data, &backup);
+        restart(&mut fleet);
+        fleet.wait("every agent back", all_connected).await;
+        fleet.rollout("v2", "node-a", &["node-b", "node-c"]).await;
+        let s = fleet
+            .wait("r1 completed", |s| rollout_is(s, "r1", "completed"))
+            .await;
+        assert_eq!(s.generation, 2);
+        assert_eq!(s.status.nodes_ahead_of_log, 0, "{:?}", s.status);
+
+        fleet.kill("controller").await;
+        std::fs::remove_dir_all(&data).unwrap();
+        copy_tree(&backup, &data);
+        restart(&mut fleet);
+        let s = fleet
+            .wait("every agent says it is ahead", |s| {
+                s.status.nodes_ahead_of_log == NODES.len()
+            })
+            .await;
+        assert_eq!(s.generation, 1, "the older copy runs");
+        for (a, node) in s.status.ahead_of_log.iter().zip(NODES) {
+            assert_eq!(
+                (a.node.as_str(), a.reported_generation, a.log_generation),
+                (node, 2, 1)
+            );
+        }
+        let out = StdCommand::new(fleetweft())
+            .args(["status", "--json", "--controller", &fleet.api_url])
+            .output()
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(json["nodes_ahead_of_log"], 3, "{json}");
+        let warning = "LOG BEHIND THE FLEET: node-b reports generation 2, but the controller's log is at generation 1";
+        assert!(
+            json["ahead_of_log"][1]["warning"]
+                .as_str()
+                .is_some_and(|w| w.starts_with(warning)),
+            "{json}"
+        );
+        let metrics = fleet.api.get_text("/metrics").await.unwrap();
+        assert!(
+            metrics.contains("\nfleetweft_nodes_ahead_of_log 3\n"),
+            "{metrics}"
+        );
+        let report: Vec<serde_json::Value> = fleet.api.get("/api/unresolved").await.unwrap();
+        let behind: Vec<&str> = report
+            .iter()
+            .filter(|u| {
+                u["phase"]
+                    .as_str()
+                    .is_some_and(|p| p.starts_with("ahead of the log"))
+            })
+            .filter_map(|u| u["node"].as_str())
+            .collect();
+        assert_eq!(behind, NODES.to_vec(), "{report:#?}");
+        let log = fleet.logs("controller");
+        assert_eq!(log.matches(warning).count(), 1, "once for node-b: {log}");
+    })
+    .await;
+}

@@ -197,6 +197,58 @@ fn sign_then_verify() {
     assert_eq!(verified.manifest.run, ["python3", "app.py"]);
 }
 
+/// `bundle verify --json`: the same answer as one JSON object, a refusal
+/// included (exit 1, the reason in `error`); the text output is unchanged.
+#[test]
+fn verify_json_answers_both_ways() {
+    let (_temp, public, bundle) = signed_bundle();
+    let json = |out: &Output| -> serde_json::Value {
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stdout)))
+    };
+    let out = fleetweft(&[
+        "bundle",
+        "verify",
+        "--json",
+        "--pubkey",
+        path(&public),
+        path(&bundle),
+    ]);
+    assert_ok(&out);
+    let v = json(&out);
+    let digest: String = Sha256::digest(fs::read(&bundle).expect("bundle"))
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(v["verified"], true, "{v}");
+    assert_eq!(v["name"], "hello");
+    assert_eq!(v["version"], "1.2.3");
+    assert_eq!(v["digest"], serde_json::json!(digest));
+    assert_eq!(v["probe"]["path"], "/health");
+    let mut bytes = fs::read(&bundle).expect("bundle");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x01;
+    fs::write(&bundle, bytes).expect("write");
+    let out = fleetweft(&[
+        "bundle",
+        "verify",
+        "--json",
+        "--pubkey",
+        path(&public),
+        path(&bundle),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let v = json(&out);
+    assert_eq!(v["verified"], false, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("app digest mismatch")),
+        "{v}"
+    );
+    // Without --json the refusal is as before: on stderr, exit 1.
+    assert_refused(&verify(&public, &bundle), "app digest mismatch");
+}
+
 #[test]
 fn verify_refuses_a_tampered_app() {
     let (_temp, public, bundle) = signed_bundle();
