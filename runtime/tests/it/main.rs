@@ -38,6 +38,7 @@ mod golden_encoding;
 mod group_commit;
 mod ha_etcd;
 mod identity;
+mod log_behind;
 mod log_copy_etcd;
 mod packaging;
 mod pki_bundle_cli;

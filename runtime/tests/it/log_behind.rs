@@ -9,7 +9,7 @@
 //! daemon log all say the log is behind, the log once per node and
 //! generation, and nothing of it is written to the event log.
 
-mod api_harness;
+use crate::api_harness;
 
 use api_harness::*;
 use std::path::Path;
