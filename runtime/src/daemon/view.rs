@@ -278,6 +278,18 @@ pub struct StatusDto {
     /// Where the paged lists are.
     #[serde(default)]
     pub links: StatusLinks,
+    /// `leader`, or `standby`: this answer is a hot standby's view of the
+    /// leader's log, as of `log_sequence`.
+    #[serde(default)]
+    pub role: super::role::Role,
+    /// The last log sequence this controller's state folded (the same as
+    /// `last_sequence`): on a standby, how far it has caught up.
+    #[serde(default)]
+    pub log_sequence: Option<u64>,
+    /// The leader's API URL, as the leader advertises it (on the leader,
+    /// its own); `None` on sled or while no leader is known.
+    #[serde(default)]
+    pub leader: Option<String>,
 }
 
 /// A node's one state, by precedence: `retired`, `quarantined`, `unknown`
@@ -955,6 +967,9 @@ pub fn status_dto(snap: &Snapshot) -> StatusDto {
         unresolved: unresolved_count(s),
         unknown_ops: unknown_ops(s, STATUS_UNKNOWN_OPS_MAX),
         links: StatusLinks::default(),
+        role: snap.role,
+        log_sequence: snap.last_sequence,
+        leader: snap.leader.as_ref().map(|advert| advert.api.clone()),
     }
 }
 
@@ -1193,6 +1208,8 @@ pub(crate) mod fixture {
             quarantined_peers: Default::default(),
             batches: Default::default(),
             deadlines_armed: 0,
+            role: Default::default(),
+            leader: None,
         }
     }
 }
