@@ -82,18 +82,22 @@ fn writes(method: &Method) -> bool {
 /// answers a write on a hot standby with [`ApiError::NotLeader`] (503)
 /// before any handler sees it: a standby's state is a view, only the
 /// leader decides.
+///
+/// The headers are read once the answer is made: the role only goes from
+/// standby to leader and the sequence only grows, so they are at least
+/// what the body says (a body that says `leader` has a `leader` header).
 async fn marked(State(api): State<Api>, request: Request, next: Next) -> Response {
     let cell = api.core.role();
-    let role = cell.role();
-    let leader = cell.leader().map(|advert| advert.api);
-    let mut response = if role == Role::Standby && writes(request.method()) {
+    let mut response = if cell.role() == Role::Standby && writes(request.method()) {
         ApiError::NotLeader {
-            leader: leader.clone(),
+            leader: cell.leader().map(|advert| advert.api),
         }
         .into_response()
     } else {
         next.run(request).await
     };
+    let role = cell.role();
+    let leader = cell.leader().map(|advert| advert.api);
     let headers = response.headers_mut();
     headers.insert(ROLE_HEADER, HeaderValue::from_static(role.as_str()));
     if let Some(sequence) = cell.log_sequence() {
