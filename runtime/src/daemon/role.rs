@@ -176,7 +176,10 @@ mod tests {
         assert_eq!(cell.log_sequence(), Some(7));
         cell.set_leader();
         assert_eq!(cell.role(), Role::Leader);
-        assert!(!cell.set_leader_advert(None), "nothing known, nothing changed");
+        assert!(
+            !cell.set_leader_advert(None),
+            "nothing known, nothing changed"
+        );
         let advert = Advert {
             api: "http://a".into(),
             agents: "a:1".into(),
