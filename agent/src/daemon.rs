@@ -39,6 +39,35 @@ enum Inbound {
         /// The controller's request id, echoed in the reply.
         request: u64,
     },
+    /// A hot standby answered the hello: "not the leader, try this".
+    NotLeader {
+        /// The leader's agents' address as the standby read it.
+        leader: Option<String>,
+    },
+}
+
+/// A session that ended because the controller is a hot standby.
+#[derive(Debug)]
+struct Redirected {
+    /// Where it says the leader is (`HOST:PORT`), if it knows.
+    leader: Option<String>,
+}
+
+/// The address to try after a standby's "not the leader, try `hint`":
+/// the hint's position in `addrs` when it is one of them, else the next
+/// address after `at`. A hint outside `addrs` is not followed: the list is
+/// what the operator configured and vetted (the leader key that the hint
+/// comes from is writable by anyone with etcd access, and an advertised
+/// bind address such as `0.0.0.0:7443` reaches nothing), so the agent goes
+/// round its own list, which holds the leader too.
+fn after_redirect(addrs: &[std::net::SocketAddr], at: usize, hint: Option<&str>) -> usize {
+    let hinted = hint
+        .and_then(|h| h.parse::<std::net::SocketAddr>().ok())
+        .and_then(|h| addrs.iter().position(|a| *a == h));
+    match hinted {
+        Some(i) if i != at => i,
+        _ => (at + 1) % addrs.len().max(1),
+    }
 }
 
 /// The running agent.
@@ -147,23 +176,33 @@ impl Agent {
             )
             .context("loading the node's TLS identity")?;
             let addr = addrs[at];
+            let mut next = (at + 1) % addrs.len();
             match AgentConnection::connect(addr, &self.cfg.controller.server_name, identity).await {
                 Ok(conn) => {
                     backoff.reset();
                     tracing::info!(%addr, "connected to the controller");
-                    if let Err(e) = self.session(conn).await {
-                        tracing::warn!("session ended: {e:#}");
+                    match self.session(conn).await {
+                        Ok(Redirected { leader }) => {
+                            next = after_redirect(&addrs, at, leader.as_deref());
+                            tracing::info!(
+                                %addr,
+                                leader = leader.as_deref().unwrap_or("(unknown)"),
+                                next = %addrs[next],
+                                "a standby: not the leader; trying the next"
+                            );
+                        }
+                        Err(e) => tracing::warn!("session ended: {e:#}"),
                     }
                     self.conn = None;
                 }
                 Err(e) => tracing::warn!(%addr, "cannot reach the controller: {e}"),
             }
-            at = (at + 1) % addrs.len();
+            at = next;
             tokio::time::sleep(backoff.next_delay()).await;
         }
     }
 
-    async fn session(&mut self, conn: AgentConnection) -> anyhow::Result<()> {
+    async fn session(&mut self, conn: AgentConnection) -> anyhow::Result<Redirected> {
         let (_endpoint, connection, control) = conn.into_parts();
         let (mut tx, mut rx) = control.split();
         let (inbox_tx, mut inbox) = tokio::sync::mpsc::channel(INBOX_MAX);
@@ -172,6 +211,7 @@ impl Agent {
                 let inbound = match rx.recv().await {
                     Ok(FrameBody::ToAgent(cmd)) => Inbound::Command(cmd),
                     Ok(FrameBody::ReadBackRequest { request }) => Inbound::ReadBack { request },
+                    Ok(FrameBody::NotLeader { leader }) => Inbound::NotLeader { leader },
                     Ok(other) => {
                         tracing::warn!("unexpected frame on the control stream: {other:?}");
                         return;
@@ -196,7 +236,7 @@ impl Agent {
         &mut self,
         tx: &mut ControlSender,
         inbox: &mut tokio::sync::mpsc::Receiver<Inbound>,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<Redirected> {
         self.feed(AgentInput::Connected, Some(tx)).await?;
         let mut retry = first_tick_after(self.cfg.timing.retry_ms);
         let mut supervise = first_tick_after(SUPERVISE_MS);
@@ -205,6 +245,7 @@ impl Agent {
         loop {
             tokio::select! {
                 inbound = inbox.recv() => match inbound {
+                    Some(Inbound::NotLeader { leader }) => return Ok(Redirected { leader }),
                     Some(Inbound::Command(cmd)) => {
                         tracing::info!(?cmd, "command");
                         self.feed(AgentInput::Command(cmd), Some(tx)).await?;
@@ -595,6 +636,24 @@ mod tests {
         assert!(early.is_err(), "ticked at once");
         timer.tick().await;
         assert!(started.elapsed() >= Duration::from_millis(period_ms));
+    }
+
+    /// A standby's hint is followed only to an address of the agent's own
+    /// list; otherwise (unknown, unparsable, foreign, itself) the next.
+    #[test]
+    fn a_redirect_follows_a_listed_hint_else_the_next_address() {
+        let addrs: Vec<std::net::SocketAddr> = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]
+            .iter()
+            .map(|a| a.parse().expect("addr"))
+            .collect();
+        assert_eq!(after_redirect(&addrs, 0, Some("127.0.0.1:3")), 2);
+        assert_eq!(after_redirect(&addrs, 2, Some("127.0.0.1:2")), 1);
+        assert_eq!(after_redirect(&addrs, 0, None), 1);
+        assert_eq!(after_redirect(&addrs, 2, None), 0);
+        assert_eq!(after_redirect(&addrs, 0, Some("10.9.9.9:3")), 1);
+        assert_eq!(after_redirect(&addrs, 0, Some("0.0.0.0:3")), 1);
+        assert_eq!(after_redirect(&addrs, 1, Some("not an address")), 2);
+        assert_eq!(after_redirect(&addrs, 1, Some("127.0.0.1:2")), 2);
     }
 
     #[test]

@@ -141,6 +141,12 @@ impl GroupCommit {
         self.durable_end.load(Ordering::Acquire)
     }
 
+    /// Entries read from the storage (a follower catching up) are durable:
+    /// another writer committed them. Moves the durable end forward only.
+    pub(super) fn advance_durable(&self, end: u64) {
+        self.durable_end.fetch_max(end, Ordering::AcqRel);
+    }
+
     /// Current counters.
     pub(super) fn stats(&self) -> Result<CommitStats, LogError> {
         Ok(CommitStats {

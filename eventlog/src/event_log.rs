@@ -10,11 +10,15 @@ use serde::Serialize;
 
 use super::commit::{CommitStats, GroupCommit, GroupResult, Request};
 use super::durable::Durable;
-use super::envelope::{decode_payload, encode_payload, Envelope, Hash, ENVELOPE_OVERHEAD_MAX};
+use super::envelope::{
+    decode_payload, encode_payload, hash_bytes, Envelope, Hash, ENVELOPE_OVERHEAD_MAX,
+};
 use super::error::LogError;
 use super::sled_storage::SledStorage;
-use super::storage::LogStorage;
-use super::verify::{check_layout, check_watermark, walk_chain, VerifyReport};
+use super::storage::{LogStorage, RawEntry};
+use super::verify::{
+    check_layout, check_watermark, walk_chain, EntryFault, VerifyError, VerifyReport,
+};
 
 /// Most events accepted by one [`EventLog::append`]. Bounds the work done
 /// by a group-commit leader for one append. The controller's batches stay
@@ -96,6 +100,16 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
         }
     }
 
+    /// Puts `storage` in place of this log's storage and returns the old
+    /// one: a hot standby elected leader moves from its read-only storage
+    /// to the fenced one without re-reading (then [`read_new`] reads to
+    /// the tail). Both must hold the same log.
+    ///
+    /// [`read_new`]: EventLog::read_new
+    pub fn swap_storage(&mut self, storage: S) -> S {
+        std::mem::replace(&mut self.storage, storage)
+    }
+
     #[allow(clippy::type_complexity)]
     fn replay(storage: S) -> Result<(Self, Vec<(u64, E)>, VerifyReport), LogError> {
         let mut events = Vec::new();
@@ -119,6 +133,63 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
             events: PhantomData,
         };
         Ok((log, events, report))
+    }
+
+    /// Reads the entries another writer appended after this log's end (a
+    /// hot standby following the leader's log), verifies each as opening
+    /// does (key = sequence, no gap, envelope checksum, sequence inside the
+    /// envelope, `prev_hash` = the hash of the entry before) and decodes its
+    /// event; returns them in order and moves this log's end past them, so
+    /// a later [`append`](EventLog::append) (after [`map_storage`] onto a
+    /// writable storage) chains onto the last one.
+    ///
+    /// Nothing is written. On `Err` this log's end is unchanged: the first
+    /// bad entry is named, and a standby must stop following.
+    ///
+    /// [`map_storage`]: EventLog::map_storage
+    pub fn read_new(&self) -> Result<Vec<(u64, E)>, LogError> {
+        self.commit.check_healthy()?;
+        let mut writer = self.writer.lock().map_err(|_| LogError::Poisoned)?;
+        let mut expected = writer.next_sequence;
+        let mut prev_hash = writer.last_hash;
+        let mut events = Vec::new();
+        for item in self.storage.read_from(expected) {
+            let RawEntry { key, value } = item?;
+            let sequence = match <[u8; 8]>::try_from(key.as_slice()) {
+                Ok(bytes) => u64::from_be_bytes(bytes),
+                Err(_) => return Err(VerifyError::ForeignKey { expected, key }.into()),
+            };
+            if sequence != expected {
+                return Err(VerifyError::Gap {
+                    missing: expected,
+                    next_present: sequence,
+                }
+                .into());
+            }
+            let fault = |fault: EntryFault| LogError::from(VerifyError::Entry { sequence, fault });
+            let envelope = Envelope::decode(&value).map_err(|err| fault(err.into()))?;
+            if envelope.sequence != sequence {
+                return Err(fault(EntryFault::SequenceMismatch {
+                    stored: envelope.sequence,
+                }));
+            }
+            if envelope.prev_hash != prev_hash {
+                return Err(fault(EntryFault::BrokenChain));
+            }
+            let event = decode_payload::<E>(&envelope.payload).map_err(|err| {
+                fault(EntryFault::Rejected {
+                    reason: err.to_string(),
+                })
+            })?;
+            events.push((sequence, event));
+            prev_hash = hash_bytes(&value);
+            expected += 1;
+        }
+        writer.next_sequence = expected;
+        writer.last_hash = prev_hash;
+        self.inserted_end.store(expected, Ordering::Release);
+        self.commit.advance_durable(expected);
+        Ok(events)
     }
 
     /// Appends `events` as consecutive entries and returns them with their

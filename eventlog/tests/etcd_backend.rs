@@ -431,3 +431,57 @@ fn invalid_configurations_are_refused_clearly() {
         assert!(err.to_string().contains(field), "{err} should name {field}");
     }
 }
+
+/// A hot standby's read-only log follows what the leader appends, entry
+/// by entry verified; once the leader is gone and the standby is elected,
+/// the same log on the fenced storage appends onto the followed chain
+/// without replaying it. A planted entry that breaks the chain is refused
+/// naming its sequence, and the follower's end does not move.
+#[test]
+fn a_follower_reads_new_entries_then_appends_after_election() {
+    let Some(endpoints) = shared_endpoints() else {
+        return;
+    };
+    let prefix = prefix("follow");
+    let config = config(&endpoints, &prefix);
+    let (_client, leadership, leader, _) = lead(&config, "controller-a");
+    let client = EtcdClient::connect(&config).expect("connect");
+    let storage = EtcdStorage::open_read_only(&client, &config).expect("read-only");
+    let (follower, replayed) = Log::with_storage(storage).expect("replay read-only");
+    assert!(replayed.is_empty());
+    assert!(follower.read_new().expect("nothing new").is_empty());
+    let _ = leader.append(strings("a", 0..3)).expect("append");
+    let _ = leader.append(strings("b", 0..2)).expect("append");
+    let got = follower.read_new().expect("read the new entries");
+    let want: Vec<(u64, String)> = (0..)
+        .zip(strings("a", 0..3).into_iter().chain(strings("b", 0..2)))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(follower.last_sequence().expect("last"), Some(4));
+    assert!(follower.read_new().expect("caught up").is_empty());
+    // The leader resigns; the standby is elected and swaps its storage.
+    drop(leader);
+    leadership.resign().expect("resign");
+    let won = Leadership::campaign(&client, &config, "controller-b", Duration::from_secs(10))
+        .expect("elected");
+    let fenced = EtcdStorage::open(&client, &config, &won).expect("open fenced");
+    let promoted = follower.map_storage(|_| fenced);
+    assert!(promoted.read_new().expect("at the tail").is_empty());
+    let durable = promoted
+        .append(vec!["c-0".into()])
+        .expect("append as leader");
+    assert_eq!(durable.get()[0].0, 5);
+    let whole = read_back(&config);
+    assert_eq!(whole.len(), 6, "the chain verifies across the takeover");
+    // A writer outside the leadership plants an entry that is no envelope:
+    // a follower refuses it by sequence and stays where it was.
+    let storage = EtcdStorage::open_read_only(&client, &config).expect("read-only");
+    let (second, _) = Log::with_storage(storage).expect("replay");
+    plant(&endpoints, &prefix, 6, b"not an envelope");
+    let err = second.read_new().expect_err("a bad entry is refused");
+    assert!(
+        matches!(&err, LogError::Verify(e) if e.sequence() == Some(6)),
+        "expected a verify error at 6, got {err:?}"
+    );
+    assert_eq!(second.last_sequence().expect("last"), Some(5));
+}

@@ -45,12 +45,54 @@ impl std::error::Error for HistoryViolation {}
 pub fn check_history<'a>(
     events: impl IntoIterator<Item = &'a Event>,
 ) -> Result<ControllerState, HistoryViolation> {
-    let mut state = ControllerState::default();
-    // A repair the previous event left owed: (its index, the repair, the
-    // violation to report if the repair does not come next).
-    let mut owed: Option<(usize, Owed, Violation)> = None;
-    for (index, event) in events.into_iter().enumerate() {
-        if let Some((at, repair, violation)) = owed.take() {
+    let mut check = HistoryCheck::new();
+    for event in events {
+        check.push(event)?;
+    }
+    check.finish()
+}
+
+/// [`check_history`] one event at a time, for a log that grows while it is
+/// read (a hot standby following the leader's log): the same checks, the
+/// same owed-repair exceptions, across calls.
+#[derive(Clone, Debug)]
+pub struct HistoryCheck {
+    state: ControllerState,
+    /// Index the next event gets.
+    next: usize,
+    /// A repair the previous event left owed: (its index, the repair, the
+    /// violation to report if the repair does not come next).
+    owed: Option<(usize, Owed, Violation)>,
+}
+
+impl Default for HistoryCheck {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl HistoryCheck {
+    /// From `ControllerState::default()`, the first event indexed 0.
+    pub fn new() -> Self {
+        Self::resume(ControllerState::default(), 0)
+    }
+
+    /// From `state`, a state between inputs that a checked history of
+    /// `next` events left (its next event gets index `next`, e.g. the log
+    /// sequence).
+    pub fn resume(state: ControllerState, next: usize) -> Self {
+        HistoryCheck {
+            state,
+            next,
+            owed: None,
+        }
+    }
+
+    /// Checks and folds one event; on `Err` the check must not go on.
+    pub fn push(&mut self, event: &Event) -> Result<(), HistoryViolation> {
+        let index = self.next;
+        self.next += 1;
+        if let Some((at, repair, violation)) = self.owed.take() {
             if !repair.is(event) {
                 return Err(HistoryViolation {
                     index: at,
@@ -58,28 +100,44 @@ pub fn check_history<'a>(
                 });
             }
         }
-        check_event(&state, event).map_err(|violation| HistoryViolation { index, violation })?;
-        apply(&mut state, event);
-        let touched = Touched::of(&state, event);
-        if let Err(violation) = check_state_touched(&state, &touched, None) {
-            let repair = restore_owed(&state, &touched, event, &violation)
+        check_event(&self.state, event)
+            .map_err(|violation| HistoryViolation { index, violation })?;
+        apply(&mut self.state, event);
+        let touched = Touched::of(&self.state, event);
+        if let Err(violation) = check_state_touched(&self.state, &touched, None) {
+            let repair = restore_owed(&self.state, &touched, event, &violation)
                 .map(Owed::Restore)
-                .or_else(|| pause_owed(&state, &touched, event, &violation).map(Owed::Pause));
+                .or_else(|| pause_owed(&self.state, &touched, event, &violation).map(Owed::Pause));
             match repair {
-                Some(repair) => owed = Some((index, repair, violation)),
+                Some(repair) => self.owed = Some((index, repair, violation)),
                 None => return Err(HistoryViolation { index, violation }),
             }
         }
+        Ok(())
     }
-    if let Some((index, _, violation)) = owed {
-        return Err(HistoryViolation { index, violation });
+
+    /// The state folded so far (mid-batch while a repair is owed).
+    pub fn state(&self) -> &ControllerState {
+        &self.state
     }
-    Ok(state)
+
+    /// Whether no repair is owed: the state is one between inputs.
+    pub fn is_settled(&self) -> bool {
+        self.owed.is_none()
+    }
+
+    /// The final state, or the violation of a repair still owed.
+    pub fn finish(self) -> Result<ControllerState, HistoryViolation> {
+        match self.owed {
+            Some((index, _, violation)) => Err(HistoryViolation { index, violation }),
+            None => Ok(self.state),
+        }
+    }
 }
 
 /// The event a mid-batch state waits for.
 #[derive(Clone, Copy, Debug)]
-enum Owed {
+pub(crate) enum Owed {
     /// S11: the restore of this op.
     Restore(OpId),
     /// B1: a pause of this rollout.

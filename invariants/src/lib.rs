@@ -62,7 +62,7 @@ pub use event_rules::{
     s5_pause_stops_grants, s6_stable_decisions, s8_late_report_changes_nothing,
     s9_restore_needs_proof, w1_names_what_exists,
 };
-pub use history::{check_history, HistoryViolation};
+pub use history::{check_history, HistoryCheck, HistoryViolation};
 pub use input_rules::{
     check_input_event, s4_approval_after_canary, s5_pause_events_change_state,
     s8_close_only_settled, s8_settled_op_stays_settled,

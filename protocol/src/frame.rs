@@ -81,6 +81,18 @@ pub enum FrameBody {
         /// points at nothing.
         serving: Option<Digest>,
     },
+    /// A hot standby's answer to an agent's hello (control stream,
+    /// controller to agent): "not the leader, try `leader`"; the standby
+    /// then closes the connection. Appended after the older variants so
+    /// their encodings stay the same (an older agent cannot decode it,
+    /// closes the connection, and moves on to its next address: the same
+    /// outcome, so the wire version is not bumped). A transport message,
+    /// not a model command: it never reaches the agent's core.
+    NotLeader {
+        /// The leader's agents' address (`HOST:PORT`) as it advertises it;
+        /// `None` while no leader is known.
+        leader: Option<String>,
+    },
 }
 
 /// The encoded shape of a frame body: the version travels inside every frame

@@ -204,7 +204,7 @@ fn close(conn: &Connection, code: u32, reason: &str) {
 enum Side {
     /// Accepts `ToController` and `ReadBackReply` frames only.
     Controller,
-    /// Accepts `ToAgent` and `ReadBackRequest` frames only.
+    /// Accepts `ToAgent`, `ReadBackRequest` and `NotLeader` frames only.
     Agent,
 }
 
@@ -254,7 +254,9 @@ impl ControlReceiver {
                 FrameBody::ToController(_) | FrameBody::ReadBackReply { .. },
                 Side::Controller
             ) | (
-                FrameBody::ToAgent(_) | FrameBody::ReadBackRequest { .. },
+                FrameBody::ToAgent(_)
+                    | FrameBody::ReadBackRequest { .. }
+                    | FrameBody::NotLeader { .. },
                 Side::Agent
             )
         );

@@ -87,27 +87,58 @@ pub enum ClientError {
     },
 }
 
-/// An API client.
+/// An API client of one controller, or of several (HA: a leader and hot
+/// standbys, [`ApiClient::with_controllers`]).
 #[derive(Clone)]
 pub struct ApiClient {
-    base: String,
+    /// Base URLs in the order given; never empty.
+    bases: std::sync::Arc<Vec<String>>,
     token: Option<String>,
     http: Client<HttpConnector, Full<Bytes>>,
+}
+
+/// Why one call to one controller failed, with the leader a standby's
+/// 503 named (its `Fleetweft-Leader` header).
+struct Failed {
+    error: ClientError,
+    leader: Option<String>,
 }
 
 impl ApiClient {
     /// A client for `base` (e.g. `http://127.0.0.1:7800`).
     pub fn new(base: impl Into<String>, token: Option<String>) -> ApiClient {
+        Self::with_controllers(vec![base.into()], token)
+    }
+
+    /// A client for several controllers (a leader and its hot standbys):
+    /// a read goes to the first that answers, in order; a write that a
+    /// standby answers with 503 goes to the leader it names when that is
+    /// one of `bases`, else to the next not tried yet. An empty list means
+    /// [`crate::cli_ops::DEFAULT_CONTROLLER`].
+    pub fn with_controllers(bases: Vec<String>, token: Option<String>) -> ApiClient {
+        let mut bases: Vec<String> = bases
+            .iter()
+            .map(|b| b.trim().trim_end_matches('/').to_string())
+            .filter(|b| !b.is_empty())
+            .collect();
+        if bases.is_empty() {
+            bases.push(crate::cli_ops::DEFAULT_CONTROLLER.to_string());
+        }
         ApiClient {
-            base: base.into().trim_end_matches('/').to_string(),
+            bases: std::sync::Arc::new(bases),
             token,
             http: Client::builder(TokioExecutor::new()).build_http(),
         }
     }
 
-    /// The API's base URL (no trailing slash).
+    /// The first API base URL (no trailing slash).
     pub fn base(&self) -> &str {
-        &self.base
+        &self.bases[0]
+    }
+
+    /// Every API base URL, in order.
+    pub fn bases(&self) -> &[String] {
+        &self.bases
     }
 
     /// The operator token, if one was given.
@@ -208,11 +239,16 @@ impl ApiClient {
         bytes: &[u8],
     ) -> Result<T, ClientError> {
         serde_json::from_slice(bytes).map_err(|e| ClientError::Decode {
-            url: format!("{}{path}", self.base),
+            url: format!("{}{path}", self.base()),
             detail: e.to_string(),
         })
     }
 
+    /// One call, to the controllers in turn until one serves it: an
+    /// unreachable one, or one answering 503 (a standby refusing a write,
+    /// a core stopping), passes it on; any other answer is the answer. A
+    /// 503's leader hint is followed only to a URL of the list: the token
+    /// goes only where the operator said.
     async fn call(
         &self,
         method: &str,
@@ -220,11 +256,52 @@ impl ApiClient {
         body: Bytes,
         content_type: Option<&str>,
     ) -> Result<Bytes, ClientError> {
-        let url = format!("{}{path}", self.base);
-        let unreachable = |detail: String| ClientError::Unreachable {
-            method: method.to_string(),
-            url: url.clone(),
-            detail,
+        let mut tried = vec![false; self.bases.len()];
+        let mut at = 0;
+        loop {
+            tried[at] = true;
+            let failed = match self
+                .call_at(&self.bases[at], method, path, body.clone(), content_type)
+                .await
+            {
+                Ok(bytes) => return Ok(bytes),
+                Err(failed) => failed,
+            };
+            let passes = match &failed.error {
+                ClientError::Unreachable { .. } => true,
+                ClientError::Status { status, .. } => *status == 503,
+                ClientError::Decode { .. } => false,
+            };
+            let hinted = failed
+                .leader
+                .as_deref()
+                .map(|l| l.trim_end_matches('/'))
+                .and_then(|l| self.bases.iter().position(|b| b == l))
+                .filter(|i| !tried[*i]);
+            let next = hinted.or_else(|| tried.iter().position(|t| !t));
+            match next {
+                Some(next) if passes => at = next,
+                _ => return Err(failed.error),
+            }
+        }
+    }
+
+    async fn call_at(
+        &self,
+        base: &str,
+        method: &str,
+        path: &str,
+        body: Bytes,
+        content_type: Option<&str>,
+    ) -> Result<Bytes, Failed> {
+        let url = format!("{base}{path}");
+        let unreachable = |detail: String| Failed {
+            error: ClientError::Unreachable {
+                method: method.to_string(),
+                url: url.clone(),
+                detail,
+            },
+            leader: None,
         };
         let mut request = hyper::Request::builder().method(method).uri(&url);
         if let Some(token) = &self.token {
@@ -244,6 +321,11 @@ impl ApiClient {
         .map_err(|_| unreachable(format!("no answer within {CALL_TIMEOUT_MS} ms")))?
         .map_err(|e| unreachable(e.to_string()))?;
         let status = answer.status().as_u16();
+        let leader = answer
+            .headers()
+            .get(crate::daemon::role::LEADER_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
         let bytes = http_body_util::Limited::new(answer.into_body(), ANSWER_BYTES_MAX)
             .collect()
             .await
@@ -254,11 +336,14 @@ impl ApiClient {
             let body = serde_json::from_slice::<crate::daemon::view::ErrorBody>(&bytes)
                 .map(|e| e.error)
                 .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned());
-            return Err(ClientError::Status {
-                method: method.to_string(),
-                url,
-                status,
-                body,
+            return Err(Failed {
+                error: ClientError::Status {
+                    method: method.to_string(),
+                    url,
+                    status,
+                    body,
+                },
+                leader,
             });
         }
         Ok(bytes)

@@ -147,6 +147,9 @@ pub struct Controller {
     /// Sequence of the last event applied, `None` for an empty log. Kept
     /// here because the log's own accessor can fail (poisoned mutex).
     last_sequence: Option<u64>,
+    /// A hot standby's rule check over the events it follows, across
+    /// reads ([`Controller::follow`]); `None` on a leader.
+    following: Option<invariants::HistoryCheck>,
 }
 
 impl Controller {
@@ -199,6 +202,7 @@ impl Controller {
                 log,
                 state,
                 last_sequence,
+                following: None,
             },
             events,
         ))
@@ -264,6 +268,61 @@ impl Controller {
             outcomes,
             touched: all,
         })
+    }
+
+    /// A hot standby's step: reads what the leader appended since the last
+    /// call (every entry verified as on open: key, checksum, hash chain),
+    /// checks each event's rules as a restart does
+    /// ([`invariants::HistoryCheck`], the owed-repair exceptions carried
+    /// across calls) and folds it into the state. Returns the new events.
+    ///
+    /// A log error leaves the state as it was (a failed etcd read can be
+    /// retried); a rule violation is [`ControllerError::RuleViolated`] and
+    /// the follower must stop. Nothing is written.
+    pub fn follow(&mut self) -> Result<Vec<(u64, Event)>, ControllerError> {
+        let events = self.log.read_new()?;
+        let Some((last, _)) = events.last() else {
+            return Ok(events);
+        };
+        let next = self.last_sequence.map_or(0, |sequence| sequence + 1);
+        let check = self.following.get_or_insert_with(|| {
+            invariants::HistoryCheck::resume(self.state.clone(), next as usize)
+        });
+        for (_, event) in &events {
+            check
+                .push(event)
+                .map_err(|err| ControllerError::RuleViolated {
+                    sequence: err.index as u64,
+                    violation: err.violation,
+                })?;
+        }
+        self.state = check.state().clone();
+        self.last_sequence = Some(*last);
+        Ok(events)
+    }
+
+    /// A hot standby elected leader: swaps the read-only storage for the
+    /// fenced one (`storage`, opened under the won leadership), reads to
+    /// the tail ([`Controller::follow`]) and returns those last events.
+    /// From here appends chain onto the followed log. Refuses a log whose
+    /// last batch left a repair owed, as a restart would.
+    pub fn promote(
+        &mut self,
+        storage: Box<dyn crate::log::LogStorage>,
+    ) -> Result<Vec<(u64, Event)>, ControllerError> {
+        // The read-only storage is dropped here; reads and appends go to
+        // the fenced one from now on.
+        drop(self.log.swap_storage(storage));
+        let tail = self.follow()?;
+        if let Some(check) = self.following.take() {
+            check
+                .finish()
+                .map_err(|err| ControllerError::RuleViolated {
+                    sequence: err.index as u64,
+                    violation: err.violation,
+                })?;
+        }
+        Ok(tail)
     }
 
     /// The current state: the fold of every durable event.

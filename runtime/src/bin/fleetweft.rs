@@ -39,7 +39,9 @@
 //! start, 3 if the event log fails while it runs (`docs/operations.md`, "Exit codes").
 //!
 //! Against a running controller (`--controller URL`, default
-//! http://127.0.0.1:7800; writes take the token from `--token-file FILE`,
+//! http://127.0.0.1:7800; several URLs, repeated or comma-separated, for a
+//! leader and its hot standbys: reads go to the first that answers, writes
+//! to the leader; writes take the token from `--token-file FILE`,
 //! else `--pki DIR` (`DIR/operator-token`), else `FLEETWEFT_TOKEN`): `status`, `proof NODE | --rollout ID`, `unresolved`,
 //! `rollout start|pause|resume|approve`, `node release NODE`,
 //! `node revoke-cert NODE [--cert FILE]`, each with `--json` for the API's
@@ -396,9 +398,17 @@ impl Binary {
 /// How to reach the controller's API.
 #[derive(clap::Args, Clone)]
 struct ApiArgs {
-    /// The controller's API.
-    #[arg(long, default_value = runtime::cli_ops::DEFAULT_CONTROLLER)]
-    controller: String,
+    /// The controller's API URL. With several controllers (HA: a leader
+    /// and hot standbys) repeat the flag or give a comma-separated list:
+    /// reads go to the first that answers, writes to the leader (a
+    /// standby's 503 names it; the next URL is tried otherwise).
+    #[arg(
+        long,
+        value_name = "URL[,URL...]",
+        value_delimiter = ',',
+        default_value = runtime::cli_ops::DEFAULT_CONTROLLER
+    )]
+    controller: Vec<String>,
     /// File holding the operator token. Writes need a token; the first of
     /// --token-file, --pki, FLEETWEFT_TOKEN that is given is used.
     #[arg(long)]
@@ -1734,7 +1744,7 @@ where
 {
     use runtime::cli_ops::{load_token, Failure, EXIT_USAGE};
     let outcome = load_token(api.token_file.as_deref(), api.pki.as_deref()).and_then(|token| {
-        let client = runtime::client::ApiClient::new(api.controller.clone(), token);
+        let client = runtime::client::ApiClient::with_controllers(api.controller.clone(), token);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

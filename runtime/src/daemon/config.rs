@@ -83,6 +83,16 @@ pub struct StorageSection {
     /// only; default `eventlog::LEASE_TTL_MS_DEFAULT`).
     #[serde(default)]
     pub lease_ttl_ms: Option<u64>,
+    /// The API URL this controller advertises while it leads (standbys
+    /// name it in their 503s and `leader` fields; etcd only; default
+    /// `http://` + `api.listen`).
+    #[serde(default)]
+    pub advertise_api: Option<String>,
+    /// The agents' address (HOST:PORT) this controller advertises while it
+    /// leads (standbys answer an agent's hello with it; etcd only; default
+    /// `listen`).
+    #[serde(default)]
+    pub advertise_agents: Option<String>,
 }
 
 impl StorageSection {
@@ -110,6 +120,8 @@ impl StorageSection {
                     ("endpoints", !self.endpoints.is_empty()),
                     ("prefix", self.prefix.is_some()),
                     ("lease_ttl_ms", self.lease_ttl_ms.is_some()),
+                    ("advertise_api", self.advertise_api.is_some()),
+                    ("advertise_agents", self.advertise_agents.is_some()),
                 ];
                 match stray.iter().find(|(_, set)| *set) {
                     Some((key, _)) => Err(format!(

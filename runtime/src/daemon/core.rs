@@ -99,6 +99,15 @@ pub enum Command {
         /// What it carries.
         readback: ReadBack,
     },
+    /// This controller won the election (a hot standby becoming the
+    /// leader): swap in the fenced storage, read to the tail, re-arm the
+    /// deadline of every op holding a slot, and lead from now on.
+    Promote {
+        /// The log's storage opened under the won leadership.
+        storage: Box<dyn crate::log::LogStorage>,
+        /// Answered once the core leads.
+        reply: oneshot::Sender<()>,
+    },
     /// Events from a sequence on.
     Events {
         /// First sequence wanted.
@@ -143,6 +152,11 @@ pub struct Snapshot {
     /// Nodes whose agent reported a higher generation than the log's
     /// (runtime-only: see [`super::ahead`]).
     pub ahead_of_log: imbl::OrdMap<NodeId, model::Generation>,
+    /// Leader, or a hot standby whose state is a view of the leader's log
+    /// as of `last_sequence`.
+    pub role: super::role::Role,
+    /// Where the leader is, as a standby last read it.
+    pub leader: Option<super::role::Advert>,
 }
 
 /// A handle to send commands to the core.
@@ -157,9 +171,17 @@ pub struct CoreHandle {
     /// and webhooks follow it). Bounded (`[api] stream_buffer_events`): a
     /// receiver that falls further behind sees `Lagged` and reads the log.
     appended: broadcast::Sender<Arc<(u64, Event)>>,
+    /// Leader or standby, the folded sequence, where the leader is.
+    role: Arc<super::role::RoleCell>,
 }
 
 impl CoreHandle {
+    /// Leader or hot standby, how far the state folded the log, and where
+    /// the leader is: read without asking the core.
+    pub fn role(&self) -> &super::role::RoleCell {
+        &self.role
+    }
+
     /// Follow the durable events from now on. Subscribe before reading
     /// the log, then drop what was already read: no gap, no duplicate.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<(u64, Event)>> {
@@ -354,22 +376,36 @@ impl Identities {
     }
 }
 
+/// How often a hot standby reads what the leader appended. A bounded poll,
+/// not an etcd watch: each read is the same verified, snapshot-consistent
+/// range scan a restart does, from the next sequence, so a missed or
+/// compacted watch revision can never leave a gap or a duplicate; when
+/// nothing is new it costs one small range request. The standby's view
+/// lags the leader's log by at most this (plus the read).
+pub const FOLLOW_POLL_MS: u64 = 200;
+
 /// Start the core task over an opened controller.
 /// `deny` is the list the QUIC handshake refuses; the core fills it from
-/// the log at start and as revocations become durable.
+/// the log at start and as revocations become durable. A core started as
+/// [`Role::Standby`](super::role::Role) follows the log read-only (every
+/// [`FOLLOW_POLL_MS`]) and takes no input until [`Command::Promote`].
 pub fn spawn(
     controller: Controller,
     history: Vec<(u64, Event)>,
     cfg: ControllerConfig,
     allow_faults: bool,
     deny: protocol::tls::DenyList,
+    role: super::role::Role,
 ) -> CoreHandle {
     let (tx, rx) = mpsc::channel(CORE_QUEUE_MAX);
     let (appended, _) = broadcast::channel(cfg.api.stream_buffer_events);
+    let cell = super::role::RoleCell::new(role);
+    cell.set_log_sequence(controller.last_sequence());
     let handle = CoreHandle {
         tx: tx.clone(),
         roster: Arc::new(RwLock::new(controller.state().roster.clone())),
         appended,
+        role: Arc::new(cell),
     };
     let identities = Identities::new(deny, controller.state(), &history);
     let core = Core::new(
@@ -419,10 +455,13 @@ pub struct BatchStats {
 
 async fn run(mut core: Core, mut rx: mpsc::Receiver<Command>) {
     let mut queued: VecDeque<(Input, Option<InputReply>)> = VecDeque::new();
+    let mut follow = tokio::time::interval(Duration::from_millis(FOLLOW_POLL_MS));
+    follow.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         // One timer for every deadline (quinn-proto style): sleep until
         // the earliest, or until a command arrives.
         let wake = core.deadlines.poll_timeout();
+        let standby = core.is_standby();
         let command = tokio::select! {
             biased;
             command = rx.recv() => match command {
@@ -432,6 +471,10 @@ async fn run(mut core: Core, mut rx: mpsc::Receiver<Command>) {
             _ = sleep_until(wake), if wake.is_some() => {
                 core.expire(&mut queued);
                 core.handle_inputs(&mut queued);
+                continue;
+            }
+            _ = follow.tick(), if standby => {
+                core.follow();
                 continue;
             }
         };
@@ -501,19 +544,73 @@ impl Core {
             controller,
             history,
         };
-        // A restart re-arms the deadline of every op still holding a slot;
-        // an op already UNKNOWN counts from the start.
+        // An op already UNKNOWN counts from the start.
         let now = SystemTime::now();
-        let at = Instant::now() + core.timeout;
         for op in core.controller.state().ops.values() {
-            if op.occupies_slot() {
-                core.deadlines.arm(op.id, at);
-            }
             if op.unknown.is_some() {
                 core.unknown_since.insert(op.id, now);
             }
         }
+        if !core.is_standby() {
+            core.arm_all();
+        }
         core
+    }
+
+    /// Whether this core is a hot standby (it follows, takes no input).
+    fn is_standby(&self) -> bool {
+        self.me.role.role() == super::role::Role::Standby
+    }
+
+    /// A restart (or a takeover) re-arms the deadline of every op still
+    /// holding a slot, counting a whole op timeout from now.
+    fn arm_all(&mut self) {
+        let at = Instant::now() + self.timeout;
+        for op in self.controller.state().ops.values() {
+            if op.occupies_slot() {
+                self.deadlines.arm(op.id, at);
+            }
+        }
+    }
+
+    /// A standby's poll: fold what the leader appended since the last one
+    /// (verified and rule-checked by [`Controller::follow`]). A failed
+    /// read is retried at the next poll; a log that fails verification or
+    /// breaks a rule stops the daemon, as it would refuse it at a restart.
+    fn follow(&mut self) {
+        match tokio::task::block_in_place(|| self.controller.follow()) {
+            Ok(events) => self.fold_durable(&events, None),
+            Err(crate::controller::ControllerError::Log(crate::log::LogError::Storage(e))) => {
+                tracing::warn!("standby: reading the leader's log failed, retrying: {e}");
+            }
+            Err(e) => {
+                tracing::error!("standby: the leader's log is refused, stopping: {e}");
+                std::process::exit(3);
+            }
+        }
+    }
+
+    /// Elected: read to the tail on the fenced storage, fold it, re-arm
+    /// every slot-holding op's deadline, then lead. Stored decisions are
+    /// replayed by the model when agents say hello, never re-decided.
+    fn promote(&mut self, storage: Box<dyn crate::log::LogStorage>) {
+        let tail = match tokio::task::block_in_place(|| self.controller.promote(storage)) {
+            Ok(tail) => tail,
+            Err(e) if super::ha::is_deposed(&e) => super::ha::deposed(&e.to_string()),
+            Err(e) => {
+                tracing::error!("taking over: the log is refused, stopping: {e}");
+                std::process::exit(3);
+            }
+        };
+        self.fold_durable(&tail, None);
+        self.arm_all();
+        self.me.role.set_leader();
+        tracing::info!(
+            tail = tail.len(),
+            last_sequence = ?self.controller.last_sequence(),
+            deadlines = self.deadlines.len(),
+            "took over as leader from the followed state"
+        );
     }
 
     /// Feed every due deadline as a `Timeout` input, ahead of what is queued
@@ -524,8 +621,19 @@ impl Core {
         }
     }
 
-    /// Handle every queued input, one durable batch at a time.
+    /// Handle every queued input, one durable batch at a time. A standby
+    /// takes none: it cannot append (the API answers writes with a 503
+    /// before they get here, and agents are sent to the leader), so what
+    /// reaches it is dropped, its waiter told the core cannot serve it.
     fn handle_inputs(&mut self, queued: &mut VecDeque<(Input, Option<InputReply>)>) {
+        if self.is_standby() && !queued.is_empty() {
+            tracing::warn!(
+                "standby: {} input(s) dropped (only the leader appends)",
+                queued.len()
+            );
+            queued.clear();
+            return;
+        }
         while !queued.is_empty() {
             let (mut inputs, mut replies): (VecDeque<Input>, VecDeque<Option<InputReply>>) =
                 std::mem::take(queued).into_iter().unzip();
@@ -564,8 +672,37 @@ impl Core {
                 Effect::ArmTimeout { op } => self.deadlines.arm(op, Instant::now() + self.timeout),
             }
         }
-        self.track_ops(&batch.touched);
-        for (sequence, event) in &events {
+        self.fold_durable(&events, Some(&batch.touched));
+        for (reply, outcome) in replies.into_iter().zip(batch.outcomes) {
+            if let Some(reply) = reply {
+                let _ = reply.send(outcome.map(|range| events[range].to_vec()));
+            }
+        }
+    }
+
+    /// Fold durable events (a leader's batch, or what a standby read)
+    /// into the runtime's indexes: op tracking, the log index, identities,
+    /// the event feed and stream, the folded sequence. `touched` is what
+    /// the batch touched; a standby's reads pass none and the events' own
+    /// ops are tracked.
+    fn fold_durable(&mut self, events: &[(u64, Event)], touched: Option<&invariants::Touched>) {
+        if events.is_empty() {
+            return;
+        }
+        match touched {
+            Some(touched) => self.track_ops(touched),
+            None => {
+                let mut own = invariants::Touched::default();
+                for (_, event) in events {
+                    own.add(self.controller.state(), event);
+                }
+                self.track_ops(&own);
+            }
+        }
+        if self.is_standby() {
+            fold_roster(&self.me.roster, events);
+        }
+        for (sequence, event) in events {
             self.log_index
                 .record(*sequence, event, self.controller.state());
             identity_event(
@@ -578,18 +715,16 @@ impl Core {
             self.note_ahead(event);
         }
         self.ahead.caught_up(self.controller.state().generation);
-        for (reply, outcome) in replies.into_iter().zip(batch.outcomes) {
-            if let Some(reply) = reply {
-                let _ = reply.send(outcome.map(|range| events[range].to_vec()));
-            }
-        }
         // O(1) per event (one clone, whoever follows), none when nobody does.
         if self.me.appended.receiver_count() > 0 {
-            for event in &events {
+            for event in events {
                 let _ = self.me.appended.send(Arc::new(event.clone()));
             }
         }
-        self.history.extend(events);
+        self.me
+            .role
+            .set_log_sequence(self.controller.last_sequence());
+        self.history.extend(events.iter().cloned());
         trim(&mut self.history);
     }
 
@@ -728,6 +863,10 @@ impl Core {
             Command::Events { from, limit, reply } => {
                 let _ = reply.send(self.events(from, limit));
             }
+            Command::Promote { storage, reply } => {
+                self.promote(storage);
+                let _ = reply.send(());
+            }
         }
     }
 
@@ -789,6 +928,8 @@ impl Core {
             batches: self.stats,
             deadlines_armed: self.deadlines.len(),
             ahead_of_log: self.ahead.nodes().clone(),
+            role: self.me.role.role(),
+            leader: self.me.role.leader(),
         }
     }
 

@@ -112,7 +112,8 @@ code{font-size:90%}\
 .stale,.partially-verified,.unverified,.waiting{color:#333;background:#f3e3b5}\
 .unowned{font-weight:bold;text-transform:uppercase}\
 .drifted{color:#fff;background:#6a3d9a;font-weight:bold}
-.quarantined{color:#fff;background:#b00020;font-weight:bold}";
+.quarantined{color:#fff;background:#b00020;font-weight:bold}
+.standby{color:#222;background:#cfe3ff;border:2px solid #2b5fa8;padding:.4em;font-weight:bold}";
 
 fn verdict_cell(v: Verdict) -> String {
     format!("<td class=\"{0}\">{0}</td>", v.as_str())
@@ -210,6 +211,18 @@ pub fn render(d: &DashboardData) -> String {
             h,
             "<p class=\"quarantined\">and {} more node(s) ahead of the log: see <a href=\"/api/unresolved\">the handover report</a></p>",
             s.nodes_ahead_of_log - s.ahead_of_log.len()
+        );
+    }
+    if s.role == crate::daemon::role::Role::Standby {
+        let leader = match &s.leader {
+            Some(url) => format!("leader is <a href=\"{0}/\">{0}</a>", escape(url)),
+            None => "no leader is known right now".to_string(),
+        };
+        let _ = writeln!(
+            h,
+            "<p class=\"standby\" id=\"standby\">STANDBY VIEW, {leader}: this hot standby shows the leader's log as of sequence {}; writes go to the leader.</p>",
+            s.log_sequence
+                .map_or_else(|| "none".to_string(), |q| q.to_string()),
         );
     }
     for (name, [first, second]) in &d.quarantined {
@@ -599,6 +612,23 @@ mod tests {
             }],
             ..d
         })
+    }
+
+    /// A standby's page says so and names the leader; a leader's does not.
+    #[test]
+    fn a_standby_view_shows_its_banner() {
+        let snap = fleet(1, 1, 0, 0);
+        let mut d = data(&snap, vec![]);
+        assert!(!render(&d).contains("id=\"standby\""));
+        d.status.role = crate::daemon::role::Role::Standby;
+        d.status.log_sequence = Some(41);
+        d.status.leader = Some("http://10.0.0.2:7800".into());
+        let html = render(&d);
+        assert!(
+            html.contains("STANDBY VIEW, leader is <a href=\"http://10.0.0.2:7800/\">"),
+            "{html}"
+        );
+        assert!(html.contains("as of sequence 41"), "{html}");
     }
 
     /// A drifted node has its own style, never the green of a verified one.

@@ -1,20 +1,31 @@
-//! The controller on etcd (issue #14): campaign for the log's leadership,
-//! open the fenced log once elected, and stop acting the moment the
-//! leadership is gone.
+//! The controller on etcd (issue #14): follow the log as a hot standby,
+//! campaign for its leadership, take over from the followed state once
+//! elected, and stop acting the moment the leadership is gone.
 //!
-//! A controller that is not elected is a **cold standby**: it waits in the
-//! campaign and binds neither the agents' endpoint nor the API, so agents
-//! (`[controller] addrs`) move on to the next address. Once elected it reads
-//! the whole log (chain verified, history checked) and starts like a
-//! restarted controller: a takeover is a restart of the same rollout (SPEC
-//! §3), stored decisions are replayed, deadlines of every op holding a slot
-//! are armed again.
+//! A controller that is not elected is a **hot standby**: it opens the log
+//! read-only (reads need no lease), replays it (chain verified, history
+//! checked, as a restart does), and its core follows the log from there
+//! (`core::FOLLOW_POLL_MS`), verifying and rule-checking every new event.
+//! It binds the API (reads served from its state, marked as a standby's
+//! view; writes answered 503 naming the leader) and the agents' endpoint
+//! (a hello is answered "not the leader, try X"). Once elected it swaps in
+//! the fenced storage, reads to the tail and leads like a restarted
+//! controller: a takeover is a restart of the same rollout (SPEC §3),
+//! stored decisions are replayed, deadlines of every op holding a slot are
+//! armed again; only what was appended after its last poll is read.
+//!
+//! **Where the leader is.** The leader key's value is the leader's
+//! [`Advert`] (`controller agents=HOST:PORT api=URL`), written when it is
+//! elected; a standby reads it on every campaign round
+//! ([`CAMPAIGN_ROUND_MS`]) and keeps it in the core's role cell.
 //!
 //! Stopping is exiting: a deposed controller (its lease expired or revoked,
 //! or an append fenced) exits with [`EXIT_DEPOSED`] before it releases any
 //! effect, which closes every agent link and the API at once; its
 //! supervisor (systemd `Restart=always`) starts it again as a standby.
 
+use super::core::{Command, CoreHandle};
+use super::role::Advert;
 use crate::controller::{Controller, ControllerError};
 use crate::log::{EtcdClient, EtcdConfig, EtcdStorage, Leadership, StorageError};
 use model::controller::Event;
@@ -24,37 +35,105 @@ use std::time::Duration;
 /// Exit code of a controller that lost the log's leadership.
 pub const EXIT_DEPOSED: i32 = 4;
 
-/// How long one campaign round waits before the standby logs who leads
-/// and campaigns again.
-const CAMPAIGN_ROUND_MS: u64 = 10_000;
+/// How long one campaign round waits before the standby reads again who
+/// leads (and where), then campaigns again.
+pub const CAMPAIGN_ROUND_MS: u64 = 1_000;
 
-/// A controller elected on etcd: the controller, its replayed history.
+/// How long a standby waits after a failed etcd request before it
+/// campaigns again (a standby outlives a short etcd outage).
+const CAMPAIGN_RETRY_MS: u64 = 1_000;
+
+/// A controller on the log: the controller, its replayed history.
 pub type Elected = (Controller, Vec<(u64, Event)>);
 
-/// Campaigns as `candidate` until elected, then opens the fenced log and
-/// starts the lease watch. Blocks (run it off the async runtime).
-pub fn campaign_and_open(etcd: &EtcdConfig, candidate: &str) -> anyhow::Result<Elected> {
+/// A hot standby's log: the etcd client (shared with the campaign) and the
+/// controller replayed from the read-only log.
+pub struct Follower {
+    /// The connection the campaign reuses.
+    pub client: EtcdClient,
+    /// The controller over the read-only log, and its replayed history.
+    pub opened: Elected,
+}
+
+/// Connects and opens the log read-only: replayed, chain verified, history
+/// checked. Blocks (run it off the async runtime).
+pub fn open_follower(etcd: &EtcdConfig) -> anyhow::Result<Follower> {
     let client = EtcdClient::connect(etcd)?;
-    let leadership = loop {
-        let round = Duration::from_millis(CAMPAIGN_ROUND_MS);
-        match Leadership::campaign(&client, etcd, candidate, round) {
-            Ok(won) => break won,
-            Err(StorageError::LeaderElsewhere { holder, .. }) => {
-                tracing::info!(leader = %holder, "standby: another controller leads the log; waiting");
+    let storage = EtcdStorage::open_read_only(&client, etcd)?;
+    let opened = Controller::open_on_storage(Box::new(storage))?;
+    Ok(Follower { client, opened })
+}
+
+/// Campaigns on a thread of its own as `advert` until elected, keeping the
+/// leader's advert in the core's role cell meanwhile; once elected, opens
+/// the fenced log, has the core take over ([`Command::Promote`]), starts
+/// the lease watch, and fires the returned receiver.
+pub fn spawn_campaign(
+    client: EtcdClient,
+    etcd: EtcdConfig,
+    advert: Advert,
+    core: CoreHandle,
+) -> tokio::sync::oneshot::Receiver<()> {
+    let (elected, fired) = tokio::sync::oneshot::channel();
+    let runtime = tokio::runtime::Handle::current();
+    std::thread::spawn(move || {
+        let leadership = campaign(&client, &etcd, &advert, &core);
+        let storage = match EtcdStorage::open(&client, &etcd, &leadership) {
+            Ok(storage) => storage,
+            Err(err) if err.is_fencing() => deposed(&err.to_string()),
+            Err(err) => {
+                tracing::error!("elected, but opening the fenced log failed, stopping: {err}");
+                std::process::exit(3);
             }
-            Err(err) => return Err(err.into()),
+        };
+        core.role().set_leader_advert(Some(advert));
+        let (reply, promoted) = tokio::sync::oneshot::channel();
+        runtime.block_on(core.send(Command::Promote {
+            storage: Box::new(storage),
+            reply,
+        }));
+        if runtime.block_on(promoted).is_err() {
+            deposed("the core stopped while taking over");
         }
-    };
-    tracing::info!(
-        lease = leadership.lease_id(),
-        ttl_s = leadership.ttl().as_secs(),
-        "elected: this controller leads the log at {}",
-        etcd.prefix
-    );
-    let storage = EtcdStorage::open(&client, etcd, &leadership)?;
-    let elected = Controller::open_on_storage(Box::new(storage))?;
-    watch_lease(Arc::new(leadership));
-    Ok(elected)
+        watch_lease(Arc::new(leadership));
+        let _ = elected.send(());
+    });
+    fired
+}
+
+/// Campaign rounds until elected; between rounds the standby records who
+/// leads. An etcd failure is logged and the campaign goes on.
+fn campaign(
+    client: &EtcdClient,
+    etcd: &EtcdConfig,
+    advert: &Advert,
+    core: &CoreHandle,
+) -> Leadership {
+    let candidate = advert.encode();
+    loop {
+        let round = Duration::from_millis(CAMPAIGN_ROUND_MS);
+        match Leadership::campaign(client, etcd, &candidate, round) {
+            Ok(won) => {
+                tracing::info!(
+                    lease = won.lease_id(),
+                    ttl_s = won.ttl().as_secs(),
+                    "elected: this controller leads the log at {}",
+                    etcd.prefix
+                );
+                return won;
+            }
+            Err(StorageError::LeaderElsewhere { holder, .. }) => {
+                let leader = Advert::parse(&holder);
+                if core.role().set_leader_advert(leader) {
+                    tracing::info!(leader = %holder, "standby: another controller leads the log; following it");
+                }
+            }
+            Err(err) => {
+                tracing::warn!("standby: campaign round failed, retrying: {err}");
+                std::thread::sleep(Duration::from_millis(CAMPAIGN_RETRY_MS));
+            }
+        }
+    }
 }
 
 /// Exits with [`EXIT_DEPOSED`] once the lease is lost, checking four times

@@ -7,9 +7,11 @@
 use super::bundles::BundleDir;
 use super::config::ControllerConfig;
 use super::core::CoreHandle;
+use super::role::{Role, LEADER_HEADER, ROLE_HEADER, SEQUENCE_HEADER};
 use super::view::ApiError;
-use axum::extract::DefaultBodyLimit;
-use axum::http::{HeaderMap, Uri};
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, Uri};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use ed25519_dalek::VerifyingKey;
 use std::sync::Arc;
@@ -54,6 +56,8 @@ fn with_document_route(r: OpenApiRouter<Api>) -> OpenApiRouter<Api> {
 /// The router: every surface, the document, and JSON errors for what no
 /// route serves (unknown paths 404, wrong methods 405, bodies over the
 /// limit 413), so every answer of the server has the one error shape.
+/// Every answer names the controller's role and folded log sequence
+/// ([`marked`]); a standby answers writes 503.
 pub fn router(api: Api) -> axum::Router {
     let (router, doc) = with_document_route(routes()).split_for_parts();
     let doc = Arc::new(doc);
@@ -63,7 +67,48 @@ pub fn router(api: Api) -> axum::Router {
         .fallback(|uri: Uri| async move { ApiError::NoRoute(uri.path().to_string()) })
         .layer(DefaultBodyLimit::max(super::api::UPLOAD_BYTES_MAX))
         .layer(axum::middleware::map_response(json_rejections))
+        .layer(axum::middleware::from_fn_with_state(api.clone(), marked))
         .with_state(api)
+}
+
+/// Whether `method` may change anything: every route that writes takes
+/// POST, PUT, PATCH or DELETE; reads are GET (and HEAD).
+fn writes(method: &Method) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+/// Marks every answer with `Fleetweft-Role` and `Fleetweft-Log-Sequence`
+/// (and, on a standby, `Fleetweft-Leader` when a leader is known), and
+/// answers a write on a hot standby with [`ApiError::NotLeader`] (503)
+/// before any handler sees it: a standby's state is a view, only the
+/// leader decides.
+///
+/// The headers are read once the answer is made: the role only goes from
+/// standby to leader and the sequence only grows, so they are at least
+/// what the body says (a body that says `leader` has a `leader` header).
+async fn marked(State(api): State<Api>, request: Request, next: Next) -> Response {
+    let cell = api.core.role();
+    let mut response = if cell.role() == Role::Standby && writes(request.method()) {
+        ApiError::NotLeader {
+            leader: cell.leader().map(|advert| advert.api),
+        }
+        .into_response()
+    } else {
+        next.run(request).await
+    };
+    let role = cell.role();
+    let leader = cell.leader().map(|advert| advert.api);
+    let headers = response.headers_mut();
+    headers.insert(ROLE_HEADER, HeaderValue::from_static(role.as_str()));
+    if let Some(sequence) = cell.log_sequence() {
+        headers.insert(SEQUENCE_HEADER, HeaderValue::from(sequence));
+    }
+    if role == Role::Standby {
+        if let Some(value) = leader.and_then(|url| HeaderValue::from_str(&url).ok()) {
+            headers.insert(LEADER_HEADER, value);
+        }
+    }
+    response
 }
 
 /// Bodies over the limit are refused by axum's own layer as plain text:

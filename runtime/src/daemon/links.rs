@@ -47,12 +47,55 @@ pub async fn serve(endpoint: ControllerEndpoint, core: CoreHandle, bundles: Arc<
     }
 }
 
+/// How long a standby keeps a connection open after its "not the
+/// leader" answer, for the frame to arrive before the close (the agent
+/// closes it at once when it reads the answer).
+pub const NOT_LEADER_LINGER_MS: u64 = 2_000;
+
+/// QUIC close code of a standby's connection after "not the leader".
+const CLOSE_NOT_LEADER: u32 = 6;
+
+/// A hot standby's answer to an agent: wait for its hello, answer
+/// [`FrameBody::NotLeader`] naming the leader's agents' address (when
+/// known), and close. Nothing of the agent reaches the core.
+async fn redirect(link: &protocol::quic::AgentLink, core: &CoreHandle) {
+    let control = match link.control().await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::info!("{}: no control stream: {e}", link.node);
+            return;
+        }
+    };
+    let (mut sender, mut receiver) = control.split();
+    // The hello is the agent's first frame; whatever it says, it is not
+    // recorded: only the leader records.
+    if let Err(e) = receiver.recv().await {
+        tracing::info!("{} disconnected before its hello: {e}", link.node);
+        return;
+    }
+    let leader = core.role().leader().map(|advert| advert.agents);
+    tracing::info!(
+        "{} said hello to a standby: not the leader, try {}",
+        link.node,
+        leader.as_deref().unwrap_or("(no leader known)")
+    );
+    if sender.send(&FrameBody::NotLeader { leader }).await.is_ok() {
+        let linger = std::time::Duration::from_millis(NOT_LEADER_LINGER_MS);
+        let _ = tokio::time::timeout(linger, link.conn.closed()).await;
+    }
+    link.conn.close(CLOSE_NOT_LEADER.into(), b"not the leader");
+}
+
 async fn handle(
     link: protocol::quic::AgentLink,
     core: CoreHandle,
     bundles: Arc<BundleDir>,
     budgets: Budgets,
 ) {
+    if core.role().role() == super::role::Role::Standby {
+        redirect(&link, &core).await;
+        return;
+    }
     // Any certificate the fleet CA signed gets this far (the handshake
     // checked the chain and the deny list); only an enrolled node that is
     // not retired is let in.

@@ -16,6 +16,7 @@ pub mod links;
 pub mod openapi;
 pub mod rate;
 pub mod readback;
+pub mod role;
 pub mod stream;
 pub mod verify;
 pub mod view;
@@ -50,11 +51,13 @@ pub struct Daemon {
 }
 
 /// Open the log, bind QUIC and the API, start the core and accept agents.
+/// On etcd the daemon starts as a hot standby ([`ha`]): it serves both
+/// endpoints at once and leads once elected.
 pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<Daemon> {
     let bundle_dir = cfg.data_dir.join("bundles");
     let (bundle_dir, _removed) = bundles::BundleDir::open(bundle_dir.clone())
         .with_context(|| format!("opening the bundle directory {}", bundle_dir.display()))?;
-    let (controller, history) = open_log(&cfg).await?;
+    let opened = open_log(&cfg).await?;
     let token = protocol::pki::load_operator_token(&cfg.tls.operator_token)
         .context("loading the operator token")?;
     let key = protocol::bundle::load_verifying_key(&cfg.bundles.pubkey)
@@ -72,13 +75,21 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
         .await
         .with_context(|| format!("binding the API on {}", cfg.api.listen))?;
     let hooks = webhooks::prepare(&cfg).context("loading the [[webhooks]] secrets")?;
-    let log_end = controller.last_sequence();
     let cfg = Arc::new(cfg);
-    let core = core::spawn(controller, history, (*cfg).clone(), allow_faults, deny);
-    // Before bootstrap: a fresh controller's webhooks see its enrollments.
-    webhooks::spawn_all(hooks, &core, log_end)?;
+    let (controller, history) = opened.log;
+    let role = match opened.campaign {
+        None => role::Role::Leader,
+        Some(_) => role::Role::Standby,
+    };
+    let core = core::spawn(
+        controller,
+        history,
+        (*cfg).clone(),
+        allow_faults,
+        deny,
+        role,
+    );
     let bundles = Arc::new(bundle_dir);
-    bootstrap(&cfg, &core).await?;
     tokio::spawn(links::serve(endpoint, core.clone(), bundles.clone()));
     let api = http::Api {
         cfg: cfg.clone(),
@@ -88,12 +99,21 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
         key: Arc::new(key),
         streams: Default::default(),
     };
-    if cfg.verify.every_s > 0 {
-        tracing::info!(
-            "periodic verification on: every connected node read back every {} s",
-            cfg.verify.every_s
-        );
-        tokio::spawn(verify::verify_forever(api.clone(), cfg.verify.every_s));
+    match opened.campaign {
+        None => lead(api.clone(), hooks).await?,
+        Some((client, etcd)) => {
+            let elected = ha::spawn_campaign(client, etcd, advert(&cfg), core.clone());
+            let api = api.clone();
+            tokio::spawn(async move {
+                if elected.await.is_ok() {
+                    if let Err(e) = lead(api, hooks).await {
+                        tracing::error!("starting to lead failed, stopping: {e:#}");
+                        std::process::exit(3);
+                    }
+                }
+            });
+            tracing::info!("hot standby: following the log, serving reads until elected");
+        }
     }
     tracing::info!(
         "controller up: agents on {}, API on http://{}",
@@ -107,34 +127,104 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
     })
 }
 
+/// What only the leader runs, started when it starts leading (at once on
+/// sled, once elected on etcd): webhooks (a fresh cursor starts at the log
+/// as folded now), the `[[nodes]]` bootstrap, periodic verification.
+async fn lead(api: http::Api, hooks: Vec<webhooks::Webhook>) -> anyhow::Result<()> {
+    // Before bootstrap: a fresh controller's webhooks see its enrollments.
+    webhooks::spawn_all(hooks, &api.core, api.core.role().log_sequence())?;
+    bootstrap(&api.cfg, &api.core).await?;
+    if api.cfg.verify.every_s > 0 {
+        tracing::info!(
+            "periodic verification on: every connected node read back every {} s",
+            api.cfg.verify.every_s
+        );
+        tokio::spawn(verify::verify_forever(api.clone(), api.cfg.verify.every_s));
+    }
+    Ok(())
+}
+
+/// Where this controller says it is once it leads: `[storage]
+/// advertise_api` / `advertise_agents`, else its listen addresses (a
+/// warning when those are unspecified, `0.0.0.0`: hints would point
+/// nowhere).
+fn advert(cfg: &ControllerConfig) -> role::Advert {
+    let api = cfg
+        .storage
+        .advertise_api
+        .clone()
+        .unwrap_or_else(|| format!("http://{}", cfg.api.listen));
+    let agents = cfg
+        .storage
+        .advertise_agents
+        .clone()
+        .unwrap_or_else(|| cfg.listen.to_string());
+    for (key, addr, set) in [
+        (
+            "advertise_api",
+            cfg.api.listen,
+            cfg.storage.advertise_api.is_some(),
+        ),
+        (
+            "advertise_agents",
+            cfg.listen,
+            cfg.storage.advertise_agents.is_some(),
+        ),
+    ] {
+        if !set && addr.ip().is_unspecified() {
+            tracing::warn!(
+                "listening on {addr}: set `storage.{key}` so standbys can point agents and operators here"
+            );
+        }
+    }
+    role::Advert { api, agents }
+}
+
+/// An opened log: the controller and its history, and, on etcd, the
+/// client and configuration the standby campaigns with.
+struct Opened {
+    log: ha::Elected,
+    campaign: Option<(crate::log::EtcdClient, crate::log::EtcdConfig)>,
+}
+
 /// Opens the log the config names. sled: the directory under `data_dir`.
-/// etcd: campaign until elected (a cold standby waits here, serving
-/// nothing), then the fenced log ([`ha`]). A corrupt log stops the daemon
-/// here, naming the sequence: never repaired.
-async fn open_log(cfg: &ControllerConfig) -> anyhow::Result<ha::Elected> {
-    let (elected, source) = match cfg.storage.etcd_config() {
+/// etcd: read-only, as a hot standby ([`ha::open_follower`]); the fenced
+/// log comes once elected. A corrupt log stops the daemon here, naming the
+/// sequence: never repaired.
+async fn open_log(cfg: &ControllerConfig) -> anyhow::Result<Opened> {
+    let (opened, source) = match cfg.storage.etcd_config() {
         None => {
             let log_dir = cfg.data_dir.join(LOG_DIR);
-            let opened = crate::controller::Controller::open_with_events(&log_dir)
+            let log = crate::controller::Controller::open_with_events(&log_dir)
                 .with_context(|| format!("opening the event log in {}", log_dir.display()))?;
-            (opened, log_dir.display().to_string())
+            let source = log_dir.display().to_string();
+            (
+                Opened {
+                    log,
+                    campaign: None,
+                },
+                source,
+            )
         }
         Some(etcd) => {
-            let candidate = format!("controller quic={} api={}", cfg.listen, cfg.api.listen);
             let source = format!("etcd {} at {}", etcd.endpoints.join(","), etcd.prefix);
-            let opened =
-                tokio::task::spawn_blocking(move || ha::campaign_and_open(&etcd, &candidate))
-                    .await
-                    .context("the campaign task")?
-                    .with_context(|| format!("opening the event log on {source}"))?;
+            let config = etcd.clone();
+            let follower = tokio::task::spawn_blocking(move || ha::open_follower(&config))
+                .await
+                .context("opening the log")?
+                .with_context(|| format!("opening the event log on {source} read-only"))?;
+            let opened = Opened {
+                log: follower.opened,
+                campaign: Some((follower.client, etcd)),
+            };
             (opened, source)
         }
     };
     tracing::info!(
-        events = elected.1.len(),
+        events = opened.log.1.len(),
         "event log replayed; state rebuilt from {source}"
     );
-    Ok(elected)
+    Ok(opened)
 }
 
 /// Enroll each `[[nodes]]` entry of the config whose name is not enrolled
@@ -159,13 +249,16 @@ pub async fn bootstrap(cfg: &ControllerConfig, core: &core::CoreHandle) -> anyho
         "enrolling {} node(s) of controller.toml's [[nodes]] not enrolled yet",
         missing.len()
     );
-    let inputs = missing
-        .iter()
-        .map(|entry| model::controller::Input::EnrollNode {
+    // Collected before the await: a lazy iterator's closure held across it
+    // would make the future not `Send` for every lifetime (rustc #110338).
+    let mut inputs = Vec::with_capacity(missing.len());
+    for entry in &missing {
+        inputs.push(model::controller::Input::EnrollNode {
             name: entry.name.clone(),
             labels: entry.labels.clone(),
             public: entry.public.to_string(),
         });
+    }
     let outcomes = core.submit_all(inputs).await;
     for (entry, outcome) in missing.iter().zip(outcomes) {
         outcome.with_context(|| format!("enrolling node {} from [[nodes]]", entry.name))?;

@@ -289,6 +289,18 @@ pub struct StatusDto {
     /// each with its warning.
     #[serde(default)]
     pub ahead_of_log: Vec<ahead::AheadOfLogDto>,
+    /// `leader`, or `standby`: this answer is a hot standby's view of the
+    /// leader's log, as of `log_sequence`.
+    #[serde(default)]
+    pub role: super::role::Role,
+    /// The last log sequence this controller's state folded (the same as
+    /// `last_sequence`): on a standby, how far it has caught up.
+    #[serde(default)]
+    pub log_sequence: Option<u64>,
+    /// The leader's API URL, as the leader advertises it (on the leader,
+    /// its own); `None` on sled or while no leader is known.
+    #[serde(default)]
+    pub leader: Option<String>,
 }
 
 /// A node's one state, by precedence: `retired`, `quarantined`, `unknown`
@@ -1010,6 +1022,9 @@ pub fn status_dto(snap: &Snapshot) -> StatusDto {
         links: StatusLinks::default(),
         nodes_ahead_of_log: ahead::count(snap),
         ahead_of_log: ahead::dtos(snap, ahead::STATUS_AHEAD_OF_LOG_MAX),
+        role: snap.role,
+        log_sequence: snap.last_sequence,
+        leader: snap.leader.as_ref().map(|advert| advert.api.clone()),
     }
 }
 
@@ -1263,6 +1278,8 @@ pub(crate) mod fixture {
             batches: Default::default(),
             deadlines_armed: 0,
             ahead_of_log: Default::default(),
+            role: Default::default(),
+            leader: None,
         }
     }
 }

@@ -319,6 +319,7 @@ fn frame_variant(f: &FrameBody) -> String {
         FrameBody::BundleMissing => "BundleMissing".into(),
         FrameBody::ReadBackRequest { .. } => "ReadBackRequest".into(),
         FrameBody::ReadBackReply { .. } => "ReadBackReply".into(),
+        FrameBody::NotLeader { .. } => "NotLeader".into(),
     }
 }
 
@@ -367,6 +368,9 @@ fn frames() -> Vec<FrameBody> {
             request: 9,
             observation: observation(),
             serving: Some(V2),
+        },
+        FrameBody::NotLeader {
+            leader: Some("10.0.0.2:7443".into()),
         },
     ]
 }

@@ -53,6 +53,14 @@ pub enum ApiError {
     /// The core stopped: the daemon is shutting down (503).
     #[error("controller core stopped")]
     Unavailable,
+    /// A write reached a hot standby (503): only the leader appends. Names
+    /// the leader's API URL when one is known (also in the
+    /// `Fleetweft-Leader` header).
+    #[error("{}", not_leader_message(.leader.as_deref()))]
+    NotLeader {
+        /// The leader's API URL, as it advertises it.
+        leader: Option<String>,
+    },
     /// A bounded resource is full (503): the message names it (the event
     /// streams open at once).
     #[error("{0}")]
@@ -73,7 +81,9 @@ impl ApiError {
             ApiError::Refused(r) => refusal_status(r),
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::Unavailable | ApiError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable | ApiError::Busy(_) | ApiError::NotLeader { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -83,6 +93,18 @@ impl ApiError {
         ErrorBody {
             error: self.to_string(),
         }
+    }
+}
+
+/// What a standby answers a write.
+fn not_leader_message(leader: Option<&str>) -> String {
+    match leader {
+        Some(url) => format!(
+            "this controller is a hot standby (it serves reads only): send writes to the leader at {url}"
+        ),
+        None => "this controller is a hot standby (it serves reads only) and no leader is known \
+                 right now (an election may be under way): retry shortly"
+            .into(),
     }
 }
 
