@@ -25,6 +25,7 @@
 //! decision per op, every replay equal to it, and the chain verifies.
 //! Skipped with a loud notice only when etcd cannot be installed (not root).
 
+use crate::binaries::agent_binary;
 use crate::etcd_harness;
 
 use model::controller::Event;
@@ -43,40 +44,6 @@ use tokio::process::Child;
 const LEASE_TTL_MS: u64 = 2_000;
 /// How long one wait may take.
 const STEP: Duration = Duration::from_secs(60);
-
-/// `fleetweft-agent` next to `fleetweft`, built with the same profile (see
-/// `readback.rs`: an older agent speaks another wire version).
-fn agent_binary() -> PathBuf {
-    let fleetweft = PathBuf::from(env!("CARGO_BIN_EXE_fleetweft"));
-    let release = fleetweft.parent().is_some_and(|p| p.ends_with("release"));
-    let mut build = StdCommand::new(env!("CARGO"));
-    // The whole workspace's bins, not `-p agent`: cargo resolves features
-    // per selection, and the agent alone would be built with other
-    // features than the test build's, recompiling its dependencies here
-    // and again in scripts/test.sh's `cargo build --workspace --bins`.
-    build.args(["build", "--workspace", "--bins"]);
-    if release {
-        build.arg("--release");
-    }
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy();
-        if name.starts_with("CARGO_PKG_")
-            || name.starts_with("CARGO_MANIFEST_")
-            || name.starts_with("CARGO_BIN_")
-            || [
-                "CARGO_CRATE_NAME",
-                "CARGO_PRIMARY_PACKAGE",
-                "CARGO_TARGET_TMPDIR",
-                "OUT_DIR",
-            ]
-            .contains(&name.as_ref())
-        {
-            build.env_remove(name.as_ref());
-        }
-    }
-    assert!(build.status().expect("cargo build").success());
-    fleetweft.with_file_name("fleetweft-agent")
-}
 
 /// One controller's config and the ports it serves on.
 struct ControllerSpec {
@@ -346,7 +313,7 @@ async fn a_standby_takes_over_and_a_deposed_leader_changes_nothing() {
         agents.push(demo::spawn(&exe, &args, &log).expect("start agent"));
     }
     wait_view(&a.api, "every agent connected to a", &dir, |v| {
-        v.nodes.iter().all(|n| n.connected)
+        v.nodes.len() == NODES.len() && v.nodes.iter().all(|n| n.connected)
     })
     .await;
     wait_role(&b.api, "b answers as a hot standby", &dir, "standby").await;
@@ -430,7 +397,7 @@ async fn a_standby_takes_over_and_a_deposed_leader_changes_nothing() {
     assert_log_sound(&events);
     assert!(after_election >= before, "the log only grows");
     wait_view(&a.api, "agents back on a", &dir, |v| {
-        v.nodes.iter().all(|n| n.connected)
+        v.nodes.len() == NODES.len() && v.nodes.iter().all(|n| n.connected)
     })
     .await;
     a_child.start_kill().expect("stop a");
@@ -538,7 +505,7 @@ async fn a_hot_standby_follows_redirects_and_takes_over() {
     // ends on a.
     let agents = start_agents(&f, &agent_binary(), [b_ports.0, a_ports.0]);
     wait_view(&a.api, "every agent reached the leader via b", &dir, |v| {
-        v.nodes.iter().all(|n| n.connected)
+        v.nodes.len() == NODES.len() && v.nodes.iter().all(|n| n.connected)
     })
     .await;
     for node in NODES {
