@@ -33,6 +33,9 @@ const ETCD_PEER_PORT: u16 = 2380;
 const LOG_PREFIX: &str = "/fwsc";
 /// The etcd server binary (Debian's `etcd-server`, see scripts/etcd.sh).
 pub const ETCD_EXE: &str = "etcd";
+/// How long the harness waits before starting a controller that exited
+/// again (systemd's `RestartSec`).
+pub const RESTART_PAUSE_MS: u64 = 500;
 /// How long the members may take to be healthy (a quorum, a raft leader).
 const ETCD_HEALTH_WAIT_MS: u64 = 30_000;
 
@@ -234,6 +237,12 @@ impl Fleet {
             &ETCD_MAX_TXN_OPS_REQUIRED.to_string(),
             "--max-request-bytes",
             &ETCD_MAX_REQUEST_BYTES.to_string(),
+            // Without pre-vote (etcd 3.4's default), a member rejoining
+            // after a partition forces a raft election with its higher
+            // term and the cluster has no leader for seconds: the leading
+            // controller could not renew its lease and was deposed (found
+            // by scenario 20). 3.5 enables it by default.
+            "--pre-vote",
             "--logger",
             "zap",
         ]
@@ -310,6 +319,36 @@ impl Fleet {
         let exe = self.bins.fleetweft.clone();
         let ns = format!("{}-{}", net::PREFIX, CONTROLLER_HOSTS[i - 1]);
         self.spawn_in(&format!("controller-{i}"), &ns, &exe, &args)
+    }
+
+    /// Start controller `i` without faults, as systemd's `Restart=always`
+    /// would: started again (after [`RESTART_PAUSE_MS`]) each time it
+    /// exits before its API answers (e.g. its member cannot serve a read
+    /// yet), within `ms`. Returns the exit codes of the failed starts.
+    pub async fn start_supervised(
+        &mut self,
+        i: usize,
+        ms: u64,
+    ) -> anyhow::Result<Vec<Option<i32>>> {
+        let name = format!("controller-{i}");
+        let deadline = Instant::now() + Duration::from_millis(ms);
+        let mut failed = Vec::new();
+        self.spawn_ha_controller(i, &ControllerFaults::default())?;
+        loop {
+            if self.role(i).await.is_some() {
+                return Ok(failed);
+            }
+            if let Some(code) = self.exited(&name)? {
+                failed.push(code);
+                tokio::time::sleep(Duration::from_millis(RESTART_PAUSE_MS)).await;
+                self.spawn_ha_controller(i, &ControllerFaults::default())?;
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "controller {i} did not come up within {ms} ms; failed starts: {failed:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+        }
     }
 
     /// Start controller 1 with `faults_c1` and wait until it leads, then

@@ -222,8 +222,7 @@ async fn leader_killed_after_decision(f: &mut Fleet) -> anyhow::Result<String> {
         f.assert_serves(node, "v2").await?;
     }
     // c1, started again as systemd would, follows as a standby.
-    f.start_ha_controller(1, &ControllerFaults::default())
-        .await?;
+    f.start_supervised(1, WAIT_MS).await?;
     f.wait_role(1, Some("standby"), WAIT_MS).await?;
     let a = audit(f).await?;
     let replayed = a.replays.get(&op).copied().unwrap_or(0);
@@ -284,12 +283,13 @@ async fn leader_partitioned(f: &mut Fleet) -> anyhow::Result<String> {
         |s| all_connected(s) && rollout_is(s, &id, "completed"),
     )
     .await?;
+    let moved_ms = cut.elapsed().as_millis();
     for node in NODES {
         f.assert_serves(node, "v2").await?;
     }
     f.net.heal_partition("c1")?;
-    f.start_ha_controller(1, &ControllerFaults::default())
-        .await?;
+    f.wait_etcd_healthy(1).await?;
+    let failed_starts = f.start_supervised(1, WAIT_MS).await?;
     f.wait_role(1, Some("standby"), WAIT_MS).await?;
     let a = audit(f).await?;
     let [(1, _, _), (new, _, _)] = a.runs[..] else {
@@ -300,7 +300,7 @@ async fn leader_partitioned(f: &mut Fleet) -> anyhow::Result<String> {
         "the log's last writer is c{new}, not c{leader}"
     );
     Ok(format!(
-        "c1 exited {EXIT_DEPOSED} {stopped_ms} ms after the cut, c{leader} led at {elected_ms} ms; {}",
+        "c1 exited {EXIT_DEPOSED} {stopped_ms} ms after the cut, c{leader} led at {elected_ms} ms, agents moved and the rollout completed at {moved_ms} ms; c1 back as a standby (failed starts {failed_starts:?}); {}",
         a.note()
     ))
 }
