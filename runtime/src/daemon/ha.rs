@@ -136,16 +136,21 @@ fn campaign(
     }
 }
 
-/// Exits with [`EXIT_DEPOSED`] once the lease is lost, checking four times
-/// per TTL: within one TTL of the loss nothing more is sent. The thread
-/// owns the leadership, so it is never dropped (which would revoke it).
+/// Exits with [`EXIT_DEPOSED`] once the lease is lost: it sleeps until the
+/// instant etcd could expire the lease unless renewed meanwhile
+/// ([`Leadership::time_left`], counted from when the last renewal was
+/// sent), and at most a quarter TTL (etcd may say the lease is gone
+/// earlier). So the leader stops within one TTL of its last renewal,
+/// before a standby can be elected. The thread owns the leadership, so it
+/// is never dropped (which would revoke it).
 fn watch_lease(leadership: Arc<Leadership>) {
     let every = (leadership.ttl() / 4).max(Duration::from_millis(100));
     std::thread::spawn(move || loop {
-        std::thread::sleep(every);
-        if leadership.is_lost() {
-            deposed("the leadership lease was lost");
+        let left = leadership.time_left();
+        if left.is_zero() {
+            deposed("the leadership lease was lost: not renewed within its TTL");
         }
+        std::thread::sleep(left.min(every));
     });
 }
 
