@@ -21,10 +21,10 @@ use std::time::Instant;
 /// Exit code of a deposed controller (`runtime::daemon::ha::EXIT_DEPOSED`).
 const EXIT_DEPOSED: i32 = runtime::daemon::ha::EXIT_DEPOSED;
 /// How long after losing its etcd quorum (partition, stopped members) a
-/// leader may still run: its lease is renewed every TTL/3, declared lost
-/// one TTL after the last renewal, and checked every TTL/4; with slack for
-/// a loaded 2-core machine.
-const LEADER_STOP_MS: u64 = 2 * LEASE_TTL_MS + 1_500;
+/// leader may still run: it stops one TTL after its last successful
+/// renewal was sent, which was before the cut; with 1 s of slack for a
+/// loaded 2-core machine (the harness polls, the process must exit).
+const LEADER_STOP_MS: u64 = LEASE_TTL_MS + 1_000;
 /// How long a standby may take to lead once the leader is gone: the lease
 /// runs out (TTL), etcd may first elect a raft leader (about 1 s) and
 /// extend leases on that, then a campaign round.
@@ -277,6 +277,17 @@ async fn leader_partitioned(f: &mut Fleet) -> anyhow::Result<String> {
         .wait_leader("c2 or c3 takes over", TAKEOVER_MS, |i| i != 1)
         .await?;
     let elected_ms = cut.elapsed().as_millis();
+    // The old leader stopped before the new one was elected (same clock).
+    let stopped_at = log_time(&log, "deposed").context("c1's deposed line")?;
+    let new_log = f.last_log(&format!("controller-{leader}"));
+    let elected_at = log_time(&new_log, "elected: this controller leads")
+        .with_context(|| format!("c{leader}'s elected line"))?;
+    let margin_ms = ((elected_at - stopped_at) * 1000.0).round();
+    ensure!(
+        margin_ms > 0.0,
+        "c{leader} was elected {} ms BEFORE c1 stopped acting",
+        -margin_ms
+    );
     f.wait(
         "the agents on the new leader, the rollout completed",
         WAIT_MS,
@@ -300,7 +311,7 @@ async fn leader_partitioned(f: &mut Fleet) -> anyhow::Result<String> {
         "the log's last writer is c{new}, not c{leader}"
     );
     Ok(format!(
-        "c1 exited {EXIT_DEPOSED} {stopped_ms} ms after the cut, c{leader} led at {elected_ms} ms, agents moved and the rollout completed at {moved_ms} ms; c1 back as a standby (failed starts {failed_starts:?}); {}",
+        "c1 exited {EXIT_DEPOSED} {stopped_ms} ms after the cut, {margin_ms} ms before c{leader} was elected (led at {elected_ms} ms), agents moved and the rollout completed at {moved_ms} ms; c1 back as a standby (failed starts {failed_starts:?}); {}",
         a.note()
     ))
 }
@@ -473,6 +484,19 @@ fn same_event(a: &EventDto, b: &EventDto) -> bool {
     a.sequence == b.sequence
         && a.text == b.text
         && serde_json::to_value(&a.event).ok() == serde_json::to_value(&b.event).ok()
+}
+
+/// When the first line of a daemon's log containing `needle` was written,
+/// in seconds since midnight (UTC; tracing's `2026-12-02T14:59:06.854869Z`).
+fn log_time(log: &str, needle: &str) -> Option<f64> {
+    let line = log.lines().find(|l| l.contains(needle))?;
+    let stamp = line.split_whitespace().next()?;
+    let time = stamp.split_once('T')?.1.trim_end_matches('Z');
+    let mut parts = time.split(':');
+    let h: f64 = parts.next()?.parse().ok()?;
+    let m: f64 = parts.next()?.parse().ok()?;
+    let s: f64 = parts.next()?.parse().ok()?;
+    Some(h * 3600.0 + m * 60.0 + s)
 }
 
 /// The last lines of a daemon's log, for a failure message.
