@@ -154,11 +154,33 @@ fn watch_lease(leadership: Arc<Leadership>) {
     });
 }
 
-/// Stops the process as a deposed leader: nothing more is released.
+/// How long a deposed controller waits, after closing its agents' links,
+/// for the close to be sent before it exits.
+const CLOSE_FLUSH_MS: u64 = 100;
+
+/// The agents' endpoint, closed by [`deposed`].
+static AGENT_ENDPOINT: std::sync::OnceLock<protocol::quic::ControllerEndpoint> =
+    std::sync::OnceLock::new();
+
+/// Have [`deposed`] close `endpoint`'s connections before it exits: an
+/// exit alone sends nothing, and each agent found the link dead only after
+/// QUIC's idle timeout (10 s; scenario 20), so it reached the new leader
+/// that much later.
+pub fn close_links_when_deposed(endpoint: protocol::quic::ControllerEndpoint) {
+    let _ = AGENT_ENDPOINT.set(endpoint);
+}
+
+/// Stops the process as a deposed leader: nothing more is released. Every
+/// agent link is closed first (a QUIC close, which carries nothing from the
+/// log), so the agents look for the new leader at once.
 pub fn deposed(why: &str) -> ! {
     tracing::error!(
         "deposed ({why}): another controller may lead the log; stopping without acting"
     );
+    if let Some(endpoint) = AGENT_ENDPOINT.get() {
+        endpoint.close();
+        std::thread::sleep(Duration::from_millis(CLOSE_FLUSH_MS));
+    }
     std::process::exit(EXIT_DEPOSED)
 }
 
