@@ -594,11 +594,14 @@ impl Fleet {
                 .and_then(|s| s.try_into().ok())
                 .with_context(|| format!("entry key {key:?} is not prefix + 8 bytes"))?;
             let revision = int64(&kv["create_revision"]);
-            if !holders.contains_key(&revision) {
-                let leader = self.leader_key_at(revision).await?;
-                holders.insert(revision, leader);
-            }
-            let (holder, epoch) = holders[&revision];
+            let (holder, epoch) = match holders.get(&revision) {
+                Some(known) => *known,
+                None => {
+                    let leader = self.leader_key_at(revision).await?;
+                    holders.insert(revision, leader);
+                    leader
+                }
+            };
             writes.push(Write {
                 sequence: u64::from_be_bytes(seq),
                 revision,

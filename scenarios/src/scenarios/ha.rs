@@ -380,9 +380,12 @@ async fn etcd_members_stopped(f: &mut Fleet) -> anyhow::Result<String> {
     ))
 }
 
+/// Each rollout's (id, status) and each op's (id, node, outcome), sorted.
+type State = (Vec<(String, String)>, Vec<(String, String, Option<String>)>);
+
 /// What must survive a restart of everything: each rollout's status and
 /// each op's node and outcome, and the log's events.
-fn state_of(s: &FleetView) -> (Vec<(String, String)>, Vec<(String, String, Option<String>)>) {
+fn state_of(s: &FleetView) -> State {
     let mut rollouts: Vec<_> = s
         .rollouts
         .iter()
@@ -435,9 +438,7 @@ async fn everything_restarted(f: &mut Fleet) -> anyhow::Result<String> {
         );
         tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     };
-    let after = f
-        .wait("every agent back", WAIT_MS, |s| all_connected(s))
-        .await?;
+    let after = f.wait("every agent back", WAIT_MS, all_connected).await?;
     let back_ms = killed.elapsed().as_millis();
     ensure!(
         state_of(&after) == state_of(&before),
