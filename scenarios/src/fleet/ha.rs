@@ -33,6 +33,10 @@ const ETCD_PEER_PORT: u16 = 2380;
 const LOG_PREFIX: &str = "/fwsc";
 /// The etcd server binary (Debian's `etcd-server`, see scripts/etcd.sh).
 pub const ETCD_EXE: &str = "etcd";
+/// How many times the log is read before a failure counts.
+const LOG_READ_ATTEMPTS: u32 = 3;
+/// Pause between two reads of the log.
+const LOG_READ_RETRY_MS: u64 = 300;
 /// How long the harness waits before starting a controller that exited
 /// again (systemd's `RestartSec`).
 pub const RESTART_PAUSE_MS: u64 = 500;
@@ -532,8 +536,24 @@ impl Fleet {
     }
 
     /// Every event of the log in etcd, read by `fleetweft log show --etcd
-    /// ... --json` (the log itself, not a controller's view of it).
+    /// ... --json` (the log itself, not a controller's view of it). Tried
+    /// up to [`LOG_READ_ATTEMPTS`] times: the read-only open cross-checks
+    /// its scan against the last key, read separately, and an append by the
+    /// running leader in between fails it (`Inconsistent`); a damaged log
+    /// fails every attempt.
     pub async fn log_events(&self) -> anyhow::Result<Vec<EventDto>> {
+        let mut last_error = None;
+        for _ in 0..LOG_READ_ATTEMPTS {
+            match self.log_events_once().await {
+                Ok(events) => return Ok(events),
+                Err(e) => last_error = Some(e),
+            }
+            tokio::time::sleep(Duration::from_millis(LOG_READ_RETRY_MS)).await;
+        }
+        Err(last_error.unwrap_or_else(|| anyhow!("no attempt to read the log")))
+    }
+
+    async fn log_events_once(&self) -> anyhow::Result<Vec<EventDto>> {
         let mut args = self.etcd_log_args("show");
         args.push("--json".into());
         let out = tokio::time::timeout(
