@@ -406,6 +406,36 @@ fn state_of(s: &FleetView) -> State {
     (rollouts, ops)
 }
 
+/// SIGKILL everything at once, as a power cut of every host would, then
+/// start every member, controller and agent at once; controllers that
+/// start before their member answers stop, and are started again (as
+/// systemd would) until one leads: (the leader, the restarts).
+async fn restart_everything(f: &mut Fleet) -> anyhow::Result<(usize, Vec<(usize, Option<i32>)>)> {
+    f.kill_everything().await?;
+    for i in 1..=CONTROLLER_HOSTS.len() {
+        f.start_etcd(i)?;
+    }
+    for i in 1..=CONTROLLER_HOSTS.len() {
+        f.spawn_ha_controller(i, &ControllerFaults::default())?;
+    }
+    for node in NODES {
+        f.start_agent(node, &AgentFaults::default())?;
+    }
+    let deadline = Instant::now() + Duration::from_millis(WAIT_MS);
+    let mut restarts = Vec::new();
+    loop {
+        restarts.extend(revive_controllers(f).await?);
+        if let Some(i) = f.leader().await {
+            return Ok((i, restarts));
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "no leader after the restart; restarts {restarts:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+    }
+}
+
 async fn everything_restarted(f: &mut Fleet) -> anyhow::Result<String> {
     f.start_ha_controllers(&ControllerFaults::default()).await?;
     agents_and_v1(f, &AgentFaults::default()).await?;
@@ -416,33 +446,8 @@ async fn everything_restarted(f: &mut Fleet) -> anyhow::Result<String> {
         .wait("v2 completes", WAIT_MS, |s| rollout_is(s, &id, "completed"))
         .await?;
     let log_before = f.log_events().await?;
-    // Everything at once, as a power cut of every host would: SIGKILL.
-    f.kill_everything().await?;
     let killed = Instant::now();
-    for i in 1..=CONTROLLER_HOSTS.len() {
-        f.start_etcd(i)?;
-    }
-    for i in 1..=CONTROLLER_HOSTS.len() {
-        f.spawn_ha_controller(i, &ControllerFaults::default())?;
-    }
-    for node in NODES {
-        f.start_agent(node, &AgentFaults::default())?;
-    }
-    // Controllers that started before etcd answered stop; they are
-    // started again (systemd) until one leads.
-    let deadline = Instant::now() + Duration::from_millis(WAIT_MS);
-    let mut restarts = Vec::new();
-    let leader = loop {
-        restarts.extend(revive_controllers(f).await?);
-        if let Some(i) = f.leader().await {
-            break i;
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "no leader after the restart; restarts {restarts:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
-    };
+    let (leader, restarts) = restart_everything(f).await?;
     let after = f.wait("every agent back", WAIT_MS, all_connected).await?;
     let back_ms = killed.elapsed().as_millis();
     ensure!(
