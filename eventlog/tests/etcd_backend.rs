@@ -485,3 +485,62 @@ fn a_follower_reads_new_entries_then_appends_after_election() {
     );
     assert_eq!(second.last_sequence().expect("last"), Some(5));
 }
+
+/// A read-only scan and the storage's own idea of the last sequence agree
+/// although the leader appended in between (one revision for both).
+#[test]
+fn read_only_last_sequence_matches_the_latest_scan() {
+    let Some(endpoints) = shared_endpoints() else {
+        return;
+    };
+    let config = config(&endpoints, &prefix("scan-revision"));
+    let (_client, _leadership, log, _) = lead(&config, "controller-a");
+    let _ = log.append(strings("first", 0..5)).expect("append");
+    let client = EtcdClient::connect(&config).expect("connect");
+    let reader = EtcdStorage::open_read_only(&client, &config).expect("read-only");
+    let scanned = reader.read_from(0).count() as u64;
+    assert_eq!(scanned, 5);
+    // The leader appends after the scan ended, before the cross-check.
+    let _ = log.append(strings("more", 0..3)).expect("append more");
+    assert_eq!(reader.last_sequence().expect("last"), Some(scanned - 1));
+    // A new scan sees the growth, and the cross-check with it.
+    assert_eq!(reader.read_from(0).count(), 8);
+    assert_eq!(reader.last_sequence().expect("last"), Some(7));
+}
+
+/// Standbys opening (replay + chain verification) while the leader appends
+/// as fast as it can: every open succeeds and sees a prefix of the log.
+#[test]
+fn read_only_opens_racing_appends_all_succeed() {
+    let Some(endpoints) = shared_endpoints() else {
+        return;
+    };
+    let config = config(&endpoints, &prefix("open-race"));
+    let (_client, _leadership, log, _) = lead(&config, "controller-a");
+    let _ = log.append(strings("seed", 0..50)).expect("seed");
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let appender = {
+        let done = Arc::clone(&done);
+        thread::spawn(move || {
+            let mut round = 0;
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                let _ = log
+                    .append(vec![format!("race-{round}")])
+                    .expect("append while standbys open");
+                round += 1;
+            }
+            round
+        })
+    };
+    let client = EtcdClient::connect(&config).expect("connect");
+    let mut sizes = Vec::new();
+    for _ in 0..30 {
+        let storage = EtcdStorage::open_read_only(&client, &config).expect("read-only");
+        let (_, events) = Log::with_storage(storage).expect("a standby's open during appends");
+        sizes.push(events.len());
+    }
+    done.store(true, std::sync::atomic::Ordering::Release);
+    let appended = appender.join().expect("appender");
+    assert!(appended > 0, "the leader appended during the opens");
+    assert!(sizes.windows(2).all(|w| w[0] <= w[1]), "{sizes:?}");
+}

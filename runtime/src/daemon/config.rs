@@ -66,6 +66,11 @@ pub enum StorageBackend {
 /// endpoints = ["10.0.0.1:2379", "10.0.0.2:2379", "10.0.0.3:2379"]
 /// prefix = "/fleetweft/prod"
 /// lease_ttl_ms = 5000
+/// # TLS (optional): the CA of the members' certificates, and this
+/// # controller's client certificate when the members require one.
+/// ca_file = "/etc/fleetweft/etcd-ca.pem"
+/// cert_file = "/etc/fleetweft/etcd-client.pem"
+/// key_file = "/etc/fleetweft/etcd-client-key.pem"
 /// ```
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -93,6 +98,16 @@ pub struct StorageSection {
     /// `listen`).
     #[serde(default)]
     pub advertise_agents: Option<String>,
+    /// PEM CA certificate(s) of the members: turns TLS to etcd on (etcd
+    /// only).
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// PEM client certificate for mutual TLS, with `key_file` (etcd only).
+    #[serde(default)]
+    pub cert_file: Option<PathBuf>,
+    /// PEM private key of `cert_file` (etcd only).
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
 }
 
 impl StorageSection {
@@ -109,6 +124,11 @@ impl StorageSection {
         if let Some(ttl) = self.lease_ttl_ms {
             config.lease_ttl_ms = ttl;
         }
+        config.tls = self.ca_file.as_ref().map(|ca_file| crate::log::EtcdTls {
+            ca_file: ca_file.clone(),
+            cert_file: self.cert_file.clone(),
+            key_file: self.key_file.clone(),
+        });
         Some(config)
     }
 
@@ -122,6 +142,9 @@ impl StorageSection {
                     ("lease_ttl_ms", self.lease_ttl_ms.is_some()),
                     ("advertise_api", self.advertise_api.is_some()),
                     ("advertise_agents", self.advertise_agents.is_some()),
+                    ("ca_file", self.ca_file.is_some()),
+                    ("cert_file", self.cert_file.is_some()),
+                    ("key_file", self.key_file.is_some()),
                 ];
                 match stray.iter().find(|(_, set)| *set) {
                     Some((key, _)) => Err(format!(
@@ -139,6 +162,9 @@ impl StorageSection {
                 }
                 if self.prefix.is_none() {
                     return Err("key `storage.prefix`: `backend = \"etcd\"` needs the log's key prefix, e.g. \"/fleetweft/prod\"".into());
+                }
+                if self.ca_file.is_none() && (self.cert_file.is_some() || self.key_file.is_some()) {
+                    return Err("key `storage.ca_file`: a client certificate (`cert_file`, `key_file`) is only used with TLS, which needs the members' CA in `ca_file`".into());
                 }
                 let config = self.etcd_config().ok_or("internal: no etcd config")?;
                 config
