@@ -472,6 +472,103 @@ impl EtcdStorage {
             .or_else([TxnOp::get(self.keys.leader.clone(), None)])
     }
 
+    /// Appends `entries` with the fencing transaction, retrying it while
+    /// its outcome is unknown (module docs). `unknown` says an earlier
+    /// attempt may already have committed it.
+    fn append_resolving(
+        &self,
+        entries: &[(u64, Vec<u8>)],
+        unknown: bool,
+    ) -> Result<(), StorageError> {
+        let Some(fence) = &self.fence else {
+            return Err(StorageError::ReadOnly {
+                target: self.client.target().to_string(),
+            });
+        };
+        let Some((first, _)) = entries.first() else {
+            return Ok(());
+        };
+        let bytes = entries.iter().map(|(_, value)| value.len()).sum();
+        if entries.len() > self.limits.entries_max || bytes > self.limits.bytes_max {
+            return Err(StorageError::BatchTooLarge {
+                entries: entries.len(),
+                bytes,
+                limits: self.limits,
+            });
+        }
+        self.send_append(fence, entries, *first, unknown)
+    }
+
+    /// The attempts of one append (see [`EtcdStorage::append_resolving`]).
+    fn send_append(
+        &self,
+        fence: &Fence,
+        entries: &[(u64, Vec<u8>)],
+        first: u64,
+        mut unknown: bool,
+    ) -> Result<(), StorageError> {
+        let txn = self.append_txn(fence, entries);
+        let budget = self.client.timeout().min(fence.lease_ttl);
+        let deadline = Instant::now() + budget;
+        let pause = Duration::from_millis(RETRY_PAUSE_MS);
+        let mut attempt = 1;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let limit = if attempt < APPEND_ATTEMPTS_MAX {
+                left.min(Duration::from_millis(ATTEMPT_TIMEOUT_MS))
+            } else {
+                left
+            };
+            let txn = txn.clone();
+            let sent = self.client.attempt(limit, move |client| {
+                let txn = txn.clone();
+                async move {
+                    let mut kv = client
+                        .kv_client()
+                        .max_decoding_message_size(DECODE_BYTES_MAX);
+                    kv.txn(txn).await
+                }
+            });
+            match sent {
+                Ok(response) if response.succeeded() => return Ok(()),
+                Ok(response) => {
+                    let refusal = self.refusal(fence, &response.op_responses(), first);
+                    return match refusal {
+                        StorageError::SequenceTaken { .. } if unknown => {
+                            self.resolve(fence, entries, refusal)
+                        }
+                        refusal => Err(refusal),
+                    };
+                }
+                Err(err)
+                    if err.is_unavailable()
+                        && attempt < APPEND_ATTEMPTS_MAX
+                        && deadline.saturating_duration_since(Instant::now()) > pause =>
+                {
+                    if attempt == 1 {
+                        self.append_retries.fetch_add(1, Ordering::Relaxed);
+                    }
+                    unknown = true;
+                    attempt += 1;
+                    std::thread::sleep(pause);
+                }
+                Err(err) => return Err(self.client.error("appending a batch", err)),
+            }
+        }
+    }
+
+    /// Sends `entries` as `append_batch` does once an attempt failed with
+    /// an unknown outcome: existing keys are read back and compared, so an
+    /// append that did commit is `Ok`. For tests and drills of the
+    /// resolution (a lost answer cannot be provoked on demand).
+    #[doc(hidden)]
+    pub fn append_after_unknown_outcome(
+        &self,
+        entries: &[(u64, Vec<u8>)],
+    ) -> Result<(), StorageError> {
+        self.append_resolving(entries, true)
+    }
+
     /// After a retried append met existing keys: reads the batch's keys and
     /// the leader key in one revision. Our exact bytes under our leader key
     /// are our earlier attempt, committed: `Ok`. Anything else: `refusal`
@@ -565,72 +662,7 @@ impl LogStorage for EtcdStorage {
     /// One fencing transaction (see the module docs); on `Ok` the batch is
     /// committed on a quorum.
     fn append_batch(&self, entries: &[(u64, Vec<u8>)]) -> Result<(), StorageError> {
-        let Some(fence) = &self.fence else {
-            return Err(StorageError::ReadOnly {
-                target: self.client.target().to_string(),
-            });
-        };
-        let Some((first, _)) = entries.first() else {
-            return Ok(());
-        };
-        let bytes = entries.iter().map(|(_, value)| value.len()).sum();
-        if entries.len() > self.limits.entries_max || bytes > self.limits.bytes_max {
-            return Err(StorageError::BatchTooLarge {
-                entries: entries.len(),
-                bytes,
-                limits: self.limits,
-            });
-        }
-        let txn = self.append_txn(fence, entries);
-        let budget = self.client.timeout().min(fence.lease_ttl);
-        let deadline = Instant::now() + budget;
-        let pause = Duration::from_millis(RETRY_PAUSE_MS);
-        // Whether an earlier attempt may have committed.
-        let mut unknown = false;
-        let mut attempt = 1;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let limit = if attempt < APPEND_ATTEMPTS_MAX {
-                left.min(Duration::from_millis(ATTEMPT_TIMEOUT_MS))
-            } else {
-                left
-            };
-            let txn = txn.clone();
-            let sent = self.client.attempt(limit, move |client| {
-                let txn = txn.clone();
-                async move {
-                    let mut kv = client
-                        .kv_client()
-                        .max_decoding_message_size(DECODE_BYTES_MAX);
-                    kv.txn(txn).await
-                }
-            });
-            match sent {
-                Ok(response) if response.succeeded() => return Ok(()),
-                Ok(response) => {
-                    let refusal = self.refusal(fence, &response.op_responses(), *first);
-                    return match refusal {
-                        StorageError::SequenceTaken { .. } if unknown => {
-                            self.resolve(fence, entries, refusal)
-                        }
-                        refusal => Err(refusal),
-                    };
-                }
-                Err(err)
-                    if err.is_unavailable()
-                        && attempt < APPEND_ATTEMPTS_MAX
-                        && deadline.saturating_duration_since(Instant::now()) > pause =>
-                {
-                    if !unknown {
-                        self.append_retries.fetch_add(1, Ordering::Relaxed);
-                    }
-                    unknown = true;
-                    attempt += 1;
-                    std::thread::sleep(pause);
-                }
-                Err(err) => return Err(self.client.error("appending a batch", err)),
-            }
-        }
+        self.append_resolving(entries, false)
     }
 
     /// Nothing to do: a successful `append_batch` was already committed on

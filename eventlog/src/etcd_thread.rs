@@ -128,6 +128,9 @@ pub struct EtcdClient {
     timeout: Duration,
     /// Endpoints and prefix, for error messages.
     target: Arc<str>,
+    /// Appended to a connection failure's message: what TLS setting may
+    /// be missing (a refused handshake only says "broken pipe").
+    tls_hint: &'static str,
 }
 
 impl EtcdClient {
@@ -156,6 +159,13 @@ impl EtcdClient {
         if let Some(tls) = &config.tls {
             options = options.with_tls(tls.load()?);
         }
+        let tls_hint = match &config.tls {
+            None => " (if the members serve https, set the TLS `ca_file`)",
+            Some(tls) if tls.cert_file.is_none() => {
+                " (if the members require client certificates, set `cert_file` and `key_file`)"
+            }
+            Some(_) => "",
+        };
         thread::Builder::new()
             .name("fleetweft-etcd".into())
             .spawn(move || {
@@ -180,6 +190,7 @@ impl EtcdClient {
                 jobs,
                 timeout,
                 target,
+                tls_hint,
             }),
             Ok(Err(detail)) => Err(fail(detail)),
             Err(_) => Err(fail(format!(
@@ -290,10 +301,14 @@ impl EtcdClient {
 
     /// Turns a failed call into a [`StorageError::Etcd`] naming `action`.
     pub(super) fn error(&self, action: &'static str, err: CallError) -> StorageError {
+        let mut detail = err.describe(self.timeout);
+        if err.is_connection_failure() {
+            detail.push_str(self.tls_hint);
+        }
         StorageError::Etcd {
             target: self.target.to_string(),
             action,
-            detail: err.describe(self.timeout),
+            detail,
         }
     }
 }
@@ -394,6 +409,17 @@ impl CallError {
                     || std::error::Error::source(status).is_some()
             }
             CallError::Client(_) => false,
+        }
+    }
+
+    /// Whether the connection itself failed (made on this side by tonic).
+    fn is_connection_failure(&self) -> bool {
+        match self {
+            CallError::Client(etcd_client::Error::TransportError(_)) => true,
+            CallError::Client(etcd_client::Error::GRpcStatus(status)) => {
+                std::error::Error::source(status).is_some()
+            }
+            _ => false,
         }
     }
 

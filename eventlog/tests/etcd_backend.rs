@@ -544,3 +544,62 @@ fn read_only_opens_racing_appends_all_succeed() {
     assert!(appended > 0, "the leader appended during the opens");
     assert!(sizes.windows(2).all(|w| w[0] <= w[1]), "{sizes:?}");
 }
+
+/// The resolution of an append whose outcome was unknown: the retry of the
+/// same transaction meets our own keys (our bytes, our lease: success),
+/// someone else's bytes (refused), no keys (it commits now), or another
+/// leader (deposed, though the bytes are ours). Without an unknown outcome
+/// existing keys are a plain refusal.
+#[test]
+fn an_unknown_outcome_is_resolved_by_reading_back() {
+    let Some(endpoints) = shared_endpoints() else {
+        return;
+    };
+    let config = config(&endpoints, &prefix("resolve"));
+    let client = EtcdClient::connect(&config).expect("connect");
+    let leadership =
+        Leadership::campaign(&client, &config, "controller-a", Duration::from_secs(10))
+            .expect("win the election");
+    let storage = EtcdStorage::open(&client, &config, &leadership).expect("open");
+    let batch = vec![(0, b"zero".to_vec()), (1, b"one".to_vec())];
+    storage
+        .append_batch(&batch)
+        .expect("the first attempt commits");
+    // Its answer was lost: the retry finds exactly our bytes.
+    storage
+        .append_after_unknown_outcome(&batch)
+        .expect("our own committed attempt is recognised");
+    // A batch with other bytes at those sequences is not ours.
+    let other = vec![(0, b"zero".to_vec()), (1, b"uno".to_vec())];
+    let err = storage
+        .append_after_unknown_outcome(&other)
+        .expect_err("other bytes are not our attempt");
+    assert!(
+        matches!(err, StorageError::SequenceTaken { first: 0, .. }),
+        "{err:?}"
+    );
+    // Without an unknown outcome, existing keys are refused, even ours.
+    let err = storage
+        .append_batch(&batch)
+        .expect_err("a second append of the same batch");
+    assert!(matches!(err, StorageError::SequenceTaken { .. }), "{err:?}");
+    // A retry whose first attempt never committed commits now, once.
+    let next = vec![(2, b"two".to_vec())];
+    storage
+        .append_after_unknown_outcome(&next)
+        .expect("a lost attempt commits on retry");
+    let values: Vec<Vec<u8>> = storage
+        .read_from(0)
+        .map(|entry| entry.expect("read").value)
+        .collect();
+    assert_eq!(
+        values,
+        vec![b"zero".to_vec(), b"one".to_vec(), b"two".to_vec()]
+    );
+    // Deposed: our bytes are there, but the leader key is not ours.
+    leadership.resign().expect("resign");
+    let err = storage
+        .append_after_unknown_outcome(&batch)
+        .expect_err("a deposed retry");
+    assert!(matches!(err, StorageError::Deposed { .. }), "{err:?}");
+}

@@ -53,11 +53,12 @@ fn tls_with_client_certificates_appends_and_reads_and_refuses_strangers() {
         ..pki.client_tls()
     });
     let detail = first_request_error(&anonymous);
-    assert!(!detail.is_empty());
-    // Plain http to an https-only member: refused.
+    assert!(detail.contains("`cert_file`"), "{detail}");
+    // Plain http to an https-only member: refused, hinting at TLS.
     let mut plain = config.clone();
     plain.tls = None;
-    let _ = first_request_error(&plain);
+    let detail = first_request_error(&plain);
+    assert!(detail.contains("`ca_file`"), "{detail}");
     // The good configuration still reads (the refusals changed nothing).
     assert_eq!(log.storage().last_sequence().expect("last"), Some(9));
 }

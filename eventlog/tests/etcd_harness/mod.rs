@@ -262,6 +262,15 @@ impl Cluster {
         }
     }
 
+    /// SIGSTOPs member `index`: its connections stay open but nothing it
+    /// was sent is answered (a hung machine). `kill_member` ends it.
+    pub fn freeze_member(&mut self, index: usize) {
+        if let Some(child) = &self.members[index].child {
+            // SAFETY: plain syscall on our own child's pid.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGSTOP) };
+        }
+    }
+
     /// Restarts killed member `index` on its data (no health wait).
     pub fn restart_member(&mut self, index: usize) {
         if self.members[index].child.is_none() {
@@ -413,7 +422,22 @@ impl Cluster {
         self.members[index].child = Some(child);
     }
 
-    fn wait_healthy(&self) {
+    /// Waits until member `index` answers a status request (restarted and
+    /// serving), within [`HEALTH_WAIT`].
+    pub fn wait_member_up(&self, index: usize) {
+        let started = Instant::now();
+        while self.member_leads(index).is_none() {
+            assert!(
+                started.elapsed() < HEALTH_WAIT,
+                "member m{} did not answer within {HEALTH_WAIT:?}",
+                index + 1
+            );
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits until the cluster answers a quorum read.
+    pub fn wait_healthy(&self) {
         let endpoints = self.endpoints();
         let started = Instant::now();
         loop {
