@@ -556,6 +556,28 @@ pubkey = "b.pub"
     }
 
     #[test]
+    fn storage_tls_keys_reach_the_etcd_config() {
+        let section = StorageSection {
+            backend: StorageBackend::Etcd,
+            endpoints: vec!["h:1".into()],
+            prefix: Some("/p".into()),
+            ca_file: Some("/etc/ca.pem".into()),
+            cert_file: Some("/etc/c.pem".into()),
+            key_file: Some("/etc/k.pem".into()),
+            ..StorageSection::default()
+        };
+        let tls = section.etcd_config().expect("etcd").tls.expect("tls");
+        assert_eq!(tls.ca_file, PathBuf::from("/etc/ca.pem"));
+        assert_eq!(tls.cert_file, Some(PathBuf::from("/etc/c.pem")));
+        assert_eq!(tls.key_file, Some(PathBuf::from("/etc/k.pem")));
+        let plain = StorageSection {
+            ca_file: None,
+            ..section
+        };
+        assert!(plain.etcd_config().expect("etcd").tls.is_none());
+    }
+
+    #[test]
     fn bad_storage_sections_name_the_key() {
         let cases = [
             ("backend = \"zookeeper\"", "backend"),
@@ -575,6 +597,24 @@ pubkey = "b.pub"
             ("endpoints = [\"h:1\"]", "storage.endpoints"),
             ("lease_ttl_ms = 2000", "storage.lease_ttl_ms"),
             ("backend = \"etcd\"\ntls = true", "tls"),
+            ("ca_file = \"/ca.pem\"", "storage.ca_file"),
+            ("key_file = \"/k.pem\"", "storage.key_file"),
+            (
+                "backend = \"etcd\"\nendpoints = [\"h:1\"]\nprefix = \"/p\"\ncert_file = \"/c.pem\"\nkey_file = \"/k.pem\"",
+                "storage.ca_file",
+            ),
+            (
+                "backend = \"etcd\"\nendpoints = [\"h:1\"]\nprefix = \"/p\"\nca_file = \"/nonexistent/ca.pem\"",
+                "ca_file",
+            ),
+            (
+                "backend = \"etcd\"\nendpoints = [\"h:1\"]\nprefix = \"/p\"\nca_file = \"/nonexistent/ca.pem\"\ncert_file = \"/c.pem\"",
+                "key_file",
+            ),
+            (
+                "backend = \"etcd\"\nendpoints = [\"https://h:1\"]\nprefix = \"/p\"",
+                "ca_file",
+            ),
         ];
         for (section, key) in cases {
             let err = parse(&format!("[storage]\n{section}\n")).expect_err(section);
