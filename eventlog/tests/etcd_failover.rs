@@ -164,13 +164,16 @@ fn raft_leader_killed_mid_append_fails_no_append() {
     assert_eq!(read_back(&config), acked);
 }
 
+/// What an appender acknowledged, its slowest append, how many it made.
+type Appended = (Vec<(u64, String)>, Duration, usize);
+
 /// A thread appending small batches without pause, pausable.
 struct Appender {
     paused: Arc<AtomicBool>,
     /// Set by the thread while it waits, paused.
     idle: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
-    thread: thread::JoinHandle<Result<(Vec<(u64, String)>, Duration, usize), String>>,
+    thread: thread::JoinHandle<Result<Appended, String>>,
 }
 
 impl Appender {
@@ -221,7 +224,7 @@ impl Appender {
 
     /// Stops and returns what was acknowledged, the slowest append, and
     /// how many appends were made; panics with the first failure.
-    fn stop(self) -> (Vec<(u64, String)>, Duration, usize) {
+    fn stop(self) -> Appended {
         self.stop.store(true, Ordering::Release);
         self.thread
             .join()
