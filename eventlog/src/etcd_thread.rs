@@ -66,6 +66,10 @@ pub const ATTEMPTS_MAX: u32 = 6;
 /// and a cluster that refuses at once is not hammered.
 pub const RETRY_PAUSE_MS: u64 = 100;
 
+/// How tonic words a failed TCP connect (refused, unreachable): no TLS
+/// setting is to blame then.
+const TCP_CONNECT_FAILED: &str = "tcp connect error";
+
 /// Extra time the caller waits beyond the budget for the reply to cross
 /// the channel (the runtime thread enforces the real timeout).
 const REPLY_SLACK_MS: u64 = 1_000;
@@ -302,7 +306,8 @@ impl EtcdClient {
     /// Turns a failed call into a [`StorageError::Etcd`] naming `action`.
     pub(super) fn error(&self, action: &'static str, err: CallError) -> StorageError {
         let mut detail = err.describe(self.timeout);
-        if err.is_connection_failure() {
+        // Not when nothing listens: a TLS setting would not change that.
+        if err.is_connection_failure() && !detail.contains(TCP_CONNECT_FAILED) {
             detail.push_str(self.tls_hint);
         }
         StorageError::Etcd {
