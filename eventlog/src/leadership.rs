@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
 
 use super::etcd_storage::{EtcdConfig, Keys};
-use super::etcd_thread::{CallError, EtcdClient};
+use super::etcd_thread::{CallError, EtcdClient, Retry, RETRY_PAUSE_MS};
 use super::storage::StorageError;
 
 /// Leadership lease TTL unless configured: a few seconds, so a standby takes
@@ -46,6 +46,8 @@ pub struct Fence {
     pub(super) create_revision: i64,
     /// This controller's lease, to which the leader key is attached.
     pub(super) lease_id: i64,
+    /// The lease's TTL: an append's retries stay within it.
+    pub(super) lease_ttl: Duration,
 }
 
 /// This controller leads the log under one prefix, for as long as its lease
@@ -183,7 +185,9 @@ impl Leadership {
         self.lost.store(true, Ordering::Release);
         let lease = self.fence.lease_id;
         self.client
-            .call(move |mut client| async move { client.lease_revoke(lease).await })
+            .call(Retry::Idempotent, move |mut client| async move {
+                client.lease_revoke(lease).await
+            })
             .map(|_| ())
             .map_err(|err| self.client.error("revoking the lease", err))
     }
@@ -216,7 +220,10 @@ fn try_once(
 ) -> Result<Attempt, StorageError> {
     let leader = keys.leader.clone();
     let current = client
-        .call(move |mut client| async move { client.get(leader, None).await })
+        .call(Retry::Idempotent, move |mut client| {
+            let leader = leader.clone();
+            async move { client.get(leader, None).await }
+        })
         .map_err(|err| client.error("reading the leader key", err))?;
     if let Some(kv) = current.kvs().first() {
         return Ok(Attempt::Held(
@@ -227,7 +234,10 @@ fn try_once(
         .map_err(|_| StorageError::EtcdConfig(format!("lease TTL {ttl_secs} s is too large")))?;
     let granted = Instant::now();
     let lease = client
-        .call(move |mut client| async move { client.lease_grant(ttl, None).await })
+        // A retried grant may leave an unused lease behind: it expires.
+        .call(Retry::Idempotent, move |mut client| async move {
+            client.lease_grant(ttl, None).await
+        })
         .map_err(|err| client.error("granting the leadership lease", err))?
         .id();
     let txn = Txn::new()
@@ -242,10 +252,17 @@ fn try_once(
             Some(PutOptions::new().with_lease(lease)),
         )]);
     let response = client
-        .call(move |mut client| async move { client.txn(txn).await })
+        // Once: a retry after an unknown outcome would meet our own key and
+        // report the election lost; the next campaign round sorts it out.
+        .call(Retry::Once, move |mut client| {
+            let txn = txn.clone();
+            async move { client.txn(txn).await }
+        })
         .map_err(|err| client.error("creating the leader key", err))?;
     if !response.succeeded() {
-        let _ = client.call(move |mut client| async move { client.lease_revoke(lease).await });
+        let _ = client.call(Retry::Idempotent, move |mut client| async move {
+            client.lease_revoke(lease).await
+        });
         return Ok(Attempt::Held("another candidate (raced)".into()));
     }
     // The put is the transaction's only write: its revision is the key's
@@ -263,17 +280,17 @@ fn try_once(
             leader_key: keys.leader.clone(),
             create_revision,
             lease_id: lease,
+            lease_ttl: Duration::from_secs(ttl_secs),
         },
         granted,
     ))
 }
 
 /// Renews `lease` every third of `ttl` on the client thread, reopening the
-/// keep-alive stream after an error (another member may answer), moves
-/// `expiry` on every renewal a quorum confirms (from when it was sent), and
-/// sets `lost` once no renewal succeeded for a whole TTL or etcd says the
-/// lease or the leader key is gone.
-/// Stops when `lost` is set (also by `resign`).
+/// keep-alive stream on the next member after an error, moves `expiry` on
+/// every renewal a quorum confirms (from when it was sent), and sets `lost`
+/// once no renewal succeeded for a whole TTL or etcd says the lease or the
+/// leader key is gone. Stops when `lost` is set (also by `resign`).
 fn start_keep_alive(
     client: &EtcdClient,
     fence: &Fence,
@@ -284,15 +301,22 @@ fn start_keep_alive(
     let (lease, leader_key) = (fence.lease_id, fence.leader_key.clone());
     let period = ttl / 3;
     let request_timeout = client.timeout().min(period);
-    client.spawn(move |mut client| async move {
+    client.spawn(move |members| async move {
         let mut last_renewed = Instant::now();
         let mut stream = None;
+        // The member the stream is open on.
+        let mut on = 0;
         while !lost.load(Ordering::Acquire) {
             if stream.is_none() {
+                let (index, mut client) = members.pinned();
+                on = index;
                 stream = tokio::time::timeout(request_timeout, client.lease_keep_alive(lease))
                     .await
                     .ok()
                     .and_then(Result::ok);
+                if stream.is_none() {
+                    members.fail_over(on);
+                }
             }
             if let Some((keeper, answers)) = stream.as_mut() {
                 let sent = Instant::now();
@@ -310,11 +334,15 @@ fn start_keep_alive(
                         // quorum round) shows the leader key still ours.
                         // Scenario 21 found a leader running 4 s after its
                         // quorum was gone, TTL 2 s.
+                        let (index, mut reader) = members.pinned();
                         let read = tokio::time::timeout(
                             request_timeout,
-                            client.get(leader_key.clone(), None),
+                            reader.get(leader_key.clone(), None),
                         )
                         .await;
+                        if !matches!(read, Ok(Ok(_))) {
+                            members.fail_over(index);
+                        }
                         match read {
                             Ok(Ok(found))
                                 if found.kvs().first().is_some_and(|kv| kv.lease() == lease) =>
@@ -331,13 +359,21 @@ fn start_keep_alive(
                     }
                     // TTL 0: etcd says the lease expired or was revoked.
                     Ok(Ok(Some(_))) => lost.store(true, Ordering::Release),
-                    _ => stream = None,
+                    _ => {
+                        stream = None;
+                        members.fail_over(on);
+                    }
                 }
             }
             if last_renewed.elapsed() >= ttl {
                 lost.store(true, Ordering::Release);
             }
-            tokio::time::sleep(period).await;
+            // After a failure, try the next member soon, not a period later.
+            let pause = match stream {
+                Some(_) => period,
+                None => Duration::from_millis(RETRY_PAUSE_MS),
+            };
+            tokio::time::sleep(pause).await;
         }
     })
 }
