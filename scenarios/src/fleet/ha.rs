@@ -1,15 +1,13 @@
 //! Three controller hosts on etcd (issue 14, scenarios 19-22): hosts `c1`,
 //! `c2`, `c3` (octets 1-3), each running an etcd 3.4 member and a
-//! `fleetweft controller` with `[storage] backend = "etcd"` whose only
-//! endpoint is its own host's member, and agents listing all three
-//! controllers.
+//! `fleetweft controller` with `[storage] backend = "etcd"`, and agents
+//! listing all three controllers.
 //!
-//! Each controller is given only its local member: etcd-client balances
-//! requests over every endpoint it is given, so a stopped member can fail
-//! one of the controller's requests and stop it (exit 3) although a quorum
-//! is up. With one endpoint, a controller's fate follows its own host's
-//! member, as on a real 3-host layout where etcd and the controller share a
-//! host (docs/operations.md).
+//! Each controller lists every member, its own host's first, as
+//! docs/operations.md recommends: the etcd client pins the first endpoint
+//! and fails over to the next when a member stops answering (before that
+//! fix a stopped member failed a share of a controller's requests and
+//! stopped it, exit 3, although a quorum was up).
 //!
 //! What is read from the log: the events through `fleetweft log show
 //! --etcd ... --json`, and who wrote each entry from etcd's own history
@@ -88,6 +86,16 @@ pub fn agent_addrs() -> Vec<String> {
 /// Member `i`'s client endpoint (HOST:PORT).
 fn etcd_endpoint(i: usize) -> String {
     format!("{}:{ETCD_CLIENT_PORT}", host_ip(i))
+}
+
+/// Controller `i`'s `[storage] endpoints` (TOML): every member, its own
+/// host's first (the one its client pins while it answers).
+fn endpoints_from(i: usize) -> String {
+    let count = CONTROLLER_HOSTS.len();
+    (0..count)
+        .map(|k| format!("{:?}", etcd_endpoint((i - 1 + k) % count + 1)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The controller number (1-3) a leader key's advert names, by its API
@@ -307,8 +315,8 @@ impl Fleet {
         }
         let mut text = self.controller_toml(&data, &ip, faults);
         text.push_str(&format!(
-            "\n[storage]\nbackend = \"etcd\"\nendpoints = [\"{}\"]\nprefix = \"{LOG_PREFIX}\"\nlease_ttl_ms = {LEASE_TTL_MS}\n",
-            etcd_endpoint(i)
+            "\n[storage]\nbackend = \"etcd\"\nendpoints = [{}]\nprefix = \"{LOG_PREFIX}\"\nlease_ttl_ms = {LEASE_TTL_MS}\n",
+            endpoints_from(i)
         ));
         let config = self.dir.join(format!("controller-{i}.toml"));
         std::fs::write(&config, text)?;
