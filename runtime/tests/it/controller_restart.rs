@@ -13,7 +13,7 @@ use fleet::{backends, plan, Backend, Fleet, LogHome, V2};
 use model::agent::AgentInput;
 use model::controller::{Event, Input, OpPhase, Outcome, RolloutStatus, UnknownReason};
 use model::{Decision, NodeId, OpId, RolloutId, ToController};
-use runtime::controller::{Controller, ControllerError};
+use runtime::controller::ControllerError;
 
 const R0: RolloutId = RolloutId(0);
 

@@ -98,11 +98,29 @@ fn systemd_analyze_verify_accepts_the_units() {
 #[test]
 fn ha_examples_parse_and_carry_the_limits_the_log_needs() {
     let path = packaging().join("controller-ha.toml");
-    let text = std::fs::read_to_string(&path).expect("controller-ha.toml");
+    // The TLS files are read when the config is validated: point them at
+    // real PEM files (a generated CA and client certificate).
+    let pki = tempfile::tempdir().expect("temp dir");
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = rcgen::CertificateParams::new(vec!["c1".to_string()])
+        .expect("params")
+        .self_signed(&key)
+        .expect("certificate");
+    for (file, pem) in [
+        ("etcd-ca.pem", cert.pem()),
+        ("etcd-client.pem", cert.pem()),
+        ("etcd-client-key.pem", key.serialize_pem()),
+    ] {
+        std::fs::write(pki.path().join(file), pem).expect("write PEM");
+    }
+    let text = std::fs::read_to_string(&path)
+        .expect("controller-ha.toml")
+        .replace("/etc/fleetweft/pki/etcd-", &format!("{}/etcd-", pki.path().display()));
     let config = runtime::daemon::config::ControllerConfig::parse(&path, &text)
         .unwrap_or_else(|err| panic!("packaging/controller-ha.toml: {err}"));
     let etcd = config.storage.etcd_config().expect("backend = \"etcd\"");
     assert_eq!(etcd.endpoints.len(), 3, "one member per controller host");
+    assert!(etcd.tls.is_some(), "TLS to etcd, as the members require");
     assert!(config.storage.advertise_api.is_some() && config.storage.advertise_agents.is_some());
     let defaults = std::fs::read_to_string(packaging().join("etcd.default")).expect("etcd.default");
     let value = |key: &str| {
