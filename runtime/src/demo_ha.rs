@@ -296,19 +296,7 @@ pub(crate) async fn story(
     let v2 = prepared.releases[1].1;
     let (a, b) = (&ha.apis[0], &ha.apis[1]);
 
-    say("\n[6] uploading both bundles to a (the controller checks their signatures)");
-    for (version, _, bytes) in &prepared.releases {
-        let answer: serde_json::Value = a.post_bytes("/api/bundles", bytes.clone()).await?;
-        say(format!(
-            "    {version}: accepted as {}",
-            answer["digest"].as_str().unwrap_or("?")
-        ));
-    }
-    copy_bundles(
-        &prepared.layout.ha_controller_data("a"),
-        &prepared.layout.ha_controller_data("b"),
-    )?;
-    say("    copied into b's data directory too: bundles are files on each controller host");
+    upload_bundles(&prepared, a).await?;
 
     say("\n[7] installing v1 everywhere on a: canary node-a, then node-b, node-c, one slot");
     demo::start_rollout(a, v1).await?;
@@ -317,18 +305,7 @@ pub(crate) async fn story(
     })
     .await?;
 
-    say("\n[8] rolling out v2; a drops its first commit reply for v2 (its fault switch),");
-    say("    so the canary's decision is stored but reaches no node, and a is killed right then");
-    demo::start_rollout(a, v2).await?;
-    let decided = wait_for_decision(a, fleet, &mut seen).await?;
-    let pid = fleet.kill("controller-a").await;
-    let killed_at = Instant::now();
-    say(format!(
-        "    SIGKILL controller a (pid {}) right after #{decided} was stored",
-        pid.map_or("?".into(), |p| p.to_string())
-    ));
-
-    let took_over = take_over(b, killed_at, fleet).await?;
+    let took_over = kill_the_leader_mid_rollout(a, b, v2, fleet, &mut seen).await?;
     say(format!(
         "\n[10] the standby finishes r1 (events now read from b at {})",
         b.base()
@@ -359,6 +336,49 @@ pub(crate) async fn story(
         std::future::pending::<()>().await;
     }
     Ok(success)
+}
+
+/// Step [6]: both releases uploaded to a, and copied into b's data
+/// directory (bundles are files on each controller host; b, a standby,
+/// takes no upload).
+async fn upload_bundles(prepared: &Prepared, a: &ApiClient) -> anyhow::Result<()> {
+    say("\n[6] uploading both bundles to a (the controller checks their signatures)");
+    for (version, _, bytes) in &prepared.releases {
+        let answer: serde_json::Value = a.post_bytes("/api/bundles", bytes.clone()).await?;
+        say(format!(
+            "    {version}: accepted as {}",
+            answer["digest"].as_str().unwrap_or("?")
+        ));
+    }
+    copy_bundles(
+        &prepared.layout.ha_controller_data("a"),
+        &prepared.layout.ha_controller_data("b"),
+    )?;
+    say("    copied into b's data directory too: bundles are files on each controller host");
+    Ok(())
+}
+
+/// Steps [8] and [9]: v2 started on a, a SIGKILLed right after the
+/// canary's decision is stored, b waited for until it leads. True when b
+/// took over.
+async fn kill_the_leader_mid_rollout(
+    a: &ApiClient,
+    b: &ApiClient,
+    v2: model::Digest,
+    fleet: &mut Fleet,
+    seen: &mut u64,
+) -> anyhow::Result<bool> {
+    say("\n[8] rolling out v2; a drops its first commit reply for v2 (its fault switch),");
+    say("    so the canary's decision is stored but reaches no node, and a is killed right then");
+    demo::start_rollout(a, v2).await?;
+    let decided = wait_for_decision(a, fleet, seen).await?;
+    let pid = fleet.kill("controller-a").await;
+    let killed_at = Instant::now();
+    say(format!(
+        "    SIGKILL controller a (pid {}) right after #{decided} was stored",
+        pid.map_or("?".into(), |p| p.to_string())
+    ));
+    take_over(b, killed_at, fleet).await
 }
 
 /// Steps [4] and [5]: the two controllers (a first, so it leads; then b,
@@ -401,51 +421,7 @@ async fn start_ha_fleet(
         prefix: HA_PREFIX.to_string(),
         lease_ttl_ms: HA_LEASE_TTL_MS,
     };
-    let apis: Vec<ApiClient> = controllers
-        .iter()
-        .map(|c| ApiClient::new(c.api_url(), Some(prepared.token.clone())))
-        .collect();
-    say(format!(
-        "\n[4] two controllers on one log (prefix {HA_PREFIX}, lease TTL {HA_LEASE_TTL_MS} ms)"
-    ));
-    let v2 = prepared.releases[1].1;
-    for (i, controller) in controllers.iter().enumerate() {
-        // Only a drops a reply: the fault that makes the kill land between
-        // the stored decision and any node hearing it.
-        let drop = (i == 0).then_some(v2);
-        let config = layout.write_ha_controller_config(&prepared.pki, controller, &log, drop)?;
-        let mut args = vec![
-            "controller".to_string(),
-            "--config".into(),
-            config.display().to_string(),
-        ];
-        if drop.is_some() {
-            args.push("--allow-fault-injection".into());
-        }
-        let name = format!("controller-{}", controller.name);
-        let (program, args) = tied(&exe, &args);
-        fleet.push(&name, &program, &args, dir.join(format!("logs/{name}.log")))?;
-        // a first, until it leads: then b can only be a standby.
-        let role = if i == 0 { "leader" } else { "standby" };
-        let status = wait_role(
-            &apis[i],
-            role,
-            fleet,
-            Duration::from_millis(demo::STEP_TIMEOUT_MS),
-        )
-        .await?;
-        say(format!(
-            "    {}: {} on {} ({}, log sequence {})",
-            controller.name,
-            role,
-            controller.api_url(),
-            match status["leader"].as_str() {
-                Some(leader) if role == "standby" => format!("following the leader at {leader}"),
-                _ => "elected: holds the lease on the leader key".to_string(),
-            },
-            status["log_sequence"]
-        ));
-    }
+    let apis = start_controllers(prepared, &layout, &controllers, &log, fleet).await?;
     say("\n[5] three agents, each listing both controllers: addrs = [a, b]");
     for (i, node) in NODES.iter().enumerate() {
         let mut text = layout.ha_agent_toml(&prepared.pki, node, public_ports[i], &controllers);
@@ -474,6 +450,63 @@ async fn start_ha_fleet(
         log,
     };
     Ok((ha, seen))
+}
+
+/// Step [4]: each controller started in turn, the first until it leads,
+/// the next until it answers as a standby naming the leader; their API
+/// clients, in `controllers` order.
+async fn start_controllers(
+    prepared: &Prepared,
+    layout: &FleetLayout,
+    controllers: &[HaController],
+    log: &EtcdLog,
+    fleet: &mut Fleet,
+) -> anyhow::Result<Vec<ApiClient>> {
+    let exe = std::env::current_exe().context("locating the fleetweft binary")?;
+    say(format!(
+        "\n[4] two controllers on one log (prefix {HA_PREFIX}, lease TTL {HA_LEASE_TTL_MS} ms)"
+    ));
+    let v2 = prepared.releases[1].1;
+    let mut apis = Vec::new();
+    for (i, controller) in controllers.iter().enumerate() {
+        // Only a drops a reply: the fault that makes the kill land between
+        // the stored decision and any node hearing it.
+        let drop = (i == 0).then_some(v2);
+        let config = layout.write_ha_controller_config(&prepared.pki, controller, log, drop)?;
+        let mut args = vec![
+            "controller".to_string(),
+            "--config".into(),
+            config.display().to_string(),
+        ];
+        if drop.is_some() {
+            args.push("--allow-fault-injection".into());
+        }
+        let name = format!("controller-{}", controller.name);
+        let (program, args) = tied(&exe, &args);
+        let log_file = prepared.dir.join(format!("logs/{name}.log"));
+        fleet.push(&name, &program, &args, log_file)?;
+        let api = ApiClient::new(controller.api_url(), Some(prepared.token.clone()));
+        let role = if i == 0 { "leader" } else { "standby" };
+        let step = Duration::from_millis(demo::STEP_TIMEOUT_MS);
+        let mut status = wait_role(&api, role, fleet, step).await?;
+        // A standby learns where the leader is at its next campaign round.
+        while role == "standby" && !status["leader"].is_string() {
+            tokio::time::sleep(Duration::from_millis(ROLE_POLL_MS)).await;
+            status = wait_role(&api, role, fleet, step).await?;
+        }
+        let what = match status["leader"].as_str() {
+            Some(leader) if role == "standby" => format!("following the leader at {leader}"),
+            _ => "elected: holds the lease on the leader key".to_string(),
+        };
+        say(format!(
+            "    {}: {role} on {} ({what}, log sequence {})",
+            controller.name,
+            controller.api_url(),
+            status["log_sequence"]
+        ));
+        apis.push(api);
+    }
+    Ok(apis)
 }
 
 /// `/api/status` of one controller, as JSON; `None` if it does not answer.
@@ -579,8 +612,9 @@ async fn take_over(b: &ApiClient, killed_at: Instant, fleet: &mut Fleet) -> anyh
     Ok(s["role"] == "leader")
 }
 
-/// Copies every bundle file of `from`'s data directory into `to`'s.
-fn copy_bundles(from: &Path, to: &Path) -> anyhow::Result<()> {
+/// Copies every bundle file of the controller data directory `from` into
+/// `to`'s (what an operator does for each controller host of an HA fleet).
+pub fn copy_bundles(from: &Path, to: &Path) -> anyhow::Result<()> {
     let (from, to) = (from.join("bundles"), to.join("bundles"));
     std::fs::create_dir_all(&to).with_context(|| format!("creating {}", to.display()))?;
     for entry in std::fs::read_dir(&from).with_context(|| format!("reading {}", from.display()))? {

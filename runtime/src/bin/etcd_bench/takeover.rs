@@ -166,24 +166,10 @@ async fn set_up(
         prefix: prefix.clone(),
         lease_ttl_ms,
     };
-    let mut daemons = Vec::new();
-    for name in ["a", "b"] {
-        let spec = HaController {
-            name: name.to_string(),
-            quic_port: runtime::ports::free_port()?,
-            api_port: runtime::ports::free_port()?,
-        };
-        let config = layout.write_ha_controller_config(&pki, &spec, &log, None)?;
-        let api = ApiClient::new(spec.api_url(), Some(token.clone()));
-        daemons.push(Daemon {
-            spec,
-            config,
-            api,
-            child: None,
-            log: PathBuf::new(),
-            starts: 0,
-        });
-    }
+    let mut daemons = ["a", "b"]
+        .map(|name| daemon(name, &layout, &pki, &log, &token))
+        .into_iter()
+        .collect::<anyhow::Result<Vec<_>>>()?;
     daemons[0].start(&exe)?;
     wait_role(&daemons[0], "leader").await?;
     let bytes = demo::sign_hello(&signing, "v1")?;
@@ -193,15 +179,10 @@ async fn set_up(
         .context("the bundle upload's answer has no digest")?
         .to_string();
     // Bundles are files on each controller host.
-    let (from, to) = (
-        layout.ha_controller_data("a").join("bundles"),
-        layout.ha_controller_data("b").join("bundles"),
-    );
-    std::fs::create_dir_all(&to)?;
-    for entry in std::fs::read_dir(&from)? {
-        let entry = entry?;
-        std::fs::copy(entry.path(), to.join(entry.file_name()))?;
-    }
+    runtime::demo_ha::copy_bundles(
+        &layout.ha_controller_data("a"),
+        &layout.ha_controller_data("b"),
+    )?;
     daemons[1].start(&exe)?;
     wait_role(&daemons[1], "standby").await?;
     Ok(Setup {
@@ -211,6 +192,31 @@ async fn set_up(
         nodes,
         gateway: ApiClient::new(format!("http://{}", endpoints[0]), None),
         leader_key: format!("{prefix}/leader"),
+    })
+}
+
+/// Controller `name`'s config written, not started yet.
+fn daemon(
+    name: &str,
+    layout: &FleetLayout,
+    pki: &protocol::pki::FleetPki,
+    log: &EtcdLog,
+    token: &str,
+) -> anyhow::Result<Daemon> {
+    let spec = HaController {
+        name: name.to_string(),
+        quic_port: runtime::ports::free_port()?,
+        api_port: runtime::ports::free_port()?,
+    };
+    let config = layout.write_ha_controller_config(pki, &spec, log, None)?;
+    let api = ApiClient::new(spec.api_url(), Some(token.to_string()));
+    Ok(Daemon {
+        spec,
+        config,
+        api,
+        child: None,
+        log: PathBuf::new(),
+        starts: 0,
     })
 }
 
@@ -257,25 +263,37 @@ async fn one_round(
     }
     round.take_over_ms = phase(&mut mark);
     // 4. Its first grant, acknowledged once durable.
+    first_grant(setup, standby, canary, killed).await?;
+    round.grant_ms = phase(&mut mark);
+    Ok(round)
+}
+
+/// Sends a rollout start with node `canary` to the new leader until it is
+/// accepted; checks the acknowledged append holds the canary's grant.
+async fn first_grant(
+    setup: &Setup,
+    leader: usize,
+    canary: usize,
+    killed: Instant,
+) -> anyhow::Result<()> {
     let start = serde_json::json!({
         "release": setup.release,
         "canary": setup.nodes[canary],
         "slots": 1,
     });
+    let api = &setup.daemons[leader].api;
     let reply = loop {
-        match daemon
-            .api
+        match api
             .post_json::<serde_json::Value>("/api/rollouts", &start)
             .await
         {
             Ok(reply) => break reply,
             Err(err) => {
                 stuck(killed, &format!("the first grant (last answer: {err})"))?;
-                tokio::time::sleep(poll).await;
+                tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
             }
         }
     };
-    round.grant_ms = phase(&mut mark);
     let granted = reply["events"].as_array().is_some_and(|events| {
         events.iter().any(|e| {
             e["text"]
@@ -286,7 +304,7 @@ async fn one_round(
     if !granted {
         bail!("the rollout start was accepted without a grant: {reply}");
     }
-    Ok(round)
+    Ok(())
 }
 
 fn stuck(since: Instant, what: &str) -> anyhow::Result<()> {
