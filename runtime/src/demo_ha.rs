@@ -502,11 +502,18 @@ async fn start_controllers(
             "    {}: {role} on {} ({what}, log sequence {})",
             controller.name,
             controller.api_url(),
-            status["log_sequence"]
+            sequence(&status)
         ));
         apis.push(api);
     }
     Ok(apis)
+}
+
+/// The last log sequence a status says its controller folded.
+fn sequence(status: &serde_json::Value) -> String {
+    status["log_sequence"]
+        .as_u64()
+        .map_or("none (the log is empty)".to_string(), |s| s.to_string())
 }
 
 /// `/api/status` of one controller, as JSON; `None` if it does not answer.
@@ -592,7 +599,7 @@ async fn take_over(b: &ApiClient, killed_at: Instant, fleet: &mut Fleet) -> anyh
             "    b: role {}, leader {}, log sequence {}",
             s["role"].as_str().unwrap_or("?"),
             s["leader"].as_str().unwrap_or("unknown"),
-            s["log_sequence"]
+            sequence(&s)
         ));
     }
     let s = wait_role(
@@ -606,7 +613,7 @@ async fn take_over(b: &ApiClient, killed_at: Instant, fleet: &mut Fleet) -> anyh
         "    b: role leader {} ms after the kill (elected, read the log's tail, re-armed the \
          deadlines of the ops holding a slot), log sequence {}",
         killed_at.elapsed().as_millis(),
-        s["log_sequence"]
+        sequence(&s)
     ));
     say("    the agents move to b; the canary asks again for its decision: b replays the stored one");
     Ok(s["role"] == "leader")
