@@ -41,6 +41,10 @@ pub struct Round {
     election_ms: f64,
     take_over_ms: f64,
     grant_ms: f64,
+    /// Inside the take over: from the new leader's "elected" log line to
+    /// its "took over" line (opening the fenced log, which probes etcd's
+    /// limits, then the tail read and re-armed deadlines).
+    promote_ms: f64,
 }
 
 impl Round {
@@ -114,11 +118,12 @@ pub async fn measure(
             .await
             .with_context(|| format!("round {} (logs in {})", kill + 1, dir.display()))?;
         eprintln!(
-            "kill {:>2}: expiry {:>5.0} ms, election {:>4.0} ms, take over {:>4.0} ms, grant {:>4.0} ms, total {:>5.0} ms",
+            "kill {:>2}: expiry {:>5.0} ms, election {:>4.0} ms, take over {:>4.0} ms (promote {:>4.0}), grant {:>4.0} ms, total {:>5.0} ms",
             kill + 1,
             round.expiry_ms,
             round.election_ms,
             round.take_over_ms,
+            round.promote_ms,
             round.grant_ms,
             round.total_ms()
         );
@@ -265,7 +270,36 @@ async fn one_round(
     // 4. Its first grant, acknowledged once durable.
     first_grant(setup, standby, canary, killed).await?;
     round.grant_ms = phase(&mut mark);
+    round.promote_ms = promote_ms(&setup.daemons[standby].log)?;
     Ok(round)
+}
+
+/// Milliseconds between the last "elected" and the last "took over" line
+/// of a controller's log (tracing's UTC timestamps, microseconds).
+fn promote_ms(log: &Path) -> anyhow::Result<f64> {
+    let text = std::fs::read_to_string(log).with_context(|| format!("reading {}", log.display()))?;
+    let at = |needle: &str| -> anyhow::Result<f64> {
+        let line = text
+            .lines()
+            .rev()
+            .find(|l| l.contains(needle))
+            .with_context(|| format!("no {needle:?} line in {}", log.display()))?;
+        seconds_of_day(line).with_context(|| format!("no timestamp on {line:?}"))
+    };
+    let elected = at("elected: this controller leads")?;
+    let took_over = at("took over as leader")?;
+    // Across midnight the second time of day is the smaller one.
+    Ok((took_over - elected).rem_euclid(86_400.0) * 1_000.0)
+}
+
+/// `2026-12-02T15:14:50.884479Z ...` -> seconds since midnight.
+fn seconds_of_day(line: &str) -> Option<f64> {
+    let time = line.get(11..)?.split('Z').next()?;
+    let mut parts = time.split(':');
+    let hours: f64 = parts.next()?.parse().ok()?;
+    let minutes: f64 = parts.next()?.parse().ok()?;
+    let seconds: f64 = parts.next()?.parse().ok()?;
+    Some(hours * 3_600.0 + minutes * 60.0 + seconds)
 }
 
 /// Sends a rollout start with node `canary` to the new leader until it is
@@ -395,7 +429,7 @@ pub fn quantile(values: &[f64], q: f64) -> f64 {
 
 /// The Markdown table of `rounds`: p50, p99 and max of each phase.
 pub fn table(rounds: &[Round], lease_ttl_ms: u64) -> String {
-    let phases: [(&str, fn(&Round) -> f64); 5] = [
+    let phases: [(&str, fn(&Round) -> f64); 6] = [
         ("lease expiry (kill -> leader key gone)", |r| r.expiry_ms),
         ("election (key gone -> standby's key)", |r| r.election_ms),
         (
@@ -407,6 +441,7 @@ pub fn table(rounds: &[Round], lease_ttl_ms: u64) -> String {
             |r| r.grant_ms,
         ),
         ("**total: SIGKILL -> first grant**", Round::total_ms),
+        ("(inside take over: elected -> took over, the new leader's own log)", |r| r.promote_ms),
     ];
     let mut out = format!(
         "{} kills, lease TTL {lease_ttl_ms} ms, poll {POLL_MS} ms\n\n| phase | p50 ms | p99 ms | max ms |\n|---|---:|---:|---:|\n",
