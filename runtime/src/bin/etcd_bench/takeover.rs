@@ -277,7 +277,8 @@ async fn one_round(
 /// Milliseconds between the last "elected" and the last "took over" line
 /// of a controller's log (tracing's UTC timestamps, microseconds).
 fn promote_ms(log: &Path) -> anyhow::Result<f64> {
-    let text = std::fs::read_to_string(log).with_context(|| format!("reading {}", log.display()))?;
+    let text =
+        std::fs::read_to_string(log).with_context(|| format!("reading {}", log.display()))?;
     let at = |needle: &str| -> anyhow::Result<f64> {
         let line = text
             .lines()
@@ -441,7 +442,10 @@ pub fn table(rounds: &[Round], lease_ttl_ms: u64) -> String {
             |r| r.grant_ms,
         ),
         ("**total: SIGKILL -> first grant**", Round::total_ms),
-        ("(inside take over: elected -> took over, the new leader's own log)", |r| r.promote_ms),
+        (
+            "(inside take over: elected -> took over, the new leader's own log)",
+            |r| r.promote_ms,
+        ),
     ];
     let mut out = format!(
         "{} kills, lease TTL {lease_ttl_ms} ms, poll {POLL_MS} ms\n\n| phase | p50 ms | p99 ms | max ms |\n|---|---:|---:|---:|\n",
