@@ -1,6 +1,8 @@
 //! `fleetweft demo`: a real controller and three real agents on loopback,
 //! a signed Python app rolled from v1 to v2 through a canary, narrated step
 //! by step, ending with the proof for every node and the handover report.
+//! With `--ha` the story is [`crate::demo_ha`]'s: two controllers on an
+//! etcd cluster the demo starts, the leader killed mid-rollout.
 
 use crate::client::ApiClient;
 use crate::client::FleetView;

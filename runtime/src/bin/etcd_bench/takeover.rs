@@ -428,9 +428,12 @@ pub fn quantile(values: &[f64], q: f64) -> f64 {
     sorted[rank.min(sorted.len()) - 1]
 }
 
+/// A table row: the phase's name and how to read it from a round.
+type Phase = (&'static str, fn(&Round) -> f64);
+
 /// The Markdown table of `rounds`: p50, p99 and max of each phase.
 pub fn table(rounds: &[Round], lease_ttl_ms: u64) -> String {
-    let phases: [(&str, fn(&Round) -> f64); 6] = [
+    let phases: [Phase; 6] = [
         ("lease expiry (kill -> leader key gone)", |r| r.expiry_ms),
         ("election (key gone -> standby's key)", |r| r.election_ms),
         (
