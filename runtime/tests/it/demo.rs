@@ -283,3 +283,59 @@ fn ha_standby_finishes_the_rollout_after_the_leader_is_killed() {
     assert!(dir.join("logs/etcd-m1.log").exists(), "their logs are kept");
     no_children_left(&dir);
 }
+
+/// A `demo --ha` that is SIGKILLed (no handler runs) still leaves nothing:
+/// its etcd members, controllers and agents carry a parent-death signal.
+#[test]
+fn a_sigkilled_ha_demo_leaves_no_process_behind() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    if !etcd_available() {
+        return;
+    }
+    if !Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("SKIPPING: without util-linux's setpriv the demo cannot tie its children");
+        return;
+    }
+    ensure_agent_binary();
+    let dir = tempfile::tempdir().expect("temp dir").keep().join("demo");
+    let mut demo = Command::new(fleetweft())
+        .args(["demo", "--ha", "--keep-running", "--dir"])
+        .arg(&dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the demo");
+    let stdout = demo.stdout.take().expect("piped stdout");
+    let mut narration = String::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.expect("read the narration");
+        narration.push_str(&line);
+        narration.push('\n');
+        if line.contains("Ctrl-C stops it") {
+            break;
+        }
+    }
+    assert!(narration.contains("demo succeeded"), "{narration}");
+    demo.kill().expect("SIGKILL the demo");
+    demo.wait().expect("reap the demo");
+    // The kernel delivers the parent-death signals as the demo exits; give
+    // the children a moment to be reaped by init.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let ps = Command::new("ps")
+            .args(["-eo", "args"])
+            .output()
+            .expect("ps");
+        let needle = dir.display().to_string();
+        let left = String::from_utf8_lossy(&ps.stdout)
+            .lines()
+            .any(|l| l.contains(&needle) && !l.contains("ps -eo"));
+        if !left || std::time::Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    no_children_left(&dir);
+    let _ = std::fs::remove_dir_all(dir.join("etcd"));
+}
