@@ -14,7 +14,9 @@
 # transaction limits the log's default atomic batch needs (docs/operations.md,
 # "etcd backend"): --max-txn-ops 32768 --max-request-bytes 10420224 (10 MiB
 # less 64 KiB: etcd 3.4 cannot replay WAL records over 10 MiB at start, so a
-# larger request limit could make a cluster that never starts again).
+# larger request limit could make a cluster that never starts again), and
+# with --pre-vote (a member rejoining after a partition then cannot force
+# elections that depose the leading controller; docs/operations.md).
 set -euo pipefail
 
 MAX_TXN_OPS=32768
@@ -64,7 +66,7 @@ start() {
       --initial-cluster "$cluster" --initial-cluster-state "$state" \
       --initial-cluster-token "fleetweft-$(basename "$dir")" \
       --max-txn-ops "$MAX_TXN_OPS" --max-request-bytes "$MAX_REQUEST_BYTES" \
-      --logger zap </dev/null >"$dir/m$i.log" 2>&1 &
+      --pre-vote --logger zap </dev/null >"$dir/m$i.log" 2>&1 &
     echo $! >>"$dir/pids"
   done
   local deadline=$((SECONDS + HEALTH_WAIT_S))

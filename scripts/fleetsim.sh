@@ -9,7 +9,10 @@ set -euo pipefail
 n="${1:?usage: scripts/fleetsim.sh N [extra fleetweft-fleetsim args]}"
 shift
 cd "$(dirname "$0")/.."
-cargo build --release -p runtime --bin fleetweft -p fleetsim --bin fleetweft-fleetsim
+# --workspace --bins, the selection scripts/test.sh builds: a package
+# selection (-p runtime -p fleetsim) resolves other features and rebuilt
+# every workspace crate after the test run (minutes of CI time).
+cargo build --release --workspace --bins
 pki="${FLEETSIM_PKI_DIR:-target/fleetsim-pki}"
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT

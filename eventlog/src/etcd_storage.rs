@@ -26,6 +26,20 @@
 //! append fails with [`StorageError::Deposed`] or
 //! [`StorageError::SequenceTaken`], which poisons the log.
 //!
+//! **Unknown outcomes.** An append whose attempt failed without an answer
+//! (the member died, etcd answered "unavailable" because its raft leader
+//! died, or no answer within `ATTEMPT_TIMEOUT_MS`) may or may not have
+//! committed. It is resolved, not guessed: the SAME transaction is sent
+//! again (to the next member), at most [`APPEND_ATTEMPTS_MAX`] times within
+//! the request budget and the lease TTL. Its compares make this safe: if
+//! the first attempt did not commit, the retry commits the batch once; if
+//! it did, the retry fails with "sequence taken", and then the batch's keys
+//! and the leader key are read back in one revision: our exact bytes under
+//! our still-held leader key mean the earlier attempt committed (success,
+//! so `Durable` still means quorum-committed, S7); anything else is a real
+//! refusal. Only when every attempt is exhausted does the append fail with
+//! an unknown outcome (and the log poisons itself).
+//!
 //! **Limits.** etcd refuses a transaction with more than `--max-txn-ops`
 //! operations (default 128) or a request over `--max-request-bytes`
 //! (default 1.5 MiB). The log never splits an atomic batch, so the storage
@@ -38,12 +52,17 @@
 //! [`etcd_request_bytes_required`] give the flags that fit.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use etcd_client::{
     Compare, CompareOp, GetOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse,
 };
 
-use super::etcd_thread::{grpc_code, CallError, EtcdClient, DECODE_BYTES_MAX};
+use super::etcd_thread::{
+    grpc_code, CallError, EtcdClient, Retry, ATTEMPT_TIMEOUT_MS, DECODE_BYTES_MAX, RETRY_PAUSE_MS,
+};
+use super::etcd_tls::EtcdTls;
 use super::leadership::{Fence, Leadership, LEASE_TTL_MS_DEFAULT};
 use super::storage::{BatchLimits, LogStorage, RawEntry, StorageError};
 
@@ -91,6 +110,10 @@ const TXN_OVERHEAD_BYTES: usize = 4096;
 /// Entries read per range request when scanning.
 const SCAN_PAGE_ENTRIES: i64 = 256;
 
+/// Most attempts of one append whose earlier attempts' outcome is unknown
+/// (see the module docs), all within the request budget and the lease.
+pub const APPEND_ATTEMPTS_MAX: u32 = 4;
+
 /// The `--max-request-bytes` a batch of `limits` needs with keys under
 /// `prefix` (a bound: values, keys, protobuf framing).
 pub fn etcd_request_bytes_required(limits: BatchLimits, prefix: &str) -> usize {
@@ -118,10 +141,14 @@ pub struct EtcdConfig {
     /// Leadership lease TTL in milliseconds, rounded up to whole seconds
     /// (etcd's unit); at least 1,000. See [`Leadership`].
     pub lease_ttl_ms: u64,
-    /// Longest one etcd request may take.
+    /// Longest one etcd operation may take, its retries on other members
+    /// included (see `etcd_thread.rs`).
     pub request_timeout_ms: u64,
     /// The atomic batch limits this log promises (and probes at open).
     pub limits: BatchLimits,
+    /// TLS to the members; `None` for plain http. With it, `HOST:PORT`
+    /// endpoints are reached over https.
+    pub tls: Option<EtcdTls>,
 }
 
 impl EtcdConfig {
@@ -133,6 +160,7 @@ impl EtcdConfig {
             lease_ttl_ms: LEASE_TTL_MS_DEFAULT,
             request_timeout_ms: super::etcd_thread::REQUEST_TIMEOUT_MS_DEFAULT,
             limits: ETCD_BATCH_LIMITS_DEFAULT,
+            tls: None,
         }
     }
 
@@ -141,6 +169,10 @@ impl EtcdConfig {
         let bad = |what: String| Err(StorageError::EtcdConfig(what));
         if self.endpoints.is_empty() || self.endpoints.iter().any(|e| e.trim().is_empty()) {
             return bad("`endpoints` must list at least one non-empty endpoint".into());
+        }
+        self.validate_schemes()?;
+        if let Some(tls) = &self.tls {
+            tls.validate()?;
         }
         let prefix = self.prefix.trim_end_matches('/');
         if prefix.is_empty() || !prefix.starts_with('/') {
@@ -175,6 +207,26 @@ impl EtcdConfig {
         }
         if self.limits.entries_max == 0 || self.limits.bytes_max == 0 {
             return bad("batch limits must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// An `https://` endpoint needs `ca_file`; an `http://` one cannot be
+    /// used with it (etcd-client refuses the mix, less clearly).
+    fn validate_schemes(&self) -> Result<(), StorageError> {
+        for endpoint in &self.endpoints {
+            let https = endpoint.starts_with("https://");
+            if https && self.tls.is_none() {
+                return Err(StorageError::EtcdConfig(format!(
+                    "endpoint {endpoint} is https but no TLS `ca_file` (--ca-file) is configured"
+                )));
+            }
+            if endpoint.starts_with("http://") && self.tls.is_some() {
+                return Err(StorageError::EtcdConfig(format!(
+                    "endpoint {endpoint} is plain http but TLS (`ca_file`) is configured: \
+                     write https:// or HOST:PORT"
+                )));
+            }
         }
         Ok(())
     }
@@ -236,6 +288,12 @@ pub struct EtcdStorage {
     keys: Keys,
     limits: BatchLimits,
     fence: Option<Fence>,
+    /// Revision of the latest scan's first page (0: none yet). A read-only
+    /// storage answers `last_sequence` at it, so a verification's scan and
+    /// its cross-check see one snapshot while a leader appends.
+    scanned_at: AtomicI64,
+    /// Appends that needed more than one attempt (for tests and drills).
+    append_retries: AtomicU64,
 }
 
 impl EtcdStorage {
@@ -260,6 +318,8 @@ impl EtcdStorage {
             keys,
             limits: config.limits,
             fence: Some(leadership.fence().clone()),
+            scanned_at: AtomicI64::new(0),
+            append_retries: AtomicU64::new(0),
         };
         storage.probe_limits()?;
         Ok(storage)
@@ -274,12 +334,20 @@ impl EtcdStorage {
             keys: Keys::new(config.clean_prefix()),
             limits: config.limits,
             fence: None,
+            scanned_at: AtomicI64::new(0),
+            append_retries: AtomicU64::new(0),
         })
     }
 
     /// The log's key prefix.
     pub fn prefix(&self) -> &str {
         &self.keys.prefix
+    }
+
+    /// How many appends so far needed a second attempt (an attempt failed
+    /// with an unknown outcome and was resolved by retrying).
+    pub fn append_retries(&self) -> u64 {
+        self.append_retries.load(Ordering::Relaxed)
     }
 
     /// Sends two transactions shaped like the largest allowed batch (first
@@ -300,10 +368,11 @@ impl EtcdStorage {
             // A create revision is never negative: the compare fails.
             let never = Compare::create_revision(self.keys.probe.clone(), CompareOp::Less, 0);
             let txn = Txn::new().when([never]).and_then(puts);
-            match self
-                .client
-                .call(move |mut client| async move { client.txn(txn).await })
-            {
+            let sent = self.client.call(Retry::Patient, move |mut client| {
+                let txn = txn.clone();
+                async move { client.txn(txn).await }
+            });
+            match sent {
                 Ok(response) if !response.succeeded() => {}
                 Ok(_) => {
                     return Err(self.client.error(
@@ -356,11 +425,14 @@ impl EtcdStorage {
             .with_revision(revision);
         let response = self
             .client
-            .call(move |client| async move {
-                let mut kv = client
-                    .kv_client()
-                    .max_decoding_message_size(DECODE_BYTES_MAX);
-                kv.get(start, Some(options)).await
+            .call(Retry::Idempotent, move |client| {
+                let (start, options) = (start.clone(), options.clone());
+                async move {
+                    let mut kv = client
+                        .kv_client()
+                        .max_decoding_message_size(DECODE_BYTES_MAX);
+                    kv.get(start, Some(options)).await
+                }
             })
             .map_err(|err| self.client.error("reading entries", err))?;
         let read_at = response.header().map_or(revision, |h| h.revision());
@@ -400,6 +472,162 @@ impl EtcdStorage {
             .or_else([TxnOp::get(self.keys.leader.clone(), None)])
     }
 
+    /// Appends `entries` with the fencing transaction, retrying it while
+    /// its outcome is unknown (module docs). `unknown` says an earlier
+    /// attempt may already have committed it.
+    fn append_resolving(
+        &self,
+        entries: &[(u64, Vec<u8>)],
+        unknown: bool,
+    ) -> Result<(), StorageError> {
+        let Some(fence) = &self.fence else {
+            return Err(StorageError::ReadOnly {
+                target: self.client.target().to_string(),
+            });
+        };
+        let Some((first, _)) = entries.first() else {
+            return Ok(());
+        };
+        let bytes = entries.iter().map(|(_, value)| value.len()).sum();
+        if entries.len() > self.limits.entries_max || bytes > self.limits.bytes_max {
+            return Err(StorageError::BatchTooLarge {
+                entries: entries.len(),
+                bytes,
+                limits: self.limits,
+            });
+        }
+        self.send_append(fence, entries, *first, unknown)
+    }
+
+    /// The attempts of one append (see [`EtcdStorage::append_resolving`]).
+    fn send_append(
+        &self,
+        fence: &Fence,
+        entries: &[(u64, Vec<u8>)],
+        first: u64,
+        mut unknown: bool,
+    ) -> Result<(), StorageError> {
+        let txn = self.append_txn(fence, entries);
+        let budget = self.client.timeout().min(fence.lease_ttl);
+        let deadline = Instant::now() + budget;
+        let pause = Duration::from_millis(RETRY_PAUSE_MS);
+        let mut attempt = 1;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let limit = if attempt < APPEND_ATTEMPTS_MAX {
+                left.min(Duration::from_millis(ATTEMPT_TIMEOUT_MS))
+            } else {
+                left
+            };
+            let txn = txn.clone();
+            let sent = self.client.attempt(limit, move |client| {
+                let txn = txn.clone();
+                async move {
+                    let mut kv = client
+                        .kv_client()
+                        .max_decoding_message_size(DECODE_BYTES_MAX);
+                    kv.txn(txn).await
+                }
+            });
+            match sent {
+                Ok(response) if response.succeeded() => return Ok(()),
+                Ok(response) => {
+                    let refusal = self.refusal(fence, &response.op_responses(), first);
+                    return match refusal {
+                        StorageError::SequenceTaken { .. } if unknown => {
+                            self.resolve(fence, entries, refusal)
+                        }
+                        refusal => Err(refusal),
+                    };
+                }
+                Err(err)
+                    if err.is_unavailable()
+                        && attempt < APPEND_ATTEMPTS_MAX
+                        && deadline.saturating_duration_since(Instant::now()) > pause =>
+                {
+                    if attempt == 1 {
+                        self.append_retries.fetch_add(1, Ordering::Relaxed);
+                    }
+                    unknown = true;
+                    attempt += 1;
+                    std::thread::sleep(pause);
+                }
+                Err(err) => return Err(self.client.error("appending a batch", err)),
+            }
+        }
+    }
+
+    /// Sends `entries` as `append_batch` does once an attempt failed with
+    /// an unknown outcome: existing keys are read back and compared, so an
+    /// append that did commit is `Ok`. For tests and drills of the
+    /// resolution (a lost answer cannot be provoked on demand).
+    #[doc(hidden)]
+    pub fn append_after_unknown_outcome(
+        &self,
+        entries: &[(u64, Vec<u8>)],
+    ) -> Result<(), StorageError> {
+        self.append_resolving(entries, true)
+    }
+
+    /// After a retried append met existing keys: reads the batch's keys and
+    /// the leader key in one revision. Our exact bytes under our leader key
+    /// are our earlier attempt, committed: `Ok`. Anything else: `refusal`
+    /// (someone else's keys) or deposed (the leader key changed).
+    fn resolve(
+        &self,
+        fence: &Fence,
+        entries: &[(u64, Vec<u8>)],
+        refusal: StorageError,
+    ) -> Result<(), StorageError> {
+        let first = entries.first().map_or(0, |(sequence, _)| *sequence);
+        let end = entries.last().map_or(0, |(sequence, _)| *sequence + 1);
+        let range = GetOptions::new()
+            .with_range(self.keys.entry(end))
+            .with_sort(SortTarget::Key, SortOrder::Ascend);
+        let read = Txn::new().and_then([
+            TxnOp::get(self.keys.entry(first), Some(range)),
+            TxnOp::get(self.keys.leader.clone(), None),
+        ]);
+        let response = self
+            .client
+            .call(Retry::Idempotent, move |client| {
+                let read = read.clone();
+                async move {
+                    let mut kv = client
+                        .kv_client()
+                        .max_decoding_message_size(DECODE_BYTES_MAX);
+                    kv.txn(read).await
+                }
+            })
+            .map_err(|err| self.client.error("reading back a retried batch", err))?;
+        let responses = response.op_responses();
+        let (Some(TxnOpResponse::Get(stored)), Some(TxnOpResponse::Get(leader))) =
+            (responses.first(), responses.get(1))
+        else {
+            return Err(refusal);
+        };
+        let ours = leader.kvs().first().is_some_and(|kv| {
+            kv.create_revision() == fence.create_revision && kv.lease() == fence.lease_id
+        });
+        if !ours {
+            return Err(self.refusal(fence, &responses[1..], first));
+        }
+        let identical = stored.kvs().len() == entries.len()
+            && stored
+                .kvs()
+                .iter()
+                .zip(entries)
+                .all(|(kv, (sequence, value))| {
+                    kv.key() == self.keys.entry(*sequence).as_slice()
+                        && kv.value() == value.as_slice()
+                });
+        if identical {
+            Ok(())
+        } else {
+            Err(refusal)
+        }
+    }
+
     /// Why a fencing transaction's compare failed, from its `or_else` read
     /// of the leader key.
     fn refusal(&self, fence: &Fence, responses: &[TxnOpResponse], first: u64) -> StorageError {
@@ -434,32 +662,7 @@ impl LogStorage for EtcdStorage {
     /// One fencing transaction (see the module docs); on `Ok` the batch is
     /// committed on a quorum.
     fn append_batch(&self, entries: &[(u64, Vec<u8>)]) -> Result<(), StorageError> {
-        let Some(fence) = &self.fence else {
-            return Err(StorageError::ReadOnly {
-                target: self.client.target().to_string(),
-            });
-        };
-        let Some((first, _)) = entries.first() else {
-            return Ok(());
-        };
-        let bytes = entries.iter().map(|(_, value)| value.len()).sum();
-        if entries.len() > self.limits.entries_max || bytes > self.limits.bytes_max {
-            return Err(StorageError::BatchTooLarge {
-                entries: entries.len(),
-                bytes,
-                limits: self.limits,
-            });
-        }
-        let txn = self.append_txn(fence, entries);
-        let response = self
-            .client
-            .call(move |mut client| async move { client.txn(txn).await })
-            .map_err(|err| self.client.error("appending a batch", err))?;
-        if response.succeeded() {
-            Ok(())
-        } else {
-            Err(self.refusal(fence, &response.op_responses(), *first))
-        }
+        self.append_resolving(entries, false)
     }
 
     /// Nothing to do: a successful `append_batch` was already committed on
@@ -491,15 +694,25 @@ impl LogStorage for EtcdStorage {
     }
 
     fn last_sequence(&self) -> Result<Option<u64>, StorageError> {
+        // Read-only: at the latest scan's revision (see `scanned_at`); a
+        // leader's log has no other writer, so it reads the current one.
+        let revision = match self.fence {
+            None => self.scanned_at.load(Ordering::Acquire),
+            Some(_) => 0,
+        };
         let options = GetOptions::new()
             .with_range(self.keys.entries_end())
             .with_limit(1)
             .with_keys_only()
-            .with_sort(SortTarget::Key, SortOrder::Descend);
+            .with_sort(SortTarget::Key, SortOrder::Descend)
+            .with_revision(revision);
         let start = self.keys.entries.clone();
         let response = self
             .client
-            .call(move |mut client| async move { client.get(start, Some(options)).await })
+            .call(Retry::Idempotent, move |mut client| {
+                let (start, options) = (start.clone(), options.clone());
+                async move { client.get(start, Some(options)).await }
+            })
             .map_err(|err| self.client.error("reading the last entry", err))?;
         let Some(kv) = response.kvs().first() else {
             return Ok(None);
@@ -540,6 +753,9 @@ impl Iterator for Scan<'_> {
         let start = self.next.take()?;
         match self.storage.read_page(start, self.revision) {
             Ok((entries, more, revision)) => {
+                if self.revision == 0 {
+                    self.storage.scanned_at.store(revision, Ordering::Release);
+                }
                 self.revision = revision;
                 if more {
                     if let Some(last) = entries.last() {

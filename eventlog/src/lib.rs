@@ -33,6 +33,7 @@ mod envelope;
 mod error;
 mod etcd_storage;
 mod etcd_thread;
+mod etcd_tls;
 mod event_log;
 mod forensic;
 mod leadership;
@@ -54,7 +55,11 @@ pub use etcd_storage::{
     ETCD_MAX_REQUEST_BYTES, ETCD_MAX_TXN_OPS_REQUIRED, ETCD_PREFIX_BYTES_MAX,
     ETCD_WAL_ENTRY_BYTES_MAX,
 };
-pub use etcd_thread::{EtcdClient, CONNECT_TIMEOUT_MS, REQUEST_TIMEOUT_MS_DEFAULT};
+pub use etcd_thread::{
+    EtcdClient, ATTEMPTS_MAX, ATTEMPT_TIMEOUT_MS, CONNECT_TIMEOUT_MS, REQUEST_TIMEOUT_MS_DEFAULT,
+    RETRY_PAUSE_MS,
+};
+pub use etcd_tls::EtcdTls;
 pub use event_log::{EventLog, APPEND_BYTES_MAX, APPEND_EVENTS_MAX};
 pub use forensic::{CopyProblem, FORENSIC_COPY_BYTES_MAX, FORENSIC_COPY_FILES_MAX};
 pub use leadership::{Fence, Leadership, LEASE_TTL_MS_DEFAULT};

@@ -117,9 +117,11 @@ pub enum StorageError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    /// An etcd request failed or timed out while doing `action`. After a
-    /// timed-out append the outcome is unknown (it may have committed), so
-    /// the log poisons itself; reopen to see what is there.
+    /// An etcd request failed or timed out while doing `action`, on every
+    /// member tried within the request budget. After an append failed so
+    /// its outcome is unknown (it may have committed; the backend resolves
+    /// what it can by retrying first), so the log poisons itself; reopen
+    /// to see what is there.
     #[error("etcd at {target} failed while {action}: {detail}")]
     Etcd {
         /// Endpoints and key prefix, e.g. `127.0.0.1:2379,... prefix /fw`.

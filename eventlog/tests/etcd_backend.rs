@@ -485,3 +485,121 @@ fn a_follower_reads_new_entries_then_appends_after_election() {
     );
     assert_eq!(second.last_sequence().expect("last"), Some(5));
 }
+
+/// A read-only scan and the storage's own idea of the last sequence agree
+/// although the leader appended in between (one revision for both).
+#[test]
+fn read_only_last_sequence_matches_the_latest_scan() {
+    let Some(endpoints) = shared_endpoints() else {
+        return;
+    };
+    let config = config(&endpoints, &prefix("scan-revision"));
+    let (_client, _leadership, log, _) = lead(&config, "controller-a");
+    let _ = log.append(strings("first", 0..5)).expect("append");
+    let client = EtcdClient::connect(&config).expect("connect");
+    let reader = EtcdStorage::open_read_only(&client, &config).expect("read-only");
+    let scanned = reader.read_from(0).count() as u64;
+    assert_eq!(scanned, 5);
+    // The leader appends after the scan ended, before the cross-check.
+    let _ = log.append(strings("more", 0..3)).expect("append more");
+    assert_eq!(reader.last_sequence().expect("last"), Some(scanned - 1));
+    // A new scan sees the growth, and the cross-check with it.
+    assert_eq!(reader.read_from(0).count(), 8);
+    assert_eq!(reader.last_sequence().expect("last"), Some(7));
+}
+
+/// Standbys opening (replay + chain verification) while the leader appends
+/// as fast as it can: every open succeeds and sees a prefix of the log.
+#[test]
+fn read_only_opens_racing_appends_all_succeed() {
+    let Some(endpoints) = shared_endpoints() else {
+        return;
+    };
+    let config = config(&endpoints, &prefix("open-race"));
+    let (_client, _leadership, log, _) = lead(&config, "controller-a");
+    let _ = log.append(strings("seed", 0..50)).expect("seed");
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let appender = {
+        let done = Arc::clone(&done);
+        thread::spawn(move || {
+            let mut round = 0;
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                let _ = log
+                    .append(vec![format!("race-{round}")])
+                    .expect("append while standbys open");
+                round += 1;
+            }
+            round
+        })
+    };
+    let client = EtcdClient::connect(&config).expect("connect");
+    let mut sizes = Vec::new();
+    for _ in 0..30 {
+        let storage = EtcdStorage::open_read_only(&client, &config).expect("read-only");
+        let (_, events) = Log::with_storage(storage).expect("a standby's open during appends");
+        sizes.push(events.len());
+    }
+    done.store(true, std::sync::atomic::Ordering::Release);
+    let appended = appender.join().expect("appender");
+    assert!(appended > 0, "the leader appended during the opens");
+    assert!(sizes.windows(2).all(|w| w[0] <= w[1]), "{sizes:?}");
+}
+
+/// The resolution of an append whose outcome was unknown: the retry of the
+/// same transaction meets our own keys (our bytes, our lease: success),
+/// someone else's bytes (refused), no keys (it commits now), or another
+/// leader (deposed, though the bytes are ours). Without an unknown outcome
+/// existing keys are a plain refusal.
+#[test]
+fn an_unknown_outcome_is_resolved_by_reading_back() {
+    let Some(endpoints) = shared_endpoints() else {
+        return;
+    };
+    let config = config(&endpoints, &prefix("resolve"));
+    let client = EtcdClient::connect(&config).expect("connect");
+    let leadership =
+        Leadership::campaign(&client, &config, "controller-a", Duration::from_secs(10))
+            .expect("win the election");
+    let storage = EtcdStorage::open(&client, &config, &leadership).expect("open");
+    let batch = vec![(0, b"zero".to_vec()), (1, b"one".to_vec())];
+    storage
+        .append_batch(&batch)
+        .expect("the first attempt commits");
+    // Its answer was lost: the retry finds exactly our bytes.
+    storage
+        .append_after_unknown_outcome(&batch)
+        .expect("our own committed attempt is recognised");
+    // A batch with other bytes at those sequences is not ours.
+    let other = vec![(0, b"zero".to_vec()), (1, b"uno".to_vec())];
+    let err = storage
+        .append_after_unknown_outcome(&other)
+        .expect_err("other bytes are not our attempt");
+    assert!(
+        matches!(err, StorageError::SequenceTaken { first: 0, .. }),
+        "{err:?}"
+    );
+    // Without an unknown outcome, existing keys are refused, even ours.
+    let err = storage
+        .append_batch(&batch)
+        .expect_err("a second append of the same batch");
+    assert!(matches!(err, StorageError::SequenceTaken { .. }), "{err:?}");
+    // A retry whose first attempt never committed commits now, once.
+    let next = vec![(2, b"two".to_vec())];
+    storage
+        .append_after_unknown_outcome(&next)
+        .expect("a lost attempt commits on retry");
+    let values: Vec<Vec<u8>> = storage
+        .read_from(0)
+        .map(|entry| entry.expect("read").value)
+        .collect();
+    assert_eq!(
+        values,
+        vec![b"zero".to_vec(), b"one".to_vec(), b"two".to_vec()]
+    );
+    // Deposed: our bytes are there, but the leader key is not ours.
+    leadership.resign().expect("resign");
+    let err = storage
+        .append_after_unknown_outcome(&batch)
+        .expect_err("a deposed retry");
+    assert!(matches!(err, StorageError::Deposed { .. }), "{err:?}");
+}

@@ -335,8 +335,8 @@ pub fn peer_fingerprint(conn: &Connection) -> Option<[u8; 32]> {
         .map(|leaf| crate::pki::cert_fingerprint(leaf.as_ref()))
 }
 
-/// The controller's QUIC endpoint.
-#[derive(Debug)]
+/// The controller's QUIC endpoint (a clone is a handle on the same one).
+#[derive(Debug, Clone)]
 pub struct ControllerEndpoint {
     endpoint: Endpoint,
 }

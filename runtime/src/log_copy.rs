@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use crate::inspect::{verify_controller_log, verify_controller_log_in, InspectError, LogSummary};
 use crate::log::{
-    BatchLimits, EtcdClient, EtcdConfig, EtcdStorage, Leadership, LogStorage, RawEntry,
+    BatchLimits, EtcdClient, EtcdConfig, EtcdStorage, EtcdTls, Leadership, LogStorage, RawEntry,
     SledStorage, StorageError,
 };
 
@@ -35,6 +35,8 @@ pub enum LogLocation {
         endpoints: Vec<String>,
         /// Key prefix, starting with `/`.
         prefix: String,
+        /// TLS to the members (`--ca-file` etc.), `None` for plain http.
+        tls: Option<EtcdTls>,
     },
 }
 
@@ -59,15 +61,48 @@ impl LogLocation {
         Ok(LogLocation::Etcd {
             endpoints,
             prefix: prefix.to_string(),
+            tls: None,
         })
+    }
+
+    /// The same location reached with `tls` when it is in etcd; a sled
+    /// directory is returned unchanged.
+    #[must_use]
+    pub fn with_tls(self, tls: Option<EtcdTls>) -> Self {
+        match self {
+            LogLocation::Etcd {
+                endpoints, prefix, ..
+            } => LogLocation::Etcd {
+                endpoints,
+                prefix,
+                tls,
+            },
+            sled => sled,
+        }
+    }
+
+    /// The etcd backend's configuration, `None` for a sled directory.
+    pub fn etcd_config(&self) -> Option<EtcdConfig> {
+        match self {
+            LogLocation::Sled(_) => None,
+            LogLocation::Etcd {
+                endpoints,
+                prefix,
+                tls,
+            } => {
+                let mut config = EtcdConfig::new(endpoints.clone(), prefix.clone());
+                config.tls = tls.clone();
+                Some(config)
+            }
+        }
     }
 
     fn name(&self) -> String {
         match self {
             LogLocation::Sled(dir) => dir.display().to_string(),
-            LogLocation::Etcd { endpoints, prefix } => {
-                format!("etcd://{}{prefix}", endpoints.join(","))
-            }
+            LogLocation::Etcd {
+                endpoints, prefix, ..
+            } => format!("etcd://{}{prefix}", endpoints.join(",")),
         }
     }
 }
@@ -157,8 +192,12 @@ pub fn copy_log(
 pub fn verify_location(location: &LogLocation) -> Result<LogSummary, InspectError> {
     match location {
         LogLocation::Sled(dir) => verify_controller_log(dir),
-        LogLocation::Etcd { endpoints, prefix } => {
-            let config = EtcdConfig::new(endpoints.clone(), prefix.clone());
+        LogLocation::Etcd { .. } => {
+            let config = location.etcd_config().ok_or_else(|| {
+                InspectError::Uninspectable(crate::log::VerifyError::Storage(
+                    StorageError::EtcdConfig("internal: no etcd config".into()),
+                ))
+            })?;
             let storage = open_etcd_read_only(&config).map_err(|err| {
                 InspectError::Uninspectable(crate::log::VerifyError::Storage(err))
             })?;
@@ -182,8 +221,10 @@ fn read_all(location: &LogLocation) -> Result<Vec<RawEntry>, StorageError> {
             let storage = SledStorage::open_existing(dir)?;
             storage.read_from(0).collect()
         }
-        LogLocation::Etcd { endpoints, prefix } => {
-            let config = EtcdConfig::new(endpoints.clone(), prefix.clone());
+        LogLocation::Etcd { .. } => {
+            let config = location
+                .etcd_config()
+                .ok_or_else(|| StorageError::EtcdConfig("internal: no etcd config".into()))?;
             open_etcd_read_only(&config)?.read_from(0).collect()
         }
     }
@@ -202,8 +243,10 @@ fn write_all(to: &LogLocation, entries: &[RawEntry], candidate: &str) -> Result<
             let storage = SledStorage::create_or_open(dir).map_err(storage_error)?;
             write_batches(&storage, &sequenced, BatchLimits::UNBOUNDED).map_err(storage_error)
         }
-        LogLocation::Etcd { endpoints, prefix } => {
-            let config = EtcdConfig::new(endpoints.clone(), prefix.clone());
+        LogLocation::Etcd { .. } => {
+            let config = to.etcd_config().ok_or_else(|| {
+                storage_error(StorageError::EtcdConfig("internal: no etcd config".into()))
+            })?;
             let client = EtcdClient::connect(&config).map_err(storage_error)?;
             let leadership = Leadership::campaign(&client, &config, candidate, Duration::ZERO)
                 .map_err(storage_error)?;

@@ -4,6 +4,10 @@
 //! surface: the operator's CLI (`status|proof|unresolved --json`), the API's
 //! event feed, `fleetweft log verify` and the nodes' public routes.
 
+mod ha;
+
+pub use ha::{leadership_runs, runs_text, Layout, CONTROLLER_HOSTS, ETCD_EXE, LEASE_TTL_MS};
+
 use crate::net::{self, Net, SUBNET};
 use anyhow::{anyhow, bail, ensure, Context};
 use model::controller::Event;
@@ -118,6 +122,8 @@ pub struct Fleet {
     /// This fleet's nodes (`node-<letter>`), in `controller.toml` order;
     /// node i lives on host `<letter>` at octet 11 + i.
     nodes: Vec<String>,
+    /// Three controller hosts on etcd ([`Layout::Ha`]), or one on sled.
+    layout: Layout,
 }
 
 impl Drop for Fleet {
@@ -130,13 +136,17 @@ impl Drop for Fleet {
 
 impl Fleet {
     /// The network (controller, `nodes`, and `extra` hosts), the PKI,
-    /// signed releases `versions`, and the controller running.
+    /// signed releases `versions`, and the controller running. With
+    /// [`Layout::Ha`]: three controller hosts, each with its etcd member
+    /// running (quorum reached) and its controller NOT started yet (the
+    /// scenario starts them with the faults it needs).
     pub async fn start(
         dir: &Path,
         bins: &Bins,
         versions: &[&str],
         extra: &[(&str, u8)],
         nodes: &[&str],
+        layout: Layout,
     ) -> anyhow::Result<Fleet> {
         ensure!(
             !nodes.is_empty() && nodes.len() <= NODES_MAX,
@@ -144,7 +154,14 @@ impl Fleet {
             nodes.len()
         );
         std::fs::create_dir_all(dir.join("logs"))?;
-        let mut hosts = vec![("ctl", 1u8)];
+        let mut hosts = match layout {
+            Layout::Single => vec![("ctl", 1u8)],
+            Layout::Ha => CONTROLLER_HOSTS
+                .iter()
+                .zip(1u8..)
+                .map(|(h, o)| (*h, o))
+                .collect(),
+        };
         for (i, node) in nodes.iter().enumerate() {
             hosts.push((host_of(node)?, 11 + i as u8));
         }
@@ -165,7 +182,7 @@ impl Fleet {
             std::fs::write(&path, &bytes)?;
             releases.insert(version.to_string(), (bundle::bundle_digest(&bytes), path));
         }
-        let ctl_ip = net.host("ctl")?.ip.clone();
+        let ctl_ip = net.hosts[0].ip.clone();
         let api = ApiClient::new(format!("http://{ctl_ip}:{API_PORT}"), Some(token));
         let mut fleet = Fleet {
             dir: dir.to_path_buf(),
@@ -178,8 +195,12 @@ impl Fleet {
             api,
             agent_quic_port: QUIC_PORT,
             nodes: names,
+            layout,
         };
-        fleet.start_controller(&ControllerFaults::default()).await?;
+        match layout {
+            Layout::Single => fleet.start_controller(&ControllerFaults::default()).await?,
+            Layout::Ha => fleet.start_etcd_cluster().await?,
+        }
         Ok(fleet)
     }
 
@@ -196,8 +217,14 @@ impl Fleet {
         self.releases[version].1.clone()
     }
 
+    /// The API URL(s) the operator's CLI is given: the controller, or the
+    /// three controller hosts (a write follows a standby's 503 to the
+    /// leader).
     fn controller_url(&self) -> String {
-        format!("http://{}.1:{API_PORT}", SUBNET)
+        match self.layout {
+            Layout::Single => format!("http://{}.1:{API_PORT}", SUBNET),
+            Layout::Ha => ha::api_urls().join(","),
+        }
     }
 
     /// The controller's data directory.
@@ -252,27 +279,7 @@ impl Fleet {
     /// Write `controller.toml` and start the controller; wait for its API.
     pub async fn start_controller(&mut self, faults: &ControllerFaults) -> anyhow::Result<()> {
         let ctl = self.net.host("ctl")?.ip.clone();
-        let mut text = format!(
-            "data_dir = {:?}\nlisten = \"{ctl}:{QUIC_PORT}\"\n\n[api]\nlisten = \"{ctl}:{API_PORT}\"\n\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\noperator_token = {:?}\n\n[bundles]\npubkey = {:?}\n\n[timing]\nop_timeout_ms = {OP_TIMEOUT_MS}\n",
-            self.controller_data().display().to_string(),
-            self.pki.ca_cert().display().to_string(),
-            self.pki.controller_cert().display().to_string(),
-            self.pki.controller_key().display().to_string(),
-            self.pki.operator_token().display().to_string(),
-            self.dir.join("keys/bundle-signing.pub").display().to_string(),
-        );
-        if let Some(release) = faults.drop_first_commit_reply_for {
-            text.push_str(&format!(
-                "\n[faults]\ndrop_first_commit_reply_for = \"{}\"\n",
-                release.to_hex()
-            ));
-        }
-        for (i, node) in self.nodes.iter().enumerate() {
-            text.push_str(&format!(
-                "\n[[nodes]]\nname = \"{node}\"\npublic = \"{SUBNET}.{}:{PUBLIC_PORT}\"\n",
-                11 + i
-            ));
-        }
+        let text = self.controller_toml(&self.controller_data(), &ctl, faults);
         let config = self.dir.join("controller.toml");
         std::fs::write(&config, text)?;
         let mut args = vec![
@@ -291,6 +298,33 @@ impl Fleet {
             async move { api.get::<StatusDto>("/api/status").await.is_ok() }
         })
         .await
+    }
+
+    /// A controller's config on `ip` with its data in `data`: everything
+    /// but `[storage]` (sled unless the caller adds one).
+    fn controller_toml(&self, data: &Path, ctl: &str, faults: &ControllerFaults) -> String {
+        let mut text = format!(
+            "data_dir = {:?}\nlisten = \"{ctl}:{QUIC_PORT}\"\n\n[api]\nlisten = \"{ctl}:{API_PORT}\"\n\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\noperator_token = {:?}\n\n[bundles]\npubkey = {:?}\n\n[timing]\nop_timeout_ms = {OP_TIMEOUT_MS}\n",
+            data.display().to_string(),
+            self.pki.ca_cert().display().to_string(),
+            self.pki.controller_cert().display().to_string(),
+            self.pki.controller_key().display().to_string(),
+            self.pki.operator_token().display().to_string(),
+            self.dir.join("keys/bundle-signing.pub").display().to_string(),
+        );
+        if let Some(release) = faults.drop_first_commit_reply_for {
+            text.push_str(&format!(
+                "\n[faults]\ndrop_first_commit_reply_for = \"{}\"\n",
+                release.to_hex()
+            ));
+        }
+        for (i, node) in self.nodes.iter().enumerate() {
+            text.push_str(&format!(
+                "\n[[nodes]]\nname = \"{node}\"\npublic = \"{SUBNET}.{}:{PUBLIC_PORT}\"\n",
+                11 + i
+            ));
+        }
+        text
     }
 
     /// Start node `node`'s agent (a, b, c) with `faults`, against the fleet
@@ -329,10 +363,13 @@ impl Fleet {
             }
         };
         let pki = pki.unwrap_or(&self.pki);
+        let addr = match self.layout {
+            Layout::Single => format!("addr = \"{SUBNET}.1:{}\"", self.agent_quic_port),
+            Layout::Ha => format!("addrs = [{}]", ha::agent_addrs().join(", ")),
+        };
         let mut text = format!(
-            "node = \"{node}\"\ndata_dir = {:?}\npublic_port = {PUBLIC_PORT}\npublic_ip = \"0.0.0.0\"\n\n[controller]\naddr = \"{SUBNET}.1:{}\"\nserver_name = \"localhost\"\n\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n\n[bundles]\npubkey = {:?}\n\n[timing]\nretry_ms = {}\nbackoff_base_ms = 200\nbackoff_max_ms = 2000\n",
+            "node = \"{node}\"\ndata_dir = {:?}\npublic_port = {PUBLIC_PORT}\npublic_ip = \"0.0.0.0\"\n\n[controller]\n{addr}\nserver_name = \"localhost\"\n\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n\n[bundles]\npubkey = {:?}\n\n[timing]\nretry_ms = {}\nbackoff_base_ms = 200\nbackoff_max_ms = 2000\n",
             self.dir.join(format!("{name}-data")).display().to_string(),
-            self.agent_quic_port,
             ca.display().to_string(),
             pki.node_cert(node).display().to_string(),
             pki.node_key(node).display().to_string(),
@@ -454,10 +491,15 @@ impl Fleet {
 
     /// Run the operator CLI from the root namespace: (exit code, stdout).
     pub async fn cli(&self, args: &[&str]) -> anyhow::Result<(i32, String)> {
+        self.cli_at(&self.controller_url(), args).await
+    }
+
+    /// [`Fleet::cli`] against the API URL(s) `url`.
+    async fn cli_at(&self, url: &str, args: &[&str]) -> anyhow::Result<(i32, String)> {
         let mut cmd = Command::new(&self.bins.fleetweft);
         cmd.args(args)
             .arg("--controller")
-            .arg(self.controller_url())
+            .arg(url)
             .arg("--token-file")
             .arg(self.pki.operator_token())
             .stdin(Stdio::null())
@@ -478,25 +520,29 @@ impl Fleet {
 
     /// `fleetweft status --json` (the summary), with every node and op
     /// read page by page through `fleetweft nodes|ops --json` and every
-    /// rollout from `/api/rollouts`: the whole of a three-node fleet.
+    /// rollout from `/api/rollouts`: the whole of a three-node fleet. With
+    /// three controllers, all of it is read from the one that leads now (a
+    /// standby's view may lag, or be stale while its etcd member is down);
+    /// no leader is an error (a wait polls again).
     pub async fn status(&self) -> anyhow::Result<FleetView> {
-        let (_, out) = self.cli(&["status", "--json"]).await?;
+        let url = self.read_url().await?;
+        let (_, out) = self.cli_at(&url, &["status", "--json"]).await?;
         let summary: StatusDto =
             serde_json::from_str(&out).with_context(|| format!("status JSON: {out}"))?;
         let rollouts: Vec<RolloutDto> = self
-            .api
+            .read_api(&url)
             .get("/api/rollouts")
             .await
             .map_err(|e| anyhow!("rollouts: {e}"))?;
         let nodes = self
-            .cli_pages("nodes")
+            .cli_pages(&url, "nodes")
             .await?
             .into_iter()
             .map(serde_json::from_value::<NodeDto>)
             .collect::<Result<_, _>>()
             .context("a node of fleetweft nodes --json")?;
         let ops = self
-            .cli_pages("ops")
+            .cli_pages(&url, "ops")
             .await?
             .into_iter()
             .map(serde_json::from_value::<OpDto>)
@@ -506,7 +552,7 @@ impl Fleet {
     }
 
     /// Every item of `fleetweft LIST --json`, following `next`.
-    async fn cli_pages(&self, list: &str) -> anyhow::Result<Vec<serde_json::Value>> {
+    async fn cli_pages(&self, url: &str, list: &str) -> anyhow::Result<Vec<serde_json::Value>> {
         let mut items = Vec::new();
         let mut after: Option<String> = None;
         for _ in 0..runtime::client::LIST_PAGES_MAX {
@@ -514,7 +560,7 @@ impl Fleet {
             if let Some(a) = &after {
                 args.extend(["--after", a.as_str()]);
             }
-            let (code, out) = self.cli(&args).await?;
+            let (code, out) = self.cli_at(url, &args).await?;
             ensure!(code == 0, "fleetweft {list} refused: {out}");
             let page: Page<serde_json::Value> =
                 serde_json::from_str(&out).with_context(|| format!("{list} JSON: {out}"))?;
@@ -648,13 +694,14 @@ impl Fleet {
             .ok_or_else(|| anyhow!("no rollout of {release} after starting it"))
     }
 
-    /// The whole event log, through the API's feed.
+    /// The whole event log, through the API's feed (with three
+    /// controllers, the leader's).
     pub async fn events(&self) -> anyhow::Result<Vec<EventDto>> {
+        let api = self.read_api(&self.read_url().await?);
         let mut all: Vec<EventDto> = Vec::new();
         loop {
             let from = all.last().map(|e| e.sequence + 1).unwrap_or(0);
-            let page: Vec<EventDto> = self
-                .api
+            let page: Vec<EventDto> = api
                 .get(&format!("/api/events?from={from}"))
                 .await
                 .map_err(|e| anyhow!("event feed: {e}"))?;
@@ -783,19 +830,26 @@ impl Fleet {
     }
 
     /// Stop the controller, then `fleetweft log verify` must pass on its log.
+    /// With three controllers: stop them all, then verify the log in etcd
+    /// (the members still run; the teardown stops them).
     pub async fn verify_log(&mut self) -> anyhow::Result<String> {
         if self.children.contains_key("controller") {
             self.kill("controller").await?;
         }
-        let out = tokio::time::timeout(
-            Duration::from_secs(60),
-            Command::new(&self.bins.fleetweft)
-                .args(["log", "verify", "--data"])
-                .arg(self.controller_data().join("log"))
-                .output(),
-        )
-        .await
-        .context("log verify hung")??;
+        let mut cmd = Command::new(&self.bins.fleetweft);
+        match self.layout {
+            Layout::Single => {
+                cmd.args(["log", "verify", "--data"])
+                    .arg(self.controller_data().join("log"));
+            }
+            Layout::Ha => {
+                self.kill_controllers().await?;
+                cmd.args(self.etcd_log_args("verify"));
+            }
+        }
+        let out = tokio::time::timeout(Duration::from_secs(60), cmd.kill_on_drop(true).output())
+            .await
+            .context("log verify hung")??;
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),

@@ -87,7 +87,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    if let Err(e) = net::preflight() {
+    let need_etcd = all.iter().any(|s| {
+        s.layout == fleet::Layout::Ha && (cli.only.is_empty() || cli.only.contains(&s.number))
+    });
+    if let Err(e) = net::preflight(need_etcd) {
         eprintln!("fleetweft-scenarios cannot run here: {e:#}");
         return ExitCode::from(2);
     }

@@ -123,10 +123,11 @@ fn nft(ns: &str, script: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Install what the harness needs (iproute2, nftables) when missing, and
+/// Install what the harness needs (iproute2, nftables, and with
+/// `need_etcd` the etcd server of the HA scenarios) when missing, and
 /// check that namespaces can be made at all: fails with a clear reason
 /// otherwise (not root, no netns support).
-pub fn preflight() -> anyhow::Result<()> {
+pub fn preflight(need_etcd: bool) -> anyhow::Result<()> {
     if unsafe { libc::geteuid() } != 0 {
         bail!("the scenarios need root (network namespaces, veth, nftables); run as root");
     }
@@ -135,7 +136,11 @@ pub fn preflight() -> anyhow::Result<()> {
         ("ip", "iproute2"),
         ("nft", "nftables"),
         ("python3", "python3"),
+        (crate::fleet::ETCD_EXE, "etcd-server"),
     ] {
+        if tool == crate::fleet::ETCD_EXE && !need_etcd {
+            continue;
+        }
         if run("sh", &["-c", &format!("command -v {tool}")]).is_err() {
             missing.push(package);
         }
@@ -315,6 +320,33 @@ impl Net {
         let h = self.host(host)?;
         let table = Self::one_way_table(h, direction);
         nft(&self.bridge_ns, &format!("delete table bridge {table}\n"))
+    }
+
+    /// Cut `host` from each of `others`, both ways, in the bridge: every
+    /// other path (to the operator, to the remaining hosts) still works.
+    pub fn partition(&self, host: &str, others: &[&str]) -> anyhow::Result<()> {
+        let h = self.host(host)?;
+        let ports = others
+            .iter()
+            .map(|o| self.host(o).map(|o| format!("\"{}\"", o.port)))
+            .collect::<anyhow::Result<Vec<_>>>()?
+            .join(", ");
+        nft(
+            &self.bridge_ns,
+            &format!(
+                "table bridge part_{} {{\n chain forward {{\n  type filter hook forward priority 0; policy accept;\n  iifname \"{}\" oifname {{ {ports} }} drop\n  iifname {{ {ports} }} oifname \"{}\" drop\n }}\n}}\n",
+                h.name, h.port, h.port
+            ),
+        )
+    }
+
+    /// Undo [`Net::partition`].
+    pub fn heal_partition(&self, host: &str) -> anyhow::Result<()> {
+        let h = self.host(host)?;
+        nft(
+            &self.bridge_ns,
+            &format!("delete table bridge part_{}\n", h.name),
+        )
     }
 
     /// Drop `percent` of the packets between fleet hosts (controller and

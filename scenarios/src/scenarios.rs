@@ -4,7 +4,8 @@
 
 use crate::fleet::{
     all_connected, connected, decisions, max_slots_held, op_of, processes_under, replays, rollout,
-    rollout_is, wait_for, AgentFaults, Bins, ControllerFaults, Direction, Fleet, NODES, WAIT_MS,
+    rollout_is, wait_for, AgentFaults, Bins, ControllerFaults, Direction, Fleet, Layout, NODES,
+    WAIT_MS,
 };
 use crate::net;
 use anyhow::{bail, ensure, Context};
@@ -34,6 +35,8 @@ pub struct Scenario {
     extra: &'static [(&'static str, u8)],
     /// The fleet's nodes (most scenarios: [`NODES`]).
     nodes: &'static [&'static str],
+    /// One controller on sled, or three controller hosts on etcd.
+    pub layout: Layout,
     body: Body,
 }
 
@@ -52,30 +55,34 @@ macro_rules! body {
     };
 }
 
+mod ha;
+
 /// Every scenario, in issue order.
 pub fn all() -> Vec<Scenario> {
     const V12: &[&str] = &["v1", "v2"];
     const V123: &[&str] = &["v1", "v2", "v3"];
-    vec![
-        Scenario { number: 1, title: "happy rollout: canary then two followers, slots 1", rule: "S1 slots, liveness", versions: V12, extra: &[], nodes: &NODES, body: body!(happy) },
-        Scenario { number: 2, title: "canary partitioned after grant: UNKNOWN, slot held; healed: settles", rule: "S2 silence is UNKNOWN, S1", versions: V12, extra: &[], nodes: &NODES, body: body!(canary_partitioned) },
-        Scenario { number: 3, title: "commit reply lost, operator pauses, link healed: stored decision replayed", rule: "S6 stable decisions, S3 pause", versions: V12, extra: &[], nodes: &NODES, body: body!(lost_reply) },
-        Scenario { number: 4, title: "controller SIGKILLed between commit decision and reply", rule: "S7 persist before reply, S6", versions: V12, extra: &[], nodes: &NODES, body: body!(controller_killed_before_reply) },
-        Scenario { number: 5, title: "canary answers wrongly while healthy", rule: "S11 wrong answer stops, S9", versions: V12, extra: &[], nodes: &NODES, body: body!(wrong_answer) },
-        Scenario { number: 6, title: "restored app killed before its proof: UNKNOWN until an agent restart proves the baseline", rule: "S9 restore needs proof, S2", versions: V12, extra: &[], nodes: &NODES, body: body!(restored_app_killed) },
-        Scenario { number: 7, title: "node offline during a release change converges to the newest intent", rule: "S8 no stale apply, generations", versions: V123, extra: &[], nodes: &NODES, body: body!(offline_during_change) },
-        Scenario { number: 8, title: "agent SIGKILLed in each stage: fixed recovery table, no double apply", rule: "SPEC §5 recovery, S6", versions: &["v1", "v2", "v3", "v4", "v5", "v6"], extra: &[], nodes: &NODES, body: body!(agent_killed_in_each_stage) },
-        Scenario { number: 9, title: "approval gate survives a controller restart", rule: "S10 human waits survive", versions: V12, extra: &[], nodes: &NODES, body: body!(approval_survives_restart) },
-        Scenario { number: 10, title: "restart loop of the new release: proof failed (restart_loop), baseline restored", rule: "S9, S11, proof verdicts", versions: V12, extra: &[], nodes: &NODES, body: body!(restart_loop) },
-        Scenario { number: 11, title: "tampered bundle: refused on the node, nothing installed", rule: "bundle verification, evidence", versions: V12, extra: &[], nodes: &NODES, body: body!(tampered_bundle) },
-        Scenario { number: 12, title: "foreign certificate: connection refused, nothing logged", rule: "mutual TLS", versions: &["v1"], extra: &[("x", 20)], nodes: &NODES, body: body!(foreign_certificate) },
-        Scenario { number: 13, title: "30% loss and 200 ms delay on every fleet link: rollout completes", rule: "all rules under loss", versions: V12, extra: &[], nodes: &NODES, body: body!(lossy_links) },
-        Scenario { number: 14, title: "follower partitioned with slots 2: the other proceeds, the silent slot stays held", rule: "S1, S2", versions: V12, extra: &[], nodes: &NODES, body: body!(follower_partitioned) },
-        Scenario { number: 15, title: "orderly restart of every process in turn mid-rollout: it completes", rule: "restart is a new attempt, S6", versions: V12, extra: &[], nodes: &NODES, body: body!(rolling_restarts) },
-        Scenario { number: 16, title: "after a verified rollout, a healthy v1 app file is swapped in behind the agent: proof failed, node drifted", rule: "proof is a readback, drift", versions: V12, extra: &[], nodes: &NODES, body: body!(swapped_behind_agent) },
-        Scenario { number: 17, title: "after a verified rollout, a stand-in answers the public route as another release: proof failed (route_identity_mismatch)", rule: "proof is a readback, SPEC §6 identity", versions: V12, extra: &[], nodes: &NODES, body: body!(route_answers_as_another_release) },
-        Scenario { number: 18, title: "waves 50%,100% with --max-failed 1 on 5 nodes: a wrong follower in wave 1 is restored and the rollout goes on; a second in wave 2 spends the budget: paused (failure budget)", rule: "S4 across waves, B1 failure budget, S9", versions: V12, extra: &[], nodes: &WAVE_NODES, body: body!(waves_with_a_failure_budget) },
-    ]
+    let mut all = vec![
+        Scenario { number: 1, title: "happy rollout: canary then two followers, slots 1", rule: "S1 slots, liveness", versions: V12, extra: &[], nodes: &NODES, layout: Layout::Single, body: body!(happy) },
+        Scenario { number: 2, title: "canary partitioned after grant: UNKNOWN, slot held; healed: settles", rule: "S2 silence is UNKNOWN, S1", versions: V12, extra: &[], nodes: &NODES, layout: Layout::Single, body: body!(canary_partitioned) },
+        Scenario { number: 3, title: "commit reply lost, operator pauses, link healed: stored decision replayed", rule: "S6 stable decisions, S3 pause", versions: V12, extra: &[], nodes: &NODES, layout: Layout::Single, body: body!(lost_reply) },
+        Scenario { number: 4, title: "controller SIGKILLed between commit decision and reply", rule: "S7 persist before reply, S6", versions: V12, extra: &[], nodes: &NODES, layout: Layout::Single, body: body!(controller_killed_before_reply) },
+        Scenario { number: 5, title: "canary answers wrongly while healthy", rule: "S11 wrong answer stops, S9", versions: V12, extra: &[], nodes: &NODES, layout: Layout::Single, body: body!(wrong_answer) },
+        Scenario { number: 6, title: "restored app killed before its proof: UNKNOWN until an agent restart proves the baseline", rule: "S9 restore needs proof, S2", versions: V12, extra: &[], nodes: &NODES, layout: Layout::Single, body: body!(restored_app_killed) },
+        Scenario { number: 7, title: "node offline during a release change converges to the newest intent", rule: "S8 no stale apply, generations", versions: V123, extra: &[], nodes: &NODES, layout: Layout::Single, body: body!(offline_during_change) },
+        Scenario { number: 8, title: "agent SIGKILLed in each stage: fixed recovery table, no double apply", rule: "SPEC §5 recovery, S6", versions: &["v1", "v2", "v3", "v4", "v5", "v6"], extra: &[], nodes: &NODES, layout: Layout::Single, body: body!(agent_killed_in_each_stage) },
+        Scenario { number: 9, title: "approval gate survives a controller restart", rule: "S10 human waits survive", versions: V12, extra: &[], nodes: &NODES, layout: Layout::Single, body: body!(approval_survives_restart) },
+        Scenario { number: 10, title: "restart loop of the new release: proof failed (restart_loop), baseline restored", rule: "S9, S11, proof verdicts", versions: V12, extra: &[], nodes: &NODES, layout: Layout::Single, body: body!(restart_loop) },
+        Scenario { number: 11, title: "tampered bundle: refused on the node, nothing installed", rule: "bundle verification, evidence", versions: V12, extra: &[], nodes: &NODES, layout: Layout::Single, body: body!(tampered_bundle) },
+        Scenario { number: 12, title: "foreign certificate: connection refused, nothing logged", rule: "mutual TLS", versions: &["v1"], extra: &[("x", 20)], nodes: &NODES, layout: Layout::Single, body: body!(foreign_certificate) },
+        Scenario { number: 13, title: "30% loss and 200 ms delay on every fleet link: rollout completes", rule: "all rules under loss", versions: V12, extra: &[], nodes: &NODES, layout: Layout::Single, body: body!(lossy_links) },
+        Scenario { number: 14, title: "follower partitioned with slots 2: the other proceeds, the silent slot stays held", rule: "S1, S2", versions: V12, extra: &[], nodes: &NODES, layout: Layout::Single, body: body!(follower_partitioned) },
+        Scenario { number: 15, title: "orderly restart of every process in turn mid-rollout: it completes", rule: "restart is a new attempt, S6", versions: V12, extra: &[], nodes: &NODES, layout: Layout::Single, body: body!(rolling_restarts) },
+        Scenario { number: 16, title: "after a verified rollout, a healthy v1 app file is swapped in behind the agent: proof failed, node drifted", rule: "proof is a readback, drift", versions: V12, extra: &[], nodes: &NODES, layout: Layout::Single, body: body!(swapped_behind_agent) },
+        Scenario { number: 17, title: "after a verified rollout, a stand-in answers the public route as another release: proof failed (route_identity_mismatch)", rule: "proof is a readback, SPEC §6 identity", versions: V12, extra: &[], nodes: &NODES, layout: Layout::Single, body: body!(route_answers_as_another_release) },
+        Scenario { number: 18, title: "waves 50%,100% with --max-failed 1 on 5 nodes: a wrong follower in wave 1 is restored and the rollout goes on; a second in wave 2 spends the budget: paused (failure budget)", rule: "S4 across waves, B1 failure budget, S9", versions: V12, extra: &[], nodes: &WAVE_NODES, layout: Layout::Single, body: body!(waves_with_a_failure_budget) },
+    ];
+    all.extend(ha::all());
+    all
 }
 
 /// Run one scenario: check for leftovers, build, run (bounded), always tear
@@ -91,7 +98,7 @@ pub async fn run_one(s: &Scenario, dir: &Path, bins: &Bins) -> anyhow::Result<St
     }
     std::fs::create_dir_all(dir)?;
     let outcome = tokio::time::timeout(Duration::from_millis(SCENARIO_MS), async {
-        let mut fleet = Fleet::start(dir, bins, s.versions, s.extra, s.nodes).await?;
+        let mut fleet = Fleet::start(dir, bins, s.versions, s.extra, s.nodes, s.layout).await?;
         let result = async {
             let note = (s.body)(&mut fleet).await?;
             let verify = fleet.verify_log().await?;

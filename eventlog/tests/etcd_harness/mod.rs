@@ -24,7 +24,7 @@ use std::sync::{Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use eventlog::{EtcdClient, EtcdConfig};
+use eventlog::{EtcdClient, EtcdConfig, EtcdTls};
 
 /// `--max-txn-ops` of the test clusters: the default batch limits' need.
 pub const MAX_TXN_OPS: usize = eventlog::ETCD_MAX_TXN_OPS_REQUIRED;
@@ -56,6 +56,81 @@ pub struct Cluster {
     token: String,
     limits: Limits,
     members: Vec<Member>,
+    /// Client TLS (https, client certificates required) when started so.
+    pki: Option<Pki>,
+}
+
+/// A test PKI in PEM files: a CA, a server certificate for 127.0.0.1 and
+/// localhost (the members'), a client certificate, and a second CA that
+/// signed none of them.
+#[derive(Clone)]
+pub struct Pki {
+    pub ca: PathBuf,
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+    pub other_ca: PathBuf,
+}
+
+impl Pki {
+    /// Generates the PKI into `dir` with rcgen.
+    pub fn generate(dir: &Path) -> Pki {
+        use rcgen::{
+            BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+            KeyUsagePurpose,
+        };
+        std::fs::create_dir_all(dir).expect("create the PKI directory");
+        let write = |name: &str, text: String| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).expect("write a PEM file");
+            path
+        };
+        let ca_of = |name: &str| {
+            let key = KeyPair::generate().expect("CA key");
+            let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            params.distinguished_name.push(DnType::CommonName, name);
+            params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+            let cert = params.self_signed(&key).expect("self-sign the CA");
+            (cert, key)
+        };
+        let (ca, ca_key) = ca_of("fleetweft test etcd CA");
+        let (other_ca, _) = ca_of("an unrelated CA");
+        let leaf = |sans: Vec<String>, name: &str| {
+            let key = KeyPair::generate().expect("leaf key");
+            let mut params = CertificateParams::new(sans).expect("leaf params");
+            params.distinguished_name.push(DnType::CommonName, name);
+            // etcd 3.4's gateway dials its own member with the server
+            // certificate, so that one serves as a client certificate too.
+            params.extended_key_usages = vec![
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ];
+            let cert = params.signed_by(&key, &ca, &ca_key).expect("sign a leaf");
+            (cert.pem(), key.serialize_pem())
+        };
+        let (server_cert, server_key) =
+            leaf(vec!["127.0.0.1".into(), "localhost".into()], "etcd member");
+        let (client_cert, client_key) = leaf(Vec::new(), "fleetweft controller");
+        Pki {
+            ca: write("ca.pem", ca.pem()),
+            server_cert: write("server.pem", server_cert),
+            server_key: write("server-key.pem", server_key),
+            client_cert: write("client.pem", client_cert),
+            client_key: write("client-key.pem", client_key),
+            other_ca: write("other-ca.pem", other_ca.pem()),
+        }
+    }
+
+    /// The client side with the right CA and the client certificate.
+    pub fn client_tls(&self) -> EtcdTls {
+        EtcdTls {
+            ca_file: self.ca.clone(),
+            cert_file: Some(self.client_cert.clone()),
+            key_file: Some(self.client_key.clone()),
+        }
+    }
 }
 
 /// The cluster shared by the tests of one test binary (each test uses its
@@ -122,12 +197,20 @@ impl Cluster {
     /// Starts `members` members named `name` and waits until they answer a
     /// quorum read. `None` (after a loud notice) when etcd is unavailable.
     pub fn start(name: &str, members: usize, limits: Limits) -> Option<Cluster> {
+        Self::start_with(name, members, limits, false)
+    }
+
+    /// As [`Cluster::start`], serving clients over https only and
+    /// requiring client certificates (`--client-cert-auth`) when `tls`;
+    /// the PKI is generated into the cluster's directory ([`Cluster::pki`]).
+    pub fn start_with(name: &str, members: usize, limits: Limits, tls: bool) -> Option<Cluster> {
         if !ensure_etcd() {
             return None;
         }
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("etcd-{name}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create the cluster's data directory");
+        let pki = tls.then(|| Pki::generate(&dir.join("pki")));
         let members = (1..=members)
             .map(|i| Member {
                 name: format!("m{i}"),
@@ -141,6 +224,7 @@ impl Cluster {
             token: format!("{name}-{}", std::process::id()),
             limits,
             members,
+            pki,
         };
         for index in 0..cluster.members.len() {
             cluster.start_member(index, "new");
@@ -155,6 +239,99 @@ impl Cluster {
             .iter()
             .map(|m| format!("127.0.0.1:{}", m.client_port))
             .collect()
+    }
+
+    /// The PKI of a TLS cluster.
+    pub fn pki(&self) -> Option<&Pki> {
+        self.pki.as_ref()
+    }
+
+    /// The log config for `prefix` on this cluster (with the client TLS of
+    /// a TLS cluster).
+    pub fn config(&self, prefix: &str) -> EtcdConfig {
+        let mut config = EtcdConfig::new(self.endpoints(), prefix);
+        config.tls = self.pki.as_ref().map(Pki::client_tls);
+        config
+    }
+
+    /// SIGKILLs member `index` (a machine dying mid-request).
+    pub fn kill_member(&mut self, index: usize) {
+        if let Some(mut child) = self.members[index].child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGSTOPs member `index`: its connections stay open but nothing it
+    /// was sent is answered (a hung machine). `kill_member` ends it.
+    pub fn freeze_member(&mut self, index: usize) {
+        if let Some(child) = &self.members[index].child {
+            // SAFETY: plain syscall on our own child's pid.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGSTOP) };
+        }
+    }
+
+    /// Restarts killed member `index` on its data (no health wait).
+    pub fn restart_member(&mut self, index: usize) {
+        if self.members[index].child.is_none() {
+            self.start_member(index, "existing");
+        }
+    }
+
+    /// The index of the member that is raft leader now, asking each live
+    /// member's status until one says it leads (within [`HEALTH_WAIT`]).
+    pub fn raft_leader(&self) -> usize {
+        let started = Instant::now();
+        loop {
+            for (index, member) in self.members.iter().enumerate() {
+                if member.child.is_none() {
+                    continue;
+                }
+                if let Some(true) = self.member_leads(index) {
+                    return index;
+                }
+            }
+            assert!(
+                started.elapsed() < HEALTH_WAIT,
+                "no etcd member reported being raft leader within {HEALTH_WAIT:?}"
+            );
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Whether member `index` says it is the raft leader (`None`: no answer).
+    fn member_leads(&self, index: usize) -> Option<bool> {
+        let endpoint = format!(
+            "{}://127.0.0.1:{}",
+            if self.pki.is_some() { "https" } else { "http" },
+            self.members[index].client_port
+        );
+        let mut options = etcd_client::ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(1))
+            .with_timeout(Duration::from_secs(1));
+        if let Some(pki) = &self.pki {
+            let read = |path: &Path| std::fs::read_to_string(path).expect("read a PEM file");
+            options = options.with_tls(
+                etcd_client::TlsOptions::new()
+                    .ca_certificate(etcd_client::Certificate::from_pem(read(&pki.ca)))
+                    .identity(etcd_client::Identity::from_pem(
+                        read(&pki.client_cert),
+                        read(&pki.client_key),
+                    )),
+            );
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime for the status probe");
+        runtime.block_on(async {
+            let mut client = etcd_client::Client::connect([endpoint], Some(options))
+                .await
+                .ok()?;
+            let status = client.status().await.ok()?;
+            let id = status.header()?.member_id();
+            Some(status.leader() == id)
+        })
     }
 
     /// SIGKILLs every member (a whole-cluster power loss).
@@ -191,7 +368,8 @@ impl Cluster {
         let data = self.dir.join(&member.name);
         let log = std::fs::File::create(self.dir.join(format!("{}.log", member.name)))
             .expect("create the member's log file");
-        let client = format!("http://127.0.0.1:{}", member.client_port);
+        let scheme = if self.pki.is_some() { "https" } else { "http" };
+        let client = format!("{scheme}://127.0.0.1:{}", member.client_port);
         let peer = format!("http://127.0.0.1:{}", member.peer_port);
         let mut command = Command::new("etcd");
         command
@@ -225,6 +403,16 @@ impl Cluster {
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("clone the log file handle"))
             .stderr(log);
+        if let Some(pki) = &self.pki {
+            command
+                .arg("--cert-file")
+                .arg(&pki.server_cert)
+                .arg("--key-file")
+                .arg(&pki.server_key)
+                .arg("--trusted-ca-file")
+                .arg(&pki.ca)
+                .arg("--client-cert-auth");
+        }
         if let Limits::Fitting = self.limits {
             command
                 .arg(format!("--max-txn-ops={MAX_TXN_OPS}"))
@@ -234,11 +422,27 @@ impl Cluster {
         self.members[index].child = Some(child);
     }
 
-    fn wait_healthy(&self) {
+    /// Waits until member `index` answers a status request (restarted and
+    /// serving), within [`HEALTH_WAIT`].
+    pub fn wait_member_up(&self, index: usize) {
+        let started = Instant::now();
+        while self.member_leads(index).is_none() {
+            assert!(
+                started.elapsed() < HEALTH_WAIT,
+                "member m{} did not answer within {HEALTH_WAIT:?}",
+                index + 1
+            );
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits until the cluster answers a quorum read.
+    pub fn wait_healthy(&self) {
         let endpoints = self.endpoints();
         let started = Instant::now();
         loop {
-            let probe = EtcdConfig::new(endpoints.clone(), "/fleetweft-test/health");
+            let mut probe = EtcdConfig::new(endpoints.clone(), "/fleetweft-test/health");
+            probe.tls = self.pki.as_ref().map(Pki::client_tls);
             let healthy = EtcdClient::connect(&probe).ok().and_then(|client| {
                 eventlog::EtcdStorage::open_read_only(&client, &probe)
                     .ok()

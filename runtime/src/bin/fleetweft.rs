@@ -625,6 +625,8 @@ enum LogCommand {
         /// The etcd log's key prefix (with `--etcd`).
         #[arg(long, value_name = "P", requires = "etcd")]
         prefix: Option<String>,
+        #[command(flatten)]
+        tls: EtcdTlsArgs,
         /// Print the summary (or the failure) as JSON.
         #[arg(long)]
         json: bool,
@@ -638,6 +640,8 @@ enum LogCommand {
         /// The etcd log's key prefix (with `--etcd`).
         #[arg(long, value_name = "P", requires = "etcd")]
         prefix: Option<String>,
+        #[command(flatten)]
+        tls: EtcdTlsArgs,
         /// First sequence to print.
         #[arg(long, default_value_t = 0)]
         from: u64,
@@ -655,7 +659,37 @@ enum LogCommand {
         /// The empty destination.
         #[arg(long, value_parser = LogLocation::parse)]
         to: LogLocation,
+        /// TLS to etcd, for whichever side (or both) is in etcd.
+        #[command(flatten)]
+        tls: EtcdTlsArgs,
     },
+}
+
+/// TLS to etcd (`log verify|show --etcd`, `log copy` with an etcd side).
+#[derive(clap::Args)]
+struct EtcdTlsArgs {
+    /// PEM CA certificate(s) of the etcd members: connect over TLS
+    /// (endpoints then use https).
+    #[arg(long, value_name = "FILE")]
+    ca_file: Option<PathBuf>,
+    /// PEM client certificate for etcd's mutual TLS (with `--key-file`).
+    #[arg(long, value_name = "FILE", requires = "ca_file", requires = "key_file")]
+    cert_file: Option<PathBuf>,
+    /// PEM private key of `--cert-file`.
+    #[arg(long, value_name = "FILE", requires = "cert_file")]
+    key_file: Option<PathBuf>,
+}
+
+impl EtcdTlsArgs {
+    /// The TLS settings, `None` without `--ca-file`.
+    fn settings(self) -> Option<runtime::log::EtcdTls> {
+        let ca_file = self.ca_file?;
+        Some(runtime::log::EtcdTls {
+            ca_file,
+            cert_file: self.cert_file,
+            key_file: self.key_file,
+        })
+    }
 }
 
 /// Which log `fleetweft log` reads: exactly one of the three.
@@ -705,31 +739,48 @@ fn main() -> ExitCode {
                 LogCommand::Verify {
                     target,
                     prefix,
+                    tls,
                     json,
                 },
         } => {
+            let tls = tls.settings();
+            if tls.is_some() && target.etcd.is_none() {
+                eprintln!("fleetweft: --ca-file is only used with --etcd");
+                return ExitCode::from(2);
+            }
             return log_command(match (target.etcd, prefix) {
-                (Some(endpoints), Some(prefix)) => log_verify_etcd(endpoints, prefix, json),
+                (Some(endpoints), Some(prefix)) => log_verify_etcd(endpoints, prefix, tls, json),
                 (etcd, _) => log_verify(LogTarget { etcd, ..target }, json),
-            })
+            });
         }
         Command::Log {
             command:
                 LogCommand::Show {
                     target,
                     prefix,
+                    tls,
                     from,
                     json,
                 },
         } => {
+            let tls = tls.settings();
+            if tls.is_some() && target.etcd.is_none() {
+                eprintln!("fleetweft: --ca-file is only used with --etcd");
+                return ExitCode::from(2);
+            }
             return log_command(match (target.etcd, prefix) {
-                (Some(endpoints), Some(prefix)) => log_show_etcd(endpoints, prefix, from, json),
+                (Some(endpoints), Some(prefix)) => {
+                    log_show_etcd(endpoints, prefix, tls, from, json)
+                }
                 (etcd, _) => log_show(LogTarget { etcd, ..target }, from, json),
-            })
+            });
         }
         Command::Log {
-            command: LogCommand::Copy { from, to },
-        } => return log_copy(&from, &to),
+            command: LogCommand::Copy { from, to, tls },
+        } => {
+            let tls = tls.settings();
+            return log_copy(&from.with_tls(tls.clone()), &to.with_tls(tls));
+        }
         Command::Pki {
             command:
                 PkiCommand::Init {
@@ -1179,9 +1230,15 @@ fn print_journal_summary(
 }
 
 /// `log verify --etcd E --prefix P`: as for a directory, read-only.
-fn log_verify_etcd(endpoints: Vec<String>, prefix: String, json: bool) -> anyhow::Result<ExitCode> {
+fn log_verify_etcd(
+    endpoints: Vec<String>,
+    prefix: String,
+    tls: Option<runtime::log::EtcdTls>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let mut out = io::stdout().lock();
-    let config = runtime::log::EtcdConfig::new(endpoints.clone(), prefix.clone());
+    let mut config = runtime::log::EtcdConfig::new(endpoints.clone(), prefix.clone());
+    config.tls = tls;
     let name = format!("etcd://{}{prefix}", endpoints.join(","));
     let summary = open_etcd_read_only(&config)
         .map_err(|err| InspectError::Uninspectable(runtime::log::VerifyError::Storage(err)))
@@ -1209,11 +1266,13 @@ fn log_verify_etcd(endpoints: Vec<String>, prefix: String, json: bool) -> anyhow
 fn log_show_etcd(
     endpoints: Vec<String>,
     prefix: String,
+    tls: Option<runtime::log::EtcdTls>,
     from: u64,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let mut out = io::stdout().lock();
-    let config = runtime::log::EtcdConfig::new(endpoints.clone(), prefix.clone());
+    let mut config = runtime::log::EtcdConfig::new(endpoints.clone(), prefix.clone());
+    config.tls = tls;
     let name = format!("etcd://{}{prefix}", endpoints.join(","));
     let storage = match open_etcd_read_only(&config) {
         Ok(storage) => storage,

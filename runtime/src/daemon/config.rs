@@ -66,6 +66,11 @@ pub enum StorageBackend {
 /// endpoints = ["10.0.0.1:2379", "10.0.0.2:2379", "10.0.0.3:2379"]
 /// prefix = "/fleetweft/prod"
 /// lease_ttl_ms = 5000
+/// # TLS (optional): the CA of the members' certificates, and this
+/// # controller's client certificate when the members require one.
+/// ca_file = "/etc/fleetweft/etcd-ca.pem"
+/// cert_file = "/etc/fleetweft/etcd-client.pem"
+/// key_file = "/etc/fleetweft/etcd-client-key.pem"
 /// ```
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -93,6 +98,16 @@ pub struct StorageSection {
     /// `listen`).
     #[serde(default)]
     pub advertise_agents: Option<String>,
+    /// PEM CA certificate(s) of the members: turns TLS to etcd on (etcd
+    /// only).
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// PEM client certificate for mutual TLS, with `key_file` (etcd only).
+    #[serde(default)]
+    pub cert_file: Option<PathBuf>,
+    /// PEM private key of `cert_file` (etcd only).
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
 }
 
 impl StorageSection {
@@ -109,6 +124,11 @@ impl StorageSection {
         if let Some(ttl) = self.lease_ttl_ms {
             config.lease_ttl_ms = ttl;
         }
+        config.tls = self.ca_file.as_ref().map(|ca_file| crate::log::EtcdTls {
+            ca_file: ca_file.clone(),
+            cert_file: self.cert_file.clone(),
+            key_file: self.key_file.clone(),
+        });
         Some(config)
     }
 
@@ -122,6 +142,9 @@ impl StorageSection {
                     ("lease_ttl_ms", self.lease_ttl_ms.is_some()),
                     ("advertise_api", self.advertise_api.is_some()),
                     ("advertise_agents", self.advertise_agents.is_some()),
+                    ("ca_file", self.ca_file.is_some()),
+                    ("cert_file", self.cert_file.is_some()),
+                    ("key_file", self.key_file.is_some()),
                 ];
                 match stray.iter().find(|(_, set)| *set) {
                     Some((key, _)) => Err(format!(
@@ -139,6 +162,9 @@ impl StorageSection {
                 }
                 if self.prefix.is_none() {
                     return Err("key `storage.prefix`: `backend = \"etcd\"` needs the log's key prefix, e.g. \"/fleetweft/prod\"".into());
+                }
+                if self.ca_file.is_none() && (self.cert_file.is_some() || self.key_file.is_some()) {
+                    return Err("key `storage.ca_file`: a client certificate (`cert_file`, `key_file`) is only used with TLS, which needs the members' CA in `ca_file`".into());
                 }
                 let config = self.etcd_config().ok_or("internal: no etcd config")?;
                 config
@@ -530,6 +556,28 @@ pubkey = "b.pub"
     }
 
     #[test]
+    fn storage_tls_keys_reach_the_etcd_config() {
+        let section = StorageSection {
+            backend: StorageBackend::Etcd,
+            endpoints: vec!["h:1".into()],
+            prefix: Some("/p".into()),
+            ca_file: Some("/etc/ca.pem".into()),
+            cert_file: Some("/etc/c.pem".into()),
+            key_file: Some("/etc/k.pem".into()),
+            ..StorageSection::default()
+        };
+        let tls = section.etcd_config().expect("etcd").tls.expect("tls");
+        assert_eq!(tls.ca_file, PathBuf::from("/etc/ca.pem"));
+        assert_eq!(tls.cert_file, Some(PathBuf::from("/etc/c.pem")));
+        assert_eq!(tls.key_file, Some(PathBuf::from("/etc/k.pem")));
+        let plain = StorageSection {
+            ca_file: None,
+            ..section
+        };
+        assert!(plain.etcd_config().expect("etcd").tls.is_none());
+    }
+
+    #[test]
     fn bad_storage_sections_name_the_key() {
         let cases = [
             ("backend = \"zookeeper\"", "backend"),
@@ -549,6 +597,24 @@ pubkey = "b.pub"
             ("endpoints = [\"h:1\"]", "storage.endpoints"),
             ("lease_ttl_ms = 2000", "storage.lease_ttl_ms"),
             ("backend = \"etcd\"\ntls = true", "tls"),
+            ("ca_file = \"/ca.pem\"", "storage.ca_file"),
+            ("key_file = \"/k.pem\"", "storage.key_file"),
+            (
+                "backend = \"etcd\"\nendpoints = [\"h:1\"]\nprefix = \"/p\"\ncert_file = \"/c.pem\"\nkey_file = \"/k.pem\"",
+                "storage.ca_file",
+            ),
+            (
+                "backend = \"etcd\"\nendpoints = [\"h:1\"]\nprefix = \"/p\"\nca_file = \"/nonexistent/ca.pem\"",
+                "ca_file",
+            ),
+            (
+                "backend = \"etcd\"\nendpoints = [\"h:1\"]\nprefix = \"/p\"\nca_file = \"/nonexistent/ca.pem\"\ncert_file = \"/c.pem\"",
+                "key_file",
+            ),
+            (
+                "backend = \"etcd\"\nendpoints = [\"https://h:1\"]\nprefix = \"/p\"",
+                "ca_file",
+            ),
         ];
         for (section, key) in cases {
             let err = parse(&format!("[storage]\n{section}\n")).expect_err(section);

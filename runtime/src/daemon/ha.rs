@@ -136,24 +136,51 @@ fn campaign(
     }
 }
 
-/// Exits with [`EXIT_DEPOSED`] once the lease is lost, checking four times
-/// per TTL: within one TTL of the loss nothing more is sent. The thread
-/// owns the leadership, so it is never dropped (which would revoke it).
+/// Exits with [`EXIT_DEPOSED`] once the lease is lost: it sleeps until the
+/// instant etcd could expire the lease unless renewed meanwhile
+/// ([`Leadership::time_left`], counted from when the last renewal was
+/// sent), and at most a quarter TTL (etcd may say the lease is gone
+/// earlier). So the leader stops within one TTL of its last renewal,
+/// before a standby can be elected. The thread owns the leadership, so it
+/// is never dropped (which would revoke it).
 fn watch_lease(leadership: Arc<Leadership>) {
     let every = (leadership.ttl() / 4).max(Duration::from_millis(100));
     std::thread::spawn(move || loop {
-        std::thread::sleep(every);
-        if leadership.is_lost() {
-            deposed("the leadership lease was lost");
+        let left = leadership.time_left();
+        if left.is_zero() {
+            deposed("the leadership lease was lost: not renewed within its TTL");
         }
+        std::thread::sleep(left.min(every));
     });
 }
 
-/// Stops the process as a deposed leader: nothing more is released.
+/// How long a deposed controller waits, after closing its agents' links,
+/// for the close to be sent before it exits.
+const CLOSE_FLUSH_MS: u64 = 100;
+
+/// The agents' endpoint, closed by [`deposed`].
+static AGENT_ENDPOINT: std::sync::OnceLock<protocol::quic::ControllerEndpoint> =
+    std::sync::OnceLock::new();
+
+/// Have [`deposed`] close `endpoint`'s connections before it exits: an
+/// exit alone sends nothing, and each agent found the link dead only after
+/// QUIC's idle timeout (10 s; scenario 20), so it reached the new leader
+/// that much later.
+pub fn close_links_when_deposed(endpoint: protocol::quic::ControllerEndpoint) {
+    let _ = AGENT_ENDPOINT.set(endpoint);
+}
+
+/// Stops the process as a deposed leader: nothing more is released. Every
+/// agent link is closed first (a QUIC close, which carries nothing from the
+/// log), so the agents look for the new leader at once.
 pub fn deposed(why: &str) -> ! {
     tracing::error!(
         "deposed ({why}): another controller may lead the log; stopping without acting"
     );
+    if let Some(endpoint) = AGENT_ENDPOINT.get() {
+        endpoint.close();
+        std::thread::sleep(Duration::from_millis(CLOSE_FLUSH_MS));
+    }
     std::process::exit(EXIT_DEPOSED)
 }
 

@@ -90,6 +90,7 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
         role,
     );
     let bundles = Arc::new(bundle_dir);
+    ha::close_links_when_deposed(endpoint.clone());
     tokio::spawn(links::serve(endpoint, core.clone(), bundles.clone()));
     let api = http::Api {
         cfg: cfg.clone(),

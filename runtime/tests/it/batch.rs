@@ -2,6 +2,10 @@
 //! made durable in one flush gives exactly the events, refusals and state
 //! that handling the same inputs one at a time gives; and one input at the
 //! slot limit (10,000 grants at once) fits one append.
+//!
+//! Each test runs on every log backend (`fleet::backends`): on etcd one
+//! append is one fenced transaction, so "one flush" and "fits one append"
+//! are checked against etcd's transaction limits too.
 
 use std::collections::VecDeque;
 
@@ -9,6 +13,8 @@ use model::controller::{Event, Input, Labels, Refusal};
 use model::{Digest, NodeId, OpId, Plan, ProbeVerdict, ReportKind, RouteObservation};
 use model::{RolloutId, ToController};
 use runtime::controller::{Controller, ControllerError, EVENTS_PER_INPUT_MAX};
+
+use crate::fleet::{backends, LogHome};
 
 const V2: Digest = Digest::repeat(2);
 
@@ -75,8 +81,8 @@ fn inputs() -> Vec<Input> {
 
 type Outcome = Result<Vec<(u64, Event)>, Refusal>;
 
-fn one_by_one(dir: &std::path::Path) -> (Controller, Vec<Outcome>) {
-    let mut ctrl = Controller::open(dir).expect("open");
+fn one_by_one(home: &mut LogHome) -> (Controller, Vec<Outcome>) {
+    let mut ctrl = home.open();
     let outcomes = inputs()
         .into_iter()
         .map(|input| match ctrl.handle(input) {
@@ -90,51 +96,62 @@ fn one_by_one(dir: &std::path::Path) -> (Controller, Vec<Outcome>) {
 
 #[test]
 fn a_batch_equals_the_same_inputs_one_at_a_time_with_one_flush() {
-    let temp = tempfile::tempdir().expect("temp dir");
-    let (single, expected) = one_by_one(&temp.path().join("single"));
-    let mut batched = Controller::open(temp.path().join("batched")).expect("open");
-    let flushes_before = batched.commit_stats().expect("stats").flushes;
-    let mut queue: VecDeque<Input> = inputs().into();
-    let batch = batched.handle_batch(&mut queue).expect("batch");
-    assert!(queue.is_empty(), "a small batch takes every input");
-    let (events, _effects) = batch.ready.into_parts();
-    let got: Vec<Outcome> = batch
-        .outcomes
-        .into_iter()
-        .map(|o| o.map(|range| events[range].to_vec()))
-        .collect();
-    assert_eq!(got, expected, "same events, sequences and refusals");
-    assert!(got[2].is_err() && got[8].is_err(), "{got:?}");
-    assert_eq!(batched.state(), single.state());
-    assert_eq!(
-        batched.commit_stats().expect("stats").flushes - flushes_before,
-        1,
-        "one flush for the whole batch"
-    );
-    // What is durable is the same: reopening rebuilds the same state.
-    let state = batched.state().clone();
-    batched.close().expect("close");
-    let reopened = Controller::open(temp.path().join("batched")).expect("reopen");
-    assert_eq!(reopened.state(), &state);
+    for backend in backends() {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let mut single_home = LogHome::new(&backend, &temp.path().join("single"), "single");
+        let (single, expected) = one_by_one(&mut single_home);
+        let mut home = LogHome::new(&backend, &temp.path().join("batched"), "batched");
+        let mut batched = home.open();
+        let flushes_before = batched.commit_stats().expect("stats").flushes;
+        let mut queue: VecDeque<Input> = inputs().into();
+        let batch = batched.handle_batch(&mut queue).expect("batch");
+        assert!(queue.is_empty(), "a small batch takes every input");
+        let (events, _effects) = batch.ready.into_parts();
+        let got: Vec<Outcome> = batch
+            .outcomes
+            .into_iter()
+            .map(|o| o.map(|range| events[range].to_vec()))
+            .collect();
+        assert_eq!(got, expected, "same events, sequences and refusals");
+        assert!(got[2].is_err() && got[8].is_err(), "{got:?}");
+        assert_eq!(batched.state(), single.state());
+        assert_eq!(
+            batched.commit_stats().expect("stats").flushes - flushes_before,
+            1,
+            "one flush for the whole batch on {}",
+            backend.name()
+        );
+        // What is durable is the same: reopening rebuilds the same state.
+        let state = batched.state().clone();
+        home.stop(batched, true);
+        single_home.stop(single, true);
+        let reopened = home.open();
+        assert_eq!(reopened.state(), &state, "on {}", backend.name());
+        home.stop(reopened, true);
+    }
 }
 
 #[test]
 fn a_batch_takes_at_most_its_bound_and_leaves_the_rest_in_order() {
-    let temp = tempfile::tempdir().expect("temp dir");
-    let mut ctrl = Controller::open(temp.path()).expect("open");
-    let total = runtime::controller::BATCH_INPUTS_MAX + 5;
-    let mut queue: VecDeque<Input> = (0..total).map(|i| enroll(&format!("n{i}"))).collect();
-    let first = ctrl.handle_batch(&mut queue).expect("first batch");
-    assert_eq!(first.outcomes.len(), runtime::controller::BATCH_INPUTS_MAX);
-    assert_eq!(queue.len(), 5);
-    let second = ctrl.handle_batch(&mut queue).expect("second batch");
-    assert_eq!(second.outcomes.len(), 5);
-    let (events, _) = second.ready.into_parts();
-    assert!(
-        matches!(&events[0].1, Event::NodeEnrolled { name, .. } if *name == format!("n{}", total - 5)),
-        "{:?}",
-        events[0]
-    );
+    for backend in backends() {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let mut home = LogHome::new(&backend, temp.path(), "bound");
+        let mut ctrl = home.open();
+        let total = runtime::controller::BATCH_INPUTS_MAX + 5;
+        let mut queue: VecDeque<Input> = (0..total).map(|i| enroll(&format!("n{i}"))).collect();
+        let first = ctrl.handle_batch(&mut queue).expect("first batch");
+        assert_eq!(first.outcomes.len(), runtime::controller::BATCH_INPUTS_MAX);
+        assert_eq!(queue.len(), 5);
+        let second = ctrl.handle_batch(&mut queue).expect("second batch");
+        assert_eq!(second.outcomes.len(), 5);
+        let (events, _) = second.ready.into_parts();
+        assert!(
+            matches!(&events[0].1, Event::NodeEnrolled { name, .. } if *name == format!("n{}", total - 5)),
+            "{:?}",
+            events[0]
+        );
+        home.stop(ctrl, true);
+    }
 }
 
 /// At the slot limit: a settled canary frees 10,000 follower grants in one
@@ -144,42 +161,47 @@ fn a_batch_takes_at_most_its_bound_and_leaves_the_rest_in_order() {
 fn one_input_at_the_slot_limit_fits_one_durable_batch() {
     let slots = model::plan::SLOTS_MAX_LIMIT;
     let followers = u32::from(slots);
-    let temp = tempfile::tempdir().expect("temp dir");
-    let mut ctrl = Controller::open(temp.path()).expect("open");
-    let mut queue: VecDeque<Input> = (0..=followers).map(|i| enroll(&format!("n{i}"))).collect();
-    while !queue.is_empty() {
-        let batch = ctrl.handle_batch(&mut queue).expect("enroll");
-        assert!(batch.outcomes.iter().all(Result::is_ok));
-    }
-    let handle = |ctrl: &mut Controller, input| {
-        let ready = ctrl.handle(input).expect("accepted");
-        ready.into_parts().0.len()
-    };
-    handle(
-        &mut ctrl,
-        Input::StartRollout {
+    for backend in backends() {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let mut home = LogHome::new(&backend, temp.path(), "slot-limit");
+        let mut ctrl = home.open();
+        let mut queue: VecDeque<Input> =
+            (0..=followers).map(|i| enroll(&format!("n{i}"))).collect();
+        while !queue.is_empty() {
+            let batch = ctrl.handle_batch(&mut queue).expect("enroll");
+            assert!(batch.outcomes.iter().all(Result::is_ok));
+        }
+        let handle = |ctrl: &mut Controller, input| {
+            let ready = ctrl.handle(input).expect("accepted");
+            ready.into_parts().0.len()
+        };
+        handle(
+            &mut ctrl,
+            Input::StartRollout {
+                plan: plan(followers, slots),
+            },
+        );
+        handle(
+            &mut ctrl,
+            from(0, ToController::CommitRequest { op: OpId(0) }),
+        );
+        let granted = handle(&mut ctrl, from(0, switched_pass(0)));
+        assert!(
+            granted > usize::from(slots),
+            "{granted} events: every slot granted at once"
+        );
+        assert!(granted <= EVENTS_PER_INPUT_MAX);
+        let rollout = &ctrl.state().rollouts[0];
+        assert_eq!(rollout.occupied, u32::from(slots));
+        let again = Input::StartRollout {
             plan: plan(followers, slots),
-        },
-    );
-    handle(
-        &mut ctrl,
-        from(0, ToController::CommitRequest { op: OpId(0) }),
-    );
-    let granted = handle(&mut ctrl, from(0, switched_pass(0)));
-    assert!(
-        granted > usize::from(slots),
-        "{granted} events: every slot granted at once"
-    );
-    assert!(granted <= EVENTS_PER_INPUT_MAX);
-    let rollout = &ctrl.state().rollouts[0];
-    assert_eq!(rollout.occupied, u32::from(slots));
-    let again = Input::StartRollout {
-        plan: plan(followers, slots),
-    };
-    let superseded = handle(&mut ctrl, again);
-    assert!(
-        superseded > usize::from(slots),
-        "{superseded} events: every op aborted"
-    );
-    assert!(superseded <= EVENTS_PER_INPUT_MAX);
+        };
+        let superseded = handle(&mut ctrl, again);
+        assert!(
+            superseded > usize::from(slots),
+            "{superseded} events: every op aborted"
+        );
+        assert!(superseded <= EVENTS_PER_INPUT_MAX);
+        home.stop(ctrl, true);
+    }
 }

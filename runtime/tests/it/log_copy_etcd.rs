@@ -155,3 +155,70 @@ fn sled_to_etcd_to_sled_is_the_same_log_and_verifies() {
     ]);
     assert_eq!(again.status.code(), Some(1), "{}", text(&again));
 }
+
+/// The same tools over TLS: a member serving https only and requiring
+/// client certificates; `--ca-file/--cert-file/--key-file` reach it, and
+/// without them the tools fail saying what may be missing.
+#[test]
+fn log_tools_reach_an_etcd_over_mutual_tls() {
+    let Some(cluster) =
+        etcd_harness::Cluster::start_with("cli-tls", 1, etcd_harness::Limits::Fitting, true)
+    else {
+        return;
+    };
+    let pki = cluster.pki().expect("a TLS cluster has a PKI").clone();
+    let path = |p: &Path| p.to_str().expect("utf-8").to_string();
+    let (ca, cert, key) = (path(&pki.ca), path(&pki.client_cert), path(&pki.client_key));
+    let tls: Vec<&str> = vec!["--ca-file", &ca, "--cert-file", &cert, "--key-file", &key];
+    let temp = tempfile::tempdir().expect("temp dir");
+    let original = temp.path().join("original");
+    controller_log(&original);
+    let joined = cluster.endpoints().join(",");
+    let etcd_prefix = prefix("cli-tls");
+    let etcd = format!("etcd://{joined}{etcd_prefix}");
+    let mut copy = vec!["log", "copy", "--from", original.to_str().expect("utf-8")];
+    copy.extend(["--to", &etcd]);
+    copy.extend(&tls);
+    let out = fleetweft(&copy);
+    assert!(
+        out.status.success(),
+        "sled -> etcd over TLS: {}",
+        text(&out)
+    );
+    let mut verify = vec!["log", "verify", "--etcd", &joined, "--prefix", &etcd_prefix];
+    verify.extend(&tls);
+    let verified = fleetweft(&verify);
+    assert!(
+        verified.status.success(),
+        "verify over TLS: {}",
+        text(&verified)
+    );
+    // Without TLS: uninspectable (exit 4), hinting at `ca_file`.
+    let plain = fleetweft(&["log", "verify", "--etcd", &joined, "--prefix", &etcd_prefix]);
+    assert_eq!(plain.status.code(), Some(4), "{}", text(&plain));
+    assert!(
+        String::from_utf8_lossy(&plain.stderr).contains("ca_file")
+            || String::from_utf8_lossy(&plain.stdout).contains("ca_file"),
+        "{}",
+        text(&plain)
+    );
+    // A client certificate without its key is a usage error naming it.
+    let half = fleetweft(&[
+        "log",
+        "verify",
+        "--etcd",
+        &joined,
+        "--prefix",
+        &etcd_prefix,
+        "--ca-file",
+        &ca,
+        "--cert-file",
+        &cert,
+    ]);
+    assert_eq!(half.status.code(), Some(2), "{}", text(&half));
+    assert!(
+        String::from_utf8_lossy(&half.stderr).contains("--key-file"),
+        "{}",
+        text(&half)
+    );
+}

@@ -89,3 +89,37 @@ fn systemd_analyze_verify_accepts_the_units() {
         .collect();
     assert!(out.status.success() && ours.is_empty(), "{stderr}");
 }
+
+/// The HA layout's example files (docs/operations.md, "A 3-host HA
+/// layout"): the controller config parses as an etcd controller with three
+/// endpoints and an advert, and the etcd defaults carry exactly the
+/// transaction limits the log needs (a controller refuses to open a log on
+/// a cluster with smaller ones).
+#[test]
+fn ha_examples_parse_and_carry_the_limits_the_log_needs() {
+    let path = packaging().join("controller-ha.toml");
+    let text = std::fs::read_to_string(&path).expect("controller-ha.toml");
+    let config = runtime::daemon::config::ControllerConfig::parse(&path, &text)
+        .unwrap_or_else(|err| panic!("packaging/controller-ha.toml: {err}"));
+    let etcd = config.storage.etcd_config().expect("backend = \"etcd\"");
+    assert_eq!(etcd.endpoints.len(), 3, "one member per controller host");
+    assert!(config.storage.advertise_api.is_some() && config.storage.advertise_agents.is_some());
+    let defaults = std::fs::read_to_string(packaging().join("etcd.default")).expect("etcd.default");
+    let value = |key: &str| {
+        defaults
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("etcd.default: no {key}"))
+            .to_string()
+    };
+    assert_eq!(
+        value("ETCD_MAX_TXN_OPS"),
+        runtime::log::ETCD_MAX_TXN_OPS_REQUIRED.to_string()
+    );
+    assert_eq!(
+        value("ETCD_MAX_REQUEST_BYTES"),
+        runtime::log::ETCD_MAX_REQUEST_BYTES.to_string()
+    );
+    let cluster = value("ETCD_INITIAL_CLUSTER");
+    assert_eq!(cluster.split(',').count(), 3, "{cluster}");
+}

@@ -2,8 +2,12 @@
 //! model/tests/flows.rs but through `runtime::controller::Controller`.
 #![allow(dead_code)]
 
+mod backend;
+
 use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+pub use backend::{backends, Backend, LogHome};
 
 use model::agent::{agent_apply, agent_step, AgentEffect, AgentInput, AgentState};
 use model::controller::{Effect, Event, Input};
@@ -15,7 +19,8 @@ pub const V2: Digest = Digest::repeat(2);
 
 /// The controller, its agents and the messages in flight to them.
 pub struct Fleet {
-    pub dir: PathBuf,
+    /// Where the controller's log lives (sled or etcd).
+    pub home: LogHome,
     pub ctrl: Controller,
     pub agents: Vec<AgentState>,
     /// What each node's v2 answers: true = correct.
@@ -28,7 +33,13 @@ pub struct Fleet {
 impl Fleet {
     /// A fresh controller log in `dir` and `nodes` agents serving v1, connected.
     pub fn new(dir: &Path, nodes: u32) -> Self {
-        let ctrl = Controller::open(dir).expect("open a fresh controller");
+        Self::on(LogHome::new(&Backend::Sled, dir, "fleet"), nodes)
+    }
+
+    /// A fresh controller on `home`'s log (any backend) and `nodes` agents
+    /// serving v1, connected.
+    pub fn on(mut home: LogHome, nodes: u32) -> Self {
+        let ctrl = home.open();
         let agents = (0..nodes)
             .map(|_| AgentState {
                 serving: Some(V1),
@@ -36,7 +47,7 @@ impl Fleet {
             })
             .collect();
         let mut fleet = Fleet {
-            dir: dir.to_path_buf(),
+            home,
             ctrl,
             agents,
             v2_correct: vec![true; nodes as usize],
@@ -124,27 +135,31 @@ impl Fleet {
     /// Messages in flight are lost with the old connections.
     pub fn restart(self, close: bool) -> Self {
         let Fleet {
-            dir,
+            mut home,
             ctrl,
             agents,
             v2_correct,
             acknowledged,
             ..
         } = self;
-        if close {
-            ctrl.close().expect("close");
-        } else {
-            drop(ctrl);
-        }
-        let ctrl = Controller::open(&dir).expect("reopen");
+        home.stop(ctrl, close);
+        let ctrl = home.open();
         Fleet {
-            dir,
+            home,
             ctrl,
             agents,
             v2_correct,
             to_agents: VecDeque::new(),
             acknowledged,
         }
+    }
+
+    /// Stops the controller in order (on etcd: resigns its leadership) and
+    /// hands back its log's home, to read the log back.
+    pub fn stop(self) -> LogHome {
+        let Fleet { mut home, ctrl, .. } = self;
+        home.stop(ctrl, true);
+        home
     }
 }
 
