@@ -4,6 +4,8 @@
 # through a canary). Extra arguments go to the demo, e.g.
 #   bash scripts/demo.sh --scenario wrong-answer
 #   bash scripts/demo.sh --scenario lost-reply --keep-running
+#   bash scripts/demo.sh --ha     # two controllers on a 3-member etcd it
+#                                 # starts; the leader killed mid-rollout
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v python3 >/dev/null 2>&1; then
@@ -24,5 +26,16 @@ if ! command -v protoc >/dev/null 2>&1; then
     exit 2
   fi
 fi
+# --ha starts its own etcd cluster: etcd-server must be installed.
+for arg in "$@"; do
+  if [ "$arg" = --ha ] && ! command -v etcd >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      bash scripts/etcd.sh install
+    else
+      echo "scripts/demo.sh: --ha needs etcd (Debian: etcd-server); install it" >&2
+      exit 2
+    fi
+  fi
+done
 cargo build --release -q -p runtime -p agent
 exec ./target/release/fleetweft demo "$@"

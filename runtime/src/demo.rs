@@ -1,6 +1,8 @@
 //! `fleetweft demo`: a real controller and three real agents on loopback,
 //! a signed Python app rolled from v1 to v2 through a canary, narrated step
 //! by step, ending with the proof for every node and the handover report.
+//! With `--ha` the story is [`crate::demo_ha`]'s: two controllers on an
+//! etcd cluster the demo starts, the leader killed mid-rollout.
 
 use crate::client::ApiClient;
 use crate::client::FleetView;
@@ -44,9 +46,14 @@ pub struct DemoOptions {
     pub scenario: Scenario,
     /// Keep the fleet running after the story until Ctrl-C.
     pub keep_running: bool,
+    /// Two controllers on a 3-member etcd cluster the demo starts; the
+    /// leader is killed mid-rollout and the standby finishes it
+    /// (`demo_ha`). Tells the happy story only.
+    pub ha: bool,
 }
 
-struct Fleet {
+/// The processes the demo started (etcd members aside, see `demo_ha`).
+pub(crate) struct Fleet {
     /// Name, process, and the file its output goes to.
     children: Vec<(String, Child, PathBuf)>,
 }
@@ -57,7 +64,7 @@ const DEAD_LOG_LINES_MAX: usize = 15;
 const TIMEOUT_LOG_LINES_MAX: usize = 6;
 
 /// The last `lines_max` lines of a log file, without terminal colours.
-fn tail(log: &Path, lines_max: usize) -> String {
+pub(crate) fn tail(log: &Path, lines_max: usize) -> String {
     let text = std::fs::read_to_string(log).unwrap_or_else(|e| format!("(unreadable: {e})"));
     let lines: Vec<&str> = text.lines().collect();
     let kept = lines[lines.len().saturating_sub(lines_max)..].join("\n");
@@ -65,7 +72,7 @@ fn tail(log: &Path, lines_max: usize) -> String {
 }
 
 /// `tracing`'s coloured output, readable in a test failure.
-fn strip_ansi(text: &str) -> String {
+pub(crate) fn strip_ansi(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars();
     while let Some(c) = chars.next() {
@@ -84,7 +91,13 @@ fn strip_ansi(text: &str) -> String {
 }
 
 impl Fleet {
-    async fn stop(&mut self) {
+    pub(crate) fn new() -> Fleet {
+        Fleet {
+            children: Vec::new(),
+        }
+    }
+
+    pub(crate) async fn stop(&mut self) {
         for (name, child, _) in self.children.iter_mut() {
             let _ = child.start_kill();
             let _ = child.wait().await;
@@ -93,7 +106,7 @@ impl Fleet {
         self.children.clear();
     }
 
-    fn push(
+    pub(crate) fn push(
         &mut self,
         name: &str,
         exe: &Path,
@@ -107,7 +120,7 @@ impl Fleet {
 
     /// The last `lines_max` lines of every process's log, to show what each
     /// was doing when a step timed out.
-    fn log_tails(&self, lines_max: usize) -> String {
+    pub(crate) fn log_tails(&self, lines_max: usize) -> String {
         let mut out = String::new();
         for (name, _, log) in &self.children {
             out.push_str(&format!("--- {name} ({}):\n", log.display()));
@@ -119,7 +132,7 @@ impl Fleet {
 
     /// Every process of the demo is still running; otherwise say which one
     /// ended and why (the tail of its log), instead of waiting out a step.
-    fn check_alive(&mut self) -> anyhow::Result<()> {
+    pub(crate) fn check_alive(&mut self) -> anyhow::Result<()> {
         for (name, child, log) in self.children.iter_mut() {
             if let Some(status) = child.try_wait()? {
                 bail!(
@@ -131,24 +144,44 @@ impl Fleet {
         }
         Ok(())
     }
+
+    /// SIGKILLs the process named `name` and forgets it (so
+    /// [`Fleet::check_alive`] does not report it); its pid, or `None` when
+    /// no such process runs.
+    pub(crate) async fn kill(&mut self, name: &str) -> Option<u32> {
+        let index = self.children.iter().position(|(n, _, _)| n == name)?;
+        let (_, mut child, _) = self.children.remove(index);
+        let pid = child.id();
+        // tokio's start_kill is SIGKILL on unix: no shutdown path runs.
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+        pid
+    }
 }
 
-fn say(text: impl AsRef<str>) {
+pub(crate) fn say(text: impl AsRef<str>) {
     println!("{}", text.as_ref());
 }
 
 /// Run the demo; Ok(true) when the story ended as it should.
 pub async fn run(options: DemoOptions) -> anyhow::Result<bool> {
-    let mut fleet = Fleet {
-        children: Vec::new(),
-    };
+    let mut fleet = Fleet::new();
     // Ctrl-C and a plain `kill` (SIGTERM, what `timeout` and service
     // managers send) both stop every child before the demo exits; without
     // the SIGTERM arm the controller and agents outlived the demo.
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("installing the SIGTERM handler")?;
+    // The etcd members of `--ha` live outside `fleet` (std processes tied
+    // to this process's life), stopped after it.
+    let mut etcd = None;
     let outcome = tokio::select! {
-        result = story(&options, &mut fleet) => result,
+        result = async {
+            if options.ha {
+                crate::demo_ha::story(&options, &mut fleet, &mut etcd).await
+            } else {
+                story(&options, &mut fleet).await
+            }
+        } => result,
         _ = tokio::signal::ctrl_c() => {
             say("\ninterrupted: stopping every process");
             Ok(false)
@@ -159,10 +192,26 @@ pub async fn run(options: DemoOptions) -> anyhow::Result<bool> {
         }
     };
     fleet.stop().await;
+    if let Some(cluster) = etcd.as_mut() {
+        crate::demo_ha::EtcdCluster::stop(cluster);
+    }
     outcome
 }
 
-async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool> {
+/// What the demo made before starting any process: its directory, the
+/// fleet's layout (ports picked later), PKI, operator token, and the two
+/// signed releases (version, digest, bundle bytes).
+pub(crate) struct Prepared {
+    pub(crate) dir: PathBuf,
+    pub(crate) layout: FleetLayout,
+    pub(crate) pki: protocol::pki::FleetPki,
+    pub(crate) token: String,
+    pub(crate) releases: Vec<(&'static str, model::Digest, Vec<u8>)>,
+}
+
+/// Steps [1] and [2], shared by every story: a new or empty directory,
+/// the PKI and keys, and hello v1 and v2 signed.
+pub(crate) fn prepare(options: &DemoOptions, title: &str) -> anyhow::Result<Prepared> {
     let dir = match &options.dir {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("fleetweft-demo-{}", std::process::id())),
@@ -171,15 +220,11 @@ async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool>
         bail!("{} is not empty; give an empty or new --dir", dir.display());
     }
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    say(format!(
-        "Fleetweft demo ({:?}) in {}",
-        options.scenario,
-        dir.display()
-    ));
+    say(format!("Fleetweft demo ({title}) in {}", dir.display()));
 
     say("\n[1] PKI: fleet CA, controller and node certificates, operator token");
-    // The ports are picked per start attempt (start_fleet).
-    let mut layout = layout_of(&dir, 0, 0, &[]);
+    // The ports are picked when the processes start.
+    let layout = layout_of(&dir, 0, 0, &[]);
     let (pki, signing) = layout.write_pki_and_keys()?;
     let token = protocol::pki::load_operator_token(&pki.operator_token())?;
 
@@ -193,6 +238,23 @@ async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool>
         say(format!("    hello {version}: release {}", digest.to_hex()));
         releases.push((version, digest, bytes));
     }
+    Ok(Prepared {
+        dir,
+        layout,
+        pki,
+        token,
+        releases,
+    })
+}
+
+async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool> {
+    let Prepared {
+        dir,
+        mut layout,
+        pki,
+        token,
+        releases,
+    } = prepare(options, &format!("{:?}", options.scenario))?;
     let v1 = releases[0].1;
     let v2 = releases[1].1;
 
@@ -302,12 +364,40 @@ async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool>
         }
     };
 
-    say("\n[7] what users get: each node's public route");
+    let all_verified = show_outcome(&api, &public_ports, 7).await?;
+    let success = match options.scenario {
+        Scenario::Happy | Scenario::LostReply => ok && all_verified,
+        Scenario::WrongAnswer => ok,
+    };
+    say(format!(
+        "\ndemo {}",
+        if success { "succeeded" } else { "FAILED" }
+    ));
+    if options.keep_running {
+        say(format!(
+            "fleet keeps running (API http://127.0.0.1:{api_port}); Ctrl-C stops it"
+        ));
+        std::future::pending::<()>().await;
+    }
+    Ok(success)
+}
+
+/// The story's end, shared by every story (steps `first_step` and the two
+/// after it): each node's public route, the proof per node, and the
+/// handover report. True when every node's proof is verified.
+pub(crate) async fn show_outcome(
+    api: &ApiClient,
+    public_ports: &[u16],
+    first_step: u32,
+) -> anyhow::Result<bool> {
+    say(format!(
+        "\n[{first_step}] what users get: each node's public route"
+    ));
     for (i, node) in NODES.iter().enumerate() {
         let answer = probe_public(public_ports[i]).await;
         say(format!("    {node}: {answer}"));
     }
-    say("\n[8] proof per node");
+    say(format!("\n[{}] proof per node", first_step + 1));
     let mut all_verified = true;
     for node in NODES {
         let proof: crate::proof::NodeProof = api.get(&format!("/api/nodes/{node}/proof")).await?;
@@ -340,7 +430,10 @@ async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool>
             say(format!("        {line}"));
         }
     }
-    say("\n[9] handover report (ops holding a slot or waiting for a person)");
+    say(format!(
+        "\n[{}] handover report (ops holding a slot or waiting for a person)",
+        first_step + 2
+    ));
     let open: Vec<crate::proof::Unresolved> = api.get("/api/unresolved").await?;
     if open.is_empty() {
         say("    nothing unresolved");
@@ -363,21 +456,7 @@ async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool>
         ));
         say(format!("        options: {}", u.options.join(" | ")));
     }
-    let success = match options.scenario {
-        Scenario::Happy | Scenario::LostReply => ok && all_verified,
-        Scenario::WrongAnswer => ok,
-    };
-    say(format!(
-        "\ndemo {}",
-        if success { "succeeded" } else { "FAILED" }
-    ));
-    if options.keep_running {
-        say(format!(
-            "fleet keeps running (API http://127.0.0.1:{api_port}); Ctrl-C stops it"
-        ));
-        std::future::pending::<()>().await;
-    }
-    Ok(success)
+    Ok(all_verified)
 }
 
 /// What [`start_fleet`] brought up.
@@ -494,7 +573,7 @@ fn remove_if_present(path: &Path) -> anyhow::Result<()> {
     }
 }
 
-fn rollout_status<'a>(status: &'a FleetView, id: &str) -> Option<&'a str> {
+pub(crate) fn rollout_status<'a>(status: &'a FleetView, id: &str) -> Option<&'a str> {
     status
         .rollouts
         .iter()
@@ -503,7 +582,7 @@ fn rollout_status<'a>(status: &'a FleetView, id: &str) -> Option<&'a str> {
 }
 
 /// A digest shortened for tables; other text unchanged.
-fn short(text: &str) -> String {
+pub(crate) fn short(text: &str) -> String {
     if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
         text[..12].to_string()
     } else {
@@ -511,7 +590,7 @@ fn short(text: &str) -> String {
     }
 }
 
-async fn start_rollout(api: &ApiClient, release: model::Digest) -> anyhow::Result<()> {
+pub(crate) async fn start_rollout(api: &ApiClient, release: model::Digest) -> anyhow::Result<()> {
     let _: serde_json::Value = api
         .post_json(
             "/api/rollouts",
@@ -527,7 +606,7 @@ async fn start_rollout(api: &ApiClient, release: model::Digest) -> anyhow::Resul
 }
 
 /// Poll the controller, narrating new events, until `done` holds.
-async fn wait_for(
+pub(crate) async fn wait_for(
     api: &ApiClient,
     fleet: &mut Fleet,
     seen: &mut u64,
@@ -559,7 +638,7 @@ async fn wait_for(
 }
 
 /// Print the events logged from `seen` on (hellos left out), moving `seen`.
-async fn print_events_from(api: &ApiClient, seen: &mut u64) {
+pub(crate) async fn print_events_from(api: &ApiClient, seen: &mut u64) {
     let path = format!("/api/events?from={seen}");
     if let Ok(events) = api.get::<Vec<EventDto>>(&path).await {
         for e in events {
@@ -571,7 +650,7 @@ async fn print_events_from(api: &ApiClient, seen: &mut u64) {
     }
 }
 
-async fn probe_public(port: u16) -> String {
+pub(crate) async fn probe_public(port: u16) -> String {
     let client = ApiClient::new(format!("http://127.0.0.1:{port}"), None);
     // The route answers text, not JSON: read it through a raw probe.
     match raw_get(port, "/hello").await {

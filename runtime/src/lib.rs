@@ -11,6 +11,7 @@ pub mod client;
 pub mod controller;
 pub mod daemon;
 pub mod demo;
+pub mod demo_ha;
 pub mod inspect;
 pub mod log_copy;
 pub mod policy_text;

@@ -121,11 +121,25 @@ impl FleetLayout {
     /// The text of `controller.toml`; `drop_reply_for` fills the demo's
     /// `[faults]` section (honoured only with `--allow-fault-injection`).
     pub fn controller_toml(&self, pki: &FleetPki, drop_reply_for: Option<model::Digest>) -> String {
+        let data = self.dir.join("controller-data");
+        self.controller_toml_with(pki, &data, self.quic_port, self.api_port, drop_reply_for)
+    }
+
+    /// A controller's config with its own data directory and ports: the
+    /// single controller's and each controller of an HA fleet's.
+    fn controller_toml_with(
+        &self,
+        pki: &FleetPki,
+        data_dir: &Path,
+        quic_port: u16,
+        api_port: u16,
+        drop_reply_for: Option<model::Digest>,
+    ) -> String {
         let mut text = format!(
             "data_dir = {:?}\nlisten = \"127.0.0.1:{}\"\n\n[api]\nlisten = \"127.0.0.1:{}\"\n\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\noperator_token = {:?}\n\n[bundles]\npubkey = {:?}\n\n[timing]\nop_timeout_ms = {LOOPBACK_OP_TIMEOUT_MS}\n",
-            self.dir.join("controller-data").display().to_string(),
-            self.quic_port,
-            self.api_port,
+            data_dir.display().to_string(),
+            quic_port,
+            api_port,
             pki.ca_cert().display().to_string(),
             pki.controller_cert().display().to_string(),
             pki.controller_key().display().to_string(),
@@ -144,6 +158,58 @@ impl FleetLayout {
             ));
         }
         text
+    }
+
+    /// `controller-<name>.toml`, one controller of an HA fleet.
+    pub fn ha_controller_config(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("controller-{name}.toml"))
+    }
+
+    /// `controller-<name>-data`, one HA controller's data directory (its
+    /// bundles, webhook cursor; the log is in etcd).
+    pub fn ha_controller_data(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("controller-{name}-data"))
+    }
+
+    /// The text of one HA controller's config: the single controller's,
+    /// on its own data directory and ports, with `[storage]` on `log`.
+    pub fn ha_controller_toml(
+        &self,
+        pki: &FleetPki,
+        controller: &HaController,
+        log: &EtcdLog,
+        drop_reply_for: Option<model::Digest>,
+    ) -> String {
+        let data = self.ha_controller_data(&controller.name);
+        let mut text = self.controller_toml_with(
+            pki,
+            &data,
+            controller.quic_port,
+            controller.api_port,
+            drop_reply_for,
+        );
+        let endpoints: Vec<String> = log.endpoints.iter().map(|e| format!("{e:?}")).collect();
+        text.push_str(&format!(
+            "\n[storage]\nbackend = \"etcd\"\nendpoints = [{}]\nprefix = {:?}\nlease_ttl_ms = {}\n",
+            endpoints.join(", "),
+            log.prefix,
+            log.lease_ttl_ms
+        ));
+        text
+    }
+
+    /// Write `controller-<name>.toml` and return its path.
+    pub fn write_ha_controller_config(
+        &self,
+        pki: &FleetPki,
+        controller: &HaController,
+        log: &EtcdLog,
+        drop_reply_for: Option<model::Digest>,
+    ) -> Result<PathBuf, QuickstartError> {
+        let path = self.ha_controller_config(&controller.name);
+        let text = self.ha_controller_toml(pki, controller, log, drop_reply_for);
+        std::fs::write(&path, text).map_err(io_err(&path))?;
+        Ok(path)
     }
 
     /// Write `controller.toml` and return its path.
@@ -166,10 +232,38 @@ impl FleetLayout {
         public_port: u16,
         answer_wrongly: Option<model::Digest>,
     ) -> String {
+        let controller = format!("addr = \"127.0.0.1:{}\"", self.quic_port);
+        self.agent_toml_with(pki, node, public_port, &controller, answer_wrongly)
+    }
+
+    /// The text of `node`'s agent config in an HA fleet: `[controller]
+    /// addrs` lists every controller's QUIC port, in `controllers` order.
+    pub fn ha_agent_toml(
+        &self,
+        pki: &FleetPki,
+        node: &str,
+        public_port: u16,
+        controllers: &[HaController],
+    ) -> String {
+        let addrs: Vec<String> = controllers
+            .iter()
+            .map(|c| format!("\"127.0.0.1:{}\"", c.quic_port))
+            .collect();
+        let controller = format!("addrs = [{}]", addrs.join(", "));
+        self.agent_toml_with(pki, node, public_port, &controller, None)
+    }
+
+    fn agent_toml_with(
+        &self,
+        pki: &FleetPki,
+        node: &str,
+        public_port: u16,
+        controller: &str,
+        answer_wrongly: Option<model::Digest>,
+    ) -> String {
         let mut text = format!(
-            "node = \"{node}\"\ndata_dir = {:?}\npublic_port = {public_port}\n\n[controller]\naddr = \"127.0.0.1:{}\"\nserver_name = \"localhost\"\n\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n\n[bundles]\npubkey = {:?}\n",
+            "node = \"{node}\"\ndata_dir = {:?}\npublic_port = {public_port}\n\n[controller]\n{controller}\nserver_name = \"localhost\"\n\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n\n[bundles]\npubkey = {:?}\n",
             self.dir.join(format!("{node}-data")).display().to_string(),
-            self.quic_port,
             pki.ca_cert().display().to_string(),
             pki.node_cert(node).display().to_string(),
             pki.node_key(node).display().to_string(),
@@ -197,6 +291,36 @@ impl FleetLayout {
         std::fs::write(&path, text).map_err(io_err(&path))?;
         Ok(path)
     }
+}
+
+/// One controller of an HA loopback fleet: several controllers share one
+/// log in etcd; one leads, the others are hot standbys.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HaController {
+    /// Its name in file names (`controller-<name>.toml`) and narration.
+    pub name: String,
+    /// Its QUIC port on 127.0.0.1 (agents connect here).
+    pub quic_port: u16,
+    /// Its API port on 127.0.0.1.
+    pub api_port: u16,
+}
+
+impl HaController {
+    /// Its API's URL.
+    pub fn api_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.api_port)
+    }
+}
+
+/// Where an HA loopback fleet's log lives: `[storage]` of every controller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EtcdLog {
+    /// etcd client endpoints, `127.0.0.1:PORT`.
+    pub endpoints: Vec<String>,
+    /// The log's key prefix.
+    pub prefix: String,
+    /// The leadership lease TTL: a takeover waits about this long.
+    pub lease_ttl_ms: u64,
 }
 
 /// Options of `fleetweft quickstart`.
@@ -509,6 +633,54 @@ mod tests {
         assert!(text.contains("--version v2"), "{text}");
         assert!(text.contains("'hello from v2'"), "{text}");
         assert!(layout.sample_app().exists());
+    }
+
+    /// An HA fleet's configs load with the daemons' own parsers: each
+    /// controller on its own data directory and ports with `[storage]` on
+    /// etcd, each agent listing every controller in order.
+    #[test]
+    fn the_ha_configs_load() {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let layout = write(&options(&temp.path().join("fleet"), &["a", "b"])).expect("written");
+        let pki = FleetPki {
+            dir: layout.pki_dir(),
+            nodes: layout.nodes.clone(),
+        };
+        let controllers =
+            [("x", 7901, 7900), ("y", 7911, 7910)].map(|(name, quic, api)| HaController {
+                name: name.to_string(),
+                quic_port: quic,
+                api_port: api,
+            });
+        let log = EtcdLog {
+            endpoints: vec!["127.0.0.1:2379".into(), "127.0.0.1:2380".into()],
+            prefix: "/fleetweft/t".into(),
+            lease_ttl_ms: 2_000,
+        };
+        for c in &controllers {
+            let path = layout
+                .write_ha_controller_config(&pki, c, &log, None)
+                .expect("written");
+            let cfg = crate::daemon::config::ControllerConfig::load(&path).expect("loads");
+            assert_eq!(cfg.api.listen.port(), c.api_port);
+            assert_eq!(cfg.listen.port(), c.quic_port);
+            assert_eq!(cfg.data_dir, layout.ha_controller_data(&c.name));
+            let etcd = cfg.storage.etcd_config().expect("on etcd");
+            assert_eq!(etcd.endpoints, log.endpoints);
+            assert_eq!(etcd.prefix, log.prefix);
+            assert_eq!(etcd.lease_ttl_ms, 2_000);
+            assert_eq!(cfg.nodes.len(), 2);
+        }
+        let text = layout.ha_agent_toml(&pki, "b", 8082, &controllers);
+        let agent = agent::config::AgentConfig::parse(Path::new("agent-b.toml"), &text)
+            .expect("the agent config parses");
+        let ports: Vec<u16> = agent
+            .controller
+            .addresses()
+            .iter()
+            .map(|a| a.port())
+            .collect();
+        assert_eq!(ports, [7901, 7911]);
     }
 
     #[test]

@@ -121,7 +121,9 @@ enum Command {
         #[arg(long)]
         allow_fault_injection: bool,
     },
-    /// Run a controller and three agents on loopback and roll v1 -> v2.
+    /// Run a controller and three agents on loopback and roll v1 -> v2;
+    /// with --ha, two controllers on a 3-member etcd cluster, the leader
+    /// killed mid-rollout and the standby finishing it.
     Demo {
         /// Where to put keys, configs, data and logs (default: a new temp dir).
         #[arg(long)]
@@ -132,6 +134,13 @@ enum Command {
         /// Keep the fleet running afterwards until Ctrl-C.
         #[arg(long)]
         keep_running: bool,
+        /// High availability on etcd: start a 3-member etcd cluster on
+        /// loopback (needs `etcd` on PATH), two controllers on one log and
+        /// three agents listing both; SIGKILL the leader right after the
+        /// canary's commit decision is stored; the standby takes over and
+        /// finishes the rollout. Tells the happy story only.
+        #[arg(long, conflicts_with = "scenario")]
+        ha: bool,
     },
     /// Write a loopback fleet's files (PKI, signing keys, controller.toml,
     /// one agent config per node, the sample app) into DIR and print the
@@ -840,10 +849,12 @@ fn main() -> ExitCode {
             dir,
             scenario,
             keep_running,
+            ha,
         } => run_demo(runtime::demo::DemoOptions {
             dir,
             scenario,
             keep_running,
+            ha,
         }),
         Command::Status { page, api } => {
             let page = page.args();
