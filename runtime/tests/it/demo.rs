@@ -2,8 +2,9 @@
 //! child processes on loopback, for every scenario; afterwards the
 //! controller's log verifies and no child process is left behind.
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 fn fleetweft() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_fleetweft"))
@@ -148,14 +149,15 @@ fn lost_reply_is_answered_from_the_stored_decision() {
 
 /// `kill` (SIGTERM) of a demo left running stops its controller and agents
 /// too: none outlives it.
-#[test]
-fn a_terminated_demo_leaves_no_process_behind() {
-    use std::io::{BufRead, BufReader};
-    use std::process::Stdio;
-    ensure_agent_binary();
+/// Starts `fleetweft demo ARGS --keep-running` in a fresh directory and
+/// reads its narration until it says it keeps running: the demo process,
+/// its directory and what it printed.
+fn keep_running_demo(args: &[&str]) -> (std::process::Child, PathBuf, String) {
     let dir = tempfile::tempdir().expect("temp dir").keep().join("demo");
     let mut demo = Command::new(fleetweft())
-        .args(["demo", "--scenario", "happy", "--keep-running", "--dir"])
+        .arg("demo")
+        .args(args)
+        .args(["--keep-running", "--dir"])
         .arg(&dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -171,6 +173,13 @@ fn a_terminated_demo_leaves_no_process_behind() {
             break;
         }
     }
+    (demo, dir, narration)
+}
+
+#[test]
+fn a_terminated_demo_leaves_no_process_behind() {
+    ensure_agent_binary();
+    let (mut demo, dir, narration) = keep_running_demo(&["--scenario", "happy"]);
     assert!(narration.contains("demo succeeded"), "{narration}");
     let kill = Command::new("kill")
         .args(["-TERM", &demo.id().to_string()])
@@ -288,8 +297,6 @@ fn ha_standby_finishes_the_rollout_after_the_leader_is_killed() {
 /// its etcd members, controllers and agents carry a parent-death signal.
 #[test]
 fn a_sigkilled_ha_demo_leaves_no_process_behind() {
-    use std::io::{BufRead, BufReader};
-    use std::process::Stdio;
     if !etcd_available() {
         return;
     }
@@ -298,24 +305,7 @@ fn a_sigkilled_ha_demo_leaves_no_process_behind() {
         return;
     }
     ensure_agent_binary();
-    let dir = tempfile::tempdir().expect("temp dir").keep().join("demo");
-    let mut demo = Command::new(fleetweft())
-        .args(["demo", "--ha", "--keep-running", "--dir"])
-        .arg(&dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the demo");
-    let stdout = demo.stdout.take().expect("piped stdout");
-    let mut narration = String::new();
-    for line in BufReader::new(stdout).lines() {
-        let line = line.expect("read the narration");
-        narration.push_str(&line);
-        narration.push('\n');
-        if line.contains("Ctrl-C stops it") {
-            break;
-        }
-    }
+    let (mut demo, dir, narration) = keep_running_demo(&["--ha"]);
     assert!(narration.contains("demo succeeded"), "{narration}");
     demo.kill().expect("SIGKILL the demo");
     demo.wait().expect("reap the demo");

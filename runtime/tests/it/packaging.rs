@@ -115,7 +115,10 @@ fn ha_examples_parse_and_carry_the_limits_the_log_needs() {
     }
     let text = std::fs::read_to_string(&path)
         .expect("controller-ha.toml")
-        .replace("/etc/fleetweft/pki/etcd-", &format!("{}/etcd-", pki.path().display()));
+        .replace(
+            "/etc/fleetweft/pki/etcd-",
+            &format!("{}/etcd-", pki.path().display()),
+        );
     let config = runtime::daemon::config::ControllerConfig::parse(&path, &text)
         .unwrap_or_else(|err| panic!("packaging/controller-ha.toml: {err}"));
     let etcd = config.storage.etcd_config().expect("backend = \"etcd\"");
