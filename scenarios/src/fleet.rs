@@ -282,14 +282,7 @@ impl Fleet {
         let text = self.controller_toml(&self.controller_data(), &ctl, faults);
         let config = self.dir.join("controller.toml");
         std::fs::write(&config, text)?;
-        let mut args = vec![
-            "controller".to_string(),
-            "--config".into(),
-            config.display().to_string(),
-        ];
-        if faults.drop_first_commit_reply_for.is_some() {
-            args.push("--allow-fault-injection".into());
-        }
+        let args = controller_args(&config, faults);
         let exe = self.bins.fleetweft.clone();
         self.spawn_in("controller", "fwsc-ctl", &exe, &args)?;
         let api = self.api.clone();
@@ -929,6 +922,20 @@ impl Fleet {
 }
 
 /// The scenario host of `node`: the letter of `node-<letter>`.
+/// `fleetweft controller --config CONFIG`, with fault injection allowed
+/// when `faults` switch any on.
+fn controller_args(config: &Path, faults: &ControllerFaults) -> Vec<String> {
+    let mut args = vec![
+        "controller".to_string(),
+        "--config".into(),
+        config.display().to_string(),
+    ];
+    if faults.drop_first_commit_reply_for.is_some() {
+        args.push("--allow-fault-injection".into());
+    }
+    args
+}
+
 fn host_of(node: &str) -> anyhow::Result<&str> {
     match node.strip_prefix("node-") {
         Some(letter) if letter.len() == 1 && letter.bytes().all(|b| b.is_ascii_lowercase()) => {

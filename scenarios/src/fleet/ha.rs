@@ -320,14 +320,7 @@ impl Fleet {
         ));
         let config = self.dir.join(format!("controller-{i}.toml"));
         std::fs::write(&config, text)?;
-        let mut args = vec![
-            "controller".to_string(),
-            "--config".into(),
-            config.display().to_string(),
-        ];
-        if faults.drop_first_commit_reply_for.is_some() {
-            args.push("--allow-fault-injection".into());
-        }
+        let args = controller_args(&config, faults);
         let exe = self.bins.fleetweft.clone();
         let ns = format!("{}-{}", net::PREFIX, CONTROLLER_HOSTS[i - 1]);
         self.spawn_in(&format!("controller-{i}"), &ns, &exe, &args)
