@@ -89,3 +89,29 @@ fn apply_panics_on_an_event_for_a_rollout_that_was_never_started() {
         },
     );
 }
+
+#[test]
+fn settling_an_op_that_settled_already_is_named() {
+    let mut state = started();
+    let grant = Event::OpGranted {
+        op: OpId(0),
+        rollout: RolloutId(0),
+        node: NodeId(0),
+        release: Digest::repeat(2),
+        generation: Generation(1),
+        baseline: None,
+        is_canary: true,
+    };
+    apply(&mut state, &grant);
+    let settle = Event::OpSettled {
+        op: OpId(0),
+        outcome: Outcome::NotApplied,
+    };
+    assert_eq!(referents_exist(&state, &settle), Ok(()));
+    apply(&mut state, &settle);
+    // A second settle would release the slot twice (occupied underflows).
+    assert_eq!(
+        referents_exist(&state, &settle),
+        Err(MissingReferent::Settled(OpId(0)))
+    );
+}

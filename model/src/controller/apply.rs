@@ -38,6 +38,10 @@ pub enum MissingReferent {
     /// [`crate::plan::FOLLOWERS_PER_EVENT_MAX`], or more than
     /// [`crate::plan::FOLLOWERS_MAX`] in all. Appended last.
     PlanClosed(RolloutId),
+    /// The event settles an op that has settled already: its slot and its
+    /// counts were released once, and a second settle would release them
+    /// again (the rollout's `occupied` would underflow). Appended last.
+    Settled(OpId),
 }
 
 impl fmt::Display for MissingReferent {
@@ -63,6 +67,7 @@ impl fmt::Display for MissingReferent {
                 f,
                 "the plan of rollout {r}, which is no longer being recorded (or a follower chunk out of bounds)"
             ),
+            MissingReferent::Settled(op) => write!(f, "op {op}, which has settled already"),
         }
     }
 }
@@ -119,8 +124,16 @@ pub fn referents_exist(state: &ControllerState, event: &Event) -> Result<(), Mis
         | Event::OperatorObserved { op, .. }
         | Event::RestoreRequested { op }
         | Event::OpUnknown { op, .. }
-        | Event::OpSettled { op, .. }
         | Event::OpClaimed { op, .. } => op_exists(op),
+        Event::OpSettled { op, .. } => {
+            op_exists(op)?;
+            match state.op(*op) {
+                Some(o) if matches!(o.phase, OpPhase::Settled(_)) => {
+                    Err(MissingReferent::Settled(*op))
+                }
+                _ => Ok(()),
+            }
+        }
         Event::CommitReplayed { .. }
         | Event::NodeObserved { .. }
         | Event::NodeHello { .. }
