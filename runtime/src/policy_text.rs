@@ -42,6 +42,27 @@ fn amount(field: &str, text: &str, of: u32, round_up: bool) -> Result<u32, Strin
         .map_err(|_| format!("field `{field}`: {text:?} is not a number or a percentage"))
 }
 
+/// One wave end of `waves` as the exact share of the fleet the operator
+/// typed, in hundredths of a follower (a count `n` is `100 n`, a percentage
+/// `p` of `of` followers is `p × of`), so that `"50%,10%"` is seen as
+/// decreasing even where both round to the same count. A plan without
+/// followers is read as one follower, so a typo is refused there too. A
+/// wave end of 0 sends no follower: refused, naming the part.
+fn wave_share(part: &str, of: u32) -> Result<u128, String> {
+    let text = part.trim();
+    // A percentage of 100 followers is the percentage itself.
+    let share = match text.strip_suffix('%') {
+        Some(_) => u128::from(amount("waves", text, 100, true)?) * u128::from(of.max(1)),
+        None => u128::from(amount("waves", text, of, true)?) * 100,
+    };
+    if share == 0 {
+        return Err(format!(
+            "field `waves`: {text:?} ends a wave at 0 followers, so that wave would send no node"
+        ));
+    }
+    Ok(share)
+}
+
 impl PolicyText<'_> {
     /// The policy for a plan of `followers` followers. Wave ends that round
     /// to the same count are one wave; the last wave always ends at the
@@ -56,7 +77,19 @@ impl PolicyText<'_> {
                     parts.len()
                 ));
             }
+            let mut previous: Option<(&str, u128)> = None;
             for part in parts {
+                let share = wave_share(part, followers)?;
+                if let Some((before, earlier)) = previous {
+                    if share <= earlier {
+                        return Err(format!(
+                            "field `waves`: {:?} does not end after {:?}; wave ends are cumulative and strictly increasing (\"5%,10%\", not \"50%,10%\")",
+                            part.trim(),
+                            before.trim()
+                        ));
+                    }
+                }
+                previous = Some((part, share));
                 let end = amount("waves", part, followers, true)?.min(followers);
                 if end > 0 && wave_ends.last().is_none_or(|last| end > *last) {
                     wave_ends.push(end);
@@ -139,5 +172,48 @@ mod tests {
             assert!(err.contains(field), "{err}");
         }
         assert_eq!(PolicyText::default().policy(10), Ok(Policy::default()));
+    }
+
+    /// A hostile or mistyped `waves` is refused naming the part: a wave end
+    /// of 0 sends nobody, and a decreasing list ("50%,10%", a typo for
+    /// "5%,10%") would send half the fleet in the first wave.
+    #[test]
+    fn zero_and_decreasing_wave_ends_are_refused_naming_the_part() {
+        for (waves, names) in [
+            ("0%", "\"0%\""),
+            ("0", "\"0\""),
+            ("0%,100%", "\"0%\""),
+            ("50%,10%", "\"10%\""),
+            ("50%,50%", "\"50%\""),
+            ("5,3", "\"3\""),
+        ] {
+            let text = PolicyText {
+                waves: Some(waves),
+                ..Default::default()
+            };
+            for followers in [0, 1, 6, 10] {
+                let err = text.policy(followers).expect_err(waves);
+                assert!(
+                    err.contains("field `waves`") && err.contains(names),
+                    "{waves}: {err}"
+                );
+            }
+        }
+        // Mixed units compare on the fleet at hand: 50% of 10 is past 4,
+        // 50% of 6 is not.
+        let mixed = PolicyText {
+            waves: Some("50%, 4"),
+            ..Default::default()
+        };
+        let err = mixed.policy(10).expect_err("5 then 4");
+        assert!(err.contains("\"4\""), "{err}");
+        assert_eq!(mixed.policy(6).expect("3 then 4").wave_ends, vec![3, 4, 6]);
+        // Increasing texts that round to the same count are still one wave.
+        let text = PolicyText {
+            waves: Some("1%,10%,100%"),
+            ..Default::default()
+        };
+        assert_eq!(text.policy(6).expect("valid").wave_ends, vec![1, 6]);
+        assert_eq!(text.policy(0).expect("valid").wave_ends, Vec::<u32>::new());
     }
 }

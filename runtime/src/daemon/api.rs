@@ -603,10 +603,8 @@ async fn enroll_node(State(api): State<Api>, headers: HeaderMap, body: Bytes) ->
     let Some(public) = map.get("public").and_then(|v| v.as_str()) else {
         return bad_request("field `public`: expected an address such as 10.0.0.5:8080");
     };
-    if let Err(e) = public.parse::<std::net::SocketAddr>() {
-        return bad_request(format!(
-            "field `public`: {public:?} is not an address such as 10.0.0.5:8080: {e}"
-        ));
+    if let Err(why) = probeable_route(public) {
+        return bad_request(why);
     }
     let input = Input::EnrollNode {
         name: name.to_string(),
@@ -614,6 +612,18 @@ async fn enroll_node(State(api): State<Api>, headers: HeaderMap, body: Bytes) ->
         public: public.to_string(),
     };
     respond(&api, input).await
+}
+
+/// `public` as an address the controller can probe
+/// ([`super::view::wire::unprobeable`]), or the message naming the field.
+fn probeable_route(public: &str) -> Result<std::net::SocketAddr, String> {
+    let addr = public.parse::<std::net::SocketAddr>().map_err(|e| {
+        format!("field `public`: {public:?} is not an address such as 10.0.0.5:8080: {e}")
+    })?;
+    match super::view::wire::unprobeable(&addr) {
+        Some(why) => Err(format!("field `public`: {public:?} {why}")),
+        None => Ok(addr),
+    }
 }
 
 /// `POST /api/nodes/{name}/labels`: `{"set": {k: v}, "remove": [k]}`.

@@ -406,6 +406,12 @@ impl ControllerConfig {
                 .map_err(|e| invalid(format!("key `nodes[{i}].name`: {e}")))?;
             model::controller::roster::validate_labels(&node.labels)
                 .map_err(|e| invalid(format!("key `nodes[{i}].labels`: {e}")))?;
+            if let Some(why) = super::view::wire::unprobeable(&node.public) {
+                return Err(invalid(format!(
+                    "key `nodes[{i}].public`: {} {why}",
+                    node.public
+                )));
+            }
             if !seen.insert(node.name.clone()) {
                 return Err(invalid(format!(
                     "key `nodes[{i}].name`: {} appears twice",
@@ -553,6 +559,18 @@ pubkey = "b.pub"
         }
         let err = parse("stream_buffer_events = 0\n").expect_err("zero buffer");
         assert!(err.contains("api.stream_buffer_events"), "{err}");
+    }
+
+    /// A bootstrap node whose public route no probe can reach (port 0, an
+    /// unspecified address) stops the daemon naming the key.
+    #[test]
+    fn an_unprobeable_public_route_is_refused_naming_the_node() {
+        let node = |public: &str| format!("[[nodes]]\nname = \"n1\"\npublic = \"{public}\"\n");
+        parse(&node("10.0.0.5:8080")).expect("probeable");
+        for public in ["10.0.0.5:0", "0.0.0.0:8080", "[::]:8080"] {
+            let err = parse(&node(public)).expect_err(public);
+            assert!(err.contains("nodes[0].public"), "{public}: {err}");
+        }
     }
 
     #[test]

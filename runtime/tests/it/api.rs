@@ -49,6 +49,44 @@ fn writes_without_the_token_are_refused_and_log_nothing() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
 }
 
+/// A hostile or mistyped `waves` (issue #22 item 8): a wave end of 0%
+/// sends nobody, and "50%,10%" (a typo for "5%,10%") would send half the
+/// fleet in the first wave. Each is a 400 naming the part; nothing logged.
+#[test]
+fn zero_and_decreasing_waves_are_400_naming_the_part() {
+    let ctl = Controller::start();
+    let bytes = std::fs::read(&ctl.bundle).expect("bundle");
+    let (code, body) = ctl.http("POST", "/api/bundles", Some(&ctl.token), &bytes);
+    assert_eq!(code, 200, "{body}");
+    let digest = serde_json::from_str::<serde_json::Value>(&body).expect("json")["digest"]
+        .as_str()
+        .expect("digest")
+        .to_string();
+    let before = ctl.last_sequence();
+    for (waves, part) in [("0%", "\"0%\""), ("50%,10%", "\"10%\""), ("1,1", "\"1\"")] {
+        let request = serde_json::json!({
+            "release": digest, "canary": "node-a", "followers": ["node-b", "node-c"],
+            "slots": 1, "waves": waves,
+        });
+        let (code, answer) = ctl.http(
+            "POST",
+            "/api/rollouts",
+            Some(&ctl.token),
+            request.to_string().as_bytes(),
+        );
+        assert_eq!(code, 400, "{waves}: {answer}");
+        assert!(
+            answer.contains("waves") && answer.contains(part),
+            "{waves}: {answer} should name {part}"
+        );
+    }
+    assert_eq!(
+        ctl.last_sequence(),
+        before,
+        "a refused rollout logged something"
+    );
+}
+
 #[test]
 fn malformed_requests_are_400_naming_the_field_and_unknown_ids_404() {
     let ctl = Controller::start();

@@ -139,6 +139,15 @@ fn enroll_label_retire_over_the_api_with_typed_refusals() {
             serde_json::json!({"name": "e2", "public": "nowhere"}),
             "public",
         ),
+        // Routes no probe can reach (issue #22 item 8).
+        (
+            serde_json::json!({"name": "e2", "public": "127.0.0.1:0"}),
+            "port 0",
+        ),
+        (
+            serde_json::json!({"name": "e2", "public": "0.0.0.0:8080"}),
+            "unspecified",
+        ),
         (
             serde_json::json!({"name": "e2", "public": "127.0.0.1:1", "labels": {"a": "b,c"}}),
             "label",

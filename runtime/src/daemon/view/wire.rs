@@ -17,12 +17,32 @@ pub const INT64_MAX: u64 = i64::MAX as u64;
 pub const LABEL_WORD_PATTERN: &str = "^[a-z0-9._-]{1,63}$";
 
 /// A public route the controller can probe: an IPv4 address and a port,
-/// as `std::net::SocketAddr` parses them (no leading zeros).
+/// as `std::net::SocketAddr` parses them (no leading zeros), the first
+/// octet not 0 (`0.0.0.0/8` is unreachable) and the port not 0, as the API
+/// checks (`probeable_route`).
 pub const PUBLIC_ROUTE_PATTERN: &str = concat!(
-    "^((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\\.){3}",
+    "^(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]?)\\.",
+    "((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\\.){2}",
     "(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])",
-    ":(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}|0)$"
+    ":(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})$"
 );
+
+/// Why no probe can reach `addr`, if none can: port 0, or an address in
+/// `0.0.0.0/8` or `::` (unspecified). The API and the config file's
+/// `[[nodes]]` refuse such a public route at enrollment.
+pub fn unprobeable(addr: &std::net::SocketAddr) -> Option<&'static str> {
+    let this_network = match addr.ip() {
+        std::net::IpAddr::V4(ip) => ip.octets()[0] == 0,
+        std::net::IpAddr::V6(ip) => ip.is_unspecified(),
+    };
+    if addr.port() == 0 {
+        Some("has port 0, which no probe can reach; give the port the app serves on")
+    } else if this_network {
+        Some("is an unspecified address, which no probe can reach; give the address the controller reaches the node on")
+    } else {
+        None
+    }
+}
 
 /// The schema of a label set: at most `LABELS_PER_NODE_MAX` pairs of
 /// label words, as the roster enforces.
