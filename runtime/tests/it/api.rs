@@ -75,8 +75,12 @@ fn zero_and_decreasing_waves_are_400_naming_the_part() {
             request.to_string().as_bytes(),
         );
         assert_eq!(code, 400, "{waves}: {answer}");
+        let error = serde_json::from_str::<serde_json::Value>(&answer).expect("json")["error"]
+            .as_str()
+            .expect("an error message")
+            .to_string();
         assert!(
-            answer.contains("waves") && answer.contains(part),
+            error.contains("waves") && error.contains(part),
             "{waves}: {answer} should name {part}"
         );
     }
