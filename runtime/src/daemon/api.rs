@@ -274,6 +274,13 @@ pub fn parse_start_rollout(body: &[u8]) -> Result<(StartRollout, Digest), String
     let Some(release) = agentless_digest(&request.release) else {
         return Err(String::from("field `release`: expected 64 hex digits"));
     };
+    let slots_max = model::plan::SLOTS_MAX_LIMIT;
+    if !(1..=slots_max).contains(&request.slots) {
+        return Err(format!(
+            "field `slots`: {} is out of range 1..={slots_max}",
+            request.slots
+        ));
+    }
     Ok((request, release))
 }
 
@@ -730,9 +737,10 @@ async fn release_node(
 }
 
 /// `POST /api/nodes/{name}/revoke-cert` with `{"fingerprint": HEX}` (the
-/// SHA-256 of the certificate's DER), or an empty body for the certificate
-/// the node presented on its latest connection since the controller
-/// started.
+/// SHA-256 of the certificate's DER), or `{}` for the certificate the node
+/// presented on its latest connection since the controller started. A
+/// missing body is refused: a destructive write is never the default of
+/// a request that says nothing.
 #[utoipa::path(post, path = "/api/nodes/{name}/revoke-cert", security(("bearer" = [])), tag = "writes", params(("name" = String, Path, description = "an enrolled node's name")), request_body(content = RevokeRequest, description = "JSON object"), 
     responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn revoke_cert(
@@ -748,7 +756,9 @@ async fn revoke_cert(
         return no_such_node(&name);
     };
     let given = if body.is_empty() {
-        None
+        return bad_request(
+            "a body is required: {\"fingerprint\": HEX} names the certificate to revoke, {} revokes the one the node presented last",
+        );
     } else {
         match json_object(&body, &["fingerprint"]) {
             Ok(map) => match map

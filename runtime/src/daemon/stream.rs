@@ -4,7 +4,8 @@
 //! word ([`words::event_kind`]), `data:` the JSON `GET /api/events` returns
 //! for it. A reader resumes with `Last-Event-ID` (or `?after=SEQ`): the
 //! stream replays the log from there page by page, then follows live
-//! appends. It subscribes to the core's appends *before* reading the log
+//! appends (or, with `?follow=false`, ends once its replay reaches the
+//! log's end: a bounded form for scripts and for the contract test). It subscribes to the core's appends *before* reading the log
 //! and drops live items it already sent, so the hand-over from replay to
 //! live has no gap and no duplicate. The live buffer is bounded (`[api]
 //! stream_buffer_events`); a reader further behind gets a final `event:
@@ -77,15 +78,50 @@ pub struct StreamQuery {
     pub after: Option<u64>,
     /// Only the events of this rollout (`r1`): its rollout events and the
     /// events of its ops.
+    #[param(pattern = "^r[0-9]{1,9}$")]
     pub rollout: Option<String>,
+    /// Follow live appends after the replay (default `true`). `false`: the
+    /// stream ends once its replay reaches the log's end (entries appended
+    /// while it reads included).
+    pub follow: Option<bool>,
+}
+
+/// `GET /api/events/stream`'s header: where a reconnecting reader resumes.
+#[derive(Deserialize, Debug, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+#[allow(dead_code)] // Declares the header for the document; read by `open`.
+struct StreamHeader {
+    /// The last sequence seen: the stream resumes after it and the header
+    /// wins over `after`. Empty (an `EventSource` whose last `id:` was
+    /// empty) is the same as no header: from `after`, or the start.
+    #[param(rename = "Last-Event-ID", pattern = "^(0|[1-9][0-9]{0,17})?$")]
+    last_event_id: Option<String>,
+}
+
+/// One SSE event of `GET /api/events/stream`, as a reader parses it: `id`
+/// the log sequence (absent on a `dropped` event that follows none),
+/// `event` the kind word ([`words::event_kind`]) or `dropped`, `data` the
+/// [`super::view::EventDto`] of `GET /api/events` as JSON, or for
+/// `dropped` `{"reason", "last_sequence"}`.
+#[derive(serde::Serialize, Debug, utoipa::ToSchema)]
+#[allow(dead_code)] // Documents the wire form; the stream writes it through axum's `Sse`.
+pub struct StreamEvent {
+    /// The log sequence of the entry.
+    #[schema(pattern = "^[0-9]+$")]
+    id: Option<String>,
+    /// The entry's kind word, or `dropped`.
+    #[schema(pattern = "^[a-z][a-z-]*$")]
+    event: String,
+    /// JSON: the `/api/events` entry, or the reason the stream was dropped.
+    #[schema(content_media_type = "application/json")]
+    data: String,
 }
 
 /// `GET /api/events/stream`: follow the event log (SSE).
 #[utoipa::path(get, path = "/api/events/stream", tag = "reads", security(("bearer" = [])),
-    params(StreamQuery,
-        ("Last-Event-ID" = Option<String>, Header, description = "the last sequence seen; the stream resumes after it")),
+    params(StreamQuery, StreamHeader),
     responses(
-        (status = 200, description = "`text/event-stream`: one SSE event per log entry (`id` = sequence, `event` = kind word, `data` = the `/api/events` entry), then live appends; a final `dropped` event when the reader fell behind", content_type = "text/event-stream", body = String),
+        (status = 200, description = "`text/event-stream`: one SSE event per log entry (`id` = sequence, `event` = kind word, `data` = the `/api/events` entry), then live appends (none with `follow=false`: the stream ends after the replay); a final `dropped` event when the reader fell behind. The schema is one event's", content_type = "text/event-stream", body = StreamEvent),
         (status = 400, description = "a bad parameter or header, named", body = ErrorBody),
         (status = 401, description = "missing or wrong operator token", body = ErrorBody),
         (status = 404, description = "no such rollout", body = ErrorBody),
@@ -109,7 +145,12 @@ async fn event_stream(
 
 /// Check the request and set up its stream (subscribed before any read).
 async fn open(api: &Api, headers: &HeaderMap, q: &StreamQuery) -> Result<Follow, ApiError> {
-    let after = match headers.get("last-event-id") {
+    // An empty header is no header (the SSE reconnection of a reader whose
+    // last `id:` was empty).
+    let header = headers
+        .get("last-event-id")
+        .filter(|value| !value.as_bytes().iter().all(u8::is_ascii_whitespace));
+    let after = match header {
         Some(value) => Some(
             value
                 .to_str()
@@ -144,6 +185,7 @@ async fn open(api: &Api, headers: &HeaderMap, q: &StreamQuery) -> Result<Follow,
         rx,
         next: after.map_or(0, |a| a.saturating_add(1)),
         live: false,
+        follow_live: q.follow.unwrap_or(true),
         filter,
         pending: VecDeque::new(),
         done: false,
@@ -154,8 +196,13 @@ async fn open(api: &Api, headers: &HeaderMap, q: &StreamQuery) -> Result<Follow,
 /// The rollout `text` names, with its ops as of now (ops granted later
 /// are added as their `OpGranted` passes).
 async fn rollout_filter(api: &Api, text: &str) -> Result<RolloutFilter, ApiError> {
+    let Some(rollout) = super::view::parse_rollout_id(text) else {
+        return Err(ApiError::BadRequest(format!(
+            "parameter `rollout`: {text:?} is not a rollout id such as r1"
+        )));
+    };
     let snap = api.core.snapshot().await.ok_or(ApiError::Unavailable)?;
-    let rollout = super::view::parse_rollout_id(text)
+    let rollout = Some(rollout)
         .filter(|r| snap.state.rollout(*r).is_some())
         .ok_or_else(|| ApiError::NotFound(format!("parameter `rollout`: no rollout {text}")))?;
     let ops = snap
@@ -194,6 +241,8 @@ struct Follow {
     next: u64,
     /// Replay is over: items come from `rx`.
     live: bool,
+    /// Go live after the replay; `false`: end there.
+    follow_live: bool,
     filter: Option<RolloutFilter>,
     /// SSE events ready to go (at most one page).
     pending: VecDeque<Sse>,
@@ -224,6 +273,7 @@ impl Follow {
         let page = self.api.core.events(self.next, STREAM_PAGE_EVENTS).await;
         if page.is_empty() {
             self.live = true;
+            self.done = !self.follow_live;
             return;
         }
         for (sequence, event) in page {

@@ -97,7 +97,11 @@ fn malformed_requests_are_400_naming_the_field_and_unknown_ids_404() {
     // Only the bootstrap's enrollments are in the log.
     let bootstrapped = ctl.last_sequence();
     let t = Some(ctl.token.as_str());
-    let cases: [(&str, &str); 4] = [
+    let release = "ab".repeat(32);
+    let no_slots = format!(r#"{{"release": "{release}", "canary": "node-a", "slots": 0}}"#);
+    let too_many_slots =
+        format!(r#"{{"release": "{release}", "canary": "node-a", "slots": 10001}}"#);
+    let cases: [(&str, &str); 6] = [
         (
             r#"{"release": "ab", "canary": "node-a", "slots": "two"}"#,
             "slots",
@@ -111,6 +115,9 @@ fn malformed_requests_are_400_naming_the_field_and_unknown_ids_404() {
             r#"{"release": "ab", "canary": "node-a", "slots": 1, "colour": "red"}"#,
             "colour",
         ),
+        // Out of 1..=SLOTS_MAX_LIMIT, with a well-formed release.
+        (&no_slots, "slots"),
+        (&too_many_slots, "slots"),
     ];
     for (body, field) in cases {
         let (code, answer) = ctl.http("POST", "/api/rollouts", t, body.as_bytes());

@@ -55,6 +55,13 @@ fn the_stream_follows_appends_and_resumes_without_gap_or_duplicate() {
         .err()
         .expect("404");
     assert_eq!(unknown.0, 404, "{}", unknown.1);
+    // Not a rollout id at all (an empty `?rollout=` too): 400 naming it.
+    for query in ["?rollout=", "?rollout=x1"] {
+        let path = format!("/api/events/stream{query}");
+        let bad = sse::open(ctl.port, &path, t, None).err().expect("400");
+        assert_eq!(bad.0, 400, "{query}: {}", bad.1);
+        assert!(bad.1.contains("rollout"), "{query}: {}", bad.1);
+    }
 
     // The replay: the bootstrap enrollments, then live appends.
     let mut first = sse::open(ctl.port, "/api/events/stream", t, None).expect("stream");
@@ -124,6 +131,41 @@ fn the_stream_follows_appends_and_resumes_without_gap_or_duplicate() {
         filtered.iter().any(|e| e.kind == "op-granted"),
         "{filtered:?}"
     );
+}
+
+/// `?follow=false` is the bounded form (issue #22 item 7, the contract
+/// test reads the stream through it): the replay, then the end, no live
+/// append. An empty `Last-Event-ID` is no header: from `after`.
+#[test]
+fn a_stream_without_follow_ends_after_the_replay_and_an_empty_last_event_id_is_none() {
+    let ctl = Controller::start();
+    let t = Some(ctl.token.as_str());
+    let log: Vec<u64> = logged(&ctl).iter().map(|(s, _)| *s).collect();
+    let mut whole = sse::open(ctl.port, "/api/events/stream?follow=false", t, None).expect("200");
+    let ids: Vec<u64> = whole.to_end().iter().map(|e| e.id.expect("id")).collect();
+    assert_eq!(ids, log, "follow=false sends the log and ends");
+    let mut empty = sse::open(
+        ctl.port,
+        "/api/events/stream?follow=false&after=0",
+        t,
+        Some(""),
+    )
+    .expect("an empty Last-Event-ID is accepted");
+    let ids: Vec<u64> = empty.to_end().iter().map(|e| e.id.expect("id")).collect();
+    assert_eq!(
+        ids,
+        log[1..].to_vec(),
+        "an empty header leaves `after` in force"
+    );
+    // Past the end: nothing to replay, the stream ends at once.
+    let end = format!("/api/events/stream?follow=false&after={}", last(&ctl));
+    let mut none = sse::open(ctl.port, &end, t, None).expect("200");
+    assert!(none.to_end().is_empty());
+    let bad = sse::open(ctl.port, "/api/events/stream?follow=maybe", t, None)
+        .err()
+        .expect("400");
+    assert_eq!(bad.0, 400, "{}", bad.1);
+    assert!(bad.1.contains("follow"), "{}", bad.1);
 }
 
 #[test]

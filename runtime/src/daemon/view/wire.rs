@@ -122,6 +122,9 @@ pub struct UploadReply {
     pub version: String,
 }
 
+// The `slots` schema's maximum is a literal (utoipa takes no paths there).
+const _: () = assert!(model::plan::SLOTS_MAX_LIMIT == 10_000);
+
 /// `POST /api/rollouts`.
 #[derive(Serialize, Deserialize, Debug, Clone, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -141,7 +144,9 @@ pub struct StartRollout {
     #[serde(default)]
     #[schema(schema_with = optional_labels_schema)]
     pub select: Option<Labels>,
-    /// Slot budget.
+    /// Slot budget: ops that may hold a slot at once (1 to
+    /// `model::plan::SLOTS_MAX_LIMIT`).
+    #[schema(minimum = 1, maximum = 10_000)]
     pub slots: u16,
     /// Wait for approval after the canary.
     #[serde(default)]
@@ -295,8 +300,8 @@ pub struct ClaimRequest {
     pub review_by: String,
 }
 
-/// `POST /api/nodes/{name}/revoke-cert`: the certificate to revoke; empty
-/// body: the one presented on the node's latest connection.
+/// `POST /api/nodes/{name}/revoke-cert`: the certificate to revoke; `{}`:
+/// the one presented on the node's latest connection (a body is required).
 #[derive(Serialize, Deserialize, Debug, Clone, Default, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RevokeRequest {

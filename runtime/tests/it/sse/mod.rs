@@ -66,18 +66,36 @@ impl SseReader {
     /// The next event (keep-alive comments skipped); `None` when the
     /// stream ended or nothing came within the read timeout.
     pub fn next(&mut self) -> Option<SseEvent> {
+        self.read_event().ok().flatten()
+    }
+
+    /// Every event up to the end of a stream that ends (`follow=false`),
+    /// panicking when it does not end within the read timeout.
+    pub fn to_end(&mut self) -> Vec<SseEvent> {
+        let mut events = Vec::new();
+        loop {
+            match self.read_event() {
+                Ok(Some(event)) => events.push(event),
+                Ok(None) => return events,
+                Err(e) => panic!("the stream did not end: {e} after {events:?}"),
+            }
+        }
+    }
+
+    /// The next event, `Ok(None)` when the server closed the stream, an
+    /// error when a read failed (the timeout included).
+    fn read_event(&mut self) -> std::io::Result<Option<SseEvent>> {
         let mut event = SseEvent::default();
         let mut any = false;
         loop {
             let mut line = String::new();
-            match self.reader.read_line(&mut line) {
-                Ok(0) | Err(_) => return None,
-                Ok(_) => {}
+            if self.reader.read_line(&mut line)? == 0 {
+                return Ok(None);
             }
             let line = line.trim_end_matches(['\r', '\n']);
             if line.is_empty() {
                 if any {
-                    return Some(event);
+                    return Ok(Some(event));
                 }
                 continue;
             }
