@@ -94,8 +94,14 @@ struct StreamHeader {
     /// The last sequence seen: the stream resumes after it and the header
     /// wins over `after`. Empty (an `EventSource` whose last `id:` was
     /// empty) is the same as no header: from `after`, or the start.
-    #[param(rename = "Last-Event-ID", pattern = "^(0|[1-9][0-9]{0,17})?$")]
-    last_event_id: Option<String>,
+    // A String, optional: `Option` would document `null`, which no header
+    // can carry.
+    #[param(
+        rename = "Last-Event-ID",
+        required = false,
+        pattern = "^(0|[1-9][0-9]{0,17})?$"
+    )]
+    last_event_id: String,
 }
 
 /// One SSE event of `GET /api/events/stream`, as a reader parses it: `id`
