@@ -136,10 +136,11 @@ impl LazyFs {
         sync(&mut state, ino)
     }
 
+    /// `ids` = mode, uid, gid. Ownership and times live in memory only.
     fn setattr_inner(
         &self,
         ino: u64,
-        mode: Option<u32>,
+        ids: [Option<u32>; 3],
         size: Option<u64>,
         times: [Option<TimeOrNow>; 2],
     ) -> Res<FileAttr> {
@@ -151,9 +152,12 @@ impl LazyFs {
             state.truncate(ino, size)?;
         }
         let node = state.node_mut(ino)?;
+        let [mode, uid, gid] = ids;
         if let Some(mode) = mode {
             node.meta.perm = (mode & 0o7777) as u16;
         }
+        node.meta.uid = uid.unwrap_or(node.meta.uid);
+        node.meta.gid = gid.unwrap_or(node.meta.gid);
         let [atime, mtime] = times;
         if let Some(t) = atime {
             node.meta.atime = time_of(t);
@@ -206,11 +210,7 @@ impl Filesystem for LazyFs {
         _flags: Option<u32>,
         reply: ReplyAttr,
     ) {
-        if uid.is_some() || gid.is_some() {
-            // Ownership changes are not modelled.
-            return reply.error(libc::EPERM);
-        }
-        match self.setattr_inner(ino, mode, size, [atime, mtime]) {
+        match self.setattr_inner(ino, [mode, uid, gid], size, [atime, mtime]) {
             Ok(attr) => reply.attr(&TTL, &attr),
             Err(Errno(e)) => reply.error(e),
         }

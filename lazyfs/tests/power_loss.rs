@@ -56,6 +56,9 @@ fn overwrite_without_fsync_reverts_to_durable_content() {
     };
     write(&fx.at("f"), b"content B, longer");
     assert_eq!(fs::read(fx.at("f")).unwrap(), b"content B, longer");
+    // O_TRUNC reaches the fs as a pending truncate: a shorter B reads exact.
+    write(&fx.at("f"), b"B");
+    assert_eq!(fs::read(fx.at("f")).unwrap(), b"B");
 
     fx.mount.cut();
 
