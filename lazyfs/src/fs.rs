@@ -6,7 +6,7 @@ use crate::state::{Errno, Kind, Meta, Res, State, CTL_INO, ROOT_INO};
 use fuser::consts::FOPEN_DIRECT_IO;
 use fuser::{
     FileAttr, FileType, Filesystem, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
-    ReplyEntry, ReplyOpen, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
 };
 use std::ffi::OsStr;
 use std::path::Path;
@@ -172,7 +172,7 @@ impl LazyFs {
 
 impl Filesystem for LazyFs {
     fn destroy(&mut self) {
-        if let Err(e) = lock(&self.state).clean_store() {
+        if let Err(e) = lock(&self.state).remove_store() {
             warn!(error = %e, "lazyfs: cleaning the store at unmount failed");
         }
     }
@@ -490,5 +490,38 @@ impl Filesystem for LazyFs {
 
     fn removexattr(&mut self, _req: &Request<'_>, _ino: u64, _name: &OsStr, reply: ReplyEmpty) {
         reply.error(libc::ENOSYS);
+    }
+
+    /// The backing filesystem's numbers (pending data is not counted): some
+    /// programs refuse to write to a filesystem that reports no free space.
+    fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
+        let backing = lock(&self.state).backing.clone();
+        match backing_statvfs(&backing) {
+            Ok(st) => reply.statfs(
+                st.f_blocks,
+                st.f_bfree,
+                st.f_bavail,
+                st.f_files,
+                st.f_ffree,
+                u32::try_from(st.f_bsize).unwrap_or(STAT_BLKSIZE),
+                u32::try_from(st.f_namemax).unwrap_or(u32::MAX),
+                u32::try_from(st.f_frsize).unwrap_or(STAT_BLKSIZE),
+            ),
+            Err(Errno(e)) => reply.error(e),
+        }
+    }
+}
+
+fn backing_statvfs(path: &Path) -> Res<libc::statvfs> {
+    use std::os::unix::ffi::OsStrExt;
+    let cpath =
+        std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| Errno(libc::EINVAL))?;
+    // SAFETY: statvfs is plain data, filled by the call from a valid path.
+    unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(cpath.as_ptr(), &mut st) != 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        Ok(st)
     }
 }

@@ -61,7 +61,7 @@ impl LazyMount {
             Ok(session) => session,
             Err(e) => {
                 // Leave no store behind in the backing directory.
-                let _ = lock(&state).clean_store();
+                let _ = lock(&state).remove_store();
                 return Err(mount_err(e));
             }
         };
@@ -133,9 +133,10 @@ impl Drop for LazyMount {
             Ok(Err(_)) => warn!("lazyfs: session thread panicked"),
             Err(_) => warn!("lazyfs: session thread did not end after unmount"),
         }
-        // The session's destroy() cleans the store too, unless it never ran.
-        let _ = lock(&self.state).clean_store();
-        let _ = std::fs::remove_dir(lock(&self.state).store_dir());
+        // Nothing in the store is durable (see the state module's docs).
+        if let Err(e) = lock(&self.state).remove_store() {
+            warn!(error = %e, "lazyfs: removing the store at unmount failed");
+        }
         info!(mountpoint = %self.mountpoint.display(), "lazyfs: unmounted");
     }
 }

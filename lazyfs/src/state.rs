@@ -272,6 +272,14 @@ impl State {
         fs::create_dir(&store)
     }
 
+    /// Removes the store entirely (at unmount, or when mounting failed).
+    pub(crate) fn remove_store(&self) -> io::Result<()> {
+        match fs::remove_dir_all(self.store_dir()) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
     /// Forgets every node and reads the durable state from the backing dir.
     fn rebuild(&mut self) -> io::Result<()> {
         self.nodes.clear();

@@ -230,3 +230,16 @@ fn binary_cuts_through_control_file_and_exits_on_sigterm() {
     assert_eq!(names(backing.path()), ["kept"], "unmounted, store cleaned");
     assert!(!ctl.exists());
 }
+
+#[test]
+fn statfs_reports_the_backing_filesystem() {
+    let Some(fx) = mount() else { return };
+    let path = std::ffi::CString::new(fx.mnt.path().as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: statvfs is plain data, filled by the call from a valid path.
+    let st = unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        assert_eq!(libc::statvfs(path.as_ptr(), &mut st), 0);
+        st
+    };
+    assert!(st.f_blocks > 0 && st.f_bavail > 0, "free space is reported");
+}
