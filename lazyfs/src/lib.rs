@@ -16,6 +16,8 @@
 //! the backing directory holds. See `lazyfs/README.md` for the model and
 //! what it does not cover.
 
+#![warn(missing_docs)]
+
 mod fs;
 mod mount;
 mod ns;
