@@ -127,15 +127,14 @@ fn run(seed: u64) {
     let mut log = Vec::new();
     for i in 0..STEPS {
         log.push(step(&fx, &mut model, &mut rng, i));
-        for d in 0..2 {
+        for (d, dir_name) in DIRS.iter().enumerate() {
             let (got, want) = (actual(&fx, d), model.expected(d));
             let short = |m: &BTreeMap<String, Vec<u8>>| -> Vec<(String, usize)> {
                 m.iter().map(|(k, v)| (k.clone(), v.len())).collect()
             };
             assert!(
                 got == want,
-                "seed {seed}, dir {}: got {:?}, want {:?}\nsteps: {log:?}",
-                DIRS[d],
+                "seed {seed}, dir {dir_name}: got {:?}, want {:?}\nsteps: {log:?}",
                 short(&got),
                 short(&want)
             );
@@ -144,8 +143,8 @@ fn run(seed: u64) {
     // Finally the backing directory itself must hold the durable state.
     fx.mount.cut();
     model.cut();
-    for d in 0..2 {
-        let dir = fx.durable(DIRS[d]);
+    for (d, dir_name) in DIRS.iter().enumerate() {
+        let dir = fx.durable(dir_name);
         let got: BTreeMap<String, Vec<u8>> = names(&dir)
             .into_iter()
             .filter(|n| d != 0 || (n != "sub" && n != lazyfs::STORE_NAME))
