@@ -142,7 +142,11 @@ fn a_stream_without_follow_ends_after_the_replay_and_an_empty_last_event_id_is_n
     let t = Some(ctl.token.as_str());
     let log: Vec<u64> = logged(&ctl).iter().map(|(s, _)| *s).collect();
     let mut whole = sse::open(ctl.port, "/api/events/stream?follow=false", t, None).expect("200");
-    let ids: Vec<u64> = whole.to_end().iter().map(|e| e.id.expect("id")).collect();
+    let ids: Vec<u64> = whole
+        .read_to_end()
+        .iter()
+        .map(|e| e.id.expect("id"))
+        .collect();
     assert_eq!(ids, log, "follow=false sends the log and ends");
     let mut empty = sse::open(
         ctl.port,
@@ -151,7 +155,11 @@ fn a_stream_without_follow_ends_after_the_replay_and_an_empty_last_event_id_is_n
         Some(""),
     )
     .expect("an empty Last-Event-ID is accepted");
-    let ids: Vec<u64> = empty.to_end().iter().map(|e| e.id.expect("id")).collect();
+    let ids: Vec<u64> = empty
+        .read_to_end()
+        .iter()
+        .map(|e| e.id.expect("id"))
+        .collect();
     assert_eq!(
         ids,
         log[1..].to_vec(),
@@ -160,7 +168,7 @@ fn a_stream_without_follow_ends_after_the_replay_and_an_empty_last_event_id_is_n
     // Past the end: nothing to replay, the stream ends at once.
     let end = format!("/api/events/stream?follow=false&after={}", last(&ctl));
     let mut none = sse::open(ctl.port, &end, t, None).expect("200");
-    assert!(none.to_end().is_empty());
+    assert!(none.read_to_end().is_empty());
     let bad = sse::open(ctl.port, "/api/events/stream?follow=maybe", t, None)
         .err()
         .expect("400");

@@ -71,7 +71,7 @@ impl SseReader {
 
     /// Every event up to the end of a stream that ends (`follow=false`),
     /// panicking when it does not end within the read timeout.
-    pub fn to_end(&mut self) -> Vec<SseEvent> {
+    pub fn read_to_end(&mut self) -> Vec<SseEvent> {
         let mut events = Vec::new();
         loop {
             match self.read_event() {
