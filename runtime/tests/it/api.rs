@@ -55,13 +55,7 @@ fn writes_without_the_token_are_refused_and_log_nothing() {
 #[test]
 fn zero_and_decreasing_waves_are_400_naming_the_part() {
     let ctl = Controller::start();
-    let bytes = std::fs::read(&ctl.bundle).expect("bundle");
-    let (code, body) = ctl.http("POST", "/api/bundles", Some(&ctl.token), &bytes);
-    assert_eq!(code, 200, "{body}");
-    let digest = serde_json::from_str::<serde_json::Value>(&body).expect("json")["digest"]
-        .as_str()
-        .expect("digest")
-        .to_string();
+    let digest = ctl.upload_bundle();
     let before = ctl.last_sequence();
     for (waves, part) in [("0%", "\"0%\""), ("50%,10%", "\"10%\""), ("1,1", "\"1\"")] {
         let request = serde_json::json!({

@@ -257,16 +257,21 @@ impl Controller {
         self.status()["last_sequence"].clone()
     }
 
-    /// Upload the bundle and start a rollout with canary `canary`; returns
-    /// the rollout's id.
-    pub fn start_rollout(&self, canary: &str) -> String {
+    /// Upload the bundle; returns its digest (hex).
+    pub fn upload_bundle(&self) -> String {
         let bytes = std::fs::read(&self.bundle).unwrap();
         let (code, body) = self.http("POST", "/api/bundles", Some(&self.token), &bytes);
         assert_eq!(code, 200, "{body}");
-        let digest = serde_json::from_str::<serde_json::Value>(&body).unwrap()["digest"]
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()["digest"]
             .as_str()
             .unwrap()
-            .to_string();
+            .to_string()
+    }
+
+    /// Upload the bundle and start a rollout with canary `canary`; returns
+    /// the rollout's id.
+    pub fn start_rollout(&self, canary: &str) -> String {
+        let digest = self.upload_bundle();
         let request = serde_json::json!({
             "release": digest, "canary": canary, "followers": [], "slots": 1,
         });
