@@ -312,7 +312,9 @@ impl Agent {
                 .append(out.events.iter().copied().map(Record::Core).collect())
                 .context("journal append (fatal: cannot act without a durable record)")?;
             for event in &out.events {
-                tracing::info!(node = %self.cfg.node, "{event}");
+                // `journal_records`: how many records are durable now; a
+                // power cut must never leave fewer (fleetweft-powercut).
+                tracing::info!(node = %self.cfg.node, journal_records = self.journal.records, "{event}");
                 self.enact(&before, event).await;
             }
             for effect in out.effects {

@@ -142,6 +142,10 @@ pub struct Journal {
     pub state: AgentState,
     /// Attempt ids used so far (across restarts).
     pub attempts: u32,
+    /// Records in the journal, durable ones only (what a power cut must
+    /// never take back; the power-cut campaign compares it with the count
+    /// the agent logged before the cut).
+    pub records: u64,
 }
 
 impl Journal {
@@ -152,6 +156,7 @@ impl Journal {
             log,
             state: AgentState::default(),
             attempts: 0,
+            records: records.len() as u64,
         };
         for (_, record) in &records {
             journal.fold(record);
@@ -187,6 +192,7 @@ impl Journal {
         let durable = self.log.append(records)?;
         for (_, record) in durable.get() {
             self.fold(record);
+            self.records = self.records.saturating_add(1);
         }
         Ok(())
     }

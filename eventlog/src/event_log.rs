@@ -332,6 +332,11 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
             }
         }
         let end = *next_sequence;
+        if crate::mutants::active(crate::mutants::ACK_BEFORE_FLUSH) {
+            // Mutant: the previous group, acknowledged unflushed, is
+            // flushed only now, with this group's entries still to come.
+            self.storage.flush()?;
+        }
         if !entries.is_empty() {
             // The batch may or may not be in the engine after a failure;
             // sequences can no longer be assigned safely: poison (by Err).
@@ -341,7 +346,9 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
         entries.clear();
         drop(writer);
         let flushed = end > self.commit.durable_end();
-        if flushed {
+        let skip_flush = crate::mutants::active(crate::mutants::ACK_BEFORE_FLUSH)
+            || crate::mutants::active(crate::mutants::NO_FSYNC_AGENT_JOURNAL);
+        if flushed && !skip_flush {
             self.storage.flush()?;
         }
         Ok(GroupResult {

@@ -37,6 +37,7 @@ mod etcd_tls;
 mod event_log;
 mod forensic;
 mod leadership;
+pub mod mutants;
 mod sled_dir;
 mod sled_storage;
 mod storage;

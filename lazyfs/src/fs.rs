@@ -2,6 +2,7 @@
 //! from it. Not modelled (answered with fuser's default `ENOSYS`, or `EPERM`
 //! here): hard links, symlinks, special files, xattrs, locks, fallocate.
 
+use crate::power::PowerLine;
 use crate::state::{Errno, Kind, Meta, Res, State, CTL_INO, ROOT_INO};
 use fuser::consts::FOPEN_DIRECT_IO;
 use fuser::{
@@ -29,6 +30,11 @@ const CTL_CUT: &str = "cut";
 /// The FUSE filesystem; shares its state with the [`crate::LazyMount`].
 pub(crate) struct LazyFs {
     pub state: Arc<Mutex<State>>,
+    /// The power line this mount is on, if any.
+    pub power: Option<PowerLine>,
+    /// Syncs held unanswered because power failed; answered (`EIO`) by the
+    /// next cut. Shared with the [`crate::LazyMount`].
+    pub held: Arc<Mutex<Vec<ReplyEmpty>>>,
 }
 
 /// Locks the state; a panic in another request must not wedge the mount.
@@ -116,6 +122,29 @@ impl LazyFs {
                 warn!(command = other, "lazyfs: unknown control command");
                 Err(Errno(libc::EINVAL))
             }
+        }
+    }
+
+    /// Power has failed (or fails at this sync): keep the request
+    /// unanswered, so its caller never sees it complete. `Some(reply)`:
+    /// go on and sync.
+    fn hold_for_power(&self, ino: u64, reply: ReplyEmpty) -> Option<ReplyEmpty> {
+        if ino == CTL_INO {
+            return Some(reply);
+        }
+        match &self.power {
+            Some(power) if !power.sync_may_complete() => {
+                info!(
+                    ino,
+                    "lazyfs: power has failed, holding this sync until the cut"
+                );
+                self.held
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .push(reply);
+                None
+            }
+            _ => Some(reply),
         }
     }
 
@@ -383,6 +412,9 @@ impl Filesystem for LazyFs {
         reply: ReplyEmpty,
     ) {
         debug!(ino, "lazyfs: fsync");
+        let Some(reply) = self.hold_for_power(ino, reply) else {
+            return;
+        };
         match self.sync(ino, State::sync_file) {
             Ok(()) => reply.ok(),
             Err(Errno(e)) => reply.error(e),
@@ -432,6 +464,9 @@ impl Filesystem for LazyFs {
         reply: ReplyEmpty,
     ) {
         debug!(ino, "lazyfs: fsyncdir");
+        let Some(reply) = self.hold_for_power(ino, reply) else {
+            return;
+        };
         match self.sync(ino, State::sync_dir) {
             Ok(()) => reply.ok(),
             Err(Errno(e)) => reply.error(e),

@@ -21,9 +21,11 @@
 mod fs;
 mod mount;
 mod ns;
+mod power;
 mod state;
 
 pub use mount::LazyMount;
+pub use power::PowerLine;
 pub use state::{CutReport, CTL_NAME, PENDING_BYTES_MAX, STORE_NAME};
 
 use std::path::PathBuf;
@@ -57,6 +59,10 @@ pub struct LazyConfig {
     /// If `Some(n)`, the nth `fsync`/`fsyncdir` call (counted from 1 since
     /// the mount) performs a cut instead of syncing and fails with `EIO`.
     pub cut_at_sync: Option<u64>,
+    /// A power line shared with other mounts ([`PowerLine`]): once it has
+    /// tripped, every sync on this mount is held unanswered until the next
+    /// cut. `None`: syncs are never held.
+    pub power: Option<PowerLine>,
 }
 
 impl LazyConfig {
@@ -67,6 +73,7 @@ impl LazyConfig {
             tear: TearMode::None,
             block_bytes: DEFAULT_BLOCK_BYTES,
             cut_at_sync: None,
+            power: None,
         }
     }
 }

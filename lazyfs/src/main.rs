@@ -57,6 +57,7 @@ fn main() -> Result<()> {
         tear,
         block_bytes: args.block_bytes,
         cut_at_sync: args.cut_at_sync,
+        power: None,
     };
     // Block the signals before the FUSE thread starts so it inherits the
     // mask and only this thread receives them, through sigtimedwait.

@@ -20,6 +20,8 @@ const JOIN_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct LazyMount {
     mountpoint: PathBuf,
     state: Arc<Mutex<State>>,
+    /// Syncs held since power failed ([`crate::PowerLine`]).
+    held: Arc<Mutex<Vec<fuser::ReplyEmpty>>>,
     session: Option<BackgroundSession>,
 }
 
@@ -50,8 +52,11 @@ impl LazyMount {
             source,
         };
         let mountpoint = mountpoint.canonicalize().map_err(mount_err)?;
+        let held = Arc::new(Mutex::new(Vec::new()));
         let fs = LazyFs {
             state: Arc::clone(&state),
+            power: config.power.clone(),
+            held: Arc::clone(&held),
         };
         let options = [
             MountOption::FSName("lazyfs".into()),
@@ -69,13 +74,34 @@ impl LazyMount {
         Ok(LazyMount {
             mountpoint,
             state,
+            held,
             session: Some(session),
         })
     }
 
     /// Drops all pending state now and reports what was dropped by this cut.
     pub fn cut(&self) -> CutReport {
-        lock(&self.state).cut()
+        let report = lock(&self.state).cut();
+        // Syncs held because power failed never happened: their callers
+        // (dead by now, in a power-cut harness) learn only that they failed.
+        let held: Vec<_> = self
+            .held
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .drain(..)
+            .collect();
+        for reply in held {
+            reply.error(libc::EIO);
+        }
+        report
+    }
+
+    /// Syncs held unanswered right now because the power line tripped.
+    pub fn held_syncs(&self) -> usize {
+        self.held
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .len()
     }
 
     /// Totals since the mount: syncs, cuts and everything cuts dropped.
@@ -113,6 +139,14 @@ impl LazyMount {
 
 impl Drop for LazyMount {
     fn drop(&mut self) {
+        for reply in self
+            .held
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .drain(..)
+        {
+            reply.error(libc::EIO);
+        }
         let Some(session) = self.session.take() else {
             return;
         };

@@ -124,6 +124,10 @@ pub struct Fleet {
     nodes: Vec<String>,
     /// Three controller hosts on etcd ([`Layout::Ha`]), or one on sled.
     layout: Layout,
+    /// Extra environment for processes started from now on: `(name
+    /// prefix, variable, value)`; a process whose name starts with the
+    /// prefix gets the variable (the power-cut campaign's mutants).
+    pub child_env: Vec<(String, String, String)>,
 }
 
 impl Drop for Fleet {
@@ -196,6 +200,7 @@ impl Fleet {
             agent_quic_port: QUIC_PORT,
             nodes: names,
             layout,
+            child_env: Vec::new(),
         };
         match layout {
             Layout::Single => fleet.start_controller(&ControllerFaults::default()).await?,
@@ -210,6 +215,29 @@ impl Fleet {
             .get(version)
             .map(|r| r.0)
             .unwrap_or_else(|| panic!("scenario bug: no release {version}"))
+    }
+
+    /// Signs the sample app as `version` (a new release), keeps its bundle
+    /// file beside the others and returns its digest and bytes.
+    pub fn add_release(&mut self, version: &str) -> anyhow::Result<(Digest, Vec<u8>)> {
+        let signing = bundle::load_signing_key(&self.dir.join("keys/bundle-signing.key"))?;
+        let bytes = runtime::demo::sign_hello(&signing, version)?;
+        let path = self.dir.join(format!("hello-{version}.bundle"));
+        std::fs::write(&path, &bytes)?;
+        let digest = bundle::bundle_digest(&bytes);
+        self.releases.insert(version.to_string(), (digest, path));
+        Ok((digest, bytes))
+    }
+
+    /// The operator's API client (the controller's address and token).
+    pub fn api(&self) -> &ApiClient {
+        &self.api
+    }
+
+    /// True while the fleet's process `name` runs (as far as the harness
+    /// knows: it has not killed or reaped it).
+    pub fn is_running(&self, name: &str) -> bool {
+        self.children.contains_key(name)
     }
 
     /// The bundle file of `version`.
@@ -257,6 +285,11 @@ impl Fleet {
             .stdout(out)
             .stderr(err)
             .kill_on_drop(true);
+        for (prefix, key, value) in &self.child_env {
+            if name.starts_with(prefix.as_str()) {
+                cmd.env(key, value);
+            }
+        }
         // SAFETY: prctl(2) only, between fork and exec. If the harness itself
         // is killed, the kernel kills its daemons too (kill_on_drop cannot
         // run then), so a killed run leaves no process behind; the signal

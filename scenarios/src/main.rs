@@ -10,10 +10,7 @@
 //! - `fleetweft-scenarios relay --listen A --upstream B --delay-ms N`: the
 //!   delaying UDP relay a scenario runs inside the controller's namespace.
 
-mod fleet;
-mod net;
-mod relay;
-mod scenarios;
+use fleetweft_scenarios::{fleet, net, relay, scenarios};
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

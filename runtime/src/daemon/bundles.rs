@@ -63,11 +63,17 @@ impl BundleDir {
 fn write_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut file = File::create(path)?;
     file.write_all(bytes)?;
+    if eventlog::mutants::active(eventlog::mutants::NO_FSYNC_BUNDLE_STORE) {
+        return Ok(());
+    }
     file.sync_all()
 }
 
 /// Fsyncs a directory, making the names created or renamed in it durable.
 fn sync_dir(dir: &Path) -> io::Result<()> {
+    if eventlog::mutants::active(eventlog::mutants::NO_DIRSYNC_AFTER_RENAME) {
+        return Ok(());
+    }
     File::open(dir)?.sync_all()
 }
 
