@@ -78,9 +78,11 @@ impl Watermark {
         else {
             return Ok(None);
         };
-        if slots.iter().any(Option::is_none) {
-            repair(&file, generation, durable_end)?;
-        }
+        let generation = if slots.iter().any(Option::is_none) {
+            repair(&file, generation, durable_end)?
+        } else {
+            generation
+        };
         Ok(Some(Watermark {
             file,
             generation,
@@ -118,13 +120,15 @@ impl Watermark {
 /// slot, and a sound log refused as corrupt (found by
 /// `fleetweft-powercut` at its third cut). One fsync at open restores the
 /// invariant the format relies on: at most the slot being written is torn.
-fn repair(file: &File, generation: u64, durable_end: u64) -> io::Result<()> {
-    let older = generation.saturating_sub(1);
-    for g in [older, generation] {
+/// Returns the generation now newest on disk.
+fn repair(file: &File, generation: u64, durable_end: u64) -> io::Result<u64> {
+    let newest = generation.saturating_add(1);
+    for g in [generation, newest] {
         let offset = (g % 2) * SLOT_BYTES as u64;
         file.write_all_at(&encode_slot(g, durable_end), offset)?;
     }
-    file.sync_all()
+    file.sync_all()?;
+    Ok(newest)
 }
 
 fn encode_slot(generation: u64, durable_end: u64) -> [u8; SLOT_BYTES] {
@@ -187,6 +191,19 @@ mod tests {
     }
 
     #[test]
+    fn a_torn_slot_of_a_new_watermark_is_repaired_too() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        Watermark::create(dir.path()).expect("create");
+        zero_slot(dir.path(), 1); // generation 1 torn: generation 0 is best
+        Watermark::open(dir.path()).expect("open").expect("valid");
+        let bytes = std::fs::read(dir.path().join(WATERMARK_FILE)).expect("read");
+        assert!(
+            bytes.chunks_exact(SLOT_BYTES).all(|s| decode_slot(s).is_some()),
+            "both slots valid after the repair"
+        );
+    }
+
+    #[test]
     fn a_torn_slot_is_repaired_at_open_so_a_second_cut_leaves_a_valid_one() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join(WATERMARK_FILE);
@@ -200,12 +217,13 @@ mod tests {
         // What the open left on disk is all a second cut can count on:
         // the advances below are never fsynced.
         let durable = std::fs::read(&path).expect("read");
-        mark.advance(9).expect("advance"); // generation 3, slot 1
-        mark.advance(12).expect("advance"); // generation 4, slot 0
+        mark.advance(9).expect("advance");
+        mark.advance(12).expect("advance");
+        let last_slot = mark.generation % 2;
         drop(mark);
         // The second cut: unsynced writes dropped, the last one torn.
         std::fs::write(&path, &durable).expect("back to the durable bytes");
-        zero_slot(dir.path(), 0);
+        zero_slot(dir.path(), last_slot);
         let mark = Watermark::open(dir.path())
             .expect("open")
             .expect("a valid slot survives two cuts");
