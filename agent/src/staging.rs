@@ -123,16 +123,25 @@ pub fn install(
         let path = path.to_path_buf();
         move |source| StageError::Io { path, source }
     };
-    std::fs::create_dir_all(&parent).map_err(io(&parent))?;
+    if !parent.exists() {
+        std::fs::create_dir_all(&parent).map_err(io(&parent))?;
+        // `releases/` is a new name in the data directory: durable only
+        // once the data directory is synced.
+        sync_dir(data_dir).map_err(io(data_dir))?;
+    }
     let tmp = parent.join(format!(".{}.tmp", digest.to_hex()));
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
     write_synced(&tmp.join(BUNDLE_FILE), bytes)?;
     write_synced(&tmp.join(&verified.manifest.app_file_name), &verified.app)?;
+    // The files' names inside the new directory must be durable before the
+    // directory gets its real name: otherwise a power cut can leave the
+    // release under its final name with nothing in it, while the journal
+    // already says it was staged (found by fleetweft-powercut: a verified
+    // node came back with its serving release empty).
+    sync_dir(&tmp).map_err(io(&tmp))?;
     std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
-    if let Ok(handle) = std::fs::File::open(&parent) {
-        let _ = handle.sync_all();
-    }
+    sync_dir(&parent).map_err(io(&parent))?;
     Ok(Release {
         digest,
         dir,
@@ -198,6 +207,11 @@ fn read_installed(
         return Err(StageError::WrongDigest { digest, actual });
     }
     bundle::verify(key, &bytes).map_err(|source| StageError::Refused { digest, source })
+}
+
+/// Fsyncs a directory: the names created or renamed in it become durable.
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
 }
 
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), StageError> {

@@ -198,7 +198,9 @@ mod tests {
         Watermark::open(dir.path()).expect("open").expect("valid");
         let bytes = std::fs::read(dir.path().join(WATERMARK_FILE)).expect("read");
         assert!(
-            bytes.chunks_exact(SLOT_BYTES).all(|s| decode_slot(s).is_some()),
+            bytes
+                .chunks_exact(SLOT_BYTES)
+                .all(|s| decode_slot(s).is_some()),
             "both slots valid after the repair"
         );
     }

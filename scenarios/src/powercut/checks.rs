@@ -120,6 +120,9 @@ fn agent_journal(fleet: &Fleet, root: &Path, campaign: &mut Campaign, node: &str
     match runtime::inspect::verify_journal(&journal) {
         Ok(summary) => {
             campaign.report.acked_checked += 1;
+            if let Some(serving) = &summary.serving {
+                serving_release_whole(root, campaign, node, serving, cut);
+            }
             if summary.entries < witness.journal_records {
                 record_losses(
                     campaign,
@@ -138,6 +141,35 @@ fn agent_journal(fleet: &Fleet, root: &Path, campaign: &mut Campaign, node: &str
                 .fail(cut, format!("{node}'s journal does not verify: {e}"));
         }
     }
+}
+
+/// The release the journal says the route serves must be on disk, whole:
+/// the agent brings it back from there after a restart.
+fn serving_release_whole(
+    root: &Path,
+    campaign: &mut Campaign,
+    node: &str,
+    serving: &str,
+    cut: u64,
+) {
+    let releases = data_dir(root, node).join("releases");
+    let found = std::fs::read_dir(&releases).ok().and_then(|entries| {
+        entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .find(|name| name.starts_with(serving))
+    });
+    campaign.report.acked_checked += 1;
+    if found.is_none() {
+        record_losses(
+            campaign,
+            cut,
+            vec![format!(
+                "{node}'s journal says {serving} serves, but its release directory is gone"
+            )],
+        );
+    }
+    // Found: `staged_releases` checks that it is whole.
 }
 
 fn staged_releases(root: &Path, campaign: &mut Campaign, node: &str, cut: u64) {

@@ -35,7 +35,7 @@ pub const CUT_AT_SYNC_MAX: u64 = 60;
 /// How long a sync-chosen cut waits for its sync before cutting anyway.
 pub const SYNC_WAIT_MS: u64 = 3_000;
 /// A finish phase (power on until the rollout ends) every this many cuts.
-pub const FINISH_EVERY_CUTS: u64 = 25;
+pub const FINISH_EVERY_CUTS: u64 = 50;
 /// How long a node may take, after a finish phase, to prove it serves.
 pub const VERIFY_MS: u64 = 30_000;
 /// How long a finish phase may take before the rollout counts as stuck.
