@@ -33,7 +33,9 @@ pub const CUT_AFTER_MS_MAX: u64 = 1_500;
 /// Largest sync count a sync-chosen cut counts to.
 pub const CUT_AT_SYNC_MAX: u64 = 60;
 /// How long a sync-chosen cut waits for its sync before cutting anyway.
-pub const SYNC_WAIT_MS: u64 = 3_000;
+pub const SYNC_WAIT_MS: u64 = 1_500;
+/// A progress line on stderr every this many cuts.
+pub const PROGRESS_EVERY_CUTS: u64 = 25;
 /// A finish phase (power on until the rollout ends) every this many cuts.
 pub const FINISH_EVERY_CUTS: u64 = 50;
 /// How long a node may take, after a finish phase, to prove it serves.
@@ -262,6 +264,13 @@ impl Campaign {
             }
             if failed && opts.mutant.is_some() {
                 return Ok(());
+            }
+            if cut % PROGRESS_EVERY_CUTS == 0 {
+                let r = &self.report;
+                eprintln!(
+                    "progress: cuts {cut}/{} acked_checked {} acked_lost {} torn_tails {} recovered {} violations {} rollouts_completed {}",
+                    opts.cuts, r.acked_checked, r.acked_lost, r.torn_tails, r.recovered, r.violations, r.rollouts_completed
+                );
             }
             if cut % FINISH_EVERY_CUTS == 0 || cut == opts.cuts {
                 self.finish(fleet, cut).await?;
