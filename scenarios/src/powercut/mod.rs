@@ -103,6 +103,7 @@ const FAILURES_KEPT_MAX: usize = 20;
 
 impl Report {
     fn fail(&mut self, cut: u64, what: String) {
+        eprintln!("cut {cut}: FAILED: {what}");
         if self.first_failure_at_cut.is_none() {
             self.first_failure_at_cut = Some(cut);
         }
