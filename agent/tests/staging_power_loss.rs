@@ -60,3 +60,35 @@ fn an_installed_release_is_whole_after_a_power_cut() {
     );
     load(&data, &verifying, digest).expect("load after the cut");
 }
+
+/// Every crash point of `install` (a cut at each of its syncs, and one
+/// after it returned): the release is absent or whole, never half there
+/// under its final name; once `install` returned Ok it is whole.
+#[test]
+fn install_survives_a_cut_at_every_sync_point() {
+    use lazyfs::enumerate::{every_sync_point, CutPoint};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (signing, verifying) = bundle::keygen();
+    let bytes = signed(&signing);
+    let digest = bundle::bundle_digest(&bytes);
+    let setup = |backing: &std::path::Path| {
+        std::fs::create_dir_all(backing.join("data")).expect("durable data dir");
+    };
+    let write =
+        |mnt: &std::path::Path| install(&mnt.join("data"), &verifying, digest, &bytes).is_ok();
+    let check = |mnt: &std::path::Path, point: CutPoint, ok: bool| {
+        let seen = observe(&mnt.join("data"), &verifying, digest);
+        match seen {
+            Installed::ReVerified(_) => {}
+            Installed::Absent if !ok => {}
+            other => panic!("cut {point:?} (install returned ok: {ok}): {other:?}"),
+        }
+    };
+    match every_sync_point(dir.path(), setup, write, check) {
+        Ok(figures) => assert!(figures.syncs >= 4, "{figures:?}"),
+        Err(e) if std::env::var("FLEETWEFT_REQUIRE_FUSE").as_deref() != Ok("1") => {
+            eprintln!("\n!!!!! SKIPPING crash-point enumeration: cannot mount FUSE ({e}) !!!!!\n");
+        }
+        Err(e) => panic!("FUSE mount failed and FLEETWEFT_REQUIRE_FUSE=1: {e}"),
+    }
+}

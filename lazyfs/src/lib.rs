@@ -18,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+pub mod enumerate;
 mod fs;
 mod mount;
 mod ns;
