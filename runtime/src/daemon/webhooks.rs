@@ -181,7 +181,17 @@ pub fn write_cursor(path: &Path, url: &str, last: Option<u64>) -> Result<(), Cur
         source,
     };
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(io)?;
+    if !dir.exists() {
+        std::fs::create_dir_all(dir).map_err(io)?;
+        // The cursor directory is a new name in its parent: durable only
+        // once the parent is synced. Without this a cursor written after
+        // a delivery came back as no cursor after a power cut
+        // (tests/it/power_loss.rs, found by the crash-point enumeration).
+        let parent = dir.parent().unwrap_or(Path::new("."));
+        std::fs::File::open(parent)
+            .and_then(|d| d.sync_all())
+            .map_err(io)?;
+    }
     let temp = path.with_extension("cursor.tmp");
     let body = serde_json::to_vec(&CursorFile {
         url: url.to_string(),

@@ -42,6 +42,7 @@ mod log_behind;
 mod log_copy_etcd;
 mod packaging;
 mod pki_bundle_cli;
+mod power_loss;
 mod quickstart;
 mod readback;
 mod roster;

@@ -63,7 +63,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let outcome = rt.block_on(powercut::run(&bins, &opts));
+    let outcome = rt.block_on(async {
+        powercut::stop_on_signals()?;
+        powercut::run(&bins, &opts).await
+    });
     rt.shutdown_timeout(std::time::Duration::from_secs(5));
     let report = match outcome {
         Ok(report) => report,

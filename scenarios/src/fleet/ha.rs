@@ -478,6 +478,20 @@ impl Fleet {
     /// SIGKILL every process of the fleet at once, the nodes' apps too
     /// (what a power cut of every host leaves), and reap them.
     pub async fn kill_everything(&mut self) -> anyhow::Result<()> {
+        self.signal_everything();
+        let names: Vec<String> = self.children.keys().cloned().collect();
+        for name in names {
+            // Already dead from the SIGKILL above: only the reaping is left.
+            let _ = self.kill(&name).await;
+        }
+        Ok(())
+    }
+
+    /// SIGKILL every process of the fleet, the nodes' apps too, without
+    /// waiting for them: a process blocked in a sync the power-cut
+    /// campaign holds dies only once that sync is answered (the cut), and
+    /// runs no code of its own in between.
+    pub fn signal_everything(&mut self) {
         let mut pids: Vec<u32> = self.children.values().filter_map(|c| c.id()).collect();
         for node in &self.nodes {
             let data = self.dir.join(format!("{node}-data"));
@@ -489,12 +503,6 @@ impl Fleet {
                 libc::kill(pid as i32, libc::SIGKILL);
             }
         }
-        let names: Vec<String> = self.children.keys().cloned().collect();
-        for name in names {
-            // Already dead from the SIGKILL above: only the reaping is left.
-            let _ = self.kill(&name).await;
-        }
-        Ok(())
     }
 
     /// Where reads go: the controller, or the one that leads now.

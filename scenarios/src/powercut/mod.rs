@@ -43,6 +43,26 @@ pub const VERIFY_MS: u64 = 30_000;
 /// How long a finish phase may take before the rollout counts as stuck.
 pub const FINISH_MS: u64 = 120_000;
 
+/// Set by SIGINT/SIGTERM ([`stop_on_signals`]): the campaign ends after
+/// the cut under way, cleans up and reports what it has.
+pub static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Lets SIGINT and SIGTERM end the campaign cleanly (mounts unmounted,
+/// namespaces removed, the report printed) instead of killing it.
+pub fn stop_on_signals() -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        STOP.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    Ok(())
+}
+
 /// What the campaign is asked to do.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -188,6 +208,10 @@ pub async fn run(bins: &Bins, opts: &Options) -> anyhow::Result<Report> {
         current: None,
     };
     let outcome = campaign.cuts(&mut fleet, &mounts, opts).await;
+    // A last cut, so nothing waits on a held sync, then the cleanup.
+    mounts.line.trip();
+    fleet.signal_everything();
+    mounts.cut_all();
     let _ = fleet.kill_everything().await;
     let _ = fleet.shutdown().await;
     drop(mounts);
@@ -234,10 +258,14 @@ impl Campaign {
         opts: &Options,
     ) -> anyhow::Result<()> {
         for cut in 1..=opts.cuts {
+            if STOP.load(std::sync::atomic::Ordering::SeqCst) {
+                eprintln!("stopping after {} cuts (signal)", cut - 1);
+                return Ok(());
+            }
             let action = self.choose(fleet).await;
             let during_upload = self.act_then_cut(fleet, mounts, &action).await?;
-            fleet.kill_everything().await?;
             let outcome = mounts.cut_all();
+            fleet.kill_everything().await?;
             self.report.cuts = cut;
             self.report.torn_tails += outcome.torn;
             self.report.cuts_during_upload += u64::from(during_upload);
@@ -366,8 +394,9 @@ impl Campaign {
         power.await;
         let uploading = matches!(action, Action::Start { .. } | Action::Reupload { .. });
         // The action's reply, if it came: kill first (the instant of the
-        // cut), then collect what was acknowledged.
-        fleet.kill_everything().await?;
+        // cut), then collect what was acknowledged. Processes blocked in a
+        // held sync die at the cut, which answers it.
+        fleet.signal_everything();
         let acked = match tokio::time::timeout(Duration::from_secs(5), act).await {
             Ok(Ok(acked)) => acked,
             _ => Acked::default(),
