@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 
 /// The name of the bundle file inside a release directory.
 pub const BUNDLE_FILE: &str = "bundle";
+/// The temporary name an app file is rewritten under before it is renamed
+/// over the real one (a dot file: never a manifest's app file name).
+const APP_TEMP_FILE: &str = ".app.tmp";
 
 /// A verified release ready to run.
 #[derive(Clone, Debug)]
@@ -183,8 +186,15 @@ pub fn load(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> Result<Relea
     let verified = read_installed(data_dir, key, digest)?;
     let dir = release_dir(data_dir, digest);
     // The app file is what runs: rewrite it from the verified bundle so a
-    // tampered copy on disk is never started.
-    write_synced(&dir.join(&verified.manifest.app_file_name), &verified.app)?;
+    // tampered copy on disk is never started. Only when it differs, and
+    // never in place: a power cut during an in-place rewrite (truncate,
+    // write, fsync) tore the app file of a verified release, and the
+    // proof then read it as altered until the next start (found by
+    // fleetweft-powercut). A temporary file renamed over it is old or new.
+    let app_file = dir.join(&verified.manifest.app_file_name);
+    if std::fs::read(&app_file).ok().as_deref() != Some(verified.app.as_slice()) {
+        replace_synced(&dir, &app_file, &verified.app)?;
+    }
     Ok(Release {
         digest,
         dir,
@@ -207,6 +217,19 @@ fn read_installed(
         return Err(StageError::WrongDigest { digest, actual });
     }
     bundle::verify(key, &bytes).map_err(|source| StageError::Refused { digest, source })
+}
+
+/// Replaces `path` (in `dir`) with `bytes` atomically and durably: a
+/// temporary file, fsynced, renamed over it, then the directory fsynced.
+fn replace_synced(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), StageError> {
+    let tmp = dir.join(APP_TEMP_FILE);
+    write_synced(&tmp, bytes)?;
+    let io = |source| StageError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    std::fs::rename(&tmp, path).map_err(io)?;
+    sync_dir(dir).map_err(io)
 }
 
 /// Fsyncs a directory: the names created or renamed in it become durable.

@@ -92,3 +92,51 @@ fn install_survives_a_cut_at_every_sync_point() {
         Err(e) => panic!("FUSE mount failed and FLEETWEFT_REQUIRE_FUSE=1: {e}"),
     }
 }
+
+/// Every crash point of `load` rewriting an altered app file from its
+/// verified bundle: the app file is the altered one or the bundle's, never
+/// torn (an in-place rewrite left zeros after a cut).
+#[test]
+fn load_rewrites_an_altered_app_file_old_or_new_at_every_crash_point() {
+    use lazyfs::enumerate::{every_sync_point, CutPoint};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (signing, verifying) = bundle::keygen();
+    let bytes = signed(&signing);
+    let digest = bundle::bundle_digest(&bytes);
+    let altered = b"print('not what was signed')\n".to_vec();
+    // Installed durably (outside any mount), then the app file altered.
+    let template = tempfile::tempdir().expect("tempdir");
+    install(template.path(), &verifying, digest, &bytes).expect("install");
+    let app_rel = format!("releases/{}/app.py", digest.to_hex());
+    std::fs::write(template.path().join(&app_rel), &altered).expect("alter");
+    let setup = |backing: &std::path::Path| copy_dir(template.path(), &backing.join("data"));
+    let write = |mnt: &std::path::Path| load(&mnt.join("data"), &verifying, digest).is_ok();
+    let check = |mnt: &std::path::Path, point: CutPoint, ok: bool| {
+        let app = std::fs::read(mnt.join("data").join(&app_rel)).expect("the app file survives");
+        let signed_app = b"print('hello')\n".to_vec();
+        assert!(
+            app == altered || app == signed_app,
+            "{point:?}: the app file is torn: {app:?}"
+        );
+        assert!(!(ok && app != signed_app), "{point:?}: load returned Ok");
+    };
+    match every_sync_point(dir.path(), setup, write, check) {
+        Ok(figures) => assert!(figures.syncs >= 2, "{figures:?}"),
+        Err(e) if std::env::var("FLEETWEFT_REQUIRE_FUSE").as_deref() != Ok("1") => {
+            eprintln!("\n!!!!! SKIPPING crash-point enumeration: cannot mount FUSE ({e}) !!!!!\n");
+        }
+        Err(e) => panic!("FUSE mount failed and FLEETWEFT_REQUIRE_FUSE=1: {e}"),
+    }
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("list").flatten() {
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}

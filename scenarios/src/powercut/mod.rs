@@ -32,6 +32,9 @@ use witness::AckedWrite;
 pub const CUT_AFTER_MS_MAX: u64 = 1_500;
 /// Largest sync count a sync-chosen cut counts to.
 pub const CUT_AT_SYNC_MAX: u64 = 60;
+/// Syncs of one bundle upload (the file, then its directory): where an
+/// upload's sync-chosen cuts aim.
+pub const UPLOAD_SYNCS: u64 = 2;
 /// How long a sync-chosen cut waits for its sync before cutting anyway.
 pub const SYNC_WAIT_MS: u64 = 1_500;
 /// A progress line on stderr every this many cuts.
@@ -144,7 +147,7 @@ impl Rng {
     }
 
     /// The next number.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -154,7 +157,7 @@ impl Rng {
 
     /// Uniform in `0..n` (`n` > 0).
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+        self.next_u64() % n.max(1)
     }
 }
 
@@ -376,7 +379,15 @@ impl Campaign {
         let line = mounts.line.clone();
         if at_sync {
             self.report.cuts_at_sync += 1;
-            line.trip_at_sync(1 + self.rng.below(CUT_AT_SYNC_MAX));
+            // An upload's own syncs (its file, its directory) come first:
+            // aim there half the time, so cuts land inside uploads often.
+            let uploads = matches!(action, Action::Start { .. } | Action::Reupload { .. });
+            let at = if uploads && self.rng.below(2) == 0 {
+                1 + self.rng.below(UPLOAD_SYNCS)
+            } else {
+                1 + self.rng.below(CUT_AT_SYNC_MAX)
+            };
+            line.trip_at_sync(at);
         }
         let wait_ms = self.rng.below(CUT_AFTER_MS_MAX);
         let power = async {
