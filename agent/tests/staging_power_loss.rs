@@ -85,7 +85,10 @@ fn install_survives_a_cut_at_every_sync_point() {
         }
     };
     match every_sync_point(dir.path(), setup, write, check) {
-        Ok(figures) => assert!(figures.syncs >= 4, "{figures:?}"),
+        Ok(figures) => {
+            eprintln!("crash points: {figures:?}");
+            assert!(figures.syncs >= 4, "{figures:?}");
+        }
         Err(e) if std::env::var("FLEETWEFT_REQUIRE_FUSE").as_deref() != Ok("1") => {
             eprintln!("\n!!!!! SKIPPING crash-point enumeration: cannot mount FUSE ({e}) !!!!!\n");
         }
@@ -109,7 +112,9 @@ fn load_rewrites_an_altered_app_file_old_or_new_at_every_crash_point() {
     install(template.path(), &verifying, digest, &bytes).expect("install");
     let app_rel = format!("releases/{}/app.py", digest.to_hex());
     std::fs::write(template.path().join(&app_rel), &altered).expect("alter");
-    let setup = |backing: &std::path::Path| copy_dir(template.path(), &backing.join("data"));
+    let setup = |backing: &std::path::Path| {
+        lazyfs::enumerate::copy_tree(template.path(), &backing.join("data")).expect("copy")
+    };
     let write = |mnt: &std::path::Path| load(&mnt.join("data"), &verifying, digest).is_ok();
     let check = |mnt: &std::path::Path, point: CutPoint, ok: bool| {
         let app = std::fs::read(mnt.join("data").join(&app_rel)).expect("the app file survives");
@@ -121,22 +126,13 @@ fn load_rewrites_an_altered_app_file_old_or_new_at_every_crash_point() {
         assert!(!(ok && app != signed_app), "{point:?}: load returned Ok");
     };
     match every_sync_point(dir.path(), setup, write, check) {
-        Ok(figures) => assert!(figures.syncs >= 2, "{figures:?}"),
+        Ok(figures) => {
+            eprintln!("crash points: {figures:?}");
+            assert!(figures.syncs >= 2, "{figures:?}");
+        }
         Err(e) if std::env::var("FLEETWEFT_REQUIRE_FUSE").as_deref() != Ok("1") => {
             eprintln!("\n!!!!! SKIPPING crash-point enumeration: cannot mount FUSE ({e}) !!!!!\n");
         }
         Err(e) => panic!("FUSE mount failed and FLEETWEFT_REQUIRE_FUSE=1: {e}"),
-    }
-}
-
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("list").flatten() {
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
     }
 }

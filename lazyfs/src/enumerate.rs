@@ -91,3 +91,20 @@ fn mount_fresh(
     let mount = LazyMount::mount(&mnt, config)?;
     Ok((mount, mnt))
 }
+
+/// Copies the tree `from` to `to` (regular files and directories): a
+/// `setup` for [`every_sync_point`] that starts each run from the same
+/// durable state, prepared once outside any mount.
+pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}

@@ -75,7 +75,10 @@ fn a_reissued_node_has_the_old_pair_or_the_new_one_at_every_crash_point() {
         std::fs::read(fleet.node_cert("node-a")).expect("cert"),
         std::fs::read(fleet.node_key("node-a")).expect("key"),
     );
-    let setup = |backing: &Path| copy_dir(&template.path().join("pki"), &backing.join("pki"));
+    let setup = |backing: &Path| {
+        lazyfs::enumerate::copy_tree(&template.path().join("pki"), &backing.join("pki"))
+            .expect("copy")
+    };
     let write = |mnt: &Path| pki::issue_node(&mnt.join("pki"), "node-a", true).is_ok();
     let check = |mnt: &Path, point: CutPoint, ok: bool| {
         let pki = FleetPki {
@@ -95,16 +98,4 @@ fn a_reissued_node_has_the_old_pair_or_the_new_one_at_every_crash_point() {
         );
     };
     enumerated(every_sync_point(dir.path(), setup, write, check));
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("list").flatten() {
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
 }
