@@ -22,9 +22,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::daemon::view::words;
-use agent::journal::Record;
 use model::agent::{agent_apply, AgentState};
 use model::controller::{ControllerState, Event, RolloutStatus};
+use protocol::journal::Record;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -48,7 +48,7 @@ impl LogKind {
     pub fn subdir(self) -> &'static str {
         match self {
             LogKind::Controller => crate::daemon::LOG_DIR,
-            LogKind::AgentJournal => agent::journal::JOURNAL_DIR,
+            LogKind::AgentJournal => protocol::journal::JOURNAL_DIR,
         }
     }
 

@@ -7,7 +7,6 @@
 #![warn(missing_docs)]
 
 pub mod cli_ops;
-pub mod client;
 pub mod controller;
 pub mod daemon;
 pub mod demo;
@@ -21,4 +20,6 @@ pub mod watch;
 /// the agent's journal; re-exported here so `runtime::log` keeps its name.
 pub use eventlog as log;
 pub mod proof;
+/// The typed API client lives in `api`.
+pub use api::client;
 pub mod quickstart;

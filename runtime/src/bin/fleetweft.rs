@@ -1657,7 +1657,7 @@ fn init_tracing(default: &str) {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
         )
-        .with_ansi(agent::log_colour())
+        .with_ansi(daemonkit::log_colour())
         .with_writer(io::stderr)
         .try_init();
 }

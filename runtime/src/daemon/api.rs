@@ -2,9 +2,9 @@
 //! (loopback by default); every write needs the operator token as
 //! `Authorization: Bearer`, and a write without it changes nothing.
 
-use super::view::error::{Path, Query};
+use super::error::{ApiError, Path, Query};
 use super::view::{
-    ApiError, ClaimRequest, EnrollRequest, ErrorBody, LabelRequest, RecordedEvent, ResolveRequest,
+    ClaimRequest, EnrollRequest, ErrorBody, LabelRequest, RecordedEvent, ResolveRequest,
     RevokeRequest, UploadReply, WriteReply,
 };
 use axum::body::Bytes;
@@ -1259,7 +1259,7 @@ async fn list_nodes(
     };
     match super::view::parse_node_query(&snap.state, &pairs) {
         Ok(q) => Json(super::view::node_page(&snap, &q)).into_response(),
-        Err(e) => e.into_response(),
+        Err(e) => ApiError::from(e).into_response(),
     }
 }
 
@@ -1273,7 +1273,7 @@ async fn list_ops(State(api): State<Api>, Query(pairs): Query<Vec<(String, Strin
     };
     match super::view::parse_op_query(&snap.state, &pairs) {
         Ok(q) => Json(super::view::op_page(&snap.state, &q)).into_response(),
-        Err(e) => e.into_response(),
+        Err(e) => ApiError::from(e).into_response(),
     }
 }
 

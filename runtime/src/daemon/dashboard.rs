@@ -14,12 +14,13 @@
 //! back.
 
 use super::core::Snapshot;
+use super::error::ApiError;
 use super::http::Api;
 use super::view::{
     node_page, status_dto, words, NodeDto, NodeQuery, NodeState, OpState, Page, RolloutDto,
     StatusDto,
 };
-use super::view::{ApiError, ErrorBody, EventDto};
+use super::view::{ErrorBody, EventDto};
 use crate::proof::{NodeProof, Unresolved, Verdict};
 use axum::extract::State;
 use axum::response::{Html, IntoResponse, Response};

@@ -7,8 +7,8 @@
 use super::bundles::BundleDir;
 use super::config::ControllerConfig;
 use super::core::CoreHandle;
+use super::error::ApiError;
 use super::role::{Role, LEADER_HEADER, ROLE_HEADER, SEQUENCE_HEADER};
-use super::view::ApiError;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, Uri};
 use axum::middleware::Next;

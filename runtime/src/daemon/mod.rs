@@ -9,6 +9,7 @@ pub mod config;
 pub mod core;
 pub mod dashboard;
 pub mod deadlines;
+pub mod error;
 pub mod ha;
 pub mod http;
 pub mod identity;
@@ -16,11 +17,12 @@ pub mod links;
 pub mod openapi;
 pub mod rate;
 pub mod readback;
-pub mod role;
 pub mod stream;
 pub mod verify;
-pub mod view;
 pub mod webhooks;
+
+/// The view layer and the role live in `api`, what clients share.
+pub use ::api::{role, view};
 
 use anyhow::Context;
 use config::ControllerConfig;
@@ -29,7 +31,7 @@ use std::sync::Arc;
 
 /// The event log's directory inside the controller's data directory (where
 /// `run` opens it; `fleetweft log --data` looks for it there).
-pub const LOG_DIR: &str = "log";
+pub const LOG_DIR: &str = ::api::LOG_DIR;
 
 /// How long an orderly stop waits for open API connections (event
 /// streams, keep-alive clients) before it closes them.
@@ -274,7 +276,7 @@ impl Daemon {
     pub async fn serve(self) -> anyhow::Result<()> {
         let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
         let stop = async move {
-            match agent::shutdown_signal().await {
+            match daemonkit::shutdown_signal().await {
                 Ok(name) => tracing::info!("{name}: stopping (the event log is durable)"),
                 Err(e) => {
                     tracing::error!("cannot install the stop-signal handlers: {e}");

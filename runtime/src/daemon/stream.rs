@@ -11,9 +11,9 @@
 //! stream_buffer_events`); a reader further behind gets a final `event:
 //! dropped` naming the reason and reconnects from the log.
 
+use super::error::{ApiError, Query};
 use super::http::Api;
-use super::view::error::Query;
-use super::view::{words, ApiError, ErrorBody};
+use super::view::{words, ErrorBody};
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as Sse, KeepAlive};

@@ -7,6 +7,8 @@ use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
 use std::time::Duration;
 
+/// The default API address.
+pub const DEFAULT_CONTROLLER: &str = "http://127.0.0.1:7800";
 /// Upper bound on an API answer.
 pub const ANSWER_BYTES_MAX: usize = 16 * 1024 * 1024;
 /// How long one API call may take.
@@ -20,26 +22,26 @@ pub const LIST_PAGES_MAX: usize = 1_000;
 #[derive(Clone, Debug)]
 pub struct FleetView {
     /// The `/api/status` summary.
-    pub status: crate::daemon::view::StatusDto,
+    pub status: crate::view::StatusDto,
     /// Last durable log sequence (from the summary).
     pub last_sequence: Option<u64>,
     /// Fleet generation (from the summary).
     pub generation: u64,
     /// Every rollout, oldest first (`/api/rollouts`).
-    pub rollouts: Vec<crate::daemon::view::RolloutDto>,
+    pub rollouts: Vec<crate::view::RolloutDto>,
     /// Every node in enrollment order (`/api/nodes`, all pages).
-    pub nodes: Vec<crate::daemon::view::NodeDto>,
+    pub nodes: Vec<crate::view::NodeDto>,
     /// Every op in op order, hot and archived (`/api/ops`, all pages).
-    pub ops: Vec<crate::daemon::view::OpDto>,
+    pub ops: Vec<crate::view::OpDto>,
 }
 
 impl FleetView {
     /// Put the parts together.
     pub fn new(
-        status: crate::daemon::view::StatusDto,
-        rollouts: Vec<crate::daemon::view::RolloutDto>,
-        nodes: Vec<crate::daemon::view::NodeDto>,
-        ops: Vec<crate::daemon::view::OpDto>,
+        status: crate::view::StatusDto,
+        rollouts: Vec<crate::view::RolloutDto>,
+        nodes: Vec<crate::view::NodeDto>,
+        ops: Vec<crate::view::OpDto>,
     ) -> FleetView {
         FleetView {
             last_sequence: status.last_sequence,
@@ -114,7 +116,7 @@ impl ApiClient {
     /// a read goes to the first that answers, in order; a write that a
     /// standby answers with 503 goes to the leader it names when that is
     /// one of `bases`, else to the next not tried yet. An empty list means
-    /// [`crate::cli_ops::DEFAULT_CONTROLLER`].
+    /// [`DEFAULT_CONTROLLER`].
     pub fn with_controllers(bases: Vec<String>, token: Option<String>) -> ApiClient {
         let mut bases: Vec<String> = bases
             .iter()
@@ -122,7 +124,7 @@ impl ApiClient {
             .filter(|b| !b.is_empty())
             .collect();
         if bases.is_empty() {
-            bases.push(crate::cli_ops::DEFAULT_CONTROLLER.to_string());
+            bases.push(DEFAULT_CONTROLLER.to_string());
         }
         ApiClient {
             bases: std::sync::Arc::new(bases),
@@ -170,7 +172,7 @@ impl ApiClient {
         let mut items = Vec::new();
         let mut after: Option<String> = None;
         for _ in 0..LIST_PAGES_MAX {
-            let mut url = format!("{path}?limit={}", crate::daemon::view::PAGE_LIMIT_MAX);
+            let mut url = format!("{path}?limit={}", crate::view::PAGE_LIMIT_MAX);
             if !query.is_empty() {
                 url.push('&');
                 url.push_str(query);
@@ -179,7 +181,7 @@ impl ApiClient {
                 url.push_str("&after=");
                 url.push_str(a);
             }
-            let page: crate::daemon::view::Page<T> = self.get(&url).await?;
+            let page: crate::view::Page<T> = self.get(&url).await?;
             items.extend(page.items);
             after = page.next;
             if after.is_none() {
@@ -196,7 +198,7 @@ impl ApiClient {
     /// page: what a test or the demo checks on a small fleet. Not for
     /// 10,000 nodes: use the summary and one page there.
     pub async fn fleet_view(&self) -> Result<FleetView, ClientError> {
-        let status: crate::daemon::view::StatusDto = self.get("/api/status").await?;
+        let status: crate::view::StatusDto = self.get("/api/status").await?;
         let rollouts = self.get("/api/rollouts").await?;
         let nodes = self.all_pages("/api/nodes", "").await?;
         let ops = self.all_pages("/api/ops", "").await?;
@@ -323,7 +325,7 @@ impl ApiClient {
         let status = answer.status().as_u16();
         let leader = answer
             .headers()
-            .get(crate::daemon::role::LEADER_HEADER)
+            .get(crate::role::LEADER_HEADER)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
         let bytes = http_body_util::Limited::new(answer.into_body(), ANSWER_BYTES_MAX)
@@ -333,7 +335,7 @@ impl ApiClient {
             .to_bytes();
         if status >= 400 {
             // The API's one error shape; anything else is shown as it came.
-            let body = serde_json::from_slice::<crate::daemon::view::ErrorBody>(&bytes)
+            let body = serde_json::from_slice::<crate::view::ErrorBody>(&bytes)
                 .map(|e| e.error)
                 .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned());
             return Err(Failed {

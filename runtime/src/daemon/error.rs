@@ -1,9 +1,10 @@
-//! The API's one error shape, [`ErrorBody`] (`{"error": "..."}`), and the
-//! typed [`ApiError`] every handler returns: its HTTP status is chosen by
-//! matching the error (a controller [`Refusal`] by its variant), never by
-//! reading its message. Extractor rejections (a query string or a path that
-//! does not parse) answer the same JSON through [`Query`] and [`Path`].
+//! The typed [`ApiError`] every handler returns: its HTTP status is chosen
+//! by matching the error (a controller [`Refusal`] by its variant), never
+//! by reading its message; its body is the one [`ErrorBody`] shape.
+//! Extractor rejections (a query string or a path that does not parse)
+//! answer the same JSON through [`Query`] and [`Path`].
 
+use api::view::{ErrorBody, QueryError};
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::StatusCode;
@@ -11,15 +12,6 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use model::controller::Refusal;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
-
-/// The body of every error answer, on every route.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, utoipa::ToSchema)]
-pub struct ErrorBody {
-    /// What was wrong, naming the field or parameter when one is to blame
-    /// (``field `slots`: ...``, ``parameter `limit`: ...``).
-    pub error: String,
-}
 
 /// Why a request was not served. Nothing was recorded.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -47,7 +39,7 @@ pub enum ApiError {
     /// The path is routed, not for this method (405).
     #[error("method not allowed on this route: see /api/openapi.json")]
     MethodNotAllowed,
-    /// A body over [`super::super::api::UPLOAD_BYTES_MAX`] (413).
+    /// A body over [`super::api::UPLOAD_BYTES_MAX`] (413).
     #[error("request body too large: {0}")]
     TooLarge(String),
     /// The core stopped: the daemon is shutting down (503).
@@ -112,6 +104,16 @@ impl From<String> for ApiError {
     /// A message naming the field or parameter at fault: a 400.
     fn from(message: String) -> ApiError {
         ApiError::BadRequest(message)
+    }
+}
+
+impl From<QueryError> for ApiError {
+    /// The view layer's refusal of a query, with its message.
+    fn from(e: QueryError) -> ApiError {
+        match e {
+            QueryError::BadRequest(message) => ApiError::BadRequest(message),
+            QueryError::NotFound(message) => ApiError::NotFound(message),
+        }
     }
 }
 

@@ -336,14 +336,14 @@ pub struct ObserveDto {
     /// The route against the release it should answer as: the same
     /// function the proof's health probe and identity checks use.
     #[schema(value_type = String)]
-    pub judgement: crate::proof::RouteJudgement,
+    pub judgement: proof::RouteJudgement,
     /// The agent's readback (`{"Ok": ...}`), or why there is none
     /// (`{"Err": "..."}`).
     #[schema(value_type = Object)]
     pub readback: Result<model::RouteObservation, String>,
     /// The live proof judged on this readback.
     #[schema(value_type = Object)]
-    pub proof: crate::proof::NodeProof,
+    pub proof: proof::NodeProof,
     /// Events recorded (the node's observation, or evidence for its live op
     /// and whatever it settled), in domain words.
     pub recorded: Vec<String>,

@@ -10,7 +10,7 @@
 //! page that ran out of budget returns fewer items and a `next` cursor, so
 //! a client simply follows `next` until it is `null`.
 
-use super::core::Snapshot;
+use crate::snapshot::Snapshot;
 use model::controller::{
     ControllerState, Labels, Op, OpPhase, OpSummary, Outcome, Rollout, RolloutStatus,
 };
@@ -18,11 +18,13 @@ use model::{Digest, NodeId, OpId, RolloutId};
 use serde::{Deserialize, Serialize};
 
 pub mod ahead;
+pub mod describe;
 pub mod error;
 pub mod wire;
 pub mod words;
 
-pub use error::{ApiError, ErrorBody};
+pub use describe::describe;
+pub use error::{ErrorBody, QueryError};
 pub use wire::*;
 
 /// Items in a page when the request gives no `limit`.
@@ -292,7 +294,7 @@ pub struct StatusDto {
     /// `leader`, or `standby`: this answer is a hot standby's view of the
     /// leader's log, as of `log_sequence`.
     #[serde(default)]
-    pub role: super::role::Role,
+    pub role: crate::role::Role,
     /// The last log sequence this controller's state folded (the same as
     /// `last_sequence`): on a standby, how far it has caught up.
     #[serde(default)]
@@ -570,7 +572,7 @@ pub fn event_dto(
 ) -> EventDto {
     EventDto {
         sequence,
-        text: super::core::describe(roster, &event),
+        text: describe(roster, &event),
         event,
     }
 }
@@ -720,8 +722,8 @@ pub fn node_dto(snap: &Snapshot, id: NodeId) -> Option<NodeDto> {
             .get(&id)
             .map(|q| [q.first_peer.clone(), q.second_peer.clone()]),
         observed: record.observed.map(|seen| ObservedDto {
-            result: crate::proof::observation_str(&seen.observation),
-            source: crate::proof::Origin::of_observation(seen.source)
+            result: proof::observation_str(&seen.observation),
+            source: proof::Origin::of_observation(seen.source)
                 .as_str()
                 .to_string(),
             at_ms: seen.at_ms,
@@ -1031,10 +1033,10 @@ pub fn status_dto(snap: &Snapshot) -> StatusDto {
 /// The handover report (`/api/unresolved`, the dashboard): every node
 /// ahead of the log first (it puts everything else in doubt), then what
 /// `crate::proof::unresolved` finds in the state.
-pub fn handover_report(snap: &Snapshot) -> Vec<crate::proof::Unresolved> {
+pub fn handover_report(snap: &Snapshot) -> Vec<crate::report::Unresolved> {
     let names = |n: NodeId| snap.state.roster.display_name(n);
     let mut report = ahead::unresolved(snap);
-    report.extend(crate::proof::unresolved(
+    report.extend(crate::report::unresolved(
         &snap.state,
         &names,
         &snap.log_index,
@@ -1082,7 +1084,7 @@ fn single_values<'a>(
 pub fn parse_node_query(
     s: &ControllerState,
     pairs: &[(String, String)],
-) -> Result<NodeQuery, ApiError> {
+) -> Result<NodeQuery, QueryError> {
     let one = single_values(pairs, &["label", "state", "limit", "after"], "label")?;
     let mut labels = Labels::new();
     let mut contradictory = false;
@@ -1091,7 +1093,7 @@ pub fn parse_node_query(
             .split_once('=')
             .filter(|(k, v)| !k.is_empty() && !v.is_empty())
         else {
-            return Err(ApiError::BadRequest(format!(
+            return Err(QueryError::BadRequest(format!(
                 "parameter `label`: {pair:?} is not KEY=VALUE"
             )));
         };
@@ -1103,7 +1105,7 @@ pub fn parse_node_query(
         }
     }
     if labels.len() > LABEL_FILTERS_MAX {
-        return Err(ApiError::BadRequest(format!(
+        return Err(QueryError::BadRequest(format!(
             "parameter `label`: {} labels exceed the limit of {LABEL_FILTERS_MAX}",
             labels.len()
         )));
@@ -1124,7 +1126,7 @@ pub fn parse_node_query(
                 .id(name)
                 // A cursor naming no node names nothing: 404.
                 .ok_or_else(|| {
-                    ApiError::NotFound(format!("parameter `after`: no node {name} is enrolled"))
+                    QueryError::NotFound(format!("parameter `after`: no node {name} is enrolled"))
                 })?,
         ),
     };
@@ -1142,7 +1144,7 @@ pub fn parse_node_query(
 pub fn parse_op_query(
     s: &ControllerState,
     pairs: &[(String, String)],
-) -> Result<OpQuery, ApiError> {
+) -> Result<OpQuery, QueryError> {
     let one = single_values(pairs, &["rollout", "state", "limit", "after"], "")?;
     let rollout = match one.get("rollout") {
         None => None,
@@ -1153,7 +1155,7 @@ pub fn parse_op_query(
                 .map(RolloutId)
                 .filter(|id| s.rollout(*id).is_some())
                 .ok_or_else(|| {
-                    ApiError::NotFound(format!(
+                    QueryError::NotFound(format!(
                         "parameter `rollout`: no rollout {text} (ids look like r0)"
                     ))
                 })?;
@@ -1190,9 +1192,11 @@ pub fn parse_op_query(
 
 /// Fleets built on the pure model for the read tests (here and in the
 /// dashboard's): enrolled nodes, a rollout over them, some ops settled.
-#[cfg(test)]
-pub(crate) mod fixture {
-    use super::super::core::Snapshot;
+/// A small fleet's snapshot for the view's, the dashboard's and the
+/// controller's unit tests (feature `fixture`; never in a release build).
+#[cfg(any(test, feature = "fixture"))]
+pub mod fixture {
+    use crate::snapshot::Snapshot;
     use model::controller::{apply, step, ControllerState, Input, Labels};
     use model::{
         Digest, Generation, NodeId, OpId, Plan, ReportKind, RouteObservation, ToController,
@@ -1460,7 +1464,7 @@ mod tests {
         let holding = s.ops.values().filter(|o| o.occupies_slot()).count();
         assert_eq!(st.ops.holding_slot, holding);
         let names = |n: NodeId| s.roster.display_name(n);
-        let report = crate::proof::unresolved(s, &names, &snap.log_index);
+        let report = crate::report::unresolved(s, &names, &snap.log_index);
         assert_eq!(st.unresolved, report.len());
         assert_eq!(st.nodes.enrolled, 300);
         assert_eq!(st.nodes.connected, 300);

@@ -2,8 +2,8 @@
 //! for the daemon log, `/api/status` and `fleetweft status`, the dashboard
 //! banner, the handover report and `/metrics`.
 
-use super::super::core::Snapshot;
-use crate::proof::Unresolved;
+use crate::report::Unresolved;
+use crate::snapshot::Snapshot;
 use model::NodeId;
 use serde::{Deserialize, Serialize};
 

@@ -1,0 +1,22 @@
+//! What a client of the controller needs, and nothing that runs one: the
+//! DTOs and the view layer that words them (built from one [`Snapshot`]
+//! of the controller), the controller's role as its answers carry it, the
+//! handover report, and the typed HTTP client the CLI, the demo, fleetsim
+//! and the fault scenarios share.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod client;
+pub mod report;
+pub mod role;
+pub mod snapshot;
+pub mod table;
+pub mod view;
+
+pub use snapshot::Snapshot;
+
+/// The event log's directory inside the controller's data directory
+/// (where the controller opens it; `fleetweft log --data` looks for it
+/// there).
+pub const LOG_DIR: &str = "log";
