@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod exit;
 pub mod report;
 pub mod role;
 pub mod snapshot;

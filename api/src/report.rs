@@ -12,6 +12,12 @@ use model::{Decision, NodeId, OpId, RolloutId};
 use proof::{observation_str, Origin};
 use serde::{Deserialize, Serialize};
 
+/// Milliseconds since the Unix epoch by the controller's clock (0 before it).
+pub fn epoch_ms(t: std::time::SystemTime) -> u64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// One entry of the handover report (SPEC §7): a slot-holding op, a rollout
 /// waiting for an operator, or a drifted node.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
