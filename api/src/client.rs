@@ -357,16 +357,8 @@ pub const ROUTE_BODY_BYTES_MAX: usize = 64 * 1024;
 /// How long a route probe may take.
 pub const ROUTE_TIMEOUT_MS: u64 = 3_000;
 
-/// What a node's public route answered.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct RouteAnswer {
-    /// HTTP status.
-    pub status: u16,
-    /// `X-Fleetweft-Release`, if the route named a release.
-    pub identity: Option<String>,
-    /// The body (trimmed, bounded).
-    pub body: String,
-}
+/// What a route answered: a view DTO, re-exported where the probe is.
+pub use crate::view::RouteAnswer;
 
 /// GET `http://{addr}{path}` on a node's public route; `None` when nothing
 /// answered within [`ROUTE_TIMEOUT_MS`].

@@ -9,13 +9,13 @@
 
 pub mod client;
 pub mod exit;
-pub mod report;
 pub mod role;
-pub mod snapshot;
 pub mod table;
 pub mod view;
 
-pub use snapshot::Snapshot;
+pub use view::snapshot::Snapshot;
+/// The handover report and the snapshot, under the names their users know.
+pub use view::{report, snapshot};
 
 /// The event log's directory inside the controller's data directory
 /// (where the controller opens it; `fleetweft log --data` looks for it

@@ -10,7 +10,7 @@
 //! page that ran out of budget returns fewer items and a `next` cursor, so
 //! a client simply follows `next` until it is `null`.
 
-use crate::snapshot::Snapshot;
+use crate::view::snapshot::Snapshot;
 use model::controller::{
     ControllerState, Labels, Op, OpPhase, OpSummary, Outcome, Rollout, RolloutStatus,
 };
@@ -20,6 +20,8 @@ use serde::{Deserialize, Serialize};
 pub mod ahead;
 pub mod describe;
 pub mod error;
+pub mod report;
+pub mod snapshot;
 pub mod wire;
 pub mod words;
 
@@ -1033,10 +1035,10 @@ pub fn status_dto(snap: &Snapshot) -> StatusDto {
 /// The handover report (`/api/unresolved`, the dashboard): every node
 /// ahead of the log first (it puts everything else in doubt), then what
 /// `crate::proof::unresolved` finds in the state.
-pub fn handover_report(snap: &Snapshot) -> Vec<crate::report::Unresolved> {
+pub fn handover_report(snap: &Snapshot) -> Vec<crate::view::report::Unresolved> {
     let names = |n: NodeId| snap.state.roster.display_name(n);
     let mut report = ahead::unresolved(snap);
-    report.extend(crate::report::unresolved(
+    report.extend(crate::view::report::unresolved(
         &snap.state,
         &names,
         &snap.log_index,
@@ -1196,7 +1198,7 @@ pub fn parse_op_query(
 /// controller's unit tests (feature `fixture`; never in a release build).
 #[cfg(any(test, feature = "fixture"))]
 pub mod fixture {
-    use crate::snapshot::Snapshot;
+    use crate::view::snapshot::Snapshot;
     use model::controller::{apply, step, ControllerState, Input, Labels};
     use model::{
         Digest, Generation, NodeId, OpId, Plan, ReportKind, RouteObservation, ToController,
@@ -1464,7 +1466,7 @@ mod tests {
         let holding = s.ops.values().filter(|o| o.occupies_slot()).count();
         assert_eq!(st.ops.holding_slot, holding);
         let names = |n: NodeId| s.roster.display_name(n);
-        let report = crate::report::unresolved(s, &names, &snap.log_index);
+        let report = crate::view::report::unresolved(s, &names, &snap.log_index);
         assert_eq!(st.unresolved, report.len());
         assert_eq!(st.nodes.enrolled, 300);
         assert_eq!(st.nodes.connected, 300);

@@ -2,8 +2,8 @@
 //! for the daemon log, `/api/status` and `fleetweft status`, the dashboard
 //! banner, the handover report and `/metrics`.
 
-use crate::report::Unresolved;
-use crate::snapshot::Snapshot;
+use crate::view::report::Unresolved;
+use crate::view::snapshot::Snapshot;
 use model::NodeId;
 use serde::{Deserialize, Serialize};
 

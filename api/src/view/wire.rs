@@ -329,7 +329,7 @@ pub struct ObserveDto {
     pub expect: protocol::bundle::ProbeSpec,
     /// What answered on the public route (`None`: nothing did).
     #[schema(value_type = Option<Object>)]
-    pub answer: Option<crate::client::RouteAnswer>,
+    pub answer: Option<RouteAnswer>,
     /// The controller's look at the route, judged by that spec.
     #[schema(value_type = Object)]
     pub observation: model::RouteObservation,
@@ -355,4 +355,15 @@ pub struct ObserveDto {
 /// shorten a release.
 pub fn short(digest: &str) -> String {
     digest.chars().take(12).collect()
+}
+
+/// What a node's public route answered.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RouteAnswer {
+    /// HTTP status.
+    pub status: u16,
+    /// `X-Fleetweft-Release`, if the route named a release.
+    pub identity: Option<String>,
+    /// The body (trimmed, bounded).
+    pub body: String,
 }

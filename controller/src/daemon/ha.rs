@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Exit code of a controller that lost the log's leadership.
-pub const EXIT_DEPOSED: i32 = 4;
+pub const EXIT_DEPOSED: i32 = api::exit::DEPOSED;
 
 /// How long one campaign round waits before the standby reads again who
 /// leads (and where), then campaigns again.

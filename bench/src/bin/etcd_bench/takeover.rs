@@ -25,7 +25,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use api::client::ApiClient;
-use demo;
 use demo::quickstart::{EtcdLog, FleetLayout, HaController};
 use tokio::process::Child;
 

@@ -23,7 +23,7 @@ pub struct Snapshot {
     /// Where each unresolved op and waiting rollout started in the log
     /// (the handover report's "since when"); built from the whole log at
     /// start, so it survives restarts.
-    pub log_index: crate::report::LogIndex,
+    pub log_index: crate::view::report::LogIndex,
     /// `NodeQuarantined` entries in the whole log: identity conflicts ever
     /// detected (the `/metrics` counter).
     pub identity_conflicts: u64,
