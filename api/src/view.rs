@@ -1193,10 +1193,14 @@ pub fn parse_op_query(
 }
 
 /// Fleets built on the pure model for the read tests (here and in the
-/// dashboard's): enrolled nodes, a rollout over them, some ops settled.
-/// A small fleet's snapshot for the view's, the dashboard's and the
-/// controller's unit tests (feature `fixture`; never in a release build).
-#[cfg(any(test, feature = "fixture"))]
+/// controller's dashboard tests): enrolled nodes, a rollout over them, some
+/// ops settled.
+///
+/// Compiled in every build, not behind a feature: a feature only a
+/// dev-dependency turns on gives `api` (and every crate above it) one
+/// build for `cargo test` and another for `cargo build --bins`, and each
+/// switch between them rebuilt the controller, the CLI and the demo.
+#[doc(hidden)]
 pub mod fixture {
     use crate::view::snapshot::Snapshot;
     use model::controller::{apply, step, ControllerState, Input, Labels};
