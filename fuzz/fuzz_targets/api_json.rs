@@ -4,8 +4,8 @@
 //! checked parts hold.
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
 use controller::daemon::api::{parse_claim, parse_resolve, parse_roll_back, parse_start_rollout};
+use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     for refusal in [

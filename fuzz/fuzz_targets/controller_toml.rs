@@ -4,8 +4,8 @@
 //! each name, label set and route, in file order, at ids 0, 1, ...
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
 use controller::daemon::config::ControllerConfig;
+use libfuzzer_sys::fuzz_target;
 use std::path::Path;
 
 fuzz_target!(|data: &[u8]| {
