@@ -37,5 +37,5 @@ for arg in "$@"; do
     fi
   fi
 done
-cargo build --release -q -p runtime -p agent
+cargo build --release -q -p cli -p agent
 exec ./target/release/fleetweft demo "$@"

@@ -10,7 +10,7 @@ n="${1:?usage: scripts/fleetsim.sh N [extra fleetweft-fleetsim args]}"
 shift
 cd "$(dirname "$0")/.."
 # --workspace --bins, the selection scripts/test.sh builds: a package
-# selection (-p runtime -p fleetsim) resolves other features and rebuilt
+# selection (-p cli -p fleetsim) resolves other features and rebuilt
 # every workspace crate after the test run (minutes of CI time).
 cargo build --release --workspace --bins
 pki="${FLEETSIM_PKI_DIR:-target/fleetsim-pki}"

@@ -4,6 +4,10 @@
 # target crashed, printing where the crashing input was kept.
 #
 #   bash scripts/fuzz.sh [SECONDS]     (default 30; CI runs `scripts/fuzz.sh 30`)
+#   bash scripts/fuzz.sh --build-only  (installs cargo-fuzz and builds the
+#                                       targets, runs nothing: .ci/run starts
+#                                       it in the background, niced, while the
+#                                       tests wait on the network)
 #
 # No nightly compiler here: cargo-fuzz passes -Z flags (sanitizer coverage,
 # cfg(fuzzing)), which the stable toolchain accepts when RUSTC_BOOTSTRAP=1.
@@ -15,6 +19,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+BUILD_ONLY=0
+if [ "${1:-}" = --build-only ]; then
+  BUILD_ONLY=1
+  shift
+fi
 SECONDS_EACH="${1:-30}"
 if ! [[ "$SECONDS_EACH" =~ ^[1-9][0-9]*$ ]]; then
   echo "scripts/fuzz.sh: SECONDS must be a whole number above 0, got '$SECONDS_EACH'" >&2
@@ -43,6 +52,9 @@ echo "== cargo fuzz build (all targets)"
 build_start=$(date +%s)
 cargo fuzz build "${BUILD_FLAGS[@]}"
 echo "   built in $(( $(date +%s) - build_start )) s"
+if [ "$BUILD_ONLY" = 1 ]; then
+  exit 0
+fi
 
 mapfile -t TARGETS < <(cargo fuzz list)
 BIN_DIR=fuzz/target/x86_64-unknown-linux-gnu/release

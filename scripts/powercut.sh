@@ -27,7 +27,7 @@ if [[ "${1:-}" == "--mutants" ]]; then
         mkdir -p "$dir"
         cp -a target/release "$dir/"
     fi
-    CARGO_TARGET_DIR="$dir" cargo build --release -p scenarios -p runtime -p agent \
+    CARGO_TARGET_DIR="$dir" cargo build --release -p scenarios -p cli -p agent \
         --bins --features scenarios/durability-mutants
     survived=0
     for mutant in no-fsync-bundle-store no-dirsync-after-rename no-fsync-agent-journal ack-before-flush; do

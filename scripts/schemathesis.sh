@@ -6,7 +6,7 @@
 #
 # BASE_URL is a running controller's API (http://127.0.0.1:PORT); TOKEN_FILE
 # its operator token file (writes need `Authorization: Bearer`). The Rust
-# test runtime/tests/it/schemathesis.rs starts a real controller on loopback
+# test cli/tests/it/schemathesis.rs starts a real controller on loopback
 # and calls this script, so `cargo test` (scripts/test.sh) runs it.
 #
 # schemathesis is installed from PyPI into target/schemathesis-venv when
@@ -40,7 +40,7 @@ token=$(tr -d '[:space:]' < "$token_file")
 # Every operation, GET /api/events/stream included: scripts/schemathesis.toml
 # runs the stream in its bounded form (`follow=false`, which ends after the
 # replay) and each SSE event is checked against the documented schema of one
-# event. runtime/tests/it/stream.rs tests following live appends.
+# event. cli/tests/it/stream.rs tests following live appends.
 exec "$venv/bin/schemathesis" --config-file scripts/schemathesis.toml run "$base_url/api/openapi.json" \
   --checks all \
   --header "Authorization: Bearer $token" \

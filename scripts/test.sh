@@ -15,7 +15,7 @@ if ! command -v python3 >/dev/null 2>&1; then
   fi
 fi
 
-# chromium drives the dashboard browser test (runtime/tests/it/dashboard_browser.rs);
+# chromium drives the dashboard browser test (cli/tests/it/dashboard_browser.rs);
 # install Debian's package when missing.
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

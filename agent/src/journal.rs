@@ -6,133 +6,16 @@
 //! and `Stopped` were written by agents before staging was a model state;
 //! they still decode and print, and nothing decides on them.
 
-use crate::recovery::ErrorClass;
 use eventlog::{EventLog, LogError};
-use model::agent::{agent_apply, AgentEvent, AgentState};
-use model::{Digest, OpId};
-use serde::{Deserialize, Serialize};
-use std::fmt;
+use model::agent::{agent_apply, AgentState};
 use std::path::Path;
 
-/// The journal's directory inside the agent's data directory.
-pub const JOURNAL_DIR: &str = "journal";
+/// The record, its stage and the directory name live in `protocol` (the
+/// operator's tools decode journals too); re-exported under their names.
+pub use protocol::journal::{Record, Stage, JOURNAL_DIR};
 
 /// Attempts reserved for one op's staging across restarts: the model's.
 pub use model::agent::ATTEMPT_BUDGET;
-
-/// A fine-grained stage of an op on the agent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Stage {
-    Fetch,
-    Verify,
-    Stage,
-    Switch,
-    Probe,
-}
-
-/// One journal record.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Record {
-    /// An event of the agent core (`model::agent`).
-    Core(AgentEvent),
-    /// `pending_stage`: written before a stage runs.
-    Pending {
-        op: OpId,
-        stage: Stage,
-        /// What the stage works on (the release digest): a resumed stage
-        /// must see the same input or stop.
-        fingerprint: Digest,
-        /// A new attempt id after every restart within the same op.
-        attempt_id: u32,
-        /// Budget left after reserving this attempt.
-        budget_left: u8,
-    },
-    /// The stage's artifact is committed.
-    Done { op: OpId, stage: Stage },
-    /// The fixed table said stop: the evidence is kept, never overwritten.
-    Stopped {
-        op: OpId,
-        stage: Stage,
-        /// What the controller is told (in the not-applied report).
-        refusal: model::StageRefusal,
-        /// The details, for the agent's own log and journal.
-        reason: String,
-    },
-    /// The stage of the latest checkpoint ended with an error: the error
-    /// class axis of the recovery table reads it (a checkpoint with no
-    /// outcome was interrupted by a crash, which is transient).
-    Failed {
-        op: OpId,
-        stage: Stage,
-        class: ErrorClass,
-        /// The controller answered that it has no bundle of this digest
-        /// (the refusal says so if the budget runs out on it).
-        bundle_missing: bool,
-        reason: String,
-    },
-    /// The agent process started again with this op live: a restart is a
-    /// new attempt of the same op, never a new op. Spends no budget.
-    Resumed { op: OpId, attempt_id: u32 },
-}
-
-impl fmt::Display for Stage {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Stage::Fetch => "fetch",
-            Stage::Verify => "verify",
-            Stage::Stage => "stage",
-            Stage::Switch => "switch",
-            Stage::Probe => "probe",
-        })
-    }
-}
-
-/// A record in domain words, as `fleetweft log show --journal` prints it.
-impl fmt::Display for Record {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Record::Core(event) => write!(f, "{event}"),
-            Record::Pending {
-                op,
-                stage,
-                fingerprint,
-                attempt_id,
-                budget_left,
-            } => write!(
-                f,
-                "{op}: {stage} starts (attempt {attempt_id}, input {fingerprint}, \
-                 budget left {budget_left})"
-            ),
-            Record::Done { op, stage } => write!(f, "{op}: {stage} done"),
-            Record::Stopped {
-                op,
-                stage,
-                refusal,
-                reason,
-            } => write!(f, "{op}: stopped for good at {stage}: {refusal} ({reason})"),
-            Record::Failed {
-                op,
-                stage,
-                class,
-                bundle_missing,
-                reason,
-            } => {
-                let class = match class {
-                    ErrorClass::Transient => "transient",
-                    ErrorClass::Permanent => "permanent",
-                };
-                write!(f, "{op}: {stage} failed ({class}")?;
-                if *bundle_missing {
-                    write!(f, ", the controller has no such bundle")?;
-                }
-                write!(f, "): {reason}")
-            }
-            Record::Resumed { op, attempt_id } => {
-                write!(f, "{op}: resumed after a restart as attempt {attempt_id}")
-            }
-        }
-    }
-}
 
 /// The journal and the state folded from it.
 pub struct Journal {
@@ -206,9 +89,9 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use model::agent::{AgentStage, StagingStep, ATTEMPT_BUDGET};
+    use model::agent::{AgentEvent, AgentStage, StagingStep, ATTEMPT_BUDGET};
     use model::recovery::{Exit, Observed, Position, Reading};
-    use model::Generation;
+    use model::{Digest, Generation, OpId};
 
     const OP: OpId = OpId(7);
     const RELEASE: Digest = Digest([7; 32]);

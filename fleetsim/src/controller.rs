@@ -3,8 +3,8 @@
 //! server), starting it, waiting for its API, and restarting it.
 
 use anyhow::{bail, Context};
+use api::client::ApiClient;
 use protocol::pki::FleetPki;
-use runtime::client::ApiClient;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tokio::process::Child;
@@ -85,7 +85,7 @@ impl ControllerSetup {
         ];
         let log = self.dir.join(log_name);
         let started = Instant::now();
-        let mut child = runtime::demo::spawn(&self.exe, &args, &log)?;
+        let mut child = demo::spawn(&self.exe, &args, &log)?;
         let pid = child.id().context("the controller has no pid")?;
         let deadline = started + Duration::from_millis(API_UP_TIMEOUT_MS);
         loop {
@@ -156,7 +156,7 @@ mod tests {
             )
             .expect("config written");
         let len = std::fs::metadata(setup.config()).expect("config").len();
-        let max = runtime::daemon::config::CONFIG_BYTES_MAX;
+        let max = controller::daemon::config::CONFIG_BYTES_MAX;
         assert!(len <= max, "{n} nodes take {len} bytes, over {max}");
     }
 }

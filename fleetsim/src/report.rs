@@ -6,8 +6,8 @@ use crate::options::Options;
 use crate::run::{Fleet, PROGRESS_EVERY_MS, ROLLOUT_POLL_MS};
 use crate::stats::{Percentiles, Stats};
 use anyhow::Context;
-use runtime::client::ApiClient;
-use runtime::daemon::api::{OpDto, RolloutDto};
+use api::client::ApiClient;
+use api::view::{OpDto, RolloutDto};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -472,7 +472,7 @@ async fn proofs(fleet: &Fleet, count: usize) -> BTreeMap<String, String> {
         let name = &fleet.names[i];
         let verdict = match fleet
             .api
-            .get::<runtime::proof::NodeProof>(&format!("/api/nodes/{name}/proof"))
+            .get::<proof::NodeProof>(&format!("/api/nodes/{name}/proof"))
             .await
         {
             Ok(p) => serde_json::to_value(p.verdict)

@@ -9,9 +9,9 @@ use crate::report::{self, Report};
 use crate::routes::{Routes, SimRelease};
 use crate::stats::Stats;
 use anyhow::{bail, Context};
+use api::client::ApiClient;
 use model::Digest;
 use protocol::bundle;
-use runtime::client::ApiClient;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -128,7 +128,7 @@ fn build_releases(dir: &Path) -> anyhow::Result<(PathBuf, Vec<Built>)> {
     bundle::save_verifying_key(&pubkey, &verifying)?;
     let mut built = Vec::new();
     for version in ["v1", "v2"] {
-        let bytes = runtime::demo::sign_hello(&signing, version)?;
+        let bytes = demo::sign_hello(&signing, version)?;
         let verified = bundle::verify(&verifying, &bytes)?;
         built.push(Built {
             digest: bundle::bundle_digest(&bytes),
@@ -171,7 +171,7 @@ async fn route_server(
     built: &[Built],
     faults: &[Faults],
 ) -> anyhow::Result<(Arc<Routes>, tokio::net::TcpListener)> {
-    let route_port = runtime::ports::free_port()?;
+    let route_port = demo::ports::free_port()?;
     // One listener for every route: 127.10.x.y all reach 0.0.0.0 (loopback).
     let listener = tokio::net::TcpListener::bind(("0.0.0.0", route_port))
         .await
@@ -237,8 +237,8 @@ async fn bring_up(options: &Options, dir: &Path) -> anyhow::Result<Fleet> {
     let setup = ControllerSetup {
         exe,
         dir: dir.to_path_buf(),
-        quic_port: runtime::ports::free_port()?,
-        api_port: runtime::ports::free_port()?,
+        quic_port: demo::ports::free_port()?,
+        api_port: demo::ports::free_port()?,
     };
     let publics: Vec<_> = (0..n).map(|i| routes.public(i)).collect();
     setup.write_config(&pki, &pubkey, &names, &publics, options.op_timeout_ms)?;

@@ -1,11 +1,11 @@
-//! The operator API's request bodies (`runtime::daemon::api::parse_*`, the
+//! The operator API's request bodies (`controller::daemon::api::parse_*`, the
 //! functions the axum handlers call): any bytes a client posts. Each parser
 //! either refuses with a message naming the field or returns a request whose
 //! checked parts hold.
 #![no_main]
 
+use controller::daemon::api::{parse_claim, parse_resolve, parse_roll_back, parse_start_rollout};
 use libfuzzer_sys::fuzz_target;
-use runtime::daemon::api::{parse_claim, parse_resolve, parse_roll_back, parse_start_rollout};
 
 fuzz_target!(|data: &[u8]| {
     for refusal in [

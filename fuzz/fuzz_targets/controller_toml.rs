@@ -1,11 +1,11 @@
-//! The controller's configuration (`runtime::daemon::config::ControllerConfig::parse`):
+//! The controller's configuration (`controller::daemon::config::ControllerConfig::parse`):
 //! any text an operator writes. Parsing never panics, and the bootstrap of
 //! an accepted config enrolls every `[[nodes]]` entry: the model accepts
 //! each name, label set and route, in file order, at ids 0, 1, ...
 #![no_main]
 
+use controller::daemon::config::ControllerConfig;
 use libfuzzer_sys::fuzz_target;
-use runtime::daemon::config::ControllerConfig;
 use std::path::Path;
 
 fuzz_target!(|data: &[u8]| {

@@ -8,6 +8,7 @@
 pub mod bundle;
 pub mod frame;
 pub mod identity;
+pub mod journal;
 pub mod pki;
 pub mod quic;
 pub mod tls;

@@ -10,12 +10,12 @@ pub use ha::{leadership_runs, runs_text, Layout, CONTROLLER_HOSTS, ETCD_EXE, LEA
 
 use crate::net::{self, Net, SUBNET};
 use anyhow::{anyhow, bail, ensure, Context};
+use api::client::FleetView;
+use api::client::{ApiClient, RouteAnswer};
+use api::view::{EventDto, NodeDto, OpDto, Page, RolloutDto, StatusDto};
 use model::controller::Event;
 use model::Digest;
 use protocol::bundle;
-use runtime::client::FleetView;
-use runtime::client::{ApiClient, RouteAnswer};
-use runtime::daemon::api::{EventDto, NodeDto, OpDto, Page, RolloutDto, StatusDto};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -181,7 +181,7 @@ impl Fleet {
         bundle::save_verifying_key(&keys.join("bundle-signing.pub"), &verifying)?;
         let mut releases = HashMap::new();
         for version in versions {
-            let bytes = runtime::demo::sign_hello(&signing, version)?;
+            let bytes = demo::sign_hello(&signing, version)?;
             let path = dir.join(format!("hello-{version}.bundle"));
             std::fs::write(&path, &bytes)?;
             releases.insert(version.to_string(), (bundle::bundle_digest(&bytes), path));
@@ -221,7 +221,7 @@ impl Fleet {
     /// file beside the others and returns its digest and bytes.
     pub fn add_release(&mut self, version: &str) -> anyhow::Result<(Digest, Vec<u8>)> {
         let signing = bundle::load_signing_key(&self.dir.join("keys/bundle-signing.key"))?;
-        let bytes = runtime::demo::sign_hello(&signing, version)?;
+        let bytes = demo::sign_hello(&signing, version)?;
         let path = self.dir.join(format!("hello-{version}.bundle"));
         std::fs::write(&path, &bytes)?;
         let digest = bundle::bundle_digest(&bytes);
@@ -581,7 +581,7 @@ impl Fleet {
     async fn cli_pages(&self, url: &str, list: &str) -> anyhow::Result<Vec<serde_json::Value>> {
         let mut items = Vec::new();
         let mut after: Option<String> = None;
-        for _ in 0..runtime::client::LIST_PAGES_MAX {
+        for _ in 0..api::client::LIST_PAGES_MAX {
             let mut args = vec![list, "--json", "--limit", "1000"];
             if let Some(a) = &after {
                 args.extend(["--after", a.as_str()]);
@@ -598,7 +598,7 @@ impl Fleet {
         }
         bail!(
             "fleetweft {list}: more than {} pages",
-            runtime::client::LIST_PAGES_MAX
+            api::client::LIST_PAGES_MAX
         )
     }
 
@@ -815,7 +815,7 @@ impl Fleet {
         let i = self.nodes.iter().position(|n| n == node)?;
         let addr: std::net::SocketAddr =
             format!("{SUBNET}.{}:{PUBLIC_PORT}", 11 + i).parse().ok()?;
-        runtime::client::get_route(addr, "/hello").await
+        api::client::get_route(addr, "/hello").await
     }
 
     /// `node`'s public route answers `version`'s body and identity. Asked

@@ -9,9 +9,9 @@ use crate::fleet::{
 };
 use crate::net;
 use anyhow::{bail, ensure, Context};
+use api::client::FleetView;
+use api::view::EventDto;
 use model::controller::Event;
-use runtime::client::FleetView;
-use runtime::daemon::api::EventDto;
 use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;

@@ -15,7 +15,7 @@
 //! entry names the controller whose lease was live then ([`Fleet::writes`]).
 
 use super::*;
-use runtime::log::{ETCD_MAX_REQUEST_BYTES, ETCD_MAX_TXN_OPS_REQUIRED};
+use eventlog::{ETCD_MAX_REQUEST_BYTES, ETCD_MAX_TXN_OPS_REQUIRED};
 
 /// The controller hosts, at octets 1, 2, 3; controller `i` (1-based) is
 /// process `controller-i` on host `CONTROLLER_HOSTS[i - 1]`.

@@ -48,10 +48,10 @@ fn controller_log(dir: &Path) -> Result<HashMap<u64, Event>, String> {
     if !dir.exists() {
         return Ok(HashMap::new());
     }
-    runtime::inspect::verify_controller_log(dir)
+    logtools::inspect::verify_controller_log(dir)
         .map_err(|e| format!("log verify failed on {}: {e}", dir.display()))?;
     let mut events = HashMap::new();
-    runtime::inspect::visit_events(dir, 0, |sequence, event| {
+    logtools::inspect::visit_events(dir, 0, |sequence, event| {
         events.insert(sequence, event.clone());
     })
     .map_err(|e| format!("reading {}: {e}", dir.display()))?;
@@ -117,7 +117,7 @@ fn agent_journal(fleet: &Fleet, root: &Path, campaign: &mut Campaign, node: &str
         }
         return;
     }
-    match runtime::inspect::verify_journal(&journal) {
+    match logtools::inspect::verify_journal(&journal) {
         Ok(summary) => {
             campaign.report.acked_checked += 1;
             if let Some(serving) = &summary.serving {

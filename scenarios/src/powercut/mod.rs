@@ -19,9 +19,9 @@ pub mod witness;
 
 use crate::fleet::{self, AgentFaults, Bins, Fleet, Layout, NODES};
 use anyhow::{anyhow, Context};
+use api::view::wire::{UploadReply, WriteReply};
+use api::view::{RolloutDto, StatusDto};
 use mounts::Mounts;
-use runtime::daemon::api::{RolloutDto, StatusDto};
-use runtime::daemon::view::wire::{UploadReply, WriteReply};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -501,7 +501,7 @@ struct Acked {
 
 /// Performs `action` through the API; collects the acknowledgements.
 async fn perform(
-    api: &runtime::client::ApiClient,
+    api: &api::client::ApiClient,
     action: &Action,
     digest: Option<model::Digest>,
     bytes: Option<Vec<u8>>,

@@ -18,8 +18,8 @@ use crate::fleet::{leadership_runs, runs_text, CONTROLLER_HOSTS, LEASE_TTL_MS, P
 use std::collections::HashMap;
 use std::time::Instant;
 
-/// Exit code of a deposed controller (`runtime::daemon::ha::EXIT_DEPOSED`).
-const EXIT_DEPOSED: i32 = runtime::daemon::ha::EXIT_DEPOSED;
+/// Exit code of a deposed controller (`api::exit::DEPOSED`).
+const EXIT_DEPOSED: i32 = api::exit::DEPOSED;
 /// How long after losing its etcd quorum (partition, stopped members) a
 /// leader may still run: it stops one TTL after its last successful
 /// renewal was sent, which was before the cut; with 1 s of slack for a

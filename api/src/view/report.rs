@@ -1,0 +1,1368 @@
+//! The handover report (SPEC §7), computed from controller state alone,
+//! the log index behind its "since when", and the date format it prints.
+//! Pure: no IO, no clock. The verdicts of SPEC §6 live in the `proof`
+//! crate.
+
+use crate::view::words;
+use model::controller::{
+    operator_actions, ControllerState, Event, Op, OpPhase, OperatorAction, PauseReason,
+    RolloutStatus, UnknownReason,
+};
+use model::{Decision, NodeId, OpId, RolloutId};
+use proof::{observation_str, Origin};
+use serde::{Deserialize, Serialize};
+
+/// Milliseconds since the Unix epoch by the controller's clock (0 before it).
+pub fn epoch_ms(t: std::time::SystemTime) -> u64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// One entry of the handover report (SPEC §7): a slot-holding op, a rollout
+/// waiting for an operator, or a drifted node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unresolved {
+    /// The node holding the op (the canary for a rollout-level entry).
+    pub node: String,
+    /// The op, like `"op3"`; `"-"` for a rollout waiting for an operator.
+    pub op: String,
+    /// The rollout, like `"r0"`.
+    pub rollout: String,
+    /// Hex digest of the op's (or rollout's) release.
+    pub release: String,
+    /// The generation the op (or rollout) carries.
+    pub generation: u64,
+    /// Where it stands: `granted`, `decided (commit)`, `decided (abort)`,
+    /// `restoring`, `waiting for approval`, `paused by operator`,
+    /// `paused after a failed probe of opN`.
+    pub phase: String,
+    /// Why the op is UNKNOWN: `silence`, `restore-unproven`, `contradictory`.
+    pub unknown_reason: Option<String>,
+    /// Hex digest of the node's last confirmed release.
+    pub last_confirmed_release: Option<String>,
+    /// The latest observation recorded for the op, like `"pass from v2"`.
+    pub last_serving_result: Option<String>,
+    /// What evidence would settle it.
+    pub missing_evidence: Vec<String>,
+    /// Who owns it: the operator who claimed the op (`fleetweft claim`), else
+    /// `None`, shown as `"unowned"` ([`Unresolved::owner_or_unowned`]).
+    /// A waiting rollout entry (op `"-"`) is never owned.
+    pub owner: Option<String>,
+    /// When its owner promised to review it next, from the claim.
+    pub review_by: Option<String>,
+    /// What the operator can do.
+    pub options: Vec<String>,
+    /// The command that checks the node's real state, e.g.
+    /// `fleetweft probe node-a`.
+    pub check_command: String,
+    /// The event log entry this entry dates from: an UNKNOWN op's latest
+    /// `OpUnknown`, else the op's grant; a waiting rollout's pause, or its
+    /// canary's settlement for an approval gate. `None` when the log index
+    /// given to [`unresolved`] does not know it.
+    #[serde(default)]
+    pub since_sequence: Option<u64>,
+    /// The same in words, like `UNKNOWN since log entry 29 (granted at 26)`.
+    #[serde(default)]
+    pub since: String,
+}
+
+/// Where in the event log each unresolved thing started, so the handover
+/// report can say "since when" (SPEC §7). The model has no clock and no
+/// sequence numbers, so the runtime builds this from the log as it replays
+/// and appends it ([`LogIndex::record`]) and keeps only what is unsettled.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogIndex {
+    /// Unsettled op -> sequence of its grant.
+    pub granted: imbl::HashMap<OpId, u64>,
+    /// Unsettled op -> sequence of its latest `OpUnknown`.
+    pub unknown: imbl::HashMap<OpId, u64>,
+    /// Rollout -> sequence of the latest event that can make it wait for an
+    /// operator: a pause, or its canary's settlement (approval gate).
+    pub waiting: imbl::HashMap<RolloutId, u64>,
+    /// Quarantined node -> sequence of its `NodeQuarantined`.
+    pub quarantined: imbl::HashMap<NodeId, u64>,
+    /// Node -> sequence of its latest `OpGranted` (one entry per node).
+    pub node_granted: imbl::HashMap<NodeId, u64>,
+    /// Node -> sequence of its latest `NodeHello` (one entry per node): a
+    /// hello's claim is current only if it is newer than the node's op.
+    pub hello: imbl::HashMap<NodeId, u64>,
+    /// Node -> sequence of the latest `ReportRecorded` of its agent.
+    pub reported: imbl::HashMap<NodeId, u64>,
+}
+
+impl LogIndex {
+    /// Note `event`, durable at `sequence`. `state` is the controller state
+    /// after it (op facts such as rollout and canary never change).
+    pub fn record(&mut self, sequence: u64, event: &Event, state: &ControllerState) {
+        match event {
+            Event::OpGranted { op, node, .. } => {
+                self.granted.insert(*op, sequence);
+                self.node_granted.insert(*node, sequence);
+            }
+            Event::NodeHello { node, .. } => {
+                self.hello.insert(*node, sequence);
+            }
+            Event::ReportRecorded { op, .. } => {
+                if let Some(o) = state.op_summary(*op) {
+                    self.reported.insert(o.node, sequence);
+                }
+            }
+            Event::OpUnknown { op, .. } => {
+                self.unknown.insert(*op, sequence);
+            }
+            Event::OpSettled { op, .. } => {
+                self.granted.remove(op);
+                self.unknown.remove(op);
+                // A settled canary opens an approval gate; a paused
+                // rollout keeps dating from its pause.
+                let gate = state.op(*op).filter(|o| o.is_canary).and_then(|o| {
+                    state
+                        .rollout(o.rollout)
+                        .filter(|r| r.plan.approval_after_canary && r.paused.is_none())
+                });
+                if let Some(r) = gate {
+                    self.waiting.insert(r.id, sequence);
+                }
+            }
+            Event::RolloutPaused { rollout, .. } => {
+                self.waiting.insert(*rollout, sequence);
+            }
+            Event::RolloutSuperseded { rollout, .. } | Event::RolloutCompleted { rollout } => {
+                self.waiting.remove(rollout);
+            }
+            Event::NodeQuarantined { node, .. } => {
+                self.quarantined.insert(*node, sequence);
+            }
+            Event::NodeReleased { node } => {
+                self.quarantined.remove(node);
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Unresolved {
+    /// The owner, or `"unowned"`.
+    pub fn owner_or_unowned(&self) -> &str {
+        self.owner.as_deref().unwrap_or("unowned")
+    }
+}
+
+/// The handover report: every op that holds a slot (UNKNOWN, or waiting:
+/// granted, decided and not yet settled, restoring) in op order, then every
+/// active rollout that waits for an operator (approval gate after a passed
+/// canary, or paused), as an entry with op `"-"`. All unsettled ops are
+/// listed, even one that already has a report: until evidence settles it, it
+/// holds a slot and someone must know.
+pub fn unresolved(
+    state: &ControllerState,
+    names: &dyn Fn(NodeId) -> String,
+    index: &LogIndex,
+) -> Vec<Unresolved> {
+    let mut out = Vec::new();
+    for op in state.ops.values().filter(|o| o.occupies_slot()) {
+        let name = names(op.node);
+        let phase = words::op_phase_with_decision(op.phase, op.decision);
+        let baseline = op
+            .baseline
+            .map_or_else(|| "nothing".to_string(), |b| b.to_string());
+        let mut missing = Vec::new();
+        match op.unknown {
+            Some(UnknownReason::Silence) => {
+                missing.push("any answer from the node: it was silent past the deadline".into())
+            }
+            // The restoring phase below names the same missing probe: one
+            // line, not two near-duplicates.
+            Some(UnknownReason::RestoreUnproven) if op.phase == OpPhase::Restoring => {}
+            Some(UnknownReason::RestoreUnproven) => missing.push(format!(
+                "a serving probe after the restore proving the baseline {baseline}"
+            )),
+            Some(UnknownReason::Contradictory) => missing.push(
+                "an observation consistent with the op's phase: the last report contradicted it"
+                    .into(),
+            ),
+            None => {}
+        }
+        match (op.phase, op.decision) {
+            (OpPhase::Granted, _) => missing
+                .push("the agent's commit request (the node has not asked to switch yet)".into()),
+            (OpPhase::Decided, Some(Decision::Abort)) => missing.push(format!(
+                "the agent's not-applied report with a probe proving the baseline {baseline}"
+            )),
+            (OpPhase::Decided, _) => missing.push(format!(
+                "the agent's switch report with a probe answering as {}",
+                op.release
+            )),
+            (OpPhase::Restoring, _) => missing.push(format!(
+                "a probe after the restore proving the baseline {baseline} serving"
+            )),
+            (OpPhase::Settled(_), _) => {}
+        }
+        missing.push(format!(
+            "a route observation (release identity and functional probe) proving {} or the baseline {baseline} serving",
+            op.release
+        ));
+        out.push(Unresolved {
+            node: name.clone(),
+            op: op.id.to_string(),
+            rollout: op.rollout.to_string(),
+            release: op.release.to_hex(),
+            generation: op.generation.0,
+            phase,
+            unknown_reason: op.unknown.map(|u| words::unknown_reason(u).to_string()),
+            last_confirmed_release: confirmed(state, op.node),
+            last_serving_result: op.evidence.last().map(|e| observation_str(&e.observation)),
+            missing_evidence: missing,
+            owner: op.claim.as_ref().map(|c| c.owner.clone()),
+            review_by: op.claim.as_ref().map(|c| c.review_by.clone()),
+            options: op_options(state, op, &name, &baseline),
+            check_command: format!("fleetweft probe {name}"),
+            since_sequence: index
+                .unknown
+                .get(&op.id)
+                .filter(|_| op.unknown.is_some())
+                .or(index.granted.get(&op.id))
+                .copied(),
+            since: op_since(op, index),
+        });
+    }
+    for r in state
+        .rollouts
+        .iter()
+        .filter(|r| r.status == RolloutStatus::Active)
+    {
+        let gate = state.awaiting_approval(r.id);
+        let (phase, missing, first) = match (gate, r.paused) {
+            (true, _) => (
+                "waiting for approval".to_string(),
+                "an operator's approval after the verified canary".to_string(),
+                format!("approve: let {} grant its followers", r.id),
+            ),
+            (false, Some(PauseReason::Operator)) => (
+                "paused by operator".to_string(),
+                "an operator's decision to resume".to_string(),
+                format!("resume: let {} grant again", r.id),
+            ),
+            (false, Some(PauseReason::ProbeFailed { op })) => (
+                format!("paused after a failed probe of {op}"),
+                format!("an operator's decision after the failed probe of {op}"),
+                format!("resume: let {} grant again", r.id),
+            ),
+            (false, Some(PauseReason::FailureBudget { op })) => (
+                format!("paused: {op} failed over the failure budget"),
+                "a new rollout: this one's failure budget is spent".to_string(),
+                format!("start a new rollout to go on from where {} stopped", r.id),
+            ),
+            (false, Some(PauseReason::UnknownBudget)) => (
+                "paused: as many ops UNKNOWN as the budget allows".to_string(),
+                "evidence settling the UNKNOWN ops listed here".to_string(),
+                format!("resolve the UNKNOWN ops, then resume {}", r.id),
+            ),
+            (false, None) => continue,
+        };
+        let canary = names(r.plan.canary);
+        out.push(Unresolved {
+            node: canary.clone(),
+            op: "-".into(),
+            rollout: r.id.to_string(),
+            release: r.plan.release.to_hex(),
+            generation: r.generation.0,
+            phase,
+            unknown_reason: None,
+            last_confirmed_release: confirmed(state, r.plan.canary),
+            last_serving_result: state
+                .rollout_op_for(r.id, r.plan.canary)
+                .and_then(|o| o.evidence.last())
+                .map(|e| observation_str(&e.observation)),
+            missing_evidence: vec![missing],
+            owner: None,
+            review_by: None,
+            options: vec![
+                first,
+                format!("keep paused: leave {} as it is", r.id),
+                format!(
+                    "roll back: start a rollout of the previous release over {}'s nodes: fleetweft rollout start --bundle PREVIOUS.bundle --canary {canary} --followers ... --slots K",
+                    r.id
+                ),
+            ],
+            check_command: format!("fleetweft probe {canary}"),
+            since_sequence: index.waiting.get(&r.id).copied(),
+            since: match index.waiting.get(&r.id) {
+                Some(seq) if gate => format!("waiting since log entry {seq} (canary settled)"),
+                Some(seq) => format!("paused since log entry {seq}"),
+                None => "not in the log index".to_string(),
+            },
+        });
+    }
+    out.extend(drifted(state, names));
+    out.extend(quarantined(state, names, index));
+    out
+}
+
+/// Every quarantined node as work: the two peer addresses that presented
+/// its identity, and what the operator does about it.
+fn quarantined(
+    state: &ControllerState,
+    names: &dyn Fn(NodeId) -> String,
+    index: &LogIndex,
+) -> Vec<Unresolved> {
+    state
+        .quarantined
+        .iter()
+        .map(|(node, q)| {
+            let name = names(*node);
+            let since = index.quarantined.get(node).copied();
+            Unresolved {
+                node: name.clone(),
+                op: state.nodes.get(node).and_then(|r| r.live_op).map_or_else(|| "-".into(), |op| op.to_string()),
+                rollout: "-".into(),
+                release: String::new(),
+                generation: state.generation.0,
+                phase: format!(
+                    "quarantined: identity conflict, two live connections from {} and {}",
+                    q.first_peer, q.second_peer
+                ),
+                unknown_reason: None,
+                last_confirmed_release: confirmed(state, *node),
+                last_serving_result: None,
+                missing_evidence: vec![format!(
+                    "an operator's decision: which agent at {} or {} is the real {name}",
+                    q.first_peer, q.second_peer
+                )],
+                owner: None,
+                review_by: None,
+                options: vec![
+                    format!("revoke the copied certificate: fleetweft node revoke-cert {name}"),
+                    format!("issue a new one: fleetweft pki issue {name} --dir PKI --force, install it on the real node, restart its agent"),
+                    format!("release: fleetweft node release {name}"),
+                ],
+                check_command: format!("fleetweft probe {name}"),
+                since_sequence: since,
+                since: since.map_or_else(
+                    || "not in the log index".to_string(),
+                    |seq| format!("quarantined since log entry {seq}"),
+                ),
+            }
+        })
+        .collect()
+}
+
+/// Every drifted node as work (SPEC §10): what was seen, since when, and
+/// the commands that verify and fix it. Its op stays settled as it was.
+fn drifted(state: &ControllerState, names: &dyn Fn(NodeId) -> String) -> Vec<Unresolved> {
+    state
+        .nodes
+        .iter()
+        .filter_map(|(node, record)| Some((*node, record, record.drift()?)))
+        .map(|(node, record, seen)| {
+            let name = names(node);
+            let confirmed = record.confirmed.map(|d| d.to_hex()).unwrap_or_default();
+            let short = confirmed.get(..12).unwrap_or(&confirmed).to_string();
+            let rollout = state.intended_rollout(node);
+            Unresolved {
+                node: name.clone(),
+                op: "-".into(),
+                rollout: rollout.map_or_else(|| "-".into(), |r| r.id.to_string()),
+                release: confirmed.clone(),
+                generation: rollout.map_or(0, |r| r.generation.0),
+                phase: "drifted".into(),
+                unknown_reason: None,
+                last_confirmed_release: record.confirmed.map(|d| d.to_hex()),
+                last_serving_result: Some(observation_str(&seen.observation)),
+                missing_evidence: vec![format!(
+                    "an observation showing {short} serving again (the route answering as it, the artifact read back as it)"
+                )],
+                owner: None,
+                review_by: None,
+                options: vec![
+                    format!("verify: fleetweft proof {name} (reads the node back now)"),
+                    format!("record what serves now: fleetweft proof {name} --record"),
+                    format!("fix: put {short} back on {name} by starting a rollout of it over {name}: fleetweft rollout start --bundle THAT.bundle --canary {name} --slots 1"),
+                ],
+                check_command: format!("fleetweft proof {name}"),
+                since_sequence: None,
+                since: format!(
+                    "drifted since an observation at {} ({})",
+                    format_epoch_ms(seen.at_ms),
+                    Origin::of_observation(seen.source).as_str()
+                ),
+            }
+        })
+        .collect()
+}
+
+/// A controller wall-clock time (ms since the Unix epoch) as RFC 3339 UTC,
+/// like `2026-12-01T08:21:24.123Z`.
+pub fn format_epoch_ms(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{:03}Z",
+        ms % 1000
+    )
+}
+
+/// What an operator can do about an unsettled op, each with its exact
+/// command: only what the controller would accept now, asked of the model
+/// (`operator_actions`), never restated here.
+fn op_options(state: &ControllerState, op: &Op, name: &str, baseline: &str) -> Vec<String> {
+    let id = op.id;
+    let allowed = operator_actions(state, id);
+    let resolutions: Vec<&str> = [
+        (OperatorAction::ConfirmBaseline, "confirm-baseline"),
+        (OperatorAction::ConfirmNew, "confirm-new"),
+        (OperatorAction::Abandon, "abandon"),
+    ]
+    .into_iter()
+    .filter(|(action, _)| allowed.contains(action))
+    .map(|(_, word)| word)
+    .collect();
+    // All three: one command with the choice; fewer: each command.
+    let commands = if resolutions.len() == 3 {
+        format!(
+            "fleetweft resolve {id} --resolution {} --probe",
+            resolutions.join("|")
+        )
+    } else {
+        resolutions
+            .iter()
+            .map(|r| format!("fleetweft resolve {id} --resolution {r} --probe"))
+            .collect::<Vec<_>>()
+            .join("; or ")
+    };
+    let resolve = format!(
+        "resolve with an observation: {commands} (the probe must show what the resolution claims; {})",
+        match (op.phase == OpPhase::Restoring, op.commit_may_still_land()) {
+            (true, true) => "the stored commit and the restore may both still land",
+            (true, false) => "confirm-new is refused while the restore may still land",
+            (false, true) => "confirm-baseline is refused while the stored commit may still land",
+            (false, false) => "each resolution needs an observation backing it",
+        }
+    );
+    let roll_back = if allowed.contains(&OperatorAction::RollBack) {
+        format!(
+            "roll back: fleetweft rollback {id} ({name} puts back the baseline {baseline}; settles rolled-back only when a probe proves it; pauses the rollout)"
+        )
+    } else if op.phase == OpPhase::Restoring {
+        format!(
+            "roll back: already ordered; {id} settles rolled-back once a probe shows {name} serving the baseline {baseline}: fleetweft probe {name}"
+        )
+    } else if op.baseline.is_none() {
+        format!("roll back: not possible, {name} served nothing before {id}")
+    } else {
+        format!(
+            "roll back: nothing to put back, {name} never got a commit for {id} (it keeps serving the baseline {baseline}); resolve below"
+        )
+    };
+    vec![
+        format!("keep paused: leave {id} holding its slot and wait for {name}"),
+        roll_back,
+        resolve,
+    ]
+}
+
+/// "Since when" for an unsettled op, in words.
+fn op_since(op: &Op, index: &LogIndex) -> String {
+    let granted = index.granted.get(&op.id);
+    match (op.unknown.and(index.unknown.get(&op.id)), granted) {
+        (Some(u), Some(g)) => format!("UNKNOWN since log entry {u} (granted at {g})"),
+        (Some(u), None) => format!("UNKNOWN since log entry {u}"),
+        (None, Some(g)) => format!("granted at log entry {g}"),
+        (None, None) => "not in the log index".to_string(),
+    }
+}
+
+fn confirmed(state: &ControllerState, node: NodeId) -> Option<String> {
+    state
+        .nodes
+        .get(&node)
+        .and_then(|n| n.confirmed)
+        .map(|d| d.to_hex())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use model::controller::{apply, Event, Outcome, Resolution};
+    use model::{
+        ArtifactRead, Digest, Generation, OpId, Plan, ProbeVerdict, ReportKind, RouteObservation,
+    };
+    use proof::*;
+
+    const V1: Digest = Digest::repeat(1);
+    const V2: Digest = Digest::repeat(2);
+    const V3: Digest = Digest::repeat(3);
+    const A: NodeId = NodeId(0);
+    const B: NodeId = NodeId(1);
+
+    fn name(n: NodeId) -> String {
+        n.to_string()
+    }
+
+    fn obs(
+        verdict: ProbeVerdict,
+        identity: Option<Digest>,
+        process_healthy: bool,
+    ) -> RouteObservation {
+        RouteObservation::new(verdict, identity, process_healthy)
+    }
+
+    /// Builds a state by folding events, like a log replay; the log index
+    /// records each event at its position (sequence = 1-based index).
+    struct S(ControllerState, LogIndex, u64);
+
+    impl S {
+        fn new() -> Self {
+            S(ControllerState::default(), LogIndex::default(), 0)
+        }
+        fn ev(mut self, e: Event) -> Self {
+            apply(&mut self.0, &e);
+            self.2 += 1;
+            self.1.record(self.2, &e, &self.0);
+            self
+        }
+        fn start(
+            self,
+            rollout: u32,
+            release: Digest,
+            followers: Vec<NodeId>,
+            approval: bool,
+        ) -> Self {
+            self.ev(Event::RolloutStarted {
+                rollout: RolloutId(rollout),
+                plan: Plan {
+                    release,
+                    canary: A,
+                    followers,
+                    slots_max: 1,
+                    approval_after_canary: approval,
+                },
+                generation: Generation(rollout as u64 + 1),
+            })
+        }
+        fn grant(self, op: u32, rollout: u32, node: NodeId, release: Digest) -> Self {
+            self.ev(Event::OpGranted {
+                op: OpId(op),
+                rollout: RolloutId(rollout),
+                node,
+                release,
+                generation: Generation(rollout as u64 + 1),
+                baseline: Some(V1),
+                is_canary: node == A,
+            })
+        }
+        fn decide(self, op: u32, decision: Decision) -> Self {
+            self.ev(Event::CommitDecided {
+                op: OpId(op),
+                decision,
+            })
+        }
+        fn report(self, op: u32, kind: ReportKind, observation: RouteObservation) -> Self {
+            self.ev(Event::ReportRecorded {
+                op: OpId(op),
+                kind,
+                observation,
+            })
+        }
+        fn probe(self, op: u32, observation: RouteObservation) -> Self {
+            self.ev(Event::ProbeRecorded {
+                op: OpId(op),
+                observation,
+            })
+        }
+        fn settle(self, op: u32, outcome: Outcome) -> Self {
+            self.ev(Event::OpSettled {
+                op: OpId(op),
+                outcome,
+            })
+        }
+        fn switched(self, op: u32, observation: RouteObservation) -> Self {
+            self.decide(op, Decision::Commit)
+                .report(op, ReportKind::Switched, observation)
+        }
+        fn proof(&self, node: NodeId) -> NodeProof {
+            recorded_node_proof(&self.0, node, &name(node))
+        }
+    }
+
+    fn canary_switched(observation: RouteObservation) -> S {
+        S::new()
+            .start(0, V2, vec![], false)
+            .grant(0, 0, A, V2)
+            .switched(0, observation)
+    }
+
+    fn verified() -> S {
+        canary_switched(RouteObservation::passing(V2)).settle(0, Outcome::Verified)
+    }
+
+    fn item<'a>(p: &'a NodeProof, item: &str) -> &'a EvidenceCheck {
+        p.checks.iter().find(|c| c.item == item).expect(item)
+    }
+
+    /// What an agent reports: the route's answer plus its supervisor's
+    /// numbers for the process.
+    fn agent_obs(release: Digest, uptime_ms: u64, restarts: u32) -> RouteObservation {
+        RouteObservation {
+            process_uptime_ms: Some(uptime_ms),
+            process_restarts: Some(restarts),
+            artifact: None,
+            ..RouteObservation::passing(release)
+        }
+    }
+
+    #[test]
+    fn proof_shows_the_process_uptime_and_restart_count() {
+        let s = canary_switched(agent_obs(V2, 12_345, 0)).settle(0, Outcome::Verified);
+        let p = s.proof(A);
+        assert_eq!((p.verdict, p.reason), (Verdict::Verified, None), "{p:#?}");
+        let c = item(&p, "process");
+        assert_eq!(c.expected.as_deref(), Some("running, at most 3 restarts"));
+        assert_eq!(c.observed.as_deref(), Some("running, up 12 s, 0 restarts"));
+        assert_eq!((c.ok, c.reason), (Some(true), None));
+
+        // At the supervisor's bound is not a loop yet.
+        let p = canary_switched(agent_obs(V2, 61_000, 3))
+            .settle(0, Outcome::Verified)
+            .proof(A);
+        let c = item(&p, "process");
+        assert_eq!(
+            c.observed.as_deref(),
+            Some("running, up 1 min 1 s, 3 restarts")
+        );
+        assert_eq!((c.ok, p.verdict), (Some(true), Verdict::Verified));
+
+        // A dead process shows no uptime, only its restarts.
+        let down = RouteObservation {
+            verdict: ProbeVerdict::Unreachable,
+            identity: None,
+            process_healthy: false,
+            process_uptime_ms: Some(0),
+            process_restarts: Some(1),
+            artifact: None,
+        };
+        let p = canary_switched(down).proof(A);
+        assert_eq!(
+            item(&p, "process").observed.as_deref(),
+            Some("down, 1 restart")
+        );
+    }
+
+    #[test]
+    fn a_restart_count_above_the_bound_is_a_restart_loop() {
+        // The route passes and identifies v2, yet the supervisor had to
+        // restart the process more often than its bound allows.
+        let over = model::evidence::PROCESS_RESTARTS_MAX + 1;
+        let s = canary_switched(agent_obs(V2, 2_000, over)).settle(0, Outcome::Verified);
+        let p = s.proof(A);
+        let c = item(&p, "process");
+        assert_eq!(
+            (c.ok, c.reason),
+            (Some(false), Some(ReasonCode::RestartLoop))
+        );
+        assert_eq!(c.observed.as_deref(), Some("running, up 2 s, 4 restarts"));
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Failed, Some(ReasonCode::RestartLoop))
+        );
+        assert_eq!(
+            ReasonCode::RestartLoop.as_str(),
+            "restart_loop",
+            "the code operators read"
+        );
+    }
+
+    #[test]
+    fn a_controller_probe_shows_the_agents_last_process_numbers_as_earlier() {
+        // The agent reported its numbers; the controller's own probe (which
+        // cannot see the process) came later and is the latest observation.
+        let later = RouteObservation::new(ProbeVerdict::Pass, Some(V2), true);
+        let s = canary_switched(agent_obs(V2, 5_000, 1))
+            .probe(0, later)
+            .settle(0, Outcome::Verified);
+        let p = s.proof(A);
+        assert_eq!(p.verdict, Verdict::Verified);
+        let c = item(&p, "process");
+        assert_eq!(
+            c.observed.as_deref(),
+            Some("running, up 5 s, 1 restart (uptime and restarts as of an earlier observation)")
+        );
+        // The earlier count still counts for a restart loop.
+        let s = canary_switched(agent_obs(V2, 5_000, 9))
+            .probe(0, later)
+            .settle(0, Outcome::Verified);
+        assert_eq!(
+            item(&s.proof(A), "process").reason,
+            Some(ReasonCode::RestartLoop)
+        );
+    }
+
+    #[test]
+    fn unobserved_process_numbers_are_said_and_do_not_change_the_verdict() {
+        // No observation of the op saw the process (operator or controller
+        // only): shown as not observed; the route alone proves serving.
+        let p = verified().proof(A);
+        let c = item(&p, "process");
+        assert_eq!(
+            c.observed.as_deref(),
+            Some("running, uptime and restarts not observed")
+        );
+        assert_eq!((c.ok, p.verdict), (Some(true), Verdict::Verified));
+        assert_eq!(
+            observation_process_text(&RouteObservation::new(ProbeVerdict::Pass, None, true)),
+            "running, uptime and restarts not observed"
+        );
+        assert_eq!(
+            observation_process_text(&agent_obs(V2, 3 * 3_600_000 + 120_000, 0)),
+            "running, up 3 h 2 min, 0 restarts"
+        );
+        assert_eq!(view_uptime_text(850), "850 ms");
+        assert_eq!(view_uptime_text(2 * 86_400_000 + 3_600_000), "2 d 1 h");
+    }
+
+    #[test]
+    fn verified_when_every_item_matches() {
+        let p = verified().proof(A);
+        assert_eq!(p.verdict, Verdict::Verified, "{p:#?}");
+        assert_eq!(p.reason, None);
+        assert_eq!(p.op.as_deref(), Some("op0"));
+        assert_eq!(p.intended_release, Some(V2.to_hex()));
+        assert_eq!(p.checks.len(), 4);
+        assert!(p
+            .checks
+            .iter()
+            .all(|c| c.ok == Some(true) && c.reason.is_none()));
+        assert!(
+            p.summary.starts_with("node-a: verified for v2"),
+            "{}",
+            p.summary
+        );
+    }
+
+    #[test]
+    fn partially_verified_when_the_artifact_claim_cannot_be_read() {
+        // Settled by the controller's own probe: no agent report, so nothing
+        // says which artifact the agent put in place.
+        let s = S::new()
+            .start(0, V2, vec![], false)
+            .grant(0, 0, A, V2)
+            .decide(0, Decision::Commit)
+            .probe(0, RouteObservation::passing(V2))
+            .settle(0, Outcome::Verified);
+        let p = s.proof(A);
+        assert_eq!(p.verdict, Verdict::PartiallyVerified, "{p:#?}");
+        assert_eq!(p.reason, Some(ReasonCode::DigestUnreadable));
+        let c = item(&p, "artifact digest");
+        assert_eq!((c.ok, c.observed.as_ref()), (None, None));
+        assert!(p.summary.contains("could not read: artifact digest"));
+    }
+
+    #[test]
+    fn process_looks_are_informational_when_the_route_proves_serving() {
+        let s =
+            canary_switched(obs(ProbeVerdict::Pass, Some(V2), false)).settle(0, Outcome::Verified);
+        let p = s.proof(A);
+        assert_eq!(p.verdict, Verdict::Verified);
+        let c = item(&p, "process");
+        assert_eq!(c.ok, Some(false));
+        assert_eq!(c.reason, Some(ReasonCode::ProcessUnhealthy));
+    }
+
+    #[test]
+    fn unverified_without_evidence_or_settlement() {
+        let granted = S::new().start(0, V2, vec![], false).grant(0, 0, A, V2);
+        let p = granted.proof(A);
+        assert_eq!(p.verdict, Verdict::Unverified);
+        assert_eq!(p.reason, Some(ReasonCode::OpNotSettled));
+        assert!(p.checks.is_empty());
+
+        // Passing evidence, but the op has not settled yet.
+        let p = canary_switched(RouteObservation::passing(V2)).proof(A);
+        assert_eq!(p.verdict, Verdict::Unverified);
+        assert_eq!(p.reason, Some(ReasonCode::OpNotSettled));
+
+        // Settled, but its evidence is gone from state (an odd log): no evidence.
+        let mut s = verified();
+        s.0.ops.get_mut(&OpId(0)).expect("op0").evidence.clear();
+        let p = s.proof(A);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Unverified, Some(ReasonCode::NoEvidence))
+        );
+    }
+
+    #[test]
+    fn unknown_op_is_unverified() {
+        let s = canary_switched(RouteObservation::passing(V2)).ev(Event::OpUnknown {
+            op: OpId(0),
+            reason: UnknownReason::Silence,
+        });
+        let p = s.proof(A);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Unverified, Some(ReasonCode::OpUnknown))
+        );
+    }
+
+    #[test]
+    fn node_in_no_rollout_is_unverified() {
+        let p = verified().proof(NodeId(7));
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Unverified, Some(ReasonCode::NotInRollout))
+        );
+        assert_eq!(p.intended_release, None);
+    }
+
+    #[test]
+    fn wrong_answer_fails_and_stays_failed_after_the_rollback() {
+        let failing = canary_switched(obs(ProbeVerdict::WrongAnswer, Some(V2), true));
+        let p = failing.proof(A);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Failed, Some(ReasonCode::ProbeWrongAnswer))
+        );
+        assert_eq!(item(&p, "health probe").ok, Some(false));
+        assert_eq!(item(&p, "route identity").ok, Some(true));
+
+        // Restore proven: v1 serves healthy while v2 was intended.
+        let s = failing
+            .ev(Event::RestoreRequested { op: OpId(0) })
+            .report(0, ReportKind::Restored, RouteObservation::passing(V1))
+            .settle(0, Outcome::RolledBack);
+        let p = s.proof(A);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Failed, Some(ReasonCode::ProbeWrongAnswer))
+        );
+        let cause = item(&p, "new release before rollback");
+        assert_eq!(
+            (cause.ok, cause.reason),
+            (Some(false), Some(ReasonCode::ProbeWrongAnswer))
+        );
+        assert_eq!(item(&p, "health probe").ok, Some(true), "v1 answers now");
+        let c = item(&p, "artifact digest");
+        assert_eq!(
+            (c.ok, c.reason),
+            (Some(false), Some(ReasonCode::DigestMismatch))
+        );
+        assert_eq!(c.observed, Some(V1.to_hex()));
+        assert_eq!(
+            item(&p, "route identity").reason,
+            Some(ReasonCode::RouteIdentityMismatch)
+        );
+    }
+
+    #[test]
+    fn restart_loop_then_rollback_is_failed_restart_loop() {
+        // v2 never stayed up: the switch report saw no answer and a dead
+        // process; the baseline was restored and proven.
+        let s = canary_switched(obs(ProbeVerdict::Unreachable, None, false))
+            .ev(Event::RestoreRequested { op: OpId(0) })
+            .report(0, ReportKind::Restored, RouteObservation::passing(V1))
+            .settle(0, Outcome::RolledBack);
+        let p = s.proof(A);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Failed, Some(ReasonCode::RestartLoop))
+        );
+        let cause = item(&p, "new release before rollback");
+        assert_eq!(cause.reason, Some(ReasonCode::RestartLoop));
+        assert!(p.summary.contains("restart_loop"), "{}", p.summary);
+        // The node's own proof judges the same intent (its latest rollout).
+        assert_eq!(item(&p, "route identity").observed, Some(V1.to_hex()));
+    }
+
+    #[test]
+    fn operator_confirmed_baseline_is_stale_rolled_back() {
+        let s = canary_switched(obs(ProbeVerdict::Unreachable, None, false))
+            .ev(Event::OperatorObserved {
+                op: OpId(0),
+                observation: RouteObservation::passing(V1),
+            })
+            .settle(0, Outcome::Resolved(Resolution::ConfirmBaseline));
+        let p = s.proof(A);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Stale, Some(ReasonCode::RolledBack))
+        );
+    }
+
+    #[test]
+    fn aborted_op_is_stale_not_applied() {
+        let s = S::new()
+            .start(0, V2, vec![], false)
+            .grant(0, 0, A, V2)
+            .decide(0, Decision::Abort)
+            .report(0, ReportKind::NotApplied, RouteObservation::passing(V1))
+            .settle(0, Outcome::NotApplied);
+        let p = s.proof(A);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Stale, Some(ReasonCode::NotApplied))
+        );
+    }
+
+    #[test]
+    fn a_refused_release_is_stale_not_applied_and_says_why() {
+        let s = S::new()
+            .start(0, V2, vec![], false)
+            .grant(0, 0, A, V2)
+            .report(
+                0,
+                ReportKind::Refused(model::StageRefusal::BundleRejected),
+                RouteObservation::passing(V1),
+            )
+            .settle(0, Outcome::NotApplied);
+        let p = s.proof(A);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Stale, Some(ReasonCode::NotApplied))
+        );
+        assert!(
+            p.summary.contains("refused the release: bundle rejected"),
+            "{}",
+            p.summary
+        );
+        assert_eq!(item(&p, "artifact digest").observed, Some(V1.to_hex()));
+    }
+
+    #[test]
+    fn the_read_back_artifact_beats_the_claim() {
+        let with_artifact = |artifact| RouteObservation {
+            artifact: Some(artifact),
+            ..RouteObservation::passing(V2)
+        };
+        // The rules settle on the route (it proves v2 serving); the proof
+        // also judges what is on disk. Read back as v2: verified.
+        let p = canary_switched(with_artifact(ArtifactRead::Digest(V2)))
+            .settle(0, Outcome::Verified)
+            .proof(A);
+        assert_eq!(p.verdict, Verdict::Verified);
+        // The report claims v2 but the bytes on disk hash to something else:
+        // read something else => failed, digest_mismatch.
+        let p = canary_switched(with_artifact(ArtifactRead::Digest(V3)))
+            .settle(0, Outcome::Verified)
+            .proof(A);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Failed, Some(ReasonCode::DigestMismatch))
+        );
+        assert_eq!(item(&p, "artifact digest").observed, Some(V3.to_hex()));
+        // Could not read it back: not a mismatch, a gap.
+        let p = canary_switched(with_artifact(ArtifactRead::Unreadable))
+            .settle(0, Outcome::Verified)
+            .proof(A);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (
+                Verdict::PartiallyVerified,
+                Some(ReasonCode::DigestUnreadable)
+            )
+        );
+        let c = item(&p, "artifact digest");
+        assert_eq!((c.ok, c.observed.clone()), (None, None));
+        // The bundle is v2 but the app file that runs from it is not the
+        // one inside it: read something else, with its own code.
+        let p = canary_switched(with_artifact(ArtifactRead::AppFileAltered(V2)))
+            .settle(0, Outcome::Verified)
+            .proof(A);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Failed, Some(ReasonCode::AppFileMismatch))
+        );
+        let c = item(&p, "artifact digest");
+        assert_eq!((c.ok, c.observed.clone()), (Some(false), Some(V2.to_hex())));
+    }
+
+    #[test]
+    fn abandoned_op_is_unverified() {
+        let s = canary_switched(obs(ProbeVerdict::Unreachable, None, true))
+            .ev(Event::OperatorObserved {
+                op: OpId(0),
+                observation: obs(ProbeVerdict::Unreachable, None, true),
+            })
+            .settle(0, Outcome::Resolved(Resolution::Abandon));
+        let p = s.proof(A);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Unverified, Some(ReasonCode::Abandoned))
+        );
+    }
+
+    #[test]
+    fn could_not_read_the_digest_and_read_another_digest_differ() {
+        // The route answered correctly but without an identity header.
+        let unreadable =
+            canary_switched(obs(ProbeVerdict::Pass, None, true)).settle(0, Outcome::Verified);
+        let p = unreadable.proof(A);
+        let c = item(&p, "route identity");
+        assert_eq!((c.ok, c.reason), (None, Some(ReasonCode::DigestUnreadable)));
+        assert_eq!(c.observed, None);
+        // What could be read matches; the identity could not be read.
+        assert_eq!(
+            (p.verdict, p.reason),
+            (
+                Verdict::PartiallyVerified,
+                Some(ReasonCode::DigestUnreadable)
+            )
+        );
+
+        // The route answered 200 as v1 although the agent switched to v2:
+        // a stale proxy target. Read, and wrong.
+        let other = canary_switched(obs(ProbeVerdict::Pass, Some(V1), true));
+        let p = other.proof(A);
+        let c = item(&p, "route identity");
+        assert_eq!(
+            (c.ok, c.reason),
+            (Some(false), Some(ReasonCode::RouteIdentityMismatch))
+        );
+        assert_eq!(c.observed, Some(V1.to_hex()));
+        assert_eq!(c.expected, Some(V2.to_hex()));
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Failed, Some(ReasonCode::RouteIdentityMismatch))
+        );
+        assert_ne!(
+            item(&unreadable.proof(A), "route identity").reason,
+            item(&p, "route identity").reason
+        );
+    }
+
+    #[test]
+    fn unreachable_route_cannot_be_read_and_dead_process_is_a_restart_loop() {
+        let p = canary_switched(obs(ProbeVerdict::Unreachable, None, true)).proof(A);
+        assert_eq!(
+            item(&p, "health probe").reason,
+            Some(ReasonCode::ProbeUnreachable)
+        );
+        assert_eq!(item(&p, "health probe").ok, None);
+        assert_eq!(
+            item(&p, "route identity").reason,
+            Some(ReasonCode::ProbeUnreachable)
+        );
+        assert_eq!(item(&p, "route identity").ok, None);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Unverified, Some(ReasonCode::OpNotSettled))
+        );
+
+        let p = canary_switched(obs(ProbeVerdict::Unreachable, None, false)).proof(A);
+        let c = item(&p, "process");
+        assert_eq!(
+            (c.ok, c.reason),
+            (Some(false), Some(ReasonCode::RestartLoop))
+        );
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Failed, Some(ReasonCode::RestartLoop))
+        );
+    }
+
+    #[test]
+    fn proxy_error_status_is_non_2xx() {
+        let p = canary_switched(obs(ProbeVerdict::Unreachable, Some(V2), true)).proof(A);
+        let c = item(&p, "health probe");
+        assert_eq!(
+            (c.ok, c.reason),
+            (Some(false), Some(ReasonCode::ProbeNon2xx))
+        );
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Failed, Some(ReasonCode::ProbeNon2xx))
+        );
+    }
+
+    #[test]
+    fn a_later_success_wins_over_an_earlier_failure() {
+        let s = canary_switched(obs(ProbeVerdict::WrongAnswer, Some(V2), true))
+            .probe(0, RouteObservation::passing(V2))
+            .settle(0, Outcome::Verified);
+        assert_eq!(s.proof(A).verdict, Verdict::Verified);
+    }
+
+    #[test]
+    fn node_not_granted_yet_is_stale_on_an_older_op_or_unverified() {
+        // r0 put v1 on node-a and node-b; r1 (v2) has only reached node-a.
+        let s = S::new()
+            .start(0, V1, vec![B], false)
+            .grant(0, 0, A, V1)
+            .switched(0, RouteObservation::passing(V1))
+            .settle(0, Outcome::Verified)
+            .grant(1, 0, B, V1)
+            .switched(1, RouteObservation::passing(V1))
+            .settle(1, Outcome::Verified)
+            .start(1, V2, vec![B], false)
+            .grant(2, 1, A, V2);
+        let p = s.proof(B);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Stale, Some(ReasonCode::SupersededOp))
+        );
+        assert_eq!(p.op, None);
+
+        let fresh = S::new().start(0, V2, vec![B], false).grant(0, 0, A, V2);
+        let p = fresh.proof(B);
+        assert_eq!(
+            (p.verdict, p.reason),
+            (Verdict::Unverified, Some(ReasonCode::OpNotGranted))
+        );
+    }
+
+    #[test]
+    fn rollout_verdict_is_the_worst_node() {
+        let s = verified().start(1, V2, vec![B], false);
+        // r0 (only node-a): verified.
+        let r0 = rollout_proof(&s.0, RolloutId(0), &name, &|_| None).unwrap();
+        assert_eq!(r0.verdict, Verdict::Verified);
+        assert_eq!(r0.rollout, "r0");
+        // r1: node-a verified again, node-b got a wrong answer.
+        let s = s
+            .grant(1, 1, A, V2)
+            .switched(1, RouteObservation::passing(V2))
+            .settle(1, Outcome::Verified)
+            .grant(2, 1, B, V2)
+            .switched(2, obs(ProbeVerdict::WrongAnswer, Some(V2), true));
+        let r1 = rollout_proof(&s.0, RolloutId(1), &name, &|_| None).unwrap();
+        assert_eq!(r1.nodes.len(), 2);
+        assert_eq!(r1.nodes[0].verdict, Verdict::Verified);
+        assert_eq!(r1.nodes[1].verdict, Verdict::Failed);
+        assert_eq!(r1.verdict, Verdict::Failed);
+        assert!(rollout_proof(&s.0, RolloutId(9), &name, &|_| None).is_none());
+
+        let order = [
+            Verdict::Failed,
+            Verdict::Unverified,
+            Verdict::PartiallyVerified,
+            Verdict::Stale,
+            Verdict::Verified,
+        ];
+        assert!(order.windows(2).all(|w| w[0].rank() < w[1].rank()));
+    }
+
+    #[test]
+    fn names_serialize_as_documented() {
+        assert_eq!(Verdict::PartiallyVerified.to_string(), "partially-verified");
+        assert_eq!(
+            serde_json::to_string(&Verdict::PartiallyVerified).unwrap(),
+            "\"partially-verified\""
+        );
+        for v in [
+            Verdict::Verified,
+            Verdict::Unverified,
+            Verdict::Stale,
+            Verdict::Failed,
+        ] {
+            assert_eq!(serde_json::to_string(&v).unwrap(), format!("\"{v}\""));
+        }
+        assert_eq!(
+            serde_json::to_string(&ReasonCode::RouteIdentityMismatch).unwrap(),
+            "\"route_identity_mismatch\""
+        );
+        assert_eq!(ReasonCode::DigestUnreadable.as_str(), "digest_unreadable");
+    }
+
+    #[test]
+    fn unknown_op_is_handed_over_with_what_is_missing() {
+        let s = canary_switched(obs(ProbeVerdict::Unreachable, None, true)).ev(Event::OpUnknown {
+            op: OpId(0),
+            reason: UnknownReason::Silence,
+        });
+        let list = unresolved(&s.0, &name, &s.1);
+        assert_eq!(list.len(), 1, "{list:#?}");
+        let u = &list[0];
+        assert_eq!(u.node, "node-a");
+        assert_eq!(u.op, "op0");
+        assert_eq!(u.rollout, "r0");
+        assert_eq!(u.release, V2.to_hex());
+        assert_eq!(u.generation, 1);
+        assert_eq!(u.phase, "decided (commit)");
+        assert_eq!(u.unknown_reason.as_deref(), Some("silence"));
+        assert_eq!(u.last_confirmed_release, None);
+        assert_eq!(
+            u.last_serving_result.as_deref(),
+            Some("unreachable, no identity")
+        );
+        assert!(u.missing_evidence.iter().any(|m| m.contains("silent")));
+        assert!(u
+            .missing_evidence
+            .iter()
+            .any(|m| m.contains("proving v2 or the baseline v1")));
+        assert_eq!(u.owner, None);
+        assert_eq!(u.owner_or_unowned(), "unowned");
+        assert_eq!(u.review_by, None);
+        for option in ["keep paused", "roll back", "resolve with an observation"] {
+            assert!(u.options.iter().any(|o| o.starts_with(option)), "{option}");
+        }
+        // The node reported its switch, so the stored Commit has landed and
+        // can switch nothing more: every resolution is on offer.
+        assert!(
+            u.options[2].contains("--resolution confirm-baseline|confirm-new|abandon --probe"),
+            "{}",
+            u.options[2]
+        );
+        // A Commit stored but never shown to land (the reply was lost):
+        // confirm-baseline is not offered (it would be refused), the exact
+        // commands for the others are.
+        let silent = S::new()
+            .start(0, V2, vec![], false)
+            .grant(0, 0, A, V2)
+            .decide(0, Decision::Commit)
+            .ev(Event::OpUnknown {
+                op: OpId(0),
+                reason: UnknownReason::Silence,
+            });
+        let resolve = &unresolved(&silent.0, &name, &silent.1)[0].options[2];
+        assert!(
+            resolve.contains("fleetweft resolve op0 --resolution confirm-new --probe")
+                && resolve.contains("fleetweft resolve op0 --resolution abandon --probe")
+                && !resolve.contains("--resolution confirm-baseline"),
+            "{resolve}"
+        );
+        // A Commit is stored and v1 was the baseline: one exact command.
+        assert!(
+            u.options[1].starts_with("roll back: fleetweft rollback op0 ("),
+            "{}",
+            u.options[1]
+        );
+        assert_eq!(u.check_command, "fleetweft probe node-a");
+        // Since when: the OpUnknown is the last event folded.
+        assert_eq!(u.since_sequence, Some(s.2));
+        assert!(
+            u.since
+                .starts_with(&format!("UNKNOWN since log entry {} (granted at ", s.2)),
+            "{}",
+            u.since
+        );
+    }
+
+    #[test]
+    fn waiting_ops_are_handed_over_by_phase() {
+        let granted = S::new().start(0, V2, vec![], false).grant(0, 0, A, V2);
+        let u = &unresolved(&granted.0, &name, &granted.1)[0];
+        assert_eq!(u.phase, "granted");
+        assert_eq!(
+            (u.since_sequence, u.since.as_str()),
+            (Some(2), "granted at log entry 2")
+        );
+        assert!(u.options[2].contains("--resolution confirm-baseline|confirm-new|abandon --probe"));
+        // No commit: nothing switched, so no rollback command is offered.
+        assert!(
+            u.options[1].starts_with("roll back: nothing to put back")
+                && !u.options[1].contains("fleetweft rollback"),
+            "{}",
+            u.options[1]
+        );
+        assert!(u.missing_evidence[0].contains("commit request"));
+        assert_eq!(u.unknown_reason, None);
+
+        let restoring = canary_switched(obs(ProbeVerdict::WrongAnswer, Some(V2), true))
+            .ev(Event::RestoreRequested { op: OpId(0) })
+            .ev(Event::OpUnknown {
+                op: OpId(0),
+                reason: UnknownReason::RestoreUnproven,
+            });
+        let list = unresolved(&restoring.0, &name, &restoring.1);
+        let u = &list[0];
+        assert_eq!(u.phase, "restoring");
+        assert!(
+            u.options[1].starts_with("roll back: already ordered"),
+            "{}",
+            u.options[1]
+        );
+        // The switch was reported: the Commit landed; confirm-new would be
+        // refused while the restore may still land.
+        assert!(
+            u.options[2].contains("--resolution confirm-baseline --probe")
+                && !u.options[2].contains("--resolution confirm-new --probe"),
+            "{}",
+            u.options[2]
+        );
+        assert_eq!(u.unknown_reason.as_deref(), Some("restore-unproven"));
+        // Each missing item once: the restore probe is named by one line.
+        let restore_lines = u
+            .missing_evidence
+            .iter()
+            .filter(|m| m.contains("after the restore"))
+            .count();
+        assert_eq!(restore_lines, 1, "{:?}", u.missing_evidence);
+        assert_eq!(
+            u.last_serving_result.as_deref(),
+            Some("wrong answer from v2")
+        );
+
+        let aborting = S::new()
+            .start(0, V2, vec![], false)
+            .grant(0, 0, A, V2)
+            .decide(0, Decision::Abort);
+        assert_eq!(
+            unresolved(&aborting.0, &name, &aborting.1)[0].phase,
+            "decided (abort)"
+        );
+
+        // Settled ops are not listed.
+        assert!(unresolved(&verified().0, &name, &verified().1).is_empty());
+    }
+
+    #[test]
+    fn rollout_waiting_for_approval_is_listed() {
+        let s = S::new()
+            .start(0, V2, vec![B], true)
+            .grant(0, 0, A, V2)
+            .switched(0, RouteObservation::passing(V2))
+            .settle(0, Outcome::Verified)
+            .ev(Event::RolloutPaused {
+                rollout: RolloutId(0),
+                reason: PauseReason::Operator,
+            });
+        let list = unresolved(&s.0, &name, &s.1);
+        assert_eq!(list.len(), 1, "{list:#?}");
+        let u = &list[0];
+        assert_eq!((u.op.as_str(), u.rollout.as_str()), ("-", "r0"));
+        assert_eq!(u.phase, "waiting for approval");
+        assert_eq!(u.node, "node-a");
+        assert_eq!(u.last_confirmed_release, Some(V2.to_hex()));
+        assert!(u.options[0].starts_with("approve"));
+        assert_eq!(u.owner_or_unowned(), "unowned");
+        assert_eq!(u.check_command, "fleetweft probe node-a");
+
+        // Approved: nothing left to hand over except the pause.
+        let s = s.ev(Event::RolloutApproved {
+            rollout: RolloutId(0),
+        });
+        let list = unresolved(&s.0, &name, &s.1);
+        assert_eq!(list[0].phase, "paused by operator");
+    }
+
+    #[test]
+    fn rollout_paused_by_a_failed_probe_is_listed() {
+        let s = canary_switched(obs(ProbeVerdict::WrongAnswer, Some(V2), true))
+            .ev(Event::RolloutPaused {
+                rollout: RolloutId(0),
+                reason: PauseReason::ProbeFailed { op: OpId(0) },
+            })
+            .ev(Event::RestoreRequested { op: OpId(0) })
+            .report(0, ReportKind::Restored, RouteObservation::passing(V1))
+            .settle(0, Outcome::RolledBack);
+        let list = unresolved(&s.0, &name, &s.1);
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].phase, "paused after a failed probe of op0");
+        // Dates from the pause, not from the later settlement.
+        let paused_at = s.1.waiting[&RolloutId(0)];
+        assert_eq!(list[0].since_sequence, Some(paused_at));
+        assert!(paused_at < s.2, "the pause precedes the settlement");
+        assert_eq!(list[0].since, format!("paused since log entry {paused_at}"));
+        assert_eq!(list[0].last_confirmed_release, Some(V1.to_hex()));
+    }
+}

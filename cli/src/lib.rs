@@ -1,0 +1,9 @@
+//! The `fleetweft` command line's operations: each operator command over
+//! the API ([`ops`]) and `fleetweft watch` ([`watch`]). The binary
+//! (`src/main.rs`) parses the command line and dispatches here.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod ops;
+pub mod watch;

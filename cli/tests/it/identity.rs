@@ -1,0 +1,382 @@
+//! Identities on a real fleet: a real controller and real agents as child
+//! processes on loopback.
+//!
+//! Two agents presenting node-a's certificate fight (each connection
+//! replaces the other's) until the controller sees the identity conflict
+//! and quarantines node-a: `/metrics` counts it, the handover report and
+//! the dashboard name both peer addresses, and from then on the log does
+//! not grow however long they stay. Revoking the certificate closes both
+//! connections and the handshake refuses it, also after a controller
+//! restart. `fleetweft pki issue` gives node-a a new certificate that
+//! connects, and `fleetweft node release` lifts the quarantine.
+
+use crate::binaries::{agent_binary, fleetweft};
+use api::client::ApiClient;
+use api::client::FleetView;
+use controller::daemon::api::EventDto;
+use controller::daemon::identity::IDENTITY_CONFLICT_REPLACEMENTS_MIN;
+use demo::NODES;
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::Command as StdCommand;
+use std::time::{Duration, Instant};
+use tokio::process::Child;
+
+/// How long one wait may take.
+const STEP: Duration = Duration::from_secs(60);
+/// How long the whole test may take.
+const TEST: Duration = Duration::from_secs(240);
+/// How long the two agents are left to fight once quarantined.
+const FIGHT: Duration = Duration::from_secs(10);
+
+struct Fleet {
+    dir: PathBuf,
+    pki: protocol::pki::FleetPki,
+    api: ApiClient,
+    api_url: String,
+    quic_port: u16,
+    /// The controller config's public ports (node-a, node-b, node-c); the
+    /// copy of node-a takes node-b's, which no agent uses here.
+    public: Vec<u16>,
+    children: HashMap<String, Child>,
+    starts: HashMap<String, u32>,
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for child in self.children.values_mut() {
+            let _ = child.start_kill();
+        }
+        if !std::thread::panicking() {
+            if let Some(parent) = self.dir.parent() {
+                let _ = std::fs::remove_dir_all(parent);
+            }
+        }
+    }
+}
+
+impl Fleet {
+    fn new() -> Fleet {
+        let dir = tempfile::tempdir().expect("temp dir").keep().join("fleet");
+        std::fs::create_dir_all(dir.join("logs")).expect("logs dir");
+        let names: Vec<String> = NODES.iter().map(|s| s.to_string()).collect();
+        let pki = protocol::pki::init_fleet(&dir.join("pki"), &names, "localhost").expect("pki");
+        let token = protocol::pki::load_operator_token(&pki.operator_token()).expect("token");
+        let keys = dir.join("keys");
+        std::fs::create_dir_all(&keys).expect("keys dir");
+        let (_, verifying) = protocol::bundle::keygen();
+        protocol::bundle::save_verifying_key(&keys.join("bundle-signing.pub"), &verifying)
+            .expect("pubkey");
+        let quic_port = demo::ports::free_port().expect("port");
+        let api_port = demo::ports::free_port().expect("port");
+        let public: Vec<u16> = NODES
+            .iter()
+            .map(|_| demo::ports::free_port().expect("port"))
+            .collect();
+        demo::write_controller_config(&dir, &pki, quic_port, api_port, &public, None)
+            .expect("controller config");
+        let api_url = format!("http://127.0.0.1:{api_port}");
+        Fleet {
+            dir,
+            pki,
+            api: ApiClient::new(api_url.clone(), Some(token)),
+            api_url,
+            quic_port,
+            public,
+            children: HashMap::new(),
+            starts: HashMap::new(),
+        }
+    }
+
+    fn spawn(&mut self, name: &str, exe: &Path, args: &[String]) {
+        let n = self.starts.entry(name.to_string()).or_insert(0);
+        *n += 1;
+        let log = self.dir.join(format!("logs/{name}.{n}.log"));
+        let child = demo::spawn(exe, args, &log).expect("spawn");
+        assert!(self.children.insert(name.to_string(), child).is_none());
+    }
+
+    async fn start_controller(&mut self) {
+        let config = self.dir.join("controller.toml").display().to_string();
+        self.spawn(
+            "controller",
+            &fleetweft(),
+            &["controller".into(), "--config".into(), config],
+        );
+        let api = self.api.clone();
+        poll("the controller's API answers", || async {
+            api.get::<controller::daemon::api::StatusDto>("/api/status")
+                .await
+                .is_ok()
+        })
+        .await;
+    }
+
+    /// Start an agent as `name` holding node-a's identity, with its own
+    /// data directory and public port (a copy of node-a elsewhere).
+    fn start_node_a(&mut self, name: &str) {
+        let real = demo::write_agent_config(
+            &self.dir,
+            &self.pki,
+            "node-a",
+            self.quic_port,
+            self.public[0],
+            None,
+        )
+        .expect("agent config");
+        let config = if name == "node-a" {
+            real
+        } else {
+            // Written before the real agent starts: both configs exist
+            // before either process reads one.
+            let text = std::fs::read_to_string(&real).expect("read config");
+            let text = text
+                .replace("node-a-data", &format!("{name}-data"))
+                .replace(
+                    &format!("public_port = {}", self.public[0]),
+                    &format!("public_port = {}", self.public[1]),
+                );
+            let own = self.dir.join(format!("agent-{name}.toml"));
+            std::fs::write(&own, text).expect("write config");
+            own
+        };
+        let args = vec!["--config".to_string(), config.display().to_string()];
+        self.spawn(name, &agent_binary(), &args);
+    }
+
+    async fn kill(&mut self, name: &str) {
+        let mut child = self.children.remove(name).expect("a running child");
+        child.start_kill().expect("kill");
+        child.wait().await.expect("reap");
+    }
+
+    fn logs(&self, name: &str) -> String {
+        (1..=self.starts.get(name).copied().unwrap_or(0))
+            .map(|n| {
+                std::fs::read_to_string(self.dir.join(format!("logs/{name}.{n}.log")))
+                    .unwrap_or_default()
+            })
+            .collect()
+    }
+
+    /// The log of `name`'s latest start only.
+    fn last_log(&self, name: &str) -> String {
+        let n = self.starts.get(name).copied().unwrap_or(0);
+        std::fs::read_to_string(self.dir.join(format!("logs/{name}.{n}.log"))).unwrap_or_default()
+    }
+
+    async fn events(&self) -> Vec<EventDto> {
+        self.api.get("/api/events?from=0").await.expect("events")
+    }
+
+    async fn metric(&self, name: &str) -> Option<f64> {
+        let text = self.api.get_text("/metrics").await.ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|v| v.trim().parse().ok())
+    }
+
+    /// `fleetweft ARGS --controller URL --token-file TOKEN`: its exit code
+    /// and stdout (stderr appended).
+    fn cli_code(&self, args: &[&str]) -> (Option<i32>, String) {
+        let out = StdCommand::new(fleetweft())
+            .args(args)
+            .args(["--controller", &self.api_url, "--token-file"])
+            .arg(self.pki.operator_token())
+            .output()
+            .expect("run fleetweft");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), text)
+    }
+
+    /// [`Fleet::cli_code`] that must succeed.
+    fn cli(&self, args: &[&str]) -> String {
+        let (code, text) = self.cli_code(args);
+        assert_eq!(code, Some(0), "fleetweft {args:?}: {text}");
+        text
+    }
+
+    async fn node_a_connected(&self) -> bool {
+        self.api
+            .fleet_view()
+            .await
+            .is_ok_and(|s| s.nodes.iter().any(|n| n.name == "node-a" && n.connected))
+    }
+}
+
+async fn poll<F: Future<Output = bool>>(what: &str, check: impl Fn() -> F) {
+    let deadline = Instant::now() + STEP;
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn count(events: &[EventDto], what: fn(&model::controller::Event) -> bool) -> usize {
+    events.iter().filter(|e| what(&e.event)).count()
+}
+
+/// Quarantine: metric, handover and dashboard with both peers, a log that
+/// stops growing.
+async fn fight_and_quarantine(fleet: &mut Fleet) {
+    fleet.start_node_a("node-a-copy");
+    fleet.start_node_a("node-a");
+    let started = Instant::now();
+    poll("node-a is quarantined", || async {
+        fleet.metric("fleetweft_nodes_quarantined").await == Some(1.0)
+    })
+    .await;
+    eprintln!("quarantined {:?} after the copy started", started.elapsed());
+    assert_eq!(
+        fleet.metric("fleetweft_identity_conflicts_total").await,
+        Some(1.0)
+    );
+    let status: FleetView = fleet.api.fleet_view().await.expect("status");
+    let node = status
+        .nodes
+        .iter()
+        .find(|n| n.name == "node-a")
+        .expect("node-a");
+    let [first, second] = node.quarantined.clone().expect("quarantined peers");
+    assert_ne!(first, second);
+    // Exit 1: the handover report is not empty.
+    let (code, handover) = fleet.cli_code(&["unresolved"]);
+    assert_eq!(code, Some(1), "{handover}");
+    assert!(
+        handover.contains("quarantined") && handover.contains(&first) && handover.contains(&second),
+        "{handover}"
+    );
+    let page = fleet.api.get_text("/").await.expect("dashboard");
+    assert!(
+        page.contains("IDENTITY CONFLICT") && page.contains(&first),
+        "{page}"
+    );
+
+    let before = fleet.events().await;
+    tokio::time::sleep(FIGHT).await;
+    let after = fleet.events().await;
+    assert_eq!(
+        after.len(),
+        before.len(),
+        "the log grew while the two agents held one identity: {:#?}",
+        &after[before.len()..]
+    );
+    let hellos = count(&after, |e| {
+        matches!(e, model::controller::Event::NodeHello { .. })
+    });
+    let quarantines = count(&after, |e| {
+        matches!(e, model::controller::Event::NodeQuarantined { .. })
+    });
+    assert_eq!(quarantines, 1);
+    // One hello per connection until the conflict is seen: the first two,
+    // one per replacement, and the conflict reported while it is written.
+    assert!(
+        hellos <= IDENTITY_CONFLICT_REPLACEMENTS_MIN + 2,
+        "{hellos} hellos"
+    );
+    eprintln!(
+        "log after {FIGHT:?} of fighting: {} entries ({hellos} NodeHello, 1 NodeQuarantined)",
+        after.len()
+    );
+    assert!(
+        !fleet.node_a_connected().await,
+        "a quarantined node counts as not connected"
+    );
+}
+
+/// Revocation refused at the handshake, across a controller restart.
+async fn revoke_and_restart(fleet: &mut Fleet) {
+    let out = fleet.cli(&["node", "revoke-cert", "node-a"]);
+    assert!(out.contains("revoked"), "{out}");
+    assert_eq!(fleet.metric("fleetweft_certs_revoked").await, Some(1.0));
+    let refused = "refused a revoked client certificate at the handshake";
+    poll("the controller refuses the revoked certificate", || async {
+        fleet.logs("controller").contains(refused)
+    })
+    .await;
+    fleet.kill("controller").await;
+    fleet.start_controller().await;
+    let log = || fleet.logs("controller");
+    let before = log().matches(refused).count();
+    poll("the restarted controller refuses it too", || async {
+        log().matches(refused).count() > before
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!fleet.node_a_connected().await);
+    // Naming the certificate file gives the same fingerprint as the one
+    // node-a presented: already revoked (exit 1, nothing recorded).
+    let cert = fleet.pki.node_cert("node-a").display().to_string();
+    let (code, text) = fleet.cli_code(&["node", "revoke-cert", "node-a", "--cert", &cert]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("already revoked"), "{text}");
+    // Another node's certificate is refused before anything is sent.
+    let other = fleet.pki.node_cert("node-b").display().to_string();
+    let (code, text) = fleet.cli_code(&["node", "revoke-cert", "node-a", "--cert", &other]);
+    assert_ne!(code, Some(0), "{text}");
+    assert!(text.contains("node-b"), "{text}");
+}
+
+/// A new certificate connects; the release lets it speak.
+async fn issue_and_release(fleet: &mut Fleet) {
+    fleet.kill("node-a-copy").await;
+    fleet.kill("node-a").await;
+    let refused = StdCommand::new(fleetweft())
+        .args(["pki", "issue", "node-a", "--dir"])
+        .arg(&fleet.pki.dir)
+        .output()
+        .expect("pki issue");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("--force"),
+        "{stderr}"
+    );
+    let out = StdCommand::new(fleetweft())
+        .args(["pki", "issue", "node-a", "--force", "--dir"])
+        .arg(&fleet.pki.dir)
+        .output()
+        .expect("pki issue");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("node-a.pem") && stdout.contains("node-a-key.pem"),
+        "{stdout}"
+    );
+    fleet.start_node_a("node-a");
+    // Still quarantined: connected but muted.
+    poll("the new certificate gets through the handshake", || async {
+        fleet
+            .last_log("node-a")
+            .contains("connected to the controller")
+    })
+    .await;
+    let out = fleet.cli(&["node", "release", "node-a"]);
+    assert!(out.contains("released"), "{out}");
+    poll("node-a connects with its new certificate", || async {
+        fleet.node_a_connected().await
+    })
+    .await;
+    assert_eq!(fleet.metric("fleetweft_nodes_quarantined").await, Some(0.0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_identity_two_agents_quarantine_revoke_issue_release() {
+    tokio::time::timeout(TEST, async {
+        let mut fleet = Fleet::new();
+        fleet.start_controller().await;
+        fight_and_quarantine(&mut fleet).await;
+        revoke_and_restart(&mut fleet).await;
+        issue_and_release(&mut fleet).await;
+    })
+    .await
+    .expect("the test overran its deadline");
+}

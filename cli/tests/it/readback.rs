@@ -1,0 +1,242 @@
+//! A fresh readback end to end: a controller in this process (so the test
+//! reaches its core), real agents as child processes on loopback. The
+//! readback must be what the agent reads *now*: after the installed app file
+//! is overwritten on the agent's disk, the next readback says so.
+
+use crate::binaries::agent_binary;
+use api::client::ApiClient;
+use api::client::FleetView;
+use controller::daemon::config::ControllerConfig;
+use controller::daemon::core::{CoreHandle, ReadBackError};
+use controller::daemon::readback::READBACK_INTERVAL_MIN_MS;
+use demo::NODES;
+use model::{ArtifactRead, Digest, NodeId, ProbeVerdict};
+use protocol::bundle;
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime};
+use tokio::process::Child;
+
+/// How long one wait may take.
+const STEP: Duration = Duration::from_secs(60);
+/// How long the whole test may take.
+const TEST: Duration = Duration::from_secs(180);
+
+/// The fleet's directory, its controller's core and its agents (killed
+/// when this is dropped).
+struct Fleet {
+    dir: PathBuf,
+    core: CoreHandle,
+    api: ApiClient,
+    release: Digest,
+    _agents: Vec<Child>,
+}
+
+/// PKI, one signed release (v1), the controller in this process, and agents
+/// for `agents`; the release uploaded.
+async fn start(dir: PathBuf, agents: &[&str]) -> Fleet {
+    std::fs::create_dir_all(dir.join("logs")).expect("logs dir");
+    // The in-process controller's log, next to the agents' logs.
+    let log = std::fs::File::create(dir.join("logs/controller.log")).expect("controller log");
+    let _ = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_writer(std::sync::Mutex::new(log))
+        .try_init();
+    let names: Vec<String> = NODES.iter().map(|s| s.to_string()).collect();
+    let pki = protocol::pki::init_fleet(&dir.join("pki"), &names, "localhost").expect("pki");
+    let token = protocol::pki::load_operator_token(&pki.operator_token()).expect("token");
+    let keys = dir.join("keys");
+    std::fs::create_dir_all(&keys).expect("keys dir");
+    let (signing, verifying) = bundle::keygen();
+    bundle::save_verifying_key(&keys.join("bundle-signing.pub"), &verifying).expect("pubkey");
+    let bytes = demo::sign_hello(&signing, "v1").expect("sign v1");
+    let release = bundle::bundle_digest(&bytes);
+    let port = || demo::ports::free_port().expect("free port");
+    let (quic_port, api_port) = (port(), port());
+    let public_ports: Vec<u16> = NODES.iter().map(|_| port()).collect();
+    demo::write_controller_config(&dir, &pki, quic_port, api_port, &public_ports, None)
+        .expect("controller config");
+    let cfg = ControllerConfig::load(&dir.join("controller.toml")).expect("load config");
+    let daemon = controller::daemon::start(cfg, false)
+        .await
+        .expect("start the controller");
+    let core = daemon.core.clone();
+    tokio::spawn(daemon.serve());
+    let exe = agent_binary();
+    let mut children = Vec::new();
+    for node in agents {
+        let i = NODES.iter().position(|n| n == node).expect("a fleet node");
+        let config = demo::write_agent_config(&dir, &pki, node, quic_port, public_ports[i], None)
+            .expect("agent config");
+        let log = dir.join(format!("logs/{node}.log"));
+        let args = ["--config".to_string(), config.display().to_string()];
+        children.push(demo::spawn(&exe, &args, &log).expect("start agent"));
+    }
+    let api = ApiClient::new(format!("http://127.0.0.1:{api_port}"), Some(token));
+    let _: serde_json::Value = api.post_bytes("/api/bundles", bytes).await.expect("upload");
+    Fleet {
+        dir,
+        core,
+        api,
+        release,
+        _agents: children,
+    }
+}
+
+impl Fleet {
+    /// Poll the status until `done` holds.
+    async fn wait(&self, what: &str, done: impl Fn(&FleetView) -> bool) {
+        let deadline = Instant::now() + STEP;
+        loop {
+            if let Ok(s) = self.api.fleet_view().await {
+                if done(&s) {
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for: {what} (logs in {})",
+                self.dir.join("logs").display()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The installed app file of the release on `node`'s disk (staging
+    /// installs it under `<data_dir>/releases/<digest hex>/`).
+    fn app_file(&self, node: &str) -> PathBuf {
+        self.dir
+            .join(format!("{node}-data"))
+            .join("releases")
+            .join(self.release.to_hex())
+            .join("app.py")
+    }
+
+    async fn last_sequence(&self) -> Option<u64> {
+        self.core.snapshot().await.expect("snapshot").last_sequence
+    }
+
+    /// The last log sequence once nothing was appended for `QUIET` (the
+    /// agents' last messages about a finished rollout have arrived).
+    async fn quiet_sequence(&self) -> Option<u64> {
+        const QUIET: Duration = Duration::from_secs(2);
+        let deadline = Instant::now() + STEP;
+        let mut last = self.last_sequence().await;
+        loop {
+            tokio::time::sleep(QUIET).await;
+            let now = self.last_sequence().await;
+            if now == last {
+                return now;
+            }
+            assert!(Instant::now() < deadline, "the event log never went quiet");
+            last = now;
+        }
+    }
+}
+
+/// The controller runs inside the test's runtime: the runtime is shut down
+/// (stopping it) before its directory is removed, so it never writes into
+/// a removed log. A failed test keeps the directory for a post-mortem.
+#[test]
+fn a_readback_is_read_fresh_from_the_agent() {
+    let dir = tempfile::tempdir().expect("temp dir").keep();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        tokio::time::timeout(TEST, readback_body(dir.join("fleet")))
+            .await
+            .expect("the test overran its deadline")
+    });
+    drop(runtime);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+async fn readback_body(dir: PathBuf) {
+    // node-c's agent is never started.
+    let fleet = start(dir, &["node-a", "node-b"]).await;
+    let (a, c) = (NodeId(0), NodeId(2));
+    fleet
+        .wait("node-a and node-b connected", |s| {
+            s.nodes[0].connected && s.nodes[1].connected
+        })
+        .await;
+    let _: serde_json::Value = fleet
+        .api
+        .post_json(
+            "/api/rollouts",
+            &serde_json::json!({
+                "release": fleet.release.to_hex(),
+                "canary": "node-a",
+                "followers": ["node-b"],
+                "slots": 1,
+            }),
+        )
+        .await
+        .expect("start the rollout");
+    fleet
+        .wait("r0 completed", |s| {
+            s.rollouts
+                .iter()
+                .any(|r| r.id == "r0" && r.status == "completed")
+        })
+        .await;
+    let logged = fleet.quiet_sequence().await;
+
+    // (a) What is installed and serves, read back now.
+    let before = SystemTime::now();
+    let fresh = fleet.core.read_back(a).await.expect("a readback of node-a");
+    assert!(fresh.observed_at >= before && fresh.observed_at <= SystemTime::now());
+    assert_eq!(fresh.serving, Some(fleet.release));
+    assert_eq!(fresh.observation.verdict, ProbeVerdict::Pass, "{fresh:?}");
+    assert_eq!(fresh.observation.identity, Some(fleet.release));
+    assert_eq!(
+        fresh.observation.artifact,
+        Some(ArtifactRead::Digest(fleet.release))
+    );
+    assert!(fresh.observation.process_uptime_ms.is_some(), "{fresh:?}");
+    assert!(fresh.observation.process_restarts.is_some(), "{fresh:?}");
+
+    // Asked again at once: refused by the controller rather than dropped
+    // by the agent (which would read as "did not answer").
+    assert_eq!(
+        fleet.core.read_back(a).await,
+        Err(ReadBackError::TooSoon),
+        "a second readback within {READBACK_INTERVAL_MIN_MS} ms"
+    );
+
+    // (b) The app file behind the route changes on disk: the next readback
+    // sees it, so it is read now, not remembered.
+    let app_file = fleet.app_file("node-a");
+    let mut app = std::fs::read(&app_file).expect("the installed app file");
+    app.extend_from_slice(b"\n# altered behind the agent's back\n");
+    std::fs::write(&app_file, app).expect("overwrite the app file");
+    tokio::time::sleep(Duration::from_millis(READBACK_INTERVAL_MIN_MS)).await;
+    let altered = fleet.core.read_back(a).await.expect("a second readback");
+    assert_eq!(
+        altered.observation.artifact,
+        Some(ArtifactRead::AppFileAltered(fleet.release)),
+        "{altered:?}"
+    );
+    assert!(altered.observed_at > fresh.observed_at);
+    // node-b was left alone and still reads back clean.
+    let b = fleet.core.read_back(NodeId(1)).await.expect("node-b");
+    assert_eq!(
+        b.observation.artifact,
+        Some(ArtifactRead::Digest(fleet.release))
+    );
+
+    // (c) No agent, no readback.
+    assert_eq!(
+        fleet.core.read_back(c).await,
+        Err(ReadBackError::NotConnected)
+    );
+    assert_eq!(
+        ReadBackError::NotConnected.to_string(),
+        "the agent is not connected"
+    );
+
+    // A readback is not an event.
+    assert_eq!(fleet.last_sequence().await, logged);
+}

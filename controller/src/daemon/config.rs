@@ -1,0 +1,642 @@
+//! `controller.toml`. A bad config names the file, the key and what was
+//! expected.
+
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// Upper bound on the config file size: a bootstrap `[[nodes]]` list of
+/// `model::plan::NODES_MAX` entries at about 100 bytes each (name, route,
+/// a few labels) fits.
+pub const CONFIG_BYTES_MAX: u64 = 16 * 1024 * 1024;
+
+/// The whole controller configuration.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControllerConfig {
+    /// Where the event log and accepted bundles live.
+    pub data_dir: PathBuf,
+    /// The QUIC address agents connect to.
+    pub listen: SocketAddr,
+    /// Bootstrap nodes: at start, each entry whose name is not enrolled yet
+    /// is enrolled (`NodeEnrolled`), in file order. Entries already
+    /// enrolled change nothing (the log holds the roster), so the list may
+    /// be reordered or shortened; `fleetweft node add` enrolls more.
+    #[serde(default)]
+    pub nodes: Vec<NodeEntry>,
+    /// TLS material.
+    pub tls: TlsSection,
+    /// The key bundles must be signed with.
+    pub bundles: BundleSection,
+    /// The operator HTTP API.
+    pub api: ApiSection,
+    /// Deadlines.
+    #[serde(default)]
+    pub timing: TimingSection,
+    /// Periodic re-verification of settled nodes (off by default).
+    #[serde(default)]
+    pub verify: VerifySection,
+    /// Honoured only with `--allow-fault-injection`.
+    #[serde(default)]
+    pub faults: FaultSection,
+    /// Where the event log lives: sled in `data_dir` (the default) or etcd.
+    #[serde(default)]
+    pub storage: StorageSection,
+    /// Where durable events are POSTed, signed (off when absent).
+    #[serde(default)]
+    pub webhooks: Vec<WebhookEntry>,
+}
+
+/// Which engine holds the controller's event log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StorageBackend {
+    /// sled in `data_dir/log`: one machine, zero set-up.
+    #[default]
+    Sled,
+    /// An etcd cluster (`endpoints`, `prefix`), for high availability.
+    Etcd,
+}
+
+/// `[storage]`: the event log's backend.
+///
+/// ```toml
+/// [storage]
+/// backend = "etcd"
+/// endpoints = ["10.0.0.1:2379", "10.0.0.2:2379", "10.0.0.3:2379"]
+/// prefix = "/fleetweft/prod"
+/// lease_ttl_ms = 5000
+/// # TLS (optional): the CA of the members' certificates, and this
+/// # controller's client certificate when the members require one.
+/// ca_file = "/etc/fleetweft/etcd-ca.pem"
+/// cert_file = "/etc/fleetweft/etcd-client.pem"
+/// key_file = "/etc/fleetweft/etcd-client-key.pem"
+/// ```
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageSection {
+    /// `"sled"` (default) or `"etcd"`.
+    #[serde(default)]
+    pub backend: StorageBackend,
+    /// etcd client endpoints (etcd only).
+    #[serde(default)]
+    pub endpoints: Vec<String>,
+    /// The log's key prefix, one per fleet (etcd only).
+    #[serde(default)]
+    pub prefix: Option<String>,
+    /// Leadership lease TTL in ms, whole seconds, at least 1000 (etcd
+    /// only; default `eventlog::LEASE_TTL_MS_DEFAULT`).
+    #[serde(default)]
+    pub lease_ttl_ms: Option<u64>,
+    /// The API URL this controller advertises while it leads (standbys
+    /// name it in their 503s and `leader` fields; etcd only; default
+    /// `http://` + `api.listen`).
+    #[serde(default)]
+    pub advertise_api: Option<String>,
+    /// The agents' address (HOST:PORT) this controller advertises while it
+    /// leads (standbys answer an agent's hello with it; etcd only; default
+    /// `listen`).
+    #[serde(default)]
+    pub advertise_agents: Option<String>,
+    /// PEM CA certificate(s) of the members: turns TLS to etcd on (etcd
+    /// only).
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// PEM client certificate for mutual TLS, with `key_file` (etcd only).
+    #[serde(default)]
+    pub cert_file: Option<PathBuf>,
+    /// PEM private key of `cert_file` (etcd only).
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
+}
+
+impl StorageSection {
+    /// The etcd backend's configuration, `None` for sled. Valid once the
+    /// config parsed (`ControllerConfig::parse` validates it).
+    pub fn etcd_config(&self) -> Option<eventlog::EtcdConfig> {
+        if self.backend != StorageBackend::Etcd {
+            return None;
+        }
+        let mut config = eventlog::EtcdConfig::new(
+            self.endpoints.clone(),
+            self.prefix.clone().unwrap_or_default(),
+        );
+        if let Some(ttl) = self.lease_ttl_ms {
+            config.lease_ttl_ms = ttl;
+        }
+        config.tls = self.ca_file.as_ref().map(|ca_file| eventlog::EtcdTls {
+            ca_file: ca_file.clone(),
+            cert_file: self.cert_file.clone(),
+            key_file: self.key_file.clone(),
+        });
+        Some(config)
+    }
+
+    /// Names the first unusable key.
+    fn validate(&self) -> Result<(), String> {
+        match self.backend {
+            StorageBackend::Sled => {
+                let stray = [
+                    ("endpoints", !self.endpoints.is_empty()),
+                    ("prefix", self.prefix.is_some()),
+                    ("lease_ttl_ms", self.lease_ttl_ms.is_some()),
+                    ("advertise_api", self.advertise_api.is_some()),
+                    ("advertise_agents", self.advertise_agents.is_some()),
+                    ("ca_file", self.ca_file.is_some()),
+                    ("cert_file", self.cert_file.is_some()),
+                    ("key_file", self.key_file.is_some()),
+                ];
+                match stray.iter().find(|(_, set)| *set) {
+                    Some((key, _)) => Err(format!(
+                        "key `storage.{key}`: only used with `backend = \"etcd\"` (the backend is sled)"
+                    )),
+                    None => Ok(()),
+                }
+            }
+            StorageBackend::Etcd => {
+                if self.endpoints.is_empty() {
+                    return Err(
+                        "key `storage.endpoints`: `backend = \"etcd\"` needs at least one endpoint"
+                            .into(),
+                    );
+                }
+                if self.prefix.is_none() {
+                    return Err("key `storage.prefix`: `backend = \"etcd\"` needs the log's key prefix, e.g. \"/fleetweft/prod\"".into());
+                }
+                if self.ca_file.is_none() && (self.cert_file.is_some() || self.key_file.is_some()) {
+                    return Err("key `storage.ca_file`: a client certificate (`cert_file`, `key_file`) is only used with TLS, which needs the members' CA in `ca_file`".into());
+                }
+                let config = self.etcd_config().ok_or("internal: no etcd config")?;
+                config
+                    .validate()
+                    .map_err(|err| format!("section `storage`: {err}"))
+            }
+        }
+    }
+}
+
+/// The least `verify.every_s`: a node is observed at most once per
+/// `model::controller::OBSERVATION_INTERVAL_MIN_MS`.
+pub const VERIFY_EVERY_S_MIN: u64 = model::controller::OBSERVATION_INTERVAL_MIN_MS / 1000;
+
+/// Periodic re-verification: read back every connected node every
+/// `every_s` seconds, spread over the interval, and record what was seen
+/// (`NodeObserved`), so drift shows without anyone asking.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifySection {
+    /// Seconds between two readbacks of one node; 0 (the default) is off.
+    #[serde(default)]
+    pub every_s: u64,
+}
+
+/// One node of the fleet.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeEntry {
+    /// The node id (the SAN of its certificate).
+    pub name: String,
+    /// The node's public route, probed by the controller.
+    pub public: SocketAddr,
+    /// Its labels at enrollment (`fleetweft node label` changes them).
+    #[serde(default)]
+    pub labels: model::controller::Labels,
+}
+
+/// TLS files.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSection {
+    /// Fleet CA certificate.
+    pub ca: PathBuf,
+    /// Controller certificate.
+    pub cert: PathBuf,
+    /// Controller private key.
+    pub key: PathBuf,
+    /// The operator token file (Bearer token for writes).
+    pub operator_token: PathBuf,
+}
+
+/// Bundle verification.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BundleSection {
+    /// Ed25519 public key (PEM).
+    pub pubkey: PathBuf,
+}
+
+/// The HTTP API.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiSection {
+    /// Where the API listens; loopback by default.
+    #[serde(default = "default_api")]
+    pub listen: SocketAddr,
+    /// Events buffered for each follower of the event stream (SSE readers,
+    /// webhooks); a reader further behind is dropped with a reason and
+    /// resumes from the log with `Last-Event-ID`. 1 to
+    /// [`STREAM_BUFFER_EVENTS_MAX`], default [`STREAM_BUFFER_EVENTS_DEFAULT`].
+    #[serde(default = "default_stream_buffer")]
+    pub stream_buffer_events: usize,
+}
+
+/// The default of `[api] stream_buffer_events`.
+pub const STREAM_BUFFER_EVENTS_DEFAULT: usize = 1_024;
+/// The most `[api] stream_buffer_events` may be (the buffer is shared by
+/// every follower; each slot holds one event).
+pub const STREAM_BUFFER_EVENTS_MAX: usize = 65_536;
+
+fn default_stream_buffer() -> usize {
+    STREAM_BUFFER_EVENTS_DEFAULT
+}
+
+/// Upper bound on `[[webhooks]]` entries (one delivery task each).
+pub const WEBHOOKS_MAX: usize = 16;
+
+/// `[[webhooks]]`: POST every durable event (or those of the kinds listed)
+/// to `url`, signed with HMAC-SHA256 under the secret.
+///
+/// ```toml
+/// [[webhooks]]
+/// url = "http://127.0.0.1:9000/fleetweft"
+/// events = ["rollout-completed", "rollout-paused"]   # optional, default all
+/// secret_file = "/etc/fleetweft/webhook.secret"      # or secret = "..."
+/// ```
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookEntry {
+    /// Where deliveries go: `http://HOST:PORT/PATH`.
+    pub url: String,
+    /// Event kinds to deliver (`daemon::view::words::EVENT_KINDS`); empty
+    /// or absent is every kind.
+    #[serde(default)]
+    pub events: Vec<String>,
+    /// The signing secret, inline.
+    #[serde(default)]
+    pub secret: Option<String>,
+    /// A file holding the signing secret (surrounding whitespace trimmed).
+    #[serde(default)]
+    pub secret_file: Option<PathBuf>,
+}
+
+impl WebhookEntry {
+    /// Names the first unusable key of entry `i`.
+    fn validate(&self, i: usize) -> Result<(), String> {
+        let uri: axum::http::Uri = self
+            .url
+            .parse()
+            .map_err(|e| format!("key `webhooks[{i}].url`: {:?} is not a URL: {e}", self.url))?;
+        if uri.scheme_str() != Some("http") || uri.authority().is_none() {
+            return Err(format!(
+                "key `webhooks[{i}].url`: {:?} must be http://HOST:PORT/PATH (https is not supported yet: put a TLS proxy on loopback in front of the receiver)",
+                self.url
+            ));
+        }
+        for kind in &self.events {
+            if !super::view::words::EVENT_KINDS.contains(&kind.as_str()) {
+                return Err(format!(
+                    "key `webhooks[{i}].events`: unknown event kind {kind:?} (one of: {})",
+                    super::view::words::EVENT_KINDS.join(", ")
+                ));
+            }
+        }
+        match (&self.secret, &self.secret_file) {
+            (Some(_), Some(_)) => Err(format!(
+                "key `webhooks[{i}].secret`: give `secret` or `secret_file`, not both"
+            )),
+            (None, None) => Err(format!(
+                "key `webhooks[{i}].secret`: every webhook needs `secret` or `secret_file`"
+            )),
+            (Some(secret), None) if secret.trim().is_empty() => {
+                Err(format!("key `webhooks[{i}].secret`: empty"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+fn default_api() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 7800))
+}
+
+/// Deadlines; each field optional on its own (its [`Default`] value).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TimingSection {
+    /// After this long without settling evidence an op becomes UNKNOWN
+    /// (it keeps its slot).
+    pub op_timeout_ms: u64,
+}
+
+impl Default for TimingSection {
+    fn default() -> Self {
+        TimingSection {
+            op_timeout_ms: 30_000,
+        }
+    }
+}
+
+/// Fault injection for demos and tests.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSection {
+    /// Drop the first commit reply the controller sends for an op moving to
+    /// this release (digest hex), after the decision is durable, as if the
+    /// network lost it.
+    #[serde(default)]
+    pub drop_first_commit_reply_for: Option<String>,
+}
+
+/// Why a config could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        /// The config file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not a valid configuration.
+    #[error("{path}: {detail}")]
+    Invalid {
+        /// The config file.
+        path: PathBuf,
+        /// What was wrong, naming the key.
+        detail: String,
+    },
+}
+
+impl ControllerConfig {
+    /// Read and validate `path`.
+    pub fn load(path: &Path) -> Result<ControllerConfig, ConfigError> {
+        let read = |source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        };
+        let len = std::fs::metadata(path).map_err(read)?.len();
+        if len > CONFIG_BYTES_MAX {
+            return Err(ConfigError::Invalid {
+                path: path.to_path_buf(),
+                detail: format!("larger than {CONFIG_BYTES_MAX} bytes"),
+            });
+        }
+        let text = std::fs::read_to_string(path).map_err(read)?;
+        Self::parse(path, &text)
+    }
+
+    /// Parse config text; `path` only names the file in errors.
+    pub fn parse(path: &Path, text: &str) -> Result<ControllerConfig, ConfigError> {
+        let invalid = |detail: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            detail,
+        };
+        let cfg: ControllerConfig = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        if cfg.nodes.len() > model::plan::NODES_MAX {
+            return Err(invalid(format!(
+                "key `nodes`: {} nodes exceed the limit of {}",
+                cfg.nodes.len(),
+                model::plan::NODES_MAX
+            )));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, node) in cfg.nodes.iter().enumerate() {
+            protocol::pki::validate_node_id(&node.name)
+                .map_err(|e| invalid(format!("key `nodes[{i}].name`: {e}")))?;
+            model::controller::roster::validate_labels(&node.labels)
+                .map_err(|e| invalid(format!("key `nodes[{i}].labels`: {e}")))?;
+            if let Some(why) = super::view::wire::unprobeable(&node.public) {
+                return Err(invalid(format!(
+                    "key `nodes[{i}].public`: {} {why}",
+                    node.public
+                )));
+            }
+            if !seen.insert(node.name.clone()) {
+                return Err(invalid(format!(
+                    "key `nodes[{i}].name`: {} appears twice",
+                    node.name
+                )));
+            }
+        }
+        if cfg.verify.every_s != 0 && cfg.verify.every_s < VERIFY_EVERY_S_MIN {
+            return Err(invalid(format!(
+                "key `verify.every_s`: expected 0 (off) or at least {VERIFY_EVERY_S_MIN} (a node is observed at most once per {VERIFY_EVERY_S_MIN} s)"
+            )));
+        }
+        cfg.storage.validate().map_err(invalid)?;
+        if !(1..=STREAM_BUFFER_EVENTS_MAX).contains(&cfg.api.stream_buffer_events) {
+            return Err(invalid(format!(
+                "key `api.stream_buffer_events`: expected 1 to {STREAM_BUFFER_EVENTS_MAX}"
+            )));
+        }
+        if cfg.webhooks.len() > WEBHOOKS_MAX {
+            return Err(invalid(format!(
+                "key `webhooks`: {} entries exceed the limit of {WEBHOOKS_MAX}",
+                cfg.webhooks.len()
+            )));
+        }
+        for (i, hook) in cfg.webhooks.iter().enumerate() {
+            hook.validate(i).map_err(invalid)?;
+        }
+        if cfg.timing.op_timeout_ms == 0 {
+            return Err(invalid(
+                "key `timing.op_timeout_ms`: expected more than 0".into(),
+            ));
+        }
+        Ok(cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+data_dir = "/var/lib/fleetweft"
+listen = "127.0.0.1:7700"
+[tls]
+ca = "ca.pem"
+cert = "c.pem"
+key = "c.key"
+operator_token = "t"
+[bundles]
+pubkey = "b.pub"
+[api]
+"#;
+
+    fn parse(extra: &str) -> Result<ControllerConfig, String> {
+        ControllerConfig::parse(Path::new("controller.toml"), &format!("{BASE}{extra}"))
+            .map_err(|err| err.to_string())
+    }
+
+    /// Optional sections are optional field by field: an empty `[timing]`,
+    /// `[verify]` or `[faults]` takes each field's default.
+    #[test]
+    fn empty_optional_sections_take_the_defaults() {
+        let cfg = parse("[timing]\n[verify]\n[faults]\n[storage]\n").expect("valid");
+        assert_eq!(
+            cfg.timing.op_timeout_ms,
+            TimingSection::default().op_timeout_ms
+        );
+        assert_eq!(cfg.storage.backend, StorageBackend::Sled);
+    }
+
+    #[test]
+    fn storage_defaults_to_sled() {
+        let cfg = parse("").expect("valid");
+        assert_eq!(cfg.storage.backend, StorageBackend::Sled);
+        assert!(cfg.storage.etcd_config().is_none());
+    }
+
+    #[test]
+    fn an_etcd_storage_section_parses() {
+        let cfg = parse(
+            "[storage]\nbackend = \"etcd\"\nendpoints = [\"127.0.0.1:2379\"]\nprefix = \"/fw/prod\"\nlease_ttl_ms = 3000\n",
+        )
+        .expect("valid");
+        let etcd = cfg.storage.etcd_config().expect("etcd");
+        assert_eq!(etcd.endpoints, vec!["127.0.0.1:2379".to_string()]);
+        assert_eq!(etcd.prefix, "/fw/prod");
+        assert_eq!(etcd.lease_ttl_ms, 3000);
+    }
+
+    #[test]
+    fn an_unreachable_etcd_stops_the_daemon_naming_it() {
+        let cfg = parse(
+            "[storage]\nbackend = \"etcd\"\nendpoints = [\"127.0.0.1:1\"]\nprefix = \"/fw\"\n",
+        )
+        .expect("valid");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        match runtime.block_on(crate::daemon::start(cfg, false)) {
+            Ok(_) => panic!("the daemon started without its etcd"),
+            Err(err) => {
+                let text = format!("{err:#}");
+                assert!(
+                    text.contains("opening the event log on etcd 127.0.0.1:1 at /fw"),
+                    "{text}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn webhook_entries_parse_and_bad_ones_name_the_key() {
+        let good = "[[webhooks]]\nurl = \"http://127.0.0.1:9/h\"\nsecret = \"s\"\nevents = [\"rollout-completed\"]\n";
+        let cfg = parse(good).expect("valid");
+        assert_eq!(
+            cfg.webhooks[0].events,
+            vec!["rollout-completed".to_string()]
+        );
+        let cases = [
+            ("url = \"https://h:1/\"\nsecret = \"s\"", "webhooks[0].url"),
+            ("url = \"not a url\"\nsecret = \"s\"", "webhooks[0].url"),
+            ("url = \"http://h:1/\"", "webhooks[0].secret"),
+            (
+                "url = \"http://h:1/\"\nsecret = \" \"",
+                "webhooks[0].secret",
+            ),
+            (
+                "url = \"http://h:1/\"\nsecret = \"s\"\nsecret_file = \"f\"",
+                "webhooks[0].secret",
+            ),
+            (
+                "url = \"http://h:1/\"\nsecret = \"s\"\nevents = [\"rollout-done\"]",
+                "webhooks[0].events",
+            ),
+            (
+                "url = \"http://h:1/\"\nsecret = \"s\"\nsecrets = 1",
+                "secrets",
+            ),
+        ];
+        for (entry, key) in cases {
+            let err = parse(&format!("[[webhooks]]\n{entry}\n")).expect_err(entry);
+            assert!(err.contains(key), "{entry:?}: {err} should name {key}");
+        }
+        let err = parse("stream_buffer_events = 0\n").expect_err("zero buffer");
+        assert!(err.contains("api.stream_buffer_events"), "{err}");
+    }
+
+    /// A bootstrap node whose public route no probe can reach (port 0, an
+    /// unspecified address) stops the daemon naming the key.
+    #[test]
+    fn an_unprobeable_public_route_is_refused_naming_the_node() {
+        let node = |public: &str| format!("[[nodes]]\nname = \"n1\"\npublic = \"{public}\"\n");
+        parse(&node("10.0.0.5:8080")).expect("probeable");
+        for public in ["10.0.0.5:0", "0.0.0.0:8080", "[::]:8080"] {
+            let err = parse(&node(public)).expect_err(public);
+            assert!(err.contains("nodes[0].public"), "{public}: {err}");
+        }
+    }
+
+    #[test]
+    fn storage_tls_keys_reach_the_etcd_config() {
+        let section = StorageSection {
+            backend: StorageBackend::Etcd,
+            endpoints: vec!["h:1".into()],
+            prefix: Some("/p".into()),
+            ca_file: Some("/etc/ca.pem".into()),
+            cert_file: Some("/etc/c.pem".into()),
+            key_file: Some("/etc/k.pem".into()),
+            ..StorageSection::default()
+        };
+        let tls = section.etcd_config().expect("etcd").tls.expect("tls");
+        assert_eq!(tls.ca_file, PathBuf::from("/etc/ca.pem"));
+        assert_eq!(tls.cert_file, Some(PathBuf::from("/etc/c.pem")));
+        assert_eq!(tls.key_file, Some(PathBuf::from("/etc/k.pem")));
+        let plain = StorageSection {
+            ca_file: None,
+            ..section
+        };
+        assert!(plain.etcd_config().expect("etcd").tls.is_none());
+    }
+
+    #[test]
+    fn bad_storage_sections_name_the_key() {
+        let cases = [
+            ("backend = \"zookeeper\"", "backend"),
+            ("backend = \"etcd\"\nprefix = \"/p\"", "storage.endpoints"),
+            (
+                "backend = \"etcd\"\nendpoints = [\"h:1\"]",
+                "storage.prefix",
+            ),
+            (
+                "backend = \"etcd\"\nendpoints = [\"h:1\"]\nprefix = \"p\"",
+                "prefix",
+            ),
+            (
+                "backend = \"etcd\"\nendpoints = [\"h:1\"]\nprefix = \"/p\"\nlease_ttl_ms = 10",
+                "lease_ttl_ms",
+            ),
+            ("endpoints = [\"h:1\"]", "storage.endpoints"),
+            ("lease_ttl_ms = 2000", "storage.lease_ttl_ms"),
+            ("backend = \"etcd\"\ntls = true", "tls"),
+            ("ca_file = \"/ca.pem\"", "storage.ca_file"),
+            ("key_file = \"/k.pem\"", "storage.key_file"),
+            (
+                "backend = \"etcd\"\nendpoints = [\"h:1\"]\nprefix = \"/p\"\ncert_file = \"/c.pem\"\nkey_file = \"/k.pem\"",
+                "storage.ca_file",
+            ),
+            (
+                "backend = \"etcd\"\nendpoints = [\"h:1\"]\nprefix = \"/p\"\nca_file = \"/nonexistent/ca.pem\"",
+                "ca_file",
+            ),
+            (
+                "backend = \"etcd\"\nendpoints = [\"h:1\"]\nprefix = \"/p\"\nca_file = \"/nonexistent/ca.pem\"\ncert_file = \"/c.pem\"",
+                "key_file",
+            ),
+            (
+                "backend = \"etcd\"\nendpoints = [\"https://h:1\"]\nprefix = \"/p\"",
+                "ca_file",
+            ),
+        ];
+        for (section, key) in cases {
+            let err = parse(&format!("[storage]\n{section}\n")).expect_err(section);
+            assert!(err.contains(key), "{section:?}: {err} should name {key}");
+        }
+    }
+}

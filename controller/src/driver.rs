@@ -1,0 +1,391 @@
+//! [`Controller`]: the pure `model` controller around the durable log.
+//!
+//! The loop of SPEC §3: `step` decides, the log makes the events durable,
+//! `apply` folds them, `effects` says what to send. This module holds no rule
+//! of its own; every decision comes from [`model::controller::step`], and
+//! the rules are checked by the `invariants` crate (always on open, and as
+//! TIGER_STYLE assertions on every step, in release builds too).
+//!
+//! **No effect before flush (S7).** Effects leave [`Controller::handle`] only
+//! inside a [`Ready`], and a `Ready` can only be built from a [`Durable`]
+//! token, which only the log creates after the flush covering the events.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::path::Path;
+
+use model::controller::{
+    effects, step_in_place, ControllerState, Effect, Event, Fold, Input, Refusal,
+};
+
+use eventlog::{Durable, EventLog, LogError};
+
+/// Upper bound on one encoded controller event, in bytes (varint bincode):
+/// the largest is a `RolloutStarted` or `RolloutFollowersAdded` naming
+/// [`FOLLOWERS_PER_EVENT_MAX`] followers (a node id is at most 5 bytes; a
+/// plan of the whole fleet is recorded in several such entries) or an `OpClaimed` with two texts of
+/// [`CLAIM_TEXT_MAX`] characters (at most 4 bytes each, plus a length),
+/// each with under 128 bytes of fixed fields. The golden encoding test
+/// measures the largest real ones against it.
+///
+/// [`FOLLOWERS_PER_EVENT_MAX`]: model::plan::FOLLOWERS_PER_EVENT_MAX
+/// [`CLAIM_TEXT_MAX`]: model::controller::CLAIM_TEXT_MAX
+pub const EVENT_BYTES_BOUND: usize = {
+    let plan = 128 + model::plan::FOLLOWERS_PER_EVENT_MAX * 5;
+    let claim = 128 + 2 * (9 + model::controller::CLAIM_TEXT_MAX * 4);
+    if plan > claim {
+        plan
+    } else {
+        claim
+    }
+};
+
+// Every event the model can produce fits one log entry: an append can never
+// fail for size on a valid input.
+const _: () = assert!(EVENT_BYTES_BOUND <= eventlog::PAYLOAD_BYTES_MAX);
+
+/// Most inputs stepped into one durable batch (one flush): bounds the wait
+/// of the first input of a batch for the last one's decision.
+pub const BATCH_INPUTS_MAX: usize = 256;
+
+/// An input joins a batch only while the batch holds fewer events than
+/// this; the input that crosses it is the batch's last.
+pub const BATCH_EVENTS_SOFT_MAX: usize = 4096;
+
+/// Upper bound on the events one input produces: a start that supersedes
+/// a rollout aborts each of its undecided ops (at most one slot each) and
+/// grants a slot's worth of the new one, each at most
+/// [`SLOTS_MAX_LIMIT`](model::plan::SLOTS_MAX_LIMIT); every other event of
+/// one input is one of a handful (start, policy, pause, settle, complete).
+pub const EVENTS_PER_INPUT_MAX: usize = 2 * model::plan::SLOTS_MAX_LIMIT as usize + 64;
+
+// A batch ends at the input that crosses the soft bound, so one append
+// holds at most the soft bound plus one input's events.
+const _: () = assert!(BATCH_EVENTS_SOFT_MAX + EVENTS_PER_INPUT_MAX <= eventlog::APPEND_EVENTS_MAX);
+
+/// Why the controller could not start or could not handle an input.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// The model refused the input; nothing was recorded.
+    #[error("input refused: {0}")]
+    Refused(Refusal),
+    /// The log failed: on open (corrupt, not a log, I/O) or on append. After
+    /// an append failure the log is poisoned; restart to see what is durable.
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// The log is intact but its history breaks a rule: the controller
+    /// refuses to start rather than act on a state the rules never allow.
+    #[error("refusing to start: the event at sequence {sequence} breaks {violation}")]
+    RuleViolated {
+        /// Sequence of the offending event.
+        sequence: u64,
+        /// The broken rule and what broke it.
+        violation: invariants::Violation,
+    },
+}
+
+/// What one handled input produced, once durable: the events with their
+/// sequences and the effects to perform (sends, timers).
+///
+/// Built only by [`Ready::from_durable`], which takes the log's [`Durable`]
+/// token: holding a `Ready` proves its events reached disk (S7).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a Ready carries effects the runtime must perform"]
+pub struct Ready {
+    events: Vec<(u64, Event)>,
+    effects: Vec<Effect>,
+}
+
+impl Ready {
+    /// The only constructor. Private: only `handle` pairs a durable batch
+    /// with the effects derived from applying it.
+    fn from_durable(durable: Durable<Vec<(u64, Event)>>, effects: Vec<Effect>) -> Self {
+        Ready {
+            events: durable.into_inner(),
+            effects,
+        }
+    }
+
+    /// The durable events, in sequence order.
+    pub fn events(&self) -> &[(u64, Event)] {
+        &self.events
+    }
+
+    /// The effects to perform, in the order the events produced them.
+    pub fn effects(&self) -> &[Effect] {
+        &self.effects
+    }
+
+    /// Takes the events and effects out.
+    pub fn into_parts(self) -> (Vec<(u64, Event)>, Vec<Effect>) {
+        (self.events, self.effects)
+    }
+}
+
+/// What one durable batch of inputs produced: its [`Ready`] and, per input
+/// in the order taken, the range of its events in [`Ready::events`] or why
+/// the model refused it (a refused input records nothing).
+#[derive(Debug)]
+#[must_use = "a Batch carries effects the runtime must perform"]
+pub struct Batch {
+    /// The batch's durable events and their effects.
+    pub ready: Ready,
+    /// Per input taken: its events' range in `ready.events()`, or its refusal.
+    pub outcomes: Vec<Result<Range<usize>, Refusal>>,
+    /// What the batch's events touched (ops, rollouts, nodes).
+    pub touched: invariants::Touched,
+}
+
+/// The log under the controller: sled's directory, or etcd's prefix held
+/// under a [`eventlog::Leadership`] (its appends are fenced).
+pub type ControllerLog = EventLog<Event, Box<dyn eventlog::LogStorage>>;
+
+/// The controller: its durable log and the state folded from it.
+pub struct Controller {
+    log: ControllerLog,
+    state: ControllerState,
+    /// Sequence of the last event applied, `None` for an empty log. Kept
+    /// here because the log's own accessor can fail (poisoned mutex).
+    last_sequence: Option<u64>,
+    /// A hot standby's rule check over the events it follows, across
+    /// reads ([`Controller::follow`]); `None` on a leader.
+    following: Option<invariants::HistoryCheck>,
+}
+
+impl Controller {
+    /// Opens (or creates) the log in `dir`, verifies it, and rebuilds the
+    /// state by replaying every event through `invariants::check_history`.
+    ///
+    /// Refuses to start, naming the sequence, if the log is corrupt or its
+    /// history breaks a rule. Nothing is ever repaired.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Controller, ControllerError> {
+        Ok(Self::open_with_events(dir)?.0)
+    }
+
+    /// [`Controller::open`], also handing back the replayed events (for the
+    /// daemon's event feed).
+    pub fn open_with_events(
+        dir: impl AsRef<Path>,
+    ) -> Result<(Controller, Vec<(u64, Event)>), ControllerError> {
+        let (log, events) = EventLog::<Event>::open(dir)?;
+        let log = log.map_storage(|sled| Box::new(sled) as Box<dyn eventlog::LogStorage>);
+        Self::replayed(log, events)
+    }
+
+    /// [`Controller::open_with_events`] on any storage (etcd): the chain is
+    /// verified and the history checked the same way.
+    pub fn open_on_storage(
+        storage: Box<dyn eventlog::LogStorage>,
+    ) -> Result<(Controller, Vec<(u64, Event)>), ControllerError> {
+        let (log, events) = ControllerLog::with_storage(storage)?;
+        Self::replayed(log, events)
+    }
+
+    fn replayed(
+        log: ControllerLog,
+        events: Vec<(u64, Event)>,
+    ) -> Result<(Controller, Vec<(u64, Event)>), ControllerError> {
+        let state =
+            invariants::check_history(events.iter().map(|(_, event)| event)).map_err(|err| {
+                ControllerError::RuleViolated {
+                    // The log returns events densely from sequence 0, but map
+                    // through the list rather than assume it.
+                    sequence: events
+                        .get(err.index)
+                        .map_or(err.index as u64, |(sequence, _)| *sequence),
+                    violation: err.violation,
+                }
+            })?;
+        let last_sequence = events.last().map(|(sequence, _)| *sequence);
+        Ok((
+            Controller {
+                log,
+                state,
+                last_sequence,
+                following: None,
+            },
+            events,
+        ))
+    }
+
+    /// Handles one input: the model decides, the log makes the events
+    /// durable, then they are applied and their effects collected.
+    ///
+    /// A refused input returns [`ControllerError::Refused`] and records
+    /// nothing. On a log error nothing is applied; the log is poisoned.
+    pub fn handle(&mut self, input: Input) -> Result<Ready, ControllerError> {
+        let mut queue = VecDeque::from([input]);
+        let batch = self.handle_batch(&mut queue)?;
+        debug_assert!(queue.is_empty());
+        match batch.outcomes.into_iter().next() {
+            Some(Err(refusal)) => Err(ControllerError::Refused(refusal)),
+            _ => Ok(batch.ready),
+        }
+    }
+
+    /// Group commit (raft-rs `Ready` style): takes inputs from the front of
+    /// `inputs` (at most [`BATCH_INPUTS_MAX`], and no more once the batch
+    /// holds [`BATCH_EVENTS_SOFT_MAX`] events), steps each against the state
+    /// as the ones before it left it, appends all their events in one
+    /// durable batch (one flush), and only then hands out the effects.
+    ///
+    /// The state advances only once the batch is durable: on a log error
+    /// nothing is applied and the log is poisoned. A refused input takes its
+    /// place in the outcomes and records nothing; the others are unaffected.
+    pub fn handle_batch(&mut self, inputs: &mut VecDeque<Input>) -> Result<Batch, ControllerError> {
+        // O(1): the state's collections are persistent (imbl).
+        let mut next = self.state.clone();
+        let mut events = Vec::new();
+        let mut out = Vec::new();
+        let mut outcomes = Vec::new();
+        let mut all = invariants::Touched::default();
+        while outcomes.len() < BATCH_INPUTS_MAX && events.len() < BATCH_EVENTS_SOFT_MAX {
+            let Some(input) = inputs.pop_front() else {
+                break;
+            };
+            let mut checked = Checked {
+                touched: invariants::Touched::default(),
+                out: &mut out,
+            };
+            match step_in_place(&mut next, &input, &mut checked) {
+                Err(refusal) => outcomes.push(Err(refusal)),
+                Ok(stepped) => {
+                    let touched = checked.finish(&next, stepped.len());
+                    let start = events.len();
+                    events.extend(stepped);
+                    all.extend(touched);
+                    outcomes.push(Ok(start..events.len()));
+                }
+            }
+        }
+        let durable = self.log.append(events)?;
+        if let Some((sequence, _)) = durable.get().last() {
+            self.last_sequence = Some(*sequence);
+        }
+        self.state = next;
+        Ok(Batch {
+            ready: Ready::from_durable(durable, out),
+            outcomes,
+            touched: all,
+        })
+    }
+
+    /// A hot standby's step: reads what the leader appended since the last
+    /// call (every entry verified as on open: key, checksum, hash chain),
+    /// checks each event's rules as a restart does
+    /// ([`invariants::HistoryCheck`], the owed-repair exceptions carried
+    /// across calls) and folds it into the state. Returns the new events.
+    ///
+    /// A log error leaves the state as it was (a failed etcd read can be
+    /// retried); a rule violation is [`ControllerError::RuleViolated`] and
+    /// the follower must stop. Nothing is written.
+    pub fn follow(&mut self) -> Result<Vec<(u64, Event)>, ControllerError> {
+        let events = self.log.read_new()?;
+        let Some((last, _)) = events.last() else {
+            return Ok(events);
+        };
+        let next = self.last_sequence.map_or(0, |sequence| sequence + 1);
+        let check = self.following.get_or_insert_with(|| {
+            invariants::HistoryCheck::resume(self.state.clone(), next as usize)
+        });
+        for (_, event) in &events {
+            check
+                .push(event)
+                .map_err(|err| ControllerError::RuleViolated {
+                    sequence: err.index as u64,
+                    violation: err.violation,
+                })?;
+        }
+        self.state = check.state().clone();
+        self.last_sequence = Some(*last);
+        Ok(events)
+    }
+
+    /// A hot standby elected leader: swaps the read-only storage for the
+    /// fenced one (`storage`, opened under the won leadership), reads to
+    /// the tail ([`Controller::follow`]) and returns those last events.
+    /// From here appends chain onto the followed log. Refuses a log whose
+    /// last batch left a repair owed, as a restart would.
+    pub fn promote(
+        &mut self,
+        storage: Box<dyn eventlog::LogStorage>,
+    ) -> Result<Vec<(u64, Event)>, ControllerError> {
+        // The read-only storage is dropped here; reads and appends go to
+        // the fenced one from now on.
+        drop(self.log.swap_storage(storage));
+        let tail = self.follow()?;
+        if let Some(check) = self.following.take() {
+            check
+                .finish()
+                .map_err(|err| ControllerError::RuleViolated {
+                    sequence: err.index as u64,
+                    violation: err.violation,
+                })?;
+        }
+        Ok(tail)
+    }
+
+    /// The current state: the fold of every durable event.
+    pub fn state(&self) -> &ControllerState {
+        &self.state
+    }
+
+    /// Sequence of the last durable event, `None` if the log is empty.
+    pub fn last_sequence(&self) -> Option<u64> {
+        self.last_sequence
+    }
+
+    /// The log's group-commit counters (flushes so far, durable end).
+    pub fn commit_stats(&self) -> Result<eventlog::CommitStats, ControllerError> {
+        Ok(self.log.commit_stats()?)
+    }
+
+    /// Flushes and closes the log, reporting a failed final flush.
+    pub fn close(self) -> Result<(), ControllerError> {
+        self.log.close()?;
+        Ok(())
+    }
+}
+
+/// Watches one input's events as the model applies them to the batch's
+/// state: checks each event's rules before it, collects its effects and
+/// what it touched after it.
+struct Checked<'a> {
+    touched: invariants::Touched,
+    out: &'a mut Vec<Effect>,
+}
+
+impl Fold for Checked<'_> {
+    fn before(&mut self, state: &ControllerState, event: &Event) {
+        // Kept on in release builds (TIGER_STYLE): a rule broken here is a
+        // bug in the model, and acting on it would release effects the
+        // rules forbid. docs/performance.md measures what it costs.
+        if let Err(violation) = invariants::check_event(state, event) {
+            panic!("model produced an event breaking a rule ({event}): {violation}");
+        }
+    }
+
+    fn after(&mut self, state: &ControllerState, event: &Event) {
+        self.touched.add(state, event);
+        self.out.extend(effects(state, event));
+    }
+}
+
+impl Checked<'_> {
+    /// After the input's last event: the bound the batch size rests on,
+    /// and the state rules on what the input touched.
+    fn finish(self, state: &ControllerState, events: usize) -> invariants::Touched {
+        // TIGER_STYLE: the bound the batch size rests on holds in production.
+        assert!(
+            events <= EVENTS_PER_INPUT_MAX,
+            "one input produced {events} events, over EVENTS_PER_INPUT_MAX {EVENTS_PER_INPUT_MAX}"
+        );
+        // State rules hold between inputs, not between an input's events (a
+        // canary's failed probe is followed by its restore in the same
+        // input). Checked on what the input touched: O(log n) per event.
+        if let Err(violation) = invariants::check_state_touched(state, &self.touched, None) {
+            panic!("state after an input breaks a rule: {violation}");
+        }
+        self.touched
+    }
+}

@@ -1,0 +1,11 @@
+//! Fleetweft's controller: the durable [`driver`] around the pure `model`
+//! controller core and its event log, and the [`daemon`] that runs it
+//! (one core task; the agents' QUIC links, the operator HTTP API, the
+//! dashboard, HA on etcd, readbacks and webhooks only send it inputs).
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod daemon;
+pub mod driver;
+pub mod policy_text;

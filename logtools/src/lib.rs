@@ -1,0 +1,9 @@
+//! Fleetweft's log tools, behind `fleetweft log`: read-only inspection of
+//! a controller log or an agent journal ([`inspect`]: verify, show) and
+//! copying a controller log between backends ([`copy`]).
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod copy;
+pub mod inspect;
