@@ -75,6 +75,7 @@ pub use snapshot::{
 };
 pub use storage::{BatchLimits, LogStorage, RawEntry, StorageError};
 pub use verify::{
-    verify, verify_in_place, verify_in_place_with, verify_storage_with, verify_with, EntryFault,
+    read_private_copy, verify, verify_in_place, verify_in_place_with, verify_storage_with,
+    verify_with, EntryFault,
     VerifyError, VerifyReport,
 };

@@ -177,6 +177,19 @@ pub struct SnapshotOpen<E, S: LogStorage, T> {
     pub skipped: Vec<(u64, SnapshotSkip)>,
 }
 
+impl<E: Serialize + DeserializeOwned, S: LogStorage, T> SnapshotOpen<E, S, T> {
+    /// The same opening on another handle to the log's storage (boxed,
+    /// so one controller type runs on sled or etcd). Nothing is re-read.
+    pub fn map_storage<U: LogStorage>(self, f: impl FnOnce(S) -> U) -> SnapshotOpen<E, U, T> {
+        SnapshotOpen {
+            log: self.log.map_storage(f),
+            snapshot: self.snapshot,
+            tail: self.tail,
+            skipped: self.skipped,
+        }
+    }
+}
+
 /// Encodes a snapshot record (see the module docs for the layout).
 pub(super) fn encode_record(covers: u64, head_hash: &Hash, state: &[u8]) -> Vec<u8> {
     let mut record = Vec::with_capacity(RECORD_HEADER_BYTES + state.len() + RECORD_CHECKSUM_BYTES);

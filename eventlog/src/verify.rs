@@ -243,6 +243,22 @@ pub fn verify_with(
     verify_in_place_with(copy.path(), check).map_err(|err| err.relocated(copy.path(), dir))
 }
 
+/// Runs `read` on a private copy of the sled log in `dir` (as [`verify`]
+/// reads it: `dir` itself is never written), e.g. a deep pass over its
+/// snapshots ([`verify_snapshots`](super::verify_snapshots)). Errors name
+/// `dir`, not the copy.
+pub fn read_private_copy<R>(
+    dir: impl AsRef<Path>,
+    read: impl FnOnce(&SledStorage) -> Result<R, VerifyError>,
+) -> Result<R, VerifyError> {
+    let dir = dir.as_ref();
+    let copy = SnapshotCopy::take(dir)?;
+    let result = SledStorage::open_existing(copy.path())
+        .map_err(VerifyError::from)
+        .and_then(|storage| read(&storage));
+    result.map_err(|err| err.relocated(copy.path(), dir))
+}
+
 /// [`verify`] on the directory itself, without a private copy.
 ///
 /// Opening runs sled's recovery on `dir`, which may rewrite its files: a

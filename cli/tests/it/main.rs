@@ -47,6 +47,7 @@ mod quickstart;
 mod readback;
 mod roster;
 mod schemathesis;
+mod snapshots;
 mod stream;
 mod surfaces;
 mod webhooks;

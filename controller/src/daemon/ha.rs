@@ -43,8 +43,9 @@ pub const CAMPAIGN_ROUND_MS: u64 = 1_000;
 /// campaigns again (a standby outlives a short etcd outage).
 const CAMPAIGN_RETRY_MS: u64 = 1_000;
 
-/// A controller on the log: the controller, its replayed history.
-pub type Elected = (Controller, Vec<(u64, Event)>);
+/// A controller on the log, started from its newest usable snapshot and
+/// the events after it.
+pub type Elected = crate::driver::Started<super::annex::Derived>;
 
 /// A hot standby's log: the etcd client (shared with the campaign) and the
 /// controller replayed from the read-only log.
@@ -60,7 +61,7 @@ pub struct Follower {
 pub fn open_follower(etcd: &EtcdConfig) -> anyhow::Result<Follower> {
     let client = EtcdClient::connect(etcd)?;
     let storage = EtcdStorage::open_read_only(&client, etcd)?;
-    let opened = Controller::open_on_storage(Box::new(storage))?;
+    let opened = Controller::start_on_storage(Box::new(storage), super::annex::Derived::decode)?;
     Ok(Follower { client, opened })
 }
 

@@ -3,6 +3,7 @@
 //! operator API and deadlines only send it inputs.
 
 pub mod ahead;
+pub mod annex;
 pub mod api;
 pub mod bundles;
 pub mod config;
@@ -78,14 +79,12 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
         .with_context(|| format!("binding the API on {}", cfg.api.listen))?;
     let hooks = webhooks::prepare(&cfg).context("loading the [[webhooks]] secrets")?;
     let cfg = Arc::new(cfg);
-    let (controller, history) = opened.log;
     let role = match opened.campaign {
         None => role::Role::Leader,
         Some(_) => role::Role::Standby,
     };
     let core = core::spawn(
-        controller,
-        history,
+        opened.log,
         (*cfg).clone(),
         allow_faults,
         deny,
@@ -198,7 +197,7 @@ async fn open_log(cfg: &ControllerConfig) -> anyhow::Result<Opened> {
     let (opened, source) = match cfg.storage.etcd_config() {
         None => {
             let log_dir = cfg.data_dir.join(LOG_DIR);
-            let log = crate::driver::Controller::open_with_events(&log_dir)
+            let log = crate::driver::Controller::start(&log_dir, annex::Derived::decode)
                 .with_context(|| format!("opening the event log in {}", log_dir.display()))?;
             let source = log_dir.display().to_string();
             (
@@ -223,10 +222,20 @@ async fn open_log(cfg: &ControllerConfig) -> anyhow::Result<Opened> {
             (opened, source)
         }
     };
-    tracing::info!(
-        events = opened.log.1.len(),
-        "event log replayed; state rebuilt from {source}"
-    );
+    let started = &opened.log;
+    match &started.snapshot {
+        Some(snapshot) => tracing::info!(
+            covers = snapshot.covers,
+            events = started.tail.len(),
+            "state rebuilt from {source}: a snapshot of the first {} entries, then {} event(s) replayed",
+            snapshot.covers,
+            started.tail.len()
+        ),
+        None => tracing::info!(
+            events = started.tail.len(),
+            "event log replayed; state rebuilt from {source}"
+        ),
+    }
     Ok(opened)
 }
 
