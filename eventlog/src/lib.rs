@@ -76,6 +76,5 @@ pub use snapshot::{
 pub use storage::{BatchLimits, LogStorage, RawEntry, StorageError};
 pub use verify::{
     read_private_copy, verify, verify_in_place, verify_in_place_with, verify_storage_with,
-    verify_with, EntryFault,
-    VerifyError, VerifyReport,
+    verify_with, EntryFault, VerifyError, VerifyReport,
 };

@@ -81,7 +81,10 @@ fn a_restart_from_a_snapshot_answers_as_before_and_verify_deep_agrees() {
         log.contains("a snapshot of the first"),
         "the restart did not start from a snapshot: {log}"
     );
-    assert_eq!(ctl.http("GET", "/api/unresolved", None, b"").1, before_unresolved);
+    assert_eq!(
+        ctl.http("GET", "/api/unresolved", None, b"").1,
+        before_unresolved
+    );
     assert_eq!(ctl.all_pages("/api/nodes"), before_nodes);
     assert_eq!(ctl.status()["rollouts"], before_status["rollouts"]);
 
