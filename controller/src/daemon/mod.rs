@@ -93,7 +93,15 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
     );
     let bundles = Arc::new(bundle_dir);
     ha::close_links_when_deposed(endpoint.clone());
-    tokio::spawn(links::serve(endpoint, core.clone(), bundles.clone()));
+    // Computed once: it warns when it would point nowhere.
+    let me = opened.campaign.as_ref().map(|_| advert(&cfg));
+    let own_agents = me.as_ref().map(|advert| advert.agents.clone());
+    tokio::spawn(links::serve(
+        endpoint,
+        core.clone(),
+        bundles.clone(),
+        own_agents,
+    ));
     let api = http::Api {
         cfg: cfg.clone(),
         core: core.clone(),
@@ -105,7 +113,8 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
     match opened.campaign {
         None => lead(api.clone(), hooks).await?,
         Some((client, etcd)) => {
-            let elected = ha::spawn_campaign(client, etcd, advert(&cfg), core.clone());
+            let advert = me.unwrap_or_else(|| advert(&cfg));
+            let elected = ha::spawn_campaign(client, etcd, advert, core.clone());
             let api = api.clone();
             tokio::spawn(async move {
                 if elected.await.is_ok() {
