@@ -196,7 +196,10 @@ fn advert(cfg: &ControllerConfig) -> role::Advert {
 /// client and configuration the standby campaigns with.
 struct Opened {
     log: ha::Elected,
-    campaign: Option<(eventlog::EtcdClient, eventlog::EtcdConfig)>,
+    campaign: Option<(
+        (eventlog::EtcdClient, eventlog::LimitsProbed),
+        eventlog::EtcdConfig,
+    )>,
 }
 
 /// Opens the log the config names. sled: the directory under `data_dir`.
@@ -227,7 +230,7 @@ async fn open_log(cfg: &ControllerConfig) -> anyhow::Result<Opened> {
                 .with_context(|| format!("opening the event log on {source} read-only"))?;
             let opened = Opened {
                 log: follower.opened,
-                campaign: Some((follower.client, etcd)),
+                campaign: Some(((follower.client, follower.probed), etcd)),
             };
             (opened, source)
         }
