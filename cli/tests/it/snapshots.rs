@@ -16,12 +16,7 @@ fn enroll(ctl: &Controller, i: usize) {
         "name": format!("edge-{i:03}"),
         "public": format!("127.0.0.1:{}", 20_000 + i),
     });
-    let (code, text) = ctl.http(
-        "POST",
-        "/api/nodes",
-        Some(&ctl.token),
-        body.to_string().as_bytes(),
-    );
+    let (code, text) = ctl.post_json("/api/nodes", &body);
     assert_eq!(code, 200, "enroll edge-{i:03}: {text}");
 }
 
