@@ -218,10 +218,14 @@ pub struct NodeCounts {
 /// Op counts over every op granted, summed from the rollouts' indexes.
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, utoipa::ToSchema)]
 pub struct OpCounts {
-    /// Every op ever granted (hot and archived).
+    /// Every op ever granted (hot, archived and forgotten).
     pub granted: usize,
     /// Archived ops (settled, their rollout finished).
     pub archived: usize,
+    /// Forgotten ops: settled in a rollout older than the last
+    /// `ROLLOUTS_REMEMBERED` archived; only the log has them.
+    #[serde(default)]
+    pub forgotten: u64,
     /// Holding a slot (UNKNOWN included).
     pub holding_slot: usize,
     /// UNKNOWN now.
@@ -538,6 +542,7 @@ pub fn event_op(event: &model::controller::Event) -> Option<OpId> {
         | E::LateReportIgnored { op, .. }
         | E::StaleCommandRejected { op, .. }
         | E::ForeignMessageIgnored { op, .. }
+        | E::ForgottenOpIgnored { op, .. }
         | E::RollBackOrdered { op } => Some(*op),
         _ => None,
     }
@@ -697,6 +702,20 @@ fn op_entry(s: &ControllerState, id: OpId) -> Option<(OpState, OpDto)> {
     let dto = archived_op_dto(s, a);
     let state = a.outcome.map_or(OpState::Granted, OpState::of_outcome);
     Some((state, dto))
+}
+
+/// Why op `id` has no entry: forgotten by the state (settled in a rollout
+/// older than the last [`model::controller::ROLLOUTS_REMEMBERED`]
+/// archived; its events stay in the log), or never granted.
+pub fn op_missing(s: &ControllerState, id: OpId) -> String {
+    if s.op_forgotten(id) {
+        format!(
+            "no op {id} in the state: it settled in a rollout older than the last {} archived, so the state forgot it; its events stay in the log (fleetweft log show)",
+            model::controller::ROLLOUTS_REMEMBERED
+        )
+    } else {
+        format!("no op {id}: never granted")
+    }
 }
 
 /// `GET /api/ops/{op}`: one op, hot or archived.
@@ -962,6 +981,7 @@ pub fn op_counts(s: &ControllerState) -> OpCounts {
     let mut c = OpCounts {
         granted: s.ops_granted(),
         archived: s.archive.len(),
+        forgotten: s.forgotten_ops,
         ..OpCounts::default()
     };
     for r in s.rollouts.iter() {

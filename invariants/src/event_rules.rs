@@ -281,6 +281,13 @@ pub fn s5_pause_stops_grants(before: &ControllerState, event: &Event) -> Result<
 /// stored decision.
 pub fn s6_stable_decisions(before: &ControllerState, event: &Event) -> Result<(), Violation> {
     match event {
+        Event::CommitDecided { op, decision } if before.op_forgotten(*op) => broken(
+            Rule::S6,
+            format!(
+                "decided {} for {op}, which the state forgot: its decision, if any, lives only in the log, so it is never decided again",
+                words::decision(*decision)
+            ),
+        ),
         Event::CommitDecided { op, decision } => {
             let Some(o) = before.op_summary(*op) else {
                 return broken(
@@ -366,8 +373,20 @@ pub fn s8_late_report_changes_nothing(
             ),
             _ => Ok(()),
         },
+        // Only an op the state forgot may be ignored as forgotten: a hot or
+        // archived op's message is judged as the node's own or foreign.
+        Event::ForgottenOpIgnored { node, op } if !before.op_forgotten(*op) => broken(
+            Rule::S8,
+            format!("{node}'s message about {op} logged as about a forgotten op, but the state still knows it (or never granted it)"),
+        ),
         Event::ForeignMessageIgnored { node, op, owner } => {
             let actual = before.op_summary(*op).map(|o| o.node);
+            if before.op_forgotten(*op) {
+                return broken(
+                    Rule::S8,
+                    format!("{node}'s message about {op}, which the state forgot, logged as foreign: its owner is not known any more"),
+                );
+            }
             if actual != *owner || actual == Some(*node) {
                 return broken(
                     Rule::S8,

@@ -18,6 +18,11 @@ use model::{Decision, OpId, RolloutId, ToAgent};
 ///   with `after_restore`), and the generation it carries is durable.
 pub fn s7_persist_before_reply(durable: &ControllerState, sent: &ToAgent) -> Result<(), Violation> {
     let op = sent.op();
+    // A forgotten op settled long ago (durably: it left the state only once
+    // its rollout was archived); acknowledging it reveals nothing new.
+    if matches!(sent, ToAgent::Settled { .. }) && durable.op_forgotten(op) {
+        return Ok(());
+    }
     let Some(o) = durable.op_summary(op) else {
         return broken(
             Rule::S7,

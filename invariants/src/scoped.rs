@@ -84,7 +84,8 @@ fn names(event: &Event) -> (Option<RolloutId>, Option<OpId>, Option<NodeId>) {
         | Event::RollBackOrdered { op } => (None, Some(*op), None),
         Event::LateReportIgnored { node, op }
         | Event::StaleCommandRejected { node, op, .. }
-        | Event::ForeignMessageIgnored { node, op, .. } => (None, Some(*op), Some(*node)),
+        | Event::ForeignMessageIgnored { node, op, .. }
+        | Event::ForgottenOpIgnored { node, op } => (None, Some(*op), Some(*node)),
         Event::NodeObserved { node, .. }
         | Event::NodeHello { node, .. }
         | Event::NodeQuarantined { node, .. }
@@ -184,7 +185,9 @@ pub(crate) fn s4_op(state: &ControllerState, op: &Op) -> Result<(), Violation> {
     if op.is_canary != on_canary {
         return broken(Rule::S4, flag_mismatch(op.id, op.node, op.is_canary, r));
     }
-    if on_canary {
+    // A forgotten rollout's canary op may be forgotten: its follower was
+    // judged against it when granted, and nothing in the rollout changes.
+    if on_canary || r.forgotten {
         return Ok(());
     }
     // The canary op may be archived (its rollout finished, its node moved

@@ -1,7 +1,9 @@
 //! State rules: they hold in every reachable controller state.
 
 use crate::{broken, words, Rule, Violation};
-use model::controller::{ControllerState, Op, OpPhase, Outcome, Resolution, Rollout};
+use model::controller::{
+    ControllerState, Op, OpPhase, Outcome, Resolution, Rollout, ROLLOUTS_REMEMBERED,
+};
 use model::{NodeId, OpId};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -238,12 +240,73 @@ pub fn check_state(state: &ControllerState) -> Result<(), Violation> {
     s11_wrong_answer_stops(state)
 }
 
+/// The archived rollouts whose ops the state still remembers are the last
+/// [`ROLLOUTS_REMEMBERED`] archived, each archived and not forgotten, and
+/// every other archived rollout is forgotten: the state stays bounded by
+/// the fleet and that count, and nothing is forgotten early.
+fn remembered_agrees(state: &ControllerState) -> Result<(), Violation> {
+    let remembered = state.remembered.len();
+    let archived_not_forgotten = state
+        .rollouts
+        .iter()
+        .filter(|r| r.archived && !r.forgotten)
+        .count();
+    let each_agrees = state.remembered.iter().all(|id| {
+        state
+            .rollout(*id)
+            .is_some_and(|r| r.archived && !r.forgotten)
+    });
+    if remembered > ROLLOUTS_REMEMBERED || remembered != archived_not_forgotten || !each_agrees {
+        return broken(
+            Rule::NamesWhatExists,
+            format!(
+                "the state remembers {remembered} archived rollout(s) {:?}, but {archived_not_forgotten} are archived and not forgotten (at most {ROLLOUTS_REMEMBERED} are remembered)",
+                state.remembered
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// A forgotten rollout finished and was archived; the ops it still lists
+/// are exactly its hot ones, each its node's latest, and its counts cover
+/// at least them (the others were forgotten with their summaries).
+fn forgotten_rollout_agrees(state: &ControllerState, r: &Rollout) -> Result<(), Violation> {
+    let hot_and_latest = r.ops.iter().all(|id| {
+        state.op(*id).is_some_and(|o| {
+            o.rollout == r.id
+                && r.op_for(o.node) == Some(*id)
+                && state.nodes.get(&o.node).and_then(|n| n.last_op) == Some(*id)
+        })
+    });
+    let counted = r.settled as usize >= r.ops.len() && r.op_by_node.len() == r.ops.len();
+    if !(r.archived && r.finished() && hot_and_latest && counted) {
+        return broken(
+            Rule::NamesWhatExists,
+            format!(
+                "forgotten rollout {} (archived {}, finished {}) lists ops {:?}: each must be hot, its node's latest, and counted among {} settled",
+                r.id,
+                r.archived,
+                r.finished(),
+                r.ops,
+                r.settled
+            ),
+        );
+    }
+    Ok(())
+}
+
 /// The indexes `apply` keeps agree with the ops they summarise: per rollout
 /// the occupied slots (S1), node → op and followers granted (S4), the
 /// settled counts (L1); per node the live op (S2) and latest op; the active
 /// rollout (S5) and the next op id.
 pub fn indexes_agree(state: &ControllerState) -> Result<(), Violation> {
+    remembered_agrees(state)?;
     for r in &state.rollouts {
+        if r.forgotten {
+            forgotten_rollout_agrees(state, r)?;
+            continue;
+        }
         let ops: Vec<&Op> = ops_of(state, r).collect();
         let hot = ops.len();
         let archived = r.ops.len() - hot;
@@ -321,12 +384,15 @@ pub fn indexes_agree(state: &ControllerState) -> Result<(), Violation> {
             ),
         );
     }
-    let granted = state.ops.len() + state.archive.len();
-    if granted != state.next_op.0 as usize {
+    let granted = state.ops.len() as u64 + state.archive.len() as u64 + state.forgotten_ops;
+    if granted != u64::from(state.next_op.0) {
         return broken(
             Rule::NamesWhatExists,
             format!(
-                "{granted} ops exist but the next op id is {}",
+                "{granted} ops exist ({} hot, {} archived, {} forgotten) but the next op id is {}",
+                state.ops.len(),
+                state.archive.len(),
+                state.forgotten_ops,
                 state.next_op
             ),
         );

@@ -361,6 +361,10 @@ fn rename_controller(c: &ControllerState, r: &Renaming) -> ControllerState {
                 (s.id, s)
             })
             .collect(),
+        // Rollout ids are not renamed. Forgetting needs more rollouts than
+        // any checked configuration has, so no forgotten op id is renamed.
+        remembered: c.remembered.clone(),
+        forgotten_ops: c.forgotten_ops,
         next_op: c.next_op,
         active: c.active,
         intended: c.intended.iter().map(|(n, ro)| (r.node(*n), *ro)).collect(),

@@ -180,12 +180,13 @@ pub fn event_kind(event: &Event) -> &'static str {
         Event::NodeRetired { .. } => "node-retired",
         Event::RolloutPolicySet { .. } => "rollout-policy-set",
         Event::RolloutFollowersAdded { .. } => "rollout-followers-added",
+        Event::ForgottenOpIgnored { .. } => "forgotten-op-ignored",
     }
 }
 
 /// Every event kind word, in the model's variant order (what a webhook's
 /// `events` list may name).
-pub const EVENT_KINDS: [&str; 31] = [
+pub const EVENT_KINDS: [&str; 32] = [
     "rollout-started",
     "rollout-superseded",
     "rollout-paused",
@@ -217,6 +218,7 @@ pub const EVENT_KINDS: [&str; 31] = [
     "node-retired",
     "rollout-policy-set",
     "rollout-followers-added",
+    "forgotten-op-ignored",
 ];
 
 #[cfg(test)]

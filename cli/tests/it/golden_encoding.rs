@@ -84,6 +84,7 @@ fn event_variant(e: &Event) -> &'static str {
         Event::NodeRetired { .. } => "NodeRetired",
         Event::RolloutPolicySet { .. } => "RolloutPolicySet",
         Event::RolloutFollowersAdded { .. } => "RolloutFollowersAdded",
+        Event::ForgottenOpIgnored { .. } => "ForgottenOpIgnored",
     }
 }
 
@@ -218,6 +219,7 @@ fn events() -> Vec<Event> {
             rollout: R,
             followers: vec![NODE, NodeId(70_000)],
         },
+        Event::ForgottenOpIgnored { node: NODE, op: OP },
     ]
 }
 

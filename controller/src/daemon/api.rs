@@ -1272,7 +1272,7 @@ async fn list_ops(State(api): State<Api>, Query(pairs): Query<Vec<(String, Strin
 }
 
 /// `GET /api/ops/{op}`: one op, hot or archived; 404 naming the op if it
-/// was never granted.
+/// was never granted or the state forgot it.
 #[utoipa::path(get, path = "/api/ops/{op}", tag = "reads", params(("op" = String, Path, description = "op id: op0, op1, ...")), 
     responses((status = 200, description = "the op, hot or archived", body = OpDto), (status = 503, description = "the controller core stopped", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody)))]
 async fn one_op(State(api): State<Api>, Path(id): Path<String>) -> Response {
@@ -1284,7 +1284,7 @@ async fn one_op(State(api): State<Api>, Path(id): Path<String>) -> Response {
     };
     match super::view::one_op(&snap.state, op) {
         Some(dto) => Json(dto).into_response(),
-        None => ApiError::NotFound(format!("no op {op}: never granted")).into_response(),
+        None => ApiError::NotFound(super::view::op_missing(&snap.state, op)).into_response(),
     }
 }
 

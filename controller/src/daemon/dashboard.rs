@@ -261,11 +261,11 @@ fn render_counts(h: &mut String, s: &StatusDto) {
         h,
         "<h2>Summary</h2>\n<table id=\"counts\">\
          <tr><th>nodes</th><td>{} enrolled, {} connected, {} retired, {} quarantined</td><td><a href=\"/api/nodes?limit=100\">nodes</a> &middot; <a href=\"/api/nodes?state=unknown\">UNKNOWN</a> &middot; <a href=\"/api/nodes?state=quarantined\">quarantined</a></td></tr>\
-         <tr><th>ops</th><td>{} granted, {} holding a slot, <span class=\"{}\">{} UNKNOWN</span>, {} settled ({} passed, {} not), {} failed, {} archived</td><td><a href=\"/api/ops?limit=100\">ops</a> &middot; <a href=\"/api/ops?state=unknown\">UNKNOWN</a> &middot; <a href=\"/api/unresolved\">handover report</a></td></tr></table>",
+         <tr><th>ops</th><td>{} granted, {} holding a slot, <span class=\"{}\">{} UNKNOWN</span>, {} settled ({} passed, {} not), {} failed, {} archived, {} forgotten</td><td><a href=\"/api/ops?limit=100\">ops</a> &middot; <a href=\"/api/ops?state=unknown\">UNKNOWN</a> &middot; <a href=\"/api/unresolved\">handover report</a></td></tr></table>",
         n.enrolled, n.connected, n.retired, n.quarantined,
         o.granted, o.holding_slot,
         if o.unknown > 0 { "unknown" } else { "" },
-        o.unknown, o.settled, o.passed, o.settled_not_passed, o.failed, o.archived,
+        o.unknown, o.settled, o.passed, o.settled_not_passed, o.failed, o.archived, o.forgotten,
     );
     match &s.active {
         Some(r) => {

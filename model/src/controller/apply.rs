@@ -5,11 +5,12 @@
 use super::event::Event;
 use super::state::{
     Claim, ControllerState, EvidenceItem, EvidenceSource, NodeObservation, Op, OpPhase, Outcome,
-    Quarantine, Resolution, Rollout, RolloutStatus, OP_EVIDENCE_MAX,
+    Quarantine, Resolution, Rollout, RolloutStatus, OP_EVIDENCE_MAX, ROLLOUTS_REMEMBERED,
 };
 use crate::evidence::ProbeVerdict;
 use crate::ids::{NodeId, OpId, RolloutId};
 use crate::msg::{Decision, ReportKind};
+use imbl::{OrdMap, Vector};
 use std::fmt;
 use std::sync::Arc;
 
@@ -42,6 +43,10 @@ pub enum MissingReferent {
     /// counts were released once, and a second settle would release them
     /// again (the rollout's `occupied` would underflow). Appended last.
     Settled(OpId),
+    /// The event changes an op the state forgot (settled in a rollout older
+    /// than the last [`ROLLOUTS_REMEMBERED`] archived), or says an op was
+    /// forgotten that is hot, archived or never granted. Appended last.
+    Forgotten(OpId),
 }
 
 impl fmt::Display for MissingReferent {
@@ -68,6 +73,10 @@ impl fmt::Display for MissingReferent {
                 "the plan of rollout {r}, which is no longer being recorded (or a follower chunk out of bounds)"
             ),
             MissingReferent::Settled(op) => write!(f, "op {op}, which has settled already"),
+            MissingReferent::Forgotten(op) => write!(
+                f,
+                "op {op}, which the state forgot (or which is not forgotten, for a forgotten-op event)"
+            ),
         }
     }
 }
@@ -80,12 +89,14 @@ pub fn referents_exist(state: &ControllerState, event: &Event) -> Result<(), Mis
     let op_exists = |op: &OpId| match (state.op(*op), state.archive.contains_key(op)) {
         (Some(_), _) => Ok(()),
         (None, true) => Err(MissingReferent::Archived(*op)),
+        (None, false) if state.op_forgotten(*op) => Err(MissingReferent::Forgotten(*op)),
         (None, false) => Err(MissingReferent::Op(*op)),
     };
     // A late commit request of an archived op is still answered with its
     // stored decision (S6), or decided once if it never had one.
     let op_known = |op: &OpId| match state.op_summary(*op) {
         Some(_) => Ok(()),
+        None if state.op_forgotten(*op) => Err(MissingReferent::Forgotten(*op)),
         None => Err(MissingReferent::Op(*op)),
     };
     let rollout_exists = |r: &RolloutId| match state.rollout(*r) {
@@ -144,6 +155,13 @@ pub fn referents_exist(state: &ControllerState, event: &Event) -> Result<(), Mis
         | Event::NodeQuarantined { .. }
         | Event::NodeReleased { .. }
         | Event::CertRevoked { .. } => Ok(()),
+        Event::ForgottenOpIgnored { op, .. } => {
+            if state.op_forgotten(*op) {
+                Ok(())
+            } else {
+                Err(MissingReferent::Forgotten(*op))
+            }
+        }
         Event::NodeEnrolled { node, name, .. } => {
             if let Some(taken) = state.roster.id(name) {
                 return Err(MissingReferent::NameTaken(taken));
@@ -194,6 +212,7 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
                 settled: 0,
                 settled_not_passed: 0,
                 archived: false,
+                forgotten: false,
                 policy: Default::default(),
                 failed: 0,
                 unknown: 0,
@@ -439,6 +458,7 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
         Event::LateReportIgnored { .. }
         | Event::StaleCommandRejected { .. }
         | Event::ForeignMessageIgnored { .. }
+        | Event::ForgottenOpIgnored { .. }
         | Event::RollBackOrdered { .. } => {
             // Recorded for the audit trail; a late or stale message never
             // changes a node's recorded state (S8).
@@ -509,6 +529,48 @@ fn archive_rollout(state: &mut ControllerState, rollout: RolloutId) {
     for op in ops {
         archive_op(state, op);
     }
+    state.remembered.push_back(rollout);
+    while state.remembered.len() > ROLLOUTS_REMEMBERED {
+        if let Some(oldest) = state.remembered.pop_front() {
+            forget_rollout(state, oldest);
+        }
+    }
+}
+
+/// The state forgets an archived rollout's archived ops: they leave
+/// `archive`, and its op lists keep only its hot ops (each its node's
+/// latest, which a proof still reads). O(ops of the rollout), once per
+/// rollout; what remains is bounded by the fleet, not by history.
+fn forget_rollout(state: &mut ControllerState, rollout: RolloutId) {
+    let ops = rollout_mut(state, rollout).ops.clone();
+    let mut kept = Vector::new();
+    let mut gone = 0_u64;
+    for op in ops {
+        if state.archive.remove(&op).is_some() {
+            gone += 1;
+        } else {
+            kept.push_back(op);
+        }
+    }
+    state.forgotten_ops += gone;
+    let hot = |op: &OpId| state.ops.contains_key(op);
+    let by_node: OrdMap<NodeId, OpId> = rollout_ref(state, rollout)
+        .op_by_node
+        .iter()
+        .filter(|(_, op)| hot(op))
+        .map(|(n, op)| (*n, *op))
+        .collect();
+    let r = rollout_mut(state, rollout);
+    assert!(r.archived && !r.forgotten, "forgetting {rollout} twice");
+    r.forgotten = true;
+    r.ops = kept;
+    r.op_by_node = by_node;
+}
+
+fn rollout_ref(state: &ControllerState, rollout: RolloutId) -> &Rollout {
+    state
+        .rollout(rollout)
+        .expect("referents_exist: the rollout exists")
 }
 
 /// Move `op` to the archive if its rollout finished and it is not its
@@ -524,8 +586,23 @@ fn archive_op(state: &mut ControllerState, op: OpId) {
     }
     assert!(!o.occupies_slot(), "a finished rollout's op holds a slot");
     let summary = o.summary();
+    let rollout = o.rollout;
+    let node = o.node;
     state.ops.remove(&op);
-    state.archive.insert(op, summary);
+    if !rollout_ref(state, rollout).forgotten {
+        state.archive.insert(op, summary);
+        return;
+    }
+    // Its rollout was forgotten while this op was its node's latest: it is
+    // forgotten now, and leaves the rollout's lists of hot ops.
+    state.forgotten_ops += 1;
+    let r = rollout_mut(state, rollout);
+    if let Ok(at) = r.ops.binary_search(&op) {
+        r.ops.remove(at);
+    }
+    if r.op_by_node.get(&node) == Some(&op) {
+        r.op_by_node.remove(&node);
+    }
 }
 
 fn record(

@@ -65,6 +65,16 @@ fn unfiltered_effects(state: &ControllerState, event: &Event) -> Vec<Effect> {
             })
             .into_iter()
             .collect(),
+        // The state forgot the op's owner and generation; the message's
+        // sender is told to stop re-sending it (an agent acts on `Settled`
+        // only for its own op in the same id, and no generation fences it).
+        Event::ForgottenOpIgnored { node, op } => vec![Effect::Send {
+            to: *node,
+            msg: ToAgent::Settled {
+                op: *op,
+                generation: state.generation,
+            },
+        }],
         // A (re)connected agent gets the command for its live op again: the
         // command reveals nothing that is not already durable.
         // A released node gets the command for its live op again, as on

@@ -202,6 +202,16 @@ pub enum Event {
         rollout: RolloutId,
         followers: Vec<NodeId>,
     },
+    /// A report or commit request about an op the state forgot (settled in
+    /// a rollout older than the last
+    /// [`super::state::ROLLOUTS_REMEMBERED`] archived; its node was granted
+    /// newer work since). Its owner and decision live only in the log now,
+    /// so it is acknowledged (the agent stops re-sending a report) and never
+    /// decided again (S6). Changes nothing. Appended last.
+    ForgottenOpIgnored {
+        node: NodeId,
+        op: OpId,
+    },
 }
 
 impl fmt::Display for Event {
@@ -384,6 +394,10 @@ impl fmt::Display for Event {
                 let names: Vec<String> = followers.iter().map(|n| n.to_string()).collect();
                 write!(f, "rollout {rollout}'s plan goes on: {}", names.join(", "))
             }
+            Event::ForgottenOpIgnored { node, op } => write!(
+                f,
+                "{node} spoke about {op}, settled long ago and forgotten by the state: acknowledged, ignored"
+            ),
         }
     }
 }

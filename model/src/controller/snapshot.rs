@@ -35,7 +35,10 @@ pub const SNAPSHOT_MAGIC: [u8; 8] = *b"FWCSTATE";
 /// every other.
 ///
 /// - 1: first encoding.
-pub const SNAPSHOT_FORMAT_VERSION: u16 = 1;
+/// - 2: forgotten rollouts (`Rollout::forgotten`, `ControllerState::
+///   remembered` and `forgotten_ops`): a version-1 state never forgot, so
+///   folding on from it would differ from a fold from genesis.
+pub const SNAPSHOT_FORMAT_VERSION: u16 = 2;
 
 /// Bytes before the bincode body: magic and version.
 pub const SNAPSHOT_HEADER_BYTES: usize = SNAPSHOT_MAGIC.len() + 2;

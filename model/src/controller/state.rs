@@ -83,6 +83,11 @@ pub struct Rollout {
     pub unknown: u32,
     /// Approvals given between waves (the canary gate is `approved`).
     pub wave_approvals: u32,
+    /// More than [`ROLLOUTS_REMEMBERED`] rollouts were archived after it:
+    /// its archived ops were forgotten and `ops` and `op_by_node` keep only
+    /// its ops still hot (each its node's latest). Its counts stay.
+    #[serde(default)]
+    pub forgotten: bool,
 }
 
 impl Rollout {
@@ -249,6 +254,16 @@ pub struct Claim {
     pub review_by: String,
 }
 
+/// How many archived rollouts keep their ops' summaries in
+/// [`ControllerState::archive`]. When one more is archived, the oldest is
+/// *forgotten*: its archived ops leave the state (they stay whole in the
+/// event log and its archive), so the state, a snapshot and a restart are
+/// bounded by the fleet and this count, not by history. A message about a
+/// forgotten op is acknowledged and never decided again
+/// ([`super::Event::ForgottenOpIgnored`]): its node was granted newer work
+/// since, which supersedes whatever the agent still holds of it.
+pub const ROLLOUTS_REMEMBERED: usize = 8;
+
 /// Upper bound on a claim's owner and review-by texts.
 pub const CLAIM_TEXT_MAX: usize = 128;
 
@@ -405,7 +420,8 @@ pub const PEER_TEXT_MAX: usize = 128;
 /// a clone is O(1) and shares structure, an update is O(log n), so `step`
 /// can decide follow-on progress on a copy and readers can hold a snapshot
 /// while the core moves on. No decision walks the history: settled ops of
-/// finished rollouts move to [`ControllerState::archive`].
+/// finished rollouts move to [`ControllerState::archive`], and those of
+/// rollouts older than the last [`ROLLOUTS_REMEMBERED`] leave it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ControllerState {
     /// The current fleet generation; bumped by every rollout start.
@@ -418,8 +434,17 @@ pub struct ControllerState {
     /// The hot ops: every op of a rollout not finished, and each node's
     /// latest op.
     pub ops: OrdMap<OpId, Op>,
-    /// The other settled ops, compacted (they stay whole in the log).
+    /// The other settled ops of the last [`ROLLOUTS_REMEMBERED`] archived
+    /// rollouts, compacted (they stay whole in the log).
     pub archive: OrdMap<OpId, OpSummary>,
+    /// Archived rollouts whose ops are still in `archive`, oldest first
+    /// (at most [`ROLLOUTS_REMEMBERED`]).
+    #[serde(default)]
+    pub remembered: Vector<RolloutId>,
+    /// How many ops were forgotten: granted, settled, in neither `ops` nor
+    /// `archive` (`ops + archive + forgotten_ops == next_op`).
+    #[serde(default)]
+    pub forgotten_ops: u64,
     /// The id the next granted op takes.
     pub next_op: OpId,
     /// Index: the rollout still granting, if any (at most one).
@@ -455,7 +480,13 @@ impl ControllerState {
             .or_else(|| self.archive.get(&id).copied())
     }
 
-    /// Every op ever granted: hot and archived.
+    /// Op `id` was granted but its summary was forgotten (see
+    /// [`ROLLOUTS_REMEMBERED`]): neither hot nor archived.
+    pub fn op_forgotten(&self, id: OpId) -> bool {
+        id < self.next_op && !self.ops.contains_key(&id) && !self.archive.contains_key(&id)
+    }
+
+    /// Every op ever granted: hot, archived and forgotten.
     pub fn ops_granted(&self) -> usize {
         self.next_op.0 as usize
     }

@@ -478,7 +478,8 @@ fn unsettled(state: &ControllerState, id: OpId) -> Result<&Op, Refusal> {
     match state.op(id) {
         Some(o) if o.occupies_slot() => Ok(o),
         Some(_) => Err(Refusal::OpAlreadySettled(id)),
-        None if state.archive.contains_key(&id) => Err(Refusal::OpAlreadySettled(id)),
+        // Archived or forgotten: settled in a finished rollout.
+        None if id < state.next_op_id() => Err(Refusal::OpAlreadySettled(id)),
         None => Err(Refusal::UnknownOp(id)),
     }
 }
@@ -499,6 +500,9 @@ fn active(state: &ControllerState, id: RolloutId) -> Result<&super::state::Rollo
 /// (foreign). The two are told apart in the log because the second is what
 /// an impostor or a confused node looks like.
 fn ignored(state: &ControllerState, node: NodeId, op: OpId) -> Event {
+    if state.op_forgotten(op) {
+        return Event::ForgottenOpIgnored { node, op };
+    }
     match state.op_summary(op) {
         Some(o) if o.node == node => Event::LateReportIgnored { node, op },
         Some(o) => Event::ForeignMessageIgnored {
