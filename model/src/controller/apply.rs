@@ -529,9 +529,9 @@ fn archive_rollout(state: &mut ControllerState, rollout: RolloutId) {
     for op in ops {
         archive_op(state, op);
     }
-    state.remembered.push_back(rollout);
+    state.remembered.insert(rollout);
     while state.remembered.len() > ROLLOUTS_REMEMBERED {
-        if let Some(oldest) = state.remembered.pop_front() {
+        if let Some(oldest) = state.remembered.remove_min() {
             forget_rollout(state, oldest);
         }
     }

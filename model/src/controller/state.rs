@@ -5,7 +5,7 @@ use crate::evidence::RouteObservation;
 use crate::ids::{Digest, Generation, NodeId, OpId, RolloutId};
 use crate::msg::{Decision, ReportKind};
 use crate::plan::{Plan, Policy};
-use imbl::{OrdMap, Vector};
+use imbl::{OrdMap, OrdSet, Vector};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -437,10 +437,12 @@ pub struct ControllerState {
     /// The other settled ops of the last [`ROLLOUTS_REMEMBERED`] archived
     /// rollouts, compacted (they stay whole in the log).
     pub archive: OrdMap<OpId, OpSummary>,
-    /// Archived rollouts whose ops are still in `archive`, oldest first
-    /// (at most [`ROLLOUTS_REMEMBERED`]).
+    /// Archived rollouts whose ops are still in `archive` (at most
+    /// [`ROLLOUTS_REMEMBERED`]). A set, so the oldest started is forgotten
+    /// first whatever order they finished in: two histories that archived
+    /// the same rollouts give the same state (the checker merges them).
     #[serde(default)]
-    pub remembered: Vector<RolloutId>,
+    pub remembered: OrdSet<RolloutId>,
     /// How many ops were forgotten: granted, settled, in neither `ops` nor
     /// `archive` (`ops + archive + forgotten_ops == next_op`).
     #[serde(default)]
