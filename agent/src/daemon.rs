@@ -217,7 +217,22 @@ impl Agent {
         }
     }
 
+    /// [`Self::session_on`], with the controller's own reason when it
+    /// closed the connection (a refused certificate reads "invalid peer
+    /// certificate" there, not just "connection lost").
     async fn session(&mut self, conn: AgentConnection) -> anyhow::Result<Redirected> {
+        let watched = conn.connection().clone();
+        self.session_on(conn)
+            .await
+            .map_err(|e| match watched.close_reason() {
+                Some(reason) => {
+                    e.context(format!("the controller closed the connection: {reason}"))
+                }
+                None => e,
+            })
+    }
+
+    async fn session_on(&mut self, conn: AgentConnection) -> anyhow::Result<Redirected> {
         let (_endpoint, connection, control) = conn.into_parts();
         let (mut tx, mut rx) = control.split();
         let (inbox_tx, mut inbox) = tokio::sync::mpsc::channel(INBOX_MAX);
