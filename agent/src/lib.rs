@@ -8,7 +8,6 @@
 pub mod cli;
 pub mod config;
 pub mod daemon;
-pub mod dial;
 pub mod journal;
 pub mod probe;
 pub mod proxy;

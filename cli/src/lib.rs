@@ -5,5 +5,6 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod deep;
 pub mod ops;
 pub mod watch;

@@ -630,6 +630,11 @@ enum LogCommand {
         /// Print the summary (or the failure) as JSON.
         #[arg(long)]
         json: bool,
+        /// Also fold the log from genesis and compare every stored
+        /// snapshot with the fold (controller logs); exit 1 naming the
+        /// first snapshot that differs.
+        #[arg(long)]
+        deep: bool,
     },
     /// Print the events (or journal records), one per line, in domain
     /// words; control characters are shown escaped. Stops at the first
@@ -764,6 +769,7 @@ fn main() -> ExitCode {
                     prefix,
                     tls,
                     json,
+                    deep,
                 },
         } => {
             let tls = tls.settings();
@@ -772,8 +778,10 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
             return log_command(match (target.etcd, prefix) {
-                (Some(endpoints), Some(prefix)) => log_verify_etcd(endpoints, prefix, tls, json),
-                (etcd, _) => log_verify(LogTarget { etcd, ..target }, json),
+                (Some(endpoints), Some(prefix)) => {
+                    log_verify_etcd(endpoints, prefix, tls, json, deep)
+                }
+                (etcd, _) => log_verify(LogTarget { etcd, ..target }, json, deep),
             });
         }
         Command::Log {
@@ -1127,7 +1135,7 @@ fn report_failure(
     Ok(exit_code(err))
 }
 
-fn log_verify(target: LogTarget, json: bool) -> anyhow::Result<ExitCode> {
+fn log_verify(target: LogTarget, json: bool, deep: bool) -> anyhow::Result<ExitCode> {
     let mut out = io::stdout().lock();
     let (kind, given) = target.kind_and_dir();
     let dir = match locate(&given, kind) {
@@ -1137,6 +1145,15 @@ fn log_verify(target: LogTarget, json: bool) -> anyhow::Result<ExitCode> {
     let summary = match kind {
         LogKind::Controller => verify_controller_log(&dir).map(Summary::Controller),
         LogKind::AgentJournal => verify_journal(&dir).map(Summary::Journal),
+    };
+    let summary = match (summary, kind, deep) {
+        (Ok(summary), LogKind::Controller, true) => {
+            match eventlog::read_private_copy(&dir, |storage| cli::deep::check(storage)) {
+                Ok(deep) => return print_deep(&mut out, &dir, summary, deep, json),
+                Err(err) => Err(InspectError::Uninspectable(err)),
+            }
+        }
+        (summary, _, _) => summary,
     };
     match summary {
         Ok(summary) => {
@@ -1168,6 +1185,41 @@ fn log_verify(target: LogTarget, json: bool) -> anyhow::Result<ExitCode> {
         }
         Err(err) => report_failure(&mut out, &err, json),
     }
+}
+
+/// A sound controller log's summary and the deep pass's verdict; exit 1
+/// when a snapshot differs from the fold.
+fn print_deep(
+    out: &mut impl Write,
+    name: &Path,
+    summary: Summary,
+    deep: cli::deep::Deep,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let Summary::Controller(summary) = summary else {
+        bail!("--deep verifies controller logs only");
+    };
+    if json {
+        let value = serde_json::json!({
+            "sound": deep.sound,
+            "summary": summary,
+            "snapshots": deep.json,
+        });
+        let text = serde_json::to_string_pretty(&value)?;
+        writeln!(out, "{}", printable_json(&text))?;
+    } else {
+        let mut text = String::new();
+        print_summary(&mut text, name, &summary)?;
+        text.push_str(&deep.text);
+        for line in text.lines() {
+            writeln!(out, "{}", printable(line))?;
+        }
+    }
+    Ok(if deep.sound {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_BAD_LOG)
+    })
 }
 
 /// A sound log's summary, of either kind.
@@ -1258,14 +1310,31 @@ fn log_verify_etcd(
     prefix: String,
     tls: Option<eventlog::EtcdTls>,
     json: bool,
+    deep: bool,
 ) -> anyhow::Result<ExitCode> {
     let mut out = io::stdout().lock();
     let mut config = eventlog::EtcdConfig::new(endpoints.clone(), prefix.clone());
     config.tls = tls;
     let name = format!("etcd://{}{prefix}", endpoints.join(","));
-    let summary = open_etcd_read_only(&config)
-        .map_err(|err| InspectError::Uninspectable(eventlog::VerifyError::Storage(err)))
-        .and_then(|storage| verify_controller_log_in(&storage, &name));
+    let storage = match open_etcd_read_only(&config) {
+        Ok(storage) => storage,
+        Err(err) => {
+            let err = InspectError::Uninspectable(eventlog::VerifyError::Storage(err));
+            return report_failure(&mut out, &err, json);
+        }
+    };
+    let summary = match (verify_controller_log_in(&storage, &name), deep) {
+        (Ok(summary), true) => {
+            return match cli::deep::check(&storage) {
+                Ok(deep) => {
+                    let summary = Summary::Controller(summary);
+                    print_deep(&mut out, Path::new(&name), summary, deep, json)
+                }
+                Err(err) => report_failure(&mut out, &InspectError::Uninspectable(err), json),
+            };
+        }
+        (summary, _) => summary,
+    };
     match summary {
         Ok(summary) if json => {
             let value = serde_json::json!({ "sound": true, "summary": summary });

@@ -181,6 +181,92 @@ impl Controller {
         Self::replayed(log, events)
     }
 
+    /// Opens (or creates) the log in `dir` from its newest usable snapshot
+    /// (issue #26): the snapshot's state, then only the entries after it,
+    /// each rule-checked as a replay checks it. `annex` decodes the
+    /// runtime's part of the snapshot ([`crate::snapshot`]); a snapshot
+    /// whose frame, state or annex does not decode is skipped (named in
+    /// [`Started::skipped`] and logged) and an older one, or genesis, used.
+    pub fn start<A>(
+        dir: impl AsRef<Path>,
+        annex: impl FnMut(&[u8]) -> Result<A, String>,
+    ) -> Result<Started<A>, ControllerError> {
+        let opened = EventLog::<Event>::open_from_snapshot(dir, frame_decoder(annex))?;
+        Self::started(opened.map_storage(|sled| Box::new(sled) as Box<dyn eventlog::LogStorage>))
+    }
+
+    /// [`Controller::start`] on any storage (etcd).
+    pub fn start_on_storage<A>(
+        storage: Box<dyn eventlog::LogStorage>,
+        annex: impl FnMut(&[u8]) -> Result<A, String>,
+    ) -> Result<Started<A>, ControllerError> {
+        let opened = ControllerLog::with_storage_from_snapshot(storage, frame_decoder(annex))?;
+        Self::started(opened)
+    }
+
+    fn started<A>(
+        opened: eventlog::SnapshotOpen<Event, Box<dyn eventlog::LogStorage>, (ControllerState, A)>,
+    ) -> Result<Started<A>, ControllerError> {
+        let eventlog::SnapshotOpen {
+            log,
+            snapshot,
+            tail,
+            skipped,
+        } = opened;
+        let Some(snapshot) = snapshot else {
+            let (controller, tail) = Self::replayed(log, tail)?;
+            return Ok(Started {
+                controller,
+                tail,
+                snapshot: None,
+                skipped,
+            });
+        };
+        let (state, annex) = snapshot.state;
+        let covers = snapshot.covers;
+        let mut check = invariants::HistoryCheck::resume(state, covers as usize);
+        for (_, event) in &tail {
+            check.push(event).map_err(rule_violated)?;
+        }
+        let state = check.finish().map_err(rule_violated)?;
+        let last_sequence = tail
+            .last()
+            .map(|(sequence, _)| *sequence)
+            .or(covers.checked_sub(1));
+        let controller = Controller {
+            log,
+            state,
+            last_sequence,
+            following: None,
+        };
+        Ok(Started {
+            controller,
+            tail,
+            snapshot: Some(UsedSnapshot { covers, annex }),
+            skipped,
+        })
+    }
+
+    /// Stores a snapshot of the state after every durable event, with the
+    /// runtime's `annex` beside it. Durable when `Ok`. A failure changes
+    /// nothing else: appends go on, and the next start replays from an
+    /// older snapshot.
+    pub fn put_snapshot(&self, annex: &[u8]) -> Result<SnapshotWritten, SnapshotError> {
+        let covers = self.last_sequence.map_or(0, |last| last + 1);
+        let bytes = crate::snapshot::encode_frame(&self.state, annex)?;
+        self.log.put_snapshot(covers, &bytes)?;
+        Ok(SnapshotWritten {
+            covers,
+            bytes: bytes.len(),
+        })
+    }
+
+    /// Deletes every snapshot but the newest `keep`; returns what it
+    /// deleted.
+    pub fn prune_snapshots(&self, keep: usize) -> Result<Vec<u64>, LogError> {
+        self.log.prune_snapshots(keep)
+    }
+
     fn replayed(
         log: ControllerLog,
         events: Vec<(u64, Event)>,
@@ -344,6 +430,67 @@ impl Controller {
     pub fn close(self) -> Result<(), ControllerError> {
         self.log.close()?;
         Ok(())
+    }
+}
+
+/// A controller started by [`Controller::start`]: the events it folded
+/// after its snapshot (all of them without one), the snapshot it used,
+/// and the snapshots it skipped and why.
+pub struct Started<A> {
+    /// The controller, its state rebuilt.
+    pub controller: Controller,
+    /// The events after the snapshot (every event without one).
+    pub tail: Vec<(u64, Event)>,
+    /// The snapshot used, `None` when the whole log was replayed.
+    pub snapshot: Option<UsedSnapshot<A>>,
+    /// Snapshots found unusable, newest first, with the reason.
+    pub skipped: Vec<(u64, eventlog::SnapshotSkip)>,
+}
+
+/// The snapshot a start used.
+pub struct UsedSnapshot<A> {
+    /// Entries it covers (the tail starts at this sequence).
+    pub covers: u64,
+    /// The runtime's annex, decoded.
+    pub annex: A,
+}
+
+/// A snapshot [`Controller::put_snapshot`] stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SnapshotWritten {
+    /// Entries it covers.
+    pub covers: u64,
+    /// Its size (state and annex), in bytes.
+    pub bytes: usize,
+}
+
+/// Why a snapshot could not be stored.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// The state or frame could not be encoded (e.g. over its bound).
+    #[error(transparent)]
+    Frame(#[from] crate::snapshot::SnapshotFrameError),
+    /// The log refused or failed the put.
+    #[error(transparent)]
+    Log(#[from] LogError),
+}
+
+/// The log's decoder for [`Controller::start`]: the frame, the model's
+/// state, then the runtime's annex.
+fn frame_decoder<A>(
+    mut annex: impl FnMut(&[u8]) -> Result<A, String>,
+) -> impl FnMut(&[u8]) -> Result<(ControllerState, A), String> {
+    move |bytes| {
+        let (state, rest) = crate::snapshot::decode_frame(bytes).map_err(|e| e.to_string())?;
+        let annex = annex(rest).map_err(|e| format!("snapshot annex: {e}"))?;
+        Ok((state, annex))
+    }
+}
+
+fn rule_violated(err: invariants::HistoryViolation) -> ControllerError {
+    ControllerError::RuleViolated {
+        sequence: err.index as u64,
+        violation: err.violation,
     }
 }
 

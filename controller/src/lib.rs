@@ -9,3 +9,4 @@
 pub mod daemon;
 pub mod driver;
 pub mod policy_text;
+pub mod snapshot;

@@ -60,6 +60,35 @@ pub enum LogError {
         /// The storage's bytes limit.
         bytes_max: usize,
     },
+    /// A snapshot was asked for entries not yet durable: a crash could
+    /// lose them and leave a snapshot of a log that never was.
+    #[error(
+        "a snapshot covering {covers} entries was refused: only {durable_end} entries are durable"
+    )]
+    SnapshotAhead {
+        /// Entries the snapshot would cover.
+        covers: u64,
+        /// Entries durable now.
+        durable_end: u64,
+    },
+    /// A snapshot's state is over
+    /// [`SNAPSHOT_STATE_BYTES_MAX`](super::SNAPSHOT_STATE_BYTES_MAX).
+    #[error("a snapshot state of {bytes} bytes exceeds the {max}-byte limit")]
+    SnapshotTooLarge {
+        /// Bytes of the refused state.
+        bytes: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The entry a new snapshot would link to (`covers - 1`) could not be
+    /// read as that entry; nothing was stored.
+    #[error("cannot stamp a snapshot: entry {sequence} is unusable ({detail})")]
+    SnapshotUnlinked {
+        /// The entry it would link to.
+        sequence: u64,
+        /// What was wrong with it.
+        detail: String,
+    },
     /// An earlier storage failure (or a panic inside the log) left the log
     /// in an unknown state; no further appends are accepted. Reopen the log
     /// to see what reached disk.

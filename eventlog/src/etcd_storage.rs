@@ -7,8 +7,28 @@
 //!   order is log order and `log copy` moves entries unchanged;
 //! - `P/leader` = the leading controller's name, attached to its lease
 //!   (see [`Leadership`](super::Leadership));
+//! - `P/s/<covers as 8 big-endian bytes>/c/<index as 4 big-endian bytes>`
+//!   = chunk `index` of the snapshot record covering entries `0..covers`
+//!   (at most [`SNAPSHOT_CHUNK_BYTES_MAX`] each), and
+//!   `P/s/<covers>/m` = its manifest (see *Snapshots* below);
 //! - nothing else is written (`P/probe` is named by the open-time limit
 //!   probe, whose compare always fails, so it is never written either).
+//!
+//! **Snapshots.** A snapshot record can be far larger than one etcd
+//! request may be (256 MiB against [`ETCD_MAX_REQUEST_BYTES`]), and one
+//! transaction cannot hold it, so a put is several fenced transactions
+//! (each the append's leader compares: create revision and lease of the
+//! leader key): first one deleting everything under `P/s/<covers>/`, then
+//! the chunks, as many per transaction as the batch limits allow, then the
+//! manifest, last. Readers list and read only snapshots with a manifest,
+//! reading the chunks at the manifest's revision, so a put cut short (a
+//! crash, a lost fence) leaves chunks nobody reads, never a partial
+//! snapshot; the next put or delete of that `covers` removes them. A
+//! deposed writer's first transaction fails its compare and it writes
+//! nothing more. The record's own checksum (see `snapshot.rs`) is checked
+//! after reassembly. Deleted snapshots occupy etcd's database until a
+//! compaction and defragmentation reclaim them: run etcd with
+//! `--auto-compaction-retention`.
 //!
 //! **Durability and `flush`.** An append is ONE etcd transaction. etcd
 //! answers a transaction only after raft committed it on a quorum, each
@@ -56,7 +76,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use etcd_client::{
-    Compare, CompareOp, GetOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse,
+    Compare, CompareOp, DeleteOptions, GetOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse,
 };
 
 use super::etcd_thread::{
@@ -64,6 +84,7 @@ use super::etcd_thread::{
 };
 use super::etcd_tls::EtcdTls;
 use super::leadership::{Fence, Leadership, LEASE_TTL_MS_DEFAULT};
+use super::snapshot::SNAPSHOT_RECORD_BYTES_MAX;
 use super::storage::{BatchLimits, LogStorage, RawEntry, StorageError};
 
 /// The atomic batch limits of an etcd log unless configured otherwise:
@@ -106,6 +127,20 @@ const PUT_OVERHEAD_BYTES: usize = 16;
 
 /// Fixed bytes of a transaction beyond its puts: compares, gRPC framing.
 const TXN_OVERHEAD_BYTES: usize = 4096;
+
+/// Largest chunk of a snapshot record stored under one etcd key, in bytes
+/// (1 MiB): well under etcd's default 1.5 MiB request limit on its own, so
+/// a chunk never dominates a transaction, and a read page of
+/// [`SNAPSHOT_READ_PAGE_CHUNKS`] stays far under the client's decode limit.
+pub const SNAPSHOT_CHUNK_BYTES_MAX: usize = 1 << 20;
+
+/// Chunks read per range request when reading a snapshot (8 MiB at most).
+const SNAPSHOT_READ_PAGE_CHUNKS: i64 = 8;
+
+/// Bytes a chunk key is longer than an entry key, and some: the limit
+/// probe measured the server with entry keys, so a chunk's value gives up
+/// this much of the batch byte limit.
+const SNAPSHOT_CHUNK_KEY_EXTRA_BYTES: usize = 64;
 
 /// Entries read per range request when scanning.
 const SCAN_PAGE_ENTRIES: i64 = 256;
@@ -253,6 +288,8 @@ pub(super) struct Keys {
     pub(super) leader: Vec<u8>,
     /// `P/probe`.
     probe: Vec<u8>,
+    /// `P/s/`.
+    snapshots: Vec<u8>,
 }
 
 impl Keys {
@@ -262,7 +299,37 @@ impl Keys {
             entries: format!("{prefix}/e/").into_bytes(),
             leader: format!("{prefix}/leader").into_bytes(),
             probe: format!("{prefix}/probe").into_bytes(),
+            snapshots: format!("{prefix}/s/").into_bytes(),
         }
+    }
+
+    /// `P/s/<covers>/`: everything of one snapshot.
+    fn snapshot_dir(&self, covers: u64) -> Vec<u8> {
+        let mut key = self.snapshots.clone();
+        key.extend_from_slice(&covers.to_be_bytes());
+        key.push(b'/');
+        key
+    }
+
+    /// `P/s/<covers>/m`.
+    fn snapshot_manifest(&self, covers: u64) -> Vec<u8> {
+        let mut key = self.snapshot_dir(covers);
+        key.push(b'm');
+        key
+    }
+
+    /// `P/s/<covers>/c/`: the chunks' prefix.
+    fn snapshot_chunks(&self, covers: u64) -> Vec<u8> {
+        let mut key = self.snapshot_dir(covers);
+        key.extend_from_slice(b"c/");
+        key
+    }
+
+    /// `P/s/<covers>/c/<index>`.
+    fn snapshot_chunk(&self, covers: u64, index: u32) -> Vec<u8> {
+        let mut key = self.snapshot_chunks(covers);
+        key.extend_from_slice(&index.to_be_bytes());
+        key
     }
 
     fn entry(&self, sequence: u64) -> Vec<u8> {
@@ -273,12 +340,18 @@ impl Keys {
 
     /// The first key after every entry key (`P/e0`: `/` + 1).
     fn entries_end(&self) -> Vec<u8> {
-        let mut end = self.entries.clone();
-        if let Some(last) = end.last_mut() {
-            *last += 1;
-        }
-        end
+        range_end(&self.entries)
     }
+}
+
+/// The first key after every key starting with `prefix`, which ends in
+/// `/` (so `/` + 1 = `0`).
+fn range_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    if let Some(last) = end.last_mut() {
+        *last += 1;
+    }
+    end
 }
 
 /// A Fleetweft log in etcd. Appends need a [`Leadership`]; without one
@@ -296,57 +369,11 @@ pub struct EtcdStorage {
     append_retries: AtomicU64,
 }
 
-/// The cluster accepted transactions of these limits under this prefix
-/// ([`EtcdStorage::probe`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LimitsProbed {
-    limits: BatchLimits,
-    prefix: String,
-}
-
 impl EtcdStorage {
     /// Opens the log for appending under `leadership` (which must come from
     /// a campaign on the same prefix), after probing that the cluster
     /// accepts transactions of `config.limits`.
     pub fn open(
-        client: &EtcdClient,
-        config: &EtcdConfig,
-        leadership: &Leadership,
-    ) -> Result<Self, StorageError> {
-        let storage = Self::fenced(client, config, leadership)?;
-        storage.probe_limits()?;
-        Ok(storage)
-    }
-
-    /// Probes, without any leadership (the probe writes nothing), that the
-    /// cluster accepts transactions of `config.limits`: a hot standby does
-    /// it before it campaigns, so its takeover skips the probe
-    /// ([`EtcdStorage::open_probed`]); two transactions of the largest
-    /// batch's shape took most of a takeover's 0.3-0.8 s.
-    pub fn probe(client: &EtcdClient, config: &EtcdConfig) -> Result<LimitsProbed, StorageError> {
-        Self::open_read_only(client, config)?.probe_limits()?;
-        Ok(LimitsProbed {
-            limits: config.limits,
-            prefix: config.clean_prefix().to_string(),
-        })
-    }
-
-    /// [`EtcdStorage::open`] without its probe when `probed` covers
-    /// `config` (same limits and prefix); otherwise it probes.
-    pub fn open_probed(
-        client: &EtcdClient,
-        config: &EtcdConfig,
-        leadership: &Leadership,
-        probed: &LimitsProbed,
-    ) -> Result<Self, StorageError> {
-        if probed.limits != config.limits || probed.prefix != config.clean_prefix() {
-            return Self::open(client, config, leadership);
-        }
-        Self::fenced(client, config, leadership)
-    }
-
-    /// The fenced storage of `leadership`, not probed.
-    fn fenced(
         client: &EtcdClient,
         config: &EtcdConfig,
         leadership: &Leadership,
@@ -359,14 +386,16 @@ impl EtcdStorage {
                 keys.prefix
             )));
         }
-        Ok(EtcdStorage {
+        let storage = EtcdStorage {
             client: client.clone(),
             keys,
             limits: config.limits,
             fence: Some(leadership.fence().clone()),
             scanned_at: AtomicI64::new(0),
             append_retries: AtomicU64::new(0),
-        })
+        };
+        storage.probe_limits()?;
+        Ok(storage)
     }
 
     /// Opens the log read-only: scans work, appends fail with
@@ -672,6 +701,129 @@ impl EtcdStorage {
         }
     }
 
+    /// The fence of a writable storage, or [`StorageError::ReadOnly`].
+    fn writer_fence(&self) -> Result<&Fence, StorageError> {
+        self.fence.as_ref().ok_or_else(|| StorageError::ReadOnly {
+            target: self.client.target().to_string(),
+        })
+    }
+
+    /// Sends `ops` in one transaction guarded by the leader compares (as
+    /// appends are); a failed compare is [`StorageError::Deposed`].
+    /// The operations must be idempotent: a failed attempt is retried on
+    /// the next member (a chunk put twice is the same chunk).
+    fn fenced_txn(
+        &self,
+        fence: &Fence,
+        ops: Vec<TxnOp>,
+        action: &'static str,
+    ) -> Result<(), StorageError> {
+        let compares = [
+            Compare::create_revision(
+                self.keys.leader.clone(),
+                CompareOp::Equal,
+                fence.create_revision,
+            ),
+            Compare::lease(self.keys.leader.clone(), CompareOp::Equal, fence.lease_id),
+        ];
+        let txn = Txn::new()
+            .when(compares)
+            .and_then(ops)
+            .or_else([TxnOp::get(self.keys.leader.clone(), None)]);
+        // Patient: a transaction of several MiB may take longer than one
+        // quick attempt on a slow disk.
+        let response = self
+            .client
+            .call(Retry::Patient, move |client| {
+                let txn = txn.clone();
+                async move {
+                    let mut kv = client
+                        .kv_client()
+                        .max_decoding_message_size(DECODE_BYTES_MAX);
+                    kv.txn(txn).await
+                }
+            })
+            .map_err(|err| self.client.error(action, err))?;
+        if response.succeeded() {
+            return Ok(());
+        }
+        Err(self.refusal(fence, &response.op_responses(), 0))
+    }
+
+    /// Chunk size and chunks per transaction for this log's batch limits:
+    /// a snapshot transaction carries at most `bytes_max` value bytes in
+    /// at most `entries_max` puts, a shape the open-time probe accepted.
+    fn snapshot_chunking(&self) -> (usize, usize) {
+        let BatchLimits {
+            entries_max,
+            bytes_max,
+        } = self.limits;
+        let chunk = SNAPSHOT_CHUNK_BYTES_MAX
+            .min(bytes_max.saturating_sub(SNAPSHOT_CHUNK_KEY_EXTRA_BYTES))
+            .max(1);
+        let per_txn = (bytes_max / (chunk + SNAPSHOT_CHUNK_KEY_EXTRA_BYTES))
+            .min(entries_max)
+            .max(1);
+        (chunk, per_txn)
+    }
+
+    /// The revision of `covers`'s manifest, `None` without one.
+    fn snapshot_manifest_revision(&self, covers: u64) -> Result<Option<i64>, StorageError> {
+        let key = self.keys.snapshot_manifest(covers);
+        let response = self
+            .client
+            .call(Retry::Idempotent, move |mut client| {
+                let key = key.clone();
+                async move { client.get(key, None).await }
+            })
+            .map_err(|err| self.client.error("reading a snapshot manifest", err))?;
+        if response.kvs().is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(response.header().map_or(0, |h| h.revision())))
+    }
+
+    /// One page of `covers`'s chunks from `start`, at `revision`: the
+    /// values and whether more follow (then the key after the last one).
+    fn read_chunk_page(
+        &self,
+        covers: u64,
+        start: Vec<u8>,
+        revision: i64,
+    ) -> Result<ChunkPage, StorageError> {
+        let options = GetOptions::new()
+            .with_range(range_end(&self.keys.snapshot_chunks(covers)))
+            .with_limit(SNAPSHOT_READ_PAGE_CHUNKS)
+            .with_sort(SortTarget::Key, SortOrder::Ascend)
+            .with_revision(revision);
+        let response = self
+            .client
+            .call(Retry::Idempotent, move |client| {
+                let (start, options) = (start.clone(), options.clone());
+                async move {
+                    let mut kv = client
+                        .kv_client()
+                        .max_decoding_message_size(DECODE_BYTES_MAX);
+                    kv.get(start, Some(options)).await
+                }
+            })
+            .map_err(|err| self.client.error("reading snapshot chunks", err))?;
+        let next = match (response.more(), response.kvs().last()) {
+            (true, Some(last)) => {
+                let mut next = last.key().to_vec();
+                next.push(0);
+                Some(next)
+            }
+            _ => None,
+        };
+        let values = response
+            .kvs()
+            .iter()
+            .map(|kv| kv.value().to_vec())
+            .collect();
+        Ok((values, next))
+    }
+
     /// Why a fencing transaction's compare failed, from its `or_else` read
     /// of the leader key.
     fn refusal(&self, fence: &Fence, responses: &[TxnOpResponse], first: u64) -> StorageError {
@@ -775,7 +927,120 @@ impl LogStorage for EtcdStorage {
     fn batch_limits(&self) -> BatchLimits {
         self.limits
     }
+
+    /// Fenced transactions: clear `P/s/<covers>/`, write the chunks, then
+    /// the manifest (module docs). `Ok` means every transaction committed
+    /// on a quorum. Refused as [`StorageError::Deposed`] once the fence is
+    /// lost, and as [`StorageError::ReadOnly`] without leadership.
+    fn put_snapshot(&self, covers: u64, record: &[u8]) -> Result<(), StorageError> {
+        let fence = self.writer_fence()?;
+        let dir = self.keys.snapshot_dir(covers);
+        let clear = TxnOp::delete(
+            dir.clone(),
+            Some(DeleteOptions::new().with_range(range_end(&dir))),
+        );
+        self.fenced_txn(fence, vec![clear], "clearing a snapshot's keys")?;
+        let (chunk_bytes, per_txn) = self.snapshot_chunking();
+        let chunks: Vec<&[u8]> = record.chunks(chunk_bytes).collect();
+        let count = u32::try_from(chunks.len()).map_err(|_| {
+            StorageError::EtcdConfig(format!(
+                "a snapshot of {} bytes needs more than {} chunks",
+                record.len(),
+                u32::MAX
+            ))
+        })?;
+        for (group, batch) in chunks.chunks(per_txn).enumerate() {
+            let puts = batch
+                .iter()
+                .enumerate()
+                .map(|(i, chunk)| {
+                    // < count, which fits u32.
+                    let index = (group * per_txn + i) as u32;
+                    TxnOp::put(
+                        self.keys.snapshot_chunk(covers, index),
+                        chunk.to_vec(),
+                        None,
+                    )
+                })
+                .collect();
+            self.fenced_txn(fence, puts, "writing snapshot chunks")?;
+        }
+        let mut manifest = Vec::with_capacity(20);
+        manifest.extend_from_slice(&covers.to_be_bytes());
+        manifest.extend_from_slice(&count.to_be_bytes());
+        manifest.extend_from_slice(&(record.len() as u64).to_be_bytes());
+        let put = TxnOp::put(self.keys.snapshot_manifest(covers), manifest, None);
+        self.fenced_txn(fence, vec![put], "writing a snapshot manifest")
+    }
+
+    /// The snapshots with a manifest (a put cut short has none).
+    fn snapshot_sequences(&self) -> Result<Vec<u64>, StorageError> {
+        let start = self.keys.snapshots.clone();
+        let options = GetOptions::new()
+            .with_range(range_end(&self.keys.snapshots))
+            .with_keys_only();
+        let response = self
+            .client
+            .call(Retry::Idempotent, move |mut client| {
+                let (start, options) = (start.clone(), options.clone());
+                async move { client.get(start, Some(options)).await }
+            })
+            .map_err(|err| self.client.error("listing snapshots", err))?;
+        let prefix_len = self.keys.snapshots.len();
+        let mut sequences: Vec<u64> = response
+            .kvs()
+            .iter()
+            .filter_map(|kv| {
+                let suffix = kv.key().get(prefix_len..)?;
+                let (covers, rest) = suffix.split_at_checked(8)?;
+                if rest != b"/m" {
+                    return None;
+                }
+                Some(u64::from_be_bytes(covers.try_into().ok()?))
+            })
+            .collect();
+        sequences.sort_unstable_by(|a, b| b.cmp(a));
+        Ok(sequences)
+    }
+
+    /// The chunks, concatenated in index order, read at the manifest's
+    /// revision (so a concurrent delete or rewrite is not seen half-done).
+    /// Stops past [`SNAPSHOT_RECORD_BYTES_MAX`]: the record check refuses
+    /// what was read.
+    fn read_snapshot(&self, covers: u64) -> Result<Option<Vec<u8>>, StorageError> {
+        let Some(revision) = self.snapshot_manifest_revision(covers)? else {
+            return Ok(None);
+        };
+        let mut record = Vec::new();
+        let mut start = Some(self.keys.snapshot_chunks(covers));
+        while let Some(from) = start.take() {
+            let (values, next) = self.read_chunk_page(covers, from, revision)?;
+            for value in values {
+                record.extend_from_slice(&value);
+            }
+            if record.len() > SNAPSHOT_RECORD_BYTES_MAX {
+                break;
+            }
+            start = next;
+        }
+        Ok(Some(record))
+    }
+
+    /// One fenced transaction deleting the manifest and every chunk.
+    fn delete_snapshot(&self, covers: u64) -> Result<(), StorageError> {
+        let fence = self.writer_fence()?;
+        let dir = self.keys.snapshot_dir(covers);
+        let delete = TxnOp::delete(
+            dir.clone(),
+            Some(DeleteOptions::new().with_range(range_end(&dir))),
+        );
+        self.fenced_txn(fence, vec![delete], "deleting a snapshot")
+    }
 }
+
+/// One page of a snapshot's chunk values, and the key the next page
+/// starts at (`None` after the last).
+type ChunkPage = (Vec<Vec<u8>>, Option<Vec<u8>>);
 
 /// A paged, snapshot-consistent scan of the entries.
 struct Scan<'a> {

@@ -10,15 +10,11 @@ use serde::Serialize;
 
 use super::commit::{CommitStats, GroupCommit, GroupResult, Request};
 use super::durable::Durable;
-use super::envelope::{
-    decode_payload, encode_payload, hash_bytes, Envelope, Hash, ENVELOPE_OVERHEAD_MAX,
-};
+use super::envelope::{decode_payload, encode_payload, Envelope, Hash, ENVELOPE_OVERHEAD_MAX};
 use super::error::LogError;
 use super::sled_storage::SledStorage;
-use super::storage::{LogStorage, RawEntry};
-use super::verify::{
-    check_layout, check_watermark, walk_chain, EntryFault, VerifyError, VerifyReport,
-};
+use super::storage::LogStorage;
+use super::verify::{check_layout, check_watermark, walk_chain, walk_from, VerifyReport};
 
 /// Most events accepted by one [`EventLog::append`]. Bounds the work done
 /// by a group-commit leader for one append. The controller's batches stay
@@ -111,28 +107,40 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
     }
 
     #[allow(clippy::type_complexity)]
-    fn replay(storage: S) -> Result<(Self, Vec<(u64, E)>, VerifyReport), LogError> {
+    pub(super) fn replay(storage: S) -> Result<(Self, Vec<(u64, E)>, VerifyReport), LogError> {
         let mut events = Vec::new();
         let report = walk_chain(&storage, |sequence, payload| {
             let event = decode_payload::<E>(payload).map_err(|err| err.to_string())?;
             events.push((sequence, event));
             Ok(())
         })?;
+        let log = Self::verified(storage, report.entries, report.head_hash);
+        Ok((log, events, report))
+    }
+
+    /// A log on `storage` whose `end` entries were verified, the last one
+    /// hashing to `head_hash`: the next append gets sequence `end`.
+    pub(super) fn verified(storage: S, end: u64, head_hash: Hash) -> Self {
         let limits = storage.batch_limits();
-        let log = EventLog {
+        EventLog {
             storage,
             writer: Mutex::new(Writer {
-                next_sequence: report.entries,
-                last_hash: report.head_hash,
+                next_sequence: end,
+                last_hash: head_hash,
                 entries: Vec::new(),
             }),
-            inserted_end: AtomicU64::new(report.entries),
+            inserted_end: AtomicU64::new(end),
             // What is on disk at open counts as durable: it is what a crash
             // right now would leave.
-            commit: GroupCommit::new(report.entries, limits),
+            commit: GroupCommit::new(end, limits),
             events: PhantomData,
-        };
-        Ok((log, events, report))
+        }
+    }
+
+    /// The end of the durable prefix, or why the log is unusable.
+    pub(super) fn durable_end(&self) -> Result<u64, LogError> {
+        self.commit.check_healthy()?;
+        Ok(self.commit.durable_end())
     }
 
     /// Reads the entries another writer appended after this log's end (a
@@ -150,45 +158,21 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
     pub fn read_new(&self) -> Result<Vec<(u64, E)>, LogError> {
         self.commit.check_healthy()?;
         let mut writer = self.writer.lock().map_err(|_| LogError::Poisoned)?;
-        let mut expected = writer.next_sequence;
-        let mut prev_hash = writer.last_hash;
         let mut events = Vec::new();
-        for item in self.storage.read_from(expected) {
-            let RawEntry { key, value } = item?;
-            let sequence = match <[u8; 8]>::try_from(key.as_slice()) {
-                Ok(bytes) => u64::from_be_bytes(bytes),
-                Err(_) => return Err(VerifyError::ForeignKey { expected, key }.into()),
-            };
-            if sequence != expected {
-                return Err(VerifyError::Gap {
-                    missing: expected,
-                    next_present: sequence,
-                }
-                .into());
-            }
-            let fault = |fault: EntryFault| LogError::from(VerifyError::Entry { sequence, fault });
-            let envelope = Envelope::decode(&value).map_err(|err| fault(err.into()))?;
-            if envelope.sequence != sequence {
-                return Err(fault(EntryFault::SequenceMismatch {
-                    stored: envelope.sequence,
-                }));
-            }
-            if envelope.prev_hash != prev_hash {
-                return Err(fault(EntryFault::BrokenChain));
-            }
-            let event = decode_payload::<E>(&envelope.payload).map_err(|err| {
-                fault(EntryFault::Rejected {
-                    reason: err.to_string(),
-                })
-            })?;
-            events.push((sequence, event));
-            prev_hash = hash_bytes(&value);
-            expected += 1;
-        }
-        writer.next_sequence = expected;
-        writer.last_hash = prev_hash;
-        self.inserted_end.store(expected, Ordering::Release);
-        self.commit.advance_durable(expected);
+        let walked = walk_from(
+            &self.storage,
+            writer.next_sequence,
+            writer.last_hash,
+            |sequence, payload, _| {
+                let event = decode_payload::<E>(payload).map_err(|err| err.to_string())?;
+                events.push((sequence, event));
+                Ok(())
+            },
+        )?;
+        writer.next_sequence = walked.end;
+        writer.last_hash = walked.head_hash;
+        self.inserted_end.store(walked.end, Ordering::Release);
+        self.commit.advance_durable(walked.end);
         Ok(events)
     }
 

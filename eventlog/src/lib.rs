@@ -25,7 +25,9 @@
 //! `sled_dir.rs` (atomic creation, sled's files and lock),
 //! `watermark.rs` (detects entries sled's recovery dropped), `commit.rs`
 //! (group commit), `event_log.rs` ([`EventLog`]), `verify.rs`,
-//! `forensic.rs` (verification never writes: it opens a private copy).
+//! `forensic.rs` (verification never writes: it opens a private copy),
+//! `snapshot.rs` (snapshot records, opening from the newest usable
+//! snapshot, deep verification of snapshots).
 
 mod commit;
 mod durable;
@@ -40,6 +42,7 @@ mod leadership;
 pub mod mutants;
 mod sled_dir;
 mod sled_storage;
+mod snapshot;
 mod storage;
 mod verify;
 mod watermark;
@@ -52,9 +55,9 @@ pub use envelope::{
 };
 pub use error::LogError;
 pub use etcd_storage::{
-    etcd_request_bytes_required, EtcdConfig, EtcdStorage, LimitsProbed, ETCD_BATCH_LIMITS_DEFAULT,
+    etcd_request_bytes_required, EtcdConfig, EtcdStorage, ETCD_BATCH_LIMITS_DEFAULT,
     ETCD_MAX_REQUEST_BYTES, ETCD_MAX_TXN_OPS_REQUIRED, ETCD_PREFIX_BYTES_MAX,
-    ETCD_WAL_ENTRY_BYTES_MAX,
+    ETCD_WAL_ENTRY_BYTES_MAX, SNAPSHOT_CHUNK_BYTES_MAX,
 };
 pub use etcd_thread::{
     EtcdClient, ATTEMPTS_MAX, ATTEMPT_TIMEOUT_MS, CONNECT_TIMEOUT_MS, REQUEST_TIMEOUT_MS_DEFAULT,
@@ -66,8 +69,12 @@ pub use forensic::{CopyProblem, FORENSIC_COPY_BYTES_MAX, FORENSIC_COPY_FILES_MAX
 pub use leadership::{Fence, Leadership, LEASE_TTL_MS_DEFAULT};
 pub use sled_dir::is_log_dir;
 pub use sled_storage::{sled_config, ForeignData, SledStorage};
+pub use snapshot::{
+    verify_snapshots, Snapshot, SnapshotFault, SnapshotOpen, SnapshotSkip, SnapshotsReport,
+    SNAPSHOT_RECORD_BYTES_MAX, SNAPSHOT_RECORD_VERSION, SNAPSHOT_STATE_BYTES_MAX,
+};
 pub use storage::{BatchLimits, LogStorage, RawEntry, StorageError};
 pub use verify::{
-    verify, verify_in_place, verify_in_place_with, verify_storage_with, verify_with, EntryFault,
-    VerifyError, VerifyReport,
+    read_private_copy, verify, verify_in_place, verify_in_place_with, verify_storage_with,
+    verify_with, EntryFault, VerifyError, VerifyReport,
 };

@@ -5,6 +5,11 @@
 //!   order), value = encoded [`Envelope`](super::Envelope);
 //! - tree `meta`: exactly one key, `format` = `fleetweft-log-v1`, written
 //!   when the log is created; its absence means "not a Fleetweft log";
+//! - tree `snapshots` (only once a snapshot was put): key = the sequence
+//!   the snapshot covers (entries `0..covers`) as big-endian u64, value =
+//!   an encoded snapshot record (see `snapshot.rs`); a key that is not 8
+//!   bytes is foreign. A log with this tree is refused by builds older
+//!   than snapshots (they report it as foreign data): no downgrade;
 //! - nothing else: data in any other tree is reported as foreign;
 //! - beside sled's files, `fleetweft-durable`: the durable watermark (see
 //!   `watermark.rs`), which reveals entries that sled's recovery dropped.
@@ -36,6 +41,8 @@ pub(super) const META_TREE: &[u8] = b"meta";
 pub(super) const META_FORMAT_KEY: &[u8] = b"format";
 /// The marker's value: this is a Fleetweft log in layout version 1.
 pub(super) const META_FORMAT_VALUE: &[u8] = b"fleetweft-log-v1";
+/// Tree holding snapshot records, created by the first snapshot put.
+pub(super) const SNAPSHOTS_TREE: &[u8] = b"snapshots";
 /// Name sled gives its default tree; the log keeps it empty.
 const SLED_DEFAULT_TREE: &[u8] = b"__sled__default";
 
@@ -211,12 +218,25 @@ impl SledStorage {
     }
 
     /// The first piece of data outside the log layout, if any: a key in
-    /// sled's default tree, a tree other than `meta` and `entries`, or a key
-    /// in `meta` other than the marker.
+    /// sled's default tree, a tree other than `meta`, `entries` and
+    /// `snapshots`, a key in `meta` other than the marker, or a key in
+    /// `snapshots` that is not an 8-byte sequence.
+    ///
+    /// Reads every key of `snapshots` (sled loads their values too): the
+    /// cost grows with the snapshots kept, not with the log's length.
     pub fn find_foreign_data(&self) -> Result<Option<ForeignData>, StorageError> {
         for name in self.db.tree_names() {
             let name: &[u8] = &name;
             if name == ENTRIES_TREE {
+                continue;
+            }
+            if name == SNAPSHOTS_TREE {
+                if let Some(key) = self.foreign_snapshot_key()? {
+                    return Ok(Some(ForeignData {
+                        tree: name.to_vec(),
+                        key: Some(key),
+                    }));
+                }
                 continue;
             }
             let tree = self
@@ -249,6 +269,34 @@ impl SledStorage {
             }
         }
         Ok(None)
+    }
+
+    /// The first key of the snapshots tree that is not an 8-byte sequence.
+    fn foreign_snapshot_key(&self) -> Result<Option<Vec<u8>>, StorageError> {
+        let Some(tree) = self.snapshots_tree(false)? else {
+            return Ok(None);
+        };
+        for item in tree.iter() {
+            let (key, _) =
+                item.map_err(|err| sled_error(&self.path, "scanning the snapshots", err))?;
+            if key.len() != 8 {
+                return Ok(Some(key.to_vec()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The snapshots tree; `None` when it does not exist and `create` is
+    /// false (reads never create it, so a log that never had a snapshot
+    /// keeps the layout older builds accept).
+    fn snapshots_tree(&self, create: bool) -> Result<Option<sled::Tree>, StorageError> {
+        if !create && !self.db.tree_names().iter().any(|n| n == SNAPSHOTS_TREE) {
+            return Ok(None);
+        }
+        self.db
+            .open_tree(SNAPSHOTS_TREE)
+            .map(Some)
+            .map_err(|err| sled_error(&self.path, "opening the snapshots tree", err))
     }
 
     /// fsyncs every file in `blobs/`, and the directory if it has any.
@@ -348,6 +396,58 @@ impl LogStorage for SledStorage {
             })
             .map_err(|err| sled_error(&self.path, "reading entries", err))
         }))
+    }
+
+    /// One insert (atomic in sled), then [`flush`](LogStorage::flush):
+    /// `Ok` only once the record is durable. A record over sled's blob
+    /// threshold (2 MiB) goes to a blob file, which `flush` fsyncs.
+    fn put_snapshot(&self, covers: u64, record: &[u8]) -> Result<(), StorageError> {
+        let tree = self.snapshots_tree(true)?.ok_or_else(|| {
+            io_error(
+                &self.path,
+                "creating the snapshots tree",
+                io::Error::other("missing"),
+            )
+        })?;
+        tree.insert(covers.to_be_bytes(), record)
+            .map_err(|err| sled_error(&self.path, "writing a snapshot", err))?;
+        self.flush()
+    }
+
+    fn snapshot_sequences(&self) -> Result<Vec<u64>, StorageError> {
+        let Some(tree) = self.snapshots_tree(false)? else {
+            return Ok(Vec::new());
+        };
+        let mut sequences = Vec::new();
+        // Keys only in spirit: sled 0.34.7 has no key-only scan, so each
+        // value is paged in; the caller keeps few snapshots.
+        for item in tree.iter().keys().rev() {
+            let key = item.map_err(|err| sled_error(&self.path, "listing snapshots", err))?;
+            // Foreign keys are `check_layout`'s to report; not a snapshot.
+            if let Ok(bytes) = <[u8; 8]>::try_from(key.as_ref()) {
+                sequences.push(u64::from_be_bytes(bytes));
+            }
+        }
+        Ok(sequences)
+    }
+
+    fn read_snapshot(&self, covers: u64) -> Result<Option<Vec<u8>>, StorageError> {
+        let Some(tree) = self.snapshots_tree(false)? else {
+            return Ok(None);
+        };
+        tree.get(covers.to_be_bytes())
+            .map(|value| value.map(|v| v.to_vec()))
+            .map_err(|err| sled_error(&self.path, "reading a snapshot", err))
+    }
+
+    /// One remove, then a flush: `Ok` once the removal is durable.
+    fn delete_snapshot(&self, covers: u64) -> Result<(), StorageError> {
+        let Some(tree) = self.snapshots_tree(false)? else {
+            return Ok(());
+        };
+        tree.remove(covers.to_be_bytes())
+            .map_err(|err| sled_error(&self.path, "deleting a snapshot", err))?;
+        self.flush()
     }
 
     fn last_sequence(&self) -> Result<Option<u64>, StorageError> {

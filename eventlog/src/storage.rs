@@ -70,6 +70,40 @@ pub trait LogStorage: Send + Sync {
     fn batch_limits(&self) -> BatchLimits {
         BatchLimits::UNBOUNDED
     }
+
+    /// Stores `record` (an encoded snapshot record, opaque here) as the
+    /// snapshot covering entries `0..covers`, replacing one stored under
+    /// the same `covers`. `Ok` means durable: a crash after it returns
+    /// keeps the whole record; a crash before leaves the old record or
+    /// none, never a part that could be read as whole.
+    ///
+    /// Default: refused as [`StorageError::SnapshotsUnsupported`] (a
+    /// storage without snapshots still opens: it lists none).
+    fn put_snapshot(&self, covers: u64, record: &[u8]) -> Result<(), StorageError> {
+        let _ = (covers, record);
+        Err(StorageError::SnapshotsUnsupported)
+    }
+
+    /// The `covers` of every stored snapshot, newest (highest) first.
+    /// Default: none.
+    fn snapshot_sequences(&self) -> Result<Vec<u64>, StorageError> {
+        Ok(Vec::new())
+    }
+
+    /// The record stored under `covers`, `None` if there is none (e.g.
+    /// deleted since it was listed). Default: none.
+    fn read_snapshot(&self, covers: u64) -> Result<Option<Vec<u8>>, StorageError> {
+        let _ = covers;
+        Ok(None)
+    }
+
+    /// Deletes the snapshot stored under `covers` (nothing if there is
+    /// none); durable when `Ok`. Default: refused as
+    /// [`StorageError::SnapshotsUnsupported`].
+    fn delete_snapshot(&self, covers: u64) -> Result<(), StorageError> {
+        let _ = covers;
+        Err(StorageError::SnapshotsUnsupported)
+    }
 }
 
 /// A failure of the storage layer.
@@ -198,6 +232,10 @@ pub enum StorageError {
         /// Endpoints and key prefix.
         target: String,
     },
+    /// This storage does not keep snapshots (a test or benchmark store
+    /// implementing only the entry methods of [`LogStorage`]).
+    #[error("this log storage does not keep snapshots")]
+    SnapshotsUnsupported,
     /// The configuration of the etcd backend is unusable.
     #[error("invalid etcd log configuration: {0}")]
     EtcdConfig(String),
@@ -262,5 +300,21 @@ impl LogStorage for Box<dyn LogStorage> {
 
     fn batch_limits(&self) -> BatchLimits {
         (**self).batch_limits()
+    }
+
+    fn put_snapshot(&self, covers: u64, record: &[u8]) -> Result<(), StorageError> {
+        (**self).put_snapshot(covers, record)
+    }
+
+    fn snapshot_sequences(&self) -> Result<Vec<u64>, StorageError> {
+        (**self).snapshot_sequences()
+    }
+
+    fn read_snapshot(&self, covers: u64) -> Result<Option<Vec<u8>>, StorageError> {
+        (**self).read_snapshot(covers)
+    }
+
+    fn delete_snapshot(&self, covers: u64) -> Result<(), StorageError> {
+        (**self).delete_snapshot(covers)
     }
 }

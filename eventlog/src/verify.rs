@@ -243,6 +243,22 @@ pub fn verify_with(
     verify_in_place_with(copy.path(), check).map_err(|err| err.relocated(copy.path(), dir))
 }
 
+/// Runs `read` on a private copy of the sled log in `dir` (as [`verify`]
+/// reads it: `dir` itself is never written), e.g. a deep pass over its
+/// snapshots ([`verify_snapshots`](super::verify_snapshots)). Errors name
+/// `dir`, not the copy.
+pub fn read_private_copy<R>(
+    dir: impl AsRef<Path>,
+    read: impl FnOnce(&SledStorage) -> Result<R, VerifyError>,
+) -> Result<R, VerifyError> {
+    let dir = dir.as_ref();
+    let copy = SnapshotCopy::take(dir)?;
+    let result = SledStorage::open_existing(copy.path())
+        .map_err(VerifyError::from)
+        .and_then(|storage| read(&storage));
+    result.map_err(|err| err.relocated(copy.path(), dir))
+}
+
 /// [`verify`] on the directory itself, without a private copy.
 ///
 /// Opening runs sled's recovery on `dir`, which may rewrite its files: a
@@ -283,10 +299,17 @@ pub(super) fn check_watermark(
     storage: &SledStorage,
     report: &VerifyReport,
 ) -> Result<(), VerifyError> {
+    check_durable_end(storage, report.entries)
+}
+
+/// Refuses a log of `entries` entries shorter than what was once durable.
+/// Needs only the log's length, not a scan (the snapshot open path passes
+/// the engine's last sequence + 1 and cross-checks it after its tail walk).
+pub(super) fn check_durable_end(storage: &SledStorage, entries: u64) -> Result<(), VerifyError> {
     let durable_end = storage.durable_watermark();
-    if report.entries < durable_end {
+    if entries < durable_end {
         return Err(VerifyError::Truncated {
-            first_missing: report.entries,
+            first_missing: entries,
             durable_end,
         });
     }
@@ -310,10 +333,59 @@ pub(super) fn walk_chain<S: LogStorage + ?Sized>(
     storage: &S,
     mut check: impl FnMut(u64, &[u8]) -> Result<(), String>,
 ) -> Result<VerifyReport, VerifyError> {
-    let mut expected: u64 = 0;
-    let mut prev_hash = genesis_hash();
+    walk_chain_heads(storage, |sequence, payload, _| check(sequence, payload))
+}
+
+/// [`walk_chain`] whose `check` also gets each entry's verified
+/// `prev_hash`: the chain's head just before the entry.
+pub(super) fn walk_chain_heads<S: LogStorage + ?Sized>(
+    storage: &S,
+    check: impl FnMut(u64, &[u8], &Hash) -> Result<(), String>,
+) -> Result<VerifyReport, VerifyError> {
+    let walked = walk_from(storage, 0, genesis_hash(), check)?;
+    let last_sequence = walked.end.checked_sub(1);
+    // Cross-check the scan against the engine's own idea of the end.
+    let reported = storage.last_sequence()?;
+    if reported != last_sequence {
+        return Err(VerifyError::Inconsistent {
+            scanned_last: last_sequence,
+            reported_last: reported,
+        });
+    }
+    Ok(VerifyReport {
+        entries: walked.end,
+        last_sequence,
+        head_hash: walked.head_hash,
+        entry_bytes: walked.entry_bytes,
+    })
+}
+
+/// Where a [`walk_from`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Walked {
+    /// The sequence after the last entry read (`from` if none).
+    pub(super) end: u64,
+    /// Hash of the last entry read (`prev_hash` if none).
+    pub(super) head_hash: Hash,
+    /// Sum of the encoded sizes of the entries read.
+    pub(super) entry_bytes: u64,
+}
+
+/// Reads the entries from sequence `from` to the end, checking each as
+/// `walk_chain` does (key = sequence, no gap, envelope, sequence inside
+/// the envelope, `prev_hash` chain starting at `prev_hash`), and hands each
+/// verified payload (and the entry's `prev_hash`) to `check`. Reads nothing
+/// before `from` (a scan from 0 also sees foreign keys sorting before
+/// sequence 0).
+pub(super) fn walk_from<S: LogStorage + ?Sized>(
+    storage: &S,
+    from: u64,
+    mut prev_hash: Hash,
+    mut check: impl FnMut(u64, &[u8], &Hash) -> Result<(), String>,
+) -> Result<Walked, VerifyError> {
+    let mut expected = from;
     let mut entry_bytes: u64 = 0;
-    for item in storage.read_from(0) {
+    for item in storage.read_from(from) {
         let RawEntry { key, value } = item?;
         let sequence = match <[u8; 8]>::try_from(key.as_slice()) {
             Ok(bytes) => u64::from_be_bytes(bytes),
@@ -336,24 +408,14 @@ pub(super) fn walk_chain<S: LogStorage + ?Sized>(
         if envelope.prev_hash != prev_hash {
             return Err(entry_error(EntryFault::BrokenChain));
         }
-        check(sequence, &envelope.payload)
+        check(sequence, &envelope.payload, &prev_hash)
             .map_err(|reason| entry_error(EntryFault::Rejected { reason }))?;
         prev_hash = hash_bytes(&value);
         entry_bytes += value.len() as u64;
         expected += 1;
     }
-    let last_sequence = expected.checked_sub(1);
-    // Cross-check the scan against the engine's own idea of the end.
-    let reported = storage.last_sequence()?;
-    if reported != last_sequence {
-        return Err(VerifyError::Inconsistent {
-            scanned_last: last_sequence,
-            reported_last: reported,
-        });
-    }
-    Ok(VerifyReport {
-        entries: expected,
-        last_sequence,
+    Ok(Walked {
+        end: expected,
         head_hash: prev_hash,
         entry_bytes,
     })

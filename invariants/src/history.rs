@@ -126,6 +126,23 @@ impl HistoryCheck {
         self.owed.is_none()
     }
 
+    /// The state and the index its next event gets, when a snapshot may be
+    /// taken here: no repair is owed, so the state is one between inputs
+    /// and [`HistoryCheck::resume`] from it (e.g. from a decoded snapshot
+    /// stamped with the index as the log sequence it covers) checks the
+    /// rest of the history exactly as this check would. `None` mid-batch,
+    /// after an event that left a repair owed: a snapshot there would drop
+    /// the obligation (resuming forgets it) and let a missing repair pass.
+    pub fn checkpoint(&self) -> Option<(&ControllerState, usize)> {
+        self.owed.is_none().then_some((&self.state, self.next))
+    }
+
+    /// The index the next event gets: events checked so far, plus the
+    /// index this check was resumed at.
+    pub fn next_index(&self) -> usize {
+        self.next
+    }
+
     /// The final state, or the violation of a repair still owed.
     pub fn finish(self) -> Result<ControllerState, HistoryViolation> {
         match self.owed {
@@ -375,6 +392,91 @@ mod tests {
             (err.index, err.violation.rule),
             (restore, Rule::FailureBudget)
         );
+    }
+
+    /// Checks `log` from genesis, then, at every point where
+    /// [`HistoryCheck::checkpoint`] allows a snapshot, encodes the state as
+    /// a snapshot, decodes it, resumes from it and checks the tail: the
+    /// verdict (final state or violation, index included) must be the
+    /// same. Returns the checkpoints taken.
+    fn resuming_from_every_checkpoint_agrees(log: &[Event]) -> Vec<usize> {
+        use model::controller::snapshot::{decode_state, encode_state};
+        let from_genesis = check_history(log);
+        let mut check = HistoryCheck::new();
+        let mut taken = Vec::new();
+        for cut in 0..=log.len() {
+            if let Some((state, next)) = check.checkpoint() {
+                assert_eq!(next, cut, "the checkpoint's index is the events folded");
+                let bytes = encode_state(state).expect("encodes");
+                let decoded = decode_state(&bytes).expect("decodes");
+                let mut resumed = HistoryCheck::resume(decoded, next);
+                let verdict = log[cut..]
+                    .iter()
+                    .try_for_each(|event| resumed.push(event))
+                    .and_then(|()| resumed.finish());
+                assert_eq!(verdict, from_genesis, "resumed at {cut}");
+                taken.push(cut);
+            }
+            let Some(event) = log.get(cut) else { break };
+            if check.push(event).is_err() {
+                break;
+            }
+        }
+        taken
+    }
+
+    #[test]
+    fn resuming_from_a_snapshot_at_a_checkpoint_gives_the_same_verdict() {
+        // A clean history: the same final state from every checkpoint.
+        let mut w = World::canary_verified(2, true);
+        w.input(Input::Approve { rollout: R0 });
+        w.switch(1, pass(V2));
+        w.switch(2, pass(V2));
+        let taken = resuming_from_every_checkpoint_agrees(&w.log);
+        assert_eq!(taken.len(), w.log.len() + 1, "no repair is ever owed");
+
+        // A wrong answer and its restore: no checkpoint between the two.
+        let mut w = World::canary_wrong();
+        w.report(0, ReportKind::Restored, pass(V1));
+        let restore = w
+            .log
+            .iter()
+            .position(|e| matches!(e, Event::RestoreRequested { .. }))
+            .expect("the restore");
+        let taken = resuming_from_every_checkpoint_agrees(&w.log);
+        assert!(!taken.contains(&restore), "mid-batch, a repair is owed");
+        assert!(taken.contains(&(restore + 1)));
+    }
+
+    #[test]
+    fn a_violation_after_a_checkpoint_is_found_when_resuming_from_its_snapshot() {
+        // B1: the pause that repairs the budget is missing, well after the
+        // first checkpoints.
+        let w = over_budget(None);
+        let restore = w
+            .log
+            .iter()
+            .position(|e| *e == Event::RestoreRequested { op: OpId(1) })
+            .expect("the failed follower's restore");
+        let mut unpaused = w.log.clone();
+        unpaused.remove(restore + 1);
+        let taken = resuming_from_every_checkpoint_agrees(&unpaused);
+        assert!(
+            taken.iter().any(|&cut| cut > 0 && cut < restore),
+            "{taken:?}"
+        );
+        // S3: a settle without evidence as the last event.
+        let mut w = World::new();
+        w.start(plan(1, false));
+        w.input(Input::Timeout { op: OpId(0) });
+        w.event(Event::OpSettled {
+            op: OpId(0),
+            outcome: Outcome::NotApplied,
+        });
+        let taken = resuming_from_every_checkpoint_agrees(&w.log);
+        assert!(taken.contains(&(w.log.len() - 1)), "{taken:?}");
+        let err = check_history(&w.log).unwrap_err();
+        assert_eq!(err.violation.rule, Rule::S3);
     }
 
     #[test]

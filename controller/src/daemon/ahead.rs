@@ -23,6 +23,12 @@ pub struct AheadOfLog {
 }
 
 impl AheadOfLog {
+    /// From the nodes a snapshot's annex names (node -> the generation it
+    /// said it has).
+    pub fn from_nodes(seen: imbl::OrdMap<NodeId, Generation>) -> Self {
+        AheadOfLog { seen }
+    }
+
     /// Note `event`, the controller's generation being `current` after it.
     /// Returns `Some((node, reported))` when the node reported a generation
     /// above `current` and above anything it reported before: the caller

@@ -3,6 +3,7 @@
 //! only from a [`crate::driver::Ready`], which exists only once the
 //! events behind it are durable (S7).
 
+use super::annex::Derived;
 use super::config::ControllerConfig;
 use super::deadlines::Deadlines;
 use super::readback::ReadBacks;
@@ -277,11 +278,7 @@ struct Identities {
 }
 
 impl Identities {
-    fn new(
-        deny: protocol::tls::DenyList,
-        state: &ControllerState,
-        history: &[(u64, Event)],
-    ) -> Self {
+    fn new(deny: protocol::tls::DenyList, state: &ControllerState, conflicts: u64) -> Self {
         // The deny list is rebuilt from the log: a revocation survives a
         // restart.
         for fingerprint in state.revoked_certs.keys() {
@@ -289,10 +286,6 @@ impl Identities {
                 tracing::error!("deny list full: {} not loaded", fingerprint.to_hex());
             }
         }
-        let conflicts = history
-            .iter()
-            .filter(|(_, e)| matches!(e, Event::NodeQuarantined { .. }))
-            .count() as u64;
         Identities {
             watch: Default::default(),
             muted: HashMap::new(),
@@ -352,8 +345,7 @@ pub const FOLLOW_POLL_MS: u64 = 200;
 /// [`Role::Standby`](super::role::Role) follows the log read-only (every
 /// [`FOLLOW_POLL_MS`]) and takes no input until [`Command::Promote`].
 pub fn spawn(
-    controller: Controller,
-    history: Vec<(u64, Event)>,
+    started: crate::driver::Started<Derived>,
     cfg: ControllerConfig,
     allow_faults: bool,
     deny: protocol::tls::DenyList,
@@ -362,17 +354,31 @@ pub fn spawn(
     let (tx, rx) = mpsc::channel(CORE_QUEUE_MAX);
     let (appended, _) = broadcast::channel(cfg.api.stream_buffer_events);
     let cell = super::role::RoleCell::new(role);
-    cell.set_log_sequence(controller.last_sequence());
+    cell.set_log_sequence(started.controller.last_sequence());
     let handle = CoreHandle {
         tx: tx.clone(),
-        roster: Arc::new(RwLock::new(controller.state().roster.clone())),
+        roster: Arc::new(RwLock::new(started.controller.state().roster.clone())),
         appended,
         role: Arc::new(cell),
     };
-    let identities = Identities::new(deny, controller.state(), &history);
+    let crate::driver::Started {
+        controller,
+        tail,
+        snapshot,
+        ..
+    } = started;
+    let covers = snapshot.as_ref().map_or(0, |s| s.covers);
+    let derived = Derived::rebuild(snapshot.map(|s| s.annex), &tail, controller.state());
+    let identities = Identities::new(deny, controller.state(), derived.identity_conflicts);
+    let history = super::annex::feed(tail, EVENTS_IN_MEMORY_MAX);
+    let start = Start {
+        history,
+        derived,
+        snapshots: SnapshotClock::new(&cfg.log, covers),
+    };
     let core = Core::new(
         controller,
-        history,
+        start,
         &cfg,
         allow_faults,
         handle.clone(),
@@ -401,6 +407,15 @@ struct Core {
     me: CoreHandle,
     stats: BatchStats,
     ahead: super::ahead::AheadOfLog,
+    snapshots: SnapshotClock,
+}
+
+/// What the core starts from besides the controller: the event feed's
+/// newest events and what it derived from the history.
+struct Start {
+    history: VecDeque<(u64, Event)>,
+    derived: Derived,
+    snapshots: SnapshotClock,
 }
 
 async fn run(mut core: Core, mut rx: mpsc::Receiver<Command>) {
@@ -465,19 +480,18 @@ async fn sleep_until(at: Option<Instant>) {
 impl Core {
     fn new(
         controller: Controller,
-        history: Vec<(u64, Event)>,
+        start: Start,
         cfg: &ControllerConfig,
         allow_faults: bool,
         me: CoreHandle,
         ids: Identities,
     ) -> Core {
-        let mut log_index = api::report::LogIndex::default();
-        for (sequence, event) in &history {
-            log_index.record(*sequence, event, controller.state());
-        }
-        let ahead = ahead_from_log(&history, controller.state());
-        let mut history = VecDeque::from(history);
-        trim(&mut history);
+        let Start {
+            history,
+            derived,
+            snapshots,
+        } = start;
+        warn_ahead(&derived.ahead, controller.state());
         let mut core = Core {
             timeout: Duration::from_millis(cfg.timing.op_timeout_ms),
             drop_commit_reply: fault_release(cfg, allow_faults),
@@ -485,14 +499,15 @@ impl Core {
             connected: imbl::OrdSet::new(),
             readbacks: ReadBacks::default(),
             unknown_since: imbl::OrdMap::new(),
-            log_index,
+            log_index: derived.log_index,
             ids,
             deadlines: Deadlines::default(),
             me,
             stats: BatchStats::default(),
-            ahead,
+            ahead: derived.ahead,
             controller,
             history,
+            snapshots,
         };
         // An op already UNKNOWN counts from the start.
         let now = SystemTime::now();
@@ -627,6 +642,61 @@ impl Core {
             if let Some(reply) = reply {
                 let _ = reply.send(outcome.map(|range| events[range].to_vec()));
             }
+        }
+        if !events.is_empty() {
+            self.maybe_snapshot();
+        }
+    }
+
+    /// A leader's snapshot, when [`SnapshotClock`] says one is due: the
+    /// state after the last durable batch (between inputs, so no repair is
+    /// owed) and the core's derived indexes. Taken after the batch's
+    /// replies: it delays the next batch, never an answer. A failure is
+    /// logged and costs only restart time (the next start uses an older
+    /// snapshot); it is not retried before the next one is due.
+    fn maybe_snapshot(&mut self) {
+        let end = self.controller.last_sequence().map_or(0, |last| last + 1);
+        let now = Instant::now();
+        if !self.snapshots.due(end, now) {
+            return;
+        }
+        self.snapshots.taken(end, now);
+        let derived = Derived {
+            log_index: self.log_index.clone(),
+            ahead: self.ahead.clone(),
+            identity_conflicts: self.ids.conflicts,
+        };
+        let written = derived
+            .encode()
+            .map_err(|e| e.to_string())
+            .and_then(|annex| {
+                let controller = &self.controller;
+                tokio::task::block_in_place(|| controller.put_snapshot(&annex)).map_err(|e| match e
+                {
+                    crate::driver::SnapshotError::Log(e) if e.is_fencing() => {
+                        super::ha::deposed(&e.to_string())
+                    }
+                    other => other.to_string(),
+                })
+            });
+        match written {
+            Ok(written) => {
+                tracing::info!(
+                    covers = written.covers,
+                    bytes = written.bytes,
+                    elapsed_ms = now.elapsed().as_millis() as u64,
+                    "snapshot written: a start folds only the events after the first {}",
+                    written.covers
+                );
+                let keep = self.snapshots.keep;
+                let pruned = tokio::task::block_in_place(|| self.controller.prune_snapshots(keep));
+                if let Err(e) = pruned {
+                    tracing::warn!("deleting old snapshots failed (retried after the next): {e}");
+                }
+            }
+            Err(e) => tracing::warn!(
+                "snapshot at entry {end} failed, the next start folds from an older one: {e}"
+            ),
         }
     }
 
@@ -897,19 +967,10 @@ impl Core {
     }
 }
 
-/// The nodes ahead of the log as the whole log says at start (their
-/// latest hellos and refusals against the generation reached at its end),
-/// each said once, loudly.
-fn ahead_from_log(history: &[(u64, Event)], state: &ControllerState) -> super::ahead::AheadOfLog {
-    let mut ahead = super::ahead::AheadOfLog::default();
-    for (_, event) in history {
-        match event {
-            Event::NodeRetired { node } => ahead.forget(*node),
-            other => {
-                ahead.record(other, state.generation);
-            }
-        }
-    }
+/// Says once, loudly, at start, each node ahead of the log (its latest
+/// hellos and refusals against the generation reached at the log's end,
+/// [`Derived::rebuild`]).
+fn warn_ahead(ahead: &super::ahead::AheadOfLog, state: &ControllerState) {
     for (node, reported) in ahead.nodes() {
         tracing::warn!(
             "{}",
@@ -920,7 +981,46 @@ fn ahead_from_log(history: &[(u64, Event)], state: &ControllerState) -> super::a
             )
         );
     }
-    ahead
+}
+
+/// When the leader writes its next snapshot (`[log]`, [`LogSection`]).
+///
+/// [`LogSection`]: super::config::LogSection
+struct SnapshotClock {
+    every_events: u64,
+    every: Option<Duration>,
+    keep: usize,
+    /// Entries the last snapshot (written, tried or loaded) covers.
+    covers: u64,
+    /// When it was written or tried (or the start).
+    at: Instant,
+}
+
+impl SnapshotClock {
+    fn new(cfg: &super::config::LogSection, covers: u64) -> Self {
+        SnapshotClock {
+            every_events: cfg.snapshot_every_events,
+            every: (cfg.snapshot_every_s != 0).then(|| Duration::from_secs(cfg.snapshot_every_s)),
+            keep: cfg.snapshots_keep,
+            covers,
+            at: Instant::now(),
+        }
+    }
+
+    /// Whether a snapshot of a log of `end` entries is due at `now`.
+    fn due(&self, end: u64, now: Instant) -> bool {
+        let since = end.saturating_sub(self.covers);
+        let by_count = self.every_events != 0 && since >= self.every_events;
+        let by_time = self
+            .every
+            .is_some_and(|every| since > 0 && now.saturating_duration_since(self.at) >= every);
+        by_count || by_time
+    }
+
+    fn taken(&mut self, end: u64, now: Instant) {
+        self.covers = end;
+        self.at = now;
+    }
 }
 
 /// Keep the in-memory history at most [`EVENTS_IN_MEMORY_MAX`] events.

@@ -27,8 +27,7 @@
 use super::core::{Command, CoreHandle};
 use super::role::Advert;
 use crate::driver::{Controller, ControllerError};
-use eventlog::{EtcdClient, EtcdConfig, EtcdStorage, Leadership, LimitsProbed, StorageError};
-use model::controller::Event;
+use eventlog::{EtcdClient, EtcdConfig, EtcdStorage, Leadership, StorageError};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,8 +42,9 @@ pub const CAMPAIGN_ROUND_MS: u64 = 1_000;
 /// campaigns again (a standby outlives a short etcd outage).
 const CAMPAIGN_RETRY_MS: u64 = 1_000;
 
-/// A controller on the log: the controller, its replayed history.
-pub type Elected = (Controller, Vec<(u64, Event)>);
+/// A controller on the log, started from its newest usable snapshot and
+/// the events after it.
+pub type Elected = crate::driver::Started<super::annex::Derived>;
 
 /// A hot standby's log: the etcd client (shared with the campaign) and the
 /// controller replayed from the read-only log.
@@ -53,25 +53,15 @@ pub struct Follower {
     pub client: EtcdClient,
     /// The controller over the read-only log, and its replayed history.
     pub opened: Elected,
-    /// The cluster's limits, probed before campaigning: the takeover
-    /// skips the probe (issue #26 item 6).
-    pub probed: LimitsProbed,
 }
 
-/// Connects, probes the cluster's limits (a standby refuses to start on a
-/// cluster it could not lead, rather than fail once elected) and opens the
-/// log read-only: replayed, chain verified, history checked. Blocks (run
-/// it off the async runtime).
+/// Connects and opens the log read-only: replayed, chain verified, history
+/// checked. Blocks (run it off the async runtime).
 pub fn open_follower(etcd: &EtcdConfig) -> anyhow::Result<Follower> {
     let client = EtcdClient::connect(etcd)?;
-    let probed = EtcdStorage::probe(&client, etcd)?;
     let storage = EtcdStorage::open_read_only(&client, etcd)?;
-    let opened = Controller::open_on_storage(Box::new(storage))?;
-    Ok(Follower {
-        client,
-        opened,
-        probed,
-    })
+    let opened = Controller::start_on_storage(Box::new(storage), super::annex::Derived::decode)?;
+    Ok(Follower { client, opened })
 }
 
 /// Campaigns on a thread of its own as `advert` until elected, keeping the
@@ -79,7 +69,7 @@ pub fn open_follower(etcd: &EtcdConfig) -> anyhow::Result<Follower> {
 /// the fenced log, has the core take over ([`Command::Promote`]), starts
 /// the lease watch, and fires the returned receiver.
 pub fn spawn_campaign(
-    (client, probed): (EtcdClient, LimitsProbed),
+    client: EtcdClient,
     etcd: EtcdConfig,
     advert: Advert,
     core: CoreHandle,
@@ -88,7 +78,7 @@ pub fn spawn_campaign(
     let runtime = tokio::runtime::Handle::current();
     std::thread::spawn(move || {
         let leadership = campaign(&client, &etcd, &advert, &core);
-        let storage = match EtcdStorage::open_probed(&client, &etcd, &leadership, &probed) {
+        let storage = match EtcdStorage::open(&client, &etcd, &leadership) {
             Ok(storage) => storage,
             Err(err) if err.is_fencing() => deposed(&err.to_string()),
             Err(err) => {

@@ -3,6 +3,7 @@
 //! operator API and deadlines only send it inputs.
 
 pub mod ahead;
+pub mod annex;
 pub mod api;
 pub mod bundles;
 pub mod config;
@@ -78,30 +79,14 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
         .with_context(|| format!("binding the API on {}", cfg.api.listen))?;
     let hooks = webhooks::prepare(&cfg).context("loading the [[webhooks]] secrets")?;
     let cfg = Arc::new(cfg);
-    let (controller, history) = opened.log;
     let role = match opened.campaign {
         None => role::Role::Leader,
         Some(_) => role::Role::Standby,
     };
-    let core = core::spawn(
-        controller,
-        history,
-        (*cfg).clone(),
-        allow_faults,
-        deny,
-        role,
-    );
+    let core = core::spawn(opened.log, (*cfg).clone(), allow_faults, deny, role);
     let bundles = Arc::new(bundle_dir);
     ha::close_links_when_deposed(endpoint.clone());
-    // Computed once: it warns when it would point nowhere.
-    let me = opened.campaign.as_ref().map(|_| advert(&cfg));
-    let own_agents = me.as_ref().map(|advert| advert.agents.clone());
-    tokio::spawn(links::serve(
-        endpoint,
-        core.clone(),
-        bundles.clone(),
-        own_agents,
-    ));
+    tokio::spawn(links::serve(endpoint, core.clone(), bundles.clone()));
     let api = http::Api {
         cfg: cfg.clone(),
         core: core.clone(),
@@ -113,8 +98,7 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
     match opened.campaign {
         None => lead(api.clone(), hooks).await?,
         Some((client, etcd)) => {
-            let advert = me.unwrap_or_else(|| advert(&cfg));
-            let elected = ha::spawn_campaign(client, etcd, advert, core.clone());
+            let elected = ha::spawn_campaign(client, etcd, advert(&cfg), core.clone());
             let api = api.clone();
             tokio::spawn(async move {
                 if elected.await.is_ok() {
@@ -196,10 +180,7 @@ fn advert(cfg: &ControllerConfig) -> role::Advert {
 /// client and configuration the standby campaigns with.
 struct Opened {
     log: ha::Elected,
-    campaign: Option<(
-        (eventlog::EtcdClient, eventlog::LimitsProbed),
-        eventlog::EtcdConfig,
-    )>,
+    campaign: Option<(eventlog::EtcdClient, eventlog::EtcdConfig)>,
 }
 
 /// Opens the log the config names. sled: the directory under `data_dir`.
@@ -210,7 +191,7 @@ async fn open_log(cfg: &ControllerConfig) -> anyhow::Result<Opened> {
     let (opened, source) = match cfg.storage.etcd_config() {
         None => {
             let log_dir = cfg.data_dir.join(LOG_DIR);
-            let log = crate::driver::Controller::open_with_events(&log_dir)
+            let log = crate::driver::Controller::start(&log_dir, annex::Derived::decode)
                 .with_context(|| format!("opening the event log in {}", log_dir.display()))?;
             let source = log_dir.display().to_string();
             (
@@ -230,15 +211,25 @@ async fn open_log(cfg: &ControllerConfig) -> anyhow::Result<Opened> {
                 .with_context(|| format!("opening the event log on {source} read-only"))?;
             let opened = Opened {
                 log: follower.opened,
-                campaign: Some(((follower.client, follower.probed), etcd)),
+                campaign: Some((follower.client, etcd)),
             };
             (opened, source)
         }
     };
-    tracing::info!(
-        events = opened.log.1.len(),
-        "event log replayed; state rebuilt from {source}"
-    );
+    let started = &opened.log;
+    match &started.snapshot {
+        Some(snapshot) => tracing::info!(
+            covers = snapshot.covers,
+            events = started.tail.len(),
+            "state rebuilt from {source}: a snapshot of the first {} entries, then {} event(s) replayed",
+            snapshot.covers,
+            started.tail.len()
+        ),
+        None => tracing::info!(
+            events = started.tail.len(),
+            "event log replayed; state rebuilt from {source}"
+        ),
+    }
     Ok(opened)
 }
 

@@ -6,6 +6,7 @@ pub mod effects;
 pub mod event;
 pub mod input;
 pub mod roster;
+pub mod snapshot;
 pub mod state;
 pub mod step;
 
