@@ -116,7 +116,18 @@ pub struct TimingSection {
     /// Reconnect backoff bounds.
     pub backoff_base_ms: u64,
     pub backoff_max_ms: u64,
+    /// How long one dial of a controller (QUIC + TLS handshake, control
+    /// stream) may take before that address counts as down for the round;
+    /// see [`CONTROLLER_HANDSHAKE_TIMEOUT_MS`].
+    pub handshake_timeout_ms: u64,
 }
+
+/// Default of `[timing] handshake_timeout_ms`. A handshake is one or two
+/// round trips, a few ms on a LAN: half a second covers round trips up to
+/// about 250 ms, yet a dead or black-holed controller (QUIC sends nothing
+/// back) holds the search for the leader at most that long, not the 10 s
+/// idle timeout. Raise it for links slower than that (satellite).
+pub const CONTROLLER_HANDSHAKE_TIMEOUT_MS: u64 = 500;
 
 impl Default for TimingSection {
     fn default() -> Self {
@@ -124,6 +135,7 @@ impl Default for TimingSection {
             retry_ms: 1_000,
             backoff_base_ms: 200,
             backoff_max_ms: 5_000,
+            handshake_timeout_ms: CONTROLLER_HANDSHAKE_TIMEOUT_MS,
         }
     }
 }
@@ -250,7 +262,10 @@ impl AgentConfig {
             )));
         }
         cfg.controller.validate().map_err(invalid)?;
-        if cfg.timing.retry_ms == 0 || cfg.timing.backoff_base_ms == 0 {
+        if cfg.timing.retry_ms == 0
+            || cfg.timing.backoff_base_ms == 0
+            || cfg.timing.handshake_timeout_ms == 0
+        {
             return Err(invalid(
                 "section [timing]: intervals must be above 0 ms".into(),
             ));

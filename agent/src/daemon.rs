@@ -8,6 +8,7 @@
 //! switches, probes, and fetching, verifying and staging (`staging.rs`).
 
 use crate::config::{AgentConfig, HoldPoint};
+use crate::dial::{self, Dials};
 use crate::journal::{Journal, Record, Stage};
 use crate::probe::{probe, ProbeExpect};
 use crate::proxy::{self, Backend, Route};
@@ -51,23 +52,6 @@ enum Inbound {
 struct Redirected {
     /// Where it says the leader is (`HOST:PORT`), if it knows.
     leader: Option<String>,
-}
-
-/// The address to try after a standby's "not the leader, try `hint`":
-/// the hint's position in `addrs` when it is one of them, else the next
-/// address after `at`. A hint outside `addrs` is not followed: the list is
-/// what the operator configured and vetted (the leader key that the hint
-/// comes from is writable by anyone with etcd access, and an advertised
-/// bind address such as `0.0.0.0:7443` reaches nothing), so the agent goes
-/// round its own list, which holds the leader too.
-fn after_redirect(addrs: &[std::net::SocketAddr], at: usize, hint: Option<&str>) -> usize {
-    let hinted = hint
-        .and_then(|h| h.parse::<std::net::SocketAddr>().ok())
-        .and_then(|h| addrs.iter().position(|a| *a == h));
-    match hinted {
-        Some(i) if i != at => i,
-        _ => (at + 1) % addrs.len().max(1),
-    }
 }
 
 /// The running agent.
@@ -155,50 +139,81 @@ impl Agent {
         self.feed(AgentInput::Restarted { serving }, None).await
     }
 
-    /// Connect, serve the session, back off, forever.
+    /// Find the leader, serve the session, back off, forever.
     pub async fn run(mut self) -> anyhow::Result<()> {
         let mut backoff = Backoff::for_node(
             &self.cfg.node,
             self.cfg.timing.backoff_base_ms,
             self.cfg.timing.backoff_max_ms,
         );
-        // With several controllers (HA), only the leader accepts agents: a
-        // failed connection or an ended session (the leader may be gone)
-        // moves on to the next address, with the same jittered backoff.
         let addrs = self.cfg.controller.addresses();
         assert!(!addrs.is_empty(), "the config check requires an address");
-        let mut at = 0usize;
         loop {
+            // Read each round, so a renewed certificate is picked up.
             let identity = ClientIdentity::from_pem_files(
                 &self.cfg.tls.ca,
                 &self.cfg.tls.cert,
                 &self.cfg.tls.key,
             )
             .context("loading the node's TLS identity")?;
-            let addr = addrs[at];
-            let mut next = (at + 1) % addrs.len();
-            match AgentConnection::connect(addr, &self.cfg.controller.server_name, identity).await {
-                Ok(conn) => {
-                    backoff.reset();
-                    tracing::info!(%addr, "connected to the controller");
-                    match self.session(conn).await {
-                        Ok(Redirected { leader }) => {
-                            next = after_redirect(&addrs, at, leader.as_deref());
-                            tracing::info!(
-                                %addr,
-                                leader = leader.as_deref().unwrap_or("(unknown)"),
-                                next = %addrs[next],
-                                "a standby: not the leader; trying the next"
-                            );
-                        }
-                        Err(e) => tracing::warn!("session ended: {e:#}"),
-                    }
-                    self.conn = None;
-                }
-                Err(e) => tracing::warn!(%addr, "cannot reach the controller: {e}"),
+            let config = protocol::quic::quinn_agent_client_config(&identity)
+                .context("the node's QUIC client configuration")?;
+            let timeout = Duration::from_millis(self.cfg.timing.handshake_timeout_ms);
+            let dials = Dials::start(&addrs, &self.cfg.controller.server_name, config, timeout);
+            if self.round(&addrs, dials).await {
+                backoff.reset();
             }
-            at = next;
+            // Jittered, and growing while no controller takes the agent:
+            // a fleet that lost its leader at one instant does not dial
+            // the standbys in lockstep.
             tokio::time::sleep(backoff.next_delay()).await;
+        }
+    }
+
+    /// One round over `dials` (see `dial.rs`): sessions on the controllers
+    /// up, the one a standby names first, until one is not a standby's
+    /// refusal or none is left. Whether a session ran (it was not sent
+    /// away): the backoff starts over.
+    async fn round(&mut self, addrs: &[std::net::SocketAddr], mut dials: Dials) -> bool {
+        // The controller a standby named, and that standby (dialed again:
+        // it holds the agent until it leads, should the named one be down).
+        let (mut named, mut namer) = (None, None);
+        loop {
+            let mut picked = None;
+            for at in [named.take(), namer.take()].into_iter().flatten() {
+                if picked.is_none() {
+                    picked = dials.take(at).await.map(|conn| (at, conn));
+                }
+            }
+            if picked.is_none() {
+                picked = dials.take_any().await;
+            }
+            let Some((at, conn)) = picked else {
+                return false;
+            };
+            let addr = addrs[at];
+            tracing::info!(%addr, "connected to the controller");
+            let ended = self.session(conn).await;
+            self.conn = None;
+            match ended {
+                Ok(Redirected { leader }) => {
+                    let hint = dial::hinted(addrs, at, leader.as_deref());
+                    tracing::info!(
+                        %addr,
+                        leader = leader.as_deref().unwrap_or("(unknown)"),
+                        "a standby: not the leader; trying the next"
+                    );
+                    if !hint.is_some_and(|h| dials.is_ready(h)) {
+                        dials.redial(at);
+                        namer = Some(at);
+                    }
+                    named = hint;
+                }
+                Err(e) => {
+                    tracing::warn!("session ended: {e:#}");
+                    return true;
+                }
+            }
         }
     }
 
@@ -655,22 +670,22 @@ mod tests {
         assert!(started.elapsed() >= Duration::from_millis(period_ms));
     }
 
-    /// A standby's hint is followed only to an address of the agent's own
-    /// list; otherwise (unknown, unparsable, foreign, itself) the next.
+    /// A standby's hint is followed only to another address of the
+    /// agent's own list; otherwise (unknown, unparsable, foreign, itself)
+    /// the first controller up.
     #[test]
-    fn a_redirect_follows_a_listed_hint_else_the_next_address() {
+    fn a_redirect_follows_a_listed_hint_only() {
         let addrs: Vec<std::net::SocketAddr> = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]
             .iter()
             .map(|a| a.parse().expect("addr"))
             .collect();
-        assert_eq!(after_redirect(&addrs, 0, Some("127.0.0.1:3")), 2);
-        assert_eq!(after_redirect(&addrs, 2, Some("127.0.0.1:2")), 1);
-        assert_eq!(after_redirect(&addrs, 0, None), 1);
-        assert_eq!(after_redirect(&addrs, 2, None), 0);
-        assert_eq!(after_redirect(&addrs, 0, Some("10.9.9.9:3")), 1);
-        assert_eq!(after_redirect(&addrs, 0, Some("0.0.0.0:3")), 1);
-        assert_eq!(after_redirect(&addrs, 1, Some("not an address")), 2);
-        assert_eq!(after_redirect(&addrs, 1, Some("127.0.0.1:2")), 2);
+        assert_eq!(dial::hinted(&addrs, 0, Some("127.0.0.1:3")), Some(2));
+        assert_eq!(dial::hinted(&addrs, 2, Some("127.0.0.1:2")), Some(1));
+        assert_eq!(dial::hinted(&addrs, 0, None), None);
+        assert_eq!(dial::hinted(&addrs, 0, Some("10.9.9.9:3")), None);
+        assert_eq!(dial::hinted(&addrs, 0, Some("0.0.0.0:3")), None);
+        assert_eq!(dial::hinted(&addrs, 1, Some("not an address")), None);
+        assert_eq!(dial::hinted(&addrs, 1, Some("127.0.0.1:2")), None);
     }
 
     #[test]

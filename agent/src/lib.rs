@@ -8,6 +8,7 @@
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod dial;
 pub mod journal;
 pub mod probe;
 pub mod proxy;
