@@ -117,8 +117,10 @@ pub struct TimingSection {
     pub backoff_base_ms: u64,
     pub backoff_max_ms: u64,
     /// How long one dial of a controller (QUIC + TLS handshake, control
-    /// stream) may take before that address counts as down for the round;
-    /// see [`CONTROLLER_HANDSHAKE_TIMEOUT_MS`].
+    /// stream) may take before that address counts as down for the round,
+    /// at least: longer on a link measured slow, and doubled while that
+    /// address keeps timing out (`liveness::dial_timeout`); see
+    /// [`CONTROLLER_HANDSHAKE_TIMEOUT_MS`].
     pub handshake_timeout_ms: u64,
 }
 
@@ -126,7 +128,10 @@ pub struct TimingSection {
 /// round trips, a few ms on a LAN: half a second covers round trips up to
 /// about 250 ms, yet a dead or black-holed controller (QUIC sends nothing
 /// back) holds the search for the leader at most that long, not the 10 s
-/// idle timeout. Raise it for links slower than that (satellite).
+/// idle timeout. A slower or lossy link needs no setting: the agent
+/// raises the bound itself, to four round trips of the link as last
+/// measured, and doubles it for each dial of an address in a row that
+/// timed out, up to 10 s (`liveness::dial_timeout`; scenario 13).
 pub const CONTROLLER_HANDSHAKE_TIMEOUT_MS: u64 = 500;
 
 impl Default for TimingSection {

@@ -8,8 +8,9 @@
 //! switches, probes, and fetching, verifying and staging (`staging.rs`).
 
 use crate::config::{AgentConfig, HoldPoint};
-use crate::dial::{self, Dials};
+use crate::dial::{self, Dials, Ended};
 use crate::journal::{Journal, Record, Stage};
+use crate::liveness::{self, LinkHistory, Watch};
 use crate::probe::{probe, ProbeExpect};
 use crate::proxy::{self, Backend, Route};
 use crate::staging::{self, Installed, Release, StageError};
@@ -64,6 +65,13 @@ pub struct Agent {
     instances: HashMap<Digest, Instance>,
     route: Route,
     conn: Option<quinn::Connection>,
+    /// What the sessions so far showed of the links to the controllers:
+    /// sets how long a controller may stay silent, and a dial's timeout
+    /// (`liveness.rs`).
+    link: LinkHistory,
+    /// Per configured controller address, how many dials of it in a row
+    /// timed out (its next dial gets longer, `liveness::dial_timeout`).
+    dials_timed_out: Vec<u32>,
     /// Whether the configured fault hold already happened (once per process).
     held: bool,
     /// Why the latest staging attempt or observation failed, in words, for
@@ -117,6 +125,8 @@ impl Agent {
             instances: HashMap::new(),
             route,
             conn: None,
+            link: LinkHistory::default(),
+            dials_timed_out: Vec::new(),
             held: false,
             last_failure: None,
         };
@@ -158,9 +168,25 @@ impl Agent {
             .context("loading the node's TLS identity")?;
             let config = protocol::quic::quinn_agent_client_config(&identity)
                 .context("the node's QUIC client configuration")?;
-            let timeout = Duration::from_millis(self.cfg.timing.handshake_timeout_ms);
-            let dials = Dials::start(&addrs, &self.cfg.controller.server_name, config, timeout);
-            if self.round(&addrs, dials).await {
+            let floor = Duration::from_millis(self.cfg.timing.handshake_timeout_ms);
+            self.dials_timed_out.resize(addrs.len(), 0);
+            let timeouts = self
+                .dials_timed_out
+                .iter()
+                .map(|&n| liveness::dial_timeout(floor, self.link.rtt, n))
+                .collect();
+            let mut dials =
+                Dials::start(&addrs, &self.cfg.controller.server_name, config, timeouts);
+            let served = self.round(&addrs, &mut dials).await;
+            for (n, ended) in self.dials_timed_out.iter_mut().zip(dials.ended()) {
+                match ended {
+                    Some(Ended::Up) => *n = 0,
+                    Some(Ended::TimedOut) => *n = n.saturating_add(1),
+                    Some(Ended::Failed) | None => {}
+                }
+            }
+            drop(dials);
+            if served {
                 backoff.reset();
             }
             // Jittered, and growing while no controller takes the agent:
@@ -174,7 +200,7 @@ impl Agent {
     /// up, the one a standby names first, until one is not a standby's
     /// refusal or none is left. Whether a session ran (it was not sent
     /// away): the backoff starts over.
-    async fn round(&mut self, addrs: &[std::net::SocketAddr], mut dials: Dials) -> bool {
+    async fn round(&mut self, addrs: &[std::net::SocketAddr], dials: &mut Dials) -> bool {
         // The controller a standby named, and that standby (dialed again:
         // it holds the agent until it leads, should the named one be down).
         let (mut named, mut namer) = (None, None);
@@ -256,9 +282,11 @@ impl Agent {
                 }
             }
         });
-        self.conn = Some(connection);
-        let result = self.session_loop(&mut tx, &mut inbox).await;
+        let mut watch = Watch::new(connection.clone(), self.link);
+        self.conn = Some(connection.clone());
+        let result = self.session_loop(&mut tx, &mut inbox, &mut watch).await;
         reader.abort();
+        self.link = watch.history();
         result
     }
 
@@ -266,9 +294,11 @@ impl Agent {
         &mut self,
         tx: &mut ControlSender,
         inbox: &mut tokio::sync::mpsc::Receiver<Inbound>,
+        watch: &mut Watch,
     ) -> anyhow::Result<Redirected> {
         self.feed(AgentInput::Connected, Some(tx)).await?;
         let mut retry = first_tick_after(self.cfg.timing.retry_ms);
+        let mut listen = first_tick_after(liveness::SILENCE_CHECK_INTERVAL.as_millis() as u64);
         let mut supervise = first_tick_after(SUPERVISE_MS);
         // When the latest readback was answered, for READBACK_INTERVAL_MIN_MS.
         let mut answered_at: Option<Instant> = None;
@@ -298,6 +328,11 @@ impl Agent {
                 },
                 _ = retry.tick() => self.feed(AgentInput::Retry, Some(tx)).await?,
                 _ = supervise.tick() => self.supervise().await,
+                _ = listen.tick() => {
+                    if let Err(silent) = watch.check(Instant::now()) {
+                        anyhow::bail!("the controller is gone: {silent}");
+                    }
+                }
             }
         }
     }

@@ -2,7 +2,9 @@
 //! item 6).
 //!
 //! A **round** dials every listed controller at once, each dial bounded by
-//! `[timing] handshake_timeout_ms`, and hands the daemon one connection at
+//! its own timeout (`liveness::dial_timeout`: `[timing]
+//! handshake_timeout_ms` on a LAN, longer on a slow link or after that
+//! address timed out), and hands the daemon one connection at
 //! a time for a session: the controller a standby named when it is there,
 //! else the first one up. The leader keeps the session; a standby answers
 //! "not the leader" and the daemon asks for the next. A dead or
@@ -39,30 +41,46 @@ pub struct Dials {
     addrs: Vec<SocketAddr>,
     server_name: String,
     config: quinn::ClientConfig,
-    timeout: Duration,
+    timeouts: Vec<Duration>,
     running: JoinSet<(usize, Result<AgentConnection, TransportError>)>,
     dials: Vec<Dial>,
     /// Whether an address was dialed a second time this round (once at
     /// most, so a round is bounded).
     redialed: Vec<bool>,
+    /// How each address's latest dial ended, once it did.
+    ended: Vec<Option<Ended>>,
+}
+
+/// How a dial ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// The controller answered.
+    Up,
+    /// Nothing within the dial's timeout.
+    TimedOut,
+    /// Refused or failed otherwise (no route, a refused certificate).
+    Failed,
 }
 
 impl Dials {
-    /// Dials every address of `addrs` at once.
+    /// Dials every address of `addrs` at once, each within its own of
+    /// `timeouts` (one per address).
     pub fn start(
         addrs: &[SocketAddr],
         server_name: &str,
         config: quinn::ClientConfig,
-        timeout: Duration,
+        timeouts: Vec<Duration>,
     ) -> Dials {
+        assert_eq!(addrs.len(), timeouts.len(), "one timeout per address");
         let mut dials = Dials {
             addrs: addrs.to_vec(),
             server_name: server_name.to_string(),
             config,
-            timeout,
+            timeouts,
             running: JoinSet::new(),
             dials: addrs.iter().map(|_| Dial::Done).collect(),
             redialed: vec![false; addrs.len()],
+            ended: vec![None; addrs.len()],
         };
         for at in 0..addrs.len() {
             dials.spawn(at);
@@ -72,7 +90,7 @@ impl Dials {
 
     fn spawn(&mut self, at: usize) {
         let (addr, name) = (self.addrs[at], self.server_name.clone());
-        let (config, timeout) = (self.config.clone(), self.timeout);
+        let (config, timeout) = (self.config.clone(), self.timeouts[at]);
         self.dials[at] = Dial::Pending;
         self.running.spawn(async move {
             (
@@ -144,14 +162,26 @@ impl Dials {
             return true;
         };
         let addr = self.addrs[at];
-        self.dials[at] = match result {
-            Ok(conn) => Dial::Ready(conn),
+        let (dial, ended) = match result {
+            Ok(conn) => (Dial::Ready(conn), Ended::Up),
             Err(e) => {
                 tracing::warn!(%addr, "cannot reach the controller: {e}");
-                Dial::Done
+                let ended = match e {
+                    TransportError::HandshakeTimeout(_) => Ended::TimedOut,
+                    _ => Ended::Failed,
+                };
+                (Dial::Done, ended)
             }
         };
+        self.dials[at] = dial;
+        self.ended[at] = Some(ended);
         true
+    }
+
+    /// How each address's latest dial this round ended (`None`: it was
+    /// still running when the round ended).
+    pub fn ended(&self) -> &[Option<Ended>] {
+        &self.ended
     }
 }
 
