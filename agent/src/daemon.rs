@@ -282,11 +282,17 @@ impl Agent {
                 }
             }
         });
-        let mut watch = Watch::new(connection.clone(), self.link);
+        let mut watch = Watch::new(connection.clone(), self.link, Instant::now());
         self.conn = Some(connection.clone());
         let result = self.session_loop(&mut tx, &mut inbox, &mut watch).await;
         reader.abort();
         self.link = watch.history();
+        tracing::info!(
+            intervals = self.link.intervals,
+            silent = self.link.silent,
+            rtt_ms = self.link.rtt.map(|r| r.as_millis()),
+            "keep-alive intervals watched so far"
+        );
         result
     }
 
