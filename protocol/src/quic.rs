@@ -49,21 +49,23 @@ pub const KEEP_ALIVE: Duration = Duration::from_secs(2);
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Interval between an agent daemon's keep-alive pings. The agent gives
-/// up a controller it has not heard from for a number of these that its
-/// link's loss makes unlikely on a live link (`agent::liveness`: four,
-/// 1.5 s, on a clean LAN, so a dead leader is left before its lease runs
-/// out, issue #26 item 6; about twenty on a link losing 30% each way).
+/// up a controller it has heard nothing from for as many of these in a
+/// row as a live link of its kind would seldom stay silent
+/// (`agent::liveness`: four, 1.5 s, on a clean LAN, so a dead leader is
+/// left before its lease runs out, issue #26 item 6; about twenty on a
+/// link losing 30% each way).
 /// Costs a controller about 2.7 small packets per agent and second, each
 /// answered by an ACK.
 pub const AGENT_KEEP_ALIVE: Duration = Duration::from_millis(375);
 
 /// An agent daemon's QUIC idle timeout: [`IDLE_TIMEOUT`], the backstop.
 /// The agent's own watch (`agent::liveness`) gives a silent controller up
-/// earlier, after a silence set by the loss it measured: a fixed 1.5 s
-/// here (which QUIC also imposes on the controller's end, the smaller of
-/// both sides' counts) cut scenario 13's lossy 400 ms links over and over
-/// (three or four keep-alives in a row lost at 30% loss each way is
-/// common), and it cannot be changed once a connection is up.
+/// earlier, after a silence set by how often its link was silent. A
+/// fixed 1.5 s here (QUIC takes the smaller of both ends' idle timeouts,
+/// so it held on the controller's end too) cut scenario 13's lossy
+/// 400 ms links over and over (three or four keep-alives in a row
+/// unanswered is common at 30% loss each way), and an idle timeout
+/// cannot change once a connection is up.
 pub const AGENT_IDLE_TIMEOUT: Duration = IDLE_TIMEOUT;
 
 const _: () = assert!(AGENT_KEEP_ALIVE.as_millis() * 20 <= AGENT_IDLE_TIMEOUT.as_millis());
