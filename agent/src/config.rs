@@ -116,7 +116,23 @@ pub struct TimingSection {
     /// Reconnect backoff bounds.
     pub backoff_base_ms: u64,
     pub backoff_max_ms: u64,
+    /// How long one dial of a controller (QUIC + TLS handshake, control
+    /// stream) may take before that address counts as down for the round,
+    /// at least: longer on a link measured slow, and doubled while that
+    /// address keeps timing out (`liveness::dial_timeout`); see
+    /// [`CONTROLLER_HANDSHAKE_TIMEOUT_MS`].
+    pub handshake_timeout_ms: u64,
 }
+
+/// Default of `[timing] handshake_timeout_ms`. A handshake is one or two
+/// round trips, a few ms on a LAN: half a second covers round trips up to
+/// about 250 ms, yet a dead or black-holed controller (QUIC sends nothing
+/// back) holds the search for the leader at most that long, not the 10 s
+/// idle timeout. A slower or lossy link needs no setting: the agent
+/// raises the bound itself, to four round trips of the link as last
+/// measured, and doubles it for each dial of an address in a row that
+/// timed out, up to 10 s (`liveness::dial_timeout`; scenario 13).
+pub const CONTROLLER_HANDSHAKE_TIMEOUT_MS: u64 = 500;
 
 impl Default for TimingSection {
     fn default() -> Self {
@@ -124,6 +140,7 @@ impl Default for TimingSection {
             retry_ms: 1_000,
             backoff_base_ms: 200,
             backoff_max_ms: 5_000,
+            handshake_timeout_ms: CONTROLLER_HANDSHAKE_TIMEOUT_MS,
         }
     }
 }
@@ -250,7 +267,10 @@ impl AgentConfig {
             )));
         }
         cfg.controller.validate().map_err(invalid)?;
-        if cfg.timing.retry_ms == 0 || cfg.timing.backoff_base_ms == 0 {
+        if cfg.timing.retry_ms == 0
+            || cfg.timing.backoff_base_ms == 0
+            || cfg.timing.handshake_timeout_ms == 0
+        {
             return Err(invalid(
                 "section [timing]: intervals must be above 0 ms".into(),
             ));

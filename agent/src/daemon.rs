@@ -8,7 +8,9 @@
 //! switches, probes, and fetching, verifying and staging (`staging.rs`).
 
 use crate::config::{AgentConfig, HoldPoint};
+use crate::dial::{self, Dials, Ended};
 use crate::journal::{Journal, Record, Stage};
+use crate::liveness::{self, LinkHistory, Watch};
 use crate::probe::{probe, ProbeExpect};
 use crate::proxy::{self, Backend, Route};
 use crate::staging::{self, Installed, Release, StageError};
@@ -53,23 +55,6 @@ struct Redirected {
     leader: Option<String>,
 }
 
-/// The address to try after a standby's "not the leader, try `hint`":
-/// the hint's position in `addrs` when it is one of them, else the next
-/// address after `at`. A hint outside `addrs` is not followed: the list is
-/// what the operator configured and vetted (the leader key that the hint
-/// comes from is writable by anyone with etcd access, and an advertised
-/// bind address such as `0.0.0.0:7443` reaches nothing), so the agent goes
-/// round its own list, which holds the leader too.
-fn after_redirect(addrs: &[std::net::SocketAddr], at: usize, hint: Option<&str>) -> usize {
-    let hinted = hint
-        .and_then(|h| h.parse::<std::net::SocketAddr>().ok())
-        .and_then(|h| addrs.iter().position(|a| *a == h));
-    match hinted {
-        Some(i) if i != at => i,
-        _ => (at + 1) % addrs.len().max(1),
-    }
-}
-
 /// The running agent.
 pub struct Agent {
     cfg: AgentConfig,
@@ -80,6 +65,13 @@ pub struct Agent {
     instances: HashMap<Digest, Instance>,
     route: Route,
     conn: Option<quinn::Connection>,
+    /// What the sessions so far showed of the links to the controllers:
+    /// sets how long a controller may stay silent, and a dial's timeout
+    /// (`liveness.rs`).
+    link: LinkHistory,
+    /// Per configured controller address, how many dials of it in a row
+    /// timed out (its next dial gets longer, `liveness::dial_timeout`).
+    dials_timed_out: Vec<u32>,
     /// Whether the configured fault hold already happened (once per process).
     held: bool,
     /// Why the latest staging attempt or observation failed, in words, for
@@ -133,6 +125,8 @@ impl Agent {
             instances: HashMap::new(),
             route,
             conn: None,
+            link: LinkHistory::default(),
+            dials_timed_out: Vec::new(),
             held: false,
             last_failure: None,
         };
@@ -155,54 +149,116 @@ impl Agent {
         self.feed(AgentInput::Restarted { serving }, None).await
     }
 
-    /// Connect, serve the session, back off, forever.
+    /// Find the leader, serve the session, back off, forever.
     pub async fn run(mut self) -> anyhow::Result<()> {
         let mut backoff = Backoff::for_node(
             &self.cfg.node,
             self.cfg.timing.backoff_base_ms,
             self.cfg.timing.backoff_max_ms,
         );
-        // With several controllers (HA), only the leader accepts agents: a
-        // failed connection or an ended session (the leader may be gone)
-        // moves on to the next address, with the same jittered backoff.
         let addrs = self.cfg.controller.addresses();
         assert!(!addrs.is_empty(), "the config check requires an address");
-        let mut at = 0usize;
         loop {
+            // Read each round, so a renewed certificate is picked up.
             let identity = ClientIdentity::from_pem_files(
                 &self.cfg.tls.ca,
                 &self.cfg.tls.cert,
                 &self.cfg.tls.key,
             )
             .context("loading the node's TLS identity")?;
-            let addr = addrs[at];
-            let mut next = (at + 1) % addrs.len();
-            match AgentConnection::connect(addr, &self.cfg.controller.server_name, identity).await {
-                Ok(conn) => {
-                    backoff.reset();
-                    tracing::info!(%addr, "connected to the controller");
-                    match self.session(conn).await {
-                        Ok(Redirected { leader }) => {
-                            next = after_redirect(&addrs, at, leader.as_deref());
-                            tracing::info!(
-                                %addr,
-                                leader = leader.as_deref().unwrap_or("(unknown)"),
-                                next = %addrs[next],
-                                "a standby: not the leader; trying the next"
-                            );
-                        }
-                        Err(e) => tracing::warn!("session ended: {e:#}"),
-                    }
-                    self.conn = None;
+            let config = protocol::quic::quinn_agent_client_config(&identity)
+                .context("the node's QUIC client configuration")?;
+            let floor = Duration::from_millis(self.cfg.timing.handshake_timeout_ms);
+            self.dials_timed_out.resize(addrs.len(), 0);
+            let timeouts = self
+                .dials_timed_out
+                .iter()
+                .map(|&n| liveness::dial_timeout(floor, self.link.rtt, n))
+                .collect();
+            let mut dials =
+                Dials::start(&addrs, &self.cfg.controller.server_name, config, timeouts);
+            let served = self.round(&addrs, &mut dials).await;
+            for (n, ended) in self.dials_timed_out.iter_mut().zip(dials.ended()) {
+                match ended {
+                    Some(Ended::Up) => *n = 0,
+                    Some(Ended::TimedOut) => *n = n.saturating_add(1),
+                    Some(Ended::Failed) | None => {}
                 }
-                Err(e) => tracing::warn!(%addr, "cannot reach the controller: {e}"),
             }
-            at = next;
+            drop(dials);
+            if served {
+                backoff.reset();
+            }
+            // Jittered, and growing while no controller takes the agent:
+            // a fleet that lost its leader at one instant does not dial
+            // the standbys in lockstep.
             tokio::time::sleep(backoff.next_delay()).await;
         }
     }
 
+    /// One round over `dials` (see `dial.rs`): sessions on the controllers
+    /// up, the one a standby names first, until one is not a standby's
+    /// refusal or none is left. Whether a session ran (it was not sent
+    /// away): the backoff starts over.
+    async fn round(&mut self, addrs: &[std::net::SocketAddr], dials: &mut Dials) -> bool {
+        // The controller a standby named, and that standby (dialed again:
+        // it holds the agent until it leads, should the named one be down).
+        let (mut named, mut namer) = (None, None);
+        loop {
+            let mut picked = None;
+            for at in [named.take(), namer.take()].into_iter().flatten() {
+                if picked.is_none() {
+                    picked = dials.take(at).await.map(|conn| (at, conn));
+                }
+            }
+            if picked.is_none() {
+                picked = dials.take_any().await;
+            }
+            let Some((at, conn)) = picked else {
+                return false;
+            };
+            let addr = addrs[at];
+            tracing::info!(%addr, "connected to the controller");
+            let ended = self.session(conn).await;
+            self.conn = None;
+            match ended {
+                Ok(Redirected { leader }) => {
+                    let hint = dial::hinted(addrs, at, leader.as_deref());
+                    tracing::info!(
+                        %addr,
+                        leader = leader.as_deref().unwrap_or("(unknown)"),
+                        "a standby: not the leader; trying the next"
+                    );
+                    if !hint.is_some_and(|h| dials.is_ready(h)) {
+                        dials.redial(at);
+                        namer = Some(at);
+                    }
+                    named = hint;
+                }
+                Err(e) => {
+                    tracing::warn!("session ended: {e:#}");
+                    return true;
+                }
+            }
+        }
+    }
+
+    /// [`Self::session_on`], with the controller's own reason when it
+    /// closed the connection (a refused certificate reads "invalid peer
+    /// certificate" there, not just "connection lost").
     async fn session(&mut self, conn: AgentConnection) -> anyhow::Result<Redirected> {
+        let watched = conn.connection().clone();
+        self.session_on(conn)
+            .await
+            .map_err(|e| match watched.close_reason() {
+                Some(reason) => {
+                    e.context(format!("the controller closed the connection: {reason}"))
+                }
+                None => e,
+            })
+    }
+
+    async fn session_on(&mut self, conn: AgentConnection) -> anyhow::Result<Redirected> {
         let (_endpoint, connection, control) = conn.into_parts();
         let (mut tx, mut rx) = control.split();
         let (inbox_tx, mut inbox) = tokio::sync::mpsc::channel(INBOX_MAX);
@@ -226,9 +282,17 @@ impl Agent {
                 }
             }
         });
-        self.conn = Some(connection);
-        let result = self.session_loop(&mut tx, &mut inbox).await;
+        let mut watch = Watch::new(connection.clone(), self.link, Instant::now());
+        self.conn = Some(connection.clone());
+        let result = self.session_loop(&mut tx, &mut inbox, &mut watch).await;
         reader.abort();
+        self.link = watch.history();
+        tracing::info!(
+            intervals = self.link.intervals,
+            silent = self.link.silent,
+            rtt_ms = self.link.rtt.map(|r| r.as_millis()),
+            "keep-alive intervals watched so far"
+        );
         result
     }
 
@@ -236,9 +300,11 @@ impl Agent {
         &mut self,
         tx: &mut ControlSender,
         inbox: &mut tokio::sync::mpsc::Receiver<Inbound>,
+        watch: &mut Watch,
     ) -> anyhow::Result<Redirected> {
         self.feed(AgentInput::Connected, Some(tx)).await?;
         let mut retry = first_tick_after(self.cfg.timing.retry_ms);
+        let mut listen = first_tick_after(liveness::SILENCE_CHECK_INTERVAL.as_millis() as u64);
         let mut supervise = first_tick_after(SUPERVISE_MS);
         // When the latest readback was answered, for READBACK_INTERVAL_MIN_MS.
         let mut answered_at: Option<Instant> = None;
@@ -268,6 +334,11 @@ impl Agent {
                 },
                 _ = retry.tick() => self.feed(AgentInput::Retry, Some(tx)).await?,
                 _ = supervise.tick() => self.supervise().await,
+                _ = listen.tick() => {
+                    if let Err(silent) = watch.check(Instant::now()) {
+                        anyhow::bail!("the controller is gone: {silent}");
+                    }
+                }
             }
         }
     }
@@ -640,22 +711,22 @@ mod tests {
         assert!(started.elapsed() >= Duration::from_millis(period_ms));
     }
 
-    /// A standby's hint is followed only to an address of the agent's own
-    /// list; otherwise (unknown, unparsable, foreign, itself) the next.
+    /// A standby's hint is followed only to another address of the
+    /// agent's own list; otherwise (unknown, unparsable, foreign, itself)
+    /// the first controller up.
     #[test]
-    fn a_redirect_follows_a_listed_hint_else_the_next_address() {
+    fn a_redirect_follows_a_listed_hint_only() {
         let addrs: Vec<std::net::SocketAddr> = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]
             .iter()
             .map(|a| a.parse().expect("addr"))
             .collect();
-        assert_eq!(after_redirect(&addrs, 0, Some("127.0.0.1:3")), 2);
-        assert_eq!(after_redirect(&addrs, 2, Some("127.0.0.1:2")), 1);
-        assert_eq!(after_redirect(&addrs, 0, None), 1);
-        assert_eq!(after_redirect(&addrs, 2, None), 0);
-        assert_eq!(after_redirect(&addrs, 0, Some("10.9.9.9:3")), 1);
-        assert_eq!(after_redirect(&addrs, 0, Some("0.0.0.0:3")), 1);
-        assert_eq!(after_redirect(&addrs, 1, Some("not an address")), 2);
-        assert_eq!(after_redirect(&addrs, 1, Some("127.0.0.1:2")), 2);
+        assert_eq!(dial::hinted(&addrs, 0, Some("127.0.0.1:3")), Some(2));
+        assert_eq!(dial::hinted(&addrs, 2, Some("127.0.0.1:2")), Some(1));
+        assert_eq!(dial::hinted(&addrs, 0, None), None);
+        assert_eq!(dial::hinted(&addrs, 0, Some("10.9.9.9:3")), None);
+        assert_eq!(dial::hinted(&addrs, 0, Some("0.0.0.0:3")), None);
+        assert_eq!(dial::hinted(&addrs, 1, Some("not an address")), None);
+        assert_eq!(dial::hinted(&addrs, 1, Some("127.0.0.1:2")), None);
     }
 
     #[test]

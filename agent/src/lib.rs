@@ -8,7 +8,9 @@
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod dial;
 pub mod journal;
+pub mod liveness;
 pub mod probe;
 pub mod proxy;
 pub mod recovery;

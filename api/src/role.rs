@@ -10,6 +10,8 @@
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::RwLock;
+use tokio::sync::futures::Notified;
+use tokio::sync::Notify;
 
 /// Response header on every API answer: `leader` or `standby`.
 pub const ROLE_HEADER: &str = "fleetweft-role";
@@ -93,6 +95,9 @@ pub struct RoleCell {
     /// One past the last folded sequence (0: an empty log).
     next_sequence: AtomicU64,
     leader: RwLock<Option<Advert>>,
+    /// Woken when the role or the leader's advert changes: a standby
+    /// holding an agent's connection waits on it (`daemon::links`).
+    changes: Notify,
 }
 
 impl RoleCell {
@@ -102,7 +107,15 @@ impl RoleCell {
             standby: AtomicBool::new(role == Role::Standby),
             next_sequence: AtomicU64::new(0),
             leader: RwLock::new(None),
+            changes: Notify::new(),
         }
+    }
+
+    /// A future that completes at the next change of the role or of the
+    /// leader's advert after this call (create it before reading the cell,
+    /// so a change in between is not missed).
+    pub fn changed(&self) -> Notified<'_> {
+        self.changes.notified()
     }
 
     /// The role now.
@@ -118,6 +131,7 @@ impl RoleCell {
     /// deposed leader exits).
     pub fn set_leader(&self) {
         self.standby.store(false, Ordering::Release);
+        self.changes.notify_waiters();
     }
 
     /// The last sequence the state folded, `None` for an empty log.
@@ -146,6 +160,10 @@ impl RoleCell {
         let mut held = self.leader.write().unwrap_or_else(|p| p.into_inner());
         let changed = *held != advert;
         *held = advert;
+        drop(held);
+        if changed {
+            self.changes.notify_waiters();
+        }
         changed
     }
 }

@@ -55,7 +55,7 @@ pub use envelope::{
 };
 pub use error::LogError;
 pub use etcd_storage::{
-    etcd_request_bytes_required, EtcdConfig, EtcdStorage, ETCD_BATCH_LIMITS_DEFAULT,
+    etcd_request_bytes_required, EtcdConfig, EtcdStorage, LimitsProbed, ETCD_BATCH_LIMITS_DEFAULT,
     ETCD_MAX_REQUEST_BYTES, ETCD_MAX_TXN_OPS_REQUIRED, ETCD_PREFIX_BYTES_MAX,
     ETCD_WAL_ENTRY_BYTES_MAX, SNAPSHOT_CHUNK_BYTES_MAX,
 };

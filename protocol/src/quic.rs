@@ -48,6 +48,28 @@ pub const KEEP_ALIVE: Duration = Duration::from_secs(2);
 /// minutes. Also bounds how long a stalled handshake can last.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Interval between an agent daemon's keep-alive pings. The agent gives
+/// up a controller it has heard nothing from for as many of these in a
+/// row as a live link of its kind would seldom stay silent
+/// (`agent::liveness`: four, 1.5 s, on a clean LAN, so a dead leader is
+/// left before its lease runs out, issue #26 item 6; about twenty on a
+/// link losing 30% each way).
+/// Costs a controller about 2.7 small packets per agent and second, each
+/// answered by an ACK.
+pub const AGENT_KEEP_ALIVE: Duration = Duration::from_millis(375);
+
+/// An agent daemon's QUIC idle timeout: [`IDLE_TIMEOUT`], the backstop.
+/// The agent's own watch (`agent::liveness`) gives a silent controller up
+/// earlier, after a silence set by how often its link was silent. A
+/// fixed 1.5 s here (QUIC takes the smaller of both ends' idle timeouts,
+/// so it held on the controller's end too) cut scenario 13's lossy
+/// 400 ms links over and over (three or four keep-alives in a row
+/// unanswered is common at 30% loss each way), and an idle timeout
+/// cannot change once a connection is up.
+pub const AGENT_IDLE_TIMEOUT: Duration = IDLE_TIMEOUT;
+
+const _: () = assert!(AGENT_KEEP_ALIVE.as_millis() * 20 <= AGENT_IDLE_TIMEOUT.as_millis());
+
 /// How long the controller waits for a new connection's TLS handshake.
 /// Handshakes are awaited one at a time in [`ControllerEndpoint::accept`],
 /// so a peer that stalls one must not hold up the next agent for long.
@@ -98,7 +120,8 @@ pub enum TransportError {
     /// The TLS/QUIC handshake failed (untrusted certificate, wrong ALPN, ...).
     #[error("handshake failed: {0}")]
     Handshake(quinn::ConnectionError),
-    /// The handshake took longer than [`HANDSHAKE_TIMEOUT`].
+    /// The handshake took longer than [`HANDSHAKE_TIMEOUT`] (the
+    /// controller's bound) or an agent's dial timeout.
     #[error("handshake did not finish within {0:?}")]
     HandshakeTimeout(Duration),
     /// The peer presented no certificate chain.
@@ -158,13 +181,16 @@ pub enum TransportError {
 
 /// The transport parameters both sides use.
 fn transport_config() -> Arc<TransportConfig> {
+    transport_config_with(KEEP_ALIVE, IDLE_TIMEOUT)
+}
+
+/// The transport parameters with this keep-alive and idle timeout.
+fn transport_config_with(keep_alive: Duration, idle: Duration) -> Arc<TransportConfig> {
     let mut config = TransportConfig::default();
     config
-        .keep_alive_interval(Some(KEEP_ALIVE))
-        // Infallible: IDLE_TIMEOUT is far below the varint limit.
-        .max_idle_timeout(Some(
-            VarInt::from_u32(IDLE_TIMEOUT.as_millis() as u32).into(),
-        ))
+        .keep_alive_interval(Some(keep_alive))
+        // Infallible: both idle timeouts are far below the varint limit.
+        .max_idle_timeout(Some(VarInt::from_u32(idle.as_millis() as u32).into()))
         .max_concurrent_bidi_streams(VarInt::from_u32(STREAMS_BIDI_MAX))
         // Neither side uses unidirectional streams; refuse them outright.
         .max_concurrent_uni_streams(VarInt::from_u32(0));
@@ -192,6 +218,18 @@ pub fn quinn_client_config(
         QuicClientConfig::try_from(tls).map_err(|e| TransportError::QuicConfig(e.to_string()))?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
     config.transport_config(transport_config());
+    Ok(config)
+}
+
+/// An agent daemon's quinn client configuration: as
+/// [`quinn_client_config`], with [`AGENT_KEEP_ALIVE`] (so the agent hears
+/// from a live controller often enough to tell a dead one in seconds) and
+/// [`AGENT_IDLE_TIMEOUT`].
+pub fn quinn_agent_client_config(
+    identity: &ClientIdentity,
+) -> Result<quinn::ClientConfig, TransportError> {
+    let mut config = quinn_client_config(identity)?;
+    config.transport_config(transport_config_with(AGENT_KEEP_ALIVE, AGENT_IDLE_TIMEOUT));
     Ok(config)
 }
 
@@ -574,6 +612,33 @@ impl AgentConnection {
         identity: ClientIdentity,
     ) -> Result<Self, TransportError> {
         let config = quinn_client_config(&identity)?;
+        Self::connect_with(addr, server_name, config).await
+    }
+
+    /// What an agent daemon dials, with `config` from
+    /// [`quinn_agent_client_config`]: the handshake and the control stream
+    /// are given up after `handshake_timeout`, so a dead or black-holed
+    /// address fails in that time instead of holding the dial for the idle
+    /// timeout.
+    pub async fn dial(
+        addr: SocketAddr,
+        server_name: &str,
+        config: quinn::ClientConfig,
+        handshake_timeout: Duration,
+    ) -> Result<Self, TransportError> {
+        tokio::time::timeout(
+            handshake_timeout,
+            Self::connect_with(addr, server_name, config),
+        )
+        .await
+        .map_err(|_| TransportError::HandshakeTimeout(handshake_timeout))?
+    }
+
+    async fn connect_with(
+        addr: SocketAddr,
+        server_name: &str,
+        config: quinn::ClientConfig,
+    ) -> Result<Self, TransportError> {
         let local = if addr.is_ipv4() {
             SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0))
         } else {

@@ -2,7 +2,7 @@
 //! of a hot standby, in one run (issue #14's benchmark).
 //!
 //! Usage: `fleetweft-etcd-bench [--endpoints E1,E2,E3] [--seconds S]
-//! [--takeovers N] [--lease-ttl-ms T] [--only appends|takeover]`
+//! [--takeovers N] [--lease-ttl-ms T] [--agents A] [--only appends|takeover]`
 //!
 //! Without `--endpoints` it starts its own 3-member cluster on loopback
 //! with `scripts/etcd.sh start` in a temporary directory and stops it
@@ -21,7 +21,10 @@
 //! daemons (from next to this binary) on one prefix with lease TTL T
 //! (default 2,000 ms); the leader is SIGKILLed N times (default 20), and
 //! the time to the new leader's first grant is split into lease expiry,
-//! election, take over and first grant; p50, p99 and max per phase.
+//! election, take over and first grant; p50, p99 and max per phase. In
+//! the same rounds, A `fleetweft-agent` processes (default 5) list both
+//! controllers, and the time from the SIGKILL to every one of them
+//! connected to the new leader is measured too (issue #26 item 6).
 //!
 //! Prints Markdown tables. Build with `cargo build --release --workspace
 //! --bins`.
@@ -50,6 +53,10 @@ const WARM_UP_SECONDS: u64 = 2;
 const TAKEOVERS_DEFAULT: usize = 20;
 /// The controllers' lease TTL in the takeover measurement by default.
 const TAKEOVER_LEASE_TTL_MS_DEFAULT: u64 = 2_000;
+/// Agent processes of the takeover measurement unless `--agents` says
+/// otherwise: enough to see the slowest of several, few enough for a
+/// 2-core machine.
+const TAKEOVER_AGENTS_DEFAULT: usize = 5;
 
 /// A controller-like event of about 100 encoded bytes.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -209,6 +216,7 @@ struct Args {
     seconds: u64,
     takeovers: usize,
     lease_ttl_ms: u64,
+    agents: usize,
     appends: bool,
     takeover: bool,
 }
@@ -219,6 +227,7 @@ fn parse_args() -> anyhow::Result<Args> {
         seconds: 3,
         takeovers: TAKEOVERS_DEFAULT,
         lease_ttl_ms: TAKEOVER_LEASE_TTL_MS_DEFAULT,
+        agents: TAKEOVER_AGENTS_DEFAULT,
         appends: true,
         takeover: true,
     };
@@ -238,6 +247,7 @@ fn parse_args() -> anyhow::Result<Args> {
             "--lease-ttl-ms" => {
                 parsed.lease_ttl_ms = value.parse().context("--lease-ttl-ms: a whole number")?
             }
+            "--agents" => parsed.agents = value.parse().context("--agents: a whole number")?,
             "--only" => match value.as_str() {
                 "appends" => parsed.takeover = false,
                 "takeover" => parsed.appends = false,
@@ -245,7 +255,7 @@ fn parse_args() -> anyhow::Result<Args> {
             },
             other => bail!(
                 "unknown argument {other}; usage: [--endpoints E,..] [--seconds S] \
-                 [--takeovers N] [--lease-ttl-ms T] [--only appends|takeover]"
+                 [--takeovers N] [--lease-ttl-ms T] [--agents A] [--only appends|takeover]"
             ),
         }
     }
@@ -270,12 +280,12 @@ fn run() -> anyhow::Result<()> {
             .enable_all()
             .build()
             .context("starting the async runtime")?;
-        let measured = runtime.block_on(takeover::measure(
-            dir.path(),
-            &endpoints,
-            args.lease_ttl_ms,
-            args.takeovers,
-        ));
+        let plan = takeover::Plan {
+            lease_ttl_ms: args.lease_ttl_ms,
+            kills: args.takeovers,
+            agents: args.agents,
+        };
+        let measured = runtime.block_on(takeover::measure(dir.path(), &endpoints, plan));
         let rounds = match measured {
             Ok(rounds) => rounds,
             Err(err) => {
@@ -285,7 +295,7 @@ fn run() -> anyhow::Result<()> {
                 return Err(err.context(format!("files and logs kept in {}", kept.display())));
             }
         };
-        println!("\n{}", takeover::table(&rounds, args.lease_ttl_ms));
+        println!("\n{}", takeover::table(&rounds, plan));
     }
     Ok(())
 }

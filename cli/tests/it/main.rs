@@ -36,6 +36,7 @@ mod forensics;
 mod fuzz_seeds;
 mod golden_encoding;
 mod group_commit;
+mod ha_dial;
 mod ha_etcd;
 mod identity;
 mod log_behind;

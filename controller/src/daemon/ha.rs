@@ -27,7 +27,7 @@
 use super::core::{Command, CoreHandle};
 use super::role::Advert;
 use crate::driver::{Controller, ControllerError};
-use eventlog::{EtcdClient, EtcdConfig, EtcdStorage, Leadership, StorageError};
+use eventlog::{EtcdClient, EtcdConfig, EtcdStorage, Leadership, LimitsProbed, StorageError};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,15 +53,25 @@ pub struct Follower {
     pub client: EtcdClient,
     /// The controller over the read-only log, and its replayed history.
     pub opened: Elected,
+    /// The cluster's limits, probed before campaigning: the takeover
+    /// skips the probe (issue #26 item 6).
+    pub probed: LimitsProbed,
 }
 
-/// Connects and opens the log read-only: replayed, chain verified, history
-/// checked. Blocks (run it off the async runtime).
+/// Connects, probes the cluster's limits (a standby refuses to start on a
+/// cluster it could not lead, rather than fail once elected) and opens the
+/// log read-only: replayed, chain verified, history checked. Blocks (run
+/// it off the async runtime).
 pub fn open_follower(etcd: &EtcdConfig) -> anyhow::Result<Follower> {
     let client = EtcdClient::connect(etcd)?;
+    let probed = EtcdStorage::probe(&client, etcd)?;
     let storage = EtcdStorage::open_read_only(&client, etcd)?;
     let opened = Controller::start_on_storage(Box::new(storage), super::annex::Derived::decode)?;
-    Ok(Follower { client, opened })
+    Ok(Follower {
+        client,
+        opened,
+        probed,
+    })
 }
 
 /// Campaigns on a thread of its own as `advert` until elected, keeping the
@@ -69,7 +79,7 @@ pub fn open_follower(etcd: &EtcdConfig) -> anyhow::Result<Follower> {
 /// the fenced log, has the core take over ([`Command::Promote`]), starts
 /// the lease watch, and fires the returned receiver.
 pub fn spawn_campaign(
-    client: EtcdClient,
+    (client, probed): (EtcdClient, LimitsProbed),
     etcd: EtcdConfig,
     advert: Advert,
     core: CoreHandle,
@@ -78,7 +88,7 @@ pub fn spawn_campaign(
     let runtime = tokio::runtime::Handle::current();
     std::thread::spawn(move || {
         let leadership = campaign(&client, &etcd, &advert, &core);
-        let storage = match EtcdStorage::open(&client, &etcd, &leadership) {
+        let storage = match EtcdStorage::open_probed(&client, &etcd, &leadership, &probed) {
             Ok(storage) => storage,
             Err(err) if err.is_fencing() => deposed(&err.to_string()),
             Err(err) => {

@@ -12,11 +12,37 @@ use protocol::quic::ControllerEndpoint;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Each node's message budget, shared by its successive connections so a
 /// reconnect does not refill it.
 type Budgets = Arc<Mutex<HashMap<NodeId, MessageBudget>>>;
+
+/// When a standby last sent each node away ("not the leader"), by the node
+/// name its certificate gives.
+type Redirects = Arc<Mutex<HashMap<String, Instant>>>;
+
+/// How long a standby remembers that it sent a node away. A node back
+/// within this came back because it could not reach the leader it was
+/// named (a dead leader whose lease still runs): an agent dials the standby
+/// again at once when that happens, so a second is ample, and short
+/// enough that an agent restarting in a loop is seldom held.
+pub const REDIRECT_MEMORY_MS: u64 = 1_000;
+
+/// The longest a standby holds the connection of a node that came back
+/// (see [`REDIRECT_MEMORY_MS`]) waiting to be elected: twice the default
+/// lease TTL (5 s), by when a dead leader's lease has run out and a
+/// campaign round elected the next. Then it is sent away as before.
+pub const STANDBY_HOLD_MS: u64 = 10_000;
+
+/// Most nodes a standby remembers having sent away; past it, the stale
+/// ones are forgotten (the memory only ever needs [`REDIRECT_MEMORY_MS`]).
+const REDIRECTS_REMEMBERED_MAX: usize = 100_000;
+
+/// This controller's own agents' address as it advertises it (`None` on
+/// sled, where it always leads): a standby holding a node keeps holding
+/// when the leader key names it (elected, not yet took over).
+pub type OwnAdvert = Option<String>;
 
 static LINK_IDS: AtomicU64 = AtomicU64::new(1);
 
@@ -26,8 +52,15 @@ static LINK_IDS: AtomicU64 = AtomicU64::new(1);
 pub const HANDSHAKES_IN_FLIGHT_MAX: usize = 256;
 
 /// Accept agents until the endpoint closes.
-pub async fn serve(endpoint: ControllerEndpoint, core: CoreHandle, bundles: Arc<BundleDir>) {
+pub async fn serve(
+    endpoint: ControllerEndpoint,
+    core: CoreHandle,
+    bundles: Arc<BundleDir>,
+    me: OwnAdvert,
+) {
     let budgets: Budgets = Arc::default();
+    let redirects: Redirects = Arc::default();
+    let me = Arc::new(me);
     let handshakes = Arc::new(tokio::sync::Semaphore::new(HANDSHAKES_IN_FLIGHT_MAX));
     while let Some(incoming) = endpoint.accept_incoming().await {
         let Ok(permit) = handshakes.clone().acquire_owned().await else {
@@ -36,13 +69,21 @@ pub async fn serve(endpoint: ControllerEndpoint, core: CoreHandle, bundles: Arc<
         let core = core.clone();
         let bundles = bundles.clone();
         let budgets = budgets.clone();
+        let redirects = redirects.clone();
+        let me = me.clone();
         tokio::spawn(async move {
             // A refusal is logged by `authenticate`.
             let authenticated = protocol::quic::authenticate(incoming).await;
             drop(permit);
-            if let Ok(link) = authenticated {
-                handle(link, core, bundles, budgets).await;
+            let Ok(link) = authenticated else { return };
+            if core.role().role() == super::role::Role::Standby {
+                match hold(&link, &core, &redirects, me.as_deref()).await {
+                    Hold::Lead => {}
+                    Hold::SendAway => return redirect(&link, &core, &redirects).await,
+                    Hold::Gone => return,
+                }
             }
+            handle(link, core, bundles, budgets).await;
         });
     }
 }
@@ -55,10 +96,83 @@ pub const NOT_LEADER_LINGER_MS: u64 = 2_000;
 /// QUIC close code of a standby's connection after "not the leader".
 const CLOSE_NOT_LEADER: u32 = 6;
 
+/// What a standby does with an agent's new connection.
+#[derive(Debug, PartialEq, Eq)]
+enum Hold {
+    /// It leads now: serve the agent as the leader (nothing of it was read
+    /// while this controller was a standby).
+    Lead,
+    /// Answer "not the leader" ([`redirect`]).
+    SendAway,
+    /// The agent went away while held.
+    Gone,
+}
+
+/// A standby's choice for `link`: a node sent away less than
+/// [`REDIRECT_MEMORY_MS`] ago could not reach the leader it was named, so
+/// its connection is held, unread, until this controller leads (the agent
+/// is then served at once, instead of polling the standby until its
+/// election), another controller is named leader, the agent leaves, or
+/// [`STANDBY_HOLD_MS`] passes. Any other node is sent away at once.
+async fn hold(
+    link: &protocol::quic::AgentLink,
+    core: &CoreHandle,
+    redirects: &Redirects,
+    me: Option<&str>,
+) -> Hold {
+    if !sent_away_lately(redirects, &link.node, Instant::now()) {
+        return Hold::SendAway;
+    }
+    let role = core.role();
+    let named_at_start = role.leader().map(|advert| advert.agents);
+    tracing::info!(
+        "{} is back after being sent away: holding it until this standby leads",
+        link.node
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(STANDBY_HOLD_MS);
+    loop {
+        // Created before the cell is read, so a change in between wakes it.
+        let changed = role.changed();
+        if role.role() == super::role::Role::Leader {
+            return Hold::Lead;
+        }
+        let named = role.leader().map(|advert| advert.agents);
+        if named.is_some() && named != named_at_start && named.as_deref() != me {
+            return Hold::SendAway;
+        }
+        tokio::select! {
+            _ = changed => {}
+            _ = link.conn.closed() => return Hold::Gone,
+            _ = tokio::time::sleep_until(deadline) => return Hold::SendAway,
+        }
+    }
+}
+
+/// Whether `node` was sent away less than [`REDIRECT_MEMORY_MS`] before
+/// `now`.
+fn sent_away_lately(redirects: &Redirects, node: &str, now: Instant) -> bool {
+    // A poisoned lock only means another link task panicked mid-update.
+    let redirects = redirects.lock().unwrap_or_else(|e| e.into_inner());
+    redirects.get(node).is_some_and(|at| {
+        now.saturating_duration_since(*at) < Duration::from_millis(REDIRECT_MEMORY_MS)
+    })
+}
+
+/// Remembers that `node` is sent away at `now`; forgets the stale ones
+/// once more than [`REDIRECTS_REMEMBERED_MAX`] are kept.
+fn remember_sent_away(redirects: &Redirects, node: &str, now: Instant) {
+    let mut redirects = redirects.lock().unwrap_or_else(|e| e.into_inner());
+    if redirects.len() >= REDIRECTS_REMEMBERED_MAX {
+        let memory = Duration::from_millis(REDIRECT_MEMORY_MS);
+        redirects.retain(|_, at| now.saturating_duration_since(*at) < memory);
+    }
+    redirects.insert(node.to_string(), now);
+}
+
 /// A hot standby's answer to an agent: wait for its hello, answer
 /// [`FrameBody::NotLeader`] naming the leader's agents' address (when
 /// known), and close. Nothing of the agent reaches the core.
-async fn redirect(link: &protocol::quic::AgentLink, core: &CoreHandle) {
+async fn redirect(link: &protocol::quic::AgentLink, core: &CoreHandle, redirects: &Redirects) {
     let control = match link.control().await {
         Ok(c) => c,
         Err(e) => {
@@ -74,6 +188,7 @@ async fn redirect(link: &protocol::quic::AgentLink, core: &CoreHandle) {
         return;
     }
     let leader = core.role().leader().map(|advert| advert.agents);
+    remember_sent_away(redirects, &link.node, Instant::now());
     tracing::info!(
         "{} said hello to a standby: not the leader, try {}",
         link.node,
@@ -92,10 +207,6 @@ async fn handle(
     bundles: Arc<BundleDir>,
     budgets: Budgets,
 ) {
-    if core.role().role() == super::role::Role::Standby {
-        redirect(&link, &core).await;
-        return;
-    }
     // Any certificate the fleet CA signed gets this far (the handshake
     // checked the chain and the deny list); only an enrolled node that is
     // not retired is let in.
@@ -234,4 +345,43 @@ fn admit(budgets: &Budgets, node: NodeId) -> bool {
         .entry(node)
         .or_insert_with(|| MessageBudget::new(now))
         .admit(now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A node sent away is held on its next connection only within
+    /// `REDIRECT_MEMORY_MS`; another node, or the same one later, is not.
+    #[test]
+    fn a_standby_remembers_a_redirect_for_a_second_only() {
+        let redirects: Redirects = Arc::default();
+        let t0 = Instant::now();
+        assert!(!sent_away_lately(&redirects, "node-a", t0));
+        remember_sent_away(&redirects, "node-a", t0);
+        let memory = Duration::from_millis(REDIRECT_MEMORY_MS);
+        assert!(sent_away_lately(&redirects, "node-a", t0));
+        assert!(sent_away_lately(
+            &redirects,
+            "node-a",
+            t0 + memory - Duration::from_millis(1)
+        ));
+        assert!(!sent_away_lately(&redirects, "node-a", t0 + memory));
+        assert!(!sent_away_lately(&redirects, "node-b", t0));
+    }
+
+    /// Past `REDIRECTS_REMEMBERED_MAX` the stale entries are dropped, so
+    /// the memory stays bounded however many nodes were ever sent away.
+    #[test]
+    fn the_redirect_memory_is_bounded() {
+        let redirects: Redirects = Arc::default();
+        let t0 = Instant::now();
+        for i in 0..REDIRECTS_REMEMBERED_MAX {
+            remember_sent_away(&redirects, &format!("n{i}"), t0);
+        }
+        let later = t0 + Duration::from_millis(REDIRECT_MEMORY_MS);
+        remember_sent_away(&redirects, "fresh", later);
+        let kept = redirects.lock().expect("lock").len();
+        assert_eq!(kept, 1, "only the fresh entry is kept");
+    }
 }

@@ -86,7 +86,15 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
     let core = core::spawn(opened.log, (*cfg).clone(), allow_faults, deny, role);
     let bundles = Arc::new(bundle_dir);
     ha::close_links_when_deposed(endpoint.clone());
-    tokio::spawn(links::serve(endpoint, core.clone(), bundles.clone()));
+    // Computed once: it warns when it would point nowhere.
+    let me = opened.campaign.as_ref().map(|_| advert(&cfg));
+    let own_agents = me.as_ref().map(|advert| advert.agents.clone());
+    tokio::spawn(links::serve(
+        endpoint,
+        core.clone(),
+        bundles.clone(),
+        own_agents,
+    ));
     let api = http::Api {
         cfg: cfg.clone(),
         core: core.clone(),
@@ -98,7 +106,8 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
     match opened.campaign {
         None => lead(api.clone(), hooks).await?,
         Some((client, etcd)) => {
-            let elected = ha::spawn_campaign(client, etcd, advert(&cfg), core.clone());
+            let advert = me.unwrap_or_else(|| advert(&cfg));
+            let elected = ha::spawn_campaign(client, etcd, advert, core.clone());
             let api = api.clone();
             tokio::spawn(async move {
                 if elected.await.is_ok() {
@@ -180,7 +189,10 @@ fn advert(cfg: &ControllerConfig) -> role::Advert {
 /// client and configuration the standby campaigns with.
 struct Opened {
     log: ha::Elected,
-    campaign: Option<(eventlog::EtcdClient, eventlog::EtcdConfig)>,
+    campaign: Option<(
+        (eventlog::EtcdClient, eventlog::LimitsProbed),
+        eventlog::EtcdConfig,
+    )>,
 }
 
 /// Opens the log the config names. sled: the directory under `data_dir`.
@@ -211,7 +223,7 @@ async fn open_log(cfg: &ControllerConfig) -> anyhow::Result<Opened> {
                 .with_context(|| format!("opening the event log on {source} read-only"))?;
             let opened = Opened {
                 log: follower.opened,
-                campaign: Some((follower.client, etcd)),
+                campaign: Some(((follower.client, follower.probed), etcd)),
             };
             (opened, source)
         }

@@ -19,6 +19,12 @@
 //! Then the killed controller is started again (a standby) for the next
 //! round. Each phase is measured from the end of the one before, so the
 //! phases add up to the total; a phase's resolution is one poll.
+//!
+//! **Agents back** (issue #26 item 6), measured alongside the phases from
+//! the same SIGKILL: `agents` real `fleetweft-agent` processes (default
+//! timing), each listing both controllers, and the time until the new
+//! leader's `/api/status` says `leader` with every one of them connected.
+//! Each round starts only once every agent is connected to the leader.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -44,6 +50,9 @@ pub struct Round {
     /// its "took over" line (opening the fenced log, which probes etcd's
     /// limits, then the tail read and re-armed deadlines).
     promote_ms: f64,
+    /// From the SIGKILL to every agent connected to the new leader
+    /// (measured on its own, not one of the phases above).
+    agents_ms: f64,
 }
 
 impl Round {
@@ -94,21 +103,31 @@ struct Setup {
     daemons: Vec<Daemon>,
     exe: PathBuf,
     release: String,
+    /// The canaries of the rounds' rollouts (enrolled, no agent).
     nodes: Vec<String>,
+    /// The agent processes, killed on drop; they list both controllers.
+    agents: Vec<Child>,
     /// etcd's JSON gateway of the first member, and the leader key.
     gateway: ApiClient,
     leader_key: String,
 }
 
-/// Runs `kills` rounds on `endpoints` with `lease_ttl_ms`; one [`Round`]
-/// per kill. `dir` receives the fleet's files and the daemons' logs.
-pub async fn measure(
-    dir: &Path,
-    endpoints: &[String],
-    lease_ttl_ms: u64,
-    kills: usize,
-) -> anyhow::Result<Vec<Round>> {
-    let mut setup = set_up(dir, endpoints, lease_ttl_ms, kills).await?;
+/// What one run measures.
+#[derive(Clone, Copy, Debug)]
+pub struct Plan {
+    /// The controllers' lease TTL.
+    pub lease_ttl_ms: u64,
+    /// Leader SIGKILLs, one round each.
+    pub kills: usize,
+    /// Agent processes listing both controllers.
+    pub agents: usize,
+}
+
+/// Runs `plan.kills` rounds on `endpoints`; one [`Round`] per kill. `dir`
+/// receives the fleet's files and the daemons' and agents' logs.
+pub async fn measure(dir: &Path, endpoints: &[String], plan: Plan) -> anyhow::Result<Vec<Round>> {
+    let kills = plan.kills;
+    let mut setup = set_up(dir, endpoints, plan).await?;
     let mut rounds = Vec::new();
     let mut leader = 0;
     for kill in 0..kills {
@@ -117,19 +136,24 @@ pub async fn measure(
             .await
             .with_context(|| format!("round {} (logs in {})", kill + 1, dir.display()))?;
         eprintln!(
-            "kill {:>2}: expiry {:>5.0} ms, election {:>4.0} ms, take over {:>4.0} ms (promote {:>4.0}), grant {:>4.0} ms, total {:>5.0} ms",
+            "kill {:>2}: expiry {:>5.0} ms, election {:>4.0} ms, take over {:>4.0} ms (promote {:>4.0}), grant {:>4.0} ms, total {:>5.0} ms; agents back {:>5.0} ms",
             kill + 1,
             round.expiry_ms,
             round.election_ms,
             round.take_over_ms,
             round.promote_ms,
             round.grant_ms,
-            round.total_ms()
+            round.total_ms(),
+            round.agents_ms
         );
         rounds.push(round);
         setup.daemons[leader].start(&setup.exe)?;
         wait_role(&setup.daemons[leader], "standby").await?;
         leader = standby;
+    }
+    for agent in &mut setup.agents {
+        let _ = agent.start_kill();
+        let _ = agent.wait().await;
     }
     for daemon in &mut setup.daemons {
         daemon.kill().await;
@@ -137,27 +161,31 @@ pub async fn measure(
     Ok(rounds)
 }
 
-async fn set_up(
-    dir: &Path,
-    endpoints: &[String],
-    lease_ttl_ms: u64,
-    kills: usize,
-) -> anyhow::Result<Setup> {
-    let exe = std::env::current_exe()?.with_file_name("fleetweft");
+/// The binary `name` next to this one.
+fn sibling(name: &str) -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?.with_file_name(name);
     if !exe.exists() {
         bail!(
             "{} not found: build it with `cargo build --release --workspace --bins`",
             exe.display()
         );
     }
-    let nodes: Vec<String> = (0..=kills).map(|i| format!("n{i:03}")).collect();
-    let public_ports = nodes
+    Ok(exe)
+}
+
+async fn set_up(dir: &Path, endpoints: &[String], plan: Plan) -> anyhow::Result<Setup> {
+    let exe = sibling("fleetweft")?;
+    let agent_exe = sibling("fleetweft-agent")?;
+    let nodes: Vec<String> = (0..=plan.kills).map(|i| format!("n{i:03}")).collect();
+    let agent_nodes: Vec<String> = (0..plan.agents).map(|i| format!("agent-{i:02}")).collect();
+    let enrolled: Vec<String> = nodes.iter().chain(&agent_nodes).cloned().collect();
+    let public_ports = enrolled
         .iter()
         .map(|_| demo::ports::free_port())
         .collect::<Result<Vec<_>, _>>()?;
     let layout = FleetLayout {
         dir: dir.to_path_buf(),
-        nodes: nodes.clone(),
+        nodes: enrolled.clone(),
         quic_port: 0,
         api_port: 0,
         public_ports,
@@ -168,7 +196,7 @@ async fn set_up(
     let log = EtcdLog {
         endpoints: endpoints.to_vec(),
         prefix: prefix.clone(),
-        lease_ttl_ms,
+        lease_ttl_ms: plan.lease_ttl_ms,
     };
     let mut daemons = ["a", "b"]
         .map(|name| daemon(name, &layout, &pki, &log, &token))
@@ -189,14 +217,44 @@ async fn set_up(
     )?;
     daemons[1].start(&exe)?;
     wait_role(&daemons[1], "standby").await?;
+    let agents = start_agents(&layout, &pki, &daemons, &agent_nodes, &agent_exe)?;
     Ok(Setup {
         daemons,
         exe,
         release,
         nodes,
+        agents,
         gateway: ApiClient::new(format!("http://{}", endpoints[0]), None),
         leader_key: format!("{prefix}/leader"),
     })
+}
+
+/// One `fleetweft-agent` per name in `agents`, with the default timing,
+/// listing every controller of `daemons` in that order.
+fn start_agents(
+    layout: &FleetLayout,
+    pki: &protocol::pki::FleetPki,
+    daemons: &[Daemon],
+    agents: &[String],
+    exe: &Path,
+) -> anyhow::Result<Vec<Child>> {
+    let controllers: Vec<HaController> = daemons.iter().map(|d| d.spec.clone()).collect();
+    let mut children = Vec::new();
+    for node in agents {
+        let index = layout
+            .nodes
+            .iter()
+            .position(|n| n == node)
+            .context("an agent that is not enrolled")?;
+        let port = layout.public_ports[index];
+        let text = layout.ha_agent_toml(pki, node, port, &controllers);
+        let config = layout.agent_config(node);
+        std::fs::write(&config, text).with_context(|| format!("writing {}", config.display()))?;
+        let args = ["--config".to_string(), config.display().to_string()];
+        let log = layout.dir.join(format!("{node}.log"));
+        children.push(demo::spawn(exe, &args, &log)?);
+    }
+    Ok(children)
 }
 
 /// Controller `name`'s config written, not started yet.
@@ -231,13 +289,49 @@ async fn one_round(
     canary: usize,
 ) -> anyhow::Result<Round> {
     // The standby has folded everything the leader appended: the takeover
-    // reads a short tail, as in steady operation.
+    // reads a short tail, as in steady operation; every agent is on the
+    // leader.
     wait_caught_up(&setup.daemons[leader], &setup.daemons[standby]).await?;
+    wait_agents(&setup.daemons[leader], setup.agents.len(), Instant::now()).await?;
     let old_key = leader_key_revision(setup)
         .await?
         .context("no leader key before the kill")?;
     setup.daemons[leader].kill().await;
     let killed = Instant::now();
+    let setup = &*setup;
+    let (phases, agents) = tokio::join!(
+        phases(setup, standby, canary, &old_key, killed),
+        wait_agents(&setup.daemons[standby], setup.agents.len(), killed),
+    );
+    let mut round = phases?;
+    round.agents_ms = agents?;
+    Ok(round)
+}
+
+/// Polls `daemon` until it answers as the leader with `agents` agents
+/// connected; the milliseconds since `since`.
+async fn wait_agents(daemon: &Daemon, agents: usize, since: Instant) -> anyhow::Result<f64> {
+    loop {
+        let status = daemon.status().await;
+        let back = status.is_some_and(|s| {
+            s["role"] == "leader" && s["nodes"]["connected"].as_u64() == Some(agents as u64)
+        });
+        if back {
+            return Ok(since.elapsed().as_secs_f64() * 1_000.0);
+        }
+        stuck(since, "every agent to connect to the leader")?;
+        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+    }
+}
+
+/// The phases of one round, from the SIGKILL at `killed`.
+async fn phases(
+    setup: &Setup,
+    standby: usize,
+    canary: usize,
+    old_key: &str,
+    killed: Instant,
+) -> anyhow::Result<Round> {
     let poll = Duration::from_millis(POLL_MS);
     let mut round = Round::default();
     let mut mark = killed;
@@ -248,7 +342,7 @@ async fn one_round(
         ms
     };
     // 1. The dead leader's lease expires: etcd deletes the key.
-    while leader_key_revision(setup).await?.as_ref() == Some(&old_key) {
+    while leader_key_revision(setup).await?.as_deref() == Some(old_key) {
         stuck(killed, "the dead leader's key to go")?;
         tokio::time::sleep(poll).await;
     }
@@ -431,8 +525,8 @@ pub fn quantile(values: &[f64], q: f64) -> f64 {
 type Phase = (&'static str, fn(&Round) -> f64);
 
 /// The Markdown table of `rounds`: p50, p99 and max of each phase.
-pub fn table(rounds: &[Round], lease_ttl_ms: u64) -> String {
-    let phases: [Phase; 6] = [
+pub fn table(rounds: &[Round], plan: Plan) -> String {
+    let phases: [Phase; 7] = [
         ("lease expiry (kill -> leader key gone)", |r| r.expiry_ms),
         ("election (key gone -> standby's key)", |r| r.election_ms),
         (
@@ -448,10 +542,16 @@ pub fn table(rounds: &[Round], lease_ttl_ms: u64) -> String {
             "(inside take over: elected -> took over, the new leader's own log)",
             |r| r.promote_ms,
         ),
+        (
+            "**agents back: SIGKILL -> every agent connected to the new leader**",
+            |r| r.agents_ms,
+        ),
     ];
     let mut out = format!(
-        "{} kills, lease TTL {lease_ttl_ms} ms, poll {POLL_MS} ms\n\n| phase | p50 ms | p99 ms | max ms |\n|---|---:|---:|---:|\n",
-        rounds.len()
+        "{} kills, lease TTL {} ms, {} agents, poll {POLL_MS} ms\n\n| phase | p50 ms | p99 ms | max ms |\n|---|---:|---:|---:|\n",
+        rounds.len(),
+        plan.lease_ttl_ms,
+        plan.agents
     );
     for (name, of) in phases {
         let values: Vec<f64> = rounds.iter().map(of).collect();
