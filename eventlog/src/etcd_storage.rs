@@ -11,6 +11,8 @@
 //!   = chunk `index` of the snapshot record covering entries `0..covers`
 //!   (at most [`SNAPSHOT_CHUNK_BYTES_MAX`] each), and
 //!   `P/s/<covers>/m` = its manifest (see *Snapshots* below);
+//! - `P/start` = the encoded [`LiveStart`] once entries were archived (see
+//!   *Archiving* below);
 //! - nothing else is written (`P/probe` is named by the open-time limit
 //!   probe, whose compare always fails, so it is never written either).
 //!
@@ -29,6 +31,16 @@
 //! after reassembly. Deleted snapshots occupy etcd's database until a
 //! compaction and defragmentation reclaim them: run etcd with
 //! `--auto-compaction-retention`.
+//!
+//! **Archiving.** Once the entries below a sequence are safely in archive
+//! segments (see `archive.rs`), `P/start` is put in one fenced transaction
+//! (the live start: every reader starts there), then the archived entry
+//! keys are deleted in fenced transactions of at most
+//! [`ETCD_DELETE_KEYS_MAX`] keys each, so no single raft entry has to
+//! remove millions of keys and a deposed writer deletes nothing. A crash
+//! between them leaves keys below the start, which readers skip and the
+//! next archiving deletes. As with snapshots, etcd returns the space only
+//! after a compaction and defragmentation.
 //!
 //! **Durability and `flush`.** An append is ONE etcd transaction. etcd
 //! answers a transaction only after raft committed it on a quorum, each
@@ -85,7 +97,7 @@ use super::etcd_thread::{
 use super::etcd_tls::EtcdTls;
 use super::leadership::{Fence, Leadership, LEASE_TTL_MS_DEFAULT};
 use super::snapshot::SNAPSHOT_RECORD_BYTES_MAX;
-use super::storage::{BatchLimits, LogStorage, RawEntry, StorageError};
+use super::storage::{BatchLimits, LiveStart, LogStorage, RawEntry, StorageError};
 
 /// The atomic batch limits of an etcd log unless configured otherwise:
 /// 32,768 entries (the log's `APPEND_EVENTS_MAX`, so every append the
@@ -141,6 +153,12 @@ const SNAPSHOT_READ_PAGE_CHUNKS: i64 = 8;
 /// probe measured the server with entry keys, so a chunk's value gives up
 /// this much of the batch byte limit.
 const SNAPSHOT_CHUNK_KEY_EXTRA_BYTES: usize = 64;
+
+/// Most entry keys one fenced transaction of
+/// [`LogStorage::delete_below`] deletes: a delete range is one operation
+/// whatever it covers, but etcd applies it (and records every key's
+/// tombstone) in one raft entry, so the range is bounded.
+pub const ETCD_DELETE_KEYS_MAX: u64 = 8_192;
 
 /// Entries read per range request when scanning.
 const SCAN_PAGE_ENTRIES: i64 = 256;
@@ -290,6 +308,8 @@ pub(super) struct Keys {
     probe: Vec<u8>,
     /// `P/s/`.
     snapshots: Vec<u8>,
+    /// `P/start`.
+    start: Vec<u8>,
 }
 
 impl Keys {
@@ -300,6 +320,7 @@ impl Keys {
             leader: format!("{prefix}/leader").into_bytes(),
             probe: format!("{prefix}/probe").into_bytes(),
             snapshots: format!("{prefix}/s/").into_bytes(),
+            start: format!("{prefix}/start").into_bytes(),
         }
     }
 
@@ -701,6 +722,33 @@ impl EtcdStorage {
         }
     }
 
+    /// The lowest entry sequence present below `end`, `None` if none is.
+    fn first_sequence_below(&self, end: u64) -> Result<Option<u64>, StorageError> {
+        let options = GetOptions::new()
+            .with_range(self.keys.entry(end))
+            .with_limit(1)
+            .with_keys_only()
+            .with_sort(SortTarget::Key, SortOrder::Ascend);
+        let start = self.keys.entry(0);
+        let response = self
+            .client
+            .call(Retry::Idempotent, move |mut client| {
+                let (start, options) = (start.clone(), options.clone());
+                async move { client.get(start, Some(options)).await }
+            })
+            .map_err(|err| self.client.error("finding archived entries", err))?;
+        let Some(kv) = response.kvs().first() else {
+            return Ok(None);
+        };
+        let suffix = kv.key().get(self.keys.entries.len()..).unwrap_or_default();
+        match <[u8; 8]>::try_from(suffix) {
+            Ok(bytes) => Ok(Some(u64::from_be_bytes(bytes))),
+            // A longer foreign key inside the range: verification reports
+            // it; deleting stops rather than remove what it did not write.
+            Err(_) => Ok(None),
+        }
+    }
+
     /// The fence of a writable storage, or [`StorageError::ReadOnly`].
     fn writer_fence(&self) -> Result<&Fence, StorageError> {
         self.fence.as_ref().ok_or_else(|| StorageError::ReadOnly {
@@ -717,7 +765,7 @@ impl EtcdStorage {
         fence: &Fence,
         ops: Vec<TxnOp>,
         action: &'static str,
-    ) -> Result<(), StorageError> {
+    ) -> Result<Vec<TxnOpResponse>, StorageError> {
         let compares = [
             Compare::create_revision(
                 self.keys.leader.clone(),
@@ -745,7 +793,7 @@ impl EtcdStorage {
             })
             .map_err(|err| self.client.error(action, err))?;
         if response.succeeded() {
-            return Ok(());
+            return Ok(response.op_responses());
         }
         Err(self.refusal(fence, &response.op_responses(), 0))
     }
@@ -970,7 +1018,8 @@ impl LogStorage for EtcdStorage {
         manifest.extend_from_slice(&count.to_be_bytes());
         manifest.extend_from_slice(&(record.len() as u64).to_be_bytes());
         let put = TxnOp::put(self.keys.snapshot_manifest(covers), manifest, None);
-        self.fenced_txn(fence, vec![put], "writing a snapshot manifest")
+        self.fenced_txn(fence, vec![put], "writing a snapshot manifest")?;
+        Ok(())
     }
 
     /// The snapshots with a manifest (a put cut short has none).
@@ -1034,7 +1083,58 @@ impl LogStorage for EtcdStorage {
             dir.clone(),
             Some(DeleteOptions::new().with_range(range_end(&dir))),
         );
-        self.fenced_txn(fence, vec![delete], "deleting a snapshot")
+        self.fenced_txn(fence, vec![delete], "deleting a snapshot")?;
+        Ok(())
+    }
+
+    /// `P/start`, genesis without it.
+    fn live_start(&self) -> Result<LiveStart, StorageError> {
+        let key = self.keys.start.clone();
+        let response = self
+            .client
+            .call(Retry::Idempotent, move |mut client| {
+                let key = key.clone();
+                async move { client.get(key, None).await }
+            })
+            .map_err(|err| self.client.error("reading the live start", err))?;
+        match response.kvs().first() {
+            None => Ok(LiveStart::genesis()),
+            Some(kv) => {
+                LiveStart::decode(kv.value()).ok_or_else(|| StorageError::LiveStartDamaged {
+                    target: self.client.target().to_string(),
+                })
+            }
+        }
+    }
+
+    /// One fenced put of `P/start`: committed on a quorum when `Ok`.
+    fn set_live_start(&self, start: &LiveStart) -> Result<(), StorageError> {
+        let fence = self.writer_fence()?;
+        let put = TxnOp::put(self.keys.start.clone(), start.encode().to_vec(), None);
+        self.fenced_txn(fence, vec![put], "writing the live start")?;
+        Ok(())
+    }
+
+    /// Fenced delete ranges of at most [`ETCD_DELETE_KEYS_MAX`] sequences,
+    /// each starting at the lowest entry key still present (so a second
+    /// call skips what the first deleted), until none is below `end`.
+    fn delete_below(&self, end: u64) -> Result<u64, StorageError> {
+        let fence = self.writer_fence()?;
+        let mut deleted: u64 = 0;
+        while let Some(low) = self.first_sequence_below(end)? {
+            let high = low.saturating_add(ETCD_DELETE_KEYS_MAX).min(end);
+            let delete = TxnOp::delete(
+                self.keys.entry(low),
+                Some(DeleteOptions::new().with_range(self.keys.entry(high))),
+            );
+            let responses = self.fenced_txn(fence, vec![delete], "deleting archived entries")?;
+            for response in responses {
+                if let TxnOpResponse::Delete(delete) = response {
+                    deleted += u64::try_from(delete.deleted()).unwrap_or(0);
+                }
+            }
+        }
+        Ok(deleted)
     }
 }
 
