@@ -544,7 +544,9 @@ fn hex(bytes: &[u8]) -> String {
 /// existing different one is refused.
 fn persist(dir: &Path, path: &Path, bytes: &[u8]) -> Result<bool, ArchiveError> {
     match fs::read(path) {
-        Ok(existing) if existing == bytes => return Ok(true),
+        // Also fsync the directory: an earlier run may have failed between
+        // its rename and its directory fsync.
+        Ok(existing) if existing == bytes => return sync_dir(dir).map(|()| true),
         Ok(_) => {
             return Err(ArchiveError::SegmentExists {
                 segment: path.to_path_buf(),
@@ -951,4 +953,78 @@ pub(super) fn split_entries(raw: &[u8]) -> (Vec<&[u8]>, bool) {
         rest = tail;
     }
     (entries, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::envelope::hash_bytes;
+
+    #[test]
+    fn a_segment_name_round_trips_and_other_names_are_not_segments() {
+        let (prev, last) = (hash_bytes(b"prev"), hash_bytes(b"last"));
+        let name = segment_name(7, 1_234, &prev, &last);
+        assert_eq!(
+            name.len(),
+            20 + 1 + 20 + 1 + 16 + 1 + 16 + SEGMENT_SUFFIX.len()
+        );
+        let named = parse_name(&name).expect("parses");
+        assert_eq!((named.from, named.to), (7, 1_234));
+        assert_eq!(named.prev, hex(&prev[..NAME_HASH_BYTES]));
+        assert_eq!(named.last, hex(&last[..NAME_HASH_BYTES]));
+        for other in ["notes.txt", "7-1234.fwseg", &name.replace(".fwseg", ".zst")] {
+            assert!(parse_name(other).is_none(), "{other}");
+        }
+        assert!(is_temp_name(&format!(".{name}.tmp")));
+        assert!(!is_temp_name(&name));
+    }
+
+    #[test]
+    fn every_flipped_byte_of_a_header_is_refused() {
+        let (prev, last) = (hash_bytes(b"prev"), hash_bytes(b"last"));
+        let frame = Frame {
+            first: 10,
+            count: 1,
+            raw_len: 4,
+            prev_hash: prev,
+            last_hash: last,
+            bytes: vec![1, 2, 3],
+        };
+        let bytes = encode_segment(10, 11, &prev, &last, &[frame]);
+        let header = decode_header(&bytes).expect("decodes");
+        assert_eq!((header.from, header.to, header.frames), (10, 11, 1));
+        assert_eq!((header.prev_hash, header.last_hash), (prev, last));
+        assert_eq!(decode_index(&bytes, &header).expect("index").len(), 1);
+        for at in 0..HEADER_BYTES {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x01;
+            assert!(decode_header(&damaged).is_err(), "byte {at}");
+        }
+        for at in HEADER_BYTES..bytes.len() - 3 {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x01;
+            assert!(decode_index(&damaged, &header).is_err(), "byte {at}");
+        }
+    }
+
+    #[test]
+    fn the_configured_bounds_are_checked() {
+        assert!(ArchiveConfig::default().validate().is_ok());
+        let small = ArchiveConfig {
+            segment_bytes_max: SEGMENT_BYTES_MIN - 1,
+            ..ArchiveConfig::default()
+        };
+        assert!(matches!(
+            small.validate(),
+            Err(ArchiveError::SegmentBytesOutOfRange { .. })
+        ));
+        let level = ArchiveConfig {
+            zstd_level: 0,
+            ..ArchiveConfig::default()
+        };
+        assert!(matches!(
+            level.validate(),
+            Err(ArchiveError::ZstdLevelOutOfRange { level: 0 })
+        ));
+    }
 }

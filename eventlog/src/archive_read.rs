@@ -203,32 +203,23 @@ impl<'a, S: LogStorage + ?Sized> HistoryReader<'a, S> {
                 // by the first entry lost rather than by the frame.
                 let prefix = decompress_prefix(bytes, frame.raw_len);
                 match self.take_entries(&prefix, &frame, false) {
-                    Some((Some(entry), detail)) => Some((Some(entry), detail)),
+                    Some((sequence, SegmentFault::Entry(fault))) => {
+                        Some((sequence, SegmentFault::Entry(fault)))
+                    }
                     _ => Some((
-                        Some((
-                            self.expected,
-                            EntryFault::Envelope(EnvelopeFault::Undecodable {
-                                detail: format!(
-                                    "its compressed frame ({}..{}) is damaged: {err}",
-                                    frame.first,
-                                    frame.first + u64::from(frame.count)
-                                ),
-                            }),
-                        )),
-                        String::new(),
+                        self.expected,
+                        SegmentFault::Entry(EntryFault::Envelope(EnvelopeFault::Undecodable {
+                            detail: format!(
+                                "its compressed frame ({}..{}) is damaged: {err}",
+                                frame.first,
+                                frame.first + u64::from(frame.count)
+                            ),
+                        })),
                     )),
                 }
             }
         };
-        if let Some((sequence, detail)) = damage {
-            let end = frame.first + u64::from(frame.count);
-            let (sequence, fault) = match sequence {
-                Some((sequence, fault)) => (sequence, SegmentFault::Entry(fault)),
-                None => {
-                    let first = frame.first;
-                    (first, SegmentFault::FrameDamaged { first, end, detail })
-                }
-            };
+        if let Some((sequence, fault)) = damage {
             self.pending = Some(ArchiveError::Segment {
                 segment: path,
                 sequence: Some(sequence),
@@ -239,15 +230,15 @@ impl<'a, S: LogStorage + ?Sized> HistoryReader<'a, S> {
     }
 
     /// Checks the entries of one decompressed frame, queueing the good
-    /// ones; returns the first damage: an entry (by sequence) or, when the
-    /// frame's checksum failed yet every entry verifies, the frame.
-    #[allow(clippy::type_complexity)]
+    /// ones; returns the first damage and the sequence it names: a bad
+    /// entry, the first entry its broken framing lost, or (the frame's
+    /// checksum failed yet every entry verifies) the frame's first.
     fn take_entries(
         &mut self,
         raw: &[u8],
         frame: &FrameIndex,
         intact: bool,
-    ) -> Option<(Option<(u64, EntryFault)>, String)> {
+    ) -> Option<(u64, SegmentFault)> {
         let (entries, framed) = split_entries(raw);
         for value in &entries {
             let sequence = self.expected;
@@ -256,7 +247,7 @@ impl<'a, S: LogStorage + ?Sized> HistoryReader<'a, S> {
             }
             let envelope = match check_entry_bytes(sequence, &self.head, value) {
                 Ok(envelope) => envelope,
-                Err(fault) => return Some((Some((sequence, fault)), String::new())),
+                Err(fault) => return Some((sequence, SegmentFault::Entry(fault))),
             };
             self.head = hash_bytes(value);
             self.entry_bytes += value.len() as u64;
@@ -270,10 +261,19 @@ impl<'a, S: LogStorage + ?Sized> HistoryReader<'a, S> {
             }
         }
         let counted = entries.len() as u64 == u64::from(frame.count);
+        let (first, end) = (frame.first, frame.first + u64::from(frame.count));
+        let damaged = |detail: &str| SegmentFault::FrameDamaged {
+            first,
+            end,
+            detail: detail.to_string(),
+        };
         match (intact, framed && counted) {
             (true, true) => None,
-            (_, false) => Some((None, "its entries' framing is broken".into())),
-            (false, true) => Some((None, "checksum mismatch (its entries still verify)".into())),
+            (_, false) => Some((self.expected, damaged("its entries' framing is broken"))),
+            (false, true) => Some((
+                first,
+                damaged("checksum mismatch (its entries still verify)"),
+            )),
         }
     }
 
