@@ -493,15 +493,18 @@ fn archiving_is_idempotent_and_never_replaces_a_different_segment() {
     ));
 }
 
-/// Figures, not asserts: archives 1,000,000 events and verifies archive
-/// plus live log. Run with
+/// Figures, not asserts: archives 1,000,000 events (or
+/// `ARCHIVE_BENCH_EVENTS`) and verifies archive plus live log. Run with
 /// `cargo test --release -p eventlog --test archive -- --ignored --nocapture`.
 #[test]
 #[ignore = "a measurement: about a minute"]
 fn archive_throughput_for_a_million_events() {
     let temp = tempfile::tempdir().expect("temp dir");
     let (dir, archive) = (temp.path().join("log"), temp.path().join("archive"));
-    let n = 1_000_000;
+    let n: usize = std::env::var("ARCHIVE_BENCH_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
     let started = Instant::now();
     let log = log_with(&dir, n, &[n - 1_000]);
     println!("appended {n} events in {:?}", started.elapsed());
