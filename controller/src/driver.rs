@@ -229,7 +229,10 @@ impl Controller {
             check.push(event).map_err(rule_violated)?;
         }
         let state = check.finish().map_err(rule_violated)?;
-        let last_sequence = tail.last().map(|(sequence, _)| *sequence).or(covers.checked_sub(1));
+        let last_sequence = tail
+            .last()
+            .map(|(sequence, _)| *sequence)
+            .or(covers.checked_sub(1));
         let controller = Controller {
             log,
             state,

@@ -30,7 +30,9 @@ pub enum SnapshotFrameError {
         len: usize,
     },
     /// Written by another build's layout.
-    #[error("snapshot frame version {found} is not {SNAPSHOT_FRAME_VERSION}, the one this build reads")]
+    #[error(
+        "snapshot frame version {found} is not {SNAPSHOT_FRAME_VERSION}, the one this build reads"
+    )]
     UnsupportedVersion {
         /// The version found.
         found: u16,

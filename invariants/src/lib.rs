@@ -69,7 +69,10 @@ pub use input_rules::{
 };
 pub use quarantine_rules::{q1_no_command_to_quarantined, q1_quarantine_silences};
 pub use roster_rules::r1_roster_holds;
-pub use runtime_rules::{s10_human_waits_survive, s6_answers_agree, s7_persist_before_reply};
+pub use runtime_rules::{
+    d1_restart_rebuilds_the_fold, s10_human_waits_survive, s6_answers_agree,
+    s7_persist_before_reply,
+};
 pub use scoped::{check_state_touched, Touched};
 pub use state_rules::{
     check_state, l1_nothing_left_ends, s11_wrong_answer_stops, s1_slot_bound,
@@ -140,13 +143,21 @@ pub enum Rule {
     /// Failure budgets (issue #11): no follower is granted while its
     /// rollout is over its budget (more failed ops than `max_failed`, or
     /// `max_unknown` ops UNKNOWN at once), and such a rollout is paused.
-    /// Code `B1`. Appended last.
+    /// Code `B1`.
     FailureBudget,
+    /// Snapshots (issue #26): the state a restart rebuilds from the log as
+    /// it reads it (the newest snapshot that verifies, then the events
+    /// after it; genesis and every event when none does) is the fold of
+    /// every durable event, whatever was archived or torn. Checked by the
+    /// model checker against its ground truth (the fold it keeps), as
+    /// `log verify --deep` compares each snapshot with the fold. Code `D1`.
+    /// Appended last.
+    RestartRebuildsTheFold,
 }
 
 impl Rule {
     /// Every rule, in order.
-    pub const ALL: [Rule; 18] = [
+    pub const ALL: [Rule; 19] = [
         Rule::S1,
         Rule::S2,
         Rule::S3,
@@ -165,6 +176,7 @@ impl Rule {
         Rule::QuarantineSilences,
         Rule::RosterHolds,
         Rule::FailureBudget,
+        Rule::RestartRebuildsTheFold,
     ];
 
     /// The rule's code as SPEC §2 writes it: `"S1"` … `"S11"`; `"P1"` for
@@ -189,6 +201,7 @@ impl Rule {
             Rule::QuarantineSilences => "Q1",
             Rule::RosterHolds => "R1",
             Rule::FailureBudget => "B1",
+            Rule::RestartRebuildsTheFold => "D1",
         }
     }
 
@@ -213,6 +226,7 @@ impl Rule {
             Rule::QuarantineSilences => "quarantine silences",
             Rule::RosterHolds => "the roster holds",
             Rule::FailureBudget => "failure budgets",
+            Rule::RestartRebuildsTheFold => "a restart rebuilds the fold",
         }
     }
 }
@@ -271,7 +285,11 @@ mod tests {
             "S5 pause stops grants, not accounting"
         );
         let codes: Vec<&str> = Rule::ALL.iter().map(|r| r.code()).collect();
-        assert_eq!(codes.len(), 18);
+        assert_eq!(codes.len(), 19);
+        assert_eq!(
+            Rule::RestartRebuildsTheFold.to_string(),
+            "D1 a restart rebuilds the fold"
+        );
         assert_eq!(Rule::FailureBudget.to_string(), "B1 failure budgets");
         assert_eq!(codes[10], "S11");
         assert_eq!(Rule::ProofIsReadback.to_string(), "P1 proof is a readback");

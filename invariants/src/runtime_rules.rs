@@ -189,6 +189,74 @@ pub fn s10_human_waits_survive(
     Ok(())
 }
 
+/// D1: the state a restart rebuilt from the log as it reads it (a snapshot
+/// and the events after it, or genesis and every event) is `fold`, the
+/// fold of every durable event from genesis. A snapshot is a cache of that
+/// fold, never a second source of truth; `rebuilt` and `fold` come from
+/// the caller (the model checker keeps the fold as its ground truth; `log
+/// verify --deep` folds the log itself). The detail names the first thing
+/// that differs, in domain words.
+pub fn d1_restart_rebuilds_the_fold(
+    rebuilt: &ControllerState,
+    fold: &ControllerState,
+) -> Result<(), Violation> {
+    if rebuilt == fold {
+        return Ok(());
+    }
+    let differs = |what: String| {
+        broken(
+            Rule::RestartRebuildsTheFold,
+            format!("the restarted controller's state differs from the log's fold: {what}"),
+        )
+    };
+    if rebuilt.generation != fold.generation {
+        return differs(format!(
+            "it is at {}, the fold at {}",
+            rebuilt.generation, fold.generation
+        ));
+    }
+    if rebuilt.rollouts.len() != fold.rollouts.len() {
+        return differs(format!(
+            "it knows {} rollout(s), the fold {}",
+            rebuilt.rollouts.len(),
+            fold.rollouts.len()
+        ));
+    }
+    if let Some(r) = fold
+        .rollouts
+        .iter()
+        .find(|r| rebuilt.rollout(r.id) != Some(r.as_ref()))
+    {
+        return differs(format!("rollout {} is not as the fold has it", r.id));
+    }
+    let ops = |s: &ControllerState| s.ops_granted();
+    if ops(rebuilt) != ops(fold) {
+        return differs(format!(
+            "it knows {} op(s), the fold {}",
+            ops(rebuilt),
+            ops(fold)
+        ));
+    }
+    if let Some(o) = fold.ops.values().find(|o| rebuilt.op(o.id) != Some(*o)) {
+        return differs(format!(
+            "{} is {} in the fold, {} after the restart",
+            o.id,
+            words::phase(o.phase),
+            rebuilt
+                .op(o.id)
+                .map_or("unknown".to_string(), |r| words::phase(r.phase))
+        ));
+    }
+    if let Some((node, _)) = fold
+        .nodes
+        .iter()
+        .find(|(node, record)| rebuilt.nodes.get(*node) != Some(*record))
+    {
+        return differs(format!("it has another record of {node} than the fold"));
+    }
+    differs("the archive or an index".to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -420,5 +488,29 @@ mod tests {
             v.detail,
             "op0 is resolved by an operator (baseline) but no operator resolved it"
         );
+    }
+
+    #[test]
+    fn d1_holds_for_the_fold_and_names_what_a_stale_restart_lost() {
+        let w = World::canary_verified(1, false);
+        holds(d1_restart_rebuilds_the_fold(&w.state, &w.state));
+        // A restart that kept only a prefix of the log: before the grant.
+        let mut before = World::new();
+        before.start(plan(1, false));
+        let prefix = before.log.len() - 1;
+        let mut stale = ControllerState::default();
+        for e in &w.log[..prefix] {
+            model::controller::apply(&mut stale, e);
+        }
+        let v = rejected(
+            d1_restart_rebuilds_the_fold(&stale, &w.state),
+            Rule::RestartRebuildsTheFold,
+        );
+        assert!(v.detail.contains("differs from the log's fold"), "{v}");
+        let v = rejected(
+            d1_restart_rebuilds_the_fold(&ControllerState::default(), &w.state),
+            Rule::RestartRebuildsTheFold,
+        );
+        assert!(v.detail.contains("gen"), "{v}");
     }
 }

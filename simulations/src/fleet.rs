@@ -6,9 +6,10 @@
 //! is `model`'s or `proof`'s (through [`crate::mutants`]).
 
 use crate::config::{CheckConfig, Fault};
+use crate::durable_log::{DurableLog, Snapshot};
 use crate::mutants::{
-    agent_step_as, append_fenced, controller_step, node_proof, recovery_events,
-    reply_before_persist,
+    agent_step_as, append_fenced, archive_covers, controller_step, node_proof, recovery_events,
+    reply_before_persist, snapshot_trusted,
 };
 use crate::world::{App, Artifact, Ghost, Msg, World};
 use invariants::{Rule, Violation};
@@ -123,6 +124,15 @@ pub enum Action {
     /// (with the roster on) An operator retires an enrolled node, once
     /// along a path; the controller refuses while the node holds a live op.
     Retire(NodeId),
+    /// (`snapshot`) The leader writes a snapshot of its durable state,
+    /// between batches.
+    Snapshot,
+    /// (`snapshot`) The controller is SIGKILLed while it writes a
+    /// snapshot: the record is torn (it does not verify), and it restarts.
+    TornSnapshot,
+    /// (`snapshot`) Archiving deletes the log entries the newest snapshot
+    /// that verifies covers.
+    Archive,
 }
 
 /// The checked system for one configuration.
@@ -179,6 +189,11 @@ impl FleetModel {
         let count = self.cfg.followers as usize + 1;
         let mut world = World {
             durable: Default::default(),
+            log: self
+                .cfg
+                .faults
+                .has(Fault::Snapshot)
+                .then(DurableLog::default),
             deposed: None,
             unflushed: Vec::new(),
             agents: vec![
@@ -261,6 +276,8 @@ impl FleetModel {
     ) {
         let mut state = before;
         let mut outbox = Vec::new();
+        // What the fold took, for the log a restart reads (`snapshot`).
+        let mut applied = Vec::new();
         for event in &events {
             world.record(invariants::check_event(&state, event));
             let paused = match event {
@@ -276,6 +293,9 @@ impl FleetModel {
                 continue;
             }
             apply(&mut state, event);
+            if world.log.is_some() {
+                applied.push(event.clone());
+            }
             self.note_ghost(world, &state, event, paused);
             say(narration, || {
                 let mut line = format!("   controller: {event}");
@@ -299,6 +319,9 @@ impl FleetModel {
         } else {
             // The batch is durable (appended and flushed) before any effect.
             world.durable = state;
+            if let Some(log) = world.log.as_mut() {
+                log.append(applied);
+            }
         }
         for effect in outbox {
             if let Effect::Send { to, msg } = effect {
@@ -320,7 +343,7 @@ impl FleetModel {
     fn failover(&self, world: &mut World, narration: &mut Narration) {
         world.deposed = Some(world.controller().into_owned());
         world.unflushed.clear();
-        let recovered = world.durable.clone();
+        let recovered = self.restart_state(world, narration);
         let events = recovery_events(self.cfg.mutant, &recovered);
         if !events.is_empty() {
             self.controller_events(world, recovered, events, narration);
@@ -637,6 +660,7 @@ impl FleetModel {
         if !world.unflushed.is_empty() {
             actions.push(Action::Flush);
         }
+        self.enabled_log(world, actions);
         if ctrl.rollouts.is_empty() {
             actions.push(Action::Start);
         }
@@ -710,6 +734,26 @@ impl FleetModel {
         let retired = ctrl.roster.iter().any(|(_, e)| e.retired);
         if self.cfg.roster && !retired {
             actions.extend(self.nodes().map(Action::Retire));
+        }
+    }
+
+    /// (`snapshot`) A snapshot may be written between batches (none while
+    /// a mutant holds events unflushed: the leader snapshots what is
+    /// durable), up to [`crate::durable_log::SNAPSHOTS_MAX`] along a path;
+    /// a crash may tear the write (a fault); archiving may delete what the
+    /// newest snapshot that verifies covers.
+    fn enabled_log(&self, world: &World, actions: &mut Vec<Action>) {
+        let Some(log) = &world.log else {
+            return;
+        };
+        if world.unflushed.is_empty() && log.may_snapshot() {
+            actions.push(Action::Snapshot);
+            if self.budget_left(world, Fault::Snapshot) {
+                actions.push(Action::TornSnapshot);
+            }
+        }
+        if archive_covers(self.cfg.mutant, log) > log.archived {
+            actions.push(Action::Archive);
         }
     }
 
@@ -852,19 +896,10 @@ impl FleetModel {
             }
             Action::CrashController => {
                 next.faults_used += 1;
-                // Only the durable log survives; every connection drops.
-                next.unflushed.clear();
-                next.net.clear();
-                let recovered = next.durable.clone();
-                let events = recovery_events(self.cfg.mutant, &recovered);
-                if !events.is_empty() {
-                    self.controller_events(&mut next, recovered, events, narration);
-                }
-                for node in self.nodes() {
-                    if !next.is_partitioned(node) {
-                        self.agent(&mut next, node, AgentInput::Connected, None, narration);
-                    }
-                }
+                self.crash_controller(&mut next, narration);
+            }
+            Action::Snapshot | Action::TornSnapshot | Action::Archive => {
+                self.log_action(&mut next, action, narration);
             }
             Action::Failover => {
                 next.faults_used += 1;
@@ -877,8 +912,12 @@ impl FleetModel {
                 }
             }
             Action::Flush => {
-                for event in std::mem::take(&mut next.unflushed) {
-                    apply(&mut next.durable, &event);
+                let flushed = std::mem::take(&mut next.unflushed);
+                for event in &flushed {
+                    apply(&mut next.durable, event);
+                }
+                if let Some(log) = next.log.as_mut() {
+                    log.append(flushed);
                 }
             }
             Action::ProbeRoute(node) => {
@@ -992,7 +1031,101 @@ impl FleetModel {
                 );
             }
         }
+        // D1 in every state: whenever the log changed (an append, a
+        // snapshot, an archive), what a restart would rebuild from it now
+        // is still the fold. A restart checks it too, as it rebuilds.
+        if next.violation.is_none() && next.log != world.log {
+            self.check_restart(&mut next, false, narration);
+        }
         next
+    }
+
+    /// SIGKILL the controller and start it again: only the durable log
+    /// survives (with `snapshot`, as a restart reads it), every connection
+    /// drops and the agents reconnect.
+    fn crash_controller(&self, world: &mut World, narration: &mut Narration) {
+        world.unflushed.clear();
+        world.net.clear();
+        let recovered = self.restart_state(world, narration);
+        let events = recovery_events(self.cfg.mutant, &recovered);
+        if !events.is_empty() {
+            self.controller_events(world, recovered, events, narration);
+        }
+        for node in self.nodes() {
+            if !world.is_partitioned(node) {
+                self.agent(world, node, AgentInput::Connected, None, narration);
+            }
+        }
+    }
+
+    /// The state a restarted controller (or a standby taking over) starts
+    /// from: the durable state, which with `snapshot` is what it rebuilds
+    /// from the log as it reads it, or the path ends on D1.
+    fn restart_state(&self, world: &mut World, narration: &mut Narration) -> ControllerState {
+        self.check_restart(world, true, narration);
+        world.durable.clone()
+    }
+
+    /// (`snapshot`) D1: rebuild the state from the log as a restart reads
+    /// it (the snapshots the real start, or a mutant, trusts) and compare
+    /// it with the fold of every durable event; a replayed event that
+    /// breaks a rule is recorded too. `restarting`: a real restart, which
+    /// the ghost and the narration record.
+    fn check_restart(&self, world: &mut World, restarting: bool, narration: &mut Narration) {
+        let Some(log) = &world.log else {
+            return;
+        };
+        let trusted = |s: &Snapshot| snapshot_trusted(self.cfg.mutant, s);
+        let rebuilt = log.rebuild(trusted);
+        let archived = log.archived;
+        let torn_skipped = rebuilt.as_ref().is_ok_and(|r| {
+            log.snapshots
+                .iter()
+                .any(|s| !s.verified && r.skipped.contains(&s.covers))
+        });
+        let rebuilt = match rebuilt {
+            Ok(rebuilt) => rebuilt,
+            Err(violation) => {
+                say(narration, || {
+                    format!("   a restart cannot rebuild the state: {violation}")
+                });
+                world.record(Err(violation));
+                return;
+            }
+        };
+        if restarting {
+            say(narration, || {
+                format!("   controller {}", describe_rebuild(&rebuilt))
+            });
+            world.ghost.restarted_from_snapshot |= rebuilt.from.is_some() && archived > 0;
+            world.ghost.skipped_torn_snapshot |= torn_skipped;
+        }
+        world.record(invariants::d1_restart_rebuilds_the_fold(
+            &rebuilt.state,
+            &world.durable,
+        ));
+    }
+
+    /// (`snapshot`) Write a snapshot, tear one (the controller crashes and
+    /// restarts), or archive the entries the newest snapshot covers.
+    fn log_action(&self, world: &mut World, action: Action, narration: &mut Narration) {
+        let durable = world.durable.clone();
+        let Some(log) = world.log.as_mut() else {
+            return;
+        };
+        match action {
+            Action::Snapshot => log.snapshot(&durable),
+            Action::TornSnapshot => {
+                log.torn_snapshot();
+                world.faults_used += 1;
+                self.crash_controller(world, narration);
+            }
+            Action::Archive => {
+                let covers = archive_covers(self.cfg.mutant, log);
+                log.archive_to(covers);
+            }
+            _ => {}
+        }
     }
 
     /// An operator's live proof of `node`, judged by the proof crate (or a
@@ -1155,7 +1288,54 @@ impl FleetModel {
                 (u64::from(world.observations) + 1) * OBSERVATION_INTERVAL_MIN_MS
             ),
             Action::Retire(node) => format!("operator retires {node}"),
+            Action::Snapshot => format!(
+                "controller writes a snapshot of its state after {}",
+                entries(world.log.as_ref().map_or(0, DurableLog::len))
+            ),
+            Action::TornSnapshot => format!(
+                "controller is SIGKILLed while writing a snapshot of {} (the write is TORN: it does not verify) and restarts",
+                entries(world.log.as_ref().map_or(0, DurableLog::len))
+            ),
+            Action::Archive => {
+                let (from, to) = world.log.as_ref().map_or((0, 0), |log| {
+                    (log.archived, archive_covers(self.cfg.mutant, log))
+                });
+                format!("archiving DELETES log entries {from}..{to} (a snapshot covers them)")
+            }
         }
+    }
+}
+
+/// `n` log entries, in words.
+fn entries(n: usize) -> String {
+    if n == 1 {
+        "1 log entry".to_string()
+    } else {
+        format!("{n} log entries")
+    }
+}
+
+/// Where a restart's state came from, in domain words.
+fn describe_rebuild(rebuilt: &crate::durable_log::Rebuilt) -> String {
+    let skipped = if rebuilt.skipped.is_empty() {
+        String::new()
+    } else {
+        let covers: Vec<String> = rebuilt.skipped.iter().map(|c| c.to_string()).collect();
+        format!(
+            " (skipped the snapshot(s) of the first {} log entries: not verified, or their tail archived)",
+            covers.join(", ")
+        )
+    };
+    match rebuilt.from {
+        Some(covers) => format!(
+            "rebuilds its state from the snapshot of the first {}, then {} event(s) replayed{skipped}",
+            entries(covers),
+            rebuilt.replayed
+        ),
+        None => format!(
+            "rebuilds its state from genesis, {} event(s) replayed{skipped}",
+            rebuilt.replayed
+        ),
     }
 }
 

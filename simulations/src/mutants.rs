@@ -3,6 +3,7 @@
 //! the rule it names. A checker that cannot fail proves nothing.
 
 use crate::config::{CheckConfig, Fault, Faults};
+use crate::durable_log::{DurableLog, Snapshot};
 use invariants::Rule;
 use model::agent::{
     agent_step, AgentEvent, AgentInput, AgentOutput, AgentStage, AgentState, StagingStep,
@@ -45,11 +46,13 @@ pub enum Mutant {
     BudgetIgnored,
     RetireHoldingOp,
     UnfencedAppend,
+    LoadUnverifiedSnapshot,
+    ArchivePastSnapshot,
 }
 
 impl Mutant {
     /// Every mutant, in `--list-mutants` order.
-    pub const ALL: [Mutant; 27] = [
+    pub const ALL: [Mutant; 29] = [
         Mutant::ReleaseOnTimeout,
         Mutant::GrantWhilePaused,
         Mutant::RedecideOnRetry,
@@ -77,6 +80,8 @@ impl Mutant {
         Mutant::BudgetIgnored,
         Mutant::RetireHoldingOp,
         Mutant::UnfencedAppend,
+        Mutant::LoadUnverifiedSnapshot,
+        Mutant::ArchivePastSnapshot,
     ];
 
     /// The CLI name.
@@ -109,6 +114,8 @@ impl Mutant {
             Mutant::BudgetIgnored => "budget-ignored",
             Mutant::RetireHoldingOp => "retire-holding-op",
             Mutant::UnfencedAppend => "unfenced-append",
+            Mutant::LoadUnverifiedSnapshot => "load-unverified-snapshot",
+            Mutant::ArchivePastSnapshot => "archive-past-snapshot",
         }
     }
 
@@ -146,6 +153,9 @@ impl Mutant {
             Mutant::BudgetIgnored => Rule::FailureBudget,
             Mutant::RetireHoldingOp => Rule::RosterHolds,
             Mutant::UnfencedAppend => Rule::S6,
+            Mutant::LoadUnverifiedSnapshot | Mutant::ArchivePastSnapshot => {
+                Rule::RestartRebuildsTheFold
+            }
         }
     }
 
@@ -232,6 +242,12 @@ impl Mutant {
             }
             Mutant::ApproveWithoutGate => {
                 "accept an operator's approval of any active rollout: before the canary passed, without a gate, twice"
+            }
+            Mutant::LoadUnverifiedSnapshot => {
+                "at a start, load the newest snapshot without checking that it verifies"
+            }
+            Mutant::ArchivePastSnapshot => {
+                "archive up to the newest snapshot written, without checking that it verifies"
             }
         }
     }
@@ -327,6 +343,14 @@ impl Mutant {
             Mutant::RetireHoldingOp => {
                 cfg.roster = true;
                 cfg.operator = true;
+            }
+            // A snapshot write torn by a crash; the log alone, as the
+            // snapshot configuration in the tests has it (the shortest
+            // stories need no other fault).
+            Mutant::LoadUnverifiedSnapshot | Mutant::ArchivePastSnapshot => {
+                cfg.followers = 0;
+                cfg.operator = false;
+                cfg.faults = Faults::none().with(Fault::Snapshot);
             }
         }
     }
@@ -726,6 +750,25 @@ pub fn node_proof(
 /// etcd transaction). `unfenced-append` drops the compare.
 pub fn append_fenced(mutant: Option<Mutant>) -> bool {
     mutant != Some(Mutant::UnfencedAppend)
+}
+
+/// Whether a restart takes `snapshot` (the real start: only one that
+/// verifies; its checksum and its link to the chain are checked first).
+/// `load-unverified-snapshot` takes any.
+pub fn snapshot_trusted(mutant: Option<Mutant>, snapshot: &Snapshot) -> bool {
+    snapshot.verified || mutant == Some(Mutant::LoadUnverifiedSnapshot)
+}
+
+/// The entries archiving may delete, `0..` the returned count: those the
+/// newest snapshot that verifies covers (never newer). `archive-past-snapshot`
+/// takes the newest snapshot written, verified or not.
+pub fn archive_covers(mutant: Option<Mutant>, log: &DurableLog) -> usize {
+    let newest = if mutant == Some(Mutant::ArchivePastSnapshot) {
+        log.snapshots.last()
+    } else {
+        log.newest_verified()
+    };
+    newest.map_or(0, |s| s.covers)
 }
 
 /// Whether effects leave before the events behind them are durable.

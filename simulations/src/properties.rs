@@ -80,6 +80,7 @@ pub fn property_name(rule: Rule) -> &'static str {
         Rule::QuarantineSilences => "Q1 quarantine silences",
         Rule::RosterHolds => "R1 the roster holds",
         Rule::FailureBudget => "B1 failure budgets",
+        Rule::RestartRebuildsTheFold => "D1 a restart rebuilds the fold",
     }
 }
 
@@ -118,6 +119,24 @@ fn recovery_row_properties() -> Vec<Property<FleetModel>> {
             Property::<FleetModel>::sometimes(recovery_row_name(row), condition)
         })
         .collect()
+}
+
+/// With `snapshot`: D1 in every state (recorded by the transitions, which
+/// rebuild the state from the log whenever it changes and at every
+/// restart), and the stories it is for: a restart from a snapshot after
+/// archiving, and one that skips a torn snapshot.
+fn snapshot_properties() -> Vec<Property<FleetModel>> {
+    vec![
+        Property::<FleetModel>::always(property_name(Rule::RestartRebuildsTheFold), |_, w| {
+            holds(w, Rule::RestartRebuildsTheFold)
+        }),
+        Property::<FleetModel>::sometimes("restart from a snapshot after archiving", |_, w| {
+            w.ghost.restarted_from_snapshot
+        }),
+        Property::<FleetModel>::sometimes("restart skips a torn snapshot", |_, w| {
+            w.ghost.skipped_torn_snapshot
+        }),
+    ]
 }
 
 /// Every property of `model`'s configuration.
@@ -209,6 +228,9 @@ pub fn properties(model: &FleetModel) -> Vec<Property<FleetModel>> {
     }
     if model.cfg.faults.has(Fault::StageError) {
         props.extend(recovery_row_properties());
+    }
+    if model.cfg.faults.has(Fault::Snapshot) {
+        props.extend(snapshot_properties());
     }
     if model.cfg.proofs_enabled() {
         props.push(Property::<FleetModel>::always(

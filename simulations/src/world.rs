@@ -3,6 +3,7 @@
 //! serves, the network, the fault budget, and ghost records that only the
 //! properties read.
 
+use crate::durable_log::DurableLog;
 use invariants::Violation;
 use model::agent::AgentState;
 use model::controller::{apply, ControllerState, Event};
@@ -113,13 +114,24 @@ pub struct Ghost {
     /// (`controller-failover`) A deposed leader's append was fenced: the
     /// fault reached the point where the fencing matters.
     pub deposed_fenced: bool,
+    /// (`snapshot`) A restart rebuilt its state from a snapshot after
+    /// archiving had deleted the entries it covers.
+    pub restarted_from_snapshot: bool,
+    /// (`snapshot`) A restart skipped a snapshot that does not verify.
+    pub skipped_torn_snapshot: bool,
 }
 
 /// One state of the checked system.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct World {
-    /// The controller state folded from the durable log.
+    /// The controller state folded from the durable log: the fold of every
+    /// durable event from genesis, the ground truth a restart must rebuild.
     pub durable: ControllerState,
+    /// (`snapshot`) The log as a restart reads it: entries not archived and
+    /// snapshots. `None` without that fault (a restart starts from
+    /// `durable`), which keeps the other configurations' spaces as they
+    /// were.
+    pub log: Option<DurableLog>,
     /// (`controller-failover`) The deposed leader's own state after a
     /// standby took over, while it still lives: it decides on what it knew,
     /// and under the real rules its next append is fenced and it stops

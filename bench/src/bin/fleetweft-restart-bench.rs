@@ -223,7 +223,11 @@ fn drain(f: &mut Filling, inputs: &mut VecDeque<Input>) -> anyhow::Result<()> {
             bail!("an input was refused: {refused}");
         }
         let (events, effects) = batch.ready.into_parts();
-        f.derived = Derived::rebuild(Some(std::mem::take(&mut f.derived)), &events, f.ctrl.state());
+        f.derived = Derived::rebuild(
+            Some(std::mem::take(&mut f.derived)),
+            &events,
+            f.ctrl.state(),
+        );
         maybe_snapshot(f)?;
         for effect in effects {
             if let Effect::Send { to, msg } = effect {

@@ -78,7 +78,9 @@ fn controller_spec(
         &format!("{:?}", dir.join("controller-data").display().to_string()),
         &format!("{:?}", data.display().to_string()),
     ) + &format!(
-        "\n[storage]\nbackend = \"etcd\"\nendpoints = [{}]\nprefix = {prefix:?}\nlease_ttl_ms = {LEASE_TTL_MS}\n",
+        // Snapshots every 64 events (issue #26): the leader writes them on
+        // etcd (fenced chunks), and a standby or a takeover starts from one.
+        "\n[storage]\nbackend = \"etcd\"\nendpoints = [{}]\nprefix = {prefix:?}\nlease_ttl_ms = {LEASE_TTL_MS}\n\n[log]\nsnapshot_every_events = 64\n",
         list.join(", ")
     );
     let config = dir.join(format!("controller-{name}.toml"));

@@ -51,7 +51,7 @@ fn names(ctl: &Controller) -> Vec<String> {
 }
 
 fn post(ctl: &Controller, path: &str, body: serde_json::Value) -> (u16, String) {
-    ctl.http("POST", path, Some(&ctl.token), body.to_string().as_bytes())
+    ctl.post_json(path, &body)
 }
 
 /// `fleetweft ARGS --controller URL --token-file FILE`: exit code and

@@ -16,12 +16,7 @@ fn enroll(ctl: &Controller, i: usize) {
         "name": format!("edge-{i:03}"),
         "public": format!("127.0.0.1:{}", 20_000 + i),
     });
-    let (code, text) = ctl.http(
-        "POST",
-        "/api/nodes",
-        Some(&ctl.token),
-        body.to_string().as_bytes(),
-    );
+    let (code, text) = ctl.post_json("/api/nodes", &body);
     assert_eq!(code, 200, "enroll edge-{i:03}: {text}");
 }
 
@@ -81,7 +76,10 @@ fn a_restart_from_a_snapshot_answers_as_before_and_verify_deep_agrees() {
         log.contains("a snapshot of the first"),
         "the restart did not start from a snapshot: {log}"
     );
-    assert_eq!(ctl.http("GET", "/api/unresolved", None, b"").1, before_unresolved);
+    assert_eq!(
+        ctl.http("GET", "/api/unresolved", None, b"").1,
+        before_unresolved
+    );
     assert_eq!(ctl.all_pages("/api/nodes"), before_nodes);
     assert_eq!(ctl.status()["rollouts"], before_status["rollouts"]);
 

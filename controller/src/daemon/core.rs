@@ -666,15 +666,19 @@ impl Core {
             ahead: self.ahead.clone(),
             identity_conflicts: self.ids.conflicts,
         };
-        let written = derived.encode().map_err(|e| e.to_string()).and_then(|annex| {
-            let controller = &self.controller;
-            tokio::task::block_in_place(|| controller.put_snapshot(&annex)).map_err(|e| match e {
-                crate::driver::SnapshotError::Log(e) if e.is_fencing() => {
-                    super::ha::deposed(&e.to_string())
-                }
-                other => other.to_string(),
-            })
-        });
+        let written = derived
+            .encode()
+            .map_err(|e| e.to_string())
+            .and_then(|annex| {
+                let controller = &self.controller;
+                tokio::task::block_in_place(|| controller.put_snapshot(&annex)).map_err(|e| match e
+                {
+                    crate::driver::SnapshotError::Log(e) if e.is_fencing() => {
+                        super::ha::deposed(&e.to_string())
+                    }
+                    other => other.to_string(),
+                })
+            });
         match written {
             Ok(written) => {
                 tracing::info!(

@@ -28,7 +28,6 @@ use super::core::{Command, CoreHandle};
 use super::role::Advert;
 use crate::driver::{Controller, ControllerError};
 use eventlog::{EtcdClient, EtcdConfig, EtcdStorage, Leadership, StorageError};
-use model::controller::Event;
 use std::sync::Arc;
 use std::time::Duration;
 

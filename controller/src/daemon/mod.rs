@@ -83,13 +83,7 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
         None => role::Role::Leader,
         Some(_) => role::Role::Standby,
     };
-    let core = core::spawn(
-        opened.log,
-        (*cfg).clone(),
-        allow_faults,
-        deny,
-        role,
-    );
+    let core = core::spawn(opened.log, (*cfg).clone(), allow_faults, deny, role);
     let bundles = Arc::new(bundle_dir);
     ha::close_links_when_deposed(endpoint.clone());
     tokio::spawn(links::serve(endpoint, core.clone(), bundles.clone()));

@@ -28,9 +28,10 @@ struct Args {
     /// Faults the environment may inject, comma separated:
     /// loss,dup,partition,agent-crash,controller-crash,wrong-answer,app-crash,
     /// early-timeout (the default set); swap-old,foreign-route, which
-    /// strike a settled node and imply --proofs; stage-error; and
+    /// strike a settled node and imply --proofs; stage-error;
     /// controller-failover (a standby takes over, the old leader lives on
-    /// deposed and its appends are fenced)
+    /// deposed and its appends are fenced); and snapshot (snapshots beside
+    /// the log, torn writes, archiving; every restart rebuilds from them)
     #[arg(long)]
     faults: Option<String>,
     /// Total faults along one path (0..=4).

@@ -213,6 +213,11 @@ impl Controller {
             .unwrap_or_else(|| panic!("{method} {path}: no answer"))
     }
 
+    /// POST `body` as JSON with the operator token: status and body.
+    pub fn post_json(&self, path: &str, body: &serde_json::Value) -> (u16, String) {
+        self.http("POST", path, Some(&self.token), body.to_string().as_bytes())
+    }
+
     /// A GET answering 200 with JSON.
     pub fn get_json(&self, path: &str) -> serde_json::Value {
         let (code, body) = self.http("GET", path, None, b"");
