@@ -25,6 +25,8 @@ pub struct HistoryEntry {
     pub payload: Vec<u8>,
     /// Whether it was read from the archive (else from the live log).
     pub archived: bool,
+    /// The hash of its encoded bytes (the next entry's `prev_hash`).
+    pub hash: Hash,
 }
 
 /// What [`verify_with_archive`] found.
@@ -257,6 +259,7 @@ impl<'a, S: LogStorage + ?Sized> HistoryReader<'a, S> {
                     sequence,
                     payload: envelope.payload,
                     archived: true,
+                    hash: self.head,
                 });
             }
         }
@@ -309,6 +312,7 @@ impl<'a, S: LogStorage + ?Sized> HistoryReader<'a, S> {
                     sequence,
                     payload: envelope.payload,
                     archived: false,
+                    hash: self.head,
                 }));
             }
         }
@@ -360,8 +364,9 @@ impl<'a, S: LogStorage + ?Sized> HistoryReader<'a, S> {
         Ok(None)
     }
 
-    /// The report once the reader ended without an error.
-    fn report(&self) -> HistoryReport {
+    /// The report once the reader ended without an error (before that,
+    /// it describes what was read so far).
+    pub fn report(&self) -> HistoryReport {
         HistoryReport {
             segments: self.listed.clone(),
             archive_end: self.listed.last().map_or(0, |s| s.to),
@@ -424,4 +429,75 @@ pub fn verify_with_archive<S: LogStorage + ?Sized>(
         }
     }
     Ok(reader.report())
+}
+
+/// [`verify_snapshots`](super::verify_snapshots) across the archive in
+/// `dir` and the live log (`log verify --deep --archive`): the whole
+/// history is verified as [`verify_with_archive`] does, folded into `acc`
+/// from genesis with `fold`, and every stored snapshot is judged when the
+/// fold has taken exactly its `covers` entries (record, link to the chain,
+/// `compare`). A `fold` error refuses the history; a snapshot that fails
+/// is reported in `first_difference`. Reads only.
+pub fn verify_snapshots_with_archive<S: LogStorage + ?Sized, A>(
+    dir: &Path,
+    storage: &S,
+    acc: &mut A,
+    mut fold: impl FnMut(&mut A, u64, &[u8]) -> Result<(), String>,
+    mut compare: impl FnMut(&A, u64, &[u8]) -> Result<(), String>,
+) -> Result<(super::SnapshotsReport, HistoryReport), ArchiveError> {
+    let mut pending: Vec<u64> = storage.snapshot_sequences()?;
+    pending.sort_unstable();
+    let mut pending = pending.into_iter().peekable();
+    let mut agreeing = Vec::new();
+    let mut first_difference: Option<(u64, String)> = None;
+    let mut judge = |acc: &A, at: u64, head: &Hash, first: &mut Option<(u64, String)>| {
+        while let Some(&covers) = pending.peek() {
+            if covers > at || first.is_some() {
+                break;
+            }
+            pending.next();
+            if covers < at {
+                // Below the first entry this pass judged: cannot be.
+                continue;
+            }
+            match super::snapshot::judge_snapshot(storage, covers, head, |state| {
+                compare(acc, covers, state)
+            }) {
+                Ok(()) => agreeing.push(covers),
+                Err(reason) => *first = Some((covers, reason)),
+            }
+        }
+    };
+    let mut reader = HistoryReader::open(dir, storage, 0)?;
+    let mut head = genesis_hash();
+    for entry in reader.by_ref() {
+        let entry = entry?;
+        judge(acc, entry.sequence, &head, &mut first_difference);
+        if let Err(reason) = fold(acc, entry.sequence, &entry.payload) {
+            let fault = EntryFault::Rejected { reason };
+            return Err(VerifyError::Entry {
+                sequence: entry.sequence,
+                fault,
+            }
+            .into());
+        }
+        head = entry.hash;
+    }
+    let history = reader.report();
+    judge(acc, history.log.entries, &head, &mut first_difference);
+    if first_difference.is_none() {
+        if let Some(covers) = pending.next() {
+            let beyond = super::SnapshotSkip::BeyondEnd {
+                covers,
+                end: history.log.entries,
+            };
+            first_difference = Some((covers, beyond.to_string()));
+        }
+    }
+    let snapshots = super::SnapshotsReport {
+        log: history.log.clone(),
+        agreeing,
+        first_difference,
+    };
+    Ok((snapshots, history))
 }

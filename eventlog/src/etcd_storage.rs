@@ -88,7 +88,8 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use etcd_client::{
-    Compare, CompareOp, DeleteOptions, GetOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse,
+    CompactionOptions, Compare, CompareOp, DeleteOptions, GetOptions, SortOrder, SortTarget, Txn,
+    TxnOp, TxnOpResponse,
 };
 
 use super::etcd_thread::{
@@ -388,6 +389,11 @@ pub struct EtcdStorage {
     scanned_at: AtomicI64,
     /// Appends that needed more than one attempt (for tests and drills).
     append_retries: AtomicU64,
+    /// Revision of the last transaction that deleted archived entries
+    /// (0: none yet), and the revision compacted to since (0: none):
+    /// [`LogStorage::compact_deleted`] compacts from one to the other.
+    deleted_at: AtomicI64,
+    compacted_to: AtomicI64,
 }
 
 impl EtcdStorage {
@@ -414,6 +420,8 @@ impl EtcdStorage {
             fence: Some(leadership.fence().clone()),
             scanned_at: AtomicI64::new(0),
             append_retries: AtomicU64::new(0),
+            deleted_at: AtomicI64::new(0),
+            compacted_to: AtomicI64::new(0),
         };
         storage.probe_limits()?;
         Ok(storage)
@@ -430,6 +438,8 @@ impl EtcdStorage {
             fence: None,
             scanned_at: AtomicI64::new(0),
             append_retries: AtomicU64::new(0),
+            deleted_at: AtomicI64::new(0),
+            compacted_to: AtomicI64::new(0),
         })
     }
 
@@ -766,6 +776,18 @@ impl EtcdStorage {
         ops: Vec<TxnOp>,
         action: &'static str,
     ) -> Result<Vec<TxnOpResponse>, StorageError> {
+        self.fenced_txn_at(fence, ops, action)
+            .map(|(responses, _)| responses)
+    }
+
+    /// [`EtcdStorage::fenced_txn`], also returning the revision the
+    /// transaction committed at.
+    fn fenced_txn_at(
+        &self,
+        fence: &Fence,
+        ops: Vec<TxnOp>,
+        action: &'static str,
+    ) -> Result<(Vec<TxnOpResponse>, i64), StorageError> {
         let compares = [
             Compare::create_revision(
                 self.keys.leader.clone(),
@@ -793,7 +815,8 @@ impl EtcdStorage {
             })
             .map_err(|err| self.client.error(action, err))?;
         if response.succeeded() {
-            return Ok(response.op_responses());
+            let revision = response.header().map_or(0, |header| header.revision());
+            return Ok((response.op_responses(), revision));
         }
         Err(self.refusal(fence, &response.op_responses(), 0))
     }
@@ -1127,7 +1150,9 @@ impl LogStorage for EtcdStorage {
                 self.keys.entry(low),
                 Some(DeleteOptions::new().with_range(self.keys.entry(high))),
             );
-            let responses = self.fenced_txn(fence, vec![delete], "deleting archived entries")?;
+            let (responses, revision) =
+                self.fenced_txn_at(fence, vec![delete], "deleting archived entries")?;
+            self.deleted_at.fetch_max(revision, Ordering::AcqRel);
             for response in responses {
                 if let TxnOpResponse::Delete(delete) = response {
                     deleted += u64::try_from(delete.deleted()).unwrap_or(0);
@@ -1135,6 +1160,54 @@ impl LogStorage for EtcdStorage {
             }
         }
         Ok(deleted)
+    }
+
+    /// Compacts etcd's revision history up to the revision of the last
+    /// delete of archived entries (issue #26 item 3): etcd keeps every
+    /// deleted key's old versions until a compaction, so without one the
+    /// database does not shrink however much is archived. Physical: it
+    /// returns once the compaction is applied to the backend. A revision
+    /// already compacted (by etcd's `--auto-compaction-*` or another
+    /// controller) counts as done. Compaction is cluster-wide: it drops
+    /// old versions of every key below that revision, which this log
+    /// never reads (it reads the latest values, and a standby polls).
+    /// The space is reused by etcd; the file shrinks only after
+    /// `etcdctl defrag` (docs/operations.md).
+    fn compact_deleted(&self) -> Result<Option<i64>, StorageError> {
+        let target = self.deleted_at.load(Ordering::Acquire);
+        if target == 0 || target <= self.compacted_to.load(Ordering::Acquire) {
+            return Ok(None);
+        }
+        let outcome = self.client.call(Retry::Idempotent, move |mut client| async move {
+            client
+                .compact(target, Some(CompactionOptions::new().with_physical()))
+                .await
+        });
+        match outcome {
+            Ok(_) => {}
+            Err(CallError::Client(etcd_client::Error::GRpcStatus(status)))
+                if status.message().contains("required revision has been compacted") => {}
+            Err(err) => return Err(self.client.error("compacting the revision history", err)),
+        }
+        self.compacted_to.fetch_max(target, Ordering::AcqRel);
+        Ok(Some(target))
+    }
+
+    /// The database size of the member answering (etcd's `Status`); etcd
+    /// 3.4 does not report its `--quota-backend-bytes`, so the quota is
+    /// `None` here and the daemon's `[storage] quota_backend_bytes` names
+    /// it.
+    fn space(&self) -> Result<Option<super::storage::StorageSpace>, StorageError> {
+        let status = self
+            .client
+            .call(Retry::Idempotent, |mut client| async move {
+                client.status().await
+            })
+            .map_err(|err| self.client.error("reading the member's status", err))?;
+        Ok(Some(super::storage::StorageSpace {
+            bytes: u64::try_from(status.db_size()).unwrap_or(0),
+            quota_bytes: None,
+        }))
     }
 }
 

@@ -67,7 +67,9 @@ pub use archive::{
     ArchiveConfig, ArchiveError, SegmentFault, SegmentInfo, SegmentWrite, SEGMENT_BYTES_MAX_DEFAULT,
 };
 pub use archive_log::ArchiveReport;
-pub use archive_read::{verify_with_archive, HistoryEntry, HistoryReader, HistoryReport};
+pub use archive_read::{
+    verify_snapshots_with_archive, verify_with_archive, HistoryEntry, HistoryReader, HistoryReport,
+};
 pub use commit::CommitStats;
 pub use durable::Durable;
 pub use envelope::{
@@ -94,7 +96,7 @@ pub use snapshot::{
     verify_snapshots, Snapshot, SnapshotFault, SnapshotOpen, SnapshotSkip, SnapshotsReport,
     SNAPSHOT_RECORD_BYTES_MAX, SNAPSHOT_RECORD_VERSION, SNAPSHOT_STATE_BYTES_MAX,
 };
-pub use storage::{BatchLimits, LiveStart, LogStorage, RawEntry, StorageError};
+pub use storage::{BatchLimits, LiveStart, LogStorage, RawEntry, StorageError, StorageSpace};
 pub use verify::{
     read_private_copy, verify, verify_in_place, verify_in_place_with, verify_storage_with,
     verify_with, EntryFault, VerifyError, VerifyReport,

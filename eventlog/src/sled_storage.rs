@@ -526,6 +526,18 @@ impl LogStorage for SledStorage {
         Ok(deleted)
     }
 
+    /// sled's files on disk (`Db::size_on_disk`); sled has no quota.
+    fn space(&self) -> Result<Option<super::storage::StorageSpace>, StorageError> {
+        let bytes = self
+            .db
+            .size_on_disk()
+            .map_err(|err| sled_error(&self.path, "measuring the database", err))?;
+        Ok(Some(super::storage::StorageSpace {
+            bytes,
+            quota_bytes: None,
+        }))
+    }
+
     fn last_sequence(&self) -> Result<Option<u64>, StorageError> {
         let Some((key, _)) = self
             .entries

@@ -627,7 +627,7 @@ pub fn verify_snapshots<S: LogStorage + ?Sized, A>(
 
 /// Checks one snapshot against the chain's head at its point and the
 /// caller's comparison; `Err` says why it differs.
-fn judge_snapshot<S: LogStorage + ?Sized>(
+pub(super) fn judge_snapshot<S: LogStorage + ?Sized>(
     storage: &S,
     covers: u64,
     head: &Hash,

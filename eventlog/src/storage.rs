@@ -191,6 +191,32 @@ pub trait LogStorage: Send + Sync {
         let _ = end;
         Err(StorageError::ArchiveUnsupported)
     }
+
+    /// Returns the space that [`delete_below`](LogStorage::delete_below)
+    /// freed, where the engine keeps deleted keys' old versions (etcd
+    /// compacts its revision history up to the revision of the last
+    /// delete this handle made). Returns the revision compacted to,
+    /// `None` when there was nothing to do. Default: nothing to do.
+    fn compact_deleted(&self) -> Result<Option<i64>, StorageError> {
+        Ok(None)
+    }
+
+    /// How many bytes the storage's database takes, and its quota when the
+    /// engine reports one (etcd 3.4 does not: the daemon's configuration
+    /// names it). `None` when the engine cannot tell. Default: `None`.
+    fn space(&self) -> Result<Option<StorageSpace>, StorageError> {
+        Ok(None)
+    }
+}
+
+/// What [`LogStorage::space`] reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StorageSpace {
+    /// The database's size (etcd: `dbSize` of the member asked; sled: its
+    /// files on disk).
+    pub bytes: u64,
+    /// The most the engine accepts before refusing writes, if it says.
+    pub quota_bytes: Option<u64>,
 }
 
 /// A failure of the storage layer.
@@ -426,5 +452,13 @@ impl LogStorage for Box<dyn LogStorage> {
 
     fn delete_below(&self, end: u64) -> Result<u64, StorageError> {
         (**self).delete_below(end)
+    }
+
+    fn compact_deleted(&self) -> Result<Option<i64>, StorageError> {
+        (**self).compact_deleted()
+    }
+
+    fn space(&self) -> Result<Option<StorageSpace>, StorageError> {
+        (**self).space()
     }
 }
