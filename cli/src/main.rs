@@ -680,7 +680,13 @@ enum LogCommand {
         data: Option<PathBuf>,
         /// A controller log in etcd: the cluster's client endpoints,
         /// comma-separated (with `--prefix`).
-        #[arg(long, value_name = "ENDPOINTS", value_delimiter = ',', requires = "prefix", conflicts_with = "data")]
+        #[arg(
+            long,
+            value_name = "ENDPOINTS",
+            value_delimiter = ',',
+            requires = "prefix",
+            conflicts_with = "data"
+        )]
         etcd: Option<Vec<String>>,
         /// The etcd log's key prefix (with `--etcd`).
         #[arg(long, value_name = "P", requires = "etcd")]
@@ -824,9 +830,7 @@ fn main() -> ExitCode {
                 archive,
             };
             return log_command(match (target.etcd, prefix) {
-                (Some(endpoints), Some(prefix)) => {
-                    log_verify_etcd(endpoints, prefix, tls, checks)
-                }
+                (Some(endpoints), Some(prefix)) => log_verify_etcd(endpoints, prefix, tls, checks),
                 (etcd, _) => log_verify(LogTarget { etcd, ..target }, checks),
             });
         }
@@ -1373,7 +1377,14 @@ fn log_show_archive(
     };
     let mut write_error: Option<anyhow::Error> = None;
     let result = eventlog::read_private_copy(&dir, |storage| {
-        Ok(show_history(archive, storage, from, json, &mut out, &mut write_error))
+        Ok(show_history(
+            archive,
+            storage,
+            from,
+            json,
+            &mut out,
+            &mut write_error,
+        ))
     })
     .unwrap_or_else(|err| Err(InspectError::from_verify(err, LogKind::Controller)));
     show_outcome(&mut out, write_error, result)
@@ -1497,7 +1508,11 @@ fn archive_by_hand(place: ArchivePlace, archive: &Path, keep_events: u64) -> any
             r.archived.end,
             r.segments.len(),
             archive.display(),
-            if secs > 0.0 { entries as f64 / secs } else { 0.0 },
+            if secs > 0.0 {
+                entries as f64 / secs
+            } else {
+                0.0
+            },
             r.deleted,
             r.first_live,
             match done.compacted_to {
@@ -1744,8 +1759,16 @@ fn log_copy(from: &LogLocation, to: &LogLocation) -> ExitCode {
         Ok(report) => {
             println!(
                 "copied {} entries; the copy verifies, head hash {}",
-                report.summary.entries, report.summary.head_hash
+                report.entries, report.head_hash
             );
+            if report.first_live > 0 {
+                println!(
+                    "the head of this log was archived: copied its live start ({}), the entries \
+                     from there and {} snapshot(s); copy the archive directory as files, and \
+                     check the rules with `fleetweft log verify --archive DIR`",
+                    report.first_live, report.snapshots
+                );
+            }
             ExitCode::SUCCESS
         }
         Err(err) => {

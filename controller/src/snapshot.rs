@@ -134,7 +134,7 @@ pub fn verify_deep_with_archive(
             model::controller::apply(state, &event);
             Ok(())
         },
-        |state, covers, bytes| compare_frame(state, covers, bytes),
+        compare_frame,
     )
 }
 

@@ -1178,15 +1178,19 @@ impl LogStorage for EtcdStorage {
         if target == 0 || target <= self.compacted_to.load(Ordering::Acquire) {
             return Ok(None);
         }
-        let outcome = self.client.call(Retry::Idempotent, move |mut client| async move {
-            client
-                .compact(target, Some(CompactionOptions::new().with_physical()))
-                .await
-        });
+        let outcome = self
+            .client
+            .call(Retry::Idempotent, move |mut client| async move {
+                client
+                    .compact(target, Some(CompactionOptions::new().with_physical()))
+                    .await
+            });
         match outcome {
             Ok(_) => {}
             Err(CallError::Client(etcd_client::Error::GRpcStatus(status)))
-                if status.message().contains("required revision has been compacted") => {}
+                if status
+                    .message()
+                    .contains("required revision has been compacted") => {}
             Err(err) => return Err(self.client.error("compacting the revision history", err)),
         }
         self.compacted_to.fetch_max(target, Ordering::AcqRel);

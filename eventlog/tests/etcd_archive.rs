@@ -149,3 +149,95 @@ fn a_deposed_writer_can_neither_record_a_start_nor_delete() {
     assert_eq!(report.deleted, 50);
     verify_with_archive(archive.path(), &read_only(&config), |_, _| Ok(())).expect("verify");
 }
+
+/// Defragments every member of `endpoints` with a raw client (what an
+/// operator's `etcdctl defrag` does).
+fn defragment(endpoints: &[String]) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime for the raw client");
+    runtime.block_on(async {
+        for endpoint in endpoints {
+            let mut client = etcd_client::Client::connect([endpoint], None)
+                .await
+                .expect("raw connect");
+            client.defragment().await.expect("defragment");
+        }
+    });
+}
+
+/// Issue #26 item 3: etcd keeps deleted keys' old versions until a
+/// compaction, so archiving alone (even defragmented) does not shrink its
+/// database; `compact_deleted` compacts up to the revision of the last
+/// delete, once, and then a defragmentation returns the space. `space`
+/// measures it (the `fleetweft_storage_bytes` gauge). On a cluster of its
+/// own: compaction is cluster-wide.
+#[test]
+fn compaction_after_archiving_returns_the_space_and_space_measures_it() {
+    let Some(cluster) =
+        etcd_harness::Cluster::start("compaction", 1, etcd_harness::Limits::Fitting)
+    else {
+        return;
+    };
+    let endpoints = cluster.endpoints();
+    let prefix = prefix("compaction");
+    let config = cluster.config(&prefix);
+    let (_client, _leadership, log) = lead(&config, "controller-a");
+    let n: u64 = 60_000;
+    let all: Vec<String> = (0..n)
+        .map(|i| format!("event-{i:08}-{}", "payload ".repeat(30)))
+        .collect();
+    for batch in all.chunks(2_000) {
+        let _ = log.append(batch.to_vec()).expect("append");
+    }
+    log.put_snapshot(n, &n.to_le_bytes()).expect("snapshot");
+    let space = |what: &str| {
+        let s = log
+            .storage()
+            .space()
+            .expect("status")
+            .expect("etcd reports its size");
+        assert_eq!(s.quota_bytes, None, "etcd 3.4 reports no quota");
+        eprintln!("etcd database {what}: {} bytes", s.bytes);
+        s.bytes
+    };
+    let full = space(&format!("with {n} entries"));
+    assert_eq!(
+        log.storage().compact_deleted().expect("nothing to compact"),
+        None
+    );
+    let archive = tempfile::tempdir().expect("temp dir");
+    let report = log
+        .archive_to(archive.path(), n, &ArchiveConfig::default())
+        .expect("archive");
+    assert_eq!(report.deleted, n);
+    defragment(&endpoints);
+    let deleted = space("after archiving and deleting, defragmented, not compacted");
+    let revision = log
+        .storage()
+        .compact_deleted()
+        .expect("compact")
+        .expect("a delete to compact up to");
+    assert!(revision > 0);
+    assert_eq!(
+        log.storage().compact_deleted().expect("again"),
+        None,
+        "compacted once"
+    );
+    defragment(&endpoints);
+    let compacted = space(&format!(
+        "after compacting to revision {revision}, defragmented"
+    ));
+    assert!(
+        deleted > full / 2,
+        "without a compaction the old versions stay: {deleted} of {full}"
+    );
+    assert!(
+        compacted < full / 4,
+        "compaction and defragmentation return the space: {compacted} of {full}"
+    );
+    // The whole chain still verifies, and appends go on.
+    verify_with_archive(archive.path(), &read_only(&config), |_, _| Ok(())).expect("verify");
+    let _ = log.append(vec!["after".into()]).expect("append");
+}

@@ -34,12 +34,10 @@ pub fn verify_history(
 ) -> Result<HistorySummary, InspectError> {
     let mut check = invariants::HistoryCheck::new();
     let report = visit_history(archive, storage, 0, |sequence, event, _| {
-        check
-            .push(event)
-            .map_err(|err| InspectError::RuleViolated {
-                sequence,
-                violation: err.violation,
-            })
+        check.push(event).map_err(|err| InspectError::RuleViolated {
+            sequence,
+            violation: err.violation,
+        })
     })?;
     let state = check.finish().map_err(|err| InspectError::RuleViolated {
         sequence: err.index as u64,

@@ -148,7 +148,10 @@ mod tests {
             quota_bytes: Some(9),
         }));
         assert!(etcd.contains("\nfleetweft_storage_bytes 5\n"), "{etcd}");
-        assert!(etcd.contains("\nfleetweft_storage_quota_bytes 9\n"), "{etcd}");
+        assert!(
+            etcd.contains("\nfleetweft_storage_quota_bytes 9\n"),
+            "{etcd}"
+        );
         let sled = metrics(Some(StorageUse {
             bytes: 5,
             quota_bytes: None,

@@ -792,7 +792,10 @@ pubkey = "b.pub"
             ("keep_days = -1", "keep_days"),
             ("archive_dir = \"\"", "log.archive_dir"),
             ("archive_dir = \"/var/lib/fleetweft\"", "log.archive_dir"),
-            ("archive_dir = \"/var/lib/fleetweft/log/a\"", "log.archive_dir"),
+            (
+                "archive_dir = \"/var/lib/fleetweft/log/a\"",
+                "log.archive_dir",
+            ),
             (
                 "archive_dir = \"/a\"\nsnapshot_every_events = 0\nsnapshot_every_s = 0",
                 "log.archive_dir",

@@ -654,7 +654,10 @@ mod tests {
         assert!(!render(&data(&snap, vec![])).contains("storage-nearly-full"));
         let m = super::metrics(&snap, std::time::SystemTime::now());
         assert!(m.contains("\nfleetweft_storage_bytes 500000000\n"), "{m}");
-        assert!(m.contains("\nfleetweft_storage_quota_bytes 1000000000\n"), "{m}");
+        assert!(
+            m.contains("\nfleetweft_storage_quota_bytes 1000000000\n"),
+            "{m}"
+        );
         snap.storage = Some(api::view::storage::StorageUse {
             bytes: quota * 9 / 10,
             quota_bytes: Some(quota),

@@ -55,7 +55,9 @@ impl Housekeeping {
             .name("fleetweft-housekeeping".into())
             .spawn(move || worker.run(&queue));
         if let Err(e) = spawned {
-            tracing::warn!("cannot start the housekeeping thread (no archiving, no storage gauge): {e}");
+            tracing::warn!(
+                "cannot start the housekeeping thread (no archiving, no storage gauge): {e}"
+            );
         }
         Housekeeping {
             jobs,
