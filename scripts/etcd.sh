@@ -16,11 +16,16 @@
 # less 64 KiB: etcd 3.4 cannot replay WAL records over 10 MiB at start, so a
 # larger request limit could make a cluster that never starts again), and
 # with --pre-vote (a member rejoining after a partition then cannot force
-# elections that depose the leading controller; docs/operations.md).
+# elections that depose the leading controller; docs/operations.md), and so
+# that the database never fills up (docs/operations.md, "etcd that never
+# fills up"): a 4 GiB --quota-backend-bytes (the controller's [storage]
+# quota_backend_bytes must say the same) and revision auto-compaction.
 set -euo pipefail
 
 MAX_TXN_OPS=32768
 MAX_REQUEST_BYTES=10420224
+QUOTA_BACKEND_BYTES=4294967296
+AUTO_COMPACTION_RETENTION=10000
 PORT_BASE=${ETCD_PORT_BASE:-23780}
 HEALTH_WAIT_S=30
 
@@ -66,6 +71,8 @@ start() {
       --initial-cluster "$cluster" --initial-cluster-state "$state" \
       --initial-cluster-token "fleetweft-$(basename "$dir")" \
       --max-txn-ops "$MAX_TXN_OPS" --max-request-bytes "$MAX_REQUEST_BYTES" \
+      --quota-backend-bytes "$QUOTA_BACKEND_BYTES" \
+      --auto-compaction-mode revision --auto-compaction-retention "$AUTO_COMPACTION_RETENTION" \
       --pre-vote --logger zap </dev/null >"$dir/m$i.log" 2>&1 &
     echo $! >>"$dir/pids"
   done

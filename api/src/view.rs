@@ -22,6 +22,7 @@ pub mod describe;
 pub mod error;
 pub mod report;
 pub mod snapshot;
+pub mod storage;
 pub mod wire;
 pub mod words;
 
@@ -309,6 +310,10 @@ pub struct StatusDto {
     /// its own); `None` on sled or while no leader is known.
     #[serde(default)]
     pub leader: Option<String>,
+    /// The event log's database against its quota, with the warning at
+    /// [`storage::WARN_PERCENT`]; `None` until first measured.
+    #[serde(default)]
+    pub storage: Option<storage::StorageDto>,
 }
 
 /// A node's one state, by precedence: `retired`, `quarantined`, `unknown`
@@ -1049,6 +1054,7 @@ pub fn status_dto(snap: &Snapshot) -> StatusDto {
         role: snap.role,
         log_sequence: snap.last_sequence,
         leader: snap.leader.as_ref().map(|advert| advert.api.clone()),
+        storage: storage::dto(snap.storage),
     }
 }
 
@@ -1310,6 +1316,7 @@ pub mod fixture {
             ahead_of_log: Default::default(),
             role: Default::default(),
             leader: None,
+            storage: None,
         }
     }
 }

@@ -25,6 +25,16 @@ pub fn check(storage: &dyn LogStorage) -> Result<Deep, VerifyError> {
     Ok(describe(&report))
 }
 
+/// [`check`] through the archive in `dir`: the fold from genesis starts
+/// in the archive. A damaged archive is the error.
+pub fn check_with_archive(
+    dir: &std::path::Path,
+    storage: &dyn LogStorage,
+) -> Result<Deep, eventlog::ArchiveError> {
+    let (report, _) = controller::snapshot::verify_deep_with_archive(dir, storage)?;
+    Ok(describe(&report))
+}
+
 fn describe(report: &SnapshotsReport) -> Deep {
     let mut text = String::new();
     let agreeing: Vec<String> = report.agreeing.iter().map(u64::to_string).collect();

@@ -61,6 +61,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 use logtools::copy::{copy_log, open_etcd_read_only, LogLocation};
+use logtools::history::{archive_error, verify_history, visit_history, HistorySummary};
 use logtools::inspect::{
     locate, printable, printable_json, verify_controller_log, verify_controller_log_in,
     verify_journal, visit_events, visit_events_in, visit_records, InspectError, JournalSummary,
@@ -635,6 +636,12 @@ enum LogCommand {
         /// first snapshot that differs.
         #[arg(long)]
         deep: bool,
+        /// The archive directory of a controller log whose head was
+        /// archived (`[log] archive_dir`): verify the whole chain across
+        /// its segments and the live log, and the rules from genesis. A
+        /// damaged segment is named with its first bad sequence (exit 1).
+        #[arg(long, value_name = "DIR", conflicts_with = "journal")]
+        archive: Option<PathBuf>,
     },
     /// Print the events (or journal records), one per line, in domain
     /// words; control characters are shown escaped. Stops at the first
@@ -653,6 +660,45 @@ enum LogCommand {
         /// Print JSON lines instead.
         #[arg(long)]
         json: bool,
+        /// The archive directory of a controller log whose head was
+        /// archived: read the archived events first, then the live log.
+        #[arg(long, value_name = "DIR", conflicts_with = "journal")]
+        archive: Option<PathBuf>,
+    },
+    /// Archive a stopped controller's old history by hand: the entries
+    /// below its newest snapshot and more than `--keep-events` behind the
+    /// end move into compressed segments in `--archive DIR`, then out of
+    /// the live log (the daemon does this itself with `[log] archive_dir`;
+    /// `keep_days` is the daemon's: it knows when its snapshots were
+    /// written). On etcd it takes the log's leadership, so it refuses
+    /// while a controller leads; then it compacts etcd's revision history.
+    /// Exit 0 done (or nothing to do), 1 refused or failed.
+    Archive {
+        /// The controller's data directory (holding `log/`), or its log
+        /// directory itself.
+        #[arg(long, value_name = "DIR", required_unless_present = "etcd")]
+        data: Option<PathBuf>,
+        /// A controller log in etcd: the cluster's client endpoints,
+        /// comma-separated (with `--prefix`).
+        #[arg(
+            long,
+            value_name = "ENDPOINTS",
+            value_delimiter = ',',
+            requires = "prefix",
+            conflicts_with = "data"
+        )]
+        etcd: Option<Vec<String>>,
+        /// The etcd log's key prefix (with `--etcd`).
+        #[arg(long, value_name = "P", requires = "etcd")]
+        prefix: Option<String>,
+        #[command(flatten)]
+        tls: EtcdTlsArgs,
+        /// The archive directory (created if missing).
+        #[arg(long, value_name = "DIR")]
+        archive: PathBuf,
+        /// Entries kept in the live log behind its end (0: none).
+        #[arg(long, value_name = "N", default_value_t = controller::daemon::config::KEEP_EVENTS_DEFAULT)]
+        keep_events: u64,
     },
     /// Copy a controller log between backends (sled directory or
     /// `etcd://HOST:PORT[,...]/PREFIX`), byte for byte, verifying the source
@@ -770,6 +816,7 @@ fn main() -> ExitCode {
                     tls,
                     json,
                     deep,
+                    archive,
                 },
         } => {
             let tls = tls.settings();
@@ -777,11 +824,14 @@ fn main() -> ExitCode {
                 eprintln!("fleetweft: --ca-file is only used with --etcd");
                 return ExitCode::from(2);
             }
+            let checks = Checks {
+                json,
+                deep,
+                archive,
+            };
             return log_command(match (target.etcd, prefix) {
-                (Some(endpoints), Some(prefix)) => {
-                    log_verify_etcd(endpoints, prefix, tls, json, deep)
-                }
-                (etcd, _) => log_verify(LogTarget { etcd, ..target }, json, deep),
+                (Some(endpoints), Some(prefix)) => log_verify_etcd(endpoints, prefix, tls, checks),
+                (etcd, _) => log_verify(LogTarget { etcd, ..target }, checks),
             });
         }
         Command::Log {
@@ -792,6 +842,7 @@ fn main() -> ExitCode {
                     tls,
                     from,
                     json,
+                    archive,
                 },
         } => {
             let tls = tls.settings();
@@ -799,12 +850,40 @@ fn main() -> ExitCode {
                 eprintln!("fleetweft: --ca-file is only used with --etcd");
                 return ExitCode::from(2);
             }
-            return log_command(match (target.etcd, prefix) {
-                (Some(endpoints), Some(prefix)) => {
-                    log_show_etcd(endpoints, prefix, tls, from, json)
+            return log_command(match (target.etcd, prefix, archive) {
+                (Some(endpoints), Some(prefix), archive) => {
+                    log_show_etcd(endpoints, prefix, tls, from, json, archive.as_deref())
                 }
-                (etcd, _) => log_show(LogTarget { etcd, ..target }, from, json),
+                (etcd, _, Some(archive)) => {
+                    log_show_archive(LogTarget { etcd, ..target }, &archive, from, json)
+                }
+                (etcd, _, None) => log_show(LogTarget { etcd, ..target }, from, json),
             });
+        }
+        Command::Log {
+            command:
+                LogCommand::Archive {
+                    data,
+                    etcd,
+                    prefix,
+                    tls,
+                    archive,
+                    keep_events,
+                },
+        } => {
+            let place = match (data, etcd, prefix) {
+                (_, Some(endpoints), Some(prefix)) => {
+                    let mut config = eventlog::EtcdConfig::new(endpoints, prefix);
+                    config.tls = tls.settings();
+                    ArchivePlace::Etcd(config)
+                }
+                (Some(dir), _, _) => ArchivePlace::Sled(dir),
+                _ => {
+                    eprintln!("fleetweft: give --data DIR or --etcd ENDPOINTS --prefix P");
+                    return ExitCode::from(2);
+                }
+            };
+            return log_archive(place, &archive, keep_events);
         }
         Command::Log {
             command: LogCommand::Copy { from, to, tls },
@@ -1093,6 +1172,9 @@ fn exit_code(err: &InspectError) -> ExitCode {
         InspectError::InUse { .. } => EXIT_IN_USE,
         InspectError::Uninspectable(_) => EXIT_UNINSPECTABLE,
         InspectError::Damaged(_) | InspectError::RuleViolated { .. } => EXIT_BAD_LOG,
+        InspectError::NeedsArchive { .. } => EXIT_UNINSPECTABLE,
+        InspectError::Archive(eventlog::ArchiveError::Io { .. }) => EXIT_UNINSPECTABLE,
+        InspectError::Archive(_) => EXIT_BAD_LOG,
     })
 }
 
@@ -1106,6 +1188,9 @@ fn failure_words(err: &InspectError) -> (&'static str, &'static str) {
         InspectError::Uninspectable(_) => ("cannot inspect", ""),
         InspectError::Damaged(_) => ("damaged", "log is damaged: "),
         InspectError::RuleViolated { .. } => ("rule violated", "log breaks a rule: "),
+        InspectError::NeedsArchive { .. } => ("needs the archive", ""),
+        InspectError::Archive(eventlog::ArchiveError::Io { .. }) => ("cannot inspect", ""),
+        InspectError::Archive(_) => ("damaged", "archived history is damaged: "),
     }
 }
 
@@ -1135,13 +1220,33 @@ fn report_failure(
     Ok(exit_code(err))
 }
 
-fn log_verify(target: LogTarget, json: bool, deep: bool) -> anyhow::Result<ExitCode> {
+/// What `log verify` checks beyond the chain and the rules.
+struct Checks {
+    json: bool,
+    deep: bool,
+    /// The archive of a log whose head was archived.
+    archive: Option<PathBuf>,
+}
+
+fn log_verify(target: LogTarget, checks: Checks) -> anyhow::Result<ExitCode> {
+    let Checks {
+        json,
+        deep,
+        archive,
+    } = checks;
     let mut out = io::stdout().lock();
     let (kind, given) = target.kind_and_dir();
     let dir = match locate(&given, kind) {
         Ok(dir) => dir,
         Err(err) => return report_failure(&mut out, &err, json),
     };
+    if let Some(archive) = archive {
+        let outcome = eventlog::read_private_copy(&dir, |storage| {
+            Ok(verify_history_and_deep(&archive, storage, deep))
+        })
+        .unwrap_or_else(|err| Err(InspectError::from_verify(err, LogKind::Controller)));
+        return print_history(&mut out, &dir, &archive, outcome, json);
+    }
     let summary = match kind {
         LogKind::Controller => verify_controller_log(&dir).map(Summary::Controller),
         LogKind::AgentJournal => verify_journal(&dir).map(Summary::Journal),
@@ -1185,6 +1290,243 @@ fn log_verify(target: LogTarget, json: bool, deep: bool) -> anyhow::Result<ExitC
         }
         Err(err) => report_failure(&mut out, &err, json),
     }
+}
+
+/// `log verify --archive` (and `--deep`) on one storage.
+fn verify_history_and_deep(
+    archive: &Path,
+    storage: &dyn eventlog::LogStorage,
+    deep: bool,
+) -> Result<(HistorySummary, Option<cli::deep::Deep>), InspectError> {
+    let history = verify_history(archive, storage)?;
+    let deep = if deep {
+        Some(cli::deep::check_with_archive(archive, storage).map_err(archive_error)?)
+    } else {
+        None
+    };
+    Ok((history, deep))
+}
+
+/// What `log verify --archive` prints: the summary of the whole history,
+/// the archive's extent, the deep pass's verdict; or the failure.
+fn print_history(
+    out: &mut impl Write,
+    name: &Path,
+    archive: &Path,
+    outcome: Result<(HistorySummary, Option<cli::deep::Deep>), InspectError>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let (history, deep) = match outcome {
+        Ok(found) => found,
+        Err(err) => return report_failure(out, &err, json),
+    };
+    let sound = deep.as_ref().is_none_or(|d| d.sound);
+    if json {
+        let value = serde_json::json!({
+            "sound": sound,
+            "summary": history.summary,
+            "archive": {
+                "dir": archive.display().to_string(),
+                "segments": history.segments,
+                "archive_end": history.archive_end,
+                "first_live": history.first_live,
+            },
+            "snapshots": deep.as_ref().map(|d| d.json.clone()),
+        });
+        let text = serde_json::to_string_pretty(&value)?;
+        writeln!(out, "{}", printable_json(&text))?;
+    } else {
+        let mut text = String::new();
+        print_summary(&mut text, name, &history.summary)?;
+        text.push_str(&format!(
+            "archive:       {} segment(s) in {}, entries 0..{}; the live log starts at {}\n",
+            history.segments,
+            archive.display(),
+            history.archive_end,
+            history.first_live
+        ));
+        if let Some(deep) = &deep {
+            text.push_str(&deep.text);
+        }
+        for line in text.lines() {
+            writeln!(out, "{}", printable(line))?;
+        }
+    }
+    Ok(if sound {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_BAD_LOG)
+    })
+}
+
+/// `log show --archive DIR`: the archived events, then the live log's.
+fn log_show_archive(
+    target: LogTarget,
+    archive: &Path,
+    from: u64,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let mut out = io::stdout().lock();
+    let (kind, given) = target.kind_and_dir();
+    if kind != LogKind::Controller {
+        bail!("--archive reads controller logs only");
+    }
+    let dir = match locate(&given, kind) {
+        Ok(dir) => dir,
+        Err(err) => return report_failure(&mut out, &err, false),
+    };
+    let mut write_error: Option<anyhow::Error> = None;
+    let result = eventlog::read_private_copy(&dir, |storage| {
+        Ok(show_history(
+            archive,
+            storage,
+            from,
+            json,
+            &mut out,
+            &mut write_error,
+        ))
+    })
+    .unwrap_or_else(|err| Err(InspectError::from_verify(err, LogKind::Controller)));
+    show_outcome(&mut out, write_error, result)
+}
+
+/// Prints every event of the history from `from` on, as `log show` does
+/// (JSON lines say whether each was read from the archive).
+fn show_history(
+    archive: &Path,
+    storage: &dyn eventlog::LogStorage,
+    from: u64,
+    json: bool,
+    out: &mut impl Write,
+    write_error: &mut Option<anyhow::Error>,
+) -> Result<eventlog::HistoryReport, InspectError> {
+    visit_history(archive, storage, from, |sequence, event, archived| {
+        if write_error.is_some() {
+            return Ok(());
+        }
+        let line = if json {
+            serde_json::to_value(event)
+                .and_then(|value| {
+                    serde_json::to_string(&serde_json::json!({
+                        "sequence": sequence, "text": event.to_string(), "event": value,
+                        "archived": archived,
+                    }))
+                })
+                .map(|line| printable_json(&line).into_owned())
+                .map_err(anyhow::Error::from)
+        } else {
+            Ok(printable(&format!("{sequence:>6}  {event}")).into_owned())
+        };
+        if let Err(err) = line.and_then(|line| writeln!(out, "{line}").map_err(Into::into)) {
+            *write_error = Some(err);
+        }
+        Ok(())
+    })
+}
+
+/// Where `log archive` finds the log.
+enum ArchivePlace {
+    Sled(PathBuf),
+    Etcd(eventlog::EtcdConfig),
+}
+
+/// `log archive`: see [`LogCommand::Archive`].
+fn log_archive(place: ArchivePlace, archive: &Path, keep_events: u64) -> ExitCode {
+    match archive_by_hand(place, archive, keep_events) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("fleetweft: {}", printable(&format!("{err:#}")));
+            ExitCode::from(EXIT_BAD_LOG)
+        }
+    }
+}
+
+fn archive_by_hand(place: ArchivePlace, archive: &Path, keep_events: u64) -> anyhow::Result<()> {
+    use controller::daemon::annex::Derived;
+    use controller::driver::Controller;
+    let mut leadership = None;
+    let started = match &place {
+        ArchivePlace::Sled(given) => {
+            let dir = locate(given, LogKind::Controller).map_err(|e| anyhow::anyhow!("{e}"))?;
+            Controller::start(&dir, Derived::decode)
+                .with_context(|| format!("opening the controller log {}", dir.display()))?
+        }
+        ArchivePlace::Etcd(config) => {
+            let candidate = format!("fleetweft log archive (pid {})", std::process::id());
+            let client = eventlog::EtcdClient::connect(config)?;
+            let won = eventlog::Leadership::campaign(
+                &client,
+                config,
+                &candidate,
+                std::time::Duration::ZERO,
+            )
+            .context("taking the log's leadership (is a controller running?)")?;
+            let storage = eventlog::EtcdStorage::open(&client, config, &won)?;
+            leadership = Some(won);
+            Controller::start_on_storage(Box::new(storage), Derived::decode)
+                .context("opening the controller log in etcd")?
+        }
+    };
+    let controller = started.controller;
+    let Some(covers) = started.snapshot.map(|s| s.covers) else {
+        bail!(
+            "the log has no usable snapshot: archiving keeps every entry a start needs, and \
+             without a snapshot a start needs them all (run the controller until it writes one)"
+        );
+    };
+    let end = controller.last_sequence().map_or(0, |last| last + 1);
+    let retention = controller::archive::Retention {
+        keep_events,
+        keep_days: 0,
+    };
+    let times = controller::archive::SnapshotTimes::default();
+    let upto = controller::archive::archive_upto(
+        end,
+        covers,
+        retention,
+        &times,
+        std::time::SystemTime::now(),
+    );
+    let archiver = controller.archiver();
+    let first_live = archiver.first_live()?;
+    if upto <= first_live {
+        println!(
+            "nothing to archive: the live log starts at {first_live}, and only entries below \
+             {upto} may leave it (the newest snapshot covers {covers} of {end} entries; \
+             --keep-events {keep_events})"
+        );
+    } else {
+        let began = std::time::Instant::now();
+        let done = archiver.archive(archive, upto, &eventlog::ArchiveConfig::default())?;
+        let secs = began.elapsed().as_secs_f64();
+        let r = &done.report;
+        let entries = r.archived.end.saturating_sub(r.archived.start);
+        println!(
+            "archived entries {}..{} into {} segment(s) in {} in {secs:.2} s ({:.0} entries/s); \
+             deleted {} keys; the live log starts at {}{}",
+            r.archived.start,
+            r.archived.end,
+            r.segments.len(),
+            archive.display(),
+            if secs > 0.0 {
+                entries as f64 / secs
+            } else {
+                0.0
+            },
+            r.deleted,
+            r.first_live,
+            match done.compacted_to {
+                Some(revision) => format!("; etcd compacted to revision {revision}"),
+                None => String::new(),
+            }
+        );
+    }
+    drop(archiver);
+    controller.close()?;
+    if let Some(won) = leadership {
+        won.resign()?;
+    }
+    Ok(())
 }
 
 /// A sound controller log's summary and the deep pass's verdict; exit 1
@@ -1309,9 +1651,13 @@ fn log_verify_etcd(
     endpoints: Vec<String>,
     prefix: String,
     tls: Option<eventlog::EtcdTls>,
-    json: bool,
-    deep: bool,
+    checks: Checks,
 ) -> anyhow::Result<ExitCode> {
+    let Checks {
+        json,
+        deep,
+        archive,
+    } = checks;
     let mut out = io::stdout().lock();
     let mut config = eventlog::EtcdConfig::new(endpoints.clone(), prefix.clone());
     config.tls = tls;
@@ -1323,6 +1669,10 @@ fn log_verify_etcd(
             return report_failure(&mut out, &err, json);
         }
     };
+    if let Some(archive) = archive {
+        let outcome = verify_history_and_deep(&archive, &storage, deep);
+        return print_history(&mut out, Path::new(&name), &archive, outcome, json);
+    }
     let summary = match (verify_controller_log_in(&storage, &name), deep) {
         (Ok(summary), true) => {
             return match cli::deep::check(&storage) {
@@ -1361,6 +1711,7 @@ fn log_show_etcd(
     tls: Option<eventlog::EtcdTls>,
     from: u64,
     json: bool,
+    archive: Option<&Path>,
 ) -> anyhow::Result<ExitCode> {
     let mut out = io::stdout().lock();
     let mut config = eventlog::EtcdConfig::new(endpoints.clone(), prefix.clone());
@@ -1374,6 +1725,10 @@ fn log_show_etcd(
         }
     };
     let mut write_error: Option<anyhow::Error> = None;
+    if let Some(archive) = archive {
+        let result = show_history(archive, &storage, from, json, &mut out, &mut write_error);
+        return show_outcome(&mut out, write_error, result);
+    }
     let result = visit_events_in(&storage, &name, from, |sequence, event| {
         if write_error.is_some() {
             return;
@@ -1404,8 +1759,16 @@ fn log_copy(from: &LogLocation, to: &LogLocation) -> ExitCode {
         Ok(report) => {
             println!(
                 "copied {} entries; the copy verifies, head hash {}",
-                report.summary.entries, report.summary.head_hash
+                report.entries, report.head_hash
             );
+            if report.first_live > 0 {
+                println!(
+                    "the head of this log was archived: copied its live start ({}), the entries \
+                     from there and {} snapshot(s); copy the archive directory as files, and \
+                     check the rules with `fleetweft log verify --archive DIR`",
+                    report.first_live, report.snapshots
+                );
+            }
             ExitCode::SUCCESS
         }
         Err(err) => {

@@ -282,6 +282,9 @@ pub fn render_status(dto: &StatusDto) -> String {
             dto.nodes_ahead_of_log
         ));
     }
+    if let Some(warning) = dto.storage.as_ref().and_then(|s| s.warning.as_ref()) {
+        out.push_str(&format!("{warning}\n"));
+    }
     out.push_str("\nROLLOUTS\n");
     let rows: Vec<Vec<String>> = dto
         .rollouts
@@ -983,6 +986,26 @@ mod tests {
             .insert(model::NodeId(0), model::Generation(log + 1));
         let text = super::render_status(&status_dto(&snap));
         let warning = api::view::ahead::sentence("n0", log + 1, log);
+        assert!(text.contains(&format!("{warning}\n")), "{text}");
+    }
+
+    /// `fleetweft status` prints the storage warning at 80% of the quota,
+    /// in the view layer's words, and nothing below it.
+    #[test]
+    fn status_says_the_storage_is_nearly_full() {
+        let mut snap = fleet(2, 1, 0, 0);
+        let quota = 1_000_000_000;
+        snap.storage = Some(api::view::storage::StorageUse {
+            bytes: quota * 79 / 100,
+            quota_bytes: Some(quota),
+        });
+        assert!(!super::render_status(&status_dto(&snap)).contains("STORAGE NEARLY FULL"));
+        snap.storage = Some(api::view::storage::StorageUse {
+            bytes: quota * 4 / 5,
+            quota_bytes: Some(quota),
+        });
+        let text = super::render_status(&status_dto(&snap));
+        let warning = api::view::storage::sentence(quota * 4 / 5, quota);
         assert!(text.contains(&format!("{warning}\n")), "{text}");
     }
 

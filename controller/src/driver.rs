@@ -13,6 +13,7 @@
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::path::Path;
+use std::sync::Arc;
 
 use model::controller::{
     effects, step_in_place, ControllerState, Effect, Event, Fold, Input, Refusal,
@@ -82,6 +83,10 @@ pub enum ControllerError {
         /// The broken rule and what broke it.
         violation: invariants::Violation,
     },
+    /// A hot standby was elected while an archiving handle on its log was
+    /// still held (a standby never archives: a bug, caught).
+    #[error("cannot take over: another handle on the log is still in use")]
+    LogShared,
 }
 
 /// What one handled input produced, once durable: the events with their
@@ -142,7 +147,8 @@ pub type ControllerLog = EventLog<Event, Box<dyn eventlog::LogStorage>>;
 
 /// The controller: its durable log and the state folded from it.
 pub struct Controller {
-    log: ControllerLog,
+    /// Shared with the [`crate::archive::Archiver`] handles only.
+    log: Arc<ControllerLog>,
     state: ControllerState,
     /// Sequence of the last event applied, `None` for an empty log. Kept
     /// here because the log's own accessor can fail (poisoned mutex).
@@ -234,7 +240,7 @@ impl Controller {
             .map(|(sequence, _)| *sequence)
             .or(covers.checked_sub(1));
         let controller = Controller {
-            log,
+            log: Arc::new(log),
             state,
             last_sequence,
             following: None,
@@ -285,7 +291,7 @@ impl Controller {
         let last_sequence = events.last().map(|(sequence, _)| *sequence);
         Ok((
             Controller {
-                log,
+                log: Arc::new(log),
                 state,
                 last_sequence,
                 following: None,
@@ -398,7 +404,8 @@ impl Controller {
     ) -> Result<Vec<(u64, Event)>, ControllerError> {
         // The read-only storage is dropped here; reads and appends go to
         // the fenced one from now on.
-        drop(self.log.swap_storage(storage));
+        let log = Arc::get_mut(&mut self.log).ok_or(ControllerError::LogShared)?;
+        drop(log.swap_storage(storage));
         let tail = self.follow()?;
         if let Some(check) = self.following.take() {
             check
@@ -428,8 +435,20 @@ impl Controller {
 
     /// Flushes and closes the log, reporting a failed final flush.
     pub fn close(self) -> Result<(), ControllerError> {
-        self.log.close()?;
+        match Arc::try_unwrap(self.log) {
+            Ok(log) => log.close()?,
+            // An archiving handle outlives this one: flush what is ours.
+            Err(shared) => shared.storage().flush().map_err(LogError::from)?,
+        }
         Ok(())
+    }
+
+    /// A handle that archives this log's history beside the core
+    /// ([`crate::archive`]).
+    pub fn archiver(&self) -> crate::archive::Archiver {
+        crate::archive::Archiver {
+            log: Arc::clone(&self.log),
+        }
     }
 }
 

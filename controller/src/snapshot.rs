@@ -111,18 +111,44 @@ pub fn verify_deep(
             model::controller::apply(state, &event);
             Ok(())
         },
-        |state, covers, bytes| {
-            let (stored, annex) = decode_frame(bytes).map_err(|e| e.to_string())?;
-            crate::daemon::annex::Derived::decode(annex).map_err(|e| format!("annex: {e}"))?;
-            if stored == *state {
-                Ok(())
-            } else {
-                Err(format!(
-                    "its state differs from the fold of the first {covers} entries"
-                ))
-            }
-        },
+        compare_frame,
     )
+}
+
+/// [`verify_deep`] through the archive in `dir` (`log verify --deep
+/// --archive DIR`): the fold starts at genesis in the archive's first
+/// segment and goes on into the live log, and every stored snapshot is
+/// compared with it where it covers. Reads only.
+pub fn verify_deep_with_archive(
+    dir: &std::path::Path,
+    storage: &dyn eventlog::LogStorage,
+) -> Result<(eventlog::SnapshotsReport, eventlog::HistoryReport), eventlog::ArchiveError> {
+    let mut state = ControllerState::default();
+    eventlog::verify_snapshots_with_archive(
+        dir,
+        storage,
+        &mut state,
+        |state, sequence, payload| {
+            let event = eventlog::decode_payload::<model::controller::Event>(payload)
+                .map_err(|e| format!("entry {sequence}: {e}"))?;
+            model::controller::apply(state, &event);
+            Ok(())
+        },
+        compare_frame,
+    )
+}
+
+/// A stored frame against the fold of the first `covers` entries.
+fn compare_frame(state: &ControllerState, covers: u64, bytes: &[u8]) -> Result<(), String> {
+    let (stored, annex) = decode_frame(bytes).map_err(|e| e.to_string())?;
+    crate::daemon::annex::Derived::decode(annex).map_err(|e| format!("annex: {e}"))?;
+    if stored == *state {
+        Ok(())
+    } else {
+        Err(format!(
+            "its state differs from the fold of the first {covers} entries"
+        ))
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Errors of [`EventLog`](super::EventLog) operations.
 
+use super::archive::ArchiveError;
 use super::envelope::{EnvelopeFault, PayloadError};
 use super::storage::StorageError;
 use super::verify::VerifyError;
@@ -89,6 +90,57 @@ pub enum LogError {
         /// What was wrong with it.
         detail: String,
     },
+    /// The log's entries below `first_live` were archived and no usable
+    /// snapshot covers at least `first_live` entries, so a start would need
+    /// archived entries: the log is not opened (nothing was changed).
+    /// `snapshot_covers` is the newest stored snapshot's, usable or not
+    /// (the warnings name why each was skipped).
+    #[error(
+        "refusing to open the log: its entries below sequence {first_live} are archived and no \
+         usable snapshot covers at least {first_live} entries ({})",
+        match snapshot_covers {
+            Some(covers) => format!("the newest snapshot covers {covers}"),
+            None => "there is no snapshot".to_string(),
+        }
+    )]
+    HistoryArchived {
+        /// The first live sequence.
+        first_live: u64,
+        /// The newest stored snapshot's `covers`, `None` if there is none.
+        snapshot_covers: Option<u64>,
+    },
+    /// Archiving up to `upto` was refused: a start opens from the newest
+    /// usable snapshot and folds the entries after it, so no entry at or
+    /// above its `covers` may leave the live log.
+    #[error(
+        "archiving up to sequence {upto} was refused: {}",
+        match snapshot_covers {
+            Some(covers) => format!(
+                "the newest intact snapshot covers only {covers} entries, and a start needs \
+                 every entry after it"
+            ),
+            None => "there is no intact snapshot, and a start needs every entry".to_string(),
+        }
+    )]
+    ArchiveBeyondSnapshot {
+        /// The requested end of the archived range.
+        upto: u64,
+        /// The newest intact snapshot's `covers`, `None` if there is none.
+        snapshot_covers: Option<u64>,
+    },
+    /// Archiving up to `upto` was refused: entries at or above
+    /// `durable_end` are not durable yet.
+    #[error("archiving up to sequence {upto} was refused: only {durable_end} entries are durable")]
+    ArchiveAhead {
+        /// The requested end of the archived range.
+        upto: u64,
+        /// Entries durable now.
+        durable_end: u64,
+    },
+    /// Writing or reading the archive failed, or the archive does not
+    /// continue the log.
+    #[error(transparent)]
+    Archive(#[from] ArchiveError),
     /// An earlier storage failure (or a panic inside the log) left the log
     /// in an unknown state; no further appends are accepted. Reopen the log
     /// to see what reached disk.

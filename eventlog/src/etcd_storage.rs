@@ -11,6 +11,8 @@
 //!   = chunk `index` of the snapshot record covering entries `0..covers`
 //!   (at most [`SNAPSHOT_CHUNK_BYTES_MAX`] each), and
 //!   `P/s/<covers>/m` = its manifest (see *Snapshots* below);
+//! - `P/start` = the encoded [`LiveStart`] once entries were archived (see
+//!   *Archiving* below);
 //! - nothing else is written (`P/probe` is named by the open-time limit
 //!   probe, whose compare always fails, so it is never written either).
 //!
@@ -29,6 +31,16 @@
 //! after reassembly. Deleted snapshots occupy etcd's database until a
 //! compaction and defragmentation reclaim them: run etcd with
 //! `--auto-compaction-retention`.
+//!
+//! **Archiving.** Once the entries below a sequence are safely in archive
+//! segments (see `archive.rs`), `P/start` is put in one fenced transaction
+//! (the live start: every reader starts there), then the archived entry
+//! keys are deleted in fenced transactions of at most
+//! [`ETCD_DELETE_KEYS_MAX`] keys each, so no single raft entry has to
+//! remove millions of keys and a deposed writer deletes nothing. A crash
+//! between them leaves keys below the start, which readers skip and the
+//! next archiving deletes. As with snapshots, etcd returns the space only
+//! after a compaction and defragmentation.
 //!
 //! **Durability and `flush`.** An append is ONE etcd transaction. etcd
 //! answers a transaction only after raft committed it on a quorum, each
@@ -76,7 +88,8 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use etcd_client::{
-    Compare, CompareOp, DeleteOptions, GetOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse,
+    CompactionOptions, Compare, CompareOp, DeleteOptions, GetOptions, SortOrder, SortTarget, Txn,
+    TxnOp, TxnOpResponse,
 };
 
 use super::etcd_thread::{
@@ -85,7 +98,7 @@ use super::etcd_thread::{
 use super::etcd_tls::EtcdTls;
 use super::leadership::{Fence, Leadership, LEASE_TTL_MS_DEFAULT};
 use super::snapshot::SNAPSHOT_RECORD_BYTES_MAX;
-use super::storage::{BatchLimits, LogStorage, RawEntry, StorageError};
+use super::storage::{BatchLimits, LiveStart, LogStorage, RawEntry, StorageError};
 
 /// The atomic batch limits of an etcd log unless configured otherwise:
 /// 32,768 entries (the log's `APPEND_EVENTS_MAX`, so every append the
@@ -141,6 +154,12 @@ const SNAPSHOT_READ_PAGE_CHUNKS: i64 = 8;
 /// probe measured the server with entry keys, so a chunk's value gives up
 /// this much of the batch byte limit.
 const SNAPSHOT_CHUNK_KEY_EXTRA_BYTES: usize = 64;
+
+/// Most entry keys one fenced transaction of
+/// [`LogStorage::delete_below`] deletes: a delete range is one operation
+/// whatever it covers, but etcd applies it (and records every key's
+/// tombstone) in one raft entry, so the range is bounded.
+pub const ETCD_DELETE_KEYS_MAX: u64 = 8_192;
 
 /// Entries read per range request when scanning.
 const SCAN_PAGE_ENTRIES: i64 = 256;
@@ -290,6 +309,8 @@ pub(super) struct Keys {
     probe: Vec<u8>,
     /// `P/s/`.
     snapshots: Vec<u8>,
+    /// `P/start`.
+    start: Vec<u8>,
 }
 
 impl Keys {
@@ -300,6 +321,7 @@ impl Keys {
             leader: format!("{prefix}/leader").into_bytes(),
             probe: format!("{prefix}/probe").into_bytes(),
             snapshots: format!("{prefix}/s/").into_bytes(),
+            start: format!("{prefix}/start").into_bytes(),
         }
     }
 
@@ -367,6 +389,11 @@ pub struct EtcdStorage {
     scanned_at: AtomicI64,
     /// Appends that needed more than one attempt (for tests and drills).
     append_retries: AtomicU64,
+    /// Revision of the last transaction that deleted archived entries
+    /// (0: none yet), and the revision compacted to since (0: none):
+    /// [`LogStorage::compact_deleted`] compacts from one to the other.
+    deleted_at: AtomicI64,
+    compacted_to: AtomicI64,
 }
 
 /// The cluster accepted transactions of these limits under this prefix
@@ -439,6 +466,8 @@ impl EtcdStorage {
             fence: Some(leadership.fence().clone()),
             scanned_at: AtomicI64::new(0),
             append_retries: AtomicU64::new(0),
+            deleted_at: AtomicI64::new(0),
+            compacted_to: AtomicI64::new(0),
         })
     }
 
@@ -453,6 +482,8 @@ impl EtcdStorage {
             fence: None,
             scanned_at: AtomicI64::new(0),
             append_retries: AtomicU64::new(0),
+            deleted_at: AtomicI64::new(0),
+            compacted_to: AtomicI64::new(0),
         })
     }
 
@@ -745,6 +776,33 @@ impl EtcdStorage {
         }
     }
 
+    /// The lowest entry sequence present below `end`, `None` if none is.
+    fn first_sequence_below(&self, end: u64) -> Result<Option<u64>, StorageError> {
+        let options = GetOptions::new()
+            .with_range(self.keys.entry(end))
+            .with_limit(1)
+            .with_keys_only()
+            .with_sort(SortTarget::Key, SortOrder::Ascend);
+        let start = self.keys.entry(0);
+        let response = self
+            .client
+            .call(Retry::Idempotent, move |mut client| {
+                let (start, options) = (start.clone(), options.clone());
+                async move { client.get(start, Some(options)).await }
+            })
+            .map_err(|err| self.client.error("finding archived entries", err))?;
+        let Some(kv) = response.kvs().first() else {
+            return Ok(None);
+        };
+        let suffix = kv.key().get(self.keys.entries.len()..).unwrap_or_default();
+        match <[u8; 8]>::try_from(suffix) {
+            Ok(bytes) => Ok(Some(u64::from_be_bytes(bytes))),
+            // A longer foreign key inside the range: verification reports
+            // it; deleting stops rather than remove what it did not write.
+            Err(_) => Ok(None),
+        }
+    }
+
     /// The fence of a writable storage, or [`StorageError::ReadOnly`].
     fn writer_fence(&self) -> Result<&Fence, StorageError> {
         self.fence.as_ref().ok_or_else(|| StorageError::ReadOnly {
@@ -761,7 +819,19 @@ impl EtcdStorage {
         fence: &Fence,
         ops: Vec<TxnOp>,
         action: &'static str,
-    ) -> Result<(), StorageError> {
+    ) -> Result<Vec<TxnOpResponse>, StorageError> {
+        self.fenced_txn_at(fence, ops, action)
+            .map(|(responses, _)| responses)
+    }
+
+    /// [`EtcdStorage::fenced_txn`], also returning the revision the
+    /// transaction committed at.
+    fn fenced_txn_at(
+        &self,
+        fence: &Fence,
+        ops: Vec<TxnOp>,
+        action: &'static str,
+    ) -> Result<(Vec<TxnOpResponse>, i64), StorageError> {
         let compares = [
             Compare::create_revision(
                 self.keys.leader.clone(),
@@ -789,7 +859,8 @@ impl EtcdStorage {
             })
             .map_err(|err| self.client.error(action, err))?;
         if response.succeeded() {
-            return Ok(());
+            let revision = response.header().map_or(0, |header| header.revision());
+            return Ok((response.op_responses(), revision));
         }
         Err(self.refusal(fence, &response.op_responses(), 0))
     }
@@ -1014,7 +1085,8 @@ impl LogStorage for EtcdStorage {
         manifest.extend_from_slice(&count.to_be_bytes());
         manifest.extend_from_slice(&(record.len() as u64).to_be_bytes());
         let put = TxnOp::put(self.keys.snapshot_manifest(covers), manifest, None);
-        self.fenced_txn(fence, vec![put], "writing a snapshot manifest")
+        self.fenced_txn(fence, vec![put], "writing a snapshot manifest")?;
+        Ok(())
     }
 
     /// The snapshots with a manifest (a put cut short has none).
@@ -1078,7 +1150,112 @@ impl LogStorage for EtcdStorage {
             dir.clone(),
             Some(DeleteOptions::new().with_range(range_end(&dir))),
         );
-        self.fenced_txn(fence, vec![delete], "deleting a snapshot")
+        self.fenced_txn(fence, vec![delete], "deleting a snapshot")?;
+        Ok(())
+    }
+
+    /// `P/start`, genesis without it.
+    fn live_start(&self) -> Result<LiveStart, StorageError> {
+        let key = self.keys.start.clone();
+        let response = self
+            .client
+            .call(Retry::Idempotent, move |mut client| {
+                let key = key.clone();
+                async move { client.get(key, None).await }
+            })
+            .map_err(|err| self.client.error("reading the live start", err))?;
+        match response.kvs().first() {
+            None => Ok(LiveStart::genesis()),
+            Some(kv) => {
+                LiveStart::decode(kv.value()).ok_or_else(|| StorageError::LiveStartDamaged {
+                    target: self.client.target().to_string(),
+                })
+            }
+        }
+    }
+
+    /// One fenced put of `P/start`: committed on a quorum when `Ok`.
+    fn set_live_start(&self, start: &LiveStart) -> Result<(), StorageError> {
+        let fence = self.writer_fence()?;
+        let put = TxnOp::put(self.keys.start.clone(), start.encode().to_vec(), None);
+        self.fenced_txn(fence, vec![put], "writing the live start")?;
+        Ok(())
+    }
+
+    /// Fenced delete ranges of at most [`ETCD_DELETE_KEYS_MAX`] sequences,
+    /// each starting at the lowest entry key still present (so a second
+    /// call skips what the first deleted), until none is below `end`.
+    fn delete_below(&self, end: u64) -> Result<u64, StorageError> {
+        let fence = self.writer_fence()?;
+        let mut deleted: u64 = 0;
+        while let Some(low) = self.first_sequence_below(end)? {
+            let high = low.saturating_add(ETCD_DELETE_KEYS_MAX).min(end);
+            let delete = TxnOp::delete(
+                self.keys.entry(low),
+                Some(DeleteOptions::new().with_range(self.keys.entry(high))),
+            );
+            let (responses, revision) =
+                self.fenced_txn_at(fence, vec![delete], "deleting archived entries")?;
+            self.deleted_at.fetch_max(revision, Ordering::AcqRel);
+            for response in responses {
+                if let TxnOpResponse::Delete(delete) = response {
+                    deleted += u64::try_from(delete.deleted()).unwrap_or(0);
+                }
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// Compacts etcd's revision history up to the revision of the last
+    /// delete of archived entries (issue #26 item 3): etcd keeps every
+    /// deleted key's old versions until a compaction, so without one the
+    /// database does not shrink however much is archived. Physical: it
+    /// returns once the compaction is applied to the backend. A revision
+    /// already compacted (by etcd's `--auto-compaction-*` or another
+    /// controller) counts as done. Compaction is cluster-wide: it drops
+    /// old versions of every key below that revision, which this log
+    /// never reads (it reads the latest values, and a standby polls).
+    /// The space is reused by etcd; the file shrinks only after
+    /// `etcdctl defrag` (docs/operations.md).
+    fn compact_deleted(&self) -> Result<Option<i64>, StorageError> {
+        let target = self.deleted_at.load(Ordering::Acquire);
+        if target == 0 || target <= self.compacted_to.load(Ordering::Acquire) {
+            return Ok(None);
+        }
+        let outcome = self
+            .client
+            .call(Retry::Idempotent, move |mut client| async move {
+                client
+                    .compact(target, Some(CompactionOptions::new().with_physical()))
+                    .await
+            });
+        match outcome {
+            Ok(_) => {}
+            Err(CallError::Client(etcd_client::Error::GRpcStatus(status)))
+                if status
+                    .message()
+                    .contains("required revision has been compacted") => {}
+            Err(err) => return Err(self.client.error("compacting the revision history", err)),
+        }
+        self.compacted_to.fetch_max(target, Ordering::AcqRel);
+        Ok(Some(target))
+    }
+
+    /// The database size of the member answering (etcd's `Status`); etcd
+    /// 3.4 does not report its `--quota-backend-bytes`, so the quota is
+    /// `None` here and the daemon's `[storage] quota_backend_bytes` names
+    /// it.
+    fn space(&self) -> Result<Option<super::storage::StorageSpace>, StorageError> {
+        let status = self
+            .client
+            .call(Retry::Idempotent, |mut client| async move {
+                client.status().await
+            })
+            .map_err(|err| self.client.error("reading the member's status", err))?;
+        Ok(Some(super::storage::StorageSpace {
+            bytes: u64::try_from(status.db_size()).unwrap_or(0),
+            quota_bytes: None,
+        }))
     }
 }
 

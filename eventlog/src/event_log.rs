@@ -108,6 +108,15 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
 
     #[allow(clippy::type_complexity)]
     pub(super) fn replay(storage: S) -> Result<(Self, Vec<(u64, E)>, VerifyReport), LogError> {
+        // A replay hands the caller every event: without the archived ones
+        // that would be a state missing its history, silently.
+        let start = storage.live_start()?;
+        if start.is_archived() {
+            return Err(LogError::HistoryArchived {
+                first_live: start.sequence,
+                snapshot_covers: storage.snapshot_sequences()?.first().copied(),
+            });
+        }
         let mut events = Vec::new();
         let report = walk_chain(&storage, |sequence, payload| {
             let event = decode_payload::<E>(payload).map_err(|err| err.to_string())?;

@@ -27,8 +27,24 @@
 //! (group commit), `event_log.rs` ([`EventLog`]), `verify.rs`,
 //! `forensic.rs` (verification never writes: it opens a private copy),
 //! `snapshot.rs` (snapshot records, opening from the newest usable
-//! snapshot, deep verification of snapshots).
+//! snapshot, deep verification of snapshots), `archive.rs` (archive
+//! segments: format, durable writing, listing), `archive_log.rs`
+//! ([`EventLog::archive_to`]), `archive_read.rs` (reading and verifying
+//! the archive and the live log as one chain).
+//!
+//! **Archived history.** The oldest entries (below the newest snapshot)
+//! can be moved to compressed segment files ([`EventLog::archive_to`]);
+//! the live log then starts at a later sequence ([`LiveStart`]). Opening
+//! such a log needs a snapshot covering at least its first live sequence:
+//! [`EventLog::open`], [`EventLog::with_storage`], and the snapshot opens
+//! without one, refuse it as [`LogError::HistoryArchived`], naming the
+//! first live sequence and the newest snapshot's coverage. The whole
+//! history is verified with [`verify_with_archive`] and read with
+//! [`HistoryReader`].
 
+pub mod archive;
+mod archive_log;
+mod archive_read;
 mod commit;
 mod durable;
 mod envelope;
@@ -47,6 +63,13 @@ mod storage;
 mod verify;
 mod watermark;
 
+pub use archive::{
+    ArchiveConfig, ArchiveError, SegmentFault, SegmentInfo, SegmentWrite, SEGMENT_BYTES_MAX_DEFAULT,
+};
+pub use archive_log::ArchiveReport;
+pub use archive_read::{
+    verify_snapshots_with_archive, verify_with_archive, HistoryEntry, HistoryReader, HistoryReport,
+};
 pub use commit::CommitStats;
 pub use durable::Durable;
 pub use envelope::{
@@ -56,7 +79,7 @@ pub use envelope::{
 pub use error::LogError;
 pub use etcd_storage::{
     etcd_request_bytes_required, EtcdConfig, EtcdStorage, LimitsProbed, ETCD_BATCH_LIMITS_DEFAULT,
-    ETCD_MAX_REQUEST_BYTES, ETCD_MAX_TXN_OPS_REQUIRED, ETCD_PREFIX_BYTES_MAX,
+    ETCD_DELETE_KEYS_MAX, ETCD_MAX_REQUEST_BYTES, ETCD_MAX_TXN_OPS_REQUIRED, ETCD_PREFIX_BYTES_MAX,
     ETCD_WAL_ENTRY_BYTES_MAX, SNAPSHOT_CHUNK_BYTES_MAX,
 };
 pub use etcd_thread::{
@@ -73,7 +96,7 @@ pub use snapshot::{
     verify_snapshots, Snapshot, SnapshotFault, SnapshotOpen, SnapshotSkip, SnapshotsReport,
     SNAPSHOT_RECORD_BYTES_MAX, SNAPSHOT_RECORD_VERSION, SNAPSHOT_STATE_BYTES_MAX,
 };
-pub use storage::{BatchLimits, LogStorage, RawEntry, StorageError};
+pub use storage::{BatchLimits, LiveStart, LogStorage, RawEntry, StorageError, StorageSpace};
 pub use verify::{
     read_private_copy, verify, verify_in_place, verify_in_place_with, verify_storage_with,
     verify_with, EntryFault, VerifyError, VerifyReport,

@@ -3,8 +3,12 @@
 //! Layout of a log directory (a sled database):
 //! - tree `entries`: key = sequence as big-endian u64 (so key order is log
 //!   order), value = encoded [`Envelope`](super::Envelope);
-//! - tree `meta`: exactly one key, `format` = `fleetweft-log-v1`, written
-//!   when the log is created; its absence means "not a Fleetweft log";
+//! - tree `meta`: the key `format` = `fleetweft-log-v1`, written when the
+//!   log is created (its absence means "not a Fleetweft log"), and, once
+//!   entries were archived, `live_start` = the encoded [`LiveStart`] (the
+//!   first live sequence and the hash of the entry before it). A log with
+//!   `live_start` is refused by builds older than archiving (foreign data):
+//!   no downgrade;
 //! - tree `snapshots` (only once a snapshot was put): key = the sequence
 //!   the snapshot covers (entries `0..covers`) as big-endian u64, value =
 //!   an encoded snapshot record (see `snapshot.rs`); a key that is not 8
@@ -30,7 +34,7 @@ use std::sync::Mutex;
 use super::sled_dir::{
     create, dir_has_entries, has_sled_files, wait_for_lock_release, SLED_BLOBS_DIR, SLED_DB_FILE,
 };
-use super::storage::{LogStorage, RawEntry, StorageError};
+use super::storage::{LiveStart, LogStorage, RawEntry, StorageError};
 use super::watermark::{Watermark, WATERMARK_FILE};
 
 /// Tree holding the entries.
@@ -41,6 +45,12 @@ pub(super) const META_TREE: &[u8] = b"meta";
 pub(super) const META_FORMAT_KEY: &[u8] = b"format";
 /// The marker's value: this is a Fleetweft log in layout version 1.
 pub(super) const META_FORMAT_VALUE: &[u8] = b"fleetweft-log-v1";
+/// The live start's key in [`META_TREE`], written by the first archiving.
+pub(super) const META_LIVE_START_KEY: &[u8] = b"live_start";
+/// Most keys one step of [`LogStorage::delete_below`] removes in one sled
+/// batch: bounds the batch's memory (keys only) and the work between two
+/// checks of progress.
+const DELETE_BATCH_KEYS_MAX: usize = 16_384;
 /// Tree holding snapshot records, created by the first snapshot put.
 pub(super) const SNAPSHOTS_TREE: &[u8] = b"snapshots";
 /// Name sled gives its default tree; the log keeps it empty.
@@ -92,6 +102,8 @@ pub struct SledStorage {
     path: PathBuf,
     db: sled::Db,
     entries: sled::Tree,
+    /// The marker and the live start.
+    meta: sled::Tree,
     /// Our own handle on sled's database file, for the `fdatasync` that
     /// sled's `flush` does not do (see the module docs).
     db_file: File,
@@ -188,6 +200,7 @@ impl SledStorage {
             path: dir.to_path_buf(),
             db,
             entries,
+            meta,
             db_file,
             appended_end: AtomicU64::new(0),
             watermark: Mutex::new(watermark),
@@ -244,7 +257,7 @@ impl SledStorage {
                 .open_tree(name)
                 .map_err(|err| sled_error(&self.path, "opening a tree", err))?;
             let allowed: &[&[u8]] = match name {
-                META_TREE => &[META_FORMAT_KEY],
+                META_TREE => &[META_FORMAT_KEY, META_LIVE_START_KEY],
                 SLED_DEFAULT_TREE => &[],
                 // A tree the log never creates is foreign even when empty.
                 _ => {
@@ -448,6 +461,81 @@ impl LogStorage for SledStorage {
         tree.remove(covers.to_be_bytes())
             .map_err(|err| sled_error(&self.path, "deleting a snapshot", err))?;
         self.flush()
+    }
+
+    /// The `live_start` key of the meta tree; genesis without one.
+    fn live_start(&self) -> Result<LiveStart, StorageError> {
+        let stored = self
+            .meta
+            .get(META_LIVE_START_KEY)
+            .map_err(|err| sled_error(&self.path, "reading the live start", err))?;
+        match stored {
+            None => Ok(LiveStart::genesis()),
+            Some(bytes) => {
+                LiveStart::decode(&bytes).ok_or_else(|| StorageError::LiveStartDamaged {
+                    target: self.path.display().to_string(),
+                })
+            }
+        }
+    }
+
+    /// One insert (atomic in sled), then a flush: durable when `Ok`.
+    fn set_live_start(&self, start: &LiveStart) -> Result<(), StorageError> {
+        self.meta
+            .insert(META_LIVE_START_KEY, &start.encode()[..])
+            .map_err(|err| sled_error(&self.path, "writing the live start", err))?;
+        self.flush()
+    }
+
+    /// Removes the 8-byte keys in `[0, end)` in batches of at most
+    /// `DELETE_BATCH_KEYS_MAX`, then flushes once: a crash before the
+    /// flush leaves some of them, which a second call removes. Other keys
+    /// (foreign ones) are left for verification to report.
+    fn delete_below(&self, end: u64) -> Result<u64, StorageError> {
+        let mut deleted: u64 = 0;
+        // Each step scans on from the key after the last one it removed:
+        // rescanning from 0 would walk the emptied leaves again.
+        let mut low: Vec<u8> = 0u64.to_be_bytes().to_vec();
+        loop {
+            let mut batch = sled::Batch::default();
+            let mut keys = 0usize;
+            let mut last = None;
+            for item in self.entries.range(low.clone()..end.to_be_bytes().to_vec()) {
+                let (key, _) =
+                    item.map_err(|err| sled_error(&self.path, "listing archived entries", err))?;
+                if key.len() == 8 {
+                    batch.remove(key.clone());
+                    keys += 1;
+                }
+                last = Some(key);
+                if keys == DELETE_BATCH_KEYS_MAX {
+                    break;
+                }
+            }
+            let Some(last) = last else {
+                break;
+            };
+            self.entries
+                .apply_batch(batch)
+                .map_err(|err| sled_error(&self.path, "deleting archived entries", err))?;
+            deleted += keys as u64;
+            low = last.to_vec();
+            low.push(0);
+        }
+        self.flush()?;
+        Ok(deleted)
+    }
+
+    /// sled's files on disk (`Db::size_on_disk`); sled has no quota.
+    fn space(&self) -> Result<Option<super::storage::StorageSpace>, StorageError> {
+        let bytes = self
+            .db
+            .size_on_disk()
+            .map_err(|err| sled_error(&self.path, "measuring the database", err))?;
+        Ok(Some(super::storage::StorageSpace {
+            bytes,
+            quota_bytes: None,
+        }))
     }
 
     fn last_sequence(&self) -> Result<Option<u64>, StorageError> {

@@ -43,9 +43,10 @@ use super::envelope::{decode_payload, genesis_hash, hash_bytes, Envelope, Hash};
 use super::error::LogError;
 use super::event_log::EventLog;
 use super::sled_storage::SledStorage;
-use super::storage::{LogStorage, RawEntry};
+use super::storage::{LiveStart, LogStorage, RawEntry};
 use super::verify::{
-    check_durable_end, check_layout, walk_chain_heads, walk_from, VerifyError, VerifyReport,
+    check_durable_end, check_layout, check_scan_end, live_end, walk_chain_heads, walk_from,
+    VerifyError, VerifyReport,
 };
 
 /// Version of the snapshot record layout written by this build; records
@@ -152,6 +153,16 @@ pub enum SnapshotSkip {
     Undecodable {
         /// The decoder's message.
         reason: String,
+    },
+    /// It covers fewer entries than the live log starts at: the entries
+    /// between it and the first live one are archived, so a start from it
+    /// would need them.
+    #[error("it covers {covers} entries but the entries below {first_live} are archived")]
+    Archived {
+        /// What it covers.
+        covers: u64,
+        /// The first live sequence.
+        first_live: u64,
     },
 }
 
@@ -267,7 +278,22 @@ pub(super) fn decode_record(key: u64, mut bytes: Vec<u8>) -> Result<Record, Snap
 /// The hash of the stored entry `covers - 1` (the genesis hash for 0),
 /// after checking that it is that entry: the head a snapshot covering
 /// `covers` entries links to. Reads one entry.
-fn stored_head_hash<S: LogStorage + ?Sized>(storage: &S, covers: u64) -> Result<Hash, String> {
+fn stored_head_hash<S: LogStorage + ?Sized>(
+    storage: &S,
+    start: &LiveStart,
+    covers: u64,
+) -> Result<Hash, String> {
+    // The entry before the live start is archived: the start records its
+    // hash (and is itself checksummed).
+    if covers == start.sequence {
+        return Ok(start.prev_hash);
+    }
+    if covers < start.sequence {
+        return Err(format!(
+            "the entry is archived (the live log starts at {})",
+            start.sequence
+        ));
+    }
     let Some(sequence) = covers.checked_sub(1) else {
         return Ok(genesis_hash());
     };
@@ -285,11 +311,11 @@ fn stored_head_hash<S: LogStorage + ?Sized>(storage: &S, covers: u64) -> Result<
     Ok(hash_bytes(&value))
 }
 
-/// The number of entries in the log, from the engine's last key.
+/// The log's length from the engine's last key (or its live start, if
+/// every entry was archived).
 fn log_end<S: LogStorage + ?Sized>(storage: &S) -> Result<u64, LogError> {
-    Ok(storage
-        .last_sequence()?
-        .map_or(0, |last| last.saturating_add(1)))
+    let start = storage.live_start()?;
+    Ok(live_end(storage, &start)?)
 }
 
 impl<E: Serialize + DeserializeOwned> EventLog<E, SledStorage> {
@@ -333,8 +359,9 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
         mut decode: impl FnMut(&[u8]) -> Result<T, D>,
     ) -> Result<SnapshotOpen<E, S, T>, LogError> {
         let mut skipped = Vec::new();
+        let start = storage.live_start()?;
         for covers in storage.snapshot_sequences()? {
-            match usable_snapshot(&storage, covers, end, &mut decode)? {
+            match usable_snapshot(&storage, &start, covers, end, &mut decode)? {
                 Ok((state, head_hash)) => {
                     let snapshot = Snapshot { covers, state };
                     return Self::open_tail(storage, snapshot, head_hash, skipped);
@@ -374,15 +401,7 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
             },
         )?;
         // As `walk_chain` does: the scan must end where the engine says.
-        let scanned_last = walked.end.checked_sub(1);
-        let reported_last = storage.last_sequence()?;
-        if scanned_last != reported_last {
-            return Err(VerifyError::Inconsistent {
-                scanned_last,
-                reported_last,
-            }
-            .into());
-        }
+        check_scan_end(&storage, &storage.live_start()?, walked.end)?;
         Ok(SnapshotOpen {
             log: Self::verified(storage, walked.end, walked.head_hash),
             snapshot: Some(snapshot),
@@ -415,7 +434,8 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
                 durable_end,
             });
         }
-        let head_hash = stored_head_hash(self.storage(), covers).map_err(|detail| {
+        let start = self.storage().live_start()?;
+        let head_hash = stored_head_hash(self.storage(), &start, covers).map_err(|detail| {
             LogError::SnapshotUnlinked {
                 sequence: covers.saturating_sub(1),
                 detail,
@@ -449,18 +469,49 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
     }
 }
 
+/// The `covers` of the newest snapshot a start could use as far as the
+/// log can tell without the caller's decoder: its record verifies and it
+/// links to the stored chain (or the live start). `None` without one.
+pub(super) fn newest_intact_snapshot<S: LogStorage + ?Sized>(
+    storage: &S,
+) -> Result<Option<u64>, LogError> {
+    let start = storage.live_start()?;
+    for covers in storage.snapshot_sequences()? {
+        if covers < start.sequence {
+            break;
+        }
+        let Some(bytes) = storage.read_snapshot(covers)? else {
+            continue;
+        };
+        let Ok(record) = decode_record(covers, bytes) else {
+            continue;
+        };
+        if stored_head_hash(storage, &start, covers) == Ok(record.head_hash) {
+            return Ok(Some(covers));
+        }
+    }
+    Ok(None)
+}
+
 /// The decoded state and head hash of the snapshot covering `covers`, or
 /// why it cannot be used (the inner `Err`); the outer `Err` is a storage
 /// failure, which refuses the open as it would a replay.
 #[allow(clippy::type_complexity)]
 fn usable_snapshot<S: LogStorage + ?Sized, T, D: Display>(
     storage: &S,
+    start: &LiveStart,
     covers: u64,
     end: u64,
     decode: &mut impl FnMut(&[u8]) -> Result<T, D>,
 ) -> Result<Result<(T, Hash), SnapshotSkip>, LogError> {
     if covers > end {
         return Ok(Err(SnapshotSkip::BeyondEnd { covers, end }));
+    }
+    if covers < start.sequence {
+        return Ok(Err(SnapshotSkip::Archived {
+            covers,
+            first_live: start.sequence,
+        }));
     }
     let Some(bytes) = storage.read_snapshot(covers)? else {
         return Ok(Err(SnapshotSkip::Missing));
@@ -469,7 +520,7 @@ fn usable_snapshot<S: LogStorage + ?Sized, T, D: Display>(
         Ok(record) => record,
         Err(fault) => return Ok(Err(fault.into())),
     };
-    match stored_head_hash(storage, covers) {
+    match stored_head_hash(storage, start, covers) {
         Ok(hash) if hash == record.head_hash => {}
         Ok(_) => {
             return Ok(Err(SnapshotSkip::Unlinked {
@@ -521,6 +572,14 @@ pub fn verify_snapshots<S: LogStorage + ?Sized, A>(
     mut fold: impl FnMut(&mut A, u64, &[u8]) -> Result<(), String>,
     mut compare: impl FnMut(&A, u64, &[u8]) -> Result<(), String>,
 ) -> Result<SnapshotsReport, VerifyError> {
+    // The fold starts at genesis: with the history's start archived, it
+    // would start mid-history and every comparison would be meaningless.
+    let start = storage.live_start()?;
+    if start.is_archived() {
+        return Err(VerifyError::NeedsArchive {
+            first_live: start.sequence,
+        });
+    }
     let mut pending: Vec<u64> = storage.snapshot_sequences()?;
     pending.sort_unstable();
     let mut pending = pending.into_iter().peekable();
@@ -568,7 +627,7 @@ pub fn verify_snapshots<S: LogStorage + ?Sized, A>(
 
 /// Checks one snapshot against the chain's head at its point and the
 /// caller's comparison; `Err` says why it differs.
-fn judge_snapshot<S: LogStorage + ?Sized>(
+pub(super) fn judge_snapshot<S: LogStorage + ?Sized>(
     storage: &S,
     covers: u64,
     head: &Hash,

@@ -4,6 +4,10 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use sha2::{Digest, Sha256};
+
+use super::envelope::{genesis_hash, Hash};
+
 /// One raw key/value pair from the entries tree, as stored.
 ///
 /// The key is kept raw so verification can report keys that are not
@@ -39,6 +43,63 @@ impl BatchLimits {
         entries_max: usize::MAX,
         bytes_max: usize::MAX,
     };
+}
+
+/// Where the live log starts: the entries below `sequence` were moved to
+/// an archive (see the `archive` module) and deleted from the storage;
+/// `prev_hash` is the hash of entry `sequence - 1`, the chain's head just
+/// before the first live entry. A log never archived starts at
+/// [`LiveStart::genesis`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LiveStart {
+    /// The first sequence the live log holds (or will hold, if it is empty).
+    pub sequence: u64,
+    /// The hash of entry `sequence - 1` (the genesis hash for 0).
+    pub prev_hash: Hash,
+}
+
+/// Bytes of an encoded [`LiveStart`]: sequence, hash, SHA-256 checksum.
+pub(crate) const LIVE_START_BYTES: usize = 8 + 32 + 32;
+
+impl LiveStart {
+    /// The start of a log nothing was archived from.
+    pub fn genesis() -> Self {
+        LiveStart {
+            sequence: 0,
+            prev_hash: genesis_hash(),
+        }
+    }
+
+    /// Whether entries were archived (the live log does not start at 0).
+    pub fn is_archived(&self) -> bool {
+        self.sequence > 0
+    }
+
+    /// The stored form: sequence (u64 BE), hash, and a SHA-256 over both,
+    /// so a damaged record is refused rather than trusted as a chain head.
+    pub(crate) fn encode(&self) -> [u8; LIVE_START_BYTES] {
+        let mut out = [0u8; LIVE_START_BYTES];
+        out[..8].copy_from_slice(&self.sequence.to_be_bytes());
+        out[8..40].copy_from_slice(&self.prev_hash);
+        let checksum = Sha256::digest(&out[..40]);
+        out[40..].copy_from_slice(&checksum);
+        out
+    }
+
+    /// The record in `bytes`, `None` if it is not an intact one.
+    pub(crate) fn decode(bytes: &[u8]) -> Option<Self> {
+        if bytes.len() != LIVE_START_BYTES
+            || Sha256::digest(&bytes[..40]).as_slice() != &bytes[40..]
+        {
+            return None;
+        }
+        let sequence = u64::from_be_bytes(bytes[..8].try_into().ok()?);
+        let prev_hash = bytes[8..40].try_into().ok()?;
+        Some(LiveStart {
+            sequence,
+            prev_hash,
+        })
+    }
 }
 
 /// An ordered key/value store holding encoded envelopes by sequence.
@@ -104,6 +165,58 @@ pub trait LogStorage: Send + Sync {
         let _ = covers;
         Err(StorageError::SnapshotsUnsupported)
     }
+
+    /// Where the live log starts ([`LiveStart`]): entries below it were
+    /// archived. Default: genesis (a storage that cannot archive).
+    fn live_start(&self) -> Result<LiveStart, StorageError> {
+        Ok(LiveStart::genesis())
+    }
+
+    /// Records `start` as where the live log starts, replacing the old
+    /// record; durable when `Ok`. Called after the entries below it are
+    /// safely archived and before they are deleted, so a crash in between
+    /// leaves entries below the start that every reader skips. Default:
+    /// refused as [`StorageError::ArchiveUnsupported`].
+    fn set_live_start(&self, start: &LiveStart) -> Result<(), StorageError> {
+        let _ = start;
+        Err(StorageError::ArchiveUnsupported)
+    }
+
+    /// Deletes every entry with a sequence below `end` (already archived,
+    /// below the recorded live start) and returns how many it deleted;
+    /// durable when `Ok`. Done in bounded steps, so it may be cut short by
+    /// a crash; calling it again finishes. Default: refused as
+    /// [`StorageError::ArchiveUnsupported`].
+    fn delete_below(&self, end: u64) -> Result<u64, StorageError> {
+        let _ = end;
+        Err(StorageError::ArchiveUnsupported)
+    }
+
+    /// Returns the space that [`delete_below`](LogStorage::delete_below)
+    /// freed, where the engine keeps deleted keys' old versions (etcd
+    /// compacts its revision history up to the revision of the last
+    /// delete this handle made). Returns the revision compacted to,
+    /// `None` when there was nothing to do. Default: nothing to do.
+    fn compact_deleted(&self) -> Result<Option<i64>, StorageError> {
+        Ok(None)
+    }
+
+    /// How many bytes the storage's database takes, and its quota when the
+    /// engine reports one (etcd 3.4 does not: the daemon's configuration
+    /// names it). `None` when the engine cannot tell. Default: `None`.
+    fn space(&self) -> Result<Option<StorageSpace>, StorageError> {
+        Ok(None)
+    }
+}
+
+/// What [`LogStorage::space`] reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StorageSpace {
+    /// The database's size (etcd: `dbSize` of the member asked; sled: its
+    /// files on disk).
+    pub bytes: u64,
+    /// The most the engine accepts before refusing writes, if it says.
+    pub quota_bytes: Option<u64>,
 }
 
 /// A failure of the storage layer.
@@ -236,6 +349,17 @@ pub enum StorageError {
     /// implementing only the entry methods of [`LogStorage`]).
     #[error("this log storage does not keep snapshots")]
     SnapshotsUnsupported,
+    /// This storage cannot archive (a test or benchmark store implementing
+    /// only the entry methods of [`LogStorage`]).
+    #[error("this log storage cannot move entries to an archive")]
+    ArchiveUnsupported,
+    /// The record of where the live log starts is damaged: the log cannot
+    /// tell which chain head its first live entry continues.
+    #[error("the live-start record of the log at {target} is damaged; refusing to use it")]
+    LiveStartDamaged {
+        /// Directory or endpoints and prefix.
+        target: String,
+    },
     /// The configuration of the etcd backend is unusable.
     #[error("invalid etcd log configuration: {0}")]
     EtcdConfig(String),
@@ -316,5 +440,25 @@ impl LogStorage for Box<dyn LogStorage> {
 
     fn delete_snapshot(&self, covers: u64) -> Result<(), StorageError> {
         (**self).delete_snapshot(covers)
+    }
+
+    fn live_start(&self) -> Result<LiveStart, StorageError> {
+        (**self).live_start()
+    }
+
+    fn set_live_start(&self, start: &LiveStart) -> Result<(), StorageError> {
+        (**self).set_live_start(start)
+    }
+
+    fn delete_below(&self, end: u64) -> Result<u64, StorageError> {
+        (**self).delete_below(end)
+    }
+
+    fn compact_deleted(&self) -> Result<Option<i64>, StorageError> {
+        (**self).compact_deleted()
+    }
+
+    fn space(&self) -> Result<Option<StorageSpace>, StorageError> {
+        (**self).space()
     }
 }

@@ -11,16 +11,21 @@
 
 use std::path::{Path, PathBuf};
 
-use super::envelope::{genesis_hash, hash_bytes, Envelope, EnvelopeFault, Hash};
+use super::envelope::{hash_bytes, Envelope, EnvelopeFault, Hash};
 use super::forensic::{CopyProblem, SnapshotCopy};
 use super::sled_storage::SledStorage;
-use super::storage::{Hex, LogStorage, RawEntry, StorageError};
+use super::storage::{Hex, LiveStart, LogStorage, RawEntry, StorageError};
 
 /// Summary of a log that verified.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifyReport {
-    /// Number of entries.
+    /// The log's length: the sequence after its last entry (entries below
+    /// [`first_live`](VerifyReport::first_live) are archived, not read).
     pub entries: u64,
+    /// The first live sequence: 0 unless entries were archived (see
+    /// [`LiveStart`](super::LiveStart)); the walk started there, from the
+    /// recorded hash of the entry before it.
+    pub first_live: u64,
     /// Sequence of the last entry, `None` if the log is empty.
     pub last_sequence: Option<u64>,
     /// Hash of the last entry's encoded bytes (the genesis hash if empty):
@@ -116,6 +121,17 @@ pub enum VerifyError {
         /// The watermark: every sequence below it had been durable.
         durable_end: u64,
     },
+    /// The entries below `first_live` are archived: this check needs the
+    /// whole history (a deep verification folds from genesis), so it needs
+    /// the archive too.
+    #[error(
+        "the entries below sequence {first_live} are archived: this check needs the whole \
+         history, verify it together with the archive"
+    )]
+    NeedsArchive {
+        /// The first live sequence.
+        first_live: u64,
+    },
     /// The entry at `sequence` is bad.
     #[error("sequence {sequence}: {fault}")]
     Entry {
@@ -139,6 +155,7 @@ impl VerifyError {
             | VerifyError::Uninspectable { .. }
             | VerifyError::Storage(_)
             | VerifyError::ForeignData { .. }
+            | VerifyError::NeedsArchive { .. }
             | VerifyError::Inconsistent { .. } => None,
         }
     }
@@ -342,22 +359,48 @@ pub(super) fn walk_chain_heads<S: LogStorage + ?Sized>(
     storage: &S,
     check: impl FnMut(u64, &[u8], &Hash) -> Result<(), String>,
 ) -> Result<VerifyReport, VerifyError> {
-    let walked = walk_from(storage, 0, genesis_hash(), check)?;
-    let last_sequence = walked.end.checked_sub(1);
-    // Cross-check the scan against the engine's own idea of the end.
-    let reported = storage.last_sequence()?;
-    if reported != last_sequence {
-        return Err(VerifyError::Inconsistent {
-            scanned_last: last_sequence,
-            reported_last: reported,
-        });
-    }
+    // Entries below the live start were archived (and may linger until
+    // the archiving's deletion finishes): the walk starts at the start.
+    let start = storage.live_start()?;
+    let walked = walk_from(storage, start.sequence, start.prev_hash, check)?;
+    check_scan_end(storage, &start, walked.end)?;
     Ok(VerifyReport {
         entries: walked.end,
-        last_sequence,
+        first_live: start.sequence,
+        last_sequence: walked.end.checked_sub(1),
         head_hash: walked.head_hash,
         entry_bytes: walked.entry_bytes,
     })
+}
+
+/// The live log's end as the engine reports it: the sequence after its
+/// last key, or the live start if nothing at or above it is stored (all
+/// was archived; keys below the start are leftovers of an archiving).
+pub(super) fn live_end<S: LogStorage + ?Sized>(
+    storage: &S,
+    start: &LiveStart,
+) -> Result<u64, StorageError> {
+    let after_last = storage
+        .last_sequence()?
+        .map_or(0, |last| last.saturating_add(1));
+    Ok(after_last.max(start.sequence))
+}
+
+/// Cross-checks a scan that ended at `scanned_end` against the engine's
+/// own idea of the end (after the scan: a read-only etcd storage answers
+/// at the scan's revision).
+pub(super) fn check_scan_end<S: LogStorage + ?Sized>(
+    storage: &S,
+    start: &LiveStart,
+    scanned_end: u64,
+) -> Result<(), VerifyError> {
+    if live_end(storage, start)? != scanned_end {
+        return Err(VerifyError::Inconsistent {
+            scanned_last: scanned_end.checked_sub(1),
+            reported_last: storage.last_sequence()?,
+        });
+    }
+    Ok(())
 }
 
 /// Where a [`walk_from`] ended.
@@ -386,32 +429,16 @@ pub(super) fn walk_from<S: LogStorage + ?Sized>(
     let mut expected = from;
     let mut entry_bytes: u64 = 0;
     for item in storage.read_from(from) {
-        let RawEntry { key, value } = item?;
-        let sequence = match <[u8; 8]>::try_from(key.as_slice()) {
-            Ok(bytes) => u64::from_be_bytes(bytes),
-            Err(_) => return Err(VerifyError::ForeignKey { expected, key }),
+        let raw = item?;
+        let envelope = check_stored_entry(expected, &prev_hash, &raw)?;
+        let entry_error = |fault: EntryFault| VerifyError::Entry {
+            sequence: expected,
+            fault,
         };
-        // Keys arrive strictly increasing, so any mismatch is a hole.
-        if sequence != expected {
-            return Err(VerifyError::Gap {
-                missing: expected,
-                next_present: sequence,
-            });
-        }
-        let entry_error = |fault: EntryFault| VerifyError::Entry { sequence, fault };
-        let envelope = Envelope::decode(&value).map_err(|fault| entry_error(fault.into()))?;
-        if envelope.sequence != sequence {
-            return Err(entry_error(EntryFault::SequenceMismatch {
-                stored: envelope.sequence,
-            }));
-        }
-        if envelope.prev_hash != prev_hash {
-            return Err(entry_error(EntryFault::BrokenChain));
-        }
-        check(sequence, &envelope.payload, &prev_hash)
+        check(expected, &envelope.payload, &prev_hash)
             .map_err(|reason| entry_error(EntryFault::Rejected { reason }))?;
-        prev_hash = hash_bytes(&value);
-        entry_bytes += value.len() as u64;
+        prev_hash = hash_bytes(&raw.value);
+        entry_bytes += raw.value.len() as u64;
         expected += 1;
     }
     Ok(Walked {
@@ -419,4 +446,53 @@ pub(super) fn walk_from<S: LogStorage + ?Sized>(
         head_hash: prev_hash,
         entry_bytes,
     })
+}
+
+/// Checks one stored entry where sequence `expected` belongs: its key is
+/// that sequence (else a foreign key or a gap), its envelope decodes and
+/// its checksum holds, it names that sequence, and its `prev_hash` is
+/// `prev_hash`. Returns the decoded envelope.
+pub(super) fn check_stored_entry(
+    expected: u64,
+    prev_hash: &Hash,
+    raw: &RawEntry,
+) -> Result<Envelope, VerifyError> {
+    let sequence = match <[u8; 8]>::try_from(raw.key.as_slice()) {
+        Ok(bytes) => u64::from_be_bytes(bytes),
+        Err(_) => {
+            return Err(VerifyError::ForeignKey {
+                expected,
+                key: raw.key.clone(),
+            })
+        }
+    };
+    // Keys arrive strictly increasing, so any mismatch is a hole.
+    if sequence != expected {
+        return Err(VerifyError::Gap {
+            missing: expected,
+            next_present: sequence,
+        });
+    }
+    check_entry_bytes(sequence, prev_hash, &raw.value)
+        .map_err(|fault| VerifyError::Entry { sequence, fault })
+}
+
+/// Checks the encoded entry `value` as entry `sequence` continuing the
+/// chain at `prev_hash` (envelope, checksum, sequence, link): the part of
+/// [`check_stored_entry`] that archive segments, which have no keys, share.
+pub(super) fn check_entry_bytes(
+    sequence: u64,
+    prev_hash: &Hash,
+    value: &[u8],
+) -> Result<Envelope, EntryFault> {
+    let envelope = Envelope::decode(value)?;
+    if envelope.sequence != sequence {
+        return Err(EntryFault::SequenceMismatch {
+            stored: envelope.sequence,
+        });
+    }
+    if envelope.prev_hash != *prev_hash {
+        return Err(EntryFault::BrokenChain);
+    }
+    Ok(envelope)
 }

@@ -13,14 +13,22 @@
 //! append meanwhile; the writes are fenced transactions within the
 //! storage's batch limits. A copy that fails half-way leaves a prefix of
 //! the log in the destination (each batch whole): delete it and retry.
+//!
+//! **A log whose head was archived** (issue #26) is copied as what it is:
+//! its live start (the first live sequence and the hash it continues),
+//! its entries from there, and its snapshots (a start needs one covering
+//! the live start), byte for byte. The source's live chain is verified
+//! and every event decoded; the rules need the whole history, which is
+//! in the archive: check them with `fleetweft log verify --archive DIR`
+//! on either copy (the archive directory itself is copied as files).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::inspect::{verify_controller_log, verify_controller_log_in, InspectError, LogSummary};
 use eventlog::{
-    BatchLimits, EtcdClient, EtcdConfig, EtcdStorage, EtcdTls, Leadership, LogStorage, RawEntry,
-    SledStorage, StorageError,
+    verify_storage_with, BatchLimits, EtcdClient, EtcdConfig, EtcdStorage, EtcdTls, Leadership,
+    LogStorage, RawEntry, SledStorage, StorageError,
 };
 
 /// Where a log lives, as `fleetweft log copy --from/--to` names it:
@@ -149,9 +157,14 @@ pub enum CopyError {
 /// The outcome of a successful copy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CopyReport {
-    /// The verified destination's summary (same entries and head hash as
-    /// the source's).
-    pub summary: LogSummary,
+    /// Entries in the log (archived ones included), the same in both.
+    pub entries: u64,
+    /// Hex of the head hash, the same in both.
+    pub head_hash: String,
+    /// The first live sequence (0 unless the head was archived).
+    pub first_live: u64,
+    /// Snapshots copied (only for a log whose head was archived).
+    pub snapshots: usize,
 }
 
 /// Copies the controller log at `from` into the empty `to`, verifying the
@@ -162,6 +175,13 @@ pub fn copy_log(
     to: &LogLocation,
     candidate: &str,
 ) -> Result<CopyReport, CopyError> {
+    let start = live_start(from).map_err(|source| CopyError::Source {
+        name: from.name(),
+        source: InspectError::Uninspectable(eventlog::VerifyError::Storage(source)),
+    })?;
+    if start.is_archived() {
+        return copy_archived(from, to, candidate);
+    }
     let source_summary = verify_location(from).map_err(|source| CopyError::Source {
         name: from.name(),
         source,
@@ -185,7 +205,164 @@ pub fn copy_log(
             ),
         });
     }
-    Ok(CopyReport { summary: copied })
+    Ok(CopyReport {
+        entries: copied.entries,
+        head_hash: copied.head_hash,
+        first_live: 0,
+        snapshots: 0,
+    })
+}
+
+/// Opens `location` for reading (sled: the log directory, which must not
+/// be in use; etcd: read-only).
+fn open_source(location: &LogLocation) -> Result<Box<dyn LogStorage>, StorageError> {
+    match location {
+        LogLocation::Sled(dir) => Ok(Box::new(SledStorage::open_existing(dir)?)),
+        LogLocation::Etcd { .. } => {
+            let config = location
+                .etcd_config()
+                .ok_or_else(|| StorageError::EtcdConfig("internal: no etcd config".into()))?;
+            Ok(Box::new(open_etcd_read_only(&config)?))
+        }
+    }
+}
+
+/// Where the log at `location` starts (genesis unless archived). A sled
+/// directory that is not a log yet reads as genesis: `verify_location`
+/// then names what it is.
+fn live_start(location: &LogLocation) -> Result<eventlog::LiveStart, StorageError> {
+    if let LogLocation::Sled(dir) = location {
+        if !eventlog::is_log_dir(dir) {
+            return Ok(eventlog::LiveStart::genesis());
+        }
+    }
+    open_source(location)?.live_start()
+}
+
+/// The live chain of `storage` verified, every event decoded.
+fn verify_live(storage: &dyn LogStorage) -> Result<eventlog::VerifyReport, InspectError> {
+    verify_storage_with(storage, |sequence, payload| {
+        eventlog::decode_payload::<model::controller::Event>(payload)
+            .map(|_| ())
+            .map_err(|err| format!("entry {sequence}: undecodable controller event: {err}"))
+    })
+    .map_err(|err| InspectError::from_verify(err, crate::inspect::LogKind::Controller))
+}
+
+/// Copies a log whose head was archived: live start, live entries and
+/// snapshots (module docs).
+fn copy_archived(
+    from: &LogLocation,
+    to: &LogLocation,
+    candidate: &str,
+) -> Result<CopyReport, CopyError> {
+    let source_error = |source| CopyError::Source {
+        name: from.name(),
+        source,
+    };
+    let storage_error = |source| CopyError::Storage {
+        name: to.name(),
+        source,
+    };
+    let (start, entries, snapshots, source_report) = {
+        let source = open_source(from)
+            .map_err(|err| source_error(InspectError::Uninspectable(err.into())))?;
+        let report = verify_live(source.as_ref()).map_err(source_error)?;
+        let start = source.live_start().map_err(storage_error)?;
+        let entries: Vec<RawEntry> = source
+            .read_from(start.sequence)
+            .collect::<Result<_, _>>()
+            .map_err(storage_error)?;
+        let mut snapshots = Vec::new();
+        for covers in source.snapshot_sequences().map_err(storage_error)? {
+            if let Some(record) = source.read_snapshot(covers).map_err(storage_error)? {
+                snapshots.push((covers, record));
+            }
+        }
+        if !snapshots
+            .iter()
+            .any(|(covers, _)| *covers >= start.sequence)
+        {
+            return Err(source_error(InspectError::Damaged(
+                eventlog::VerifyError::NeedsArchive {
+                    first_live: start.sequence,
+                },
+            )));
+        }
+        (start, entries, snapshots, report)
+    };
+    let sequenced = sequenced(&entries);
+    let write = |storage: &dyn LogStorage, limits: BatchLimits| -> Result<(), StorageError> {
+        storage.set_live_start(&start)?;
+        write_batches(storage, &sequenced, limits)?;
+        for (covers, record) in &snapshots {
+            storage.put_snapshot(*covers, record)?;
+        }
+        storage.flush()
+    };
+    match to {
+        LogLocation::Sled(dir) => {
+            refuse_non_empty_dir(dir, &to.name())?;
+            let storage = SledStorage::create_or_open(dir).map_err(storage_error)?;
+            write(&storage, BatchLimits::UNBOUNDED).map_err(storage_error)?;
+        }
+        LogLocation::Etcd { .. } => {
+            let config = to.etcd_config().ok_or_else(|| {
+                storage_error(StorageError::EtcdConfig("internal: no etcd config".into()))
+            })?;
+            let client = EtcdClient::connect(&config).map_err(storage_error)?;
+            let leadership = Leadership::campaign(&client, &config, candidate, Duration::ZERO)
+                .map_err(storage_error)?;
+            let storage =
+                EtcdStorage::open(&client, &config, &leadership).map_err(storage_error)?;
+            if storage.read_from(0).next().is_some() {
+                return Err(CopyError::DestinationNotEmpty {
+                    name: to.name(),
+                    what: "entries exist under the prefix".into(),
+                });
+            }
+            let limits = storage.batch_limits();
+            write(&storage, limits).map_err(storage_error)?;
+            leadership.resign().map_err(storage_error)?;
+        }
+    }
+    let mismatch = |reason: String| CopyError::Mismatch {
+        name: to.name(),
+        reason,
+    };
+    let copy = open_source(to).map_err(|err| mismatch(err.to_string()))?;
+    let copied = verify_live(copy.as_ref()).map_err(|err| mismatch(err.to_string()))?;
+    let copied_snapshots = copy
+        .snapshot_sequences()
+        .map_err(|err| mismatch(err.to_string()))?;
+    if copied.entries != source_report.entries
+        || copied.head_hash != source_report.head_hash
+        || copied.first_live != source_report.first_live
+        || copied_snapshots.len() != snapshots.len()
+    {
+        return Err(mismatch(format!(
+            "{} entries from {} with head {} and {} snapshots where the source has {} from {} \
+             with head {} and {}",
+            copied.entries,
+            copied.first_live,
+            hex(&copied.head_hash),
+            copied_snapshots.len(),
+            source_report.entries,
+            source_report.first_live,
+            hex(&source_report.head_hash),
+            snapshots.len()
+        )));
+    }
+    Ok(CopyReport {
+        entries: copied.entries,
+        head_hash: hex(&copied.head_hash),
+        first_live: copied.first_live,
+        snapshots: snapshots.len(),
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Verifies the controller log at `location` as `log verify` does.

@@ -142,6 +142,21 @@ pub enum InspectError {
         /// The broken rule and what broke it.
         violation: invariants::Violation,
     },
+    /// The live log verifies, but its head was archived: the rules are
+    /// checked over the whole history, which needs the archive.
+    #[error(
+        "the live log verifies from sequence {first_live} on, but the entries below it are \
+         archived: the rules are checked over the whole history, so give the archive too \
+         (`fleetweft log verify --archive DIR`)"
+    )]
+    NeedsArchive {
+        /// The first live sequence.
+        first_live: u64,
+    },
+    /// The archive (or where it meets the live log) is damaged: the
+    /// message names the segment and the first bad sequence when known.
+    #[error("{0}")]
+    Archive(eventlog::ArchiveError),
 }
 
 impl InspectError {
@@ -150,6 +165,9 @@ impl InspectError {
         match self {
             InspectError::Damaged(err) => err.sequence(),
             InspectError::RuleViolated { sequence, .. } => Some(*sequence),
+            InspectError::Archive(eventlog::ArchiveError::Segment { sequence, .. }) => *sequence,
+            InspectError::Archive(eventlog::ArchiveError::Live(err)) => err.sequence(),
+            InspectError::Archive(_) | InspectError::NeedsArchive { .. } => None,
             InspectError::NotALog(_)
             | InspectError::WrongKind { .. }
             | InspectError::InUse { .. }
@@ -165,7 +183,8 @@ impl InspectError {
         }
     }
 
-    fn from_verify(err: VerifyError, kind: LogKind) -> Self {
+    /// A verification failure of a log of `kind`, sorted by what it says.
+    pub fn from_verify(err: VerifyError, kind: LogKind) -> Self {
         match err {
             VerifyError::NotALog { .. } => InspectError::NotALog(err),
             VerifyError::InUse { path } => InspectError::InUse { path, kind },
@@ -381,6 +400,11 @@ pub fn visit_events_in(
 
 /// Replays a verified controller history through the rules.
 fn check_rules(report: &VerifyReport, events: &[(u64, Event)]) -> Result<LogSummary, InspectError> {
+    if report.first_live > 0 {
+        return Err(InspectError::NeedsArchive {
+            first_live: report.first_live,
+        });
+    }
     let state =
         invariants::check_history(events.iter().map(|(_, event)| event)).map_err(|err| {
             InspectError::RuleViolated {
@@ -498,7 +522,7 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn summarize(report: &VerifyReport, state: &ControllerState) -> LogSummary {
+pub(crate) fn summarize(report: &VerifyReport, state: &ControllerState) -> LogSummary {
     let rollouts = state
         .rollouts
         .iter()

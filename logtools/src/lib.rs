@@ -6,4 +6,5 @@
 #![warn(missing_docs)]
 
 pub mod copy;
+pub mod history;
 pub mod inspect;

@@ -45,6 +45,8 @@ pub struct Snapshot {
     pub role: crate::role::Role,
     /// Where the leader is, as a standby last read it.
     pub leader: Option<crate::role::Advert>,
+    /// The event log's storage as last measured (`None` before).
+    pub storage: Option<crate::view::storage::StorageUse>,
 }
 
 /// Group-commit counters (`/metrics`): inputs and events per durable batch.

@@ -22,6 +22,7 @@ mod fleet;
 mod sse;
 
 mod api;
+mod archiving;
 mod batch;
 mod cli;
 mod controller_crash;

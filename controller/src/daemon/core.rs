@@ -371,10 +371,25 @@ pub fn spawn(
     let derived = Derived::rebuild(snapshot.map(|s| s.annex), &tail, controller.state());
     let identities = Identities::new(deny, controller.state(), derived.identity_conflicts);
     let history = super::annex::feed(tail, EVENTS_IN_MEMORY_MAX);
+    let mut times = crate::archive::SnapshotTimes::default();
+    if covers > 0 {
+        // Snapshots record no time: the loaded one counts as written now,
+        // which only errs towards keeping more (`crate::archive`).
+        times.record(covers, SystemTime::now());
+    }
     let start = Start {
         history,
         derived,
         snapshots: SnapshotClock::new(&cfg.log, covers),
+        archive: ArchivePolicy {
+            dir: cfg.log.archive_dir.clone(),
+            retention: crate::archive::Retention {
+                keep_events: cfg.log.keep_events,
+                keep_days: cfg.log.keep_days,
+            },
+            times,
+            quota: cfg.storage.quota_bytes(),
+        },
     };
     let core = Core::new(
         controller,
@@ -408,6 +423,18 @@ struct Core {
     stats: BatchStats,
     ahead: super::ahead::AheadOfLog,
     snapshots: SnapshotClock,
+    archive: ArchivePolicy,
+    /// The leader's housekeeping thread (none on a standby).
+    housekeeping: Option<super::housekeeping::Housekeeping>,
+}
+
+/// `[log] archive_dir`, `keep_events`, `keep_days`, and when the
+/// snapshots were written (`crate::archive`); the storage's quota.
+struct ArchivePolicy {
+    dir: Option<std::path::PathBuf>,
+    retention: crate::archive::Retention,
+    times: crate::archive::SnapshotTimes,
+    quota: Option<u64>,
 }
 
 /// What the core starts from besides the controller: the event feed's
@@ -416,6 +443,7 @@ struct Start {
     history: VecDeque<(u64, Event)>,
     derived: Derived,
     snapshots: SnapshotClock,
+    archive: ArchivePolicy,
 }
 
 async fn run(mut core: Core, mut rx: mpsc::Receiver<Command>) {
@@ -490,6 +518,7 @@ impl Core {
             history,
             derived,
             snapshots,
+            archive,
         } = start;
         warn_ahead(&derived.ahead, controller.state());
         let mut core = Core {
@@ -508,6 +537,8 @@ impl Core {
             controller,
             history,
             snapshots,
+            archive,
+            housekeeping: None,
         };
         // An op already UNKNOWN counts from the start.
         let now = SystemTime::now();
@@ -518,8 +549,22 @@ impl Core {
         }
         if !core.is_standby() {
             core.arm_all();
+            core.start_housekeeping();
         }
         core
+    }
+
+    /// The leader's housekeeping thread: archiving after snapshots, the
+    /// storage's size. Started when leading (a standby's log handle must
+    /// stay unshared until it takes over).
+    fn start_housekeeping(&mut self) {
+        if self.housekeeping.is_none() {
+            self.housekeeping = Some(super::housekeeping::Housekeeping::start(
+                self.controller.archiver(),
+                self.archive.dir.clone(),
+                self.archive.quota,
+            ));
+        }
     }
 
     /// Whether this core is a hot standby (it follows, takes no input).
@@ -569,6 +614,7 @@ impl Core {
         };
         self.fold_durable(&tail, None);
         self.arm_all();
+        self.start_housekeeping();
         self.me.role.set_leader();
         tracing::info!(
             tail = tail.len(),
@@ -693,10 +739,35 @@ impl Core {
                 if let Err(e) = pruned {
                     tracing::warn!("deleting old snapshots failed (retried after the next): {e}");
                 }
+                self.after_snapshot(written.covers);
             }
             Err(e) => tracing::warn!(
                 "snapshot at entry {end} failed, the next start folds from an older one: {e}"
             ),
+        }
+    }
+
+    /// After a snapshot covering `covers` entries: with `[log]
+    /// archive_dir`, hands what may now be archived to the housekeeping
+    /// thread (`crate::archive::archive_upto`).
+    fn after_snapshot(&mut self, covers: u64) {
+        let now = SystemTime::now();
+        let a = &mut self.archive;
+        a.times.record(covers, now);
+        if a.dir.is_none() {
+            return;
+        }
+        let upto = crate::archive::archive_upto(covers, covers, a.retention, &a.times, now);
+        if a.retention.keep_days != 0 {
+            let window = Duration::from_secs(a.retention.keep_days.saturating_mul(86_400));
+            if let Some(cutoff) = now.checked_sub(window) {
+                a.times.forget_before(cutoff);
+            }
+        }
+        if upto > 0 {
+            if let Some(h) = &self.housekeeping {
+                h.archive(upto);
+            }
         }
     }
 
@@ -950,6 +1021,7 @@ impl Core {
             ahead_of_log: self.ahead.nodes().clone(),
             role: self.me.role.role(),
             leader: self.me.role.leader(),
+            storage: self.housekeeping.as_ref().and_then(|h| h.storage()),
         }
     }
 

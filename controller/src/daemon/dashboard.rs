@@ -215,6 +215,13 @@ pub fn render(d: &DashboardData) -> String {
             s.nodes_ahead_of_log - s.ahead_of_log.len()
         );
     }
+    if let Some(warning) = s.storage.as_ref().and_then(|st| st.warning.as_ref()) {
+        let _ = writeln!(
+            h,
+            "<p class=\"quarantined\" id=\"storage-nearly-full\">{}</p>",
+            escape(warning)
+        );
+    }
     if s.role == crate::daemon::role::Role::Standby {
         let leader = match &s.leader {
             Some(url) => format!("leader is <a href=\"{0}/\">{0}</a>", escape(url)),
@@ -560,6 +567,7 @@ pub fn metrics(snap: &Snapshot, now: SystemTime) -> String {
         "# HELP fleetweft_nodes Enrolled nodes that are not retired.\n# TYPE fleetweft_nodes gauge\nfleetweft_nodes {}\n",
         snap.state.roster.iter().filter(|(_, e)| !e.retired).count()
     );
+    m.push_str(&api::view::storage::metrics(snap.storage));
     m
 }
 
@@ -631,6 +639,38 @@ mod tests {
             "{html}"
         );
         assert!(html.contains("as of sequence 41"), "{html}");
+    }
+
+    /// At 80% of the storage quota the page shows the view layer's
+    /// warning, and `/metrics` both gauges; below it, no banner.
+    #[test]
+    fn a_nearly_full_storage_shows_its_banner_and_gauges() {
+        let mut snap = fleet(1, 1, 0, 0);
+        let quota = 1_000_000_000;
+        snap.storage = Some(api::view::storage::StorageUse {
+            bytes: quota / 2,
+            quota_bytes: Some(quota),
+        });
+        assert!(!render(&data(&snap, vec![])).contains("storage-nearly-full"));
+        let m = super::metrics(&snap, std::time::SystemTime::now());
+        assert!(m.contains("\nfleetweft_storage_bytes 500000000\n"), "{m}");
+        assert!(
+            m.contains("\nfleetweft_storage_quota_bytes 1000000000\n"),
+            "{m}"
+        );
+        snap.storage = Some(api::view::storage::StorageUse {
+            bytes: quota * 9 / 10,
+            quota_bytes: Some(quota),
+        });
+        let html = render(&data(&snap, vec![]));
+        let warning = api::view::storage::sentence(quota * 9 / 10, quota);
+        assert!(
+            html.contains(&format!(
+                "<p class=\"quarantined\" id=\"storage-nearly-full\">{}</p>",
+                escape(&warning)
+            )),
+            "{html}"
+        );
     }
 
     /// A drifted node has its own style, never the green of a verified one.

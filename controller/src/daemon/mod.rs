@@ -12,6 +12,7 @@ pub mod dashboard;
 pub mod deadlines;
 pub mod error;
 pub mod ha;
+pub mod housekeeping;
 pub mod http;
 pub mod identity;
 pub mod links;
