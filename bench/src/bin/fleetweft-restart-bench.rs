@@ -14,6 +14,11 @@
 //! (`Controller::open_with_events`, every event rule-checked) at the end.
 //! Prints one line per phase.
 //!
+//! With `--archive-dir`, after each snapshot the entries below it and
+//! outside `--keep-events` move to archive segments and leave the live log,
+//! as the daemon's housekeeping does (`[log] archive_dir`, `keep_events`),
+//! so the live log a start opens stays bounded.
+//!
 //! `cargo run --release --bin fleetweft-restart-bench -- --nodes 10000 --events 20000000 --measure-at 1000000,5000000,10000000 --dir /tmp/rb`
 
 use anyhow::{bail, Context};
@@ -50,6 +55,14 @@ struct Args {
     /// Also time a start from genesis (no snapshot) at the end.
     #[arg(long)]
     full_replay: bool,
+    /// Archive below each snapshot into this directory (must not exist
+    /// yet), as the daemon's housekeeping does; default: no archiving.
+    #[arg(long)]
+    archive_dir: Option<PathBuf>,
+    /// With `--archive-dir`: entries kept in the live log behind its end
+    /// (the daemon's `[log] keep_events`).
+    #[arg(long, default_value_t = 1_000_000)]
+    keep_events: u64,
     /// Where the log goes (must not exist yet; left in place afterwards).
     #[arg(long)]
     dir: PathBuf,
@@ -66,6 +79,11 @@ struct Filling {
     snapshot_s: f64,
     /// Size of the last snapshot, in bytes.
     snapshot_bytes: usize,
+    /// `--archive-dir` and `--keep-events`.
+    archive: Option<(PathBuf, u64)>,
+    /// Entries archived so far, and the time it took.
+    archived: u64,
+    archive_s: f64,
 }
 
 impl Filling {
@@ -95,7 +113,18 @@ fn main() -> anyhow::Result<()> {
         snapshots: 0,
         snapshot_s: 0.0,
         snapshot_bytes: 0,
+        archive: args.archive_dir.clone().map(|d| (d, args.keep_events)),
+        archived: 0,
+        archive_s: 0.0,
     };
+    if let Some((archive_dir, _)) = &f.archive {
+        if archive_dir.exists() {
+            bail!(
+                "{} exists: the bench archives into a fresh directory",
+                archive_dir.display()
+            );
+        }
+    }
     let mut inputs: VecDeque<Input> = (0..args.nodes)
         .map(|n| Input::EnrollNode {
             name: format!("sim-{n:05}"),
@@ -134,13 +163,15 @@ fn main() -> anyhow::Result<()> {
         }
     }
     println!(
-        "fill: {} events, {rollouts} rollouts over {} nodes, {:.1} s; {} snapshots, the last {} bytes, {:.1} ms each on average",
+        "fill: {} events, {rollouts} rollouts over {} nodes, {:.1} s; {} snapshots, the last {} bytes, {:.1} ms each on average; {} archived in {:.1} s",
         f.events(),
         args.nodes,
         filled.elapsed().as_secs_f64(),
         f.snapshots,
         f.snapshot_bytes,
-        f.snapshot_s * 1e3 / f.snapshots.max(1) as f64
+        f.snapshot_s * 1e3 / f.snapshots.max(1) as f64,
+        f.archived,
+        f.archive_s
     );
     let f = restart(f, &dir)?;
     if args.full_replay {
@@ -175,7 +206,8 @@ fn restart(f: Filling, dir: &Path) -> anyhow::Result<Filling> {
         bail!("snapshots skipped: {:?}", started.skipped);
     }
     println!(
-        "restart at {events} events: snapshot of {covers} + tail of {} events in {start_s:.3} s; state and indexes equal",
+        "restart at {events} events ({} archived): snapshot of {covers} + tail of {} events in {start_s:.3} s; state and indexes equal",
+        f.archived,
         started.tail.len()
     );
     Ok(Filling {
@@ -255,6 +287,32 @@ fn maybe_snapshot(f: &mut Filling) -> anyhow::Result<()> {
     f.ctrl.prune_snapshots(2).context("prune snapshots")?;
     f.snapshots += 1;
     f.snapshot_s += took.elapsed().as_secs_f64();
+    archive(f, end)
+}
+
+/// Below the snapshot just written and outside the count window, as the
+/// daemon's housekeeping archives (`controller::archive::archive_upto`).
+fn archive(f: &mut Filling, end: u64) -> anyhow::Result<()> {
+    let Some((dir, keep_events)) = f.archive.clone() else {
+        return Ok(());
+    };
+    let retention = controller::archive::Retention {
+        keep_events,
+        keep_days: 0,
+    };
+    let times = controller::archive::SnapshotTimes::default();
+    let now = std::time::SystemTime::now();
+    let upto = controller::archive::archive_upto(end, f.snapshot_covers, retention, &times, now);
+    let archiver = f.ctrl.archiver();
+    if upto <= archiver.first_live().context("live start")? {
+        return Ok(());
+    }
+    let took = Instant::now();
+    let config = eventlog::ArchiveConfig::default();
+    archiver.archive(&dir, upto, &config).context("archive")?;
+    drop(archiver);
+    f.archived = upto;
+    f.archive_s += took.elapsed().as_secs_f64();
     Ok(())
 }
 
