@@ -128,6 +128,9 @@ pub struct Fleet {
     /// prefix, variable, value)`; a process whose name starts with the
     /// prefix gets the variable (the power-cut campaign's mutants).
     pub child_env: Vec<(String, String, String)>,
+    /// Appended to every `controller.toml` the fleet writes (e.g. a `[log]`
+    /// section); empty by default.
+    pub controller_toml_extra: String,
 }
 
 impl Drop for Fleet {
@@ -201,6 +204,7 @@ impl Fleet {
             nodes: names,
             layout,
             child_env: Vec::new(),
+            controller_toml_extra: String::new(),
         };
         match layout {
             Layout::Single => fleet.start_controller(&ControllerFaults::default()).await?,
@@ -350,6 +354,7 @@ impl Fleet {
                 11 + i
             ));
         }
+        text.push_str(&self.controller_toml_extra);
         text
     }
 
