@@ -1004,6 +1004,14 @@ impl LogStorage for EtcdStorage {
         })
     }
 
+    /// The live entries are contiguous from the live start, so the last is
+    /// the start plus their count, confirmed by counting none above it
+    /// (then every sequence in between is there). etcd
+    /// (3.4) counts from its in-memory index, while a descending range
+    /// with a limit reads every key-value in it before sorting: at 200,000
+    /// live entries under load that outlasted the 5 s request budget and
+    /// a start failed (`fleetweft-restart-bench --etcd`). A log whose
+    /// count and keys disagree (a hole) falls back to that range.
     fn last_sequence(&self) -> Result<Option<u64>, StorageError> {
         // Read-only: at the latest scan's revision (see `scanned_at`); a
         // leader's log has no other writer, so it reads the current one.
@@ -1011,32 +1019,15 @@ impl LogStorage for EtcdStorage {
             None => self.scanned_at.load(Ordering::Acquire),
             Some(_) => 0,
         };
-        let options = GetOptions::new()
-            .with_range(self.keys.entries_end())
-            .with_limit(1)
-            .with_keys_only()
-            .with_sort(SortTarget::Key, SortOrder::Descend)
-            .with_revision(revision);
-        let start = self.keys.entries.clone();
-        let response = self
-            .client
-            .call(Retry::Idempotent, move |mut client| {
-                let (start, options) = (start.clone(), options.clone());
-                async move { client.get(start, Some(options)).await }
-            })
-            .map_err(|err| self.client.error("reading the last entry", err))?;
-        let Some(kv) = response.kvs().first() else {
+        let (start, revision) = self.live_start_at(revision)?;
+        let count = self.count_entries_from(start.sequence, revision)?;
+        let Some(last) = start.sequence.saturating_add(count).checked_sub(1) else {
             return Ok(None);
         };
-        let suffix = kv.key().get(self.keys.entries.len()..).unwrap_or_default();
-        match <[u8; 8]>::try_from(suffix) {
-            Ok(bytes) => Ok(Some(u64::from_be_bytes(bytes))),
-            Err(_) => Err(StorageError::EtcdConfig(format!(
-                "key {:?} under {} is not an 8-byte sequence number",
-                String::from_utf8_lossy(kv.key()),
-                self.keys.prefix
-            ))),
+        if count > 0 && self.count_entries_from(last.saturating_add(1), revision)? == 0 {
+            return Ok(Some(last));
         }
+        self.last_sequence_by_range(revision)
     }
 
     fn batch_limits(&self) -> BatchLimits {
@@ -1156,22 +1147,7 @@ impl LogStorage for EtcdStorage {
 
     /// `P/start`, genesis without it.
     fn live_start(&self) -> Result<LiveStart, StorageError> {
-        let key = self.keys.start.clone();
-        let response = self
-            .client
-            .call(Retry::Idempotent, move |mut client| {
-                let key = key.clone();
-                async move { client.get(key, None).await }
-            })
-            .map_err(|err| self.client.error("reading the live start", err))?;
-        match response.kvs().first() {
-            None => Ok(LiveStart::genesis()),
-            Some(kv) => {
-                LiveStart::decode(kv.value()).ok_or_else(|| StorageError::LiveStartDamaged {
-                    target: self.client.target().to_string(),
-                })
-            }
-        }
+        Ok(self.live_start_at(0)?.0)
     }
 
     /// One fenced put of `P/start`: committed on a quorum when `Ok`.
@@ -1258,6 +1234,84 @@ impl LogStorage for EtcdStorage {
             bytes: u64::try_from(status.db_size()).unwrap_or(0),
             quota_bytes: None,
         }))
+    }
+}
+
+/// Reads behind [`EtcdStorage`]'s `last_sequence`.
+impl EtcdStorage {
+    /// The live start at `revision` (0: the current one), and the revision
+    /// it was read at.
+    fn live_start_at(&self, revision: i64) -> Result<(LiveStart, i64), StorageError> {
+        let key = self.keys.start.clone();
+        let options = GetOptions::new().with_revision(revision);
+        let response = self
+            .client
+            .call(Retry::Idempotent, move |mut client| {
+                let (key, options) = (key.clone(), options.clone());
+                async move { client.get(key, Some(options)).await }
+            })
+            .map_err(|err| self.client.error("reading the live start", err))?;
+        // The header names the store's current revision, not the one read.
+        let at = match revision {
+            0 => response.header().map_or(0, |h| h.revision()),
+            asked => asked,
+        };
+        let start = match response.kvs().first() {
+            None => LiveStart::genesis(),
+            Some(kv) => {
+                LiveStart::decode(kv.value()).ok_or_else(|| StorageError::LiveStartDamaged {
+                    target: self.client.target().to_string(),
+                })?
+            }
+        };
+        Ok((start, at))
+    }
+
+    /// How many entry keys there are at `from` and above, at `revision`.
+    fn count_entries_from(&self, from: u64, revision: i64) -> Result<u64, StorageError> {
+        let options = GetOptions::new()
+            .with_range(self.keys.entries_end())
+            .with_count_only()
+            .with_revision(revision);
+        let start = self.keys.entry(from);
+        let response = self
+            .client
+            .call(Retry::Idempotent, move |mut client| {
+                let (start, options) = (start.clone(), options.clone());
+                async move { client.get(start, Some(options)).await }
+            })
+            .map_err(|err| self.client.error("counting the live entries", err))?;
+        Ok(u64::try_from(response.count()).unwrap_or(0))
+    }
+
+    /// The last entry key by a descending range (reads the whole range).
+    fn last_sequence_by_range(&self, revision: i64) -> Result<Option<u64>, StorageError> {
+        let options = GetOptions::new()
+            .with_range(self.keys.entries_end())
+            .with_limit(1)
+            .with_keys_only()
+            .with_sort(SortTarget::Key, SortOrder::Descend)
+            .with_revision(revision);
+        let start = self.keys.entries.clone();
+        let response = self
+            .client
+            .call(Retry::Idempotent, move |mut client| {
+                let (start, options) = (start.clone(), options.clone());
+                async move { client.get(start, Some(options)).await }
+            })
+            .map_err(|err| self.client.error("reading the last entry", err))?;
+        let Some(kv) = response.kvs().first() else {
+            return Ok(None);
+        };
+        let suffix = kv.key().get(self.keys.entries.len()..).unwrap_or_default();
+        match <[u8; 8]>::try_from(suffix) {
+            Ok(bytes) => Ok(Some(u64::from_be_bytes(bytes))),
+            Err(_) => Err(StorageError::EtcdConfig(format!(
+                "key {:?} under {} is not an 8-byte sequence number",
+                String::from_utf8_lossy(kv.key()),
+                self.keys.prefix
+            ))),
+        }
     }
 }
 
