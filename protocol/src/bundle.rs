@@ -473,8 +473,7 @@ fn check_fields(
     run: &[String],
     probe: &ProbeSpec,
 ) -> Result<(), BundleError> {
-    check_label("name", name)?;
-    check_label("version", version)?;
+    check_release_fields(name, version, run, probe)?;
     // The agent writes the app under this name: it must not escape the
     // staging directory or hide as a dotfile.
     let plain = !app_file_name.is_empty()
@@ -489,6 +488,20 @@ fn check_fields(
              A-Z a-z 0-9 . _ - and not start with '.'"
         )));
     }
+    Ok(())
+}
+
+/// Checks the fields every manifest format shares: name, version, run
+/// command and probe. Public so the format-2 manifest of the `releases`
+/// crate refuses exactly what format 1 refuses.
+pub fn check_release_fields(
+    name: &str,
+    version: &str,
+    run: &[String],
+    probe: &ProbeSpec,
+) -> Result<(), BundleError> {
+    check_label("name", name)?;
+    check_label("version", version)?;
     match run.first() {
         None => return Err(malformed("run command is empty")),
         Some(program) if program.is_empty() => return Err(malformed("run program is empty")),
