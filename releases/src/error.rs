@@ -183,7 +183,7 @@ pub enum ReleaseError {
     },
     /// A chunk file in the store is damaged (torn write, bit rot); it was
     /// removed and must be fetched again.
-    #[error("chunk file {path} is damaged ({reason}); removed, fetch it again")]
+    #[error("chunk file {path} is damaged ({reason}): never used, fetch it again")]
     TornChunk {
         /// The chunk file.
         path: PathBuf,

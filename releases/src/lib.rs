@@ -28,3 +28,11 @@ pub use manifest::{
     Entry, Manifest, Mode, Probe, ReleaseFields, VerifiedRelease,
 };
 pub use store::ChunkStore;
+
+/// In a release directory (what `fleetweft bundle sign --dir` writes, and
+/// the export layout any plain HTTP server can serve): the signed release
+/// manifest's file name.
+pub const EXPORT_MANIFEST_FILE: &str = "manifest";
+/// In a release directory: the chunk store's directory, so a chunk is at
+/// `BASE/chunks/<sha256>`.
+pub const EXPORT_CHUNKS_DIR: &str = "chunks";

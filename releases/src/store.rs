@@ -39,6 +39,9 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 #[derive(Debug)]
 pub struct ChunkStore {
     dir: PathBuf,
+    /// Whether a damaged chunk is removed when found (false for a store
+    /// only inspected, e.g. by `fleetweft bundle verify`).
+    remove_damaged: bool,
 }
 
 impl ChunkStore {
@@ -59,9 +62,25 @@ impl ChunkStore {
         Ok((
             ChunkStore {
                 dir: dir.to_path_buf(),
+                remove_damaged: true,
             },
             removed,
         ))
+    }
+
+    /// Opens an existing store to read and verify only: nothing is created,
+    /// cleaned or removed (a damaged chunk is still reported, never
+    /// returned).
+    pub fn open_read_only(dir: &Path) -> Result<ChunkStore, ReleaseError> {
+        let meta = fs::metadata(dir).map_err(io_err(dir))?;
+        if !meta.is_dir() {
+            let source = std::io::Error::other("not a directory");
+            return Err(io_err(dir)(source));
+        }
+        Ok(ChunkStore {
+            dir: dir.to_path_buf(),
+            remove_damaged: false,
+        })
     }
 
     /// The store's directory.
@@ -135,9 +154,11 @@ impl ChunkStore {
             }
             format!("{} bytes hashing to {}", bytes.len(), hex::encode(actual))
         };
-        // Best effort: a damaged chunk that cannot be removed is still
-        // never returned.
-        let _ = fs::remove_file(&path);
+        if self.remove_damaged {
+            // Best effort: a damaged chunk that cannot be removed is still
+            // never returned.
+            let _ = fs::remove_file(&path);
+        }
         Err(ReleaseError::TornChunk { path, reason })
     }
 
