@@ -20,10 +20,16 @@ pub const PATH_BYTES_MAX: usize = 1024;
 pub const PATH_COMPONENT_BYTES_MAX: usize = 255;
 /// Most components in one path (directory depth plus the file name).
 pub const PATH_DEPTH_MAX: usize = 64;
-/// Largest encoded manifest, in bytes. 100,000 entries with 200-byte paths
-/// and 16 GiB in 1 MiB chunks encode to about 27 MiB; a release that is
-/// within every other limit but has very long paths meets this one.
-pub const MANIFEST_BYTES_MAX: usize = 64 * MIB as usize;
+/// Largest encoded manifest, in bytes. 100,000 one-chunk entries with
+/// 200-byte paths plus 16 GiB in 1 MiB chunks encode to about 27 MiB; a
+/// release within every other limit but with longer paths meets this one.
+pub const MANIFEST_BYTES_MAX: usize = 32 * MIB as usize;
+/// Most bytes the manifest decoder may allocate, as bincode counts them
+/// (a claimed collection's length times its in-memory element size). An
+/// entry takes at most 3 times its smallest encoding in memory (96 bytes
+/// for 37), so a manifest within [`MANIFEST_BYTES_MAX`] decodes within
+/// this, and a forged length claims no more.
+pub const MANIFEST_DECODE_BYTES_MAX: usize = 4 * MANIFEST_BYTES_MAX;
 /// Largest release file: magic, length, manifest and signature.
 pub const RELEASE_FILE_BYTES_MAX: u64 =
     crate::manifest::MAGIC.len() as u64 + 4 + MANIFEST_BYTES_MAX as u64 + SIGNATURE_BYTES as u64;

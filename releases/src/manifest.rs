@@ -29,8 +29,8 @@ use sha2::{Digest as _, Sha256};
 
 use crate::error::ReleaseError;
 use crate::limits::{
-    CHUNKS_MAX, CHUNK_BYTES_MAX, ENTRIES_MAX, MANIFEST_BYTES_MAX, RELEASE_BYTES_MAX,
-    RELEASE_FILE_BYTES_MAX, SIGNATURE_BYTES,
+    CHUNKS_MAX, CHUNK_BYTES_MAX, ENTRIES_MAX, MANIFEST_BYTES_MAX, MANIFEST_DECODE_BYTES_MAX,
+    RELEASE_BYTES_MAX, RELEASE_FILE_BYTES_MAX, SIGNATURE_BYTES,
 };
 
 /// First bytes of every format-2 release file.
@@ -276,13 +276,14 @@ pub struct VerifiedRelease {
 type Config = bincode::config::Configuration<
     bincode::config::LittleEndian,
     bincode::config::Varint,
-    bincode::config::Limit<MANIFEST_BYTES_MAX>,
+    bincode::config::Limit<MANIFEST_DECODE_BYTES_MAX>,
 >;
 
 /// The bincode configuration: the limit bounds what the decoder allocates
-/// for a claimed length, whatever the input claims.
+/// for a claimed length, whatever the input claims. (The encoded size is
+/// checked against [`MANIFEST_BYTES_MAX`] separately.)
 fn config() -> Config {
-    bincode::config::standard().with_limit::<MANIFEST_BYTES_MAX>()
+    bincode::config::standard().with_limit::<MANIFEST_DECODE_BYTES_MAX>()
 }
 
 /// Encodes a manifest (no validation, no signature).

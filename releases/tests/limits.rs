@@ -185,3 +185,15 @@ fn manifest_bytes_at_the_limit_and_one_past() {
     let err = manifest::decode_manifest(&vec![0u8; MANIFEST_BYTES_MAX + 1]).unwrap_err();
     over(err, "manifest bytes");
 }
+
+#[test]
+fn the_decode_allocation_bound_covers_the_in_memory_sizes() {
+    // MANIFEST_DECODE_BYTES_MAX assumes an entry or a chunk takes at most
+    // 3 times its smallest encoding in memory (entry 37 bytes, chunk 33).
+    assert!(std::mem::size_of::<releases::Entry>() <= 3 * 37);
+    assert!(std::mem::size_of::<releases::ChunkRef>() <= 3 * 33);
+    assert_eq!(
+        releases::limits::MANIFEST_DECODE_BYTES_MAX,
+        4 * MANIFEST_BYTES_MAX
+    );
+}

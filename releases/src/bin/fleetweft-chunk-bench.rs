@@ -7,7 +7,8 @@
 //! candidate. Then one 10 MiB file changes, three ways: an in-place edit
 //! (4 KiB overwritten), an insertion (4 KiB inserted, shifting every later
 //! byte), each at 8 places spread over the file (the worst is reported,
-//! the mean too), and a rewrite (the whole file new).
+//! the mean too), and a rewrite (the whole file new). A fourth case
+//! inserts 4 KiB near the start of the largest file (200 MiB).
 //! For each, `delta_fetched_bytes` is what a node holding the old release
 //! fetches for the new one: the bytes of the new release's distinct chunks
 //! it does not hold. `delta_changed_bytes` is the changed file's size.
@@ -37,6 +38,8 @@ const FIRST_EDIT_AT: usize = 149_797;
 /// How many places of the changed file are edited (or inserted at), one
 /// at a time; the figure is the worst of them.
 const EDIT_POSITIONS: usize = 8;
+/// Index of the largest file (200 MiB in the 1 GiB tree).
+const LARGE_FILE_INDEX: usize = 0;
 /// Index (in the tree's file list) of the file that changes: a 10 MiB one.
 const CHANGED_FILE_INDEX: usize = 5;
 
@@ -202,7 +205,56 @@ fn measure(name: &str, chunking: Chunking, sizes: &[u64]) -> Vec<serde_json::Val
             "chunk_s": round3(chunk_s),
         }));
     }
+    rows.push(large_insert(
+        name,
+        chunking,
+        sizes,
+        &per_file[LARGE_FILE_INDEX],
+        release_bytes,
+    ));
     rows
+}
+
+/// 4 KiB inserted near the start of the largest file: a changed file much
+/// larger than its change, where fixed-size chunks refetch the rest of it.
+fn large_insert(
+    name: &str,
+    chunking: Chunking,
+    sizes: &[u64],
+    old_chunks: &[(Sha256Bytes, u64)],
+    release_bytes: u64,
+) -> serde_json::Value {
+    let held: HashSet<Sha256Bytes> = old_chunks.iter().map(|(d, _)| *d).collect();
+    let size = sizes[LARGE_FILE_INDEX];
+    let head = Noise::new(LARGE_FILE_INDEX as u64, size).take(FIRST_EDIT_AT as u64);
+    let mut patch = vec![0u8; EDIT_BYTES];
+    Noise::new(PATCH_SEED, EDIT_BYTES as u64)
+        .read_exact(&mut patch)
+        .expect("noise");
+    // The same stream past the insertion point: skip what `head` read.
+    let mut tail = Noise::new(LARGE_FILE_INDEX as u64, size);
+    std::io::copy(
+        &mut (&mut tail).take(FIRST_EDIT_AT as u64),
+        &mut std::io::sink(),
+    )
+    .expect("noise");
+    let new = head.chain(patch.as_slice()).chain(tail);
+    let mut seen = HashSet::new();
+    let fetched: u64 = chunks_of(new, chunking)
+        .into_iter()
+        .filter(|(d, _)| !held.contains(d) && seen.insert(*d))
+        .map(|(_, len)| len)
+        .sum();
+    serde_json::json!({
+        "chunking": name,
+        "scenario": "insert_into_large_file",
+        "positions": 1,
+        "release_bytes": release_bytes + EDIT_BYTES as u64,
+        "large_file_bytes": size,
+        "delta_modified_bytes": EDIT_BYTES,
+        "delta_fetched_bytes": fetched,
+        "dedup_ratio": round3(1.0 - fetched as f64 / release_bytes as f64),
+    })
 }
 
 fn round3(x: f64) -> f64 {
