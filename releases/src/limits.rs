@@ -30,9 +30,6 @@ pub const MANIFEST_BYTES_MAX: usize = 32 * MIB as usize;
 /// for 37), so a manifest within [`MANIFEST_BYTES_MAX`] decodes within
 /// this, and a forged length claims no more.
 pub const MANIFEST_DECODE_BYTES_MAX: usize = 4 * MANIFEST_BYTES_MAX;
-/// Largest release file: magic, length, manifest and signature.
-pub const RELEASE_FILE_BYTES_MAX: u64 =
-    crate::manifest::MAGIC.len() as u64 + 4 + MANIFEST_BYTES_MAX as u64 + SIGNATURE_BYTES as u64;
 /// Length of an Ed25519 signature, in bytes.
 pub const SIGNATURE_BYTES: usize = 64;
 

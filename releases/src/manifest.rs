@@ -30,11 +30,14 @@ use sha2::{Digest as _, Sha256};
 use crate::error::ReleaseError;
 use crate::limits::{
     CHUNKS_MAX, CHUNK_BYTES_MAX, ENTRIES_MAX, MANIFEST_BYTES_MAX, MANIFEST_DECODE_BYTES_MAX,
-    RELEASE_BYTES_MAX, RELEASE_FILE_BYTES_MAX, SIGNATURE_BYTES,
+    RELEASE_BYTES_MAX, SIGNATURE_BYTES,
 };
 
 /// First bytes of every format-2 release file.
 pub const MAGIC: &[u8] = b"FLEETWEFT-RELEASE-2\n";
+/// Largest release file: magic, length, manifest and signature.
+pub const RELEASE_FILE_BYTES_MAX: u64 =
+    MAGIC.len() as u64 + 4 + MANIFEST_BYTES_MAX as u64 + SIGNATURE_BYTES as u64;
 /// The manifest format this module writes and reads.
 pub const MANIFEST_FORMAT: u16 = 2;
 /// Prefix of the signed message: a release signature is never a valid
