@@ -141,3 +141,23 @@ fn tampering_is_refused_by_name() {
         Err(releases::ReleaseError::UnknownKey { .. })
     ));
 }
+
+proptest::proptest! {
+    #[test]
+    fn any_single_byte_corruption_is_refused(
+        at in proptest::prelude::any::<proptest::sample::Index>(),
+        xor in 1u8..=255,
+    ) {
+        let mut bytes = golden_release();
+        let i = at.index(bytes.len());
+        bytes[i] ^= xor;
+        let key = fixed_key().verifying_key();
+        proptest::prop_assert!(manifest::verify(&key, &bytes).is_err(), "byte {} ^ {:#x} accepted", i, xor);
+    }
+
+    #[test]
+    fn any_bytes_decode_without_panic(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
+        let _ = manifest::decode_manifest(&data);
+        let _ = manifest::read_unverified(&data);
+    }
+}
