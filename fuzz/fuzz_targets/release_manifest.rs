@@ -20,9 +20,15 @@ fuzz_target!(|data: &[u8]| {
         assert!(manifest.total_bytes() <= RELEASE_BYTES_MAX);
         for entry in &manifest.entries {
             releases::path::validate_path(&entry.path).expect("accepted paths are valid");
-            assert!(entry.chunks.iter().all(|c| c.len >= 1 && c.len <= CHUNK_BYTES_MAX));
+            assert!(entry
+                .chunks
+                .iter()
+                .all(|c| c.len >= 1 && c.len <= CHUNK_BYTES_MAX));
         }
-        let _ = manifest.probe.to_spec().expect("an accepted probe converts");
+        let _ = manifest
+            .probe
+            .to_spec()
+            .expect("an accepted probe converts");
     }
     // The same bytes as a whole release file (magic, length, signature).
     if let Ok(parts) = split(data) {

@@ -22,7 +22,9 @@ fuzz_target!(|data: &[u8]| {
             components.iter().all(|c| matches!(c, Component::Normal(_))),
             "{text:?} escapes or is not plain: {components:?}"
         );
-        assert!(text.split('/').all(|c| !c.is_empty() && c.len() <= PATH_COMPONENT_BYTES_MAX));
+        assert!(text
+            .split('/')
+            .all(|c| !c.is_empty() && c.len() <= PATH_COMPONENT_BYTES_MAX));
         let joined = Path::new("/root").join(text);
         assert!(joined.starts_with("/root") && joined != Path::new("/root"));
     }
