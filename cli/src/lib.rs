@@ -7,4 +7,5 @@
 
 pub mod deep;
 pub mod ops;
+pub mod release_tree;
 pub mod watch;

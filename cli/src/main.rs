@@ -28,8 +28,14 @@
 //! - `fleetweft bundle sign --key KEY --app FILE --name N --version V
 //!   --probe-path P --expect-status S --expect-body B [--run CMD] --out FILE`:
 //!   writes a signed bundle and prints its digest (the release identity).
+//!   With `--dir DIR --run CMD` instead of `--app`: a format-2 release (a
+//!   tree of chunks) in the new directory OUT (`OUT/manifest`,
+//!   `OUT/chunks/<sha256>`).
 //! - `fleetweft bundle verify --pubkey PUB BUNDLE`: exit 0 printing name,
-//!   version and digest; exit 1 with the reason the bundle is refused.
+//!   version and digest; exit 1 with the reason the bundle is refused. A
+//!   format-2 release is verified streaming, chunks (or `--tree DIR`) too.
+//! - `fleetweft bundle inspect BUNDLE [--pubkey PUB] [--json]`: the tree,
+//!   sizes, chunk count and digest, of either format.
 //!
 //! Exit codes of `pki` and `bundle`: 0 on success, 1 on any failure (the
 //! reason is printed), 2 for usage errors.
@@ -565,8 +571,15 @@ enum BundleCommand {
         #[arg(long)]
         key: PathBuf,
         /// The app file; its file name is the name it is staged under.
-        #[arg(long)]
-        app: PathBuf,
+        /// Writes a format-1 bundle (one file, at most 8 MiB).
+        #[arg(long, required_unless_present = "dir", conflicts_with = "dir")]
+        app: Option<PathBuf>,
+        /// A directory to release as a tree (format 2): every file under
+        /// it, chunked. `--out` is then a new directory: `OUT/manifest`
+        /// (the signed manifest) and `OUT/chunks/<sha256>`, the layout any
+        /// plain HTTP server can serve. Needs `--run`.
+        #[arg(long, requires = "run")]
+        dir: Option<PathBuf>,
         /// Release name.
         #[arg(long)]
         name: String,
@@ -596,19 +609,40 @@ enum BundleCommand {
         /// `python3 FILE` for a .py file, else `./FILE`.
         #[arg(long)]
         run: Option<String>,
-        /// Where to write the bundle; must not exist.
+        /// Where to write the bundle (or, with `--dir`, the release
+        /// directory); must not exist.
         #[arg(long)]
         out: PathBuf,
     },
     /// Verify a bundle against a public key; print name, version, digest.
+    /// A format-2 release (its directory or manifest file) is verified
+    /// streaming: the signed manifest, then every chunk in `chunks/` next
+    /// to it, or with `--tree` an unpacked directory.
     Verify {
         /// The trusted public key (bundle-signing.pub).
         #[arg(long)]
         pubkey: PathBuf,
-        /// The bundle file.
+        /// The bundle file, or a format-2 release directory or manifest.
         bundle: PathBuf,
+        /// Format 2: verify this directory (an unpacked tree) against the
+        /// manifest instead of the chunk directory.
+        #[arg(long)]
+        tree: Option<PathBuf>,
         /// Print JSON: `{"verified": true, "name", "version", "digest",
         /// "probe"}`, or `{"verified": false, "error"}` (exit 1).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a release as a tree: files, modes, sizes, chunk count and
+    /// digest. A format-1 bundle shows as a tree of one file.
+    Inspect {
+        /// The bundle file, or a format-2 release directory or manifest.
+        bundle: PathBuf,
+        /// Check the signature against this public key (without it the
+        /// signature is not checked, and the output says so).
+        #[arg(long)]
+        pubkey: Option<PathBuf>,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
@@ -907,6 +941,7 @@ fn main() -> ExitCode {
             BundleCommand::Sign {
                 key,
                 app,
+                dir,
                 name,
                 version,
                 probe_path,
@@ -922,14 +957,31 @@ fn main() -> ExitCode {
                     expect_body: expect_body.unwrap_or_default(),
                     expect_json,
                 };
-                bundle_sign(&key, &app, name, version, probe, run, &out)
+                match (app, dir) {
+                    (Some(app), _) => bundle_sign(&key, &app, name, version, probe, run, &out),
+                    (None, dir) => bundle_sign_tree(&key, dir, name, version, probe, run, &out),
+                }
+            }
+            BundleCommand::Verify {
+                pubkey,
+                bundle,
+                tree,
+                json,
+            } if tree.is_some() || cli::release_tree::is_release(&bundle) => {
+                bundle_verify_release(&pubkey, &bundle, tree.as_deref(), json)
             }
             BundleCommand::Verify {
                 pubkey,
                 bundle,
                 json: true,
+                ..
             } => bundle_verify_json(&pubkey, &bundle),
             BundleCommand::Verify { pubkey, bundle, .. } => bundle_verify(&pubkey, &bundle),
+            BundleCommand::Inspect {
+                bundle,
+                pubkey,
+                json,
+            } => cli::release_tree::inspect(&bundle, pubkey.as_deref(), json),
         },
         Command::Controller {
             config,
@@ -2029,6 +2081,29 @@ fn bundle_sign(
     Ok(ExitCode::SUCCESS)
 }
 
+/// `bundle sign --dir`: a format-2 release directory at `out`.
+fn bundle_sign_tree(
+    key: &Path,
+    dir: Option<PathBuf>,
+    name: String,
+    version: String,
+    probe: ProbeSpec,
+    run: Option<String>,
+    out: &Path,
+) -> anyhow::Result<ExitCode> {
+    let dir = dir.context("give --app FILE or --dir DIR")?;
+    let run = run.context("--dir needs --run CMD (the command that starts the app)")?;
+    let fields = releases::ReleaseFields {
+        name,
+        version,
+        run: run.split_whitespace().map(str::to_string).collect(),
+        probe,
+    };
+    let digest = cli::release_tree::sign_tree(key, &dir, fields, out)?;
+    println!("{}", digest.to_hex());
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Writes `bytes` to a new file at `path` via a temporary file and a rename,
 /// so a reader never sees a partial bundle. Refuses to replace a file: a
 /// bundle is a release identity and is never rewritten in place.
@@ -2070,6 +2145,52 @@ fn bundle_verify(pubkey: &Path, bundle_path: &Path) -> anyhow::Result<ExitCode> 
     writeln!(out, "version: {}", verified.manifest.version)?;
     writeln!(out, "digest:  {}", verified.digest.to_hex())?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `bundle verify` of a format-2 release, text or JSON (as for format 1,
+/// with `format`, `files`, `bytes`, `chunks` added).
+fn bundle_verify_release(
+    pubkey: &Path,
+    path: &Path,
+    tree: Option<&Path>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let verified = cli::release_tree::verify_release(pubkey, path, tree);
+    if !json {
+        let (release, checked) = verified?;
+        let lines = cli::release_tree::verified_lines(&release.manifest, &release.digest, checked);
+        io::stdout().lock().write_all(lines.as_bytes())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (value, code) = match verified.and_then(|(r, _)| {
+        let probe = r.manifest.probe.to_spec()?;
+        Ok((r, probe))
+    }) {
+        Ok((r, probe)) => (
+            serde_json::json!({
+                "verified": true,
+                "format": r.manifest.format,
+                "name": r.manifest.name,
+                "version": r.manifest.version,
+                "digest": r.digest.to_hex(),
+                "probe": probe,
+                "files": r.manifest.entries.len(),
+                "bytes": r.manifest.total_bytes(),
+                "chunks": r.manifest.chunk_count(),
+            }),
+            ExitCode::SUCCESS,
+        ),
+        Err(e) => (
+            serde_json::json!({ "verified": false, "error": format!("{e:#}") }),
+            ExitCode::FAILURE,
+        ),
+    };
+    writeln!(
+        io::stdout().lock(),
+        "{}",
+        serde_json::to_string_pretty(&value)?
+    )?;
+    Ok(code)
 }
 
 /// `bundle verify --json`: the same checks as [`bundle_verify`], the

@@ -473,8 +473,7 @@ fn check_fields(
     run: &[String],
     probe: &ProbeSpec,
 ) -> Result<(), BundleError> {
-    check_label("name", name)?;
-    check_label("version", version)?;
+    check_release_fields(name, version, run, probe)?;
     // The agent writes the app under this name: it must not escape the
     // staging directory or hide as a dotfile.
     let plain = !app_file_name.is_empty()
@@ -489,6 +488,20 @@ fn check_fields(
              A-Z a-z 0-9 . _ - and not start with '.'"
         )));
     }
+    Ok(())
+}
+
+/// Checks the fields every manifest format shares: name, version, run
+/// command and probe. Public so the format-2 manifest of the `releases`
+/// crate refuses exactly what format 1 refuses.
+pub fn check_release_fields(
+    name: &str,
+    version: &str,
+    run: &[String],
+    probe: &ProbeSpec,
+) -> Result<(), BundleError> {
+    check_label("name", name)?;
+    check_label("version", version)?;
     match run.first() {
         None => return Err(malformed("run command is empty")),
         Some(program) if program.is_empty() => return Err(malformed("run program is empty")),
@@ -643,13 +656,12 @@ pub fn parse_manifest(manifest_bytes: &[u8]) -> Result<Manifest, BundleError> {
     Ok(manifest)
 }
 
-/// Checks a bundle against the trusted public key; returns its manifest,
-/// app and release identity.
-///
-/// Checks, in order: magic, sizes and framing, the manifest parses and is
-/// valid, the bundle is signed at all, it names the trusted key, the
-/// signature (`verify_strict`), and the app's SHA-256 against the manifest.
-pub fn verify(key: &VerifyingKey, bytes: &[u8]) -> Result<VerifiedBundle, BundleError> {
+/// A bundle file's parts: manifest bytes, signature, app.
+type Framed<'a> = (&'a [u8], [u8; 64], &'a [u8]);
+
+/// Splits a bundle file into manifest bytes, signature and app, checking
+/// the magic, every size and the framing (nothing else).
+fn frame(bytes: &[u8]) -> Result<Framed<'_>, BundleError> {
     if !bytes.starts_with(MAGIC) {
         return Err(BundleError::NotABundle);
     }
@@ -693,6 +705,37 @@ pub fn verify(key: &VerifyingKey, bytes: &[u8]) -> Result<VerifiedBundle, Bundle
         return Err(BundleError::TrailingBytes(reader.rest.len() as u64));
     }
 
+    Ok((manifest_bytes, signature, app))
+}
+
+/// Reads a bundle file WITHOUT checking its signature: framing, manifest
+/// rules and the app digest only. For `fleetweft bundle inspect` without a
+/// key; nothing read this way may be trusted or staged.
+pub fn read_unverified(bytes: &[u8]) -> Result<VerifiedBundle, BundleError> {
+    let (manifest_bytes, _, app) = frame(bytes)?;
+    let manifest = parse_manifest(manifest_bytes)?;
+    let actual: [u8; 32] = Sha256::digest(app).into();
+    if actual != manifest.app_sha256 {
+        return Err(BundleError::DigestMismatch {
+            expected: hex::encode(manifest.app_sha256),
+            actual: hex::encode(actual),
+        });
+    }
+    Ok(VerifiedBundle {
+        manifest,
+        app: app.to_vec(),
+        digest: bundle_digest(bytes),
+    })
+}
+
+/// Checks a bundle against the trusted public key; returns its manifest,
+/// app and release identity.
+///
+/// Checks, in order: magic, sizes and framing, the manifest parses and is
+/// valid, the bundle is signed at all, it names the trusted key, the
+/// signature (`verify_strict`), and the app's SHA-256 against the manifest.
+pub fn verify(key: &VerifyingKey, bytes: &[u8]) -> Result<VerifiedBundle, BundleError> {
+    let (manifest_bytes, signature, app) = frame(bytes)?;
     let manifest = parse_manifest(manifest_bytes)?;
 
     if signature.iter().all(|b| *b == 0) {

@@ -52,4 +52,5 @@ mod schemathesis;
 mod snapshots;
 mod stream;
 mod surfaces;
+mod tree_bundle_cli;
 mod webhooks;

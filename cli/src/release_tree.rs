@@ -1,0 +1,297 @@
+//! `fleetweft bundle sign --dir`, `bundle inspect` and `bundle verify` of a
+//! format-2 release (a tree of chunks, issue #23 item 1).
+//!
+//! A release directory is the export layout: `OUT/manifest` (the signed
+//! release manifest) and `OUT/chunks/<sha256>` (one file per chunk), so
+//! any plain HTTP server can serve the chunks at `BASE/chunks/<sha256>`.
+//! A format-1 bundle file is inspected as a tree of one file.
+
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use protocol::bundle::{self, ProbeSpec};
+use releases::manifest::{self, Manifest, VerifiedRelease};
+use releases::tree::{sign_dir, store_sink, verify_dir, verify_store};
+use releases::{ChunkStore, ReleaseFields, EXPORT_CHUNKS_DIR, EXPORT_MANIFEST_FILE};
+
+/// Bytes read to tell a format-1 bundle from a format-2 release.
+const MAGIC_PROBE_BYTES: usize = 32;
+
+/// Signs the directory `dir` into the release directory `out` (which must
+/// not exist): chunks streamed into `out/chunks`, the signed manifest in
+/// `out/manifest`. Written under a temporary name and renamed, so `out`
+/// is whole or absent. Returns the release digest.
+pub fn sign_tree(
+    key_path: &Path,
+    dir: &Path,
+    fields: ReleaseFields,
+    out: &Path,
+) -> anyhow::Result<model::Digest> {
+    if out.symlink_metadata().is_ok() {
+        bail!("{} already exists; refusing to overwrite", out.display());
+    }
+    let name = out
+        .file_name()
+        .with_context(|| format!("{}: not a directory path", out.display()))?;
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let staging = parent.join(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let signed = write_release_dir(key_path, dir, fields, &staging).and_then(|digest| {
+        fs::rename(&staging, out).with_context(|| format!("renaming to {}", out.display()))?;
+        File::open(parent)
+            .and_then(|d| d.sync_all())
+            .with_context(|| format!("syncing {}", parent.display()))?;
+        Ok(digest)
+    });
+    if signed.is_err() {
+        // Best effort: a failed sign leaves only a temporary name behind.
+        let _ = fs::remove_dir_all(&staging);
+    }
+    signed
+}
+
+fn write_release_dir(
+    key_path: &Path,
+    dir: &Path,
+    fields: ReleaseFields,
+    staging: &Path,
+) -> anyhow::Result<model::Digest> {
+    let key = bundle::load_signing_key(key_path)?;
+    fs::create_dir(staging).with_context(|| format!("creating {}", staging.display()))?;
+    let (store, _) = ChunkStore::open(&staging.join(EXPORT_CHUNKS_DIR))?;
+    let bytes = sign_dir(&key, fields, dir, &mut store_sink(&store))
+        .with_context(|| format!("signing {}", dir.display()))?;
+    let manifest_path = staging.join(EXPORT_MANIFEST_FILE);
+    let mut file = File::create(&manifest_path)
+        .with_context(|| format!("creating {}", manifest_path.display()))?;
+    file.write_all(&bytes)
+        .and_then(|()| file.sync_all())
+        .with_context(|| format!("writing {}", manifest_path.display()))?;
+    File::open(staging)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("syncing {}", staging.display()))?;
+    Ok(manifest::release_digest(&bytes))
+}
+
+/// What `path` names: a format-1 bundle file, or a format-2 release (a
+/// release directory, or a manifest file inside one).
+enum Target {
+    /// A format-1 bundle file.
+    Bundle(PathBuf),
+    /// A format-2 manifest file and the chunk directory beside it.
+    Release {
+        /// The signed manifest.
+        manifest: PathBuf,
+        /// `chunks/` next to it.
+        chunks: PathBuf,
+    },
+}
+
+fn target(path: &Path) -> anyhow::Result<Target> {
+    let manifest = if path.is_dir() {
+        path.join(EXPORT_MANIFEST_FILE)
+    } else {
+        path.to_path_buf()
+    };
+    let mut head = Vec::with_capacity(MAGIC_PROBE_BYTES);
+    File::open(&manifest)
+        .and_then(|f| f.take(MAGIC_PROBE_BYTES as u64).read_to_end(&mut head))
+        .with_context(|| format!("reading {}", manifest.display()))?;
+    if head.starts_with(manifest::MAGIC) {
+        let dir = manifest.parent().unwrap_or(Path::new("."));
+        return Ok(Target::Release {
+            chunks: dir.join(EXPORT_CHUNKS_DIR),
+            manifest,
+        });
+    }
+    if head.starts_with(bundle::MAGIC) {
+        return Ok(Target::Bundle(manifest));
+    }
+    bail!(
+        "{}: neither a format-1 bundle nor a format-2 release manifest",
+        manifest.display()
+    )
+}
+
+/// A release or bundle read as a tree: verified against `pubkey` when
+/// given, else read with the signature unchecked (`false`).
+fn read_tree(path: &Path, pubkey: Option<&Path>) -> anyhow::Result<(VerifiedRelease, bool)> {
+    let key = pubkey.map(bundle::load_verifying_key).transpose()?;
+    match target(path)? {
+        Target::Bundle(file) => {
+            let bytes = bundle::read_bundle(&file)?;
+            let verified = match &key {
+                Some(key) => bundle::verify(key, &bytes),
+                None => bundle::read_unverified(&bytes),
+            }
+            .with_context(|| format!("bundle {} refused", file.display()))?;
+            let tree = releases::v1::tree_of_bundle(&verified)?;
+            Ok((tree.release, key.is_some()))
+        }
+        Target::Release { manifest: file, .. } => {
+            let bytes = manifest::read_release_file(&file)?;
+            let verified = match &key {
+                Some(key) => manifest::verify(key, &bytes),
+                None => manifest::read_unverified(&bytes),
+            }
+            .with_context(|| format!("release {} refused", file.display()))?;
+            Ok((verified, key.is_some()))
+        }
+    }
+}
+
+fn mode_text(mode: releases::Mode) -> &'static str {
+    match mode {
+        releases::Mode::File => "0644",
+        releases::Mode::Executable => "0755",
+    }
+}
+
+fn probe_text(probe: &ProbeSpec) -> String {
+    format!(
+        "GET {} -> {} {}",
+        probe.path,
+        probe.expect_status,
+        probe.expected_body_text()
+    )
+}
+
+/// `fleetweft bundle inspect`: the tree, sizes, chunk count and digest of
+/// a format-2 release or a format-1 bundle.
+pub fn inspect(path: &Path, pubkey: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
+    let (release, checked) = read_tree(path, pubkey)?;
+    let m = &release.manifest;
+    let probe = m.probe.to_spec()?;
+    if json {
+        println!("{}", inspect_json(&release, checked, &probe));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut out = io::stdout().lock();
+    writeln!(out, "format:    {}", m.format)?;
+    writeln!(out, "name:      {}", m.name)?;
+    writeln!(out, "version:   {}", m.version)?;
+    writeln!(out, "digest:    {}", release.digest.to_hex())?;
+    let signature = if checked {
+        format!("verified (key {})", hex::encode(m.key_id))
+    } else {
+        format!("NOT checked (key {}; give --pubkey)", hex::encode(m.key_id))
+    };
+    writeln!(out, "signature: {signature}")?;
+    writeln!(out, "run:       {}", m.run.join(" "))?;
+    writeln!(out, "probe:     {}", probe_text(&probe))?;
+    writeln!(
+        out,
+        "files:     {}, {} bytes",
+        m.entries.len(),
+        m.total_bytes()
+    )?;
+    let distinct = m.unique_chunks();
+    let distinct_bytes: u64 = distinct.iter().map(|c| u64::from(c.len)).sum();
+    writeln!(
+        out,
+        "chunks:    {} ({} distinct, {distinct_bytes} bytes)",
+        m.chunk_count(),
+        distinct.len()
+    )?;
+    writeln!(out, "{:<5} {:>12} {:>6}  PATH", "MODE", "SIZE", "CHUNKS")?;
+    for e in &m.entries {
+        let (mode, chunks) = (mode_text(e.mode), e.chunks.len());
+        writeln!(out, "{mode:<5} {:>12} {chunks:>6}  {}", e.size, e.path)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn inspect_json(release: &VerifiedRelease, checked: bool, probe: &ProbeSpec) -> serde_json::Value {
+    let m = &release.manifest;
+    let entries: Vec<_> = m
+        .entries
+        .iter()
+        .map(|e| {
+            serde_json::json!({
+                "path": e.path,
+                "mode": mode_text(e.mode),
+                "size": e.size,
+                "sha256": hex::encode(e.sha256),
+                "chunks": e.chunks.len(),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "format": m.format,
+        "name": m.name,
+        "version": m.version,
+        "digest": release.digest.to_hex(),
+        "signature_checked": checked,
+        "key_id": hex::encode(m.key_id),
+        "run": m.run,
+        "probe": probe,
+        "files": m.entries.len(),
+        "bytes": m.total_bytes(),
+        "chunks": m.chunk_count(),
+        "distinct_chunks": m.unique_chunks().len(),
+        "entries": entries,
+    })
+}
+
+/// Whether `path` is a format-2 release (so `bundle verify` takes the
+/// tree path) rather than a format-1 bundle.
+pub fn is_release(path: &Path) -> bool {
+    matches!(target(path), Ok(Target::Release { .. }))
+}
+
+/// `fleetweft bundle verify` of a format-2 release: the manifest against
+/// the key, then every chunk in its chunk directory (streaming, one chunk
+/// in memory), and, with `tree`, an unpacked directory against it.
+pub fn verify_release(
+    pubkey: &Path,
+    path: &Path,
+    tree: Option<&Path>,
+) -> anyhow::Result<(VerifiedRelease, &'static str)> {
+    let key = bundle::load_verifying_key(pubkey)?;
+    let Target::Release {
+        manifest: file,
+        chunks,
+    } = target(path)?
+    else {
+        bail!("{}: not a format-2 release", path.display());
+    };
+    let bytes = manifest::read_release_file(&file)?;
+    let verified = manifest::verify(&key, &bytes)
+        .with_context(|| format!("release {} refused", file.display()))?;
+    let checked = match tree {
+        Some(dir) => {
+            verify_dir(&verified.manifest, dir)
+                .with_context(|| format!("tree {} refused", dir.display()))?;
+            "tree"
+        }
+        None => {
+            let store = ChunkStore::open_read_only(&chunks)?;
+            verify_store(&verified.manifest, &store)
+                .with_context(|| format!("chunks in {} refused", chunks.display()))?;
+            "chunks"
+        }
+    };
+    Ok((verified, checked))
+}
+
+/// The lines `bundle verify` prints for a verified release.
+pub fn verified_lines(m: &Manifest, digest: &model::Digest, checked: &str) -> String {
+    format!(
+        "name:    {}\nversion: {}\ndigest:  {}\nformat:  2, {} files, {} bytes, {} chunks ({checked} verified)\n",
+        m.name,
+        m.version,
+        digest.to_hex(),
+        m.entries.len(),
+        m.total_bytes(),
+        m.chunk_count()
+    )
+}

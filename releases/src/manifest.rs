@@ -1,0 +1,456 @@
+//! The format-2 release manifest: a signed list of entries (path, mode,
+//! size, whole-file SHA-256 and the ordered chunks of its content), with
+//! the run command, the probe, the name and the version.
+//!
+//! # Release file (format 2)
+//!
+//! ```text
+//! "FLEETWEFT-RELEASE-2\n"   magic, 20 bytes
+//! u32 big-endian            manifest_len, at most MANIFEST_BYTES_MAX
+//! manifest_len bytes        the manifest, bincode 2 (standard: varint, LE)
+//! 64 bytes                  Ed25519 signature over
+//!                           b"fleetweft-release-manifest-v2\0" || manifest
+//! ```
+//!
+//! The release identity is the SHA-256 of the whole release file (the
+//! signed manifest): it covers every entry and every chunk digest, so a
+//! chunk is trusted by its digest alone (SPEC §11, S15). Nothing may
+//! follow the signature. The encoding is pinned by `tests/golden.rs`.
+//!
+//! Entries are strictly ascending by path bytes: the encoding of one tree is
+//! unique, and a duplicate path cannot be expressed. Only files are listed;
+//! directories are implied by paths (an empty directory is not released).
+
+use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
+use model::Digest;
+use protocol::bundle::{self, JsonField, ProbeSpec};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+use crate::error::ReleaseError;
+use crate::limits::{
+    CHUNKS_MAX, CHUNK_BYTES_MAX, ENTRIES_MAX, MANIFEST_BYTES_MAX, MANIFEST_DECODE_BYTES_MAX,
+    RELEASE_BYTES_MAX, SIGNATURE_BYTES,
+};
+
+/// First bytes of every format-2 release file.
+pub const MAGIC: &[u8] = b"FLEETWEFT-RELEASE-2\n";
+/// Largest release file: magic, length, manifest and signature.
+pub const RELEASE_FILE_BYTES_MAX: u64 =
+    MAGIC.len() as u64 + 4 + MANIFEST_BYTES_MAX as u64 + SIGNATURE_BYTES as u64;
+/// The manifest format this module writes and reads.
+pub const MANIFEST_FORMAT: u16 = 2;
+/// Prefix of the signed message: a release signature is never a valid
+/// signature over a format-1 manifest or anything else.
+const SIGNATURE_DOMAIN: &[u8] = b"fleetweft-release-manifest-v2\0";
+
+/// A SHA-256 digest, 32 bytes.
+pub type Sha256Bytes = [u8; 32];
+
+/// What the agent may do with a file: read it, or also execute it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Mode {
+    /// A regular file, staged with mode 0644.
+    File,
+    /// An executable regular file, staged with mode 0755.
+    Executable,
+}
+
+impl Mode {
+    /// The Unix permission bits a file of this mode is staged with.
+    pub fn permissions(self) -> u32 {
+        match self {
+            Mode::File => 0o644,
+            Mode::Executable => 0o755,
+        }
+    }
+
+    /// The mode of a file with these permission bits: executable when the
+    /// owner may execute it.
+    pub fn of_permissions(bits: u32) -> Mode {
+        if bits & 0o100 != 0 {
+            Mode::Executable
+        } else {
+            Mode::File
+        }
+    }
+}
+
+/// One chunk of a file's content, named by its SHA-256.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ChunkRef {
+    /// SHA-256 of the chunk's bytes (plain, no domain prefix, so
+    /// `sha256sum` of a chunk file names it).
+    pub sha256: Sha256Bytes,
+    /// The chunk's length in bytes, 1 to [`CHUNK_BYTES_MAX`].
+    pub len: u32,
+}
+
+impl ChunkRef {
+    /// The digest as lowercase hex: the chunk's file name in a store.
+    pub fn hex(&self) -> String {
+        hex::encode(self.sha256)
+    }
+}
+
+/// One file of the tree.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Relative path, `/`-separated (see [`crate::path`]).
+    pub path: String,
+    /// Regular or executable.
+    pub mode: Mode,
+    /// Size in bytes: the sum of the chunk lengths.
+    pub size: u64,
+    /// SHA-256 of the whole file.
+    pub sha256: Sha256Bytes,
+    /// The content, in order.
+    pub chunks: Vec<ChunkRef>,
+}
+
+/// The probe as the manifest encodes it: [`ProbeSpec`] with the JSON value
+/// as compact JSON text (bincode cannot encode a free-form JSON value).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Probe {
+    /// The HTTP path to GET.
+    pub path: String,
+    /// The expected status.
+    pub expect_status: u16,
+    /// The expected body (empty when `expect_json` judges it).
+    pub expect_body: String,
+    /// `(pointer, value as compact JSON text)`.
+    pub expect_json: Option<(String, String)>,
+}
+
+impl Probe {
+    /// The manifest form of a probe spec.
+    pub fn from_spec(spec: &ProbeSpec) -> Probe {
+        Probe {
+            path: spec.path.clone(),
+            expect_status: spec.expect_status,
+            expect_body: spec.expect_body.clone(),
+            expect_json: spec
+                .expect_json
+                .as_ref()
+                .map(|f| (f.pointer.clone(), f.equals.to_string())),
+        }
+    }
+
+    /// The probe spec the agent judges with.
+    pub fn to_spec(&self) -> Result<ProbeSpec, ReleaseError> {
+        let expect_json = match &self.expect_json {
+            None => None,
+            Some((pointer, text)) => Some(JsonField {
+                pointer: pointer.clone(),
+                equals: serde_json::from_str(text).map_err(|e| {
+                    ReleaseError::Malformed(format!("probe JSON value {text:?}: {e}"))
+                })?,
+            }),
+        };
+        Ok(ProbeSpec {
+            path: self.path.clone(),
+            expect_status: self.expect_status,
+            expect_body: self.expect_body.clone(),
+            expect_json,
+        })
+    }
+}
+
+/// The signed description of a release tree. A format-1 bundle read as a
+/// tree ([`crate::v1`]) has `format` 1 and is never encoded as format 2.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// [`MANIFEST_FORMAT`].
+    pub format: u16,
+    /// Release name.
+    pub name: String,
+    /// Release version.
+    pub version: String,
+    /// The command that starts the app, run in the release directory.
+    pub run: Vec<String>,
+    /// How to check that the app serves.
+    pub probe: Probe,
+    /// The files, strictly ascending by path bytes.
+    pub entries: Vec<Entry>,
+    /// Id of the signing key ([`protocol::bundle::key_id`]).
+    pub key_id: [u8; 8],
+}
+
+impl Manifest {
+    /// Sum of the entries' sizes, in bytes.
+    pub fn total_bytes(&self) -> u64 {
+        self.entries.iter().map(|e| e.size).sum()
+    }
+
+    /// Number of chunk references (a chunk named twice counts twice).
+    pub fn chunk_count(&self) -> usize {
+        self.entries.iter().map(|e| e.chunks.len()).sum()
+    }
+
+    /// The distinct chunks, each once, in first-use order.
+    pub fn unique_chunks(&self) -> Vec<ChunkRef> {
+        let mut seen = std::collections::HashSet::new();
+        let all = self.entries.iter().flat_map(|e| e.chunks.iter());
+        all.filter(|c| seen.insert(c.sha256)).copied().collect()
+    }
+
+    /// Checks every rule but the signature: the format, the fields shared
+    /// with format 1, the paths and every limit.
+    pub fn validate(&self) -> Result<(), ReleaseError> {
+        if self.format != MANIFEST_FORMAT {
+            return Err(ReleaseError::UnsupportedFormat(self.format));
+        }
+        self.validate_tree()
+    }
+
+    /// [`Manifest::validate`] without the format check: what a tree view
+    /// of either format must satisfy.
+    pub fn validate_tree(&self) -> Result<(), ReleaseError> {
+        let spec = self.probe.to_spec()?;
+        bundle::check_release_fields(&self.name, &self.version, &self.run, &spec)?;
+        over_limit("entries", self.entries.len() as u64, ENTRIES_MAX as u64)?;
+        crate::path::validate_tree_paths(self.entries.iter().map(|e| e.path.as_str()))?;
+        let mut total: u64 = 0;
+        let mut chunks: u64 = 0;
+        for entry in &self.entries {
+            check_entry(entry)?;
+            total = total.saturating_add(entry.size);
+            chunks += entry.chunks.len() as u64;
+        }
+        over_limit("release bytes", total, RELEASE_BYTES_MAX)?;
+        over_limit("chunks", chunks, CHUNKS_MAX as u64)
+    }
+}
+
+/// `OverLimit` when `value > max`.
+pub(crate) fn over_limit(what: &'static str, value: u64, max: u64) -> Result<(), ReleaseError> {
+    if value > max {
+        return Err(ReleaseError::OverLimit { what, value, max });
+    }
+    Ok(())
+}
+
+/// An entry's chunks are each 1 to [`CHUNK_BYTES_MAX`] bytes and add up to
+/// its size.
+fn check_entry(entry: &Entry) -> Result<(), ReleaseError> {
+    let mut sum: u64 = 0;
+    for chunk in &entry.chunks {
+        if chunk.len == 0 || chunk.len > CHUNK_BYTES_MAX {
+            return Err(ReleaseError::BadChunkLength {
+                path: entry.path.clone(),
+                len: chunk.len.into(),
+                max: CHUNK_BYTES_MAX.into(),
+            });
+        }
+        sum += u64::from(chunk.len);
+    }
+    if sum != entry.size {
+        return Err(ReleaseError::SizeMismatch {
+            path: entry.path.clone(),
+            size: entry.size,
+            chunks: sum,
+        });
+    }
+    Ok(())
+}
+
+/// What the signer chooses besides the tree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReleaseFields {
+    /// Release name.
+    pub name: String,
+    /// Release version.
+    pub version: String,
+    /// The command that starts the app.
+    pub run: Vec<String>,
+    /// How to check that the app serves.
+    pub probe: ProbeSpec,
+}
+
+/// A release whose signature and rules have been checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifiedRelease {
+    /// The manifest.
+    pub manifest: Manifest,
+    /// The release identity: SHA-256 of the release file.
+    pub digest: Digest,
+}
+
+type Config = bincode::config::Configuration<
+    bincode::config::LittleEndian,
+    bincode::config::Varint,
+    bincode::config::Limit<MANIFEST_DECODE_BYTES_MAX>,
+>;
+
+/// The bincode configuration: the limit bounds what the decoder allocates
+/// for a claimed length, whatever the input claims. (The encoded size is
+/// checked against [`MANIFEST_BYTES_MAX`] separately.)
+fn config() -> Config {
+    bincode::config::standard().with_limit::<MANIFEST_DECODE_BYTES_MAX>()
+}
+
+/// Encodes a manifest (no validation, no signature).
+pub fn encode_manifest(manifest: &Manifest) -> Result<Vec<u8>, ReleaseError> {
+    let bytes = bincode::serde::encode_to_vec(manifest, config())
+        .map_err(|e| ReleaseError::Malformed(format!("encoding: {e}")))?;
+    over_limit(
+        "manifest bytes",
+        bytes.len() as u64,
+        MANIFEST_BYTES_MAX as u64,
+    )?;
+    Ok(bytes)
+}
+
+/// Decodes and validates a manifest's bytes (no signature check: only
+/// [`verify`] proves who wrote it). Public for the fuzz target.
+pub fn decode_manifest(bytes: &[u8]) -> Result<Manifest, ReleaseError> {
+    over_limit(
+        "manifest bytes",
+        bytes.len() as u64,
+        MANIFEST_BYTES_MAX as u64,
+    )?;
+    let (manifest, used): (Manifest, usize) = bincode::serde::decode_from_slice(bytes, config())
+        .map_err(|e| ReleaseError::Malformed(e.to_string()))?;
+    if used != bytes.len() {
+        return Err(ReleaseError::TrailingBytes(
+            (bytes.len() - used) as u64,
+            "encoded manifest",
+        ));
+    }
+    manifest.validate()?;
+    Ok(manifest)
+}
+
+fn signed_message(manifest: &[u8]) -> Vec<u8> {
+    let mut message = Vec::with_capacity(SIGNATURE_DOMAIN.len() + manifest.len());
+    message.extend_from_slice(SIGNATURE_DOMAIN);
+    message.extend_from_slice(manifest);
+    message
+}
+
+/// Builds, validates and signs the manifest of `entries`; returns the
+/// release file's bytes (its SHA-256 is the release identity).
+pub fn sign(
+    key: &SigningKey,
+    fields: ReleaseFields,
+    entries: Vec<Entry>,
+) -> Result<Vec<u8>, ReleaseError> {
+    let manifest = Manifest {
+        format: MANIFEST_FORMAT,
+        name: fields.name,
+        version: fields.version,
+        run: fields.run,
+        probe: Probe::from_spec(&fields.probe),
+        entries,
+        key_id: bundle::key_id(&key.verifying_key()),
+    };
+    manifest.validate()?;
+    let bytes = encode_manifest(&manifest)?;
+    let signature = key.sign(&signed_message(&bytes));
+    let mut out = Vec::with_capacity(MAGIC.len() + 4 + bytes.len() + SIGNATURE_BYTES);
+    out.extend_from_slice(MAGIC);
+    // Lossless: bounded by MANIFEST_BYTES_MAX in encode_manifest.
+    out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+    out.extend_from_slice(&bytes);
+    out.extend_from_slice(&signature.to_bytes());
+    Ok(out)
+}
+
+/// The parts of a release file, framing checked, nothing else.
+pub struct Parts<'a> {
+    /// The encoded manifest.
+    pub manifest: &'a [u8],
+    /// The signature.
+    pub signature: [u8; 64],
+}
+
+/// Splits a release file into manifest and signature.
+pub fn split(bytes: &[u8]) -> Result<Parts<'_>, ReleaseError> {
+    let rest = bytes.strip_prefix(MAGIC).ok_or(ReleaseError::NotARelease)?;
+    over_limit(
+        "release file bytes",
+        bytes.len() as u64,
+        RELEASE_FILE_BYTES_MAX,
+    )?;
+    let (len, rest) = rest
+        .split_first_chunk::<4>()
+        .ok_or(ReleaseError::Truncated {
+            what: "manifest length",
+        })?;
+    let len = u32::from_be_bytes(*len) as usize;
+    over_limit("manifest bytes", len as u64, MANIFEST_BYTES_MAX as u64)?;
+    if rest.len() < len {
+        return Err(ReleaseError::Truncated { what: "manifest" });
+    }
+    let (manifest, rest) = rest.split_at(len);
+    let (signature, rest) = rest
+        .split_first_chunk::<64>()
+        .ok_or(ReleaseError::Truncated { what: "signature" })?;
+    if !rest.is_empty() {
+        return Err(ReleaseError::TrailingBytes(rest.len() as u64, "signature"));
+    }
+    Ok(Parts {
+        manifest,
+        signature: *signature,
+    })
+}
+
+/// The release identity of a release file: SHA-256 of all its bytes.
+pub fn release_digest(bytes: &[u8]) -> Digest {
+    Digest(Sha256::digest(bytes).into())
+}
+
+/// Reads a release file without checking the signature (for `inspect`):
+/// framing, decoding and every rule.
+pub fn read_unverified(bytes: &[u8]) -> Result<VerifiedRelease, ReleaseError> {
+    let parts = split(bytes)?;
+    Ok(VerifiedRelease {
+        manifest: decode_manifest(parts.manifest)?,
+        digest: release_digest(bytes),
+    })
+}
+
+/// Checks a release file against the trusted key: framing, the manifest
+/// decodes and keeps every rule, it is signed, by the trusted key
+/// (`verify_strict`). The content is checked chunk by chunk elsewhere
+/// ([`crate::tree::verify_dir`], [`crate::store::ChunkStore`]).
+pub fn verify(key: &VerifyingKey, bytes: &[u8]) -> Result<VerifiedRelease, ReleaseError> {
+    let parts = split(bytes)?;
+    let manifest = decode_manifest(parts.manifest)?;
+    if parts.signature.iter().all(|b| *b == 0) {
+        return Err(ReleaseError::Unsigned);
+    }
+    let expected = bundle::key_id(key);
+    if manifest.key_id != expected {
+        return Err(ReleaseError::UnknownKey {
+            found: hex::encode(manifest.key_id),
+            expected: hex::encode(expected),
+        });
+    }
+    key.verify_strict(
+        &signed_message(parts.manifest),
+        &Signature::from_bytes(&parts.signature),
+    )
+    .map_err(|_| ReleaseError::BadSignature)?;
+    Ok(VerifiedRelease {
+        manifest,
+        digest: release_digest(bytes),
+    })
+}
+
+/// Reads a release file from disk, refusing one over
+/// [`RELEASE_FILE_BYTES_MAX`] before reading it all.
+pub fn read_release_file(path: &std::path::Path) -> Result<Vec<u8>, ReleaseError> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(crate::error::io_err(path))?;
+    let mut bytes = Vec::new();
+    file.take(RELEASE_FILE_BYTES_MAX + 1)
+        .read_to_end(&mut bytes)
+        .map_err(crate::error::io_err(path))?;
+    over_limit(
+        "release file bytes",
+        bytes.len() as u64,
+        RELEASE_FILE_BYTES_MAX,
+    )?;
+    Ok(bytes)
+}
