@@ -90,6 +90,18 @@ pub enum LogError {
         /// What was wrong with it.
         detail: String,
     },
+    /// The entries read after a snapshot (a takeover's
+    /// [`read_snapshot_and_tail`](super::EventLog::read_snapshot_and_tail))
+    /// end elsewhere than the log's durable end.
+    #[error("the entries after the snapshot of the first {covers} entries end at {tail_end}, the log at {end}")]
+    SnapshotTailMismatch {
+        /// What the snapshot covers.
+        covers: u64,
+        /// Where the walk after it ended.
+        tail_end: u64,
+        /// The log's durable end.
+        end: u64,
+    },
     /// The log's entries below `first_live` were archived and no usable
     /// snapshot covers at least `first_live` entries, so a start would need
     /// archived entries: the log is not opened (nothing was changed).

@@ -604,23 +604,30 @@ impl Core {
     /// every slot-holding op's deadline, then lead. Stored decisions are
     /// replayed by the model when agents say hello, never re-decided.
     fn promote(&mut self, storage: Box<dyn eventlog::LogStorage>) {
-        let tail = match tokio::task::block_in_place(|| self.controller.promote(storage)) {
-            Ok(tail) => tail,
+        let promoted = match tokio::task::block_in_place(|| self.controller.promote(storage)) {
+            Ok(promoted) => promoted,
             Err(e) if super::ha::is_deposed(&e) => super::ha::deposed(&e.to_string()),
             Err(e) => {
                 tracing::error!("taking over: the log is refused, stopping: {e}");
                 std::process::exit(3);
             }
         };
+        let tail = promoted.tail;
         self.fold_durable(&tail, None);
         self.arm_all();
         self.start_housekeeping();
         self.me.role.set_leader();
+        let from = &promoted.from;
+        let skipped: Vec<u64> = from.skipped.iter().map(|(covers, _)| *covers).collect();
         tracing::info!(
             tail = tail.len(),
             last_sequence = ?self.controller.last_sequence(),
             deadlines = self.deadlines.len(),
-            "took over as leader from the followed state"
+            snapshot = ?from.snapshot,
+            snapshot_tail = from.tail,
+            skipped_snapshots = ?skipped,
+            "took over as leader from {}",
+            takeover_text(from)
         );
     }
 
@@ -1052,6 +1059,17 @@ fn warn_ahead(ahead: &super::ahead::AheadOfLog, state: &ControllerState) {
                 state.generation.0
             )
         );
+    }
+}
+
+/// Where a takeover started from, for its log line.
+fn takeover_text(from: &crate::takeover::TakeoverFrom) -> String {
+    match from.snapshot {
+        Some(covers) => format!(
+            "the snapshot of the first {covers} entries plus the {} event(s) after it (equal to the followed state)",
+            from.tail
+        ),
+        None => "the followed state (no usable snapshot)".into(),
     }
 }
 
