@@ -403,6 +403,36 @@ impl Controller {
         Ok(events)
     }
 
+    /// A hot standby whose next entry the leader archived before it read
+    /// it ([`LogError::BehindArchive`] from [`Controller::follow`])
+    /// catches up as a start would: the newest usable snapshot's state,
+    /// then the entries after it, each rule-checked (the check stays open
+    /// for the next follows). The state is replaced. Returns what it read.
+    pub fn catch_up<A>(
+        &mut self,
+        annex: impl FnMut(&[u8]) -> Result<A, String>,
+    ) -> Result<CaughtUp<A>, ControllerError> {
+        let (snapshot, tail, skipped) = self.log.catch_up_from_snapshot(frame_decoder(annex))?;
+        let covers = snapshot.covers;
+        let (state, annex) = snapshot.state;
+        let mut check = invariants::HistoryCheck::resume(state, covers as usize);
+        for (_, event) in &tail {
+            check.push(event).map_err(rule_violated)?;
+        }
+        self.state = check.state().clone();
+        self.following = Some(check);
+        self.last_sequence = tail
+            .last()
+            .map(|(sequence, _)| *sequence)
+            .or(covers.checked_sub(1));
+        Ok(CaughtUp {
+            covers,
+            annex,
+            tail,
+            skipped,
+        })
+    }
+
     /// A hot standby elected leader: swaps the read-only storage for the
     /// fenced one (`storage`, opened under the won leadership), reads to
     /// the tail ([`Controller::follow`]), then takes over from the newest
@@ -467,6 +497,18 @@ impl Controller {
             log: Arc::clone(&self.log),
         }
     }
+}
+
+/// What [`Controller::catch_up`] read.
+pub struct CaughtUp<A> {
+    /// The snapshot's `covers`.
+    pub covers: u64,
+    /// The runtime's part of the snapshot.
+    pub annex: A,
+    /// The events after it.
+    pub tail: Vec<(u64, Event)>,
+    /// Newer snapshots skipped, and why.
+    pub skipped: Vec<(u64, eventlog::SnapshotSkip)>,
 }
 
 /// What [`Controller::promote`] read and started from.

@@ -125,6 +125,15 @@ mod tests {
             }
             self.sled.delete_snapshot(covers)
         }
+        fn live_start(&self) -> Result<eventlog::LiveStart, StorageError> {
+            self.sled.live_start()
+        }
+        fn set_live_start(&self, start: &eventlog::LiveStart) -> Result<(), StorageError> {
+            self.sled.set_live_start(start)
+        }
+        fn delete_below(&self, end: u64) -> Result<u64, StorageError> {
+            self.sled.delete_below(end)
+        }
     }
 
     struct TempDir(std::path::PathBuf);
@@ -225,5 +234,36 @@ mod tests {
             from_snapshot(&log, &ControllerState::default()),
             Err(ControllerError::TakeoverDiverged { covers: c, end: 12 }) if c == covers
         ));
+    }
+
+    #[test]
+    fn a_standby_the_archiving_overtook_catches_up_from_the_newest_snapshot() {
+        let dir = TempDir::new("catch-up");
+        let archive = TempDir::new("catch-up-archive");
+        let storage = shared(&dir);
+        let mut leader = start(&storage);
+        enroll(&mut leader, 0, 5);
+        let mut standby = start(&storage);
+        enroll(&mut leader, 5, 30);
+        let covers = leader.put_snapshot(b"").expect("snapshot").covers;
+        enroll(&mut leader, 30, 33);
+        leader
+            .archiver()
+            .archive(&archive.0, covers, &eventlog::ArchiveConfig::default())
+            .expect("archives");
+        assert!(matches!(
+            standby.follow(),
+            Err(ControllerError::Log(eventlog::LogError::BehindArchive { next: 5, first_live }))
+                if first_live == covers
+        ));
+        let caught = standby
+            .catch_up(|b: &[u8]| Ok::<_, String>(b.to_vec()))
+            .expect("catches up");
+        assert_eq!((caught.covers, caught.tail.len()), (covers, 3));
+        assert_eq!(standby.state(), leader.state());
+        enroll(&mut leader, 33, 35);
+        assert_eq!(standby.follow().expect("follows on").len(), 2);
+        assert_eq!(standby.state(), leader.state());
+        assert_eq!(standby.last_sequence(), leader.last_sequence());
     }
 }

@@ -90,6 +90,16 @@ pub enum LogError {
         /// What was wrong with it.
         detail: String,
     },
+    /// A follower's next entry was archived (deleted from the live log)
+    /// before it read it: it must catch up from a snapshot
+    /// ([`EventLog::catch_up_from_snapshot`](super::EventLog::catch_up_from_snapshot)).
+    #[error("the entries from {next} were archived before this follower read them (the live log starts at {first_live})")]
+    BehindArchive {
+        /// The entry the follower needed next.
+        next: u64,
+        /// The first live sequence.
+        first_live: u64,
+    },
     /// The entries read after a snapshot (a takeover's
     /// [`read_snapshot_and_tail`](super::EventLog::read_snapshot_and_tail))
     /// end elsewhere than the log's durable end.

@@ -472,6 +472,42 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
         Ok(deleted)
     }
 
+    /// A follower whose next entry was archived
+    /// ([`LogError::BehindArchive`]) catches up as a start would: the
+    /// newest usable snapshot and the verified entries after it to the
+    /// storage's end; this log's end moves there. Returns them and the
+    /// newer snapshots skipped. Refused as `BehindArchive` when no
+    /// snapshot is usable (the start would need archived entries).
+    #[allow(clippy::type_complexity)]
+    pub fn catch_up_from_snapshot<T, D: Display>(
+        &self,
+        mut decode: impl FnMut(&[u8]) -> Result<T, D>,
+    ) -> Result<(Snapshot<T>, Vec<(u64, E)>, Vec<(u64, SnapshotSkip)>), LogError> {
+        let storage = self.storage();
+        let end = log_end(storage)?;
+        let (found, skipped) = newest_usable(storage, end, &mut decode)?;
+        let Some((snapshot, head_hash)) = found else {
+            let first_live = storage.live_start()?.sequence;
+            return Err(LogError::BehindArchive {
+                next: self.durable_end()?,
+                first_live,
+            });
+        };
+        let mut tail = Vec::new();
+        let walked = walk_from(
+            storage,
+            snapshot.covers,
+            head_hash,
+            |sequence, payload, _| {
+                let event = decode_payload::<E>(payload).map_err(|err| err.to_string())?;
+                tail.push((sequence, event));
+                Ok(())
+            },
+        )?;
+        self.advance_to(walked.end, walked.head_hash)?;
+        Ok((snapshot, tail, skipped))
+    }
+
     /// The newest usable snapshot and the verified entries after it, read
     /// from this log's storage as a start reads them (module docs), to
     /// the log's end, without changing the log: a hot standby elected

@@ -96,6 +96,8 @@ async fn leader_killed_in_snapshot_write(f: &mut Fleet) -> anyhow::Result<String
         .wait_leader("a standby takes over", TAKEOVER_MS, |i| i != 1)
         .await?;
     let takeover_ms = killed.elapsed().as_millis();
+    f.wait_log(&format!("controller-{leader}"), TOOK_OVER, WAIT_MS)
+        .await?;
     let from = took_over(f, leader, torn)?;
     f.wait("the rollout completes on the new leader", WAIT_MS, |s| {
         all_connected(s) && rollout_is(s, &id, "completed")
