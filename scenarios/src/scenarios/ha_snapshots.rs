@@ -1,8 +1,10 @@
 //! Scenario 23 (issue #26): the HA layout with snapshots, archiving and
 //! etcd compaction on. The leader archives and compacts while rollouts
 //! run; the standbys are restarted, so they start from a snapshot plus
-//! the tail (the log's head is no longer in etcd); the leader is SIGKILLed
-//! inside a snapshot write (chunks stored, manifest not); a standby takes
+//! the tail (the log's head is no longer in etcd); a rollout with an
+//! approval gate waits after its canary, is approved, and the snapshot
+//! that batch makes due is where the leader is SIGKILLed (chunks stored,
+//! manifest not), the followers still to go; a standby takes
 //! over from the newest intact snapshot plus the tail, naming the torn
 //! one it skips, and the rollout completes. The whole history (archive
 //! then live log) shows one commit decision per op, and `log verify
@@ -35,6 +37,9 @@ const SNAPSHOT_EVERY_S: u64 = 1;
 const KEEP_EVENTS: u64 = 16;
 /// Most rollouts run before the leader must have archived and compacted.
 const ROLLOUTS_TO_ARCHIVE_MAX: usize = 6;
+/// Slack past [`SNAPSHOT_EVERY_S`] before arming, so the approval's
+/// batch finds a snapshot due.
+const IDLE_MARGIN_MS: u64 = 500;
 /// How long the armed leader may take to start its next snapshot write:
 /// its next batch at least [`SNAPSHOT_EVERY_S`] after the last snapshot.
 const HOLD_WAIT_MS: u64 = 20_000;
@@ -85,10 +90,23 @@ async fn leader_killed_in_snapshot_write(f: &mut Fleet) -> anyhow::Result<String
     let restarted = restart_standbys(f).await?;
     let next = if current == "v2" { "v3" } else { "v2" };
     let id = f
-        .rollout(next, "node-a", &["node-b", "node-c"], 1, false)
+        .rollout(next, "node-a", &["node-b", "node-c"], 1, true)
         .await?;
-    op_id(f, &id, "node-a").await?;
+    f.wait(
+        "the canary settled, the rollout waits for approval",
+        WAIT_MS,
+        |s| rollout_is(s, &id, "waiting-approval"),
+    )
+    .await?;
+    // Idle past the snapshot period, then armed: the approval's batch (or
+    // the next one) writes the snapshot that holds, with the followers
+    // still to go. Its reply leaves before the snapshot is written.
+    tokio::time::sleep(Duration::from_millis(
+        SNAPSHOT_EVERY_S * 1_000 + IDLE_MARGIN_MS,
+    ))
+    .await;
     std::fs::write(&arm, b"")?;
+    f.rollout_command("approve", &id).await?;
     let torn = held_in_snapshot_write(f).await?;
     f.kill("controller-1").await?;
     let killed = Instant::now();
