@@ -394,7 +394,16 @@ pub struct EtcdStorage {
     /// [`LogStorage::compact_deleted`] compacts from one to the other.
     deleted_at: AtomicI64,
     compacted_to: AtomicI64,
+    /// Fault injection only ([`EtcdStorage::hold_before_manifest`]).
+    before_manifest: Option<ManifestHook>,
 }
+
+/// Called by a snapshot put after its chunks are stored and before its
+/// manifest is written, with the snapshot's `covers`: fault injection
+/// only (the controller's `[faults] hold_in_snapshot_write`, honoured
+/// only with `--allow-fault-injection`), so a scenario can kill a leader
+/// inside that window, which otherwise lasts one etcd round trip.
+pub type ManifestHook = std::sync::Arc<dyn Fn(u64) + Send + Sync>;
 
 /// The cluster accepted transactions of these limits under this prefix
 /// ([`EtcdStorage::probe`]).
@@ -468,6 +477,7 @@ impl EtcdStorage {
             append_retries: AtomicU64::new(0),
             deleted_at: AtomicI64::new(0),
             compacted_to: AtomicI64::new(0),
+            before_manifest: None,
         })
     }
 
@@ -484,7 +494,47 @@ impl EtcdStorage {
             append_retries: AtomicU64::new(0),
             deleted_at: AtomicI64::new(0),
             compacted_to: AtomicI64::new(0),
+            before_manifest: None,
         })
+    }
+
+    /// Fault injection only: `hook` runs inside every snapshot put,
+    /// after the chunks and before the manifest ([`ManifestHook`]).
+    pub fn hold_before_manifest(&mut self, hook: ManifestHook) {
+        self.before_manifest = Some(hook);
+    }
+
+    /// Every snapshot directory under `P/s/`: its `covers`, and whether
+    /// its manifest is stored (keys only, one range request).
+    fn snapshot_dirs(&self) -> Result<std::collections::BTreeMap<u64, bool>, StorageError> {
+        let start = self.keys.snapshots.clone();
+        let options = GetOptions::new()
+            .with_range(range_end(&self.keys.snapshots))
+            .with_keys_only();
+        let response = self
+            .client
+            .call(Retry::Idempotent, move |mut client| {
+                let (start, options) = (start.clone(), options.clone());
+                async move { client.get(start, Some(options)).await }
+            })
+            .map_err(|err| self.client.error("listing snapshots", err))?;
+        let prefix_len = self.keys.snapshots.len();
+        let mut dirs = std::collections::BTreeMap::new();
+        for kv in response.kvs() {
+            let Some((covers, rest)) = kv
+                .key()
+                .get(prefix_len..)
+                .and_then(|suffix| suffix.split_at_checked(8))
+            else {
+                continue;
+            };
+            let Ok(covers) = <[u8; 8]>::try_from(covers) else {
+                continue;
+            };
+            let manifest = dirs.entry(u64::from_be_bytes(covers)).or_insert(false);
+            *manifest |= rest == b"/m";
+        }
+        Ok(dirs)
     }
 
     /// The log's key prefix.
@@ -1075,6 +1125,9 @@ impl LogStorage for EtcdStorage {
         manifest.extend_from_slice(&covers.to_be_bytes());
         manifest.extend_from_slice(&count.to_be_bytes());
         manifest.extend_from_slice(&(record.len() as u64).to_be_bytes());
+        if let Some(hook) = &self.before_manifest {
+            hook(covers);
+        }
         let put = TxnOp::put(self.keys.snapshot_manifest(covers), manifest, None);
         self.fenced_txn(fence, vec![put], "writing a snapshot manifest")?;
         Ok(())
@@ -1082,32 +1135,24 @@ impl LogStorage for EtcdStorage {
 
     /// The snapshots with a manifest (a put cut short has none).
     fn snapshot_sequences(&self) -> Result<Vec<u64>, StorageError> {
-        let start = self.keys.snapshots.clone();
-        let options = GetOptions::new()
-            .with_range(range_end(&self.keys.snapshots))
-            .with_keys_only();
-        let response = self
-            .client
-            .call(Retry::Idempotent, move |mut client| {
-                let (start, options) = (start.clone(), options.clone());
-                async move { client.get(start, Some(options)).await }
-            })
-            .map_err(|err| self.client.error("listing snapshots", err))?;
-        let prefix_len = self.keys.snapshots.len();
-        let mut sequences: Vec<u64> = response
-            .kvs()
-            .iter()
-            .filter_map(|kv| {
-                let suffix = kv.key().get(prefix_len..)?;
-                let (covers, rest) = suffix.split_at_checked(8)?;
-                if rest != b"/m" {
-                    return None;
-                }
-                Some(u64::from_be_bytes(covers.try_into().ok()?))
-            })
-            .collect();
-        sequences.sort_unstable_by(|a, b| b.cmp(a));
-        Ok(sequences)
+        let dirs = self.snapshot_dirs()?;
+        Ok(dirs
+            .into_iter()
+            .rev()
+            .filter(|(_, m)| *m)
+            .map(|(c, _)| c)
+            .collect())
+    }
+
+    /// Chunks without a manifest: puts cut short.
+    fn incomplete_snapshots(&self) -> Result<Vec<u64>, StorageError> {
+        let dirs = self.snapshot_dirs()?;
+        Ok(dirs
+            .into_iter()
+            .rev()
+            .filter(|(_, m)| !*m)
+            .map(|(c, _)| c)
+            .collect())
     }
 
     /// The chunks, concatenated in index order, read at the manifest's

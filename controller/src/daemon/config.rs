@@ -526,6 +526,13 @@ pub struct FaultSection {
     /// network lost it.
     #[serde(default)]
     pub drop_first_commit_reply_for: Option<String>,
+    /// etcd only: once this file exists, the next snapshot write holds
+    /// after its chunks are stored and before its manifest is written,
+    /// logging `FAULT INJECTION: holding in the snapshot write covering N
+    /// entries`, until the process is killed. Scenario 23 kills a leader
+    /// there: without it that window lasts one etcd round trip.
+    #[serde(default)]
+    pub hold_in_snapshot_write: Option<PathBuf>,
 }
 
 /// Why a config could not be used.
