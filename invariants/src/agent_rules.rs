@@ -461,6 +461,7 @@ mod tests {
                     last,
                 }),
                 budget_left,
+                verified: Default::default(),
             }),
             highest_op: Some(OpId(0)),
             ..journal_at(1)

@@ -15,6 +15,7 @@
 //! `invariants` checks them, the crate `simulations` explores them.
 
 pub mod agent;
+pub mod chunks;
 pub mod controller;
 pub mod evidence;
 pub mod ids;
