@@ -325,9 +325,9 @@ mod tests {
                 verified: Default::default(),
             }),
             highest_op: Some(OpId(op)),
+            ..AgentState::default()
         }
     }
-            ..AgentState::default()
 
     #[test]
     fn an_agent_closes_its_own_settled_op() {

@@ -247,7 +247,10 @@ impl fmt::Display for AgentEvent {
                 write!(f, "fetched chunk {chunk} of {op}; its digest matched")
             }
             AgentEvent::ChunksKept { op, reading, kept } => {
-                write!(f, "re-verified the chunks of {op} ({reading}); keeps {kept}")
+                write!(
+                    f,
+                    "re-verified the chunks of {op} ({reading}); keeps {kept}"
+                )
             }
         }
     }
@@ -501,7 +504,9 @@ fn staging_answer(state: &AgentState, input: AgentInput, out: &mut AgentOutput) 
             AgentStage::Staging(StagingStep::Observing { position, last }),
         ) => {
             // Keep only what re-verified; the rest is fetched again.
-            let kept = reading.verified.intersect(ChunkSet::all(state.chunk_count()));
+            let kept = reading
+                .verified
+                .intersect(ChunkSet::all(state.chunk_count()));
             out.events.push(AgentEvent::ChunksKept {
                 op: op.id,
                 reading,
@@ -510,12 +515,13 @@ fn staging_answer(state: &AgentState, input: AgentInput, out: &mut AgentOutput) 
             let observed = recovery::observed_chunks(state.chunk_count(), kept, reading.tree);
             consult(&op, position, last, Some(observed), out);
         }
-        (AgentInput::ChunkFetched(chunk), AgentStage::Staging(StagingStep::Running)) => {
-            // A chunk of this release, not already verified: a duplicate
-            // report changes nothing.
-            if chunk < state.chunk_count() && !op.verified.has(chunk) {
-                out.events.push(AgentEvent::ChunkVerified { op: op.id, chunk });
-            }
+        // A chunk of this release, not already verified: a duplicate
+        // report changes nothing.
+        (AgentInput::ChunkFetched(chunk), AgentStage::Staging(StagingStep::Running))
+            if chunk < state.chunk_count() && !op.verified.has(chunk) =>
+        {
+            out.events
+                .push(AgentEvent::ChunkVerified { op: op.id, chunk });
         }
         (AgentInput::Staged, AgentStage::Staging(StagingStep::Running)) => {
             out.events.push(staged(state, &op));

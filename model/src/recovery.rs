@@ -139,7 +139,9 @@ pub fn row(
         (ErrorClass::Permanent, _) => Row::Permanent,
         (ErrorClass::Transient, Observed::Unknown) => Row::EffectUnknown,
         (ErrorClass::Transient, Observed::ReVerified) => Row::ReVerified,
-        (ErrorClass::Transient, Observed::Absent | Observed::PartlyVerified) if budget_left == 0 => {
+        (ErrorClass::Transient, Observed::Absent | Observed::PartlyVerified)
+            if budget_left == 0 =>
+        {
             Row::BudgetSpent
         }
         (ErrorClass::Transient, Observed::Absent) => Row::Absent,
@@ -410,11 +412,7 @@ mod tests {
             (both, Unknown, Unknown),
             (none, Unknown, Unknown),
         ] {
-            assert_eq!(
-                observed_chunks(2, kept, tree),
-                observed,
-                "{kept} {tree:?}"
-            );
+            assert_eq!(observed_chunks(2, kept, tree), observed, "{kept} {tree:?}");
         }
         let before = Some(Position::BeforeStage);
         let transient = Some(ErrorClass::Transient);
