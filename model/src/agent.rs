@@ -604,7 +604,10 @@ fn staging_effect(after: &AgentState, changed: bool, input: AgentInput) -> Optio
             ((changed && !waits) || timer || connected).then_some(AgentEffect::ObserveStaged)
         }
         AgentStage::Staging(StagingStep::Running) => {
-            (changed || timer || connected).then_some(AgentEffect::StageArtifact)
+            // A chunk landing is progress of the running attempt, not a
+            // reason to start one.
+            let progress = matches!(input, AgentInput::ChunkFetched(_));
+            ((changed && !progress) || timer || connected).then_some(AgentEffect::StageArtifact)
         }
         _ => None,
     }

@@ -11,9 +11,10 @@ use crate::mutants::{
     agent_step_as, append_fenced, archive_covers, controller_step, node_proof, recovery_events,
     reply_before_persist, snapshot_trusted,
 };
-use crate::world::{App, Artifact, Ghost, Msg, World};
+use crate::world::{App, Artifact, ChunkDisk, ChunkLeft, Ghost, Msg, World};
 use invariants::{Rule, Violation};
 use model::agent::{agent_apply, timer_due, AgentEffect, AgentEvent, AgentInput, AgentState};
+use model::chunks::{ChunkSet, CHUNKS_IN_FLIGHT_MAX};
 use model::controller::{
     apply, effects, ControllerState, Effect, Event, Input, Outcome, Resolution,
     OBSERVATION_INTERVAL_MIN_MS,
@@ -65,7 +66,22 @@ pub enum AppFault {
     CrashWhileStaging(Artifact),
     /// (`stage-error`) The staging attempt fails this way.
     StageFails(StageFailure),
+    /// (`agent-crash`, `--chunks` 2 or more) The agent is SIGKILLed in
+    /// the middle of a chunked fetch: `fetched` chunks were fetched,
+    /// verified and journaled, and the next one is left as `left`. It
+    /// restarts at once. (The tree's crash points, after every chunk, are
+    /// `CrashWhileStaging`.)
+    CrashMidFetch { fetched: u8, left: ChunkLeft },
 }
+
+/// How a crash may leave the chunk being written, in the order the
+/// checker offers them.
+pub const CHUNKS_LEFT: [ChunkLeft; 4] = [
+    ChunkLeft::Absent,
+    ChunkLeft::Partial,
+    ChunkLeft::Torn,
+    ChunkLeft::Complete,
+];
 
 /// The staging failures `stage-error` injects, one of each class.
 pub const STAGE_FAILURES: [StageFailure; 3] = [
@@ -199,12 +215,14 @@ impl FleetModel {
             agents: vec![
                 AgentState {
                     serving: Some(V1),
+                    release_chunks: self.cfg.chunks,
                     ..AgentState::default()
                 };
                 count
             ],
             apps: vec![App::Correct; count],
             artifacts: vec![Artifact::Absent; count],
+            chunks: vec![ChunkDisk::default(); count],
             net: Default::default(),
             partitioned: 0,
             faults_used: 0,
@@ -466,7 +484,13 @@ impl FleetModel {
                 }
                 AgentEvent::AbortedUnseen { .. } => world.ghost.aborted_unseen = true,
                 // A new op's release is not on disk yet.
-                AgentEvent::Accepted { .. } => world.artifacts[index] = Artifact::Absent,
+                AgentEvent::Accepted { .. } => {
+                    world.artifacts[index] = Artifact::Absent;
+                    world.chunks[index] = ChunkDisk::default();
+                }
+                // The driver deletes the chunks that failed
+                // re-verification: they are fetched again.
+                AgentEvent::ChunksKept { kept, .. } => world.chunks[index].discard_except(*kept),
                 _ => {}
             }
             say(narration, || format!("   {node} {event}"));
@@ -489,8 +513,12 @@ impl FleetModel {
                 }
                 // The driver re-reads the disk: the ground truth, re-verified.
                 AgentEffect::ObserveStaged => {
-                    let observed = world.artifacts[index].observed();
-                    let input = AgentInput::StageObserved(observed);
+                    let input = if self.cfg.chunks > 1 {
+                        let tree = world.artifacts[index];
+                        AgentInput::ChunksObserved(world.chunks[index].reading(tree))
+                    } else {
+                        AgentInput::StageObserved(world.artifacts[index].observed())
+                    };
                     self.agent(world, node, input, fault, narration);
                 }
                 AgentEffect::StageArtifact => {
@@ -511,6 +539,9 @@ impl FleetModel {
         fault: Option<AppFault>,
         narration: &mut Narration,
     ) -> bool {
+        if self.cfg.chunks > 1 {
+            return self.stage_chunks(world, node, fault, narration);
+        }
         let index = node.0 as usize;
         match fault {
             Some(AppFault::CrashWhileStaging(left)) => {
@@ -533,6 +564,96 @@ impl FleetModel {
                 self.agent(world, node, AgentInput::Staged, fault, narration);
                 false
             }
+        }
+    }
+
+    /// (`--chunks` 2 or more) Run a staging attempt chunk by chunk: fetch
+    /// each chunk the journal does not hold as verified, in order (the
+    /// driver reports each as it lands and verifies), then assemble the
+    /// tree and verify it whole. `fault` may fail the attempt, or SIGKILL
+    /// the agent at a point of it (then it restarts; returns true).
+    fn stage_chunks(
+        &self,
+        world: &mut World,
+        node: NodeId,
+        fault: Option<AppFault>,
+        narration: &mut Narration,
+    ) -> bool {
+        let index = node.0 as usize;
+        if let Some(AppFault::StageFails(failure)) = fault {
+            self.agent(
+                world,
+                node,
+                AgentInput::StageFailed(failure),
+                None,
+                narration,
+            );
+            return false;
+        }
+        let agent = &world.agents[index];
+        let verified = agent.op.map_or(ChunkSet::NONE, |o| o.verified);
+        let missing: Vec<u8> = ChunkSet::all(agent.chunk_count())
+            .without(verified)
+            .indexes()
+            .collect();
+        let (fetched, left) = match fault {
+            Some(AppFault::CrashMidFetch { fetched, left }) => (usize::from(fetched), Some(left)),
+            _ => (missing.len(), None),
+        };
+        for chunk in missing.iter().take(fetched) {
+            world.chunks[index].write(*chunk);
+            self.check_refetch(world, node);
+            self.agent(
+                world,
+                node,
+                AgentInput::ChunkFetched(*chunk),
+                None,
+                narration,
+            );
+        }
+        let crash = match (fault, left, missing.get(fetched)) {
+            (_, Some(left), Some(chunk)) => {
+                world.chunks[index].leave(*chunk, left);
+                self.check_refetch(world, node);
+                Some(format!("chunk {chunk} {left:?}"))
+            }
+            (Some(AppFault::CrashWhileStaging(tree)), _, _) => {
+                world.artifacts[index] = tree;
+                Some(format!("every chunk journaled, the tree {tree:?}"))
+            }
+            _ => None,
+        };
+        let Some(crash) = crash else {
+            world.artifacts[index] = Artifact::Good;
+            self.agent(world, node, AgentInput::Staged, fault, narration);
+            return false;
+        };
+        world.chunks[index].cut_short = world.chunks[index].cut_short.saturating_add(1);
+        say(narration, || {
+            format!("   {node}'s agent is SIGKILLed mid-fetch, leaving {crash} on disk")
+        });
+        self.crash_agent(world, node, narration);
+        true
+    }
+
+    /// The bound on a resume (issue #23: `resume_refetched_bytes` ≤ one
+    /// chunk): a chunk is fetched a second time only when a crash cut its
+    /// fetch short, at most [`CHUNKS_IN_FLIGHT_MAX`] per crash. Anything
+    /// more means a verified chunk was fetched again.
+    fn check_refetch(&self, world: &mut World, node: NodeId) {
+        let disk = world.chunks[node.0 as usize];
+        if disk.refetched > 0 {
+            world.ghost.chunk_refetched = true;
+        }
+        let bound = disk.cut_short.saturating_mul(CHUNKS_IN_FLIGHT_MAX);
+        if disk.refetched > bound {
+            world.record(Err(Violation::new(
+                Rule::S14,
+                format!(
+                    "{node} fetched {} chunk(s) a second time after {} crash(es) mid-fetch (at most {bound})",
+                    disk.refetched, disk.cut_short
+                ),
+            )));
         }
     }
 
@@ -567,7 +688,7 @@ impl FleetModel {
                 format!("{node} resumed {op} on a staged artifact that is {artifact:?} on disk"),
             )));
         }
-        if self.cfg.faults.has(Fault::StageError) {
+        if self.cfg.faults.has(Fault::StageError) || self.cfg.chunks > 1 {
             let row = reading.row();
             let bit = Row::ALL.iter().position(|r| *r == row).unwrap_or(0);
             world.ghost.recovery_rows |= 1 << bit;
@@ -828,6 +949,7 @@ impl FleetModel {
             {
                 let mut faults = Vec::new();
                 if self.budget_left(world, Fault::AgentCrash) {
+                    faults.extend(self.chunk_crash_points());
                     let left = [Artifact::Absent, Artifact::Torn, Artifact::Good];
                     faults.extend(left.map(AppFault::CrashWhileStaging));
                 }
@@ -838,6 +960,18 @@ impl FleetModel {
             }
             _ => Vec::new(),
         }
+    }
+
+    /// (`--chunks` 2 or more) Every point of a chunked fetch a crash may
+    /// strike before the tree: after `fetched` chunks, with the next one
+    /// left absent, partial, torn or complete. None with one chunk.
+    fn chunk_crash_points(&self) -> Vec<AppFault> {
+        if self.cfg.chunks < 2 {
+            return Vec::new();
+        }
+        (0..self.cfg.chunks)
+            .flat_map(|fetched| CHUNKS_LEFT.map(|left| AppFault::CrashMidFetch { fetched, left }))
+            .collect()
     }
 
     /// Take `action` in `world`, narrating into `narration` when asked.
@@ -1201,6 +1335,15 @@ impl FleetModel {
                     Some(AppFault::StageFails(failure)) => {
                         format!("deliver {what}; staging fails ({failure})")
                     }
+                    Some(AppFault::CrashMidFetch { fetched, left }) => format!(
+                        "deliver {what}; the agent is SIGKILLed mid-fetch (after {fetched} chunk(s), the next one {})",
+                        match left {
+                            ChunkLeft::Absent => "not written yet",
+                            ChunkLeft::Partial => "PARTIAL",
+                            ChunkLeft::Torn => "TORN: written whole, not as sent",
+                            ChunkLeft::Complete => "complete, not journaled",
+                        }
+                    ),
                 }
             }
             Action::Duplicate(msg) => format!(
