@@ -13,7 +13,10 @@ use crate::mutants::{
 };
 use crate::world::{App, Artifact, ChunkDisk, ChunkLeft, Ghost, Msg, World};
 use invariants::{Rule, Violation};
-use model::agent::{agent_apply, timer_due, AgentEffect, AgentEvent, AgentInput, AgentState};
+use model::agent::{
+    agent_apply, timer_due, AgentEffect, AgentEvent, AgentInput, AgentStage, AgentState,
+    StagingStep,
+};
 use model::chunks::{ChunkSet, CHUNKS_IN_FLIGHT_MAX};
 use model::controller::{
     apply, effects, ControllerState, Effect, Event, Input, Outcome, Resolution,
@@ -66,22 +69,25 @@ pub enum AppFault {
     CrashWhileStaging(Artifact),
     /// (`stage-error`) The staging attempt fails this way.
     StageFails(StageFailure),
-    /// (`agent-crash`, `--chunks` 2 or more) The agent is SIGKILLed in
-    /// the middle of a chunked fetch: `fetched` chunks were fetched,
-    /// verified and journaled, and the next one is left as `left`. It
-    /// restarts at once. (The tree's crash points, after every chunk, are
-    /// `CrashWhileStaging`.)
-    CrashMidFetch { fetched: u8, left: ChunkLeft },
 }
 
-/// How a crash may leave the chunk being written, in the order the
-/// checker offers them.
-pub const CHUNKS_LEFT: [ChunkLeft; 4] = [
-    ChunkLeft::Absent,
-    ChunkLeft::Partial,
-    ChunkLeft::Torn,
-    ChunkLeft::Complete,
-];
+/// (`agent-crash`, `--chunks` 2 or more) Where a crash strikes a running
+/// chunked fetch, beyond "nothing of the next write done" (which is
+/// [`Action::CrashAgent`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CrashAt {
+    /// In the write of the next chunk not verified, leaving it so.
+    Chunk(ChunkLeft),
+    /// Every chunk verified, in the tree's assembly, leaving it so.
+    Tree(Artifact),
+}
+
+/// The crash points of a chunk's write the checker offers.
+pub const CHUNK_CRASHES: [ChunkLeft; 3] =
+    [ChunkLeft::Partial, ChunkLeft::Torn, ChunkLeft::Complete];
+
+/// The crash points of the tree's assembly the checker offers.
+pub const TREE_CRASHES: [Artifact; 2] = [Artifact::Torn, Artifact::Good];
 
 /// The staging failures `stage-error` injects, one of each class.
 pub const STAGE_FAILURES: [StageFailure; 3] = [
@@ -149,6 +155,13 @@ pub enum Action {
     /// (`snapshot`) Archiving deletes the log entries the newest snapshot
     /// that verifies covers.
     Archive,
+    /// (`--chunks` 2 or more) The running attempt on a node fetches its
+    /// next chunk not verified, which lands and verifies; with every
+    /// chunk verified, it assembles the tree and verifies it whole.
+    FetchChunk(NodeId),
+    /// (`agent-crash`, `--chunks` 2 or more) The agent is SIGKILLed in the
+    /// middle of its running fetch, and restarts at once.
+    CrashMidFetch(NodeId, CrashAt),
 }
 
 /// The checked system for one configuration.
@@ -567,11 +580,10 @@ impl FleetModel {
         }
     }
 
-    /// (`--chunks` 2 or more) Run a staging attempt chunk by chunk: fetch
-    /// each chunk the journal does not hold as verified, in order (the
-    /// driver reports each as it lands and verifies), then assemble the
-    /// tree and verify it whole. `fault` may fail the attempt, or SIGKILL
-    /// the agent at a point of it (then it restarts; returns true).
+    /// (`--chunks` 2 or more) A staging attempt in chunks: it fails at
+    /// once as `fault` says, or runs, one chunk per
+    /// [`Action::FetchChunk`], so that a crash may strike between any two
+    /// steps of it ([`Action::CrashAgent`], [`Action::CrashMidFetch`]).
     fn stage_chunks(
         &self,
         world: &mut World,
@@ -579,61 +591,72 @@ impl FleetModel {
         fault: Option<AppFault>,
         narration: &mut Narration,
     ) -> bool {
-        let index = node.0 as usize;
         if let Some(AppFault::StageFails(failure)) = fault {
-            self.agent(
-                world,
-                node,
-                AgentInput::StageFailed(failure),
-                None,
-                narration,
-            );
-            return false;
+            let input = AgentInput::StageFailed(failure);
+            self.agent(world, node, input, None, narration);
         }
-        let agent = &world.agents[index];
-        let verified = agent.op.map_or(ChunkSet::NONE, |o| o.verified);
-        let missing: Vec<u8> = ChunkSet::all(agent.chunk_count())
-            .without(verified)
+        false
+    }
+
+    /// The next chunk of `node`'s running fetch: the lowest the journal
+    /// does not hold as verified; `None` when every chunk is (or no
+    /// attempt runs).
+    fn next_chunk(&self, world: &World, node: NodeId) -> Option<u8> {
+        let agent = &world.agents[node.0 as usize];
+        let op = agent
+            .op
+            .filter(|o| o.stage == AgentStage::Staging(StagingStep::Running))?;
+        ChunkSet::all(agent.chunk_count())
+            .without(op.verified)
             .indexes()
-            .collect();
-        let (fetched, left) = match fault {
-            Some(AppFault::CrashMidFetch { fetched, left }) => (usize::from(fetched), Some(left)),
-            _ => (missing.len(), None),
-        };
-        for chunk in missing.iter().take(fetched) {
-            world.chunks[index].write(*chunk);
-            self.check_refetch(world, node);
-            self.agent(
-                world,
-                node,
-                AgentInput::ChunkFetched(*chunk),
-                None,
-                narration,
-            );
-        }
-        let crash = match (fault, left, missing.get(fetched)) {
-            (_, Some(left), Some(chunk)) => {
-                world.chunks[index].leave(*chunk, left);
+            .next()
+    }
+
+    /// [`Action::FetchChunk`]: the next chunk lands whole and verifies (the
+    /// driver reports it), or, every chunk verified, the tree is
+    /// assembled, verifies whole and the attempt reports it staged.
+    fn fetch_chunk(&self, world: &mut World, node: NodeId, narration: &mut Narration) {
+        let index = node.0 as usize;
+        match self.next_chunk(world, node) {
+            Some(chunk) => {
+                world.chunks[index].write(chunk);
                 self.check_refetch(world, node);
-                Some(format!("chunk {chunk} {left:?}"))
+                let input = AgentInput::ChunkFetched(chunk);
+                self.agent(world, node, input, None, narration);
             }
-            (Some(AppFault::CrashWhileStaging(tree)), _, _) => {
+            None => {
+                world.artifacts[index] = Artifact::Good;
+                self.agent(world, node, AgentInput::Staged, None, narration);
+            }
+        }
+    }
+
+    /// [`Action::CrashMidFetch`]: the crash leaves the chunk being written,
+    /// or the tree being assembled, as `at` says; the agent restarts.
+    fn crash_mid_fetch(
+        &self,
+        world: &mut World,
+        node: NodeId,
+        at: CrashAt,
+        narration: &mut Narration,
+    ) {
+        let index = node.0 as usize;
+        match (self.next_chunk(world, node), at) {
+            (Some(chunk), CrashAt::Chunk(left)) => {
+                world.chunks[index].leave(chunk, left);
+                self.check_refetch(world, node);
+                say(narration, || {
+                    format!("   {node}'s chunk {chunk} is left {left:?}")
+                });
+            }
+            (None, CrashAt::Tree(tree)) => {
                 world.artifacts[index] = tree;
-                Some(format!("every chunk journaled, the tree {tree:?}"))
+                say(narration, || format!("   {node}'s tree is left {tree:?}"));
             }
-            _ => None,
-        };
-        let Some(crash) = crash else {
-            world.artifacts[index] = Artifact::Good;
-            self.agent(world, node, AgentInput::Staged, fault, narration);
-            return false;
-        };
+            _ => {}
+        }
         world.chunks[index].cut_short = world.chunks[index].cut_short.saturating_add(1);
-        say(narration, || {
-            format!("   {node}'s agent is SIGKILLed mid-fetch, leaving {crash} on disk")
-        });
         self.crash_agent(world, node, narration);
-        true
     }
 
     /// The bound on a resume (issue #23: `resume_refetched_bytes` ≤ one
@@ -744,6 +767,7 @@ impl FleetModel {
             if self.budget_left(world, Fault::AgentCrash) {
                 actions.push(Action::CrashAgent(node));
             }
+            self.enabled_fetch(world, node, actions);
             let live_unknown = ctrl
                 .nodes
                 .get(&node)
@@ -948,8 +972,8 @@ impl FleetModel {
                 if starts_staging(&world.agents[node.0 as usize], cmd) =>
             {
                 let mut faults = Vec::new();
-                if self.budget_left(world, Fault::AgentCrash) {
-                    faults.extend(self.chunk_crash_points());
+                // With chunks, crashes strike the running fetch as actions.
+                if self.budget_left(world, Fault::AgentCrash) && self.cfg.chunks < 2 {
                     let left = [Artifact::Absent, Artifact::Torn, Artifact::Good];
                     faults.extend(left.map(AppFault::CrashWhileStaging));
                 }
@@ -962,16 +986,27 @@ impl FleetModel {
         }
     }
 
-    /// (`--chunks` 2 or more) Every point of a chunked fetch a crash may
-    /// strike before the tree: after `fetched` chunks, with the next one
-    /// left absent, partial, torn or complete. None with one chunk.
-    fn chunk_crash_points(&self) -> Vec<AppFault> {
-        if self.cfg.chunks < 2 {
-            return Vec::new();
+    /// (`--chunks` 2 or more) A node's running fetch goes on, or a crash
+    /// strikes it in the middle of a write (the crash before a write is
+    /// [`Action::CrashAgent`]). Fetching needs the link to the controller.
+    fn enabled_fetch(&self, world: &World, node: NodeId, actions: &mut Vec<Action>) {
+        let running = world.agents[node.0 as usize]
+            .op
+            .is_some_and(|o| o.stage == AgentStage::Staging(StagingStep::Running));
+        if self.cfg.chunks < 2 || !running {
+            return;
         }
-        (0..self.cfg.chunks)
-            .flat_map(|fetched| CHUNKS_LEFT.map(|left| AppFault::CrashMidFetch { fetched, left }))
-            .collect()
+        if !world.is_partitioned(node) {
+            actions.push(Action::FetchChunk(node));
+        }
+        if !self.budget_left(world, Fault::AgentCrash) {
+            return;
+        }
+        let at: Vec<CrashAt> = match self.next_chunk(world, node) {
+            Some(_) => CHUNK_CRASHES.into_iter().map(CrashAt::Chunk).collect(),
+            None => TREE_CRASHES.into_iter().map(CrashAt::Tree).collect(),
+        };
+        actions.extend(at.into_iter().map(|at| Action::CrashMidFetch(node, at)));
     }
 
     /// Take `action` in `world`, narrating into `narration` when asked.
@@ -1027,6 +1062,11 @@ impl FleetModel {
             Action::CrashAgent(node) => {
                 next.faults_used += 1;
                 self.crash_agent(&mut next, node, narration);
+            }
+            Action::FetchChunk(node) => self.fetch_chunk(&mut next, node, narration),
+            Action::CrashMidFetch(node, at) => {
+                next.faults_used += 1;
+                self.crash_mid_fetch(&mut next, node, at, narration);
             }
             Action::CrashController => {
                 next.faults_used += 1;
@@ -1335,15 +1375,6 @@ impl FleetModel {
                     Some(AppFault::StageFails(failure)) => {
                         format!("deliver {what}; staging fails ({failure})")
                     }
-                    Some(AppFault::CrashMidFetch { fetched, left }) => format!(
-                        "deliver {what}; the agent is SIGKILLed mid-fetch (after {fetched} chunk(s), the next one {})",
-                        match left {
-                            ChunkLeft::Absent => "not written yet",
-                            ChunkLeft::Partial => "PARTIAL",
-                            ChunkLeft::Torn => "TORN: written whole, not as sent",
-                            ChunkLeft::Complete => "complete, not journaled",
-                        }
-                    ),
                 }
             }
             Action::Duplicate(msg) => format!(
@@ -1370,6 +1401,28 @@ impl FleetModel {
             Action::Partition(node) => format!("network PARTITIONS {node}"),
             Action::Heal(node) => format!("partition of {node} heals; agent reconnects"),
             Action::CrashAgent(node) => format!("agent on {node} is SIGKILLed and restarts"),
+            Action::FetchChunk(node) => match self.next_chunk(world, *node) {
+                Some(chunk) => format!("{node} fetches chunk {chunk}; it lands whole"),
+                None => format!("{node} assembles the tree from its chunks; it verifies whole"),
+            },
+            Action::CrashMidFetch(node, at) => {
+                let what = match (self.next_chunk(world, *node), at) {
+                    (Some(chunk), CrashAt::Chunk(ChunkLeft::Partial)) => {
+                        format!("writing chunk {chunk}: it is left PARTIAL")
+                    }
+                    (Some(chunk), CrashAt::Chunk(ChunkLeft::Torn)) => {
+                        format!("writing chunk {chunk}: it is left TORN (whole length, not as sent)")
+                    }
+                    (Some(chunk), CrashAt::Chunk(_)) => {
+                        format!("after chunk {chunk} was written and verified, before it was journaled")
+                    }
+                    (_, CrashAt::Tree(Artifact::Torn)) => {
+                        "assembling the tree: it is left TORN".to_string()
+                    }
+                    _ => "after the tree verified, before it was journaled as staged".to_string(),
+                };
+                format!("agent on {node} is SIGKILLed {what}, and restarts")
+            }
             Action::CrashController => {
                 let lost = world.unflushed.len();
                 if lost > 0 {
