@@ -952,6 +952,117 @@ mod tests {
         );
     }
 
+    /// Three chunks, the first reading done (nothing on disk): an attempt
+    /// runs.
+    fn chunked_running() -> AgentState {
+        let mut state = AgentState {
+            release_chunks: 3,
+            ..accepted()
+        };
+        let nothing = ChunkReading {
+            verified: ChunkSet::NONE,
+            unverified: ChunkSet::NONE,
+            tree: Observed::Absent,
+        };
+        let out = feed(&mut state, AgentInput::ChunksObserved(nothing));
+        assert_eq!(rows(&out), vec![Row::Absent]);
+        assert_eq!(out.effects, vec![AgentEffect::StageArtifact]);
+        state
+    }
+
+    fn verified(state: &AgentState) -> ChunkSet {
+        state.op.map_or(ChunkSet::NONE, |o| o.verified)
+    }
+
+    #[test]
+    fn a_chunked_fetch_asks_to_commit_only_once_every_chunk_verified() {
+        let mut state = chunked_running();
+        for chunk in 0..3 {
+            let out = feed(&mut state, AgentInput::ChunkFetched(chunk));
+            // Progress of the running attempt: no new attempt, no request.
+            assert!(out.effects.is_empty(), "{out:?}");
+            // A duplicate report changes nothing.
+            assert!(feed(&mut state, AgentInput::ChunkFetched(chunk))
+                .events
+                .is_empty());
+        }
+        assert_eq!(verified(&state), ChunkSet::all(3));
+        // A chunk the release does not have is no progress.
+        assert!(feed(&mut state, AgentInput::ChunkFetched(3))
+            .events
+            .is_empty());
+        let out = feed(&mut state, AgentInput::Staged);
+        assert!(commit_request(&out), "{out:?}");
+        // Outside staging the op holds no chunk record.
+        assert_eq!(verified(&state), ChunkSet::NONE);
+    }
+
+    #[test]
+    fn a_restart_mid_fetch_resumes_from_the_chunks_that_re_verify() {
+        let mut state = chunked_running();
+        feed(&mut state, AgentInput::ChunkFetched(0));
+        feed(&mut state, AgentInput::ChunkFetched(1));
+        let out = feed(&mut state, AgentInput::Restarted { serving: Some(V1) });
+        assert!(out.effects.contains(&AgentEffect::ObserveStaged));
+        // The journal's list is not trusted across the crash.
+        assert_eq!(verified(&state), ChunkSet::NONE);
+        // Chunk 0 re-verifies; chunk 1 is torn on disk; chunk 2 absent.
+        let reading = ChunkReading {
+            verified: ChunkSet::NONE.with(0),
+            unverified: ChunkSet::NONE.with(1),
+            tree: Observed::Absent,
+        };
+        let out = feed(&mut state, AgentInput::ChunksObserved(reading));
+        assert_eq!(
+            out.events[0],
+            AgentEvent::ChunksKept {
+                op: OP,
+                reading,
+                kept: ChunkSet::NONE.with(0),
+            }
+        );
+        assert_eq!(rows(&out), vec![Row::PartlyVerified]);
+        assert_eq!(out.effects, vec![AgentEffect::StageArtifact]);
+        let op = state.op.expect("op");
+        assert_eq!(op.stage, AgentStage::Staging(StagingStep::Running));
+        assert_eq!(op.verified, ChunkSet::NONE.with(0));
+        // A resumed fetch is an attempt: the first one spent a unit too.
+        assert_eq!(op.budget_left, ATTEMPT_BUDGET - 2);
+        // Staged with chunks never reported verified is no evidence.
+        let out = feed(&mut state, AgentInput::Staged);
+        assert!(!commit_request(&out));
+        assert_eq!(
+            out.events,
+            vec![AgentEvent::StageFailed {
+                op: OP,
+                failure: StageFailure::MissingEvidence
+            }]
+        );
+    }
+
+    #[test]
+    fn a_chunked_fetch_whose_tree_is_there_but_bad_stops() {
+        let mut state = chunked_running();
+        feed(&mut state, AgentInput::Restarted { serving: Some(V1) });
+        let reading = ChunkReading {
+            verified: ChunkSet::all(3),
+            unverified: ChunkSet::NONE,
+            tree: Observed::Unknown,
+        };
+        let out = feed(&mut state, AgentInput::ChunksObserved(reading));
+        assert_eq!(rows(&out), vec![Row::EffectUnknown]);
+        // Every chunk and the tree re-verified: resume to the request.
+        let mut state = chunked_running();
+        feed(&mut state, AgentInput::Restarted { serving: Some(V1) });
+        let whole = ChunkReading {
+            tree: Observed::ReVerified,
+            ..reading
+        };
+        let out = feed(&mut state, AgentInput::ChunksObserved(whole));
+        assert_eq!(rows(&out), vec![Row::ReVerified]);
+        assert!(commit_request(&out));
+    }
+
     #[test]
     fn a_failure_of_unknown_class_is_missing_evidence() {
         let mut state = accepted();
