@@ -1405,24 +1405,7 @@ impl FleetModel {
                 Some(chunk) => format!("{node} fetches chunk {chunk}; it lands whole"),
                 None => format!("{node} assembles the tree from its chunks; it verifies whole"),
             },
-            Action::CrashMidFetch(node, at) => {
-                let what = match (self.next_chunk(world, *node), at) {
-                    (Some(chunk), CrashAt::Chunk(ChunkLeft::Partial)) => {
-                        format!("writing chunk {chunk}: it is left PARTIAL")
-                    }
-                    (Some(chunk), CrashAt::Chunk(ChunkLeft::Torn)) => {
-                        format!("writing chunk {chunk}: it is left TORN (whole length, not as sent)")
-                    }
-                    (Some(chunk), CrashAt::Chunk(_)) => {
-                        format!("after chunk {chunk} was written and verified, before it was journaled")
-                    }
-                    (_, CrashAt::Tree(Artifact::Torn)) => {
-                        "assembling the tree: it is left TORN".to_string()
-                    }
-                    _ => "after the tree verified, before it was journaled as staged".to_string(),
-                };
-                format!("agent on {node} is SIGKILLed {what}, and restarts")
-            }
+            Action::CrashMidFetch(node, at) => self.describe_crash_mid_fetch(world, *node, *at),
             Action::CrashController => {
                 let lost = world.unflushed.len();
                 if lost > 0 {
@@ -1499,6 +1482,28 @@ impl FleetModel {
                 format!("archiving DELETES log entries {from}..{to} (a snapshot covers them)")
             }
         }
+    }
+}
+
+impl FleetModel {
+    /// [`Action::CrashMidFetch`] in domain words.
+    fn describe_crash_mid_fetch(&self, world: &World, node: NodeId, at: CrashAt) -> String {
+        let what = match (self.next_chunk(world, node), at) {
+            (Some(chunk), CrashAt::Chunk(ChunkLeft::Partial)) => {
+                format!("writing chunk {chunk}: it is left PARTIAL")
+            }
+            (Some(chunk), CrashAt::Chunk(ChunkLeft::Torn)) => {
+                format!("writing chunk {chunk}: it is left TORN (whole length, not as sent)")
+            }
+            (Some(chunk), CrashAt::Chunk(_)) => {
+                format!("after chunk {chunk} was written and verified, before it was journaled")
+            }
+            (_, CrashAt::Tree(Artifact::Torn)) => {
+                "assembling the tree: it is left TORN".to_string()
+            }
+            _ => "after the tree verified, before it was journaled as staged".to_string(),
+        };
+        format!("agent on {node} is SIGKILLed {what}, and restarts")
     }
 }
 
