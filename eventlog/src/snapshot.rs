@@ -578,9 +578,10 @@ fn newest_usable<S: LogStorage + ?Sized, T, D: Display>(
             Err(skip) => skipped.push((covers, skip)),
         }
     }
-    let used = found.as_ref().map_or(0, |(s, _)| s.covers);
     // Named only when newer than the one used: older ones cost nothing.
-    skipped.retain(|(covers, _)| *covers > used);
+    // Without one used, every one is named (one covering 0 entries too).
+    let used = found.as_ref().map(|(s, _)| s.covers);
+    skipped.retain(|(covers, _)| used.is_none_or(|used| *covers > used));
     skipped.sort_by_key(|(covers, _)| std::cmp::Reverse(*covers));
     for (covers, skip) in &skipped {
         tracing::warn!(covers, reason = %skip, "skipping snapshot covering {covers} entries: {skip}");
