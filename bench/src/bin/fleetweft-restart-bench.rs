@@ -92,15 +92,23 @@ struct Args {
     /// printed (the machine is shared: the fastest is the start's cost).
     #[arg(long, default_value_t = 1)]
     repeat: u32,
-    /// Only time `--repeat` starts of the sled log a previous run left in
-    /// `--dir` (e.g. again on a quiet machine).
-    #[arg(long, requires = "dir")]
+    /// Only time `--repeat` starts of the log a previous run left in
+    /// `--dir`, or on `--etcd` under `--etcd-prefix` (e.g. again on a quiet
+    /// machine, or after moving etcd's data directories to another disk).
+    #[arg(long)]
     restart_only: bool,
+    /// With `--restart-only --etcd`: the prefix the filling run printed
+    /// (`log: etcd ... under PREFIX`).
+    #[arg(long, requires = "restart_only")]
+    etcd_prefix: Option<String>,
     /// The log on this etcd cluster (comma-separated endpoints, e.g. from
     /// `scripts/etcd.sh start DIR`), under a fresh prefix.
     #[arg(long, value_delimiter = ',')]
     etcd: Vec<String>,
 }
+
+/// How long a campaign waits for the previous holder's lease to expire.
+const CAMPAIGN_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Where the log lives, and what a start on it needs (one per run: its
 /// size does not matter).
@@ -169,14 +177,20 @@ impl Backend {
     }
 }
 
-/// Connects to etcd, campaigns for a fresh prefix and probes its limits.
-fn etcd_backend(endpoints: &[String]) -> anyhow::Result<Backend> {
-    let prefix = format!("/fleetweft-restart-bench/{}", std::process::id());
+/// Connects to etcd, campaigns for `prefix` (default: a fresh one) and
+/// probes its limits.
+fn etcd_backend(endpoints: &[String], prefix: Option<String>) -> anyhow::Result<Backend> {
+    if endpoints.is_empty() {
+        bail!("no log: give --dir (sled) or --etcd (endpoints)");
+    }
+    let prefix =
+        prefix.unwrap_or_else(|| format!("/fleetweft-restart-bench/{}", std::process::id()));
     let config = EtcdConfig::new(endpoints.to_vec(), prefix);
     let client = EtcdClient::connect(&config).context("connect to etcd")?;
-    let leadership =
-        Leadership::campaign(&client, &config, "restart-bench", std::time::Duration::ZERO)
-            .context("campaign")?;
+    // A restart-only run campaigns on the prefix the filling run held: its
+    // lease must first expire, so wait for it as a standby would.
+    let leadership = Leadership::campaign(&client, &config, "restart-bench", CAMPAIGN_WAIT)
+        .context("campaign")?;
     let probing = Instant::now();
     let probed = EtcdStorage::probe(&client, &config).context("probe the batch limits")?;
     println!(
@@ -274,7 +288,14 @@ fn main() -> anyhow::Result<()> {
         }
         Some(dir) if dir.exists() => bail!("{} exists: the bench fills a fresh log", dir.display()),
         Some(dir) => Backend::Sled(dir.clone()),
-        None => etcd_backend(&args.etcd)?,
+        None if args.restart_only => {
+            let Some(prefix) = args.etcd_prefix.clone() else {
+                bail!("--restart-only needs --dir (sled) or --etcd with --etcd-prefix");
+            };
+            let backend = etcd_backend(&args.etcd, Some(prefix))?;
+            return restart_only(backend, args.repeat);
+        }
+        None => etcd_backend(&args.etcd, None)?,
     };
     if let Some(archive_dir) = &args.archive_dir {
         if archive_dir.exists() {
