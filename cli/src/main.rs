@@ -1635,21 +1635,80 @@ fn print_summary(
         &summary.head_hash,
         "log",
     )?;
-    writeln!(out, "rollouts:      {}", summary.rollouts.len())?;
-    for rollout in &summary.rollouts {
-        writeln!(
-            out,
-            "  {}  {}  release {}",
-            rollout.id, rollout.status, rollout.release
-        )?;
-    }
+    print_rollouts(out, &summary.rollouts)?;
     writeln!(out, "open ops:      {}", summary.open_ops.len())?;
-    for op in &summary.open_ops {
+    for op in summary.open_ops.iter().take(LOG_VERIFY_OPS_LISTED_MAX) {
         write!(out, "  {}  {}  {}", op.op, op.node, op.phase)?;
         match &op.unknown {
             Some(reason) => writeln!(out, "  UNKNOWN: {reason}")?,
             None => writeln!(out)?,
         }
+    }
+    let unlisted = summary
+        .open_ops
+        .len()
+        .saturating_sub(LOG_VERIFY_OPS_LISTED_MAX);
+    if unlisted > 0 {
+        writeln!(
+            out,
+            "  ... {unlisted} more open ops (--json lists every one)"
+        )?;
+    }
+    Ok(())
+}
+
+/// Rollouts `log verify` lists by name: every one not finished, and at
+/// most this many of the newest finished ones. A log of years holds
+/// hundreds of finished rollouts (500 at 20 million events on 10,000
+/// nodes); the text report counts them, `--json` lists them all.
+const LOG_VERIFY_FINISHED_ROLLOUTS_LISTED_MAX: usize = 10;
+/// Open ops `log verify` lists by name (a 10,000-node wave can hold
+/// thousands); `--json` lists them all.
+const LOG_VERIFY_OPS_LISTED_MAX: usize = 50;
+
+/// The rollouts' count per status, then the rollouts still in play and the
+/// newest finished ones.
+fn print_rollouts(
+    out: &mut impl std::fmt::Write,
+    rollouts: &[logtools::inspect::RolloutSummary],
+) -> anyhow::Result<()> {
+    // A status word without its reason: `paused (why)` counts as `paused`.
+    let word = |status: &str| status.split(" (").next().unwrap_or(status).to_string();
+    let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+    for rollout in rollouts {
+        *counts.entry(word(&rollout.status)).or_default() += 1;
+    }
+    let counts: Vec<String> = counts.iter().map(|(w, n)| format!("{w} {n}")).collect();
+    match counts.is_empty() {
+        true => writeln!(out, "rollouts:      0")?,
+        false => writeln!(
+            out,
+            "rollouts:      {} ({})",
+            rollouts.len(),
+            counts.join(", ")
+        )?,
+    }
+    let finished_total = rollouts.iter().filter(|r| r.finished).count();
+    let finished_skipped = finished_total.saturating_sub(LOG_VERIFY_FINISHED_ROLLOUTS_LISTED_MAX);
+    if finished_skipped > 0 {
+        writeln!(
+            out,
+            "  ... {finished_skipped} older finished rollouts (--json lists every one)"
+        )?;
+    }
+    let mut finished_seen = 0;
+    for rollout in rollouts {
+        if rollout.finished {
+            finished_seen += 1;
+            if finished_seen <= finished_skipped {
+                continue;
+            }
+        }
+        writeln!(
+            out,
+            "  {}  {}  release {}",
+            rollout.id, rollout.status, rollout.release
+        )?;
     }
     Ok(())
 }
@@ -2406,5 +2465,46 @@ where
             eprintln!("fleetweft: {}", failure.message);
             ExitCode::from(failure.code)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use logtools::inspect::RolloutSummary;
+
+    fn rollout(n: usize, status: &str, finished: bool) -> RolloutSummary {
+        RolloutSummary {
+            id: format!("r{n}"),
+            status: status.to_string(),
+            release: "v".to_string(),
+            finished,
+        }
+    }
+
+    /// A long history is counted, not listed: every rollout still in play
+    /// by name, the newest finished ones, and a line for the rest.
+    #[test]
+    fn log_verify_lists_rollouts_in_play_and_only_the_newest_finished() {
+        let mut rollouts: Vec<_> = (0..500).map(|n| rollout(n, "completed", true)).collect();
+        rollouts[3] = rollout(3, "superseded", false);
+        rollouts[499] = rollout(499, "active (operator)", false);
+        let mut out = String::new();
+        print_rollouts(&mut out, &rollouts).expect("print");
+        assert!(
+            out.starts_with("rollouts:      500 (active 1, completed 498, superseded 1)\n"),
+            "{out}"
+        );
+        let skipped = 498 - LOG_VERIFY_FINISHED_ROLLOUTS_LISTED_MAX;
+        assert!(
+            out.contains(&format!("... {skipped} older finished rollouts")),
+            "{out}"
+        );
+        assert!(out.contains("  r3  superseded"), "{out}");
+        assert!(out.contains("  r499  active (operator)"), "{out}");
+        assert!(out.contains("  r498  completed"), "{out}");
+        assert!(!out.contains("  r100  "), "{out}");
+        let listed = out.lines().filter(|l| l.starts_with("  r")).count();
+        assert_eq!(listed, LOG_VERIFY_FINISHED_ROLLOUTS_LISTED_MAX + 2, "{out}");
     }
 }

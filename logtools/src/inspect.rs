@@ -304,6 +304,9 @@ pub struct RolloutSummary {
     pub status: String,
     /// The release, as the model prints it.
     pub release: String,
+    /// Not active and no op holding a slot: nothing can change it any more
+    /// (the model's `Rollout::finished`).
+    pub finished: bool,
 }
 
 /// One unsettled op as `log verify` reports it.
@@ -541,6 +544,7 @@ pub(crate) fn summarize(report: &VerifyReport, state: &ControllerState) -> LogSu
                 id: rollout.id.to_string(),
                 status,
                 release: rollout.plan.release.to_string(),
+                finished: rollout.finished(),
             }
         })
         .collect();
