@@ -170,13 +170,62 @@ pub struct FleetModel {
     pub cfg: CheckConfig,
 }
 
-/// A narrator collects domain-word lines while a transition runs; `None`
-/// when only the next state matters (the checker's hot path).
-pub type Narration = Option<Vec<String>>;
+/// A narrator collects what a transition does, in domain words and with
+/// where it happens, while the transition runs; `None` when only the next
+/// state matters (the checker's hot path). The numbered text of a
+/// counterexample reads the words; its sequence diagram reads the places.
+pub type Narration = Option<Vec<Told>>;
 
-fn say(narration: &mut Narration, line: impl FnOnce() -> String) {
+/// One thing a transition did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Told {
+    /// A line of the counterexample's text, and where it happened.
+    Line { at: Place, text: String },
+    /// What the controller appended so far is durable (appended and
+    /// flushed): only the diagram shows it, on the log's lane.
+    Durable,
+    /// A node's agent puts a message on the network: only the diagram
+    /// shows it (the text tells the agent's events, which imply it).
+    Sent { from: NodeId, text: String },
+}
+
+/// Where a narrated line happens (a lane of the sequence diagram).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// The controller decides or refuses something.
+    Controller,
+    /// The controller appends an event to its log.
+    Appends,
+    /// The controller puts a message for this node on the network.
+    Sends(NodeId),
+    /// The node's agent does something.
+    Node(NodeId),
+    /// A fault strikes the node (a crash, what a crash leaves on disk).
+    NodeFault(NodeId),
+    /// A fault strikes the controller.
+    ControllerFault,
+    /// An operator (or a verifier on their behalf).
+    Operator,
+    /// The network (shown on the message's arrow, not as a note).
+    Network,
+}
+
+fn say(narration: &mut Narration, at: Place, line: impl FnOnce() -> String) {
     if let Some(lines) = narration {
-        lines.push(line());
+        lines.push(Told::Line { at, text: line() });
+    }
+}
+
+fn say_sent(narration: &mut Narration, from: NodeId, msg: &Msg) {
+    if let Some(lines) = narration {
+        let text = describe_msg(msg);
+        lines.push(Told::Sent { from, text });
+    }
+}
+
+fn say_durable(narration: &mut Narration) {
+    if let Some(lines) = narration {
+        lines.push(Told::Durable);
     }
 }
 
@@ -291,7 +340,9 @@ impl FleetModel {
     pub fn controller(&self, world: &mut World, input: Input, narration: &mut Narration) -> bool {
         let before = world.controller().into_owned();
         let Ok(events) = controller_step(self.cfg.mutant, &before, &input) else {
-            say(narration, || "   controller refuses it".to_string());
+            say(narration, Place::Controller, || {
+                "   controller refuses it".to_string()
+            });
             return false;
         };
         self.controller_events(world, before, events, narration);
@@ -328,7 +379,7 @@ impl FleetModel {
                 applied.push(event.clone());
             }
             self.note_ghost(world, &state, event, paused);
-            say(narration, || {
+            say(narration, Place::Appends, || {
                 let mut line = format!("   controller: {event}");
                 if let Event::OpGranted { rollout, .. } = event {
                     let max = state.rollout(*rollout).map_or(0, |r| r.plan.slots_max);
@@ -350,6 +401,7 @@ impl FleetModel {
         } else {
             // The batch is durable (appended and flushed) before any effect.
             world.durable = state;
+            say_durable(narration);
             if let Some(log) = world.log.as_mut() {
                 log.append(applied);
             }
@@ -357,7 +409,7 @@ impl FleetModel {
         for effect in outbox {
             if let Effect::Send { to, msg } = effect {
                 world.record(invariants::s7_persist_before_reply(&world.durable, &msg));
-                say(narration, || {
+                say(narration, Place::Sends(to), || {
                     format!("   controller sends {} to {to}", describe_command(&msg))
                 });
                 world.net.insert(Msg::ToAgent(to, msg));
@@ -398,14 +450,14 @@ impl FleetModel {
         let events = match controller_step(self.cfg.mutant, &stale, &input) {
             Ok(events) if !events.is_empty() => events,
             _ => {
-                say(narration, || {
+                say(narration, Place::Controller, || {
                     "   deposed leader: nothing to append".to_string()
                 });
                 return;
             }
         };
         if append_fenced(self.cfg.mutant) {
-            say(narration, || {
+            say(narration, Place::Controller, || {
                 "   deposed leader's append is FENCED: nothing appended or sent; it stops"
                     .to_string()
             });
@@ -420,7 +472,7 @@ impl FleetModel {
             }
         }
         world.deposed = Some(own);
-        say(narration, || {
+        say(narration, Place::Controller, || {
             "   deposed leader appends to the shared log:".to_string()
         });
         let log = world.durable.clone();
@@ -506,12 +558,15 @@ impl FleetModel {
                 AgentEvent::ChunksKept { kept, .. } => world.chunks[index].discard_except(*kept),
                 _ => {}
             }
-            say(narration, || format!("   {node} {event}"));
+            say(narration, Place::Node(node), || {
+                format!("   {node} {event}")
+            });
         }
         world.agents[index] = journal;
         for effect in out.effects {
             match effect {
                 AgentEffect::Send(msg) => {
+                    say_sent(narration, node, &Msg::ToController(node, msg));
                     world.net.insert(Msg::ToController(node, msg));
                 }
                 AgentEffect::ProbeRoute => {
@@ -559,7 +614,7 @@ impl FleetModel {
         match fault {
             Some(AppFault::CrashWhileStaging(left)) => {
                 world.artifacts[index] = left;
-                say(narration, || {
+                say(narration, Place::NodeFault(node), || {
                     format!(
                         "   {node}'s agent is SIGKILLed while staging, leaving {left:?} on disk"
                     )
@@ -645,13 +700,15 @@ impl FleetModel {
             (Some(chunk), CrashAt::Chunk(left)) => {
                 world.chunks[index].leave(chunk, left);
                 self.check_refetch(world, node);
-                say(narration, || {
+                say(narration, Place::NodeFault(node), || {
                     format!("   {node}'s chunk {chunk} is left {left:?}")
                 });
             }
             (None, CrashAt::Tree(tree)) => {
                 world.artifacts[index] = tree;
-                say(narration, || format!("   {node}'s tree is left {tree:?}"));
+                say(narration, Place::NodeFault(node), || {
+                    format!("   {node}'s tree is left {tree:?}")
+                });
             }
             _ => {}
         }
@@ -1022,7 +1079,7 @@ impl FleetModel {
             }
             Action::Duplicate(msg) => {
                 next.faults_used += 1;
-                say(narration, || {
+                say(narration, Place::Network, || {
                     "   (the network keeps a duplicate)".to_string()
                 });
                 self.deliver(&mut next, msg, None, narration);
@@ -1093,6 +1150,7 @@ impl FleetModel {
                 if let Some(log) = next.log.as_mut() {
                     log.append(flushed);
                 }
+                say_durable(narration);
             }
             Action::ProbeRoute(node) => {
                 let observation = next.observe(node);
@@ -1131,7 +1189,7 @@ impl FleetModel {
                     } else {
                         Resolution::Abandon
                     };
-                    say(narration, || {
+                    say(narration, Place::Operator, || {
                         format!("   operator observes {}: {observation}", o.node)
                     });
                     let input = Input::Resolve {
@@ -1260,7 +1318,7 @@ impl FleetModel {
         let rebuilt = match rebuilt {
             Ok(rebuilt) => rebuilt,
             Err(violation) => {
-                say(narration, || {
+                say(narration, Place::ControllerFault, || {
                     format!("   a restart cannot rebuild the state: {violation}")
                 });
                 world.record(Err(violation));
@@ -1268,7 +1326,7 @@ impl FleetModel {
             }
         };
         if restarting {
-            say(narration, || {
+            say(narration, Place::Controller, || {
                 format!("   controller {}", describe_rebuild(&rebuilt))
             });
             world.ghost.restarted_from_snapshot |= rebuilt.from.is_some() && archived > 0;
@@ -1318,7 +1376,7 @@ impl FleetModel {
         }
         let fresh = self.fresh(world, node);
         let proof = node_proof(self.cfg.mutant, &ctrl, node, &fresh);
-        say(narration, || {
+        say(narration, Place::Controller, || {
             let mode = match proof.mode {
                 ProofMode::Live => "live",
                 ProofMode::Recorded => "recorded",

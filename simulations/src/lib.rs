@@ -6,6 +6,7 @@
 //! runner behind the `fleetweft-check` binary ([`run`]).
 
 pub mod config;
+pub mod diagram;
 pub mod durable_log;
 pub mod fleet;
 pub mod gallery;

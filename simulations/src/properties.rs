@@ -306,8 +306,13 @@ impl Model for FleetModel {
     }
 
     fn format_step(&self, state: &World, action: Action) -> Option<String> {
-        let mut lines = Some(vec![self.describe(state, &action)]);
-        self.transition(state, action, &mut lines);
-        lines.map(|l| l.join("\n"))
+        let mut told = Some(Vec::new());
+        self.transition(state, action, &mut told);
+        let mut lines = vec![self.describe(state, &action)];
+        lines.extend(told.into_iter().flatten().filter_map(|t| match t {
+            crate::fleet::Told::Line { text, .. } => Some(text),
+            _ => None,
+        }));
+        Some(lines.join("\n"))
     }
 }

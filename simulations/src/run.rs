@@ -2,7 +2,7 @@
 //! told as numbered steps in domain words.
 
 use crate::config::CheckConfig;
-use crate::fleet::{Action, FleetModel};
+use crate::fleet::{Action, FleetModel, Told};
 use crate::properties::rule_of;
 use crate::world::World;
 use serde::Serialize;
@@ -39,6 +39,10 @@ pub struct PropertyResult {
     pub rule: Option<String>,
     /// Numbered steps of the shortest counterexample found (failures only).
     pub counterexample: Option<Vec<String>>,
+    /// The same counterexample as a sequence chart (not in the JSON
+    /// report: `--diagram` writes it).
+    #[serde(skip)]
+    pub diagram: Option<seqchart::Chart>,
 }
 
 /// What one run of the checker found.
@@ -122,13 +126,14 @@ pub fn run(cfg: &CheckConfig, options: &RunOptions) -> Report {
                 (Expectation::Eventually, Some(_)) => ("eventually", Status::Fail),
                 (Expectation::Eventually, None) => ("eventually", Status::Pass),
             };
-            let counterexample = match (&status, found) {
+            let (counterexample, diagram) = match (&status, found) {
                 (Status::Fail, Some(path)) => {
                     let found = path.clone().into_vec();
                     let shortest = shortest_path(&model, p.condition, found.len()).unwrap_or(found);
-                    Some(narrate(&model, shortest, p.name))
+                    let (text, chart) = narrate(&model, shortest, p.name);
+                    (Some(text), Some(chart))
                 }
-                _ => None,
+                _ => (None, None),
             };
             PropertyResult {
                 name: p.name.to_string(),
@@ -136,6 +141,7 @@ pub fn run(cfg: &CheckConfig, options: &RunOptions) -> Report {
                 status,
                 rule: rule_of(p.name).map(|r| r.code().to_string()),
                 counterexample,
+                diagram,
             }
         })
         .collect();
@@ -236,22 +242,29 @@ pub fn shortest_path(
 }
 
 /// Tell a path as numbered steps in domain words, with what each step made
-/// the controller and agents do, and the broken rule at the end.
+/// the controller and agents do, and the broken rule at the end; and the
+/// same path as a sequence chart.
 pub fn narrate(
     model: &FleetModel,
     path: Vec<(World, Option<Action>)>,
     property: &str,
-) -> Vec<String> {
+) -> (Vec<String>, seqchart::Chart) {
     let mut steps = vec!["0. every node serves v1 and has said so to the controller".to_string()];
+    let mut chart = crate::diagram::Steps::new(model, &path);
     let mut last: Option<World> = None;
     for (index, (world, action)) in path.into_iter().enumerate() {
         if let Some(action) = action {
-            let mut lines = Some(Vec::new());
-            let next = model.transition(&world, action, &mut lines);
-            let mut text = format!("{}. {}", index + 1, model.describe(&world, &action));
-            for line in lines.unwrap_or_default() {
-                text.push('\n');
-                text.push_str(&line);
+            let mut told = Some(Vec::new());
+            let next = model.transition(&world, action, &mut told);
+            let told = told.unwrap_or_default();
+            let said = model.describe(&world, &action);
+            chart.step(index + 1, action, &said, &told);
+            let mut text = format!("{}. {said}", index + 1);
+            for line in &told {
+                if let Told::Line { text: line, .. } = line {
+                    text.push('\n');
+                    text.push_str(line);
+                }
             }
             steps.push(text);
             last = Some(next);
@@ -260,11 +273,13 @@ pub fn narrate(
         }
     }
     let detail = last.as_ref().and_then(|w| why_broken(w, property));
-    steps.push(match detail {
+    let broken = match detail {
         Some(detail) => format!("=> breaks {property}: {detail}"),
         None => format!("=> breaks {property}"),
-    });
-    steps
+    };
+    let chart = chart.broken(broken.trim_start_matches("=> "));
+    steps.push(broken);
+    (steps, chart)
 }
 
 /// Why `property` fails in `world`, in domain words.
@@ -306,6 +321,11 @@ fn why_broken(world: &World, property: &str) -> Option<String> {
         ),
         Ok(()) => None,
     }
+}
+
+/// The first broken property's counterexample as a sequence chart.
+pub fn first_diagram(report: &Report) -> Option<&seqchart::Chart> {
+    report.failures().find_map(|p| p.diagram.as_ref())
 }
 
 /// The human summary.
@@ -356,6 +376,11 @@ pub fn markdown(report: &Report, title: &str, intro: &str) -> String {
             out.push('\n');
         }
         out.push_str("```\n\n");
+        if let Some(chart) = &p.diagram {
+            out.push_str("### As a sequence diagram\n\n```mermaid\n");
+            out.push_str(&chart.mermaid());
+            out.push_str("```\n\n");
+        }
     }
     if report.failures().next().is_none() {
         out.push_str("No property failed.\n");

@@ -91,6 +91,25 @@ struct Args {
     /// Write the counterexample (or the clean result) as a Markdown page.
     #[arg(long, value_name = "FILE")]
     markdown: Option<std::path::PathBuf>,
+    /// Write the shortest counterexample as a message sequence chart: an
+    /// SVG picture when FILE ends in `.svg`, else Mermaid
+    /// `sequenceDiagram` text. Nothing is written when no rule broke.
+    #[arg(long, value_name = "FILE")]
+    diagram: Option<std::path::PathBuf>,
+}
+
+/// `--diagram FILE`: the first counterexample's chart, SVG or Mermaid by
+/// the file's extension.
+fn write_diagram(report: &simulations::run::Report, path: &std::path::Path) -> anyhow::Result<()> {
+    let Some(chart) = simulations::run::first_diagram(report) else {
+        eprintln!("no rule broke: no diagram written to {}", path.display());
+        return Ok(());
+    };
+    let text = match path.extension().is_some_and(|e| e == "svg") {
+        true => chart.svg(),
+        false => chart.mermaid(),
+    };
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
 fn usage_error(message: String) -> ExitCode {
@@ -234,6 +253,9 @@ fn real_main(args: &Args, cfg: CheckConfig) -> anyhow::Result<ExitCode> {
             None => simulations::run::markdown(&report, "Fleetweft check", "The real rules."),
         };
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &args.diagram {
+        write_diagram(&report, path)?;
     }
     if let Some(m) = cfg.mutant {
         let caught: Vec<String> = report.failures().filter_map(|p| p.rule.clone()).collect();
