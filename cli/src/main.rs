@@ -698,6 +698,12 @@ enum LogCommand {
         /// archived: read the archived events first, then the live log.
         #[arg(long, value_name = "DIR", conflicts_with = "journal")]
         archive: Option<PathBuf>,
+        /// Draw the events from `--from` on as a message sequence chart
+        /// into FILE instead of printing them (controller logs): an SVG
+        /// picture when FILE ends in `.svg`, else Mermaid text; at most
+        /// 400 events per chart.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["json", "journal"])]
+        diagram: Option<PathBuf>,
     },
     /// Archive a stopped controller's old history by hand: the entries
     /// below its newest snapshot and more than `--keep-events` behind the
@@ -877,8 +883,14 @@ fn main() -> ExitCode {
                     from,
                     json,
                     archive,
+                    diagram,
                 },
         } => {
+            let format = match (diagram, json) {
+                (Some(path), _) => ShowFormat::Diagram(path, Box::default()),
+                (None, true) => ShowFormat::Json,
+                (None, false) => ShowFormat::Text,
+            };
             let tls = tls.settings();
             if tls.is_some() && target.etcd.is_none() {
                 eprintln!("fleetweft: --ca-file is only used with --etcd");
@@ -886,12 +898,12 @@ fn main() -> ExitCode {
             }
             return log_command(match (target.etcd, prefix, archive) {
                 (Some(endpoints), Some(prefix), archive) => {
-                    log_show_etcd(endpoints, prefix, tls, from, json, archive.as_deref())
+                    log_show_etcd(endpoints, prefix, tls, from, format, archive.as_deref())
                 }
                 (etcd, _, Some(archive)) => {
-                    log_show_archive(LogTarget { etcd, ..target }, &archive, from, json)
+                    log_show_archive(LogTarget { etcd, ..target }, &archive, from, format)
                 }
-                (etcd, _, None) => log_show(LogTarget { etcd, ..target }, from, json),
+                (etcd, _, None) => log_show(LogTarget { etcd, ..target }, from, format),
             });
         }
         Command::Log {
@@ -1416,7 +1428,7 @@ fn log_show_archive(
     target: LogTarget,
     archive: &Path,
     from: u64,
-    json: bool,
+    mut format: ShowFormat,
 ) -> anyhow::Result<ExitCode> {
     let mut out = io::stdout().lock();
     let (kind, given) = target.kind_and_dir();
@@ -1433,12 +1445,13 @@ fn log_show_archive(
             archive,
             storage,
             from,
-            json,
+            &mut format,
             &mut out,
             &mut write_error,
         ))
     })
     .unwrap_or_else(|err| Err(InspectError::from_verify(err, LogKind::Controller)));
+    format.finish(&mut out, &mut write_error);
     show_outcome(&mut out, write_error, result)
 }
 
@@ -1448,7 +1461,7 @@ fn show_history(
     archive: &Path,
     storage: &dyn eventlog::LogStorage,
     from: u64,
-    json: bool,
+    format: &mut ShowFormat,
     out: &mut impl Write,
     write_error: &mut Option<anyhow::Error>,
 ) -> Result<eventlog::HistoryReport, InspectError> {
@@ -1456,24 +1469,78 @@ fn show_history(
         if write_error.is_some() {
             return Ok(());
         }
-        let line = if json {
-            serde_json::to_value(event)
-                .and_then(|value| {
-                    serde_json::to_string(&serde_json::json!({
-                        "sequence": sequence, "text": event.to_string(), "event": value,
-                        "archived": archived,
-                    }))
-                })
-                .map(|line| printable_json(&line).into_owned())
-                .map_err(anyhow::Error::from)
-        } else {
-            Ok(printable(&format!("{sequence:>6}  {event}")).into_owned())
-        };
-        if let Err(err) = line.and_then(|line| writeln!(out, "{line}").map_err(Into::into)) {
-            *write_error = Some(err);
+        if let Some(line) = format.line(sequence, event, Some(archived)) {
+            if let Err(err) = line.and_then(|line| writeln!(out, "{line}").map_err(Into::into)) {
+                *write_error = Some(err);
+            }
         }
         Ok(())
     })
+}
+
+/// How `log show` gives a controller log's events: text lines, JSON lines,
+/// or a sequence chart written to a file at the end.
+enum ShowFormat {
+    Text,
+    Json,
+    Diagram(PathBuf, Box<logtools::diagram::LogChart>),
+}
+
+impl ShowFormat {
+    /// The line for one event (`None` when it goes into the chart);
+    /// `archived` is said in JSON when the history was read with its archive.
+    fn line(
+        &mut self,
+        sequence: u64,
+        event: &model::controller::Event,
+        archived: Option<bool>,
+    ) -> Option<anyhow::Result<String>> {
+        match self {
+            ShowFormat::Text => Some(Ok(
+                printable(&format!("{sequence:>6}  {event}")).into_owned()
+            )),
+            ShowFormat::Json => Some(
+                serde_json::to_value(event)
+                    .and_then(|value| {
+                        let mut object = serde_json::json!({
+                            "sequence": sequence, "text": event.to_string(), "event": value
+                        });
+                        if let Some(archived) = archived {
+                            object["archived"] = archived.into();
+                        }
+                        serde_json::to_string(&object)
+                    })
+                    .map(|line| printable_json(&line).into_owned())
+                    .map_err(anyhow::Error::from),
+            ),
+            ShowFormat::Diagram(_, chart) => {
+                chart.event(sequence, event);
+                None
+            }
+        }
+    }
+
+    /// With `--diagram`: writes the chart (SVG or Mermaid by the file's
+    /// extension) and says so on stdout.
+    fn finish(self, out: &mut impl Write, write_error: &mut Option<anyhow::Error>) {
+        let ShowFormat::Diagram(path, chart) = self else {
+            return;
+        };
+        let drawn = chart.drawn();
+        let chart = chart.finish();
+        let text = match path.extension().is_some_and(|e| e == "svg") {
+            true => chart.svg(),
+            false => chart.mermaid(),
+        };
+        let written = std::fs::write(&path, text)
+            .with_context(|| format!("writing {}", path.display()))
+            .and_then(|()| {
+                writeln!(out, "drew {drawn} event(s) into {}", path.display()).map_err(Into::into)
+            });
+        if let Err(err) = written {
+            write_error.get_or_insert(err);
+        }
+    }
 }
 
 /// Where `log archive` finds the log.
@@ -1821,7 +1888,7 @@ fn log_show_etcd(
     prefix: String,
     tls: Option<eventlog::EtcdTls>,
     from: u64,
-    json: bool,
+    mut format: ShowFormat,
     archive: Option<&Path>,
 ) -> anyhow::Result<ExitCode> {
     let mut out = io::stdout().lock();
@@ -1837,29 +1904,28 @@ fn log_show_etcd(
     };
     let mut write_error: Option<anyhow::Error> = None;
     if let Some(archive) = archive {
-        let result = show_history(archive, &storage, from, json, &mut out, &mut write_error);
+        let result = show_history(
+            archive,
+            &storage,
+            from,
+            &mut format,
+            &mut out,
+            &mut write_error,
+        );
+        format.finish(&mut out, &mut write_error);
         return show_outcome(&mut out, write_error, result);
     }
     let result = visit_events_in(&storage, &name, from, |sequence, event| {
         if write_error.is_some() {
             return;
         }
-        let line = if json {
-            serde_json::to_value(event)
-                .and_then(|value| {
-                    serde_json::to_string(&serde_json::json!({
-                        "sequence": sequence, "text": event.to_string(), "event": value
-                    }))
-                })
-                .map(|line| printable_json(&line).into_owned())
-                .map_err(anyhow::Error::from)
-        } else {
-            Ok(printable(&format!("{sequence:>6}  {event}")).into_owned())
-        };
-        if let Err(err) = line.and_then(|line| writeln!(out, "{line}").map_err(Into::into)) {
-            write_error = Some(err);
+        if let Some(line) = format.line(sequence, event, None) {
+            if let Err(err) = line.and_then(|line| writeln!(out, "{line}").map_err(Into::into)) {
+                write_error = Some(err);
+            }
         }
     });
+    format.finish(&mut out, &mut write_error);
     show_outcome(&mut out, write_error, result)
 }
 
@@ -1892,7 +1958,8 @@ fn log_copy(from: &LogLocation, to: &LogLocation) -> ExitCode {
     }
 }
 
-fn log_show(target: LogTarget, from: u64, json: bool) -> anyhow::Result<ExitCode> {
+fn log_show(target: LogTarget, from: u64, mut format: ShowFormat) -> anyhow::Result<ExitCode> {
+    let json = matches!(format, ShowFormat::Json);
     let mut out = io::stdout().lock();
     let (kind, given) = target.kind_and_dir();
     let dir = match locate(&given, kind) {
@@ -1928,9 +1995,14 @@ fn log_show(target: LogTarget, from: u64, json: bool) -> anyhow::Result<ExitCode
     };
     let result = match kind {
         LogKind::Controller => visit_events(&dir, from, |sequence, event| {
-            show(sequence, event.to_string(), "event", &|| {
-                serde_json::to_value(event)
-            });
+            if !matches!(format, ShowFormat::Diagram(..)) {
+                show(sequence, event.to_string(), "event", &|| {
+                    serde_json::to_value(event)
+                });
+            } else {
+                // A chart takes the event; nothing is printed.
+                let _ = format.line(sequence, event, None);
+            }
         }),
         LogKind::AgentJournal => visit_records(&dir, from, |sequence, record| {
             show(sequence, record.to_string(), "record", &|| {
@@ -1938,6 +2010,7 @@ fn log_show(target: LogTarget, from: u64, json: bool) -> anyhow::Result<ExitCode
             });
         }),
     };
+    format.finish(&mut out, &mut write_error);
     show_outcome(&mut out, write_error, result)
 }
 

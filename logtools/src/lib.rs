@@ -6,5 +6,6 @@
 #![warn(missing_docs)]
 
 pub mod copy;
+pub mod diagram;
 pub mod history;
 pub mod inspect;

@@ -207,6 +207,53 @@ fn show_prints_events_in_domain_words() {
     assert!(lines[0]["text"].as_str().is_some_and(|t| t.contains("r0")));
 }
 
+/// `log show --diagram` draws the log as the checker draws a
+/// counterexample: the operator's start, the append to the log, the apply
+/// released to the canary, its commit request and the reply.
+#[test]
+fn show_draws_a_controller_log_as_a_sequence_chart() {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let dir = controller_log(&temp);
+    let mermaid = temp.path().join("run.mmd");
+    let out = fleetweft(
+        &["log", "show", "--diagram", &mermaid.to_string_lossy()],
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with("drew "),
+        "{}",
+        text(&out.stdout)
+    );
+    let chart = std::fs::read_to_string(&mermaid).expect("chart written");
+    assert!(chart.starts_with("sequenceDiagram\n"), "{chart}");
+    for lane in ["operator", "controller", "log", "node-a"] {
+        assert!(chart.contains(&format!(" as {lane}\n")), "{lane}: {chart}");
+    }
+    // Lanes: L0 operator, L1 controller, L2 log; node-a's lane comes next.
+    assert!(chart.contains("L0->>L1: start a rollout\n"), "{chart}");
+    assert!(
+        chart.contains("rollout r0 starts: v2 on canary node-a"),
+        "{chart}"
+    );
+    assert!(chart.contains("->>L1: commit request\n"), "{chart}");
+    assert!(chart.contains("L1->>L3: apply op0 (v2)\n"), "{chart}");
+    assert!(
+        chart.contains("L1->>L3: commit reply Commit for op0\n"),
+        "{chart}"
+    );
+    assert!(chart.contains("end of the log: "), "{chart}");
+
+    let svg = temp.path().join("run.svg");
+    let out = fleetweft(&["log", "show", "--diagram", &svg.to_string_lossy()], &dir);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let picture = std::fs::read_to_string(&svg).expect("picture written");
+    assert!(picture.starts_with("<svg "), "{picture}");
+
+    let out = fleetweft(&["log", "show", "--json", "--diagram", "x.svg"], &dir);
+    assert_eq!(out.status.code(), Some(2), "--json and --diagram conflict");
+}
+
 #[test]
 fn show_escapes_control_characters_in_operator_text() {
     let temp = tempfile::tempdir().expect("temp dir");
