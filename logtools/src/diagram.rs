@@ -148,9 +148,10 @@ impl LogChart {
         if self.nodes.len() >= DIAGRAM_NODE_LANES_MAX {
             return self.chart.lane(OTHER_NODES_LANE);
         }
+        let id = node.to_string();
         let label = match self.names.get(&node) {
-            Some(name) => format!("{name} ({node})"),
-            None => node.to_string(),
+            Some(name) if *name != id => format!("{name} ({id})"),
+            _ => id,
         };
         let lane = self.chart.lane(&label);
         self.nodes.insert(node, lane);

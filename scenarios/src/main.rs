@@ -13,6 +13,7 @@
 use fleetweft_scenarios::{fleet, net, relay, scenarios};
 
 use clap::{Parser, Subcommand};
+use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -73,8 +74,13 @@ fn main() -> ExitCode {
     }
     let all = scenarios::all();
     if cli.list {
+        // A reader that stops early (`| head`) is not an error: stop quietly
+        // instead of panicking on the closed pipe.
+        let mut out = std::io::stdout().lock();
         for s in &all {
-            println!("{:>2}. {} [{}]", s.number, s.title, s.rule);
+            if writeln!(out, "{:>2}. {} [{}]", s.number, s.title, s.rule).is_err() {
+                break;
+            }
         }
         return ExitCode::SUCCESS;
     }
