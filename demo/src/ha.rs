@@ -80,7 +80,7 @@ const SETPRIV_PATH: &str = "/usr/bin/setpriv";
 /// setpriv is there: the kernel kills the process when the demo's main
 /// thread (which starts every process) ends, however it ends. Without
 /// setpriv, only the demo's own stop path stops it.
-fn tied(exe: &Path, args: &[String]) -> (PathBuf, Vec<String>) {
+pub(crate) fn tied(exe: &Path, args: &[String]) -> (PathBuf, Vec<String>) {
     let setpriv = Path::new(SETPRIV_PATH);
     if setpriv.exists() {
         let mut all = vec![

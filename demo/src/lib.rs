@@ -708,12 +708,23 @@ pub async fn raw_get(port: u16, path: &str) -> Option<(u16, Option<String>, Stri
         .map(|a| (a.status, a.identity, a.body))
 }
 
-/// Start `exe` with `args`, stdout and stderr to `log`, killed on drop.
+/// Start `exe` with `args`, stdout and stderr to `log`, killed on drop,
+/// and killed by the kernel when its parent dies (where util-linux's
+/// setpriv is installed, as on every Debian system): a SIGTERMed or
+/// SIGKILLed `fleetweft-fleetsim` or test runs no drop, and left its
+/// controller running before this. (The kernel's parent-death signal
+/// follows the thread that forked on some kernels: start children from a
+/// thread that lives as long as they should, a tokio worker or the main
+/// thread, never a `spawn_blocking` thread, which ends when idle.)
 pub fn spawn(exe: &Path, args: &[String], log: &Path) -> anyhow::Result<Child> {
     let out = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let err = out.try_clone()?;
-    Command::new(exe)
-        .args(args)
+    // Through util-linux's `setpriv --pdeathsig KILL`, which execs `exe`
+    // (same pid) with the parent-death signal set (this crate forbids the
+    // unsafe `pre_exec` that would set it directly).
+    let (program, all_args) = ha::tied(exe, args);
+    Command::new(program)
+        .args(all_args)
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
@@ -769,6 +780,60 @@ pub fn write_agent_config(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The child process of the test below: starts `sleep` with [`spawn`],
+    /// prints its pid and exits at once, so no drop runs (as when the
+    /// parent is SIGKILLed).
+    #[test]
+    #[ignore = "run as a child process by a_spawned_child_dies_with_its_parent"]
+    fn spawn_and_exit_without_drop() {
+        let Some(log) = std::env::var_os("FLEETWEFT_SPAWN_LOG") else {
+            panic!("run by a_spawned_child_dies_with_its_parent only")
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let _guard = runtime.enter();
+        let sleep = spawn(
+            Path::new("/bin/sleep"),
+            &["30".to_string()],
+            Path::new(&log),
+        );
+        let pid = sleep.expect("spawn").id().expect("pid");
+        println!("PID {pid}");
+        std::process::exit(0);
+    }
+
+    /// A child started by [`spawn`] dies with its parent, though nothing
+    /// dropped its handle: a SIGTERMed fleetsim leaves no controller.
+    #[test]
+    fn a_spawned_child_dies_with_its_parent() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let parent = std::process::Command::new(std::env::current_exe().expect("test binary"))
+            .args(["--ignored", "--exact", "tests::spawn_and_exit_without_drop"])
+            .args(["--nocapture", "--test-threads", "1"])
+            .env("FLEETWEFT_SPAWN_LOG", dir.path().join("sleep.log"))
+            .output()
+            .expect("run the parent");
+        let stdout = String::from_utf8_lossy(&parent.stdout);
+        let pid: u32 = stdout
+            .lines()
+            // The harness prints the test's name on the same line.
+            .find_map(|l| l.split("PID ").nth(1))
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no pid from the parent: {stdout}"));
+        let gone = |pid: u32| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // Gone, or killed and not reaped yet.
+            stat.is_empty() || stat.split_whitespace().nth(2) == Some("Z")
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !gone(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(gone(pid), "sleep {pid} outlived its parent");
+    }
 
     /// The baked version reaches the app file: without it v1's and v2's
     /// files would be the same and the scenarios that swap them prove
