@@ -19,13 +19,19 @@
 # elections that depose the leading controller; docs/operations.md), and so
 # that the database never fills up (docs/operations.md, "etcd that never
 # fills up"): a 4 GiB --quota-backend-bytes (the controller's [storage]
-# quota_backend_bytes must say the same) and revision auto-compaction.
+# quota_backend_bytes must say the same) and revision auto-compaction; with
+# --snapshot-count 5000 (etcd 3.4's default, 100,000 raft entries, purges no
+# WAL file before that many: the log's batches average ~110 KB per entry,
+# and the WAL reached 1.8 GB per member at 6.7 million events;
+# docs/operations.md). FLEETWEFT_ETCD_SNAPSHOT_COUNT overrides it (not
+# ETCD_*: etcd reads those itself and refuses one that repeats a flag).
 set -euo pipefail
 
 MAX_TXN_OPS=32768
 MAX_REQUEST_BYTES=10420224
 QUOTA_BACKEND_BYTES=4294967296
 AUTO_COMPACTION_RETENTION=10000
+SNAPSHOT_COUNT=${FLEETWEFT_ETCD_SNAPSHOT_COUNT:-5000}
 PORT_BASE=${ETCD_PORT_BASE:-23780}
 HEALTH_WAIT_S=30
 
@@ -71,7 +77,7 @@ start() {
       --initial-cluster "$cluster" --initial-cluster-state "$state" \
       --initial-cluster-token "fleetweft-$(basename "$dir")" \
       --max-txn-ops "$MAX_TXN_OPS" --max-request-bytes "$MAX_REQUEST_BYTES" \
-      --quota-backend-bytes "$QUOTA_BACKEND_BYTES" \
+      --quota-backend-bytes "$QUOTA_BACKEND_BYTES" --snapshot-count "$SNAPSHOT_COUNT" \
       --auto-compaction-mode revision --auto-compaction-retention "$AUTO_COMPACTION_RETENTION" \
       --pre-vote --logger zap </dev/null >"$dir/m$i.log" 2>&1 &
     echo $! >>"$dir/pids"
