@@ -146,7 +146,8 @@ fn a_fully_verified_rollout_completes_rather_than_ends() {
     assert_eq!(state.rollouts[0].status, RolloutStatus::Completed);
 }
 
-/// A finished rollout's settled ops move to the archive (each node's
+/// A rollout is archived once it finished, never while it is in play. A
+/// finished rollout's settled ops move to the archive (each node's
 /// latest op stays hot: a proof reads it), and the ops of rollouts older
 /// than the last `ROLLOUTS_REMEMBERED` archived ones are forgotten: the
 /// hot state is bounded by the fleet and the archive by that count, not
@@ -169,6 +170,14 @@ fn finished_rollouts_are_archived_and_the_hot_state_does_not_grow() {
             feed(&mut state, Input::StartRollout { plan });
         }
         for op in 3 * r..3 * r + 3 {
+            if op > 3 * r {
+                // The canary settled, the followers hold their slots: the
+                // rollout is still in play, so nothing of it is archived.
+                let rollout = state.rollout(RolloutId(r)).expect("rollout");
+                assert_eq!(rollout.status, RolloutStatus::Active, "r{r}");
+                assert!(!rollout.archived, "r{r} is active: not archived");
+                assert!(!state.remembered.contains(&RolloutId(r)), "r{r}");
+            }
             let node = state.op(OpId(op)).expect("op").node;
             for msg in [
                 ToController::CommitRequest { op: OpId(op) },
