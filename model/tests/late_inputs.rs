@@ -480,3 +480,27 @@ fn refusals_read_as_operators_see_them() {
         "op0 is already being rolled back"
     );
 }
+
+/// A restoring op whose node acted on its Commit (it reported the switch)
+/// is settled by the controller's own probe once that probe proves the
+/// baseline serving (S9), without waiting for the agent's restore report.
+#[test]
+fn a_probe_proving_the_baseline_settles_a_restore_after_the_commit_landed() {
+    let mut state = started(false);
+    canary_switches(&mut state, wrong(V2));
+    let op = &state.ops[&OpId(0)];
+    assert_eq!(op.phase, OpPhase::Restoring);
+    assert!(!op.commit_may_still_land(), "the switch report acted on it");
+    let probed = Input::RouteProbed {
+        node: A,
+        observation: RouteObservation::passing(V1),
+    };
+    let events = feed(&mut state, probed).expect("probe");
+    assert!(
+        events.contains(&Event::OpSettled {
+            op: OpId(0),
+            outcome: Outcome::RolledBack,
+        }),
+        "{events:?}"
+    );
+}

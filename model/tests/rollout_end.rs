@@ -4,7 +4,7 @@
 //! and ends only once resumed.
 
 use model::controller::{
-    apply, step, ControllerState, Event, Input, OpPhase, Outcome, PauseReason, Resolution,
+    apply, step, ControllerState, Event, Input, OpPhase, Outcome, PauseReason, Refusal, Resolution,
     RolloutStatus,
 };
 use model::{
@@ -211,4 +211,15 @@ fn finished_rollouts_are_archived_and_the_hot_state_does_not_grow() {
     );
     assert!(state.op_forgotten(OpId(0)));
     assert_eq!(state.ops_granted(), 3 * rollouts as usize);
+    // An operator naming an op that left the hot state is told it settled;
+    // one never granted (the next id included) is unknown.
+    let archived = *state.archive.keys().next().expect("an archived op");
+    let next = state.next_op_id();
+    for (op, refusal) in [
+        (OpId(0), Refusal::OpAlreadySettled(OpId(0))),
+        (archived, Refusal::OpAlreadySettled(archived)),
+        (next, Refusal::UnknownOp(next)),
+    ] {
+        assert_eq!(step(&state, &Input::RollBack { op }), Err(refusal));
+    }
 }
