@@ -845,6 +845,75 @@ mod tests {
         );
     }
 
+    /// A running attempt whose answer was lost (the driver died with it,
+    /// or the answer never came) is asked again by the retry timer and by a
+    /// reconnection: without it the op would stage forever, which only a
+    /// liveness check could see. A chunk landing starts no new attempt.
+    #[test]
+    fn a_retry_timer_while_staging_re_issues_the_stage() {
+        let mut state = accepted();
+        let out = feed(&mut state, AgentInput::StageObserved(Observed::Absent));
+        assert_eq!(out.effects, vec![AgentEffect::StageArtifact]);
+        for input in [AgentInput::Retry, AgentInput::Connected] {
+            let out = feed(&mut state, input);
+            assert!(out.events.is_empty(), "{input:?}: {out:?}");
+            assert!(
+                out.effects.contains(&AgentEffect::StageArtifact),
+                "{input:?}: {out:?}"
+            );
+            // Asking again spends no budget: only the table's retry does.
+            assert_eq!(state.op.map(|o| o.budget_left), Some(ATTEMPT_BUDGET - 1));
+        }
+        // Observing with nothing failed: the timer asks for the disk again.
+        let mut state = accepted();
+        let out = feed(&mut state, AgentInput::Retry);
+        assert_eq!(out.effects, vec![AgentEffect::ObserveStaged]);
+    }
+
+    /// An abort may overtake staging (the op was superseded before the
+    /// agent asked to commit): the agent stops staging, changes nothing on
+    /// the route and reports the op not applied; no timer stages it again.
+    #[test]
+    fn an_abort_that_overtakes_staging_stops_it() {
+        let abort = AgentInput::Command(ToAgent::CommitReply {
+            op: OP,
+            generation: Generation(1),
+            release: V2,
+            decision: Decision::Abort,
+        });
+        for running in [false, true] {
+            let mut state = accepted();
+            if running {
+                feed(&mut state, AgentInput::StageObserved(Observed::Absent));
+            }
+            let out = feed(&mut state, abort);
+            assert_eq!(
+                out.events,
+                vec![AgentEvent::AbortAccepted {
+                    op: OP,
+                    generation: Generation(1)
+                }],
+                "running {running}"
+            );
+            assert_eq!(
+                state.op.map(|o| o.stage),
+                Some(AgentStage::Probing(ReportKind::NotApplied))
+            );
+            assert_eq!(state.serving, Some(V1), "route unchanged");
+            for input in [AgentInput::Retry, AgentInput::Connected, AgentInput::Staged] {
+                let out = feed(&mut state, input);
+                assert!(
+                    !out.effects.iter().any(|e| matches!(
+                        e,
+                        AgentEffect::StageArtifact | AgentEffect::ObserveStaged
+                    )),
+                    "running {running}, {input:?}: {out:?}"
+                );
+                assert!(!commit_request(&out), "{input:?}: {out:?}");
+            }
+        }
+    }
+
     #[test]
     fn a_restart_mid_staging_resumes_only_on_a_reverified_artifact() {
         for (observed, row, stage) in [

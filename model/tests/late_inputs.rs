@@ -338,3 +338,169 @@ fn a_probe_restores_only_on_a_wrong_answer_from_the_new_release() {
     .expect("probe");
     assert!(events.contains(&Event::RestoreRequested { op: OpId(0) }));
 }
+
+/// A report of the switch can arrive twice (a duplicated message, or the
+/// agent's resend crossing the restore order). While the op restores, a
+/// late copy is an echo of what the controller already judged: it changes
+/// nothing, and the agent's restore report still settles the op.
+#[test]
+fn a_duplicated_switch_report_does_not_make_a_restoring_op_unknown() {
+    let mut state = started(false);
+    let events = canary_switches(&mut state, wrong(V2));
+    assert!(events.contains(&Event::RestoreRequested { op: OpId(0) }));
+    assert_eq!(state.ops[&OpId(0)].phase, OpPhase::Restoring);
+    let echo = Input::FromAgent {
+        node: A,
+        msg: ToController::Report {
+            op: OpId(0),
+            kind: ReportKind::Switched,
+            observation: wrong(V2),
+        },
+    };
+    let events = feed(&mut state, echo).expect("late echo");
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::OpUnknown { .. })),
+        "{events:?}"
+    );
+    let op = &state.ops[&OpId(0)];
+    assert_eq!((op.phase, op.unknown), (OpPhase::Restoring, None));
+    let restored = Input::FromAgent {
+        node: A,
+        msg: ToController::Report {
+            op: OpId(0),
+            kind: ReportKind::Restored,
+            observation: RouteObservation::passing(V1),
+        },
+    };
+    feed(&mut state, restored).expect("restored");
+    assert_eq!(
+        state.ops[&OpId(0)].phase,
+        OpPhase::Settled(Outcome::RolledBack)
+    );
+}
+
+/// The agent's log prints each reading of the recovery table and its exit
+/// in these words (seed 002's table, the gallery's traces, the scenario
+/// harness match them).
+#[test]
+fn the_recovery_table_reads_in_the_words_of_the_agent_log() {
+    use model::agent::AgentEvent;
+    use model::recovery::{ErrorClass, Exit, Observed, Position, Reading};
+    let line = |position, error, observed, budget_left, exit| {
+        AgentEvent::Recovery {
+            op: OpId(0),
+            reading: Reading {
+                position,
+                error,
+                observed,
+                budget_left,
+            },
+            exit,
+        }
+        .to_string()
+    };
+    let before = Position::BeforeStage;
+    assert_eq!(
+        line(
+            before,
+            Some(ErrorClass::Transient),
+            Some(Observed::Absent),
+            3,
+            Exit::Retry
+        ),
+        "recovery table for op0: BeforeStage, Transient, Absent, budget 3 -> Retry"
+    );
+    assert_eq!(
+        line(
+            before,
+            Some(ErrorClass::Permanent),
+            Some(Observed::Absent),
+            2,
+            Exit::Stop
+        ),
+        "recovery table for op0: BeforeStage, Permanent, Absent, budget 2 -> Stop"
+    );
+    assert_eq!(
+        line(
+            Position::AfterArtifactCommitted,
+            Some(ErrorClass::Transient),
+            Some(Observed::ReVerified),
+            2,
+            Exit::Resume
+        ),
+        "recovery table for op0: AfterArtifactCommitted, Transient, ReVerified, budget 2 -> Resume"
+    );
+    assert_eq!(
+        line(before, None, None, 1, Exit::Stop),
+        "recovery table for op0: BeforeStage, missing, missing, budget 1 -> Stop"
+    );
+}
+
+/// Every refusal reaches an operator as text (the CLI prints it, the API
+/// returns it): the words of the common ones, from refusals `step` makes.
+#[test]
+fn refusals_read_as_operators_see_them() {
+    let mut state = started(true);
+    let refused = |state: &ControllerState, input: Input| {
+        step(state, &input).expect_err("refused").to_string()
+    };
+    assert_eq!(
+        refused(&state, Input::Resume { rollout: R0 }),
+        "rollout r0 is not paused"
+    );
+    assert_eq!(
+        refused(&state, Input::Approve { rollout: R0 }),
+        "rollout r0 is not waiting for approval (no gate, canary not verified yet, or already approved)"
+    );
+    assert_eq!(
+        refused(
+            &state,
+            Input::Pause {
+                rollout: RolloutId(7)
+            }
+        ),
+        "unknown rollout r7"
+    );
+    assert_eq!(
+        refused(&state, Input::RollBack { op: OpId(9) }),
+        "unknown op op9"
+    );
+    assert_eq!(
+        refused(&state, Input::RollBack { op: OpId(0) }),
+        "op0 has no stored commit decision, so its node never switched: there is nothing to roll back (its report will settle it, or resolve it with --resolution abandon)"
+    );
+    feed(&mut state, Input::Pause { rollout: R0 }).expect("pause");
+    assert_eq!(
+        refused(&state, Input::Pause { rollout: R0 }),
+        "rollout r0 is already paused"
+    );
+    canary_switches(&mut state, wrong(V2));
+    assert_eq!(
+        refused(&state, Input::RollBack { op: OpId(0) }),
+        "op0 is already being rolled back"
+    );
+}
+
+/// A restoring op whose node acted on its Commit (it reported the switch)
+/// is settled by the controller's own probe once that probe proves the
+/// baseline serving (S9), without waiting for the agent's restore report.
+#[test]
+fn a_probe_proving_the_baseline_settles_a_restore_after_the_commit_landed() {
+    let mut state = started(false);
+    canary_switches(&mut state, wrong(V2));
+    let op = &state.ops[&OpId(0)];
+    assert_eq!(op.phase, OpPhase::Restoring);
+    assert!(!op.commit_may_still_land(), "the switch report acted on it");
+    let probed = Input::RouteProbed {
+        node: A,
+        observation: RouteObservation::passing(V1),
+    };
+    let events = feed(&mut state, probed).expect("probe");
+    assert!(
+        events.contains(&Event::OpSettled {
+            op: OpId(0),
+            outcome: Outcome::RolledBack,
+        }),
+        "{events:?}"
+    );
+}

@@ -154,11 +154,23 @@ fn observations_are_bounded_to_one_per_node_per_interval() {
             retry_after_ms: 1
         })
     );
-    // A clock that went backwards is too soon as well.
-    assert!(matches!(
+    // The wait told to the operator is what is left of the interval.
+    assert_eq!(
+        step(&state, &observe(wrong(V2), 50_010)),
+        Err(Refusal::ObservedTooSoon {
+            node: NODE,
+            retry_after_ms: OBSERVATION_INTERVAL_MIN_MS - 10
+        })
+    );
+    // A clock that went backwards is too soon as well: a whole interval
+    // from the last observation.
+    assert_eq!(
         step(&state, &observe(wrong(V2), 10)),
-        Err(Refusal::ObservedTooSoon { .. })
-    ));
+        Err(Refusal::ObservedTooSoon {
+            node: NODE,
+            retry_after_ms: OBSERVATION_INTERVAL_MIN_MS
+        })
+    );
     let at_limit = 50_000 + OBSERVATION_INTERVAL_MIN_MS;
     assert!(step(&state, &observe(wrong(V2), at_limit)).is_ok());
 }

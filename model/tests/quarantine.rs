@@ -194,11 +194,18 @@ fn peer_addresses_are_bounded() {
     let long = "x".repeat(model::controller::PEER_TEXT_MAX + 1);
     let at_limit = "x".repeat(model::controller::PEER_TEXT_MAX);
     let state = ControllerState::default();
-    let input = |first: &str| Input::IdentityConflict {
+    let input = |first: &str, second: &str| Input::IdentityConflict {
         node: A,
         first_peer: first.to_string(),
-        second_peer: "p".into(),
+        second_peer: second.to_string(),
     };
-    assert_eq!(step(&state, &input(&long)), Err(Refusal::InvalidPeer(A)));
-    assert_eq!(step(&state, &input(&at_limit)).map(|e| e.len()), Ok(1));
+    for (first, second) in [(long.as_str(), "p"), ("p", long.as_str())] {
+        assert_eq!(
+            step(&state, &input(first, second)),
+            Err(Refusal::InvalidPeer(A))
+        );
+    }
+    for (first, second) in [(at_limit.as_str(), "p"), ("p", at_limit.as_str())] {
+        assert_eq!(step(&state, &input(first, second)).map(|e| e.len()), Ok(1));
+    }
 }

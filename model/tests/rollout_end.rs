@@ -4,7 +4,7 @@
 //! and ends only once resumed.
 
 use model::controller::{
-    apply, step, ControllerState, Event, Input, OpPhase, Outcome, PauseReason, Resolution,
+    apply, step, ControllerState, Event, Input, OpPhase, Outcome, PauseReason, Refusal, Resolution,
     RolloutStatus,
 };
 use model::{
@@ -144,4 +144,82 @@ fn a_fully_verified_rollout_completes_rather_than_ends() {
         switch_passing(&mut state, op);
     }
     assert_eq!(state.rollouts[0].status, RolloutStatus::Completed);
+}
+
+/// A rollout is archived once it finished, never while it is in play. A
+/// finished rollout's settled ops move to the archive (each node's
+/// latest op stays hot: a proof reads it), and the ops of rollouts older
+/// than the last `ROLLOUTS_REMEMBERED` archived ones are forgotten: the
+/// hot state is bounded by the fleet and the archive by that count, not
+/// by history (a restart and a snapshot stay small).
+#[test]
+fn finished_rollouts_are_archived_and_the_hot_state_does_not_grow() {
+    use model::controller::ROLLOUTS_REMEMBERED;
+    let mut state = started(3);
+    let rollouts = ROLLOUTS_REMEMBERED as u32 + 4;
+    for r in 0..rollouts {
+        let release = Digest::repeat(2 + r as u8);
+        if r > 0 {
+            let plan = Plan {
+                release,
+                canary: NodeId(0),
+                followers: vec![NodeId(1), NodeId(2)],
+                slots_max: 3,
+                approval_after_canary: false,
+            };
+            feed(&mut state, Input::StartRollout { plan });
+        }
+        for op in 3 * r..3 * r + 3 {
+            if op > 3 * r {
+                // The canary settled, the followers hold their slots: the
+                // rollout is still in play, so nothing of it is archived.
+                let rollout = state.rollout(RolloutId(r)).expect("rollout");
+                assert_eq!(rollout.status, RolloutStatus::Active, "r{r}");
+                assert!(!rollout.archived, "r{r} is active: not archived");
+                assert!(!state.remembered.contains(&RolloutId(r)), "r{r}");
+            }
+            let node = state.op(OpId(op)).expect("op").node;
+            for msg in [
+                ToController::CommitRequest { op: OpId(op) },
+                ToController::Report {
+                    op: OpId(op),
+                    kind: ReportKind::Switched,
+                    observation: RouteObservation::passing(release),
+                },
+            ] {
+                feed(&mut state, Input::FromAgent { node, msg });
+            }
+        }
+        let rollout = state.rollout(RolloutId(r)).expect("rollout");
+        assert_eq!(rollout.status, RolloutStatus::Completed, "r{r}");
+        assert!(rollout.archived, "r{r} finished, so archived");
+        // Only each node's latest op stays hot.
+        assert_eq!(state.ops.len(), 3, "r{r}");
+        assert!(state.ops.keys().all(|op| op.0 >= 3 * r), "r{r}");
+        let remembered = (r as usize + 1).min(ROLLOUTS_REMEMBERED);
+        assert_eq!(state.remembered.len(), remembered, "r{r}");
+        assert!(state.archive.len() <= 3 * ROLLOUTS_REMEMBERED, "r{r}");
+        assert_eq!(
+            state.ops.len() + state.archive.len() + state.forgotten_ops as usize,
+            3 * (r as usize + 1),
+            "r{r}: every op granted is hot, archived or forgotten"
+        );
+    }
+    assert!(
+        state.forgotten_ops > 0,
+        "the oldest rollouts were forgotten"
+    );
+    assert!(state.op_forgotten(OpId(0)));
+    assert_eq!(state.ops_granted(), 3 * rollouts as usize);
+    // An operator naming an op that left the hot state is told it settled;
+    // one never granted (the next id included) is unknown.
+    let archived = *state.archive.keys().next().expect("an archived op");
+    let next = state.next_op_id();
+    for (op, refusal) in [
+        (OpId(0), Refusal::OpAlreadySettled(OpId(0))),
+        (archived, Refusal::OpAlreadySettled(archived)),
+        (next, Refusal::UnknownOp(next)),
+    ] {
+        assert_eq!(step(&state, &Input::RollBack { op }), Err(refusal));
+    }
 }

@@ -211,3 +211,27 @@ fn a_policy_that_does_not_fit_its_plan_is_refused() {
     )
     .is_ok());
 }
+
+/// S11: a canary judged wrong stops the rollout whatever its failure
+/// budget. The budget is for followers: a failed canary inside it still
+/// pauses, for the canary's reason, and no follower is granted.
+#[test]
+fn a_failed_canary_pauses_even_inside_a_failure_budget() {
+    for max_failed in [1, 2, 6] {
+        let policy = Policy {
+            max_failed: Some(max_failed),
+            ..Policy::default()
+        };
+        let mut state = started(policy);
+        let events = switch(&mut state, 0, wrong());
+        assert!(events.contains(&Event::RestoreRequested { op: OpId(0) }));
+        assert!(
+            events.contains(&Event::RolloutPaused {
+                rollout: R0,
+                reason: PauseReason::ProbeFailed { op: OpId(0) },
+            }),
+            "budget {max_failed}: {events:?}"
+        );
+        assert_eq!(granted(&state), 1, "budget {max_failed}: no follower");
+    }
+}
