@@ -8,11 +8,11 @@ use invariants::Rule;
 use model::agent::{
     agent_step, AgentEvent, AgentInput, AgentOutput, AgentStage, AgentState, StagingStep,
 };
-use model::chunks::{ChunkReading, ChunkSet};
+use model::chunks::ChunkSet;
 use model::controller::{
     apply, progress, step, ControllerState, Event, Input, OpPhase, Outcome, Refusal, RolloutStatus,
 };
-use model::recovery::{Observed, StageFailure};
+use model::recovery::{ChunkReading, Observed, StageFailure};
 use model::{Generation, NodeId, OpId, ProbeVerdict, ToAgent, ToController};
 use proof::{Fresh, NodeProof};
 use std::sync::Arc;
