@@ -91,8 +91,8 @@ pub use etcd_tls::EtcdTls;
 pub use event_log::{EventLog, APPEND_BYTES_MAX, APPEND_EVENTS_MAX};
 pub use forensic::{CopyProblem, FORENSIC_COPY_BYTES_MAX, FORENSIC_COPY_FILES_MAX};
 pub use leadership::{Fence, Leadership, LEASE_TTL_MS_DEFAULT};
-pub use sled_dir::is_log_dir;
-pub use sled_storage::{sled_config, ForeignData, SledStorage};
+pub use sled_dir::{is_log_dir, sled_config};
+pub use sled_storage::{ForeignData, SledStorage};
 pub use snapshot::{
     verify_snapshots, Snapshot, SnapshotFault, SnapshotOpen, SnapshotSkip, SnapshotsReport,
     SNAPSHOT_RECORD_BYTES_MAX, SNAPSHOT_RECORD_VERSION, SNAPSHOT_STATE_BYTES_MAX,
