@@ -5,6 +5,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod ahead;
+pub mod annex;
 pub mod copy;
 pub mod history;
 pub mod inspect;
+pub mod snapshot;
