@@ -724,6 +724,9 @@ impl Core {
                         .stop(Fatal::LogFailed(format!("event log failure: {e}")));
                 }
             };
+            // Another part of the daemon stopped it meanwhile (the lease
+            // watch found the leadership lost): release nothing more.
+            self.me.fatal().hold_if_stopped();
             // What the batch did not take goes back, in order.
             let taken: Vec<_> = replies.drain(..batch.outcomes.len()).collect();
             *queued = inputs.into_iter().zip(replies).collect();

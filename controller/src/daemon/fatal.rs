@@ -65,6 +65,16 @@ impl FatalCell {
         park_forever()
     }
 
+    /// When the daemon has already stopped on a fatal error met elsewhere
+    /// (the lease watch, the campaign), stop the calling thread too: the
+    /// core calls it before it releases a batch's effects, so nothing
+    /// leaves once the daemon is stopping.
+    pub fn hold_if_stopped(&self) {
+        if self.0.borrow().is_some() {
+            park_forever()
+        }
+    }
+
     /// The first fatal error, once there is one.
     pub async fn wait(&self) -> Fatal {
         let mut seen = self.0.subscribe();
