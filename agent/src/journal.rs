@@ -145,7 +145,8 @@ mod tests {
     /// (`AgentState::release_chunks` 0) and write none of them.
     #[test]
     fn chunk_records_reopen_to_the_same_state() {
-        use model::chunks::{ChunkReading, ChunkSet};
+        use model::chunks::ChunkSet;
+        use model::recovery::ChunkReading;
         let dir = tempfile::tempdir().expect("dir");
         let mut journal = Journal::open(dir.path()).expect("journal");
         assert_eq!(journal.state.chunk_count(), 1);

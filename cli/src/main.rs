@@ -2386,8 +2386,22 @@ fn run_controller(config: &Path, allow_faults: bool) -> anyhow::Result<ExitCode>
             return Ok(ExitCode::from(2));
         }
     };
-    tokio_runtime()?.block_on(controller::daemon::run(cfg, allow_faults))?;
-    Ok(ExitCode::SUCCESS)
+    let runtime = tokio_runtime()?;
+    match runtime.block_on(controller::daemon::run(cfg, allow_faults)) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        // The daemon stopped on its own (its log failed: 3; deposed: 4;
+        // docs/operations.md, "Exit codes"), the reason already logged.
+        // The part that met it is parked for good: leave the runtime
+        // without waiting for it.
+        Err(err) => match err.downcast_ref::<controller::daemon::fatal::Fatal>() {
+            Some(fatal) => {
+                let code = ExitCode::from(fatal.exit_code());
+                runtime.shutdown_background();
+                Ok(code)
+            }
+            None => Err(err),
+        },
+    }
 }
 
 /// Man pages: `<name>.1` for each binary and `<name>-<sub>[-<sub>].1` for

@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime};
 
 use eventlog::{ArchiveConfig, ArchiveReport, LogError, StorageSpace};
 
-use crate::driver::ControllerLog;
+use crate::event_log::ControllerLog;
 
 /// Seconds in a day, for `keep_days`.
 const DAY_S: u64 = 86_400;

@@ -21,6 +21,8 @@ use model::controller::{
 
 use eventlog::{Durable, EventLog, LogError};
 
+pub use crate::event_log::{ControllerError, ControllerLog};
+
 /// Upper bound on one encoded controller event, in bytes (varint bincode):
 /// the largest is a `RolloutStarted` or `RolloutFollowersAdded` naming
 /// [`FOLLOWERS_PER_EVENT_MAX`] followers (a node id is at most 5 bytes; a
@@ -63,41 +65,6 @@ pub const EVENTS_PER_INPUT_MAX: usize = 2 * model::plan::SLOTS_MAX_LIMIT as usiz
 // A batch ends at the input that crosses the soft bound, so one append
 // holds at most the soft bound plus one input's events.
 const _: () = assert!(BATCH_EVENTS_SOFT_MAX + EVENTS_PER_INPUT_MAX <= eventlog::APPEND_EVENTS_MAX);
-
-/// Why the controller could not start or could not handle an input.
-#[derive(Debug, thiserror::Error)]
-pub enum ControllerError {
-    /// The model refused the input; nothing was recorded.
-    #[error("input refused: {0}")]
-    Refused(Refusal),
-    /// The log failed: on open (corrupt, not a log, I/O) or on append. After
-    /// an append failure the log is poisoned; restart to see what is durable.
-    #[error(transparent)]
-    Log(#[from] LogError),
-    /// The log is intact but its history breaks a rule: the controller
-    /// refuses to start rather than act on a state the rules never allow.
-    #[error("refusing to start: the event at sequence {sequence} breaks {violation}")]
-    RuleViolated {
-        /// Sequence of the offending event.
-        sequence: u64,
-        /// The broken rule and what broke it.
-        violation: invariants::Violation,
-    },
-    /// A hot standby was elected while an archiving handle on its log was
-    /// still held (a standby never archives: a bug, caught).
-    #[error("cannot take over: another handle on the log is still in use")]
-    LogShared,
-    /// A hot standby elected leader: the newest usable snapshot plus the
-    /// events after it fold to another state than the one it followed
-    /// ([`crate::takeover`]); it does not lead.
-    #[error("cannot take over: the snapshot of the first {covers} entries plus the entries up to {end} folds to another state than the followed one")]
-    TakeoverDiverged {
-        /// The snapshot's `covers`.
-        covers: u64,
-        /// The log's end.
-        end: u64,
-    },
-}
 
 /// What one handled input produced, once durable: the events with their
 /// sequences and the effects to perform (sends, timers).
@@ -150,10 +117,6 @@ pub struct Batch {
     /// What the batch's events touched (ops, rollouts, nodes).
     pub touched: invariants::Touched,
 }
-
-/// The log under the controller: sled's directory, or etcd's prefix held
-/// under a [`eventlog::Leadership`] (its appends are fenced).
-pub type ControllerLog = EventLog<Event, Box<dyn eventlog::LogStorage>>;
 
 /// The controller: its durable log and the state folded from it.
 pub struct Controller {
@@ -621,5 +584,203 @@ impl Checked<'_> {
             panic!("state after an input breaks a rule: {violation}");
         }
         self.touched
+    }
+}
+
+/// The takeover ([`crate::takeover`]) as the driver runs it: a leader and
+/// a standby on one log.
+#[cfg(test)]
+mod takeover_tests {
+    use super::Controller;
+    use crate::event_log::ControllerError;
+    use crate::takeover::*;
+    use eventlog::SnapshotSkip;
+    use eventlog::{LogStorage, RawEntry, SledStorage, StorageError};
+    use model::controller::ControllerState;
+    use model::controller::Input;
+    use std::sync::{Arc, Mutex};
+
+    /// One sled log shared by a leader and a standby (as etcd is), which
+    /// can also say a snapshot write was cut short (as etcd's can).
+    #[derive(Clone)]
+    struct Shared {
+        sled: Arc<SledStorage>,
+        torn: Arc<Mutex<Vec<u64>>>,
+    }
+
+    impl LogStorage for Shared {
+        fn append_batch(&self, entries: &[(u64, Vec<u8>)]) -> Result<(), StorageError> {
+            self.sled.append_batch(entries)
+        }
+        fn flush(&self) -> Result<(), StorageError> {
+            self.sled.flush()
+        }
+        fn read_from(
+            &self,
+            from: u64,
+        ) -> Box<dyn Iterator<Item = Result<RawEntry, StorageError>> + '_> {
+            self.sled.read_from(from)
+        }
+        fn last_sequence(&self) -> Result<Option<u64>, StorageError> {
+            self.sled.last_sequence()
+        }
+        fn put_snapshot(&self, covers: u64, record: &[u8]) -> Result<(), StorageError> {
+            self.sled.put_snapshot(covers, record)
+        }
+        fn snapshot_sequences(&self) -> Result<Vec<u64>, StorageError> {
+            self.sled.snapshot_sequences()
+        }
+        fn incomplete_snapshots(&self) -> Result<Vec<u64>, StorageError> {
+            Ok(self.torn.lock().map(|t| t.clone()).unwrap_or_default())
+        }
+        fn read_snapshot(&self, covers: u64) -> Result<Option<Vec<u8>>, StorageError> {
+            self.sled.read_snapshot(covers)
+        }
+        fn delete_snapshot(&self, covers: u64) -> Result<(), StorageError> {
+            if let Ok(mut torn) = self.torn.lock() {
+                torn.retain(|c| *c != covers);
+            }
+            self.sled.delete_snapshot(covers)
+        }
+        fn live_start(&self) -> Result<eventlog::LiveStart, StorageError> {
+            self.sled.live_start()
+        }
+        fn set_live_start(&self, start: &eventlog::LiveStart) -> Result<(), StorageError> {
+            self.sled.set_live_start(start)
+        }
+        fn delete_below(&self, end: u64) -> Result<u64, StorageError> {
+            self.sled.delete_below(end)
+        }
+    }
+
+    struct TempDir(std::path::PathBuf);
+
+    impl TempDir {
+        fn new(tag: &str) -> Self {
+            let dir = std::env::temp_dir()
+                .join(format!("fleetweft-takeover-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            TempDir(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn shared(dir: &TempDir) -> Shared {
+        Shared {
+            sled: Arc::new(SledStorage::create_or_open(&dir.0).expect("sled")),
+            torn: Arc::default(),
+        }
+    }
+
+    fn start(storage: &Shared) -> Controller {
+        Controller::start_on_storage(Box::new(storage.clone()), |b: &[u8]| {
+            Ok::<_, String>(b.to_vec())
+        })
+        .expect("start")
+        .controller
+    }
+
+    fn enroll(leader: &mut Controller, from: usize, to: usize) {
+        for i in from..to {
+            let input = Input::EnrollNode {
+                name: format!("edge-{i}"),
+                labels: Default::default(),
+                public: format!("192.0.2.{}:9000", i % 250 + 1),
+            };
+            let _ = leader.handle(input).expect("enrolled");
+        }
+    }
+
+    #[test]
+    fn a_standby_takes_over_from_the_newest_snapshot_plus_its_tail_skipping_a_torn_one() {
+        let dir = TempDir::new("promote");
+        let storage = shared(&dir);
+        let mut leader = start(&storage);
+        enroll(&mut leader, 0, 10);
+        let mut standby = start(&storage);
+        enroll(&mut leader, 10, 20);
+        let first = leader.put_snapshot(b"").expect("snapshot").covers;
+        enroll(&mut leader, 20, 30);
+        let second = leader.put_snapshot(b"").expect("snapshot").covers;
+        assert_eq!(standby.follow().expect("follows").len(), 20);
+        enroll(&mut leader, 30, 35);
+        // The leader dies inside its next snapshot write, and its own
+        // prune would have removed the older snapshot already.
+        let torn = second + 5;
+        storage.torn.lock().expect("lock").push(torn);
+        let promoted = standby
+            .promote(Box::new(storage.clone()))
+            .expect("takes over");
+        assert_eq!(promoted.tail.len(), 5, "the events after the last poll");
+        assert_eq!(
+            promoted.from,
+            TakeoverFrom {
+                snapshot: Some(second),
+                tail: 5,
+                skipped: vec![(torn, SnapshotSkip::Incomplete)],
+            }
+        );
+        assert!(first < second);
+        assert_eq!(standby.state(), leader.state());
+        assert_eq!(standby.last_sequence(), leader.last_sequence());
+        let pruned = standby.prune_snapshots(1).expect("prunes");
+        assert_eq!(pruned, vec![torn, first], "the torn write's parts go too");
+    }
+
+    #[test]
+    fn a_takeover_refuses_a_followed_state_that_differs_from_the_snapshots_fold() {
+        let dir = TempDir::new("diverged");
+        let storage = shared(&dir);
+        let mut leader = start(&storage);
+        enroll(&mut leader, 0, 10);
+        let covers = leader.put_snapshot(b"").expect("snapshot").covers;
+        enroll(&mut leader, 10, 12);
+        let log: crate::driver::ControllerLog =
+            eventlog::EventLog::with_storage(Box::new(storage.clone()) as Box<dyn LogStorage>)
+                .expect("opens")
+                .0;
+        let (state, from) = from_snapshot(&log, leader.state()).expect("agrees");
+        assert_eq!(state.as_ref(), Some(leader.state()));
+        assert_eq!(from.snapshot, Some(covers));
+        assert!(matches!(
+            from_snapshot(&log, &ControllerState::default()),
+            Err(ControllerError::TakeoverDiverged { covers: c, end: 12 }) if c == covers
+        ));
+    }
+
+    #[test]
+    fn a_standby_the_archiving_overtook_catches_up_from_the_newest_snapshot() {
+        let dir = TempDir::new("catch-up");
+        let archive = TempDir::new("catch-up-archive");
+        let storage = shared(&dir);
+        let mut leader = start(&storage);
+        enroll(&mut leader, 0, 5);
+        let mut standby = start(&storage);
+        enroll(&mut leader, 5, 30);
+        let covers = leader.put_snapshot(b"").expect("snapshot").covers;
+        enroll(&mut leader, 30, 33);
+        leader
+            .archiver()
+            .archive(&archive.0, covers, &eventlog::ArchiveConfig::default())
+            .expect("archives");
+        assert!(matches!(
+            standby.follow(),
+            Err(ControllerError::Log(eventlog::LogError::BehindArchive { next: 5, first_live }))
+                if first_live == covers
+        ));
+        let caught = standby
+            .catch_up(|b: &[u8]| Ok::<_, String>(b.to_vec()))
+            .expect("catches up");
+        assert_eq!((caught.covers, caught.tail.len()), (covers, 3));
+        assert_eq!(standby.state(), leader.state());
+        enroll(&mut leader, 33, 35);
+        assert_eq!(standby.follow().expect("follows on").len(), 2);
+        assert_eq!(standby.state(), leader.state());
+        assert_eq!(standby.last_sequence(), leader.last_sequence());
     }
 }

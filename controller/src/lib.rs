@@ -9,6 +9,7 @@
 pub mod archive;
 pub mod daemon;
 pub mod driver;
+pub mod event_log;
 pub mod policy_text;
 pub mod snapshot;
 pub mod takeover;

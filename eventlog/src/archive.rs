@@ -47,9 +47,6 @@ use super::envelope::{genesis_hash, Hash, ENTRY_BYTES_MAX};
 use super::storage::{LogStorage, StorageError};
 use super::verify::{check_stored_entry, EntryFault, VerifyError};
 
-pub use super::archive_log::ArchiveReport;
-pub use super::archive_read::{verify_with_archive, HistoryEntry, HistoryReader, HistoryReport};
-
 /// Version of the segment layout written by this build; others are refused.
 pub const SEGMENT_FORMAT_VERSION: u16 = 1;
 

@@ -30,8 +30,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
+use super::envelope::encoded_bytes_bound;
 use super::error::LogError;
-use super::event_log::encoded_bytes_bound;
 use super::storage::BatchLimits;
 
 /// Longest a new leader waits for its group to gather.

@@ -272,6 +272,14 @@ fn decode_exact<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
     Ok(value)
 }
 
+/// Upper bound of the encoded envelopes' total size for `payloads`.
+pub(super) fn encoded_bytes_bound(payloads: &[Vec<u8>]) -> usize {
+    payloads
+        .iter()
+        .map(|payload| payload.len().saturating_add(ENVELOPE_OVERHEAD_MAX))
+        .fold(0, usize::saturating_add)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,14 +38,8 @@ use std::time::{Duration, Instant};
 use etcd_client::{Client, ConnectOptions};
 use tokio::sync::mpsc;
 
-use super::etcd_storage::EtcdConfig;
+use super::etcd_config::EtcdConfig;
 use super::storage::StorageError;
-
-/// Longest one etcd operation may take by default, its retries on other
-/// members included, before it counts as failed
-/// (`EtcdConfig::request_timeout_ms`). An append whose outcome is still
-/// unknown then poisons the log.
-pub const REQUEST_TIMEOUT_MS_DEFAULT: u64 = 5_000;
 
 /// Longest connecting to the cluster may take.
 pub const CONNECT_TIMEOUT_MS: u64 = 5_000;

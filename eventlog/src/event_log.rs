@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::commit::{CommitStats, GroupCommit, GroupResult, Request};
 use super::durable::Durable;
-use super::envelope::{decode_payload, encode_payload, Envelope, Hash, ENVELOPE_OVERHEAD_MAX};
+use super::envelope::{decode_payload, encode_payload, encoded_bytes_bound, Envelope, Hash};
 use super::error::LogError;
 use super::sled_storage::SledStorage;
 use super::storage::LogStorage;
@@ -403,12 +403,4 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
             flushed,
         })
     }
-}
-
-/// Upper bound of the encoded envelopes' total size for `payloads`.
-pub(super) fn encoded_bytes_bound(payloads: &[Vec<u8>]) -> usize {
-    payloads
-        .iter()
-        .map(|payload| payload.len().saturating_add(ENVELOPE_OVERHEAD_MAX))
-        .fold(0, usize::saturating_add)
 }

@@ -26,13 +26,9 @@ use std::time::{Duration, Instant};
 
 use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
 
-use super::etcd_storage::{EtcdConfig, Keys};
+use super::etcd_config::{EtcdConfig, Keys};
 use super::etcd_thread::{CallError, EtcdClient, Retry, RETRY_PAUSE_MS};
 use super::storage::StorageError;
-
-/// Leadership lease TTL unless configured: a few seconds, so a standby takes
-/// over soon after a leader dies, while a leader survives a short stall.
-pub const LEASE_TTL_MS_DEFAULT: u64 = 5_000;
 
 /// How often a waiting candidate looks whether the leader key is gone.
 const CAMPAIGN_POLL_MS: u64 = 200;

@@ -49,6 +49,7 @@ mod commit;
 mod durable;
 mod envelope;
 mod error;
+mod etcd_config;
 mod etcd_storage;
 mod etcd_thread;
 mod etcd_tls;
@@ -77,22 +78,23 @@ pub use envelope::{
     PayloadError, ENTRY_BYTES_MAX, LOG_FORMAT_VERSION, PAYLOAD_BYTES_MAX,
 };
 pub use error::LogError;
-pub use etcd_storage::{
-    etcd_request_bytes_required, EtcdConfig, EtcdStorage, LimitsProbed, ManifestHook,
-    ETCD_BATCH_LIMITS_DEFAULT, ETCD_DELETE_KEYS_MAX, ETCD_MAX_REQUEST_BYTES,
+pub use etcd_config::{
+    etcd_request_bytes_required, EtcdConfig, ETCD_BATCH_LIMITS_DEFAULT, ETCD_MAX_REQUEST_BYTES,
     ETCD_MAX_TXN_OPS_REQUIRED, ETCD_PREFIX_BYTES_MAX, ETCD_WAL_ENTRY_BYTES_MAX,
-    SNAPSHOT_CHUNK_BYTES_MAX,
+    LEASE_TTL_MS_DEFAULT, REQUEST_TIMEOUT_MS_DEFAULT,
+};
+pub use etcd_storage::{
+    EtcdStorage, LimitsProbed, ManifestHook, ETCD_DELETE_KEYS_MAX, SNAPSHOT_CHUNK_BYTES_MAX,
 };
 pub use etcd_thread::{
-    EtcdClient, ATTEMPTS_MAX, ATTEMPT_TIMEOUT_MS, CONNECT_TIMEOUT_MS, REQUEST_TIMEOUT_MS_DEFAULT,
-    RETRY_PAUSE_MS,
+    EtcdClient, ATTEMPTS_MAX, ATTEMPT_TIMEOUT_MS, CONNECT_TIMEOUT_MS, RETRY_PAUSE_MS,
 };
 pub use etcd_tls::EtcdTls;
 pub use event_log::{EventLog, APPEND_BYTES_MAX, APPEND_EVENTS_MAX};
 pub use forensic::{CopyProblem, FORENSIC_COPY_BYTES_MAX, FORENSIC_COPY_FILES_MAX};
-pub use leadership::{Fence, Leadership, LEASE_TTL_MS_DEFAULT};
-pub use sled_dir::is_log_dir;
-pub use sled_storage::{sled_config, ForeignData, SledStorage};
+pub use leadership::{Fence, Leadership};
+pub use sled_dir::{is_log_dir, sled_config};
+pub use sled_storage::{ForeignData, SledStorage};
 pub use snapshot::{
     verify_snapshots, Snapshot, SnapshotFault, SnapshotOpen, SnapshotSkip, SnapshotsReport,
     SNAPSHOT_RECORD_BYTES_MAX, SNAPSHOT_RECORD_VERSION, SNAPSHOT_STATE_BYTES_MAX,

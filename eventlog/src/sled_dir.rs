@@ -9,13 +9,60 @@ use std::time::{Duration, Instant};
 
 use fs2::FileExt;
 
-use super::sled_storage::{
-    io_error, sled_config, sled_error, ENTRIES_TREE, META_FORMAT_KEY, META_FORMAT_VALUE, META_TREE,
-};
 use super::storage::StorageError;
 use super::watermark::Watermark;
 
 /// Files sled keeps in a database directory.
+/// Tree holding the entries.
+pub(super) const ENTRIES_TREE: &[u8] = b"entries";
+/// Tree holding the log marker.
+pub(super) const META_TREE: &[u8] = b"meta";
+/// The marker's key in [`META_TREE`].
+pub(super) const META_FORMAT_KEY: &[u8] = b"format";
+/// The marker's value: this is a Fleetweft log in layout version 1.
+pub(super) const META_FORMAT_VALUE: &[u8] = b"fleetweft-log-v1";
+
+/// sled's segment (and IO buffer) size. sled persists it in `conf` and refuses
+/// to open a database with a different value, so it can never change for an
+/// existing log. 8 MiB (default 512 KiB) puts sled's blob threshold, a quarter
+/// segment, at 2 MiB: far above any leaf page of [`ENTRY_BYTES_MAX`]-bounded
+/// entries, so entries stay in the main file.
+///
+/// [`ENTRY_BYTES_MAX`]: super::ENTRY_BYTES_MAX
+const SEGMENT_BYTES: usize = 8 * 1024 * 1024;
+
+/// sled's in-memory page cache bound (default 1 GiB). The log reads the tree
+/// once at open and afterwards only appends, so a large cache buys nothing and
+/// a controller on a small edge host should not reserve 1 GiB for it.
+const CACHE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The exact sled configuration of a log in `dir`.
+///
+/// Public so tools and tests can open the raw database (sled refuses a
+/// different segment size). Every option is set explicitly rather than
+/// inheriting sled's defaults.
+pub fn sled_config(dir: &Path) -> sled::Config {
+    sled::Config::new()
+        .path(dir)
+        // HighThroughput: the log is append-only and never overwrites or
+        // deletes, so there is little fragmentation for LowSpace's extra
+        // rewriting to reclaim, and append latency is what acknowledgements
+        // wait on. Note: sled 0.34.7 stores this option but reads it nowhere
+        // (checked in its source), so today this records intent only.
+        .mode(sled::Mode::HighThroughput)
+        .cache_capacity(CACHE_BYTES)
+        // No background flusher: durability points are exactly the log's
+        // explicit flushes, each of which precedes an acknowledgement. A
+        // timer flush would only add fsyncs nobody waits for.
+        .flush_every_ms(None)
+        .segment_size(SEGMENT_BYTES)
+        // Entries are small and already dense; compression would add CPU on
+        // the commit path (and needs a sled feature we do not enable).
+        .use_compression(false)
+        .temporary(false)
+        .create_new(false)
+}
+
 const SLED_CONF_FILE: &str = "conf";
 pub(super) const SLED_DB_FILE: &str = "db";
 pub(super) const SLED_BLOBS_DIR: &str = "blobs";
@@ -159,5 +206,32 @@ pub(super) fn dir_has_entries(dir: &Path) -> io::Result<bool> {
         Ok(mut entries) => Ok(entries.next().is_some()),
         Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(false),
         Err(err) => Err(err),
+    }
+}
+
+pub(super) fn io_error(path: &Path, action: &'static str, err: io::Error) -> StorageError {
+    StorageError::Io {
+        path: path.to_path_buf(),
+        action,
+        source: Box::new(err),
+    }
+}
+
+/// Maps sled errors, keeping corruption distinct so it is never mistaken
+/// for a transient failure.
+pub(super) fn sled_error(path: &Path, action: &'static str, err: sled::Error) -> StorageError {
+    match err {
+        sled::Error::Corruption { at, .. } => StorageError::Corruption {
+            path: path.to_path_buf(),
+            detail: match at {
+                Some(at) => format!("sled reported corruption at {at} while {action}"),
+                None => format!("sled reported corruption while {action}"),
+            },
+        },
+        other => StorageError::Io {
+            path: path.to_path_buf(),
+            action,
+            source: Box::new(other),
+        },
     }
 }

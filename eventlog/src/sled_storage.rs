@@ -32,19 +32,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use super::sled_dir::{
-    create, dir_has_entries, has_sled_files, wait_for_lock_release, SLED_BLOBS_DIR, SLED_DB_FILE,
+    create, dir_has_entries, has_sled_files, io_error, sled_config, sled_error,
+    wait_for_lock_release, ENTRIES_TREE, META_FORMAT_KEY, META_FORMAT_VALUE, META_TREE,
+    SLED_BLOBS_DIR, SLED_DB_FILE,
 };
 use super::storage::{LiveStart, LogStorage, RawEntry, StorageError};
 use super::watermark::{Watermark, WATERMARK_FILE};
 
-/// Tree holding the entries.
-pub(super) const ENTRIES_TREE: &[u8] = b"entries";
-/// Tree holding the log marker.
-pub(super) const META_TREE: &[u8] = b"meta";
-/// The marker's key in [`META_TREE`].
-pub(super) const META_FORMAT_KEY: &[u8] = b"format";
-/// The marker's value: this is a Fleetweft log in layout version 1.
-pub(super) const META_FORMAT_VALUE: &[u8] = b"fleetweft-log-v1";
 /// The live start's key in [`META_TREE`], written by the first archiving.
 pub(super) const META_LIVE_START_KEY: &[u8] = b"live_start";
 /// Most keys one step of [`LogStorage::delete_below`] removes in one sled
@@ -55,47 +49,6 @@ const DELETE_BATCH_KEYS_MAX: usize = 16_384;
 pub(super) const SNAPSHOTS_TREE: &[u8] = b"snapshots";
 /// Name sled gives its default tree; the log keeps it empty.
 const SLED_DEFAULT_TREE: &[u8] = b"__sled__default";
-
-/// sled's segment (and IO buffer) size. sled persists it in `conf` and refuses
-/// to open a database with a different value, so it can never change for an
-/// existing log. 8 MiB (default 512 KiB) puts sled's blob threshold, a quarter
-/// segment, at 2 MiB: far above any leaf page of [`ENTRY_BYTES_MAX`]-bounded
-/// entries, so entries stay in the main file.
-///
-/// [`ENTRY_BYTES_MAX`]: super::ENTRY_BYTES_MAX
-const SEGMENT_BYTES: usize = 8 * 1024 * 1024;
-
-/// sled's in-memory page cache bound (default 1 GiB). The log reads the tree
-/// once at open and afterwards only appends, so a large cache buys nothing and
-/// a controller on a small edge host should not reserve 1 GiB for it.
-const CACHE_BYTES: u64 = 64 * 1024 * 1024;
-
-/// The exact sled configuration of a log in `dir`.
-///
-/// Public so tools and tests can open the raw database (sled refuses a
-/// different segment size). Every option is set explicitly rather than
-/// inheriting sled's defaults.
-pub fn sled_config(dir: &Path) -> sled::Config {
-    sled::Config::new()
-        .path(dir)
-        // HighThroughput: the log is append-only and never overwrites or
-        // deletes, so there is little fragmentation for LowSpace's extra
-        // rewriting to reclaim, and append latency is what acknowledgements
-        // wait on. Note: sled 0.34.7 stores this option but reads it nowhere
-        // (checked in its source), so today this records intent only.
-        .mode(sled::Mode::HighThroughput)
-        .cache_capacity(CACHE_BYTES)
-        // No background flusher: durability points are exactly the log's
-        // explicit flushes, each of which precedes an acknowledgement. A
-        // timer flush would only add fsyncs nobody waits for.
-        .flush_every_ms(None)
-        .segment_size(SEGMENT_BYTES)
-        // Entries are small and already dense; compression would add CPU on
-        // the commit path (and needs a sled feature we do not enable).
-        .use_compression(false)
-        .temporary(false)
-        .create_new(false)
-}
 
 /// A sled database holding one Fleetweft log.
 pub struct SledStorage {
@@ -564,31 +517,4 @@ pub struct ForeignData {
     pub tree: Vec<u8>,
     /// The first unexpected key, or `None` for an unexpected empty tree.
     pub key: Option<Vec<u8>>,
-}
-
-pub(super) fn io_error(path: &Path, action: &'static str, err: io::Error) -> StorageError {
-    StorageError::Io {
-        path: path.to_path_buf(),
-        action,
-        source: Box::new(err),
-    }
-}
-
-/// Maps sled errors, keeping corruption distinct so it is never mistaken
-/// for a transient failure.
-pub(super) fn sled_error(path: &Path, action: &'static str, err: sled::Error) -> StorageError {
-    match err {
-        sled::Error::Corruption { at, .. } => StorageError::Corruption {
-            path: path.to_path_buf(),
-            detail: match at {
-                Some(at) => format!("sled reported corruption at {at} while {action}"),
-                None => format!("sled reported corruption while {action}"),
-            },
-        },
-        other => StorageError::Io {
-            path: path.to_path_buf(),
-            action,
-            source: Box::new(other),
-        },
-    }
 }

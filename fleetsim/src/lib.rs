@@ -10,6 +10,7 @@
 
 pub mod agent;
 pub mod controller;
+pub mod fleet;
 pub mod options;
 pub mod pki;
 pub mod procfs;

@@ -2,8 +2,8 @@
 //! operator token), and the report: what the controller recorded, what it
 //! cost (`/proc`), what the agents saw, and a restart on the log.
 
+use crate::fleet::{Fleet, PROGRESS_EVERY_MS, ROLLOUT_POLL_MS};
 use crate::options::Options;
-use crate::run::{Fleet, PROGRESS_EVERY_MS, ROLLOUT_POLL_MS};
 use crate::stats::{Percentiles, Stats};
 use anyhow::Context;
 use api::client::ApiClient;

@@ -3,7 +3,8 @@
 //! measurements, and a restart of the controller on the resulting log.
 
 use crate::agent::{self, Faults, Shared, SimNode};
-use crate::controller::{ControllerSetup, RunningController};
+use crate::controller::ControllerSetup;
+pub use crate::fleet::{Fleet, PROGRESS_EVERY_MS, ROLLOUT_POLL_MS};
 use crate::options::Options;
 use crate::report::{self, Report};
 use crate::routes::{Routes, SimRelease};
@@ -15,48 +16,12 @@ use protocol::bundle;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::task::JoinHandle;
-
-/// How often progress is printed on stderr.
-pub const PROGRESS_EVERY_MS: u64 = 1_000;
-/// How often the rollout's status is asked while waiting for its end.
-pub const ROLLOUT_POLL_MS: u64 = 200;
 
 /// A release of the simulated app: its digest and signed bundle bytes.
 struct Built {
     digest: Digest,
     bytes: Vec<u8>,
     probe: bundle::ProbeSpec,
-}
-
-/// What is up once the fleet is connected.
-pub struct Fleet {
-    /// The operator API.
-    pub api: ApiClient,
-    /// The controller (taken by the restart).
-    pub controller: Option<RunningController>,
-    /// Its pid.
-    pub pid: u32,
-    /// How it was started (to restart it).
-    pub setup: ControllerSetup,
-    /// The agents' shared state.
-    pub shared: Arc<Shared>,
-    /// The agent tasks.
-    pub tasks: Vec<JoinHandle<()>>,
-    /// Node names, canary first.
-    pub names: Vec<String>,
-    /// Faults per node.
-    pub faults: Vec<Faults>,
-    /// The release rolled out.
-    pub target: Digest,
-    /// Controller RSS before any agent connected, in KiB.
-    pub rss_before_kib: u64,
-    /// Controller CPU seconds before the rollout started.
-    pub cpu_before_s: f64,
-    /// Seconds until every agent was connected.
-    pub connect_s: f64,
-    /// The PKI's timing.
-    pub pki: crate::pki::PkiTiming,
 }
 
 /// Run the whole simulation and measure it.

@@ -628,7 +628,7 @@ mod tests {
 
     #[test]
     fn s14_a_chunk_is_kept_only_if_it_re_verified() {
-        use model::chunks::ChunkReading;
+        use model::recovery::ChunkReading;
         let before = chunked(2, false, ChunkSet::NONE);
         // Chunk 0 re-verified, chunk 1 is there but torn.
         let reading = ChunkReading {

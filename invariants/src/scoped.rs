@@ -4,9 +4,9 @@
 //! whole-state [`crate::check_state`] (which also recounts every index
 //! `apply` keeps) is what the model checker runs on its small states.
 
-use crate::state_rules::{flag_mismatch, s11_rollout};
-use crate::{broken, words, Rule, Violation};
-use model::controller::{ControllerState, Event, Op, Outcome, Resolution};
+use crate::state_rules::{b1_over_budget_is_paused, s11_rollout, s4_op};
+use crate::{broken, Rule, Violation};
+use model::controller::{ControllerState, Event, Op};
 use model::{NodeId, OpId, RolloutId};
 use std::collections::BTreeSet;
 
@@ -130,21 +130,6 @@ pub fn check_state_touched(
     Ok(())
 }
 
-/// B1 in a state: an active rollout over its failure budget is paused.
-pub(crate) fn b1_over_budget_is_paused(r: &model::controller::Rollout) -> Result<(), Violation> {
-    if r.status == model::controller::RolloutStatus::Active && r.over_budget() && r.paused.is_none()
-    {
-        return broken(
-            Rule::FailureBudget,
-            format!(
-                "rollout {} is over its failure budget ({} failed, {} UNKNOWN) but not paused",
-                r.id, r.failed, r.unknown
-            ),
-        );
-    }
-    Ok(())
-}
-
 /// S2 for one op: an unsettled op is its node's recorded live op.
 fn s2_op(state: &ControllerState, op: &Op) -> Result<(), Violation> {
     let recorded = state.nodes.get(&op.node).and_then(|n| n.live_op);
@@ -173,56 +158,4 @@ fn s2_node(state: &ControllerState, node: NodeId) -> Result<(), Violation> {
             format!("{node} records live op {live} but has no such unsettled op"),
         ),
     }
-}
-
-/// S4 for one op: its canary flag agrees with the plan, and a follower
-/// exists only after its canary passed and, with a gate, an approval.
-pub(crate) fn s4_op(state: &ControllerState, op: &Op) -> Result<(), Violation> {
-    let Some(r) = state.rollout(op.rollout) else {
-        return Ok(());
-    };
-    let on_canary = op.node == r.plan.canary;
-    if op.is_canary != on_canary {
-        return broken(Rule::S4, flag_mismatch(op.id, op.node, op.is_canary, r));
-    }
-    // A forgotten rollout's canary op may be forgotten: its follower was
-    // judged against it when granted, and nothing in the rollout changes.
-    if on_canary || r.forgotten {
-        return Ok(());
-    }
-    // The canary op may be archived (its rollout finished, its node moved
-    // on): its summary keeps the outcome.
-    let canary = r.op_for(r.plan.canary).and_then(|c| state.op_summary(c));
-    let passed = canary.is_some_and(|c| {
-        matches!(
-            c.outcome,
-            Some(Outcome::Verified | Outcome::Resolved(Resolution::ConfirmNew))
-        )
-    });
-    if !passed {
-        let canary_state = canary.map_or_else(
-            || "has no op".to_string(),
-            |c| match state.op(c.id) {
-                Some(hot) => format!("op {} is {}", c.id, words::phase(hot.phase)),
-                None => format!("op {} is archived unpassed", c.id),
-            },
-        );
-        return broken(
-            Rule::S4,
-            format!(
-                "follower {} ({}) exists in rollout {} but canary {} {canary_state}",
-                op.id, op.node, r.id, r.plan.canary
-            ),
-        );
-    }
-    if r.plan.approval_after_canary && !r.approved {
-        return broken(
-            Rule::S4,
-            format!(
-                "follower {} ({}) exists in rollout {} before an operator approved after the canary",
-                op.id, op.node, r.id
-            ),
-        );
-    }
-    Ok(())
 }

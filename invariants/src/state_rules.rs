@@ -86,8 +86,75 @@ fn ops_of<'s>(state: &'s ControllerState, r: &'s Rollout) -> impl Iterator<Item 
 pub fn s4_canary_first(state: &ControllerState) -> Result<(), Violation> {
     for r in &state.rollouts {
         for op in ops_of(state, r) {
-            crate::scoped::s4_op(state, op)?;
+            s4_op(state, op)?;
         }
+    }
+    Ok(())
+}
+
+/// S4 for one op: its canary flag agrees with the plan, and a follower
+/// exists only after its canary passed and, with a gate, an approval.
+pub(crate) fn s4_op(state: &ControllerState, op: &Op) -> Result<(), Violation> {
+    let Some(r) = state.rollout(op.rollout) else {
+        return Ok(());
+    };
+    let on_canary = op.node == r.plan.canary;
+    if op.is_canary != on_canary {
+        return broken(Rule::S4, flag_mismatch(op.id, op.node, op.is_canary, r));
+    }
+    // A forgotten rollout's canary op may be forgotten: its follower was
+    // judged against it when granted, and nothing in the rollout changes.
+    if on_canary || r.forgotten {
+        return Ok(());
+    }
+    // The canary op may be archived (its rollout finished, its node moved
+    // on): its summary keeps the outcome.
+    let canary = r.op_for(r.plan.canary).and_then(|c| state.op_summary(c));
+    let passed = canary.is_some_and(|c| {
+        matches!(
+            c.outcome,
+            Some(Outcome::Verified | Outcome::Resolved(Resolution::ConfirmNew))
+        )
+    });
+    if !passed {
+        let canary_state = canary.map_or_else(
+            || "has no op".to_string(),
+            |c| match state.op(c.id) {
+                Some(hot) => format!("op {} is {}", c.id, words::phase(hot.phase)),
+                None => format!("op {} is archived unpassed", c.id),
+            },
+        );
+        return broken(
+            Rule::S4,
+            format!(
+                "follower {} ({}) exists in rollout {} but canary {} {canary_state}",
+                op.id, op.node, r.id, r.plan.canary
+            ),
+        );
+    }
+    if r.plan.approval_after_canary && !r.approved {
+        return broken(
+            Rule::S4,
+            format!(
+                "follower {} ({}) exists in rollout {} before an operator approved after the canary",
+                op.id, op.node, r.id
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// B1 in a state: an active rollout over its failure budget is paused.
+pub(crate) fn b1_over_budget_is_paused(r: &model::controller::Rollout) -> Result<(), Violation> {
+    if r.status == model::controller::RolloutStatus::Active && r.over_budget() && r.paused.is_none()
+    {
+        return broken(
+            Rule::FailureBudget,
+            format!(
+                "rollout {} is over its failure budget ({} failed, {} UNKNOWN) but not paused",
+                r.id, r.failed, r.unknown
+            ),
+        );
     }
     Ok(())
 }
@@ -235,7 +302,7 @@ pub fn check_state(state: &ControllerState) -> Result<(), Violation> {
     s2_one_live_op_per_node(state)?;
     s4_canary_first(state)?;
     for r in &state.rollouts {
-        crate::scoped::b1_over_budget_is_paused(r)?;
+        b1_over_budget_is_paused(r)?;
     }
     s11_wrong_answer_stops(state)
 }

@@ -5,7 +5,10 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod ahead;
+pub mod annex;
 pub mod copy;
 pub mod diagram;
 pub mod history;
 pub mod inspect;
+pub mod snapshot;

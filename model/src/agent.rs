@@ -7,11 +7,13 @@
 //! ([`AgentEffect::StageArtifact`], [`AgentEffect::ObserveStaged`]) whose
 //! results come back as inputs.
 
-use crate::chunks::{ChunkReading, ChunkSet};
+use crate::chunks::ChunkSet;
 use crate::evidence::RouteObservation;
 use crate::ids::{Digest, Generation, OpId};
 use crate::msg::{Decision, ReportKind, StageRefusal, ToAgent, ToController};
-use crate::recovery::{self, ErrorClass, Exit, Observed, Position, Reading, StageFailure};
+use crate::recovery::{
+    self, ChunkReading, ErrorClass, Exit, Observed, Position, Reading, StageFailure,
+};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 

@@ -2,8 +2,8 @@
 //! fetched by digest, and a fetch survives crashes by resuming from the
 //! chunks it verified. What the agent's journal holds of that fetch: which
 //! chunks of the op's release it verified ([`ChunkSet`]), and what a
-//! re-verification from disk found ([`ChunkReading`]) after a restart or a
-//! failed attempt. The recovery table ([`crate::recovery`]) decides on the
+//! re-verification from disk found ([`crate::recovery::ChunkReading`]) after
+//! a restart or a failed attempt. The recovery table ([`crate::recovery`]) decides on the
 //! reading; [`crate::agent`] journals the chunks it keeps.
 //!
 //! A chunk on disk is absent, partial (a write cut short), torn (written
@@ -96,30 +96,6 @@ impl fmt::Display for ChunkSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let names: Vec<String> = self.indexes().map(|i| i.to_string()).collect();
         write!(f, "{{{}}}", names.join(", "))
-    }
-}
-
-/// What re-reading an op's chunks and tree from disk found: each chunk
-/// present had its digest recomputed. Never the journal's own claim.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct ChunkReading {
-    /// Chunks present whose digest matched: complete and good.
-    pub verified: ChunkSet,
-    /// Chunks present that did not verify (partial or torn): fetched again.
-    pub unverified: ChunkSet,
-    /// The tree assembled in the release directory, re-verified as a
-    /// whole: absent, good, or there but not shown good.
-    pub tree: crate::recovery::Observed,
-}
-
-/// "verified {0}, unverified {1}, tree Absent".
-impl fmt::Display for ChunkReading {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "verified {}, unverified {}, tree {:?}",
-            self.verified, self.unverified, self.tree
-        )
     }
 }
 

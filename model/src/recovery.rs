@@ -149,6 +149,30 @@ pub fn row(
     }
 }
 
+/// What re-reading an op's chunks and tree from disk found: each chunk
+/// present had its digest recomputed. Never the journal's own claim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ChunkReading {
+    /// Chunks present whose digest matched: complete and good.
+    pub verified: ChunkSet,
+    /// Chunks present that did not verify (partial or torn): fetched again.
+    pub unverified: ChunkSet,
+    /// The tree assembled in the release directory, re-verified as a
+    /// whole: absent, good, or there but not shown good.
+    pub tree: Observed,
+}
+
+/// "verified {0}, unverified {1}, tree Absent".
+impl fmt::Display for ChunkReading {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "verified {}, unverified {}, tree {:?}",
+            self.verified, self.unverified, self.tree
+        )
+    }
+}
+
 /// The table's observed axis for a release of `count` chunks, from the
 /// chunks `kept` (those that re-verified) and the tree re-verified as a
 /// whole: re-verified only when every chunk and the tree are; nothing kept

@@ -6,11 +6,9 @@
 
 mod ha;
 
-pub use ha::{
-    leadership_runs, runs_text, Archiving, Layout, CONTROLLER_HOSTS, ETCD_EXE, LEASE_TTL_MS,
-};
+pub use ha::{leadership_runs, runs_text, Archiving, Layout, CONTROLLER_HOSTS, LEASE_TTL_MS};
 
-use crate::net::{self, Net, SUBNET};
+use crate::net::{self, Net, ETCD_EXE, SUBNET};
 use anyhow::{anyhow, bail, ensure, Context};
 use api::client::FleetView;
 use api::client::{ApiClient, RouteAnswer};

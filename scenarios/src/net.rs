@@ -123,6 +123,11 @@ fn nft(ns: &str, script: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The etcd server binary (Debian's `etcd-server`, see scripts/etcd.sh):
+/// a tool [`preflight`] installs, run in the controller hosts' namespaces
+/// by [`crate::fleet`].
+pub const ETCD_EXE: &str = "etcd";
+
 /// Install what the harness needs (iproute2, nftables, and with
 /// `need_etcd` the etcd server of the HA scenarios) when missing, and
 /// check that namespaces can be made at all: fails with a clear reason
@@ -136,9 +141,9 @@ pub fn preflight(need_etcd: bool) -> anyhow::Result<()> {
         ("ip", "iproute2"),
         ("nft", "nftables"),
         ("python3", "python3"),
-        (crate::fleet::ETCD_EXE, "etcd-server"),
+        (ETCD_EXE, "etcd-server"),
     ] {
-        if tool == crate::fleet::ETCD_EXE && !need_etcd {
+        if tool == ETCD_EXE && !need_etcd {
             continue;
         }
         if run("sh", &["-c", &format!("command -v {tool}")]).is_err() {

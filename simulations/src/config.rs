@@ -381,3 +381,117 @@ impl fmt::Display for CheckConfig {
         )
     }
 }
+
+/// What each mutant needs of the configuration: the checker's side of a
+/// mutant, kept with the configuration it tunes (the mutant itself, in
+/// [`crate::mutants`], only deviates from the rules).
+impl Mutant {
+    /// Adjust a configuration so the mutant's deviation can matter: the
+    /// smallest configuration where the rule can break.
+    pub fn tune(self, cfg: &mut CheckConfig) {
+        match self {
+            // Deadlines, retries and sends happen on every path: nothing to add.
+            Mutant::ReleaseOnTimeout | Mutant::RedecideOnRetry | Mutant::ReplyBeforePersist => {}
+            Mutant::SkipGenerationCheck => {
+                cfg.supersede = true;
+                cfg.faults = cfg.faults.with(Fault::Dup);
+            }
+            Mutant::GrantWhilePaused => cfg.operator = true,
+            Mutant::RestoreWithoutProbe | Mutant::CanaryTrustsProcess => {
+                cfg.faults = cfg.faults.with(Fault::WrongAnswer);
+            }
+            Mutant::TrustRestoreClaim => {
+                cfg.faults = cfg.faults.with(Fault::WrongAnswer).with(Fault::AppCrash);
+                cfg.max_faults = cfg.max_faults.max(2);
+            }
+            Mutant::RecoveryAutoApproves => {
+                cfg.approval = true;
+                cfg.faults = cfg.faults.with(Fault::ControllerCrash);
+            }
+            Mutant::FollowerBeforeCanary => cfg.slots = cfg.slots.max(2),
+            Mutant::ConfirmBaselineDespiteCommit => cfg.operator = true,
+            Mutant::UnknownFreesSlot => {
+                cfg.faults = cfg.faults.with(Fault::Partition);
+            }
+            Mutant::GrantOverLiveOp => cfg.supersede = true,
+            Mutant::RollbackProvenBeforeCommitLands => {
+                cfg.operator = true;
+                cfg.rollback = true;
+            }
+            Mutant::AgentForgetsClosedOps => {
+                cfg.operator = true;
+                cfg.faults = cfg.faults.with(Fault::Dup);
+            }
+            // A release swapped out from under a settled node, and an
+            // operator asking for proof.
+            Mutant::ProofTrustsRecordedEvidence => {
+                cfg.proofs = true;
+                cfg.faults = cfg.faults.with(Fault::SwapOld);
+            }
+            // The operator abandons an op (the default configuration's
+            // operator does).
+            Mutant::RolloutNeverEnds => cfg.operator = true,
+            // A crash while staging is in the default fault set.
+            Mutant::ResumeWithoutReverify => {}
+            Mutant::RetryPermanentError => cfg.faults = cfg.faults.with(Fault::StageError),
+            // Late deadlines fire in every configuration.
+            Mutant::TimeoutUnknowsSettledOp => {}
+            // A late acknowledgement for an op the node closed reaches it
+            // while it reports the op of a superseding rollout.
+            Mutant::AgentClosesOnAnyAck => cfg.supersede = true,
+            // The operator pauses, then the canary answers wrongly.
+            Mutant::ProbeFailurePausesAgain => {
+                cfg.operator = true;
+                cfg.faults = cfg.faults.with(Fault::WrongAnswer);
+            }
+            // Approve is offered in every state, gated plan or not.
+            Mutant::ApproveWithoutGate => {}
+            // Two waves, and room in the slots for the second one.
+            Mutant::WaveBeforeSettled => {
+                cfg.waves = true;
+                cfg.slots = cfg.slots.max(2);
+            }
+            // A follower fails once (a budget of 0), then the operator
+            // resumes.
+            Mutant::BudgetIgnored => {
+                cfg.waves = true;
+                cfg.operator = true;
+                cfg.faults = cfg.faults.with(Fault::WrongAnswer);
+            }
+            // A standby takes over while the old leader still hears from
+            // the agents. The deposed leader's stale view breaks S8 in most
+            // stories (it logs a follower's op it never granted as foreign,
+            // or commits an op an operator resolved after the takeover):
+            // `an_unfenced_deposed_leader_is_caught_by_s6` checks
+            // that. Without an operator, and a duplicated commit request
+            // reaching both leaders, the shortest story is the double
+            // decision the fence is for: S6 (and S8, `also_breaks`).
+            Mutant::UnfencedAppend => {
+                cfg.operator = false;
+                cfg.faults = Faults::none()
+                    .with(Fault::ControllerFailover)
+                    .with(Fault::Dup);
+                cfg.max_faults = cfg.max_faults.max(2);
+            }
+            // Enrolled nodes, and an operator who may retire one.
+            Mutant::RetireHoldingOp => {
+                cfg.roster = true;
+                cfg.operator = true;
+            }
+            // A snapshot write torn by a crash; the log alone, as the
+            // snapshot configuration in the tests has it (the shortest
+            // stories need no other fault).
+            Mutant::LoadUnverifiedSnapshot | Mutant::ArchivePastSnapshot => {
+                cfg.followers = 0;
+                cfg.operator = false;
+                cfg.faults = Faults::none().with(Fault::Snapshot);
+            }
+            // A release of two chunks; a crash mid-fetch (in the default
+            // set) leaves the second one torn.
+            Mutant::ResumeTrustsUnverifiedChunk => {
+                cfg.chunks = cfg.chunks.max(2);
+                cfg.faults = cfg.faults.with(Fault::AgentCrash);
+            }
+        }
+    }
+}

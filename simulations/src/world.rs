@@ -6,8 +6,9 @@
 use crate::durable_log::DurableLog;
 use invariants::Violation;
 use model::agent::AgentState;
-use model::chunks::{ChunkReading, ChunkSet};
+use model::chunks::ChunkSet;
 use model::controller::{apply, ControllerState, Event};
+use model::recovery::ChunkReading;
 use model::{ArtifactRead, Digest, NodeId, ProbeVerdict, RouteObservation, ToAgent, ToController};
 use std::borrow::Cow;
 use std::collections::BTreeSet;

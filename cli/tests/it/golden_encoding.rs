@@ -11,11 +11,11 @@
 //! golden_encoding::` (it only adds lines; it refuses to rewrite one).
 
 use model::agent::AgentEvent;
-use model::chunks::{ChunkReading, ChunkSet};
+use model::chunks::ChunkSet;
 use model::controller::{
     Event, ObservationSource, Outcome, PauseReason, Resolution, UnknownReason,
 };
-use model::recovery::{ErrorClass, Exit, Observed, Position, Reading, StageFailure};
+use model::recovery::{ChunkReading, ErrorClass, Exit, Observed, Position, Reading, StageFailure};
 use model::{
     ArtifactRead, Decision, Digest, Generation, NodeId, OpId, Plan, ProbeVerdict, ReportKind,
     RolloutId, RouteObservation, StageRefusal, ToAgent, ToController,

@@ -6,6 +6,8 @@
 use super::annex::Derived;
 use super::config::ControllerConfig;
 use super::deadlines::Deadlines;
+use super::fatal::{deposed, is_deposed, Fatal, FatalCell};
+pub use super::link_msg::LinkMsg;
 use super::readback::ReadBacks;
 pub use super::readback::{ReadBack, ReadBackError, ReadBackReply};
 use crate::driver::{Batch, Controller, BATCH_INPUTS_MAX};
@@ -22,18 +24,6 @@ pub const CORE_QUEUE_MAX: usize = 1024;
 pub const LINK_QUEUE_MAX: usize = 256;
 /// Events kept in memory for the API's event feed.
 pub const EVENTS_IN_MEMORY_MAX: usize = 100_000;
-
-/// What the core hands one agent connection's writer.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LinkMsg {
-    /// A command of the controller core for the agent.
-    Command(ToAgent),
-    /// Ask the agent for a fresh readback of its route.
-    ReadBack {
-        /// The id the reply must name.
-        request: u64,
-    },
-}
 
 /// Where the outcome of an input goes: its durable events, or the refusal.
 pub type InputReply = oneshot::Sender<Result<Vec<(u64, Event)>, model::controller::Refusal>>;
@@ -136,6 +126,8 @@ pub struct CoreHandle {
     appended: broadcast::Sender<Arc<(u64, Event)>>,
     /// Leader or standby, the folded sequence, where the leader is.
     role: Arc<super::role::RoleCell>,
+    /// Where the daemon's fatal error goes ([`super::fatal`]).
+    fatal: FatalCell,
 }
 
 impl CoreHandle {
@@ -143,6 +135,12 @@ impl CoreHandle {
     /// the leader is: read without asking the core.
     pub fn role(&self) -> &super::role::RoleCell {
         &self.role
+    }
+
+    /// Where whatever the daemon runs reports the error it stops on:
+    /// [`super::Daemon::serve`] returns it, `main` exits with its code.
+    pub fn fatal(&self) -> &FatalCell {
+        &self.fatal
     }
 
     /// Follow the durable events from now on. Subscribe before reading
@@ -360,6 +358,7 @@ pub fn spawn(
         roster: Arc::new(RwLock::new(started.controller.state().roster.clone())),
         appended,
         role: Arc::new(cell),
+        fatal: FatalCell::default(),
     };
     let crate::driver::Started {
         controller,
@@ -563,6 +562,7 @@ impl Core {
                 self.controller.archiver(),
                 self.archive.dir.clone(),
                 self.archive.quota,
+                self.me.fatal().clone(),
             ));
         }
     }
@@ -599,7 +599,9 @@ impl Core {
             }
             Err(e) => {
                 tracing::error!("standby: the leader's log is refused, stopping: {e}");
-                std::process::exit(3);
+                self.me.fatal().stop(Fatal::LogFailed(format!(
+                    "the leader's log is refused: {e}"
+                )));
             }
         }
     }
@@ -621,7 +623,9 @@ impl Core {
                 tracing::error!(
                     "standby: catching up from a snapshot, the log is refused, stopping: {e}"
                 );
-                std::process::exit(3);
+                self.me.fatal().stop(Fatal::LogFailed(format!(
+                    "catching up from a snapshot, the log is refused: {e}"
+                )));
             }
         };
         let state = self.controller.state();
@@ -657,10 +661,12 @@ impl Core {
     fn promote(&mut self, storage: Box<dyn eventlog::LogStorage>) {
         let promoted = match tokio::task::block_in_place(|| self.controller.promote(storage)) {
             Ok(promoted) => promoted,
-            Err(e) if super::ha::is_deposed(&e) => super::ha::deposed(&e.to_string()),
+            Err(e) if is_deposed(&e) => deposed(self.me.fatal(), &e.to_string()),
             Err(e) => {
                 tracing::error!("taking over: the log is refused, stopping: {e}");
-                std::process::exit(3);
+                self.me.fatal().stop(Fatal::LogFailed(format!(
+                    "taking over, the log is refused: {e}"
+                )));
             }
         };
         let tail = promoted.tail;
@@ -709,13 +715,18 @@ impl Core {
             let outcome = tokio::task::block_in_place(|| self.controller.handle_batch(&mut inputs));
             let batch = match outcome {
                 Ok(batch) => batch,
-                Err(e) if super::ha::is_deposed(&e) => super::ha::deposed(&e.to_string()),
+                Err(e) if is_deposed(&e) => deposed(self.me.fatal(), &e.to_string()),
                 Err(e) => {
                     // The log failed: nothing may be acknowledged any more.
                     tracing::error!("event log failure, stopping: {e}");
-                    std::process::exit(3);
+                    self.me
+                        .fatal()
+                        .stop(Fatal::LogFailed(format!("event log failure: {e}")));
                 }
             };
+            // Another part of the daemon stopped it meanwhile (the lease
+            // watch found the leadership lost): release nothing more.
+            self.me.fatal().hold_if_stopped();
             // What the batch did not take goes back, in order.
             let taken: Vec<_> = replies.drain(..batch.outcomes.len()).collect();
             *queued = inputs.into_iter().zip(replies).collect();
@@ -778,7 +789,7 @@ impl Core {
                 tokio::task::block_in_place(|| controller.put_snapshot(&annex)).map_err(|e| match e
                 {
                     crate::driver::SnapshotError::Log(e) if e.is_fencing() => {
-                        super::ha::deposed(&e.to_string())
+                        deposed(self.me.fatal(), &e.to_string())
                     }
                     other => other.to_string(),
                 })

@@ -15,7 +15,7 @@
 
 use super::core::Snapshot;
 use super::error::ApiError;
-use super::http::Api;
+use super::state::Api;
 use super::view::{
     node_page, status_dto, words, NodeDto, NodeQuery, NodeState, OpState, Page, RolloutDto,
     StatusDto,

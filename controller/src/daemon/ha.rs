@@ -20,13 +20,16 @@
 //! ([`CAMPAIGN_ROUND_MS`]) and keeps it in the core's role cell.
 //!
 //! Stopping is exiting: a deposed controller (its lease expired or revoked,
-//! or an append fenced) exits with [`EXIT_DEPOSED`] before it releases any
-//! effect, which closes every agent link and the API at once; its
-//! supervisor (systemd `Restart=always`) starts it again as a standby.
+//! or an append fenced) stops acting before it releases any effect
+//! ([`deposed`], a [`super::fatal::Fatal`] that `main` turns into exit
+//! [`EXIT_DEPOSED`]), which closes every agent link and the API at once;
+//! its supervisor (systemd `Restart=always`) starts it again as a standby.
 
 use super::core::{Command, CoreHandle};
+pub use super::fatal::{close_links_when_deposed, deposed, is_deposed};
+use super::fatal::{Fatal, FatalCell};
 use super::role::Advert;
-use crate::driver::{Controller, ControllerError};
+use crate::driver::Controller;
 use eventlog::{EtcdClient, EtcdConfig, EtcdStorage, Leadership, LimitsProbed, StorageError};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -94,10 +97,12 @@ pub fn spawn_campaign(
         let opened = EtcdStorage::open_probed(&client, &etcd, &leadership, &probed);
         let mut storage = match opened {
             Ok(storage) => storage,
-            Err(err) if err.is_fencing() => deposed(&err.to_string()),
+            Err(err) if err.is_fencing() => deposed(core.fatal(), &err.to_string()),
             Err(err) => {
                 tracing::error!("elected, but opening the fenced log failed, stopping: {err}");
-                std::process::exit(3);
+                core.fatal().stop(Fatal::LogFailed(format!(
+                    "elected, but opening the fenced log failed: {err}"
+                )));
             }
         };
         if let Some(file) = hold {
@@ -110,9 +115,9 @@ pub fn spawn_campaign(
             reply,
         }));
         if runtime.block_on(promoted).is_err() {
-            deposed("the core stopped while taking over");
+            deposed(core.fatal(), "the core stopped while taking over");
         }
-        watch_lease(Arc::new(leadership));
+        watch_lease(Arc::new(leadership), core.fatal().clone());
         let _ = elected.send(());
     });
     fired
@@ -175,55 +180,24 @@ fn campaign(
     }
 }
 
-/// Exits with [`EXIT_DEPOSED`] once the lease is lost: it sleeps until the
+/// Stops the daemon as deposed ([`deposed`], exit [`EXIT_DEPOSED`]) once
+/// the lease is lost: it sleeps until the
 /// instant etcd could expire the lease unless renewed meanwhile
 /// ([`Leadership::time_left`], counted from when the last renewal was
 /// sent), and at most a quarter TTL (etcd may say the lease is gone
 /// earlier). So the leader stops within one TTL of its last renewal,
 /// before a standby can be elected. The thread owns the leadership, so it
 /// is never dropped (which would revoke it).
-fn watch_lease(leadership: Arc<Leadership>) {
+fn watch_lease(leadership: Arc<Leadership>, fatal: FatalCell) {
     let every = (leadership.ttl() / 4).max(Duration::from_millis(100));
     std::thread::spawn(move || loop {
         let left = leadership.time_left();
         if left.is_zero() {
-            deposed("the leadership lease was lost: not renewed within its TTL");
+            deposed(
+                &fatal,
+                "the leadership lease was lost: not renewed within its TTL",
+            );
         }
         std::thread::sleep(left.min(every));
     });
-}
-
-/// How long a deposed controller waits, after closing its agents' links,
-/// for the close to be sent before it exits.
-const CLOSE_FLUSH_MS: u64 = 100;
-
-/// The agents' endpoint, closed by [`deposed`].
-static AGENT_ENDPOINT: std::sync::OnceLock<protocol::quic::ControllerEndpoint> =
-    std::sync::OnceLock::new();
-
-/// Have [`deposed`] close `endpoint`'s connections before it exits: an
-/// exit alone sends nothing, and each agent found the link dead only after
-/// QUIC's idle timeout (10 s; scenario 20), so it reached the new leader
-/// that much later.
-pub fn close_links_when_deposed(endpoint: protocol::quic::ControllerEndpoint) {
-    let _ = AGENT_ENDPOINT.set(endpoint);
-}
-
-/// Stops the process as a deposed leader: nothing more is released. Every
-/// agent link is closed first (a QUIC close, which carries nothing from the
-/// log), so the agents look for the new leader at once.
-pub fn deposed(why: &str) -> ! {
-    tracing::error!(
-        "deposed ({why}): another controller may lead the log; stopping without acting"
-    );
-    if let Some(endpoint) = AGENT_ENDPOINT.get() {
-        endpoint.close();
-        std::thread::sleep(Duration::from_millis(CLOSE_FLUSH_MS));
-    }
-    std::process::exit(EXIT_DEPOSED)
-}
-
-/// Whether a controller failure means this controller was deposed.
-pub fn is_deposed(err: &ControllerError) -> bool {
-    matches!(err, ControllerError::Log(log) if log.is_fencing())
 }

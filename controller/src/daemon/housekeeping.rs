@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use api::view::storage::StorageUse;
 use eventlog::ArchiveConfig;
 
+use super::fatal::{deposed, FatalCell};
 use crate::archive::Archiver;
 
 /// How often the storage's size is measured (one etcd `Status` call).
@@ -39,8 +40,14 @@ pub struct Housekeeping {
 
 impl Housekeeping {
     /// Starts the thread over `archiver`; `dir` is `[log] archive_dir`,
-    /// `quota` the configured quota where the storage reports none.
-    pub fn start(archiver: Archiver, dir: Option<PathBuf>, quota: Option<u64>) -> Self {
+    /// `quota` the configured quota where the storage reports none; a
+    /// fenced archive step stops the daemon as deposed through `fatal`.
+    pub fn start(
+        archiver: Archiver,
+        dir: Option<PathBuf>,
+        quota: Option<u64>,
+        fatal: FatalCell,
+    ) -> Self {
         let (jobs, queue) = mpsc::channel::<u64>();
         let busy = Arc::new(AtomicBool::new(false));
         let measured = Arc::new(Mutex::new(None));
@@ -48,6 +55,7 @@ impl Housekeeping {
             archiver,
             dir,
             quota,
+            fatal,
             busy: Arc::clone(&busy),
             measured: Arc::clone(&measured),
         };
@@ -88,6 +96,8 @@ struct Worker {
     archiver: Archiver,
     dir: Option<PathBuf>,
     quota: Option<u64>,
+    /// Where a fenced step reports the daemon deposed.
+    fatal: FatalCell,
     busy: Arc<AtomicBool>,
     measured: Arc<Mutex<Option<StorageUse>>>,
 }
@@ -177,7 +187,7 @@ impl Worker {
                     }
                     first_live = r.first_live;
                 }
-                Err(e) if e.is_fencing() => super::ha::deposed(&e.to_string()),
+                Err(e) if e.is_fencing() => deposed(&self.fatal, &e.to_string()),
                 Err(e) => {
                     tracing::warn!(
                         "archiving below {step} failed, nothing is lost (retried after the next snapshot): {e}"

@@ -1,38 +1,19 @@
-//! The HTTP server's composition root: the shared state [`Api`], and the
-//! router that merges the surfaces (`api`, `dashboard`), each registered
+//! The HTTP server's composition root: the router that merges the
+//! surfaces (`api`, `dashboard`), each registered
 //! through utoipa-axum at the path its `#[utoipa::path]` documents, and
 //! serves the document they make at `/api/openapi.json`. The surfaces
-//! depend on the view layer and on this state, never on each other.
+//! depend on the view layer and on the shared state ([`super::state`]),
+//! never on each other or on this root.
 
-use super::bundles::BundleDir;
-use super::config::ControllerConfig;
-use super::core::CoreHandle;
 use super::error::ApiError;
 use super::role::{Role, LEADER_HEADER, ROLE_HEADER, SEQUENCE_HEADER};
+pub use super::state::{unauthorized, Api};
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, Uri};
+use axum::http::{HeaderValue, Method, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use ed25519_dalek::VerifyingKey;
 use std::sync::Arc;
 use utoipa_axum::router::OpenApiRouter;
-
-/// Shared state of every handler.
-#[derive(Clone)]
-pub struct Api {
-    /// The configuration (node names).
-    pub cfg: Arc<ControllerConfig>,
-    /// The core.
-    pub core: CoreHandle,
-    /// The operator token.
-    pub token: Arc<String>,
-    /// Accepted bundles.
-    pub bundles: Arc<BundleDir>,
-    /// The bundle signing key.
-    pub key: Arc<VerifyingKey>,
-    /// The event streams open now (`GET /api/events/stream`).
-    pub streams: super::stream::StreamSlots,
-}
 
 /// Every route with the OpenAPI document they make (without the
 /// document's own route). Tests read the document from here.
@@ -128,22 +109,4 @@ fn is_json(headers: &axum::http::HeaderMap) -> bool {
         .get(axum::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json"))
-}
-
-/// `None` when the request carries the operator token, else the 401 answer.
-pub fn unauthorized(api: &Api, headers: &HeaderMap) -> Option<Response> {
-    let presented = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    // Compare without an early exit so timing does not leak a prefix.
-    let expected = api.token.as_bytes();
-    let same = presented.len() == expected.len()
-        && presented
-            .bytes()
-            .zip(expected.iter())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0;
-    (!same).then(|| ApiError::Unauthorized.into_response())
 }

@@ -11,14 +11,18 @@ pub mod core;
 pub mod dashboard;
 pub mod deadlines;
 pub mod error;
+pub mod fatal;
 pub mod ha;
 pub mod housekeeping;
 pub mod http;
 pub mod identity;
+pub mod link_msg;
 pub mod links;
 pub mod openapi;
+pub mod probe;
 pub mod rate;
 pub mod readback;
+pub mod state;
 pub mod stream;
 pub mod verify;
 pub mod webhooks;
@@ -113,9 +117,10 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
             let api = api.clone();
             tokio::spawn(async move {
                 if elected.await.is_ok() {
-                    if let Err(e) = lead(api, hooks).await {
+                    if let Err(e) = lead(api.clone(), hooks).await {
                         tracing::error!("starting to lead failed, stopping: {e:#}");
-                        std::process::exit(3);
+                        let why = format!("starting to lead failed: {e:#}");
+                        api.core.fatal().report(fatal::Fatal::LogFailed(why));
                     }
                 }
             });
@@ -306,8 +311,11 @@ pub async fn bootstrap(cfg: &ControllerConfig, core: &core::CoreHandle) -> anyho
 impl Daemon {
     /// Serve the API until SIGTERM or SIGINT: then answer the requests in
     /// flight, stop, and return Ok (exit 0). Every log append is durable
-    /// before it is answered, so nothing is left to flush.
+    /// before it is answered, so nothing is left to flush. Returns a
+    /// [`fatal::Fatal`] error at once when the daemon stops on its own
+    /// (its log failed, it was deposed): `main` exits with its code.
     pub async fn serve(self) -> anyhow::Result<()> {
+        let fatal = self.core.fatal().clone();
         let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
         let stop = async move {
             match daemonkit::shutdown_signal().await {
@@ -334,6 +342,7 @@ impl Daemon {
         };
         tokio::select! {
             served = server => served.context("serving the API")?,
+            stopped = fatal.wait() => return Err(stopped.into()),
             () = grace => tracing::info!(
                 "open API connections (event streams) closed after {SHUTDOWN_GRACE_MS} ms"
             ),

@@ -11,7 +11,7 @@
 //! Sans-IO apart from the channels: time is an input, so the table is
 //! tested without sleeping.
 
-use super::core::LinkMsg;
+use super::link_msg::LinkMsg;
 use model::{Digest, NodeId, RouteObservation};
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};

@@ -12,7 +12,8 @@
 //! dropped` naming the reason and reconnects from the log.
 
 use super::error::{ApiError, Query};
-use super::http::Api;
+use super::state::{unauthorized, Api, Slot};
+pub use super::state::{StreamSlots, STREAMS_MAX};
 use super::view::{words, ErrorBody};
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -23,45 +24,18 @@ use model::{OpId, RolloutId};
 use serde::Deserialize;
 use std::collections::{HashSet, VecDeque};
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicUsize, Ordering};
+
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast::{self, error::RecvError};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-/// Most event streams open at once; one more is refused with 503.
-pub const STREAMS_MAX: usize = 32;
 /// Events read from the log per page while catching up (one bounded read
 /// through the core each; never the whole log in memory).
 pub const STREAM_PAGE_EVENTS: usize = 256;
 /// Interval between keep-alive comments on an idle stream.
 pub const STREAM_KEEPALIVE_MS: u64 = 15_000;
-
-/// The open streams, counted against [`STREAMS_MAX`].
-#[derive(Clone, Default)]
-pub struct StreamSlots(Arc<AtomicUsize>);
-
-/// One open stream's slot, given back when the stream ends.
-struct Slot(Arc<AtomicUsize>);
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-impl StreamSlots {
-    fn take(&self) -> Option<Slot> {
-        let taken = self
-            .0
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < STREAMS_MAX).then_some(n + 1)
-            })
-            .is_ok();
-        taken.then(|| Slot(self.0.clone()))
-    }
-}
 
 /// The stream's route.
 pub fn routes() -> OpenApiRouter<Api> {
@@ -138,7 +112,7 @@ async fn event_stream(
     headers: HeaderMap,
     Query(q): Query<StreamQuery>,
 ) -> Response {
-    if let Some(rejection) = super::http::unauthorized(&api, &headers) {
+    if let Some(rejection) = unauthorized(&api, &headers) {
         return rejection;
     }
     match open(&api, &headers, &q).await {

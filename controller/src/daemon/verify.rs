@@ -4,8 +4,9 @@
 //! authenticated request or the periodic verifier, record it
 //! (`Input::Observe` → `NodeObserved`). A `GET` proof records nothing.
 
-use super::api::{probe_route, Api, Probed};
 use super::core::InputError;
+use super::probe::{probe_route, Probed};
+use super::state::Api;
 use model::controller::{Event, Input, Refusal};
 use model::NodeId;
 use std::time::{Duration, SystemTime};

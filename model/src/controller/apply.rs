@@ -3,6 +3,7 @@
 //! durable log through it rebuilds the controller exactly.
 
 use super::event::Event;
+use super::roster::Roster;
 use super::state::{
     Claim, ControllerState, EvidenceItem, EvidenceSource, NodeObservation, Op, OpPhase, Outcome,
     Quarantine, Resolution, Rollout, RolloutStatus, OP_EVIDENCE_MAX, ROLLOUTS_REMEMBERED,
@@ -637,4 +638,26 @@ fn record(
         op.evidence.remove(0);
     }
     op.evidence.push(item);
+}
+
+/// The roster's share of [`apply`], for the runtime's copy of the roster.
+impl Roster {
+    /// Fold the roster part of `event` (the three roster events; others
+    /// change nothing here): what `apply` does to `ControllerState::roster`,
+    /// for a runtime that keeps a copy of the roster beside the state
+    /// without cloning it per event. The event must have passed
+    /// `referents_exist`.
+    pub fn fold(&mut self, event: &Event) {
+        match event {
+            Event::NodeEnrolled {
+                node,
+                name,
+                labels,
+                public,
+            } => self.enroll(*node, name, labels, public),
+            Event::NodeLabeled { node, labels } => self.relabel(*node, labels),
+            Event::NodeRetired { node } => self.retire(*node),
+            _ => {}
+        }
+    }
 }

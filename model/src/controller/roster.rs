@@ -7,12 +7,9 @@
 //! The roster is folded by `apply` like the rest of the state and decided
 //! here (`enroll`, `label`, `retire`, called from `decide`), so the rules of enrollment are written once.
 
-use super::event::Event;
-use super::state::ControllerState;
-use super::step::Refusal;
 use crate::ids::NodeId;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// Longest node name, in bytes: one DNS label, so `<name>.nodes.fleetweft`
 /// is a valid certificate SAN (the same bound the PKI enforces).
@@ -162,25 +159,6 @@ impl Roster {
             e.retired = true;
         }
     }
-
-    /// Fold the roster part of `event` (the three roster events; others
-    /// change nothing here): what `apply` does to `ControllerState::roster`,
-    /// for a runtime that keeps a copy of the roster beside the state
-    /// without cloning it per event. The event must have passed
-    /// `referents_exist`.
-    pub fn fold(&mut self, event: &Event) {
-        match event {
-            Event::NodeEnrolled {
-                node,
-                name,
-                labels,
-                public,
-            } => self.enroll(*node, name, labels, public),
-            Event::NodeLabeled { node, labels } => self.relabel(*node, labels),
-            Event::NodeRetired { node } => self.retire(*node),
-            _ => {}
-        }
-    }
 }
 
 /// Why a name, a label or a route cannot go into the roster.
@@ -271,82 +249,6 @@ pub fn validate_public(public: &str) -> Result<(), RosterLimit> {
     } else {
         Err(RosterLimit::Public(public.to_string()))
     }
-}
-
-/// Decide `Input::EnrollNode`: a valid, fresh name takes the next id.
-pub(super) fn enroll(
-    state: &ControllerState,
-    name: &str,
-    labels: &Labels,
-    public: &str,
-) -> Result<Vec<Event>, Refusal> {
-    validate_name(name)?;
-    validate_labels(labels)?;
-    validate_public(public)?;
-    let roster = &state.roster;
-    if roster.id(name).is_some() {
-        return Err(Refusal::NodeNameTaken(name.to_string()));
-    }
-    if roster.len() >= crate::plan::NODES_MAX {
-        return Err(RosterLimit::RosterFull.into());
-    }
-    Ok(vec![Event::NodeEnrolled {
-        node: roster.next_id(),
-        name: name.to_string(),
-        labels: labels.clone(),
-        public: public.to_string(),
-    }])
-}
-
-/// The enrolled, not retired node called `name`.
-fn active_node(state: &ControllerState, name: &str) -> Result<NodeId, Refusal> {
-    let node = state
-        .roster
-        .id(name)
-        .ok_or_else(|| Refusal::UnknownNode(name.to_string()))?;
-    if state.roster.is_retired(node) {
-        return Err(Refusal::NodeRetired(name.to_string()));
-    }
-    Ok(node)
-}
-
-/// Decide `Input::LabelNode`: the event carries the whole new label set.
-pub(super) fn label(
-    state: &ControllerState,
-    name: &str,
-    set: &Labels,
-    remove: &BTreeSet<String>,
-) -> Result<Vec<Event>, Refusal> {
-    let node = active_node(state, name)?;
-    let mut labels = state
-        .roster
-        .get(node)
-        .map(|e| e.labels.clone())
-        .unwrap_or_default();
-    for key in remove {
-        labels.remove(key);
-    }
-    labels.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
-    validate_labels(&labels)?;
-    // Nothing changes: nothing to record.
-    if state.roster.get(node).is_some_and(|e| e.labels == labels) {
-        return Ok(vec![]);
-    }
-    Ok(vec![Event::NodeLabeled { node, labels }])
-}
-
-/// Decide `Input::RetireNode`: refused while the node holds a live op.
-pub(super) fn retire(state: &ControllerState, name: &str) -> Result<Vec<Event>, Refusal> {
-    let node = active_node(state, name)?;
-    // A live op holds a slot until evidence settles it (S3); retiring its
-    // node would leave it unsettleable. Settle or resolve it first.
-    if let Some(op) = state.nodes.get(&node).and_then(|r| r.live_op) {
-        return Err(Refusal::NodeHasLiveOp {
-            name: name.to_string(),
-            op,
-        });
-    }
-    Ok(vec![Event::NodeRetired { node }])
 }
 
 #[cfg(test)]

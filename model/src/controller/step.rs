@@ -4,6 +4,7 @@
 use super::apply::apply;
 use super::event::Event;
 use super::input::Input;
+use super::roster::{validate_labels, validate_name, validate_public, Labels, RosterLimit};
 use super::state::{
     ControllerState, EvidenceItem, EvidenceSource, Op, OpPhase, OpSummary, Outcome, PauseReason,
     Resolution, Rollout, RolloutStatus, UnknownReason, CLAIM_TEXT_MAX,
@@ -13,6 +14,7 @@ use crate::ids::{NodeId, OpId, RolloutId};
 use crate::msg::{Decision, ReportKind, ToController};
 use crate::plan::{Plan, PlanError, Policy, FOLLOWERS_PER_EVENT_MAX};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use std::fmt;
 
 /// Why the controller refused an operator input. Nothing was recorded.
@@ -371,9 +373,9 @@ fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal>
             name,
             labels,
             public,
-        } => super::roster::enroll(state, name, labels, public),
-        Input::LabelNode { name, set, remove } => super::roster::label(state, name, set, remove),
-        Input::RetireNode { name } => super::roster::retire(state, name),
+        } => enroll(state, name, labels, public),
+        Input::LabelNode { name, set, remove } => label(state, name, set, remove),
+        Input::RetireNode { name } => retire(state, name),
         Input::Timeout { op } => Ok(match state.op(*op) {
             // Silence never settles and never frees a slot (S3): it only
             // makes the op UNKNOWN. A second timeout changes nothing.
@@ -946,4 +948,80 @@ fn grant(
         baseline: record.baseline(),
         is_canary,
     })
+}
+
+/// Decide `Input::EnrollNode`: a valid, fresh name takes the next id.
+fn enroll(
+    state: &ControllerState,
+    name: &str,
+    labels: &Labels,
+    public: &str,
+) -> Result<Vec<Event>, Refusal> {
+    validate_name(name)?;
+    validate_labels(labels)?;
+    validate_public(public)?;
+    let roster = &state.roster;
+    if roster.id(name).is_some() {
+        return Err(Refusal::NodeNameTaken(name.to_string()));
+    }
+    if roster.len() >= crate::plan::NODES_MAX {
+        return Err(RosterLimit::RosterFull.into());
+    }
+    Ok(vec![Event::NodeEnrolled {
+        node: roster.next_id(),
+        name: name.to_string(),
+        labels: labels.clone(),
+        public: public.to_string(),
+    }])
+}
+
+/// The enrolled, not retired node called `name`.
+fn active_node(state: &ControllerState, name: &str) -> Result<NodeId, Refusal> {
+    let node = state
+        .roster
+        .id(name)
+        .ok_or_else(|| Refusal::UnknownNode(name.to_string()))?;
+    if state.roster.is_retired(node) {
+        return Err(Refusal::NodeRetired(name.to_string()));
+    }
+    Ok(node)
+}
+
+/// Decide `Input::LabelNode`: the event carries the whole new label set.
+fn label(
+    state: &ControllerState,
+    name: &str,
+    set: &Labels,
+    remove: &BTreeSet<String>,
+) -> Result<Vec<Event>, Refusal> {
+    let node = active_node(state, name)?;
+    let mut labels = state
+        .roster
+        .get(node)
+        .map(|e| e.labels.clone())
+        .unwrap_or_default();
+    for key in remove {
+        labels.remove(key);
+    }
+    labels.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
+    validate_labels(&labels)?;
+    // Nothing changes: nothing to record.
+    if state.roster.get(node).is_some_and(|e| e.labels == labels) {
+        return Ok(vec![]);
+    }
+    Ok(vec![Event::NodeLabeled { node, labels }])
+}
+
+/// Decide `Input::RetireNode`: refused while the node holds a live op.
+fn retire(state: &ControllerState, name: &str) -> Result<Vec<Event>, Refusal> {
+    let node = active_node(state, name)?;
+    // A live op holds a slot until evidence settles it (S3); retiring its
+    // node would leave it unsettleable. Settle or resolve it first.
+    if let Some(op) = state.nodes.get(&node).and_then(|r| r.live_op) {
+        return Err(Refusal::NodeHasLiveOp {
+            name: name.to_string(),
+            op,
+        });
+    }
+    Ok(vec![Event::NodeRetired { node }])
 }

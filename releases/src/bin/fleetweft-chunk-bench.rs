@@ -261,22 +261,22 @@ fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-fn tree_mib() -> u64 {
+/// `--tree-mib N` (default 1024); `None` for any other command line.
+fn tree_mib() -> Option<u64> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.as_slice() {
-        [] => 1024,
-        [flag, n] if flag == "--tree-mib" => n.parse().unwrap_or_else(|_| usage()),
-        _ => usage(),
+        [] => Some(1024),
+        [flag, n] if flag == "--tree-mib" => n.parse().ok(),
+        _ => None,
     }
 }
 
-fn usage() -> ! {
-    eprintln!("usage: fleetweft-chunk-bench [--tree-mib N]   (default 1024)");
-    std::process::exit(2)
-}
-
 fn main() {
-    let sizes = tree_sizes(tree_mib() * MIB);
+    let Some(mib) = tree_mib() else {
+        eprintln!("usage: fleetweft-chunk-bench [--tree-mib N]   (default 1024)");
+        std::process::exit(2)
+    };
+    let sizes = tree_sizes(mib * MIB);
     let started = Instant::now();
     for (i, size) in sizes.iter().enumerate() {
         std::io::copy(&mut Noise::new(i as u64, *size), &mut std::io::sink()).expect("noise");

@@ -29,8 +29,6 @@ const ETCD_CLIENT_PORT: u16 = 2379;
 const ETCD_PEER_PORT: u16 = 2380;
 /// The log's key prefix in etcd.
 const LOG_PREFIX: &str = "/fwsc";
-/// The etcd server binary (Debian's `etcd-server`, see scripts/etcd.sh).
-pub const ETCD_EXE: &str = "etcd";
 /// How many times the log is read before a failure counts.
 const LOG_READ_ATTEMPTS: u32 = 3;
 /// Pause between two reads of the log.

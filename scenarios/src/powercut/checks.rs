@@ -88,7 +88,7 @@ fn whole_history(
 ) -> Result<(HashMap<u64, Event>, u64), String> {
     let history = logtools::history::verify_history(archive, storage)
         .map_err(|e| format!("log verify --archive failed: {e}"))?;
-    let (deep, _) = controller::snapshot::verify_deep_with_archive(archive, storage)
+    let (deep, _) = logtools::snapshot::verify_deep_with_archive(archive, storage)
         .map_err(|e| format!("log verify --deep failed: {e}"))?;
     if let Some((covers, reason)) = deep.first_difference {
         return Err(format!(

@@ -1,0 +1,78 @@
+//! What every HTTP surface shares (`api`, `dashboard`, the event stream,
+//! the verifier): the handlers' state [`Api`], the operator check, and the
+//! count of open event streams. It depends on no surface, and the
+//! composition root ([`super::http`]) on all of them.
+
+use super::bundles::BundleDir;
+use super::config::ControllerConfig;
+use super::core::CoreHandle;
+use super::error::ApiError;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use ed25519_dalek::VerifyingKey;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Shared state of every handler.
+#[derive(Clone)]
+pub struct Api {
+    /// The configuration (node names).
+    pub cfg: Arc<ControllerConfig>,
+    /// The core.
+    pub core: CoreHandle,
+    /// The operator token.
+    pub token: Arc<String>,
+    /// Accepted bundles.
+    pub bundles: Arc<BundleDir>,
+    /// The bundle signing key.
+    pub key: Arc<VerifyingKey>,
+    /// The event streams open now (`GET /api/events/stream`).
+    pub streams: StreamSlots,
+}
+
+/// Most event streams open at once; one more is refused with 503.
+pub const STREAMS_MAX: usize = 32;
+
+/// The open streams, counted against [`STREAMS_MAX`].
+#[derive(Clone, Default)]
+pub struct StreamSlots(Arc<AtomicUsize>);
+
+/// One open stream's slot, given back when the stream ends.
+pub struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl StreamSlots {
+    /// A slot for one more stream, if fewer than [`STREAMS_MAX`] are open.
+    pub fn take(&self) -> Option<Slot> {
+        let taken = self
+            .0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < STREAMS_MAX).then_some(n + 1)
+            })
+            .is_ok();
+        taken.then(|| Slot(self.0.clone()))
+    }
+}
+
+/// `None` when the request carries the operator token, else the 401 answer.
+pub fn unauthorized(api: &Api, headers: &HeaderMap) -> Option<Response> {
+    let presented = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    // Compare without an early exit so timing does not leak a prefix.
+    let expected = api.token.as_bytes();
+    let same = presented.len() == expected.len()
+        && presented
+            .bytes()
+            .zip(expected.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0;
+    (!same).then(|| ApiError::Unauthorized.into_response())
+}
