@@ -28,6 +28,8 @@ pub struct Api {
     pub token: Arc<String>,
     /// Accepted bundles.
     pub bundles: Arc<BundleDir>,
+    /// Accepted tree releases and their chunks.
+    pub releases: Arc<super::release_store::ReleaseStore>,
     /// The bundle signing key.
     pub key: Arc<VerifyingKey>,
     /// The event streams open now (`GET /api/events/stream`).
@@ -39,6 +41,7 @@ pub struct Api {
 pub fn routes() -> OpenApiRouter<Api> {
     OpenApiRouter::with_openapi(super::openapi::base())
         .merge(super::api::routes())
+        .merge(super::release_api::routes())
         .merge(super::dashboard::routes())
         .merge(super::stream::routes())
 }

@@ -19,6 +19,8 @@ pub mod links;
 pub mod openapi;
 pub mod rate;
 pub mod readback;
+pub mod release_api;
+pub mod release_store;
 pub mod stream;
 pub mod verify;
 pub mod webhooks;
@@ -61,6 +63,8 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
     let bundle_dir = cfg.data_dir.join("bundles");
     let (bundle_dir, _removed) = bundles::BundleDir::open(bundle_dir.clone())
         .with_context(|| format!("opening the bundle directory {}", bundle_dir.display()))?;
+    let releases = release_store::ReleaseStore::open(&cfg.data_dir)
+        .context("opening the release store (data_dir/chunks, data_dir/releases)")?;
     let opened = open_log(&cfg).await?;
     let token = protocol::pki::load_operator_token(&cfg.tls.operator_token)
         .context("loading the operator token")?;
@@ -101,6 +105,7 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
         core: core.clone(),
         token: Arc::new(token),
         bundles,
+        releases: Arc::new(releases),
         key: Arc::new(key),
         streams: Default::default(),
     };

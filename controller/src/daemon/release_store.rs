@@ -1,0 +1,123 @@
+//! The controller's store of format-2 (tree) releases (issue #23 item 2):
+//! a content-addressed [`releases::ChunkStore`] under `data_dir/chunks`
+//! and the signed manifests of accepted releases under
+//! `data_dir/releases/<digest>.release`, each written with the bundle
+//! store's fsync discipline ([`BundleDir`]).
+//!
+//! A manifest is accepted only when every chunk it names is held, so a
+//! release digest the controller knows always has its bytes here.
+
+use super::bundles::BundleDir;
+use ed25519_dalek::VerifyingKey;
+use model::Digest;
+use releases::manifest::Sha256Bytes;
+use releases::{ChunkStore, ReleaseError, VerifiedRelease};
+use std::io;
+use std::path::Path;
+
+/// The chunk store's directory under the data directory.
+pub const CHUNKS_DIR: &str = "chunks";
+/// The accepted manifests' directory under the data directory.
+pub const MANIFESTS_DIR: &str = "releases";
+/// Extension of a stored signed manifest.
+const MANIFEST_EXTENSION: &str = "release";
+/// Most missing chunks named in a refusal (the count is always given).
+pub const MISSING_NAMED_MAX: usize = 16;
+
+/// Chunks and accepted tree releases.
+pub struct ReleaseStore {
+    /// Every chunk received, verified as it landed.
+    pub chunks: ChunkStore,
+    /// Accepted signed manifests, by release digest.
+    pub manifests: BundleDir,
+}
+
+/// Why a manifest was not accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum AcceptError {
+    /// The signature, format or limits refused it.
+    #[error("release refused: {0}")]
+    Refused(#[source] ReleaseError),
+    /// Chunks it names are not held: upload them, then post it again.
+    #[error("{count} chunk(s) missing, upload them and post the manifest again: {named}")]
+    Missing {
+        /// How many are missing.
+        count: usize,
+        /// The first [`MISSING_NAMED_MAX`], hex, comma separated.
+        named: String,
+    },
+    /// Storing it failed.
+    #[error("storing the release manifest: {0}")]
+    Store(#[source] io::Error),
+}
+
+impl ReleaseStore {
+    /// Opens (creating) both directories under `data_dir`, removing what a
+    /// crash left half written.
+    pub fn open(data_dir: &Path) -> anyhow::Result<ReleaseStore> {
+        let (chunks, _) = ChunkStore::open(&data_dir.join(CHUNKS_DIR))?;
+        let (manifests, _) =
+            BundleDir::open_with_extension(data_dir.join(MANIFESTS_DIR), MANIFEST_EXTENSION)?;
+        Ok(ReleaseStore { chunks, manifests })
+    }
+
+    /// Whether the release `digest` was accepted.
+    pub fn knows(&self, digest: Digest) -> bool {
+        self.manifests.path(digest).is_file()
+    }
+
+    /// The hex digests of the chunks `release` names that are not held.
+    pub fn missing(&self, release: &VerifiedRelease) -> Vec<String> {
+        release
+            .manifest
+            .unique_chunks()
+            .iter()
+            .filter(|c| !self.chunks.has(&c.sha256))
+            .map(|c| c.hex())
+            .collect()
+    }
+
+    /// Verifies the signed manifest `bytes` with `key`, checks every chunk
+    /// is held, and stores it durably (fsynced file and directory) before
+    /// returning.
+    pub fn accept(&self, key: &VerifyingKey, bytes: &[u8]) -> Result<VerifiedRelease, AcceptError> {
+        let release = releases::verify(key, bytes).map_err(AcceptError::Refused)?;
+        let missing = self.missing(&release);
+        if !missing.is_empty() {
+            let named: Vec<&str> = missing
+                .iter()
+                .take(MISSING_NAMED_MAX)
+                .map(String::as_str)
+                .collect();
+            let more = missing.len().saturating_sub(MISSING_NAMED_MAX);
+            let tail = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            return Err(AcceptError::Missing {
+                count: missing.len(),
+                named: format!("{}{tail}", named.join(", ")),
+            });
+        }
+        self.manifests
+            .store(release.digest, bytes)
+            .map_err(AcceptError::Store)?;
+        Ok(release)
+    }
+
+    /// The verified manifest of an accepted release.
+    pub fn read(&self, key: &VerifyingKey, digest: Digest) -> Result<VerifiedRelease, String> {
+        let bytes = std::fs::read(self.manifests.path(digest)).map_err(|e| e.to_string())?;
+        releases::verify(key, &bytes).map_err(|e| e.to_string())
+    }
+}
+
+/// Decodes a chunk name: 64 lowercase hex digits.
+pub fn parse_chunk_name(text: &str) -> Result<Sha256Bytes, String> {
+    let ok = text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    let bytes = ok.then(|| hex::decode(text).ok()).flatten();
+    bytes
+        .and_then(|b| Sha256Bytes::try_from(b.as_slice()).ok())
+        .ok_or_else(|| format!("path `sha256`: {text:?} is not 64 lowercase hex digits"))
+}
