@@ -614,6 +614,19 @@ enum BundleCommand {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Upload a release to the controller without starting a rollout;
+    /// print its digest (what `rollout start` and `POST /api/rollouts`
+    /// name). A format-1 bundle file is posted whole. A format-2 release
+    /// directory (`bundle sign --dir`'s OUT) is uploaded resumably: each
+    /// chunk is asked for and only the missing ones are sent, one at a
+    /// time from disk, with a progress line per chunk on stderr; then the
+    /// signed manifest. Run it again to resume an interrupted upload.
+    Upload {
+        /// The bundle file, or a format-2 release directory or manifest.
+        bundle: PathBuf,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
     /// Verify a bundle against a public key; print name, version, digest.
     /// A format-2 release (its directory or manifest file) is verified
     /// streaming: the signed manifest, then every chunk in `chunks/` next
@@ -982,6 +995,9 @@ fn main() -> ExitCode {
                 pubkey,
                 json,
             } => cli::release_tree::inspect(&bundle, pubkey.as_deref(), json),
+            BundleCommand::Upload { bundle, api } => Ok(api_command(&api, |c, json| async move {
+                cli::release_upload::upload(&c, &bundle, json).await
+            })),
         },
         Command::Controller {
             config,

@@ -115,7 +115,8 @@ fn opt(v: &Option<String>) -> String {
     v.clone().unwrap_or_else(|| "-".to_string())
 }
 
-fn json_text<T: serde::Serialize>(value: &T) -> String {
+/// A value as pretty JSON with a trailing newline (what `--json` prints).
+pub fn json_text<T: serde::Serialize>(value: &T) -> String {
     let mut s = serde_json::to_string_pretty(value).unwrap_or_default();
     s.push('\n');
     s
