@@ -53,4 +53,5 @@ mod snapshots;
 mod stream;
 mod surfaces;
 mod tree_bundle_cli;
+mod tree_upload;
 mod webhooks;
