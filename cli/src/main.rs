@@ -463,7 +463,8 @@ impl PageFlags {
 enum RolloutCommand {
     /// Upload a signed bundle and start rolling it out.
     Start {
-        /// The signed bundle file.
+        /// The signed bundle file, or a format-2 release directory (`bundle
+        /// sign --dir`'s OUT), uploaded resumably as `bundle upload` does.
         #[arg(long)]
         bundle: PathBuf,
         /// The canary node. With --select and no --canary, the first
@@ -2354,11 +2355,15 @@ fn rollout(command: RolloutCommand) -> ExitCode {
                 Ok(s) => s,
                 Err(why) => return usage(&format!("--select: {why}")),
             };
-            let bytes = match protocol::bundle::read_bundle(&bundle) {
-                Ok(b) => b,
-                Err(e) => {
-                    eprintln!("fleetweft: reading {}: {e}", bundle.display());
-                    return ExitCode::from(cli::ops::EXIT_USAGE);
+            let bytes = if cli::release_tree::is_release(&bundle) {
+                cli::ops::ReleaseSource::Tree(bundle)
+            } else {
+                match protocol::bundle::read_bundle(&bundle) {
+                    Ok(b) => cli::ops::ReleaseSource::Bundle(b),
+                    Err(e) => {
+                        eprintln!("fleetweft: reading {}: {e}", bundle.display());
+                        return ExitCode::from(cli::ops::EXIT_USAGE);
+                    }
                 }
             };
             let request = cli::ops::StartRequest {

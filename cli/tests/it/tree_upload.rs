@@ -166,9 +166,27 @@ fn a_tree_release_uploads_resumably_and_can_be_rolled_out() {
     assert_eq!(again["release"]["digest"], digest.as_str());
 
     // It survives a restart (killed, started again), and a rollout can name it.
+    // `rollout start --bundle DIR` uploads (nothing left to send) and starts.
     ctl.restart();
-    let (code, body) = ctl.post_json("/api/rollouts", &start);
-    assert_eq!(code, 200, "{body}");
+    let started = ctl.cli(
+        &[
+            "rollout",
+            "start",
+            "--bundle",
+            &s(&out),
+            "--canary",
+            "node-a",
+            "--slots",
+            "1",
+            "--json",
+        ],
+        Some(&ctl.token),
+    );
+    assert_ok(&started);
+    let started: serde_json::Value = serde_json::from_slice(&started.stdout).expect("json");
+    assert_eq!(started["bundle"]["digest"], digest.as_str(), "{started}");
+    let rollouts = ctl.get_json("/api/rollouts");
+    assert_eq!(rollouts.as_array().map(Vec::len), Some(1), "{rollouts}");
 }
 
 #[test]
