@@ -121,3 +121,103 @@ pub fn parse_chunk_name(text: &str) -> Result<Sha256Bytes, String> {
         .and_then(|b| Sha256Bytes::try_from(b.as_slice()).ok())
         .ok_or_else(|| format!("path `sha256`: {text:?} is not 64 lowercase hex digits"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use releases::{ChunkRef, Entry, Mode, ReleaseFields};
+    use sha2::{Digest as _, Sha256};
+
+    fn temp_dir(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "fleetweft-release-store-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    /// A release of one file made of `chunks`, signed with `key`.
+    fn signed(key: &ed25519_dalek::SigningKey, chunks: &[&[u8]]) -> Vec<u8> {
+        let whole: Vec<u8> = chunks.concat();
+        let entry = Entry {
+            path: "app.bin".into(),
+            mode: Mode::File,
+            size: whole.len() as u64,
+            sha256: Sha256::digest(&whole).into(),
+            chunks: chunks
+                .iter()
+                .map(|c| ChunkRef {
+                    sha256: Sha256::digest(c).into(),
+                    len: c.len() as u32,
+                })
+                .collect(),
+        };
+        let fields = ReleaseFields {
+            name: "app".into(),
+            version: "v2".into(),
+            run: vec!["./app.bin".into()],
+            probe: protocol::bundle::ProbeSpec {
+                path: "/health".into(),
+                expect_status: 200,
+                expect_body: "ok".into(),
+                expect_json: None,
+            },
+        };
+        releases::sign(key, fields, vec![entry]).expect("sign")
+    }
+
+    #[test]
+    fn a_manifest_is_accepted_only_once_every_chunk_is_held() {
+        let dir = temp_dir("accept");
+        let store = ReleaseStore::open(&dir).expect("open");
+        let (signing, verifying) = protocol::bundle::keygen();
+        let chunks: [&[u8]; 2] = [b"the first chunk", b"the second"];
+        let bytes = signed(&signing, &chunks);
+        let digest = releases::release_digest(&bytes);
+        let second = hex::encode(Sha256::digest(chunks[1]));
+        let refused = store.accept(&verifying, &bytes);
+        assert!(matches!(
+            refused,
+            Err(AcceptError::Missing { count: 2, .. })
+        ));
+        store
+            .chunks
+            .put_bytes(&Sha256::digest(chunks[0]).into(), chunks[0])
+            .expect("put");
+        match store.accept(&verifying, &bytes) {
+            Err(AcceptError::Missing { count: 1, named }) => assert_eq!(named, second),
+            _ => panic!("one chunk missing, named"),
+        }
+        assert!(!store.knows(digest));
+        store
+            .chunks
+            .put_bytes(&Sha256::digest(chunks[1]).into(), chunks[1])
+            .expect("put");
+        let (_, stranger) = protocol::bundle::keygen();
+        let foreign = store.accept(&stranger, &bytes);
+        assert!(matches!(foreign, Err(AcceptError::Refused(_))));
+        assert!(!store.knows(digest));
+        let accepted = store.accept(&verifying, &bytes).expect("accepted");
+        assert_eq!(accepted.digest, digest);
+        assert!(store.knows(digest));
+        assert_eq!(store.read(&verifying, digest).expect("read").digest, digest);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn chunk_names_are_64_lowercase_hex_digits() {
+        let name = "ab".repeat(32);
+        assert_eq!(parse_chunk_name(&name), Ok([0xab; 32]));
+        for bad in [
+            "",
+            "ab",
+            &"AB".repeat(32),
+            &"ab".repeat(33),
+            &"zz".repeat(32),
+        ] {
+            let why = parse_chunk_name(bad).expect_err(bad);
+            assert!(why.contains("`sha256`"), "{why}");
+        }
+    }
+}
