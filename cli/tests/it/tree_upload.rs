@@ -14,6 +14,14 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// `fleetweft` without a controller (signing, keys).
+fn offline(args: &[&str]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_fleetweft"))
+        .args(args)
+        .output()
+        .expect("run fleetweft")
+}
+
 fn assert_ok(out: &Output) {
     assert_eq!(
         out.status.code(),
@@ -36,31 +44,28 @@ fn signed_release(ctl: &Controller, temp: &Path) -> (PathBuf, String) {
         .collect();
     fs::write(tree.join("model.bin"), data).expect("data");
     let out = temp.join("out");
-    let signed = ctl.cli(
-        &[
-            "bundle",
-            "sign",
-            "--key",
-            &s(&ctl.signing_key),
-            "--dir",
-            &s(&tree),
-            "--name",
-            "shop",
-            "--version",
-            "2.0.0",
-            "--run",
-            "./run.sh",
-            "--probe-path",
-            "/health",
-            "--expect-status",
-            "200",
-            "--expect-body",
-            "ok",
-            "--out",
-            &s(&out),
-        ],
-        None,
-    );
+    let signed = offline(&[
+        "bundle",
+        "sign",
+        "--key",
+        &s(&ctl.signing_key),
+        "--dir",
+        &s(&tree),
+        "--name",
+        "shop",
+        "--version",
+        "2.0.0",
+        "--run",
+        "./run.sh",
+        "--probe-path",
+        "/health",
+        "--expect-status",
+        "200",
+        "--expect-body",
+        "ok",
+        "--out",
+        &s(&out),
+    ]);
     assert_ok(&signed);
     (out, text(&signed.stdout).trim().to_string())
 }
@@ -206,34 +211,31 @@ fn a_format_one_bundle_still_uploads_and_a_foreign_manifest_is_refused() {
     let temp = tempfile::tempdir().expect("temp");
     let (out, _) = signed_release(&ctl, temp.path());
     let other = temp.path().join("other");
-    assert_ok(&ctl.cli(&["bundle", "keygen", "--out", &s(&other)], None));
+    assert_ok(&offline(&["bundle", "keygen", "--out", &s(&other)]));
     let tree = temp.path().join("app");
     let foreign = temp.path().join("foreign");
-    let signed = ctl.cli(
-        &[
-            "bundle",
-            "sign",
-            "--key",
-            &s(&other.join("bundle-signing.key")),
-            "--dir",
-            &s(&tree),
-            "--name",
-            "shop",
-            "--version",
-            "2.0.0",
-            "--run",
-            "./run.sh",
-            "--probe-path",
-            "/health",
-            "--expect-status",
-            "200",
-            "--expect-body",
-            "ok",
-            "--out",
-            &s(&foreign),
-        ],
-        None,
-    );
+    let signed = offline(&[
+        "bundle",
+        "sign",
+        "--key",
+        &s(&other.join("bundle-signing.key")),
+        "--dir",
+        &s(&tree),
+        "--name",
+        "shop",
+        "--version",
+        "2.0.0",
+        "--run",
+        "./run.sh",
+        "--probe-path",
+        "/health",
+        "--expect-status",
+        "200",
+        "--expect-body",
+        "ok",
+        "--out",
+        &s(&foreign),
+    ]);
     assert_ok(&signed);
     let refused = ctl.cli(&["bundle", "upload", &s(&foreign)], Some(&ctl.token));
     assert_eq!(refused.status.code(), Some(1), "{}", text(&refused.stdout));
