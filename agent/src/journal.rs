@@ -139,6 +139,49 @@ mod tests {
         assert_eq!(reopened.next_attempt_id(), 2);
     }
 
+    /// A journal holding the chunk records of a chunked fetch (issue #23:
+    /// a chunk verified as it landed, the chunks kept after a restart)
+    /// reopens to the same state. Today's bundles are one-chunk releases
+    /// (`AgentState::release_chunks` 0) and write none of them.
+    #[test]
+    fn chunk_records_reopen_to_the_same_state() {
+        use model::chunks::{ChunkReading, ChunkSet};
+        let dir = tempfile::tempdir().expect("dir");
+        let mut journal = Journal::open(dir.path()).expect("journal");
+        assert_eq!(journal.state.chunk_count(), 1);
+        let reading = ChunkReading {
+            verified: ChunkSet::NONE.with(0),
+            unverified: ChunkSet::NONE.with(1),
+            tree: Observed::Absent,
+        };
+        journal
+            .append(vec![
+                accepted(),
+                Record::Core(AgentEvent::ChunksKept {
+                    op: OP,
+                    reading,
+                    kept: reading.verified,
+                }),
+                Record::Core(AgentEvent::Recovery {
+                    op: OP,
+                    reading: Reading {
+                        position: Position::BeforeStage,
+                        error: Some(model::recovery::ErrorClass::Transient),
+                        observed: Some(Observed::PartlyVerified),
+                        budget_left: ATTEMPT_BUDGET,
+                    },
+                    exit: Exit::Retry,
+                }),
+                Record::Core(AgentEvent::ChunkVerified { op: OP, chunk: 1 }),
+            ])
+            .expect("append");
+        let state = journal.state;
+        assert_eq!(state.op.map(|o| o.verified), Some(ChunkSet::all(2)));
+        journal.close().expect("close");
+        let reopened = Journal::open(dir.path()).expect("reopen");
+        assert_eq!(reopened.state, state);
+    }
+
     #[test]
     fn a_journal_written_before_staging_was_modelled_still_opens() {
         use crate::recovery::ErrorClass;

@@ -87,6 +87,16 @@ pub enum ControllerError {
     /// still held (a standby never archives: a bug, caught).
     #[error("cannot take over: another handle on the log is still in use")]
     LogShared,
+    /// A hot standby elected leader: the newest usable snapshot plus the
+    /// events after it fold to another state than the one it followed
+    /// ([`crate::takeover`]); it does not lead.
+    #[error("cannot take over: the snapshot of the first {covers} entries plus the entries up to {end} folds to another state than the followed one")]
+    TakeoverDiverged {
+        /// The snapshot's `covers`.
+        covers: u64,
+        /// The log's end.
+        end: u64,
+    },
 }
 
 /// What one handled input produced, once durable: the events with their
@@ -393,15 +403,48 @@ impl Controller {
         Ok(events)
     }
 
+    /// A hot standby whose next entry the leader archived before it read
+    /// it ([`LogError::BehindArchive`] from [`Controller::follow`])
+    /// catches up as a start would: the newest usable snapshot's state,
+    /// then the entries after it, each rule-checked (the check stays open
+    /// for the next follows). The state is replaced. Returns what it read.
+    pub fn catch_up<A>(
+        &mut self,
+        annex: impl FnMut(&[u8]) -> Result<A, String>,
+    ) -> Result<CaughtUp<A>, ControllerError> {
+        let (snapshot, tail, skipped) = self.log.catch_up_from_snapshot(frame_decoder(annex))?;
+        let covers = snapshot.covers;
+        let (state, annex) = snapshot.state;
+        let mut check = invariants::HistoryCheck::resume(state, covers as usize);
+        for (_, event) in &tail {
+            check.push(event).map_err(rule_violated)?;
+        }
+        self.state = check.state().clone();
+        self.following = Some(check);
+        self.last_sequence = tail
+            .last()
+            .map(|(sequence, _)| *sequence)
+            .or(covers.checked_sub(1));
+        Ok(CaughtUp {
+            covers,
+            annex,
+            tail,
+            skipped,
+        })
+    }
+
     /// A hot standby elected leader: swaps the read-only storage for the
     /// fenced one (`storage`, opened under the won leadership), reads to
-    /// the tail ([`Controller::follow`]) and returns those last events.
-    /// From here appends chain onto the followed log. Refuses a log whose
-    /// last batch left a repair owed, as a restart would.
+    /// the tail ([`Controller::follow`]), then takes over from the newest
+    /// usable snapshot plus the events after it, checked equal to the
+    /// followed state ([`crate::takeover`]). Returns the events read at
+    /// the tail and what the takeover started from. From here appends
+    /// chain onto the log. Refuses a log whose last batch left a repair
+    /// owed, as a restart would.
     pub fn promote(
         &mut self,
         storage: Box<dyn eventlog::LogStorage>,
-    ) -> Result<Vec<(u64, Event)>, ControllerError> {
+    ) -> Result<Promoted, ControllerError> {
         // The read-only storage is dropped here; reads and appends go to
         // the fenced one from now on.
         let log = Arc::get_mut(&mut self.log).ok_or(ControllerError::LogShared)?;
@@ -415,7 +458,11 @@ impl Controller {
                     violation: err.violation,
                 })?;
         }
-        Ok(tail)
+        let (state, from) = crate::takeover::from_snapshot(&self.log, &self.state)?;
+        if let Some(state) = state {
+            self.state = state;
+        }
+        Ok(Promoted { tail, from })
     }
 
     /// The current state: the fold of every durable event.
@@ -450,6 +497,27 @@ impl Controller {
             log: Arc::clone(&self.log),
         }
     }
+}
+
+/// What [`Controller::catch_up`] read.
+pub struct CaughtUp<A> {
+    /// The snapshot's `covers`.
+    pub covers: u64,
+    /// The runtime's part of the snapshot.
+    pub annex: A,
+    /// The events after it.
+    pub tail: Vec<(u64, Event)>,
+    /// Newer snapshots skipped, and why.
+    pub skipped: Vec<(u64, eventlog::SnapshotSkip)>,
+}
+
+/// What [`Controller::promote`] read and started from.
+#[derive(Debug)]
+pub struct Promoted {
+    /// The events the leader appended after the standby's last poll.
+    pub tail: Vec<(u64, Event)>,
+    /// The snapshot the takeover started from.
+    pub from: crate::takeover::TakeoverFrom,
 }
 
 /// A controller started by [`Controller::start`]: the events it folded

@@ -11,3 +11,4 @@ pub mod daemon;
 pub mod driver;
 pub mod policy_text;
 pub mod snapshot;
+pub mod takeover;

@@ -90,6 +90,28 @@ pub enum LogError {
         /// What was wrong with it.
         detail: String,
     },
+    /// A follower's next entry was archived (deleted from the live log)
+    /// before it read it: it must catch up from a snapshot
+    /// ([`EventLog::catch_up_from_snapshot`](super::EventLog::catch_up_from_snapshot)).
+    #[error("the entries from {next} were archived before this follower read them (the live log starts at {first_live})")]
+    BehindArchive {
+        /// The entry the follower needed next.
+        next: u64,
+        /// The first live sequence.
+        first_live: u64,
+    },
+    /// The entries read after a snapshot (a takeover's
+    /// [`read_snapshot_and_tail`](super::EventLog::read_snapshot_and_tail))
+    /// end elsewhere than the log's durable end.
+    #[error("the entries after the snapshot of the first {covers} entries end at {tail_end}, the log at {end}")]
+    SnapshotTailMismatch {
+        /// What the snapshot covers.
+        covers: u64,
+        /// Where the walk after it ended.
+        tail_end: u64,
+        /// The log's durable end.
+        end: u64,
+    },
     /// The log's entries below `first_live` were archived and no usable
     /// snapshot covers at least `first_live` entries, so a start would need
     /// archived entries: the log is not opened (nothing was changed).

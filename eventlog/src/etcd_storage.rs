@@ -394,7 +394,16 @@ pub struct EtcdStorage {
     /// [`LogStorage::compact_deleted`] compacts from one to the other.
     deleted_at: AtomicI64,
     compacted_to: AtomicI64,
+    /// Fault injection only ([`EtcdStorage::hold_before_manifest`]).
+    before_manifest: Option<ManifestHook>,
 }
+
+/// Called by a snapshot put after its chunks are stored and before its
+/// manifest is written, with the snapshot's `covers`: fault injection
+/// only (the controller's `[faults] hold_in_snapshot_write`, honoured
+/// only with `--allow-fault-injection`), so a scenario can kill a leader
+/// inside that window, which otherwise lasts one etcd round trip.
+pub type ManifestHook = std::sync::Arc<dyn Fn(u64) + Send + Sync>;
 
 /// The cluster accepted transactions of these limits under this prefix
 /// ([`EtcdStorage::probe`]).
@@ -468,6 +477,7 @@ impl EtcdStorage {
             append_retries: AtomicU64::new(0),
             deleted_at: AtomicI64::new(0),
             compacted_to: AtomicI64::new(0),
+            before_manifest: None,
         })
     }
 
@@ -484,7 +494,47 @@ impl EtcdStorage {
             append_retries: AtomicU64::new(0),
             deleted_at: AtomicI64::new(0),
             compacted_to: AtomicI64::new(0),
+            before_manifest: None,
         })
+    }
+
+    /// Fault injection only: `hook` runs inside every snapshot put,
+    /// after the chunks and before the manifest ([`ManifestHook`]).
+    pub fn hold_before_manifest(&mut self, hook: ManifestHook) {
+        self.before_manifest = Some(hook);
+    }
+
+    /// Every snapshot directory under `P/s/`: its `covers`, and whether
+    /// its manifest is stored (keys only, one range request).
+    fn snapshot_dirs(&self) -> Result<std::collections::BTreeMap<u64, bool>, StorageError> {
+        let start = self.keys.snapshots.clone();
+        let options = GetOptions::new()
+            .with_range(range_end(&self.keys.snapshots))
+            .with_keys_only();
+        let response = self
+            .client
+            .call(Retry::Idempotent, move |mut client| {
+                let (start, options) = (start.clone(), options.clone());
+                async move { client.get(start, Some(options)).await }
+            })
+            .map_err(|err| self.client.error("listing snapshots", err))?;
+        let prefix_len = self.keys.snapshots.len();
+        let mut dirs = std::collections::BTreeMap::new();
+        for kv in response.kvs() {
+            let Some((covers, rest)) = kv
+                .key()
+                .get(prefix_len..)
+                .and_then(|suffix| suffix.split_at_checked(8))
+            else {
+                continue;
+            };
+            let Ok(covers) = <[u8; 8]>::try_from(covers) else {
+                continue;
+            };
+            let manifest = dirs.entry(u64::from_be_bytes(covers)).or_insert(false);
+            *manifest |= rest == b"/m";
+        }
+        Ok(dirs)
     }
 
     /// The log's key prefix.
@@ -1004,6 +1054,14 @@ impl LogStorage for EtcdStorage {
         })
     }
 
+    /// The live entries are contiguous from the live start, so the last is
+    /// the start plus their count, confirmed by counting none above it
+    /// (then every sequence in between is there). etcd
+    /// (3.4) counts from its in-memory index, while a descending range
+    /// with a limit reads every key-value in it before sorting: at 200,000
+    /// live entries under load that outlasted the 5 s request budget and
+    /// a start failed (`fleetweft-restart-bench --etcd`). A log whose
+    /// count and keys disagree (a hole) falls back to that range.
     fn last_sequence(&self) -> Result<Option<u64>, StorageError> {
         // Read-only: at the latest scan's revision (see `scanned_at`); a
         // leader's log has no other writer, so it reads the current one.
@@ -1011,32 +1069,15 @@ impl LogStorage for EtcdStorage {
             None => self.scanned_at.load(Ordering::Acquire),
             Some(_) => 0,
         };
-        let options = GetOptions::new()
-            .with_range(self.keys.entries_end())
-            .with_limit(1)
-            .with_keys_only()
-            .with_sort(SortTarget::Key, SortOrder::Descend)
-            .with_revision(revision);
-        let start = self.keys.entries.clone();
-        let response = self
-            .client
-            .call(Retry::Idempotent, move |mut client| {
-                let (start, options) = (start.clone(), options.clone());
-                async move { client.get(start, Some(options)).await }
-            })
-            .map_err(|err| self.client.error("reading the last entry", err))?;
-        let Some(kv) = response.kvs().first() else {
+        let (start, revision) = self.live_start_at(revision)?;
+        let count = self.count_entries_from(start.sequence, revision)?;
+        let Some(last) = start.sequence.saturating_add(count).checked_sub(1) else {
             return Ok(None);
         };
-        let suffix = kv.key().get(self.keys.entries.len()..).unwrap_or_default();
-        match <[u8; 8]>::try_from(suffix) {
-            Ok(bytes) => Ok(Some(u64::from_be_bytes(bytes))),
-            Err(_) => Err(StorageError::EtcdConfig(format!(
-                "key {:?} under {} is not an 8-byte sequence number",
-                String::from_utf8_lossy(kv.key()),
-                self.keys.prefix
-            ))),
+        if count > 0 && self.count_entries_from(last.saturating_add(1), revision)? == 0 {
+            return Ok(Some(last));
         }
+        self.last_sequence_by_range(revision)
     }
 
     fn batch_limits(&self) -> BatchLimits {
@@ -1084,6 +1125,9 @@ impl LogStorage for EtcdStorage {
         manifest.extend_from_slice(&covers.to_be_bytes());
         manifest.extend_from_slice(&count.to_be_bytes());
         manifest.extend_from_slice(&(record.len() as u64).to_be_bytes());
+        if let Some(hook) = &self.before_manifest {
+            hook(covers);
+        }
         let put = TxnOp::put(self.keys.snapshot_manifest(covers), manifest, None);
         self.fenced_txn(fence, vec![put], "writing a snapshot manifest")?;
         Ok(())
@@ -1091,32 +1135,24 @@ impl LogStorage for EtcdStorage {
 
     /// The snapshots with a manifest (a put cut short has none).
     fn snapshot_sequences(&self) -> Result<Vec<u64>, StorageError> {
-        let start = self.keys.snapshots.clone();
-        let options = GetOptions::new()
-            .with_range(range_end(&self.keys.snapshots))
-            .with_keys_only();
-        let response = self
-            .client
-            .call(Retry::Idempotent, move |mut client| {
-                let (start, options) = (start.clone(), options.clone());
-                async move { client.get(start, Some(options)).await }
-            })
-            .map_err(|err| self.client.error("listing snapshots", err))?;
-        let prefix_len = self.keys.snapshots.len();
-        let mut sequences: Vec<u64> = response
-            .kvs()
-            .iter()
-            .filter_map(|kv| {
-                let suffix = kv.key().get(prefix_len..)?;
-                let (covers, rest) = suffix.split_at_checked(8)?;
-                if rest != b"/m" {
-                    return None;
-                }
-                Some(u64::from_be_bytes(covers.try_into().ok()?))
-            })
-            .collect();
-        sequences.sort_unstable_by(|a, b| b.cmp(a));
-        Ok(sequences)
+        let dirs = self.snapshot_dirs()?;
+        Ok(dirs
+            .into_iter()
+            .rev()
+            .filter(|(_, m)| *m)
+            .map(|(c, _)| c)
+            .collect())
+    }
+
+    /// Chunks without a manifest: puts cut short.
+    fn incomplete_snapshots(&self) -> Result<Vec<u64>, StorageError> {
+        let dirs = self.snapshot_dirs()?;
+        Ok(dirs
+            .into_iter()
+            .rev()
+            .filter(|(_, m)| !*m)
+            .map(|(c, _)| c)
+            .collect())
     }
 
     /// The chunks, concatenated in index order, read at the manifest's
@@ -1156,22 +1192,7 @@ impl LogStorage for EtcdStorage {
 
     /// `P/start`, genesis without it.
     fn live_start(&self) -> Result<LiveStart, StorageError> {
-        let key = self.keys.start.clone();
-        let response = self
-            .client
-            .call(Retry::Idempotent, move |mut client| {
-                let key = key.clone();
-                async move { client.get(key, None).await }
-            })
-            .map_err(|err| self.client.error("reading the live start", err))?;
-        match response.kvs().first() {
-            None => Ok(LiveStart::genesis()),
-            Some(kv) => {
-                LiveStart::decode(kv.value()).ok_or_else(|| StorageError::LiveStartDamaged {
-                    target: self.client.target().to_string(),
-                })
-            }
-        }
+        Ok(self.live_start_at(0)?.0)
     }
 
     /// One fenced put of `P/start`: committed on a quorum when `Ok`.
@@ -1209,8 +1230,12 @@ impl LogStorage for EtcdStorage {
     /// Compacts etcd's revision history up to the revision of the last
     /// delete of archived entries (issue #26 item 3): etcd keeps every
     /// deleted key's old versions until a compaction, so without one the
-    /// database does not shrink however much is archived. Physical: it
-    /// returns once the compaction is applied to the backend. A revision
+    /// database does not shrink however much is archived. Not physical:
+    /// it returns once etcd has recorded the compaction, and etcd frees the
+    /// old versions in its backend in the background. A physical compaction
+    /// waits for that, which took more than the 5 s request budget after
+    /// 200,000 archived entries under load (`fleetweft-restart-bench
+    /// --etcd`), so the run failed while nothing was wrong. A revision
     /// already compacted (by etcd's `--auto-compaction-*` or another
     /// controller) counts as done. Compaction is cluster-wide: it drops
     /// old versions of every key below that revision, which this log
@@ -1225,9 +1250,7 @@ impl LogStorage for EtcdStorage {
         let outcome = self
             .client
             .call(Retry::Idempotent, move |mut client| async move {
-                client
-                    .compact(target, Some(CompactionOptions::new().with_physical()))
-                    .await
+                client.compact(target, Some(CompactionOptions::new())).await
             });
         match outcome {
             Ok(_) => {}
@@ -1256,6 +1279,84 @@ impl LogStorage for EtcdStorage {
             bytes: u64::try_from(status.db_size()).unwrap_or(0),
             quota_bytes: None,
         }))
+    }
+}
+
+/// Reads behind [`EtcdStorage`]'s `last_sequence`.
+impl EtcdStorage {
+    /// The live start at `revision` (0: the current one), and the revision
+    /// it was read at.
+    fn live_start_at(&self, revision: i64) -> Result<(LiveStart, i64), StorageError> {
+        let key = self.keys.start.clone();
+        let options = GetOptions::new().with_revision(revision);
+        let response = self
+            .client
+            .call(Retry::Idempotent, move |mut client| {
+                let (key, options) = (key.clone(), options.clone());
+                async move { client.get(key, Some(options)).await }
+            })
+            .map_err(|err| self.client.error("reading the live start", err))?;
+        // The header names the store's current revision, not the one read.
+        let at = match revision {
+            0 => response.header().map_or(0, |h| h.revision()),
+            asked => asked,
+        };
+        let start = match response.kvs().first() {
+            None => LiveStart::genesis(),
+            Some(kv) => {
+                LiveStart::decode(kv.value()).ok_or_else(|| StorageError::LiveStartDamaged {
+                    target: self.client.target().to_string(),
+                })?
+            }
+        };
+        Ok((start, at))
+    }
+
+    /// How many entry keys there are at `from` and above, at `revision`.
+    fn count_entries_from(&self, from: u64, revision: i64) -> Result<u64, StorageError> {
+        let options = GetOptions::new()
+            .with_range(self.keys.entries_end())
+            .with_count_only()
+            .with_revision(revision);
+        let start = self.keys.entry(from);
+        let response = self
+            .client
+            .call(Retry::Idempotent, move |mut client| {
+                let (start, options) = (start.clone(), options.clone());
+                async move { client.get(start, Some(options)).await }
+            })
+            .map_err(|err| self.client.error("counting the live entries", err))?;
+        Ok(u64::try_from(response.count()).unwrap_or(0))
+    }
+
+    /// The last entry key by a descending range (reads the whole range).
+    fn last_sequence_by_range(&self, revision: i64) -> Result<Option<u64>, StorageError> {
+        let options = GetOptions::new()
+            .with_range(self.keys.entries_end())
+            .with_limit(1)
+            .with_keys_only()
+            .with_sort(SortTarget::Key, SortOrder::Descend)
+            .with_revision(revision);
+        let start = self.keys.entries.clone();
+        let response = self
+            .client
+            .call(Retry::Idempotent, move |mut client| {
+                let (start, options) = (start.clone(), options.clone());
+                async move { client.get(start, Some(options)).await }
+            })
+            .map_err(|err| self.client.error("reading the last entry", err))?;
+        let Some(kv) = response.kvs().first() else {
+            return Ok(None);
+        };
+        let suffix = kv.key().get(self.keys.entries.len()..).unwrap_or_default();
+        match <[u8; 8]>::try_from(suffix) {
+            Ok(bytes) => Ok(Some(u64::from_be_bytes(bytes))),
+            Err(_) => Err(StorageError::EtcdConfig(format!(
+                "key {:?} under {} is not an 8-byte sequence number",
+                String::from_utf8_lossy(kv.key()),
+                self.keys.prefix
+            ))),
+        }
     }
 }
 

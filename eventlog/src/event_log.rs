@@ -14,7 +14,9 @@ use super::envelope::{decode_payload, encode_payload, Envelope, Hash, ENVELOPE_O
 use super::error::LogError;
 use super::sled_storage::SledStorage;
 use super::storage::LogStorage;
-use super::verify::{check_layout, check_watermark, walk_chain, walk_from, VerifyReport};
+use super::verify::{
+    check_layout, check_watermark, walk_chain, walk_from, VerifyError, VerifyReport,
+};
 
 /// Most events accepted by one [`EventLog::append`]. Bounds the work done
 /// by a group-commit leader for one append. The controller's batches stay
@@ -168,21 +170,73 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
         self.commit.check_healthy()?;
         let mut writer = self.writer.lock().map_err(|_| LogError::Poisoned)?;
         let mut events = Vec::new();
+        let next = writer.next_sequence;
         let walked = walk_from(
             &self.storage,
-            writer.next_sequence,
+            next,
             writer.last_hash,
             |sequence, payload, _| {
                 let event = decode_payload::<E>(payload).map_err(|err| err.to_string())?;
                 events.push((sequence, event));
                 Ok(())
             },
-        )?;
-        writer.next_sequence = walked.end;
-        writer.last_hash = walked.head_hash;
-        self.inserted_end.store(walked.end, Ordering::Release);
-        self.commit.advance_durable(walked.end);
+        );
+        let walked = walked.map_err(|err| self.behind_archive(next, err))?;
+        Self::advance(
+            &mut writer,
+            &self.inserted_end,
+            &self.commit,
+            walked.end,
+            walked.head_hash,
+        );
         Ok(events)
+    }
+
+    /// A follower's failed read from `next`: [`LogError::BehindArchive`]
+    /// when its next entry is missing because the leader archived it,
+    /// else `err` as it is.
+    fn behind_archive(&self, next: u64, err: VerifyError) -> LogError {
+        if !matches!(err, VerifyError::Gap { missing, .. } if missing == next) {
+            return err.into();
+        }
+        match self.storage.live_start() {
+            Ok(start) if next < start.sequence => LogError::BehindArchive {
+                next,
+                first_live: start.sequence,
+            },
+            Ok(_) => err.into(),
+            Err(storage) => storage.into(),
+        }
+    }
+
+    /// Moves this log's end to `end` (the entry before it hashing to
+    /// `head_hash`): what a follower read is the log's durable end.
+    fn advance(
+        writer: &mut Writer,
+        inserted_end: &AtomicU64,
+        commit: &GroupCommit,
+        end: u64,
+        head_hash: Hash,
+    ) {
+        writer.next_sequence = end;
+        writer.last_hash = head_hash;
+        inserted_end.store(end, Ordering::Release);
+        commit.advance_durable(end);
+    }
+
+    /// A follower caught up from a snapshot: this log's end moves to
+    /// `end`, the entry before it hashing to `head_hash`.
+    pub(super) fn advance_to(&self, end: u64, head_hash: Hash) -> Result<(), LogError> {
+        self.commit.check_healthy()?;
+        let mut writer = self.writer.lock().map_err(|_| LogError::Poisoned)?;
+        Self::advance(
+            &mut writer,
+            &self.inserted_end,
+            &self.commit,
+            end,
+            head_hash,
+        );
+        Ok(())
     }
 
     /// Appends `events` as consecutive entries and returns them with their

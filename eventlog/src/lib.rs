@@ -78,9 +78,10 @@ pub use envelope::{
 };
 pub use error::LogError;
 pub use etcd_storage::{
-    etcd_request_bytes_required, EtcdConfig, EtcdStorage, LimitsProbed, ETCD_BATCH_LIMITS_DEFAULT,
-    ETCD_DELETE_KEYS_MAX, ETCD_MAX_REQUEST_BYTES, ETCD_MAX_TXN_OPS_REQUIRED, ETCD_PREFIX_BYTES_MAX,
-    ETCD_WAL_ENTRY_BYTES_MAX, SNAPSHOT_CHUNK_BYTES_MAX,
+    etcd_request_bytes_required, EtcdConfig, EtcdStorage, LimitsProbed, ManifestHook,
+    ETCD_BATCH_LIMITS_DEFAULT, ETCD_DELETE_KEYS_MAX, ETCD_MAX_REQUEST_BYTES,
+    ETCD_MAX_TXN_OPS_REQUIRED, ETCD_PREFIX_BYTES_MAX, ETCD_WAL_ENTRY_BYTES_MAX,
+    SNAPSHOT_CHUNK_BYTES_MAX,
 };
 pub use etcd_thread::{
     EtcdClient, ATTEMPTS_MAX, ATTEMPT_TIMEOUT_MS, CONNECT_TIMEOUT_MS, REQUEST_TIMEOUT_MS_DEFAULT,

@@ -154,6 +154,10 @@ pub enum SnapshotSkip {
         /// The decoder's message.
         reason: String,
     },
+    /// Its write was cut short (a crash or a lost fence before the part
+    /// written last): [`LogStorage::incomplete_snapshots`].
+    #[error("its write was cut short: parts are stored without the manifest written last")]
+    Incomplete,
     /// It covers fewer entries than the live log starts at: the entries
     /// between it and the first live one are archived, so a start from it
     /// would need them.
@@ -358,19 +362,9 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
         end: u64,
         mut decode: impl FnMut(&[u8]) -> Result<T, D>,
     ) -> Result<SnapshotOpen<E, S, T>, LogError> {
-        let mut skipped = Vec::new();
-        let start = storage.live_start()?;
-        for covers in storage.snapshot_sequences()? {
-            match usable_snapshot(&storage, &start, covers, end, &mut decode)? {
-                Ok((state, head_hash)) => {
-                    let snapshot = Snapshot { covers, state };
-                    return Self::open_tail(storage, snapshot, head_hash, skipped);
-                }
-                Err(skip) => {
-                    tracing::warn!(covers, reason = %skip, "skipping snapshot covering {covers} entries: {skip}");
-                    skipped.push((covers, skip));
-                }
-            }
+        let (found, skipped) = newest_usable(&storage, end, &mut decode)?;
+        if let Some((snapshot, head_hash)) = found {
+            return Self::open_tail(storage, snapshot, head_hash, skipped);
         }
         let (log, tail, _) = Self::replay(storage)?;
         Ok(SnapshotOpen {
@@ -456,17 +450,143 @@ impl<E: Serialize + DeserializeOwned, S: LogStorage> EventLog<E, S> {
         Ok(self.storage().delete_snapshot(covers)?)
     }
 
-    /// Deletes all but the `keep` newest snapshots; returns the deleted
-    /// ones' `covers`. Keeping two leaves an older one to fall back on if
-    /// the newest turns out damaged.
+    /// Deletes all but the `keep` newest snapshots, and the parts of
+    /// every snapshot whose write was cut short (the caller is the only
+    /// writer and its own puts returned, so none is under way); returns
+    /// the deleted ones' `covers`. Keeping two leaves an older one to
+    /// fall back on if the newest turns out damaged.
     pub fn prune_snapshots(&self, keep: usize) -> Result<Vec<u64>, LogError> {
         let mut deleted = Vec::new();
+        for covers in self.storage().incomplete_snapshots()? {
+            tracing::info!(
+                covers,
+                "deleting the parts of a snapshot write cut short (covering {covers} entries)"
+            );
+            self.delete_snapshot(covers)?;
+            deleted.push(covers);
+        }
         for covers in self.snapshot_sequences()?.into_iter().skip(keep) {
             self.delete_snapshot(covers)?;
             deleted.push(covers);
         }
         Ok(deleted)
     }
+
+    /// A follower whose next entry was archived
+    /// ([`LogError::BehindArchive`]) catches up as a start would: the
+    /// newest usable snapshot and the verified entries after it to the
+    /// storage's end; this log's end moves there. Returns them and the
+    /// newer snapshots skipped. Refused as `BehindArchive` when no
+    /// snapshot is usable (the start would need archived entries).
+    #[allow(clippy::type_complexity)]
+    pub fn catch_up_from_snapshot<T, D: Display>(
+        &self,
+        mut decode: impl FnMut(&[u8]) -> Result<T, D>,
+    ) -> Result<(Snapshot<T>, Vec<(u64, E)>, Vec<(u64, SnapshotSkip)>), LogError> {
+        let storage = self.storage();
+        let end = log_end(storage)?;
+        let (found, skipped) = newest_usable(storage, end, &mut decode)?;
+        let Some((snapshot, head_hash)) = found else {
+            let first_live = storage.live_start()?.sequence;
+            return Err(LogError::BehindArchive {
+                next: self.durable_end()?,
+                first_live,
+            });
+        };
+        let mut tail = Vec::new();
+        let walked = walk_from(
+            storage,
+            snapshot.covers,
+            head_hash,
+            |sequence, payload, _| {
+                let event = decode_payload::<E>(payload).map_err(|err| err.to_string())?;
+                tail.push((sequence, event));
+                Ok(())
+            },
+        )?;
+        self.advance_to(walked.end, walked.head_hash)?;
+        Ok((snapshot, tail, skipped))
+    }
+
+    /// The newest usable snapshot and the verified entries after it, read
+    /// from this log's storage as a start reads them (module docs), to
+    /// the log's end, without changing the log: a hot standby elected
+    /// leader takes over from them. Snapshots skipped are named, with
+    /// why, and logged as a start logs them. `None` when no snapshot is
+    /// usable (the caller's state then comes from genesis).
+    #[allow(clippy::type_complexity)]
+    pub fn read_snapshot_and_tail<T, D: Display>(
+        &self,
+        mut decode: impl FnMut(&[u8]) -> Result<T, D>,
+    ) -> Result<
+        (
+            Option<(Snapshot<T>, Vec<(u64, E)>)>,
+            Vec<(u64, SnapshotSkip)>,
+        ),
+        LogError,
+    > {
+        let end = self.durable_end()?;
+        let storage = self.storage();
+        let (found, skipped) = newest_usable(storage, end, &mut decode)?;
+        let Some((snapshot, head_hash)) = found else {
+            return Ok((None, skipped));
+        };
+        let mut tail = Vec::new();
+        let walked = walk_from(
+            storage,
+            snapshot.covers,
+            head_hash,
+            |sequence, payload, _| {
+                let event = decode_payload::<E>(payload).map_err(|err| err.to_string())?;
+                tail.push((sequence, event));
+                Ok(())
+            },
+        )?;
+        if walked.end != end {
+            return Err(LogError::SnapshotTailMismatch {
+                covers: snapshot.covers,
+                tail_end: walked.end,
+                end,
+            });
+        }
+        Ok((Some((snapshot, tail)), skipped))
+    }
+}
+
+/// The newest snapshot of a log of `end` entries whose record verifies,
+/// links to the chain and decodes, with the hash it links to; and the
+/// newer ones skipped (each logged with why, writes cut short included).
+#[allow(clippy::type_complexity)]
+fn newest_usable<S: LogStorage + ?Sized, T, D: Display>(
+    storage: &S,
+    end: u64,
+    decode: &mut impl FnMut(&[u8]) -> Result<T, D>,
+) -> Result<(Option<(Snapshot<T>, Hash)>, Vec<(u64, SnapshotSkip)>), LogError> {
+    let start = storage.live_start()?;
+    let mut skipped: Vec<(u64, SnapshotSkip)> = storage
+        .incomplete_snapshots()?
+        .into_iter()
+        .map(|covers| (covers, SnapshotSkip::Incomplete))
+        .collect();
+    let mut found = None;
+    for covers in storage.snapshot_sequences()? {
+        match usable_snapshot(storage, &start, covers, end, decode)? {
+            Ok((state, head_hash)) => {
+                found = Some((Snapshot { covers, state }, head_hash));
+                break;
+            }
+            Err(skip) => skipped.push((covers, skip)),
+        }
+    }
+    // Named only when newer than the one used: older ones cost nothing.
+    // Without one used, every one is named (one covering 0 entries too).
+    let used = found.as_ref().map(|(s, _)| s.covers);
+    skipped.retain(|(covers, _)| used.is_none_or(|used| *covers > used));
+    skipped.sort_by_key(|(covers, _)| std::cmp::Reverse(*covers));
+    for (covers, skip) in &skipped {
+        tracing::warn!(covers, reason = %skip, "skipping snapshot covering {covers} entries: {skip}");
+    }
+    Ok((found, skipped))
 }
 
 /// The `covers` of the newest snapshot a start could use as far as the

@@ -151,6 +151,16 @@ pub trait LogStorage: Send + Sync {
         Ok(Vec::new())
     }
 
+    /// The `covers` of every snapshot whose write was cut short (a crash
+    /// or a lost fence between its parts and the manifest written last:
+    /// parts stored, never read as a snapshot), newest first. They are
+    /// named when a start or a takeover skips them, and deleted by
+    /// [`delete_snapshot`](LogStorage::delete_snapshot). Default: none (a
+    /// storage whose snapshot put is atomic leaves none).
+    fn incomplete_snapshots(&self) -> Result<Vec<u64>, StorageError> {
+        Ok(Vec::new())
+    }
+
     /// The record stored under `covers`, `None` if there is none (e.g.
     /// deleted since it was listed). Default: none.
     fn read_snapshot(&self, covers: u64) -> Result<Option<Vec<u8>>, StorageError> {
@@ -432,6 +442,10 @@ impl LogStorage for Box<dyn LogStorage> {
 
     fn snapshot_sequences(&self) -> Result<Vec<u64>, StorageError> {
         (**self).snapshot_sequences()
+    }
+
+    fn incomplete_snapshots(&self) -> Result<Vec<u64>, StorageError> {
+        (**self).incomplete_snapshots()
     }
 
     fn read_snapshot(&self, covers: u64) -> Result<Option<Vec<u8>>, StorageError> {

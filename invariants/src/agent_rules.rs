@@ -2,6 +2,7 @@
 
 use crate::{broken, words, Rule, Violation};
 use model::agent::{agent_apply, AgentEvent, AgentStage, AgentState, StagingStep};
+use model::chunks::ChunkSet;
 use model::controller::{ControllerState, Outcome, Resolution};
 use model::msg::ReportKind;
 use model::recovery::{ErrorClass, Exit, Observed, Position, StageFailure};
@@ -25,7 +26,9 @@ pub fn s8_no_stale_apply(before: &AgentState, event: &AgentEvent) -> Result<(), 
         | AgentEvent::Closed { .. }
         | AgentEvent::Recovery { .. }
         | AgentEvent::Staged { .. }
-        | AgentEvent::StageFailed { .. } => return Ok(()),
+        | AgentEvent::StageFailed { .. }
+        | AgentEvent::ChunkVerified { .. }
+        | AgentEvent::ChunksKept { .. } => return Ok(()),
     };
     if generation < before.accepted {
         return broken(
@@ -156,7 +159,9 @@ pub fn s14_recovery_follows_the_table(
             "on an artifact that was not re-verified (observed {})",
             observed.map_or("nothing".to_string(), |o| format!("{o:?}"))
         ))
-    } else if exit == Exit::Retry && observed != Some(Observed::Absent) {
+    } else if exit == Exit::Retry
+        && !matches!(observed, Some(Observed::Absent | Observed::PartlyVerified))
+    {
         Some(format!(
             "although the artifact's effect is there ({})",
             observed.map_or("unobserved".to_string(), |o| format!("{o:?}"))
@@ -191,11 +196,93 @@ pub fn s14_recovery_follows_the_table(
     Ok(())
 }
 
-/// All agent rules: [`s8_no_stale_apply`] and
-/// [`s14_recovery_follows_the_table`].
+/// S14 on a fetch in chunks (SPEC §11 S15, issue #23): an agent never
+/// keeps, stages or asks to commit as verified a chunk it has not
+/// verified, and a resume fetches again only chunks that were not
+/// verified. On the journal alone:
+/// - after a re-verification, the chunks kept are among those whose digest
+///   matched (a present chunk is not a verified one);
+/// - a chunk is fetched (journaled verified) only by a running attempt,
+///   only if it is one of the release's, and never when it is already
+///   verified: so after a restart at most the chunks that did not
+///   re-verify are fetched again;
+/// - a chunked op is staged, or resumed to its commit request, only with
+///   every chunk verified.
+///
+/// A one-chunk release (a format-1 bundle) is verified whole by the
+/// attempt that stages it and by the re-verification of S14: nothing here
+/// applies to it.
+pub fn s14_chunks_verified_before_use(
+    before: &AgentState,
+    event: &AgentEvent,
+) -> Result<(), Violation> {
+    let all = ChunkSet::all(before.chunk_count());
+    let verified = |op| {
+        before
+            .op
+            .filter(|o| o.id == op)
+            .map_or(ChunkSet::NONE, |o| o.verified)
+    };
+    let problem = match *event {
+        AgentEvent::ChunksKept { op, reading, kept } => {
+            let unverified = kept.without(reading.verified.intersect(all));
+            (!unverified.is_empty()).then(|| {
+                format!(
+                    "the agent kept chunks {unverified} of {op} that did not re-verify ({reading})"
+                )
+            })
+        }
+        AgentEvent::ChunkVerified { op, chunk } => {
+            let running = before.op.is_some_and(|o| {
+                o.id == op && o.stage == AgentStage::Staging(StagingStep::Running)
+            });
+            if !running {
+                Some(format!(
+                    "the agent fetched chunk {chunk} of {op} with no attempt running"
+                ))
+            } else if !all.has(chunk) {
+                Some(format!(
+                    "the agent fetched chunk {chunk} of {op}, which has {} chunks",
+                    all.len()
+                ))
+            } else if verified(op).has(chunk) {
+                Some(format!(
+                    "the agent fetched chunk {chunk} of {op} again although it was verified"
+                ))
+            } else {
+                None
+            }
+        }
+        AgentEvent::Staged { op }
+        | AgentEvent::Recovery {
+            op,
+            exit: Exit::Resume,
+            ..
+        } if before.chunked() => {
+            let missing = all.without(verified(op));
+            let verb = if matches!(event, AgentEvent::Staged { .. }) {
+                "staged"
+            } else {
+                "resumed to the commit request of"
+            };
+            (!missing.is_empty())
+                .then(|| format!("the agent {verb} {op} with chunks {missing} not verified"))
+        }
+        _ => None,
+    };
+    match problem {
+        Some(problem) => broken(Rule::S14, problem),
+        None => Ok(()),
+    }
+}
+
+/// All agent rules: [`s8_no_stale_apply`],
+/// [`s14_recovery_follows_the_table`] and
+/// [`s14_chunks_verified_before_use`].
 pub fn check_agent_event(before: &AgentState, event: &AgentEvent) -> Result<(), Violation> {
     s8_no_stale_apply(before, event)?;
-    s14_recovery_follows_the_table(before, event)
+    s14_recovery_follows_the_table(before, event)?;
+    s14_chunks_verified_before_use(before, event)
 }
 
 #[cfg(test)]
@@ -211,6 +298,7 @@ mod tests {
             serving: Some(V1),
             op: None,
             highest_op: None,
+            release_chunks: 0,
         }
     }
 
@@ -461,6 +549,7 @@ mod tests {
                     last,
                 }),
                 budget_left,
+                verified: Default::default(),
             }),
             highest_op: Some(OpId(0)),
             ..journal_at(1)
@@ -499,7 +588,12 @@ mod tests {
         let mut taken = std::collections::BTreeSet::new();
         for last in lasts {
             for budget in [0, 2] {
-                for observed in [Observed::Absent, Observed::ReVerified, Observed::Unknown] {
+                for observed in [
+                    Observed::Absent,
+                    Observed::ReVerified,
+                    Observed::Unknown,
+                    Observed::PartlyVerified,
+                ] {
                     let before = observing(last, budget);
                     let out = agent_step(&before, AgentInput::StageObserved(observed));
                     let mut state = before;
@@ -515,6 +609,104 @@ mod tests {
         }
         // Every row but a person's wait, which a restart reaches.
         assert_eq!(taken.len(), Row::ALL.len() - 1, "{taken:?}");
+    }
+
+    /// A journal of a release of `count` chunks at the table's decision
+    /// after a restart, or (`running`) with an attempt running, with
+    /// `verified` journaled.
+    fn chunked(count: u8, running: bool, verified: ChunkSet) -> AgentState {
+        let mut state = observing(None, 2);
+        state.release_chunks = count;
+        if let Some(o) = state.op.as_mut() {
+            o.verified = verified;
+            if running {
+                o.stage = AgentStage::Staging(StagingStep::Running);
+            }
+        }
+        state
+    }
+
+    #[test]
+    fn s14_a_chunk_is_kept_only_if_it_re_verified() {
+        use model::chunks::ChunkReading;
+        let before = chunked(2, false, ChunkSet::NONE);
+        // Chunk 0 re-verified, chunk 1 is there but torn.
+        let reading = ChunkReading {
+            verified: ChunkSet::NONE.with(0),
+            unverified: ChunkSet::NONE.with(1),
+            tree: Observed::Absent,
+        };
+        let honest = AgentEvent::ChunksKept {
+            op: OpId(0),
+            reading,
+            kept: reading.verified,
+        };
+        holds(check_agent_event(&before, &honest));
+        // The real step keeps exactly what re-verified.
+        let out = agent_step(&before, AgentInput::ChunksObserved(reading));
+        assert_eq!(out.events.first(), Some(&honest));
+        let trusting = AgentEvent::ChunksKept {
+            op: OpId(0),
+            reading,
+            kept: ChunkSet::all(2),
+        };
+        let v = rejected(check_agent_event(&before, &trusting), Rule::S14);
+        assert_eq!(
+            v.detail,
+            "the agent kept chunks {1} of op0 that did not re-verify \
+             (verified {0}, unverified {1}, tree Absent)"
+        );
+    }
+
+    #[test]
+    fn s14_a_verified_chunk_is_never_fetched_again_and_all_are_verified_before_staging() {
+        let first = ChunkSet::NONE.with(0);
+        let running = chunked(2, true, first);
+        let again = AgentEvent::ChunkVerified {
+            op: OpId(0),
+            chunk: 0,
+        };
+        let v = rejected(check_agent_event(&running, &again), Rule::S14);
+        assert_eq!(
+            v.detail,
+            "the agent fetched chunk 0 of op0 again although it was verified"
+        );
+        let next = AgentEvent::ChunkVerified {
+            op: OpId(0),
+            chunk: 1,
+        };
+        holds(check_agent_event(&running, &next));
+        // The real step never reports a verified chunk twice.
+        assert!(agent_step(&running, AgentInput::ChunkFetched(0))
+            .events
+            .is_empty());
+        let staged = AgentEvent::Staged { op: OpId(0) };
+        let v = rejected(check_agent_event(&running, &staged), Rule::S14);
+        assert_eq!(
+            v.detail,
+            "the agent staged op0 with chunks {1} not verified"
+        );
+        holds(check_agent_event(
+            &chunked(2, true, ChunkSet::all(2)),
+            &staged,
+        ));
+        // A resume to the commit request needs every chunk too.
+        let resume = recovery(
+            Some(ErrorClass::Transient),
+            Observed::ReVerified,
+            2,
+            Exit::Resume,
+        );
+        rejected(
+            check_agent_event(&chunked(2, false, first), &resume),
+            Rule::S14,
+        );
+        holds(check_agent_event(
+            &chunked(2, false, ChunkSet::all(2)),
+            &resume,
+        ));
+        // A one-chunk release is verified whole: nothing to judge here.
+        holds(check_agent_event(&observing(None, 2), &resume));
     }
 
     #[test]

@@ -322,8 +322,10 @@ mod tests {
                 baseline: Some(V1),
                 stage: AgentStage::Reporting(ReportKind::Switched, pass(V2)),
                 budget_left: model::agent::ATTEMPT_BUDGET,
+                verified: Default::default(),
             }),
             highest_op: Some(OpId(op)),
+            ..AgentState::default()
         }
     }
 

@@ -15,7 +15,7 @@
 //!   inputs that may come at any moment [`s4_approval_after_canary`],
 //!   [`s5_pause_events_change_state`], [`s8_settled_op_stays_settled`], and
 //!   [`w1_names_what_exists`]; all of them: [`check_event`]. On the agent
-//!   side: [`s8_no_stale_apply`] and [`s14_recovery_follows_the_table`]
+//!   side: [`s8_no_stale_apply`], [`s14_recovery_follows_the_table`] and [`s14_chunks_verified_before_use`]
 //!   (both: [`check_agent_event`]) and, with the controller's record beside
 //!   it, [`s8_close_only_settled`].
 //! - **rules about the runtime around the core**, which need facts the state
@@ -54,8 +54,8 @@ mod words;
 mod testkit;
 
 pub use agent_rules::{
-    check_agent_event, s14_recovery_follows_the_table, s8_no_stale_apply,
-    s8_switch_agrees_with_record,
+    check_agent_event, s14_chunks_verified_before_use, s14_recovery_follows_the_table,
+    s8_no_stale_apply, s8_switch_agrees_with_record,
 };
 pub use event_rules::{
     check_event, s1_grant_within_slots, s3_evidence_releases_slot, s4_grant_order,

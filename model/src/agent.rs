@@ -7,6 +7,7 @@
 //! ([`AgentEffect::StageArtifact`], [`AgentEffect::ObserveStaged`]) whose
 //! results come back as inputs.
 
+use crate::chunks::{ChunkReading, ChunkSet};
 use crate::evidence::RouteObservation;
 use crate::ids::{Digest, Generation, OpId};
 use crate::msg::{Decision, ReportKind, StageRefusal, ToAgent, ToController};
@@ -59,6 +60,12 @@ pub struct AgentOp {
     pub stage: AgentStage,
     /// Staging attempts left ([`ATTEMPT_BUDGET`] at the start).
     pub budget_left: u8,
+    /// (a release of several chunks) The chunks of the release this
+    /// process verified as they landed, or kept after re-verifying them
+    /// from disk. Only meaningful while staging: empty in every other
+    /// stage, and emptied by a restart (the table re-reads the disk; a
+    /// journaled claim is never trusted across a crash).
+    pub verified: ChunkSet,
 }
 
 /// The agent's journal.
@@ -77,6 +84,27 @@ pub struct AgentState {
     /// without this, a duplicated `Apply` of an op the agent already closed
     /// would start it again and the stored Commit would be replayed to it.
     pub highest_op: Option<OpId>,
+    /// How many content chunks a release is fetched in (issue #23: a
+    /// release is a tree of chunks; the manifest says how many). 0 and 1
+    /// both mean one: a format-1 bundle, staged and re-verified whole,
+    /// as every agent did before chunks ([`AgentState::chunk_count`]).
+    /// A parameter of the model: the checker gives every release the
+    /// same count (`--chunks`).
+    pub release_chunks: u8,
+}
+
+impl AgentState {
+    /// Chunks per release: [`AgentState::release_chunks`], at least one.
+    pub fn chunk_count(&self) -> u8 {
+        self.release_chunks.max(1)
+    }
+
+    /// Whether releases are fetched chunk by chunk (more than one chunk):
+    /// the driver reports each chunk as it lands and re-reads them one by
+    /// one ([`AgentInput::ChunkFetched`], [`AgentInput::ChunksObserved`]).
+    pub fn chunked(&self) -> bool {
+        self.chunk_count() > 1
+    }
 }
 
 /// Inputs to the agent core.
@@ -100,6 +128,12 @@ pub enum AgentInput {
     Restarted { serving: Option<Digest> },
     /// The retry timer fired: re-send what is outstanding.
     Retry,
+    /// (a release of several chunks) The running attempt fetched chunk
+    /// `0` of the release and its digest matched as it landed.
+    ChunkFetched(u8),
+    /// (a release of several chunks) The driver re-read the current op's
+    /// chunks and tree from disk (the chunked form of `StageObserved`).
+    ChunksObserved(ChunkReading),
 }
 
 /// Journal records. Each carries the generation of the command it acts on so
@@ -155,6 +189,20 @@ pub enum AgentEvent {
     Staged { op: OpId },
     /// The running attempt failed.
     StageFailed { op: OpId, failure: StageFailure },
+    /// (a release of several chunks) The running attempt fetched `chunk`
+    /// and verified its digest as it landed. Appended last, with the one
+    /// below, so older journals still decode.
+    ChunkVerified { op: OpId, chunk: u8 },
+    /// (a release of several chunks) The table is about to be read: what
+    /// re-verifying the op's chunks from disk found (the driver's reading)
+    /// and the chunks the agent keeps (only those that re-verified; the
+    /// others are fetched again). The `Recovery` that follows decides on
+    /// them.
+    ChunksKept {
+        op: OpId,
+        reading: ChunkReading,
+        kept: ChunkSet,
+    },
 }
 
 impl fmt::Display for AgentEvent {
@@ -194,6 +242,15 @@ impl fmt::Display for AgentEvent {
             }
             AgentEvent::StageFailed { op, failure } => {
                 write!(f, "staging {op} failed ({failure})")
+            }
+            AgentEvent::ChunkVerified { op, chunk } => {
+                write!(f, "fetched chunk {chunk} of {op}; its digest matched")
+            }
+            AgentEvent::ChunksKept { op, reading, kept } => {
+                write!(
+                    f,
+                    "re-verified the chunks of {op} ({reading}); keeps {kept}"
+                )
             }
         }
     }
@@ -258,7 +315,11 @@ pub fn agent_step(state: &AgentState, input: AgentInput) -> AgentOutput {
                 });
             }
         }
-        AgentInput::StageObserved(_) | AgentInput::Staged | AgentInput::StageFailed(_) => {
+        AgentInput::StageObserved(_)
+        | AgentInput::Staged
+        | AgentInput::StageFailed(_)
+        | AgentInput::ChunkFetched(_)
+        | AgentInput::ChunksObserved(_) => {
             staging_answer(state, input, &mut out);
         }
         AgentInput::Restarted { serving } => restarted(state, serving, &mut out),
@@ -438,8 +499,32 @@ fn staging_answer(state: &AgentState, input: AgentInput, out: &mut AgentOutput) 
             AgentInput::StageObserved(observed),
             AgentStage::Staging(StagingStep::Observing { position, last }),
         ) => consult(&op, position, last, Some(observed), out),
+        (
+            AgentInput::ChunksObserved(reading),
+            AgentStage::Staging(StagingStep::Observing { position, last }),
+        ) => {
+            // Keep only what re-verified; the rest is fetched again.
+            let kept = reading
+                .verified
+                .intersect(ChunkSet::all(state.chunk_count()));
+            out.events.push(AgentEvent::ChunksKept {
+                op: op.id,
+                reading,
+                kept,
+            });
+            let observed = recovery::observed_chunks(state.chunk_count(), kept, reading.tree);
+            consult(&op, position, last, Some(observed), out);
+        }
+        // A chunk of this release, not already verified: a duplicate
+        // report changes nothing.
+        (AgentInput::ChunkFetched(chunk), AgentStage::Staging(StagingStep::Running))
+            if chunk < state.chunk_count() && !op.verified.has(chunk) =>
+        {
+            out.events
+                .push(AgentEvent::ChunkVerified { op: op.id, chunk });
+        }
         (AgentInput::Staged, AgentStage::Staging(StagingStep::Running)) => {
-            out.events.push(AgentEvent::Staged { op: op.id });
+            out.events.push(staged(state, &op));
         }
         (AgentInput::StageFailed(failure), AgentStage::Staging(StagingStep::Running)) => {
             out.events
@@ -447,6 +532,22 @@ fn staging_answer(state: &AgentState, input: AgentInput, out: &mut AgentOutput) 
         }
         // A late answer for a step the op has left changes nothing.
         _ => {}
+    }
+}
+
+/// The record of a `Staged` answer: staged, unless the release is
+/// chunked and a chunk was never reported verified, which is no evidence
+/// that it was (the table then stops on missing evidence). A one-chunk
+/// release is verified whole by the attempt that stages it.
+fn staged(state: &AgentState, op: &AgentOp) -> AgentEvent {
+    let every_chunk = ChunkSet::all(state.chunk_count()).is_subset(op.verified);
+    if state.chunked() && !every_chunk {
+        AgentEvent::StageFailed {
+            op: op.id,
+            failure: StageFailure::MissingEvidence,
+        }
+    } else {
+        AgentEvent::Staged { op: op.id }
     }
 }
 
@@ -503,7 +604,10 @@ fn staging_effect(after: &AgentState, changed: bool, input: AgentInput) -> Optio
             ((changed && !waits) || timer || connected).then_some(AgentEffect::ObserveStaged)
         }
         AgentStage::Staging(StagingStep::Running) => {
-            (changed || timer || connected).then_some(AgentEffect::StageArtifact)
+            // A chunk landing is progress of the running attempt, not a
+            // reason to start one.
+            let progress = matches!(input, AgentInput::ChunkFetched(_));
+            ((changed && !progress) || timer || connected).then_some(AgentEffect::StageArtifact)
         }
         _ => None,
     }
@@ -527,11 +631,23 @@ fn start_op(
         baseline: state.serving,
         stage,
         budget_left: ATTEMPT_BUDGET,
+        verified: ChunkSet::NONE,
     });
 }
 
 /// Fold one journal record into the agent state.
 pub fn agent_apply(state: &mut AgentState, event: &AgentEvent) {
+    fold(state, event);
+    // The verified chunks are staging's record: outside staging there is
+    // none (the commit request goes only once every chunk verified).
+    if let Some(o) = state.op.as_mut() {
+        if !matches!(o.stage, AgentStage::Staging(_)) {
+            o.verified = ChunkSet::NONE;
+        }
+    }
+}
+
+fn fold(state: &mut AgentState, event: &AgentEvent) {
     match *event {
         AgentEvent::Accepted {
             op,
@@ -604,6 +720,7 @@ pub fn agent_apply(state: &mut AgentState, event: &AgentEvent) {
             // staged artifact is never trusted across a crash: the table
             // decides again on a fresh look at the disk.
             if let Some(o) = state.op.as_mut() {
+                o.verified = ChunkSet::NONE;
                 o.stage = match o.stage {
                     AgentStage::Reporting(kind, _) => AgentStage::Probing(kind),
                     AgentStage::Staging(StagingStep::Running) => observing(Position::BeforeStage),
@@ -636,6 +753,16 @@ pub fn agent_apply(state: &mut AgentState, event: &AgentEvent) {
                     position: Position::BeforeStage,
                     last: Some(failure),
                 });
+            }
+        }
+        AgentEvent::ChunkVerified { op, chunk } => {
+            if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
+                o.verified = o.verified.with(chunk);
+            }
+        }
+        AgentEvent::ChunksKept { op, kept, .. } => {
+            if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
+                o.verified = kept;
             }
         }
     }
@@ -823,6 +950,117 @@ mod tests {
                 StageRefusal::BundleUnavailable
             )))
         );
+    }
+
+    /// Three chunks, the first reading done (nothing on disk): an attempt
+    /// runs.
+    fn chunked_running() -> AgentState {
+        let mut state = AgentState {
+            release_chunks: 3,
+            ..accepted()
+        };
+        let nothing = ChunkReading {
+            verified: ChunkSet::NONE,
+            unverified: ChunkSet::NONE,
+            tree: Observed::Absent,
+        };
+        let out = feed(&mut state, AgentInput::ChunksObserved(nothing));
+        assert_eq!(rows(&out), vec![Row::Absent]);
+        assert_eq!(out.effects, vec![AgentEffect::StageArtifact]);
+        state
+    }
+
+    fn verified(state: &AgentState) -> ChunkSet {
+        state.op.map_or(ChunkSet::NONE, |o| o.verified)
+    }
+
+    #[test]
+    fn a_chunked_fetch_asks_to_commit_only_once_every_chunk_verified() {
+        let mut state = chunked_running();
+        for chunk in 0..3 {
+            let out = feed(&mut state, AgentInput::ChunkFetched(chunk));
+            // Progress of the running attempt: no new attempt, no request.
+            assert!(out.effects.is_empty(), "{out:?}");
+            // A duplicate report changes nothing.
+            assert!(feed(&mut state, AgentInput::ChunkFetched(chunk))
+                .events
+                .is_empty());
+        }
+        assert_eq!(verified(&state), ChunkSet::all(3));
+        // A chunk the release does not have is no progress.
+        assert!(feed(&mut state, AgentInput::ChunkFetched(3))
+            .events
+            .is_empty());
+        let out = feed(&mut state, AgentInput::Staged);
+        assert!(commit_request(&out), "{out:?}");
+        // Outside staging the op holds no chunk record.
+        assert_eq!(verified(&state), ChunkSet::NONE);
+    }
+
+    #[test]
+    fn a_restart_mid_fetch_resumes_from_the_chunks_that_re_verify() {
+        let mut state = chunked_running();
+        feed(&mut state, AgentInput::ChunkFetched(0));
+        feed(&mut state, AgentInput::ChunkFetched(1));
+        let out = feed(&mut state, AgentInput::Restarted { serving: Some(V1) });
+        assert!(out.effects.contains(&AgentEffect::ObserveStaged));
+        // The journal's list is not trusted across the crash.
+        assert_eq!(verified(&state), ChunkSet::NONE);
+        // Chunk 0 re-verifies; chunk 1 is torn on disk; chunk 2 absent.
+        let reading = ChunkReading {
+            verified: ChunkSet::NONE.with(0),
+            unverified: ChunkSet::NONE.with(1),
+            tree: Observed::Absent,
+        };
+        let out = feed(&mut state, AgentInput::ChunksObserved(reading));
+        assert_eq!(
+            out.events[0],
+            AgentEvent::ChunksKept {
+                op: OP,
+                reading,
+                kept: ChunkSet::NONE.with(0),
+            }
+        );
+        assert_eq!(rows(&out), vec![Row::PartlyVerified]);
+        assert_eq!(out.effects, vec![AgentEffect::StageArtifact]);
+        let op = state.op.expect("op");
+        assert_eq!(op.stage, AgentStage::Staging(StagingStep::Running));
+        assert_eq!(op.verified, ChunkSet::NONE.with(0));
+        // A resumed fetch is an attempt: the first one spent a unit too.
+        assert_eq!(op.budget_left, ATTEMPT_BUDGET - 2);
+        // Staged with chunks never reported verified is no evidence.
+        let out = feed(&mut state, AgentInput::Staged);
+        assert!(!commit_request(&out));
+        assert_eq!(
+            out.events,
+            vec![AgentEvent::StageFailed {
+                op: OP,
+                failure: StageFailure::MissingEvidence
+            }]
+        );
+    }
+
+    #[test]
+    fn a_chunked_fetch_whose_tree_is_there_but_bad_stops() {
+        let mut state = chunked_running();
+        feed(&mut state, AgentInput::Restarted { serving: Some(V1) });
+        let reading = ChunkReading {
+            verified: ChunkSet::all(3),
+            unverified: ChunkSet::NONE,
+            tree: Observed::Unknown,
+        };
+        let out = feed(&mut state, AgentInput::ChunksObserved(reading));
+        assert_eq!(rows(&out), vec![Row::EffectUnknown]);
+        // Every chunk and the tree re-verified: resume to the request.
+        let mut state = chunked_running();
+        feed(&mut state, AgentInput::Restarted { serving: Some(V1) });
+        let whole = ChunkReading {
+            tree: Observed::ReVerified,
+            ..reading
+        };
+        let out = feed(&mut state, AgentInput::ChunksObserved(whole));
+        assert_eq!(rows(&out), vec![Row::ReVerified]);
+        assert!(commit_request(&out));
     }
 
     #[test]

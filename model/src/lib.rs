@@ -10,11 +10,15 @@
 //! - [`agent`]: the node agent's core, same shape; its state is its journal.
 //! - [`recovery`]: the agent's fixed retry/resume/stop table (SPEC §5, S14),
 //!   called from `agent::agent_step`.
+//! - [`chunks`]: a release fetched in content chunks (issue #23): the set
+//!   of chunks verified and what a re-verification from disk read, which
+//!   the table decides on (resume the fetch from verified chunks).
 //!
 //! The rules S1–S11 of SPEC §2 are decided here and nowhere else; the crate
 //! `invariants` checks them, the crate `simulations` explores them.
 
 pub mod agent;
+pub mod chunks;
 pub mod controller;
 pub mod evidence;
 pub mod ids;

@@ -8,6 +8,7 @@
 //! The table is written once, here; `agent_step` calls it and journals the
 //! reading and the exit it took ([`crate::agent::AgentEvent::Recovery`]).
 
+use crate::chunks::ChunkSet;
 use crate::msg::StageRefusal;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -45,6 +46,12 @@ pub enum Observed {
     ReVerified,
     /// Something exists but it could not be shown good or absent.
     Unknown,
+    /// (a release of several chunks) Some chunks re-verified, not the
+    /// whole: no chunk verified that is not kept, the tree not (yet)
+    /// verified as a whole. Chunks that failed re-verification are fetched
+    /// again, so nothing is there whose effect is unknown. Appended last so
+    /// older journals still decode.
+    PartlyVerified,
 }
 
 /// The exit the table picks.
@@ -77,11 +84,18 @@ pub enum Row {
     Absent,
     /// Transient, nothing exists, but no attempt budget is left: stop.
     BudgetSpent,
+    /// Transient and some chunks re-verified, budget left: resume the
+    /// fetch from them (an attempt, like a retry: it spends one unit and
+    /// fetches only the chunks not kept, then assembles and verifies the
+    /// tree). Without budget it is [`Row::BudgetSpent`].
+    PartlyVerified,
 }
 
 impl Row {
     /// Every row, in the order the table tries them.
-    pub const ALL: [Row; 7] = [
+    /// [`Row::PartlyVerified`] is last (bits of the checker's coverage
+    /// record follow this order).
+    pub const ALL: [Row; 8] = [
         Row::WaitingForPerson,
         Row::MissingEvidence,
         Row::Permanent,
@@ -89,13 +103,14 @@ impl Row {
         Row::ReVerified,
         Row::Absent,
         Row::BudgetSpent,
+        Row::PartlyVerified,
     ];
 
     /// The exit of this row.
     pub fn exit(self) -> Exit {
         match self {
             Row::ReVerified => Exit::Resume,
-            Row::Absent => Exit::Retry,
+            Row::Absent | Row::PartlyVerified => Exit::Retry,
             Row::WaitingForPerson
             | Row::MissingEvidence
             | Row::Permanent
@@ -124,8 +139,29 @@ pub fn row(
         (ErrorClass::Permanent, _) => Row::Permanent,
         (ErrorClass::Transient, Observed::Unknown) => Row::EffectUnknown,
         (ErrorClass::Transient, Observed::ReVerified) => Row::ReVerified,
-        (ErrorClass::Transient, Observed::Absent) if budget_left == 0 => Row::BudgetSpent,
+        (ErrorClass::Transient, Observed::Absent | Observed::PartlyVerified)
+            if budget_left == 0 =>
+        {
+            Row::BudgetSpent
+        }
         (ErrorClass::Transient, Observed::Absent) => Row::Absent,
+        (ErrorClass::Transient, Observed::PartlyVerified) => Row::PartlyVerified,
+    }
+}
+
+/// The table's observed axis for a release of `count` chunks, from the
+/// chunks `kept` (those that re-verified) and the tree re-verified as a
+/// whole: re-verified only when every chunk and the tree are; nothing kept
+/// and no tree is absent; a tree there but not shown good is unknown (its
+/// assembly was cut short); anything else is partly verified (resume the
+/// fetch from the chunks kept).
+pub fn observed_chunks(count: u8, kept: ChunkSet, tree: Observed) -> Observed {
+    let every_chunk = ChunkSet::all(count).is_subset(kept);
+    match tree {
+        Observed::Unknown => Observed::Unknown,
+        Observed::ReVerified if every_chunk => Observed::ReVerified,
+        _ if kept.is_empty() && tree == Observed::Absent => Observed::Absent,
+        _ => Observed::PartlyVerified,
     }
 }
 
@@ -232,7 +268,7 @@ impl fmt::Display for StageFailure {
 /// reported when the op first stopped.
 pub fn refusal(row: Row, last: Option<StageFailure>) -> Option<StageRefusal> {
     match row {
-        Row::WaitingForPerson | Row::ReVerified | Row::Absent => None,
+        Row::WaitingForPerson | Row::ReVerified | Row::Absent | Row::PartlyVerified => None,
         Row::Permanent => Some(StageRefusal::BundleRejected),
         Row::MissingEvidence | Row::EffectUnknown => Some(StageRefusal::EffectUnknown),
         Row::BudgetSpent => Some(
@@ -259,7 +295,12 @@ mod tests {
         Position::WaitingForPerson,
     ];
     const ERRORS: [ErrorClass; 2] = [ErrorClass::Transient, ErrorClass::Permanent];
-    const OBSERVED: [Observed; 3] = [Observed::Absent, Observed::ReVerified, Observed::Unknown];
+    const OBSERVED: [Observed; 4] = [
+        Observed::Absent,
+        Observed::ReVerified,
+        Observed::Unknown,
+        Observed::PartlyVerified,
+    ];
 
     #[test]
     fn missing_evidence_on_any_axis_stops() {
@@ -294,6 +335,9 @@ mod tests {
             (AfterArtifactCommitted, Permanent, ReVerified, Exit::Stop),
             (WaitingForPerson, Transient, ReVerified, Exit::Stop),
             (WaitingForPerson, Transient, Absent, Exit::Stop),
+            (BeforeStage, Transient, PartlyVerified, Exit::Retry),
+            (BeforeStage, Permanent, PartlyVerified, Exit::Stop),
+            (WaitingForPerson, Transient, PartlyVerified, Exit::Stop),
         ];
         for (p, e, o, expected) in rows {
             assert_eq!(
@@ -348,6 +392,37 @@ mod tests {
         assert_eq!(
             refusal(Row::BudgetSpent, None),
             Some(StageRefusal::AttemptBudgetSpent)
+        );
+    }
+
+    #[test]
+    fn a_chunk_set_resumes_from_verified_chunks_and_asks_only_when_whole() {
+        use Observed::*;
+        let none = ChunkSet::NONE;
+        let first = none.with(0);
+        let both = ChunkSet::all(2);
+        for (kept, tree, observed) in [
+            (none, Absent, Absent),
+            (first, Absent, PartlyVerified),
+            // Every chunk verified, the tree not assembled yet: assemble.
+            (both, Absent, PartlyVerified),
+            (both, ReVerified, ReVerified),
+            // A tree that verifies with a chunk missing is not the whole.
+            (first, ReVerified, PartlyVerified),
+            (both, Unknown, Unknown),
+            (none, Unknown, Unknown),
+        ] {
+            assert_eq!(observed_chunks(2, kept, tree), observed, "{kept} {tree:?}");
+        }
+        let before = Some(Position::BeforeStage);
+        let transient = Some(ErrorClass::Transient);
+        assert_eq!(
+            row(before, transient, Some(PartlyVerified), 2),
+            Row::PartlyVerified
+        );
+        assert_eq!(
+            row(before, transient, Some(PartlyVerified), 0),
+            Row::BudgetSpent
         );
     }
 

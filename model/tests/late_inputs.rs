@@ -216,8 +216,10 @@ fn reporting(op: u32) -> AgentState {
             baseline: Some(V1),
             stage: AgentStage::Reporting(ReportKind::Switched, RouteObservation::passing(V3)),
             budget_left: model::agent::ATTEMPT_BUDGET,
+            verified: Default::default(),
         }),
         highest_op: Some(OpId(op)),
+        ..AgentState::default()
     }
 }
 

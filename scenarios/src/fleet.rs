@@ -6,7 +6,9 @@
 
 mod ha;
 
-pub use ha::{leadership_runs, runs_text, Layout, CONTROLLER_HOSTS, ETCD_EXE, LEASE_TTL_MS};
+pub use ha::{
+    leadership_runs, runs_text, Archiving, Layout, CONTROLLER_HOSTS, ETCD_EXE, LEASE_TTL_MS,
+};
 
 use crate::net::{self, Net, SUBNET};
 use anyhow::{anyhow, bail, ensure, Context};
@@ -102,6 +104,16 @@ pub struct AgentFaults {
 pub struct ControllerFaults {
     /// Drop the first commit reply for this release.
     pub drop_first_commit_reply_for: Option<Digest>,
+    /// Once this file exists, hold in the next snapshot write between its
+    /// chunks and its manifest until killed (etcd only).
+    pub hold_in_snapshot_write: Option<PathBuf>,
+}
+
+impl ControllerFaults {
+    /// Whether any fault switch is on.
+    fn any(&self) -> bool {
+        self.drop_first_commit_reply_for.is_some() || self.hold_in_snapshot_write.is_some()
+    }
 }
 
 /// A running fleet. Dropping it kills every process it started.
@@ -128,6 +140,12 @@ pub struct Fleet {
     /// prefix, variable, value)`; a process whose name starts with the
     /// prefix gets the variable (the power-cut campaign's mutants).
     pub child_env: Vec<(String, String, String)>,
+    /// Appended to every `controller.toml` the fleet writes (e.g. a `[log]`
+    /// section); empty by default.
+    pub controller_toml_extra: String,
+    /// `[log]` of every controller started from now on, and the archive
+    /// directory every `log` command reads (scenario 23).
+    pub archiving: Option<Archiving>,
 }
 
 impl Drop for Fleet {
@@ -201,6 +219,8 @@ impl Fleet {
             nodes: names,
             layout,
             child_env: Vec::new(),
+            controller_toml_extra: String::new(),
+            archiving: None,
         };
         match layout {
             Layout::Single => fleet.start_controller(&ControllerFaults::default()).await?,
@@ -338,10 +358,19 @@ impl Fleet {
             self.pki.operator_token().display().to_string(),
             self.dir.join("keys/bundle-signing.pub").display().to_string(),
         );
+        if faults.any() {
+            text.push_str("\n[faults]\n");
+        }
         if let Some(release) = faults.drop_first_commit_reply_for {
             text.push_str(&format!(
-                "\n[faults]\ndrop_first_commit_reply_for = \"{}\"\n",
+                "drop_first_commit_reply_for = \"{}\"\n",
                 release.to_hex()
+            ));
+        }
+        if let Some(file) = &faults.hold_in_snapshot_write {
+            text.push_str(&format!(
+                "hold_in_snapshot_write = {:?}\n",
+                file.display().to_string()
             ));
         }
         for (i, node) in self.nodes.iter().enumerate() {
@@ -350,6 +379,7 @@ impl Fleet {
                 11 + i
             ));
         }
+        text.push_str(&self.controller_toml_extra);
         text
     }
 
@@ -871,6 +901,9 @@ impl Fleet {
             Layout::Ha => {
                 self.kill_controllers().await?;
                 cmd.args(self.etcd_log_args("verify"));
+                if self.archiving.is_some() {
+                    cmd.arg("--deep");
+                }
             }
         }
         let out = tokio::time::timeout(Duration::from_secs(60), cmd.kill_on_drop(true).output())
@@ -963,7 +996,7 @@ fn controller_args(config: &Path, faults: &ControllerFaults) -> Vec<String> {
         "--config".into(),
         config.display().to_string(),
     ];
-    if faults.drop_first_commit_reply_for.is_some() {
+    if faults.any() {
         args.push("--allow-fault-injection".into());
     }
     args

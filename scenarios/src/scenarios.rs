@@ -56,6 +56,7 @@ macro_rules! body {
 }
 
 mod ha;
+mod ha_snapshots;
 
 /// Every scenario, in issue order.
 pub fn all() -> Vec<Scenario> {
@@ -82,6 +83,7 @@ pub fn all() -> Vec<Scenario> {
         Scenario { number: 18, title: "waves 50%,100% with --max-failed 1 on 5 nodes: a wrong follower in wave 1 is restored and the rollout goes on; a second in wave 2 spends the budget: paused (failure budget)", rule: "S4 across waves, B1 failure budget, S9", versions: V12, extra: &[], nodes: &WAVE_NODES, layout: Layout::Single, body: body!(waves_with_a_failure_budget) },
     ];
     all.extend(ha::all());
+    all.extend(ha_snapshots::all());
     all
 }
 
@@ -268,6 +270,7 @@ async fn canary_decided_reply_dropped(f: &mut Fleet) -> anyhow::Result<(String, 
     let v2 = f.digest("v2");
     f.start_controller(&ControllerFaults {
         drop_first_commit_reply_for: Some(v2),
+        ..ControllerFaults::default()
     })
     .await?;
     // Node a waits LOST_REPLY_RETRY_MS before asking again: the caller's

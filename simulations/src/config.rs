@@ -197,6 +197,9 @@ impl fmt::Display for Faults {
 pub const FOLLOWERS_MAX: u8 = 4;
 /// Upper bound on the fault budget.
 pub const FAULTS_MAX: u8 = 4;
+/// Upper bound on `--chunks`: each chunk adds four crash points to a
+/// fetch, and three chunks already show every story (first, middle, last).
+pub const CHUNKS_MAX: u8 = 4;
 
 /// One configuration of the checked system.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -246,6 +249,14 @@ pub struct CheckConfig {
     /// nodes are never enrolled, which the model allows, and keep their
     /// spaces as they were.
     pub roster: bool,
+    /// Content chunks per release (issue #23 item 3). 1, the default, is
+    /// a format-1 bundle staged and re-verified whole, exactly as before
+    /// chunks (every configuration's space is as it was). With 2 or more
+    /// the agent fetches the release chunk by chunk, journals each as it
+    /// verifies, and `agent-crash` may strike at every point of the fetch
+    /// (before, in the middle of and after each chunk's write, and around
+    /// the tree's assembly); a restart re-verifies every chunk present.
+    pub chunks: u8,
     /// A named deviation of the real rules, or `None` for the real rules.
     pub mutant: Option<Mutant>,
 }
@@ -267,6 +278,7 @@ impl Default for CheckConfig {
             wave_size: 1,
             symmetry: false,
             roster: false,
+            chunks: 1,
             mutant: None,
         }
     }
@@ -326,7 +338,7 @@ impl fmt::Display for CheckConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "canary + {} followers, slots {}, faults {} (max {}), approval gate {}, operator {}, supersede {}{}{}{}{}, mutant {}",
+            "canary + {} followers, slots {}, faults {} (max {}), approval gate {}, operator {}, supersede {}{}{}{}{}{}, mutant {}",
             self.followers,
             self.slots,
             self.faults,
@@ -359,6 +371,11 @@ impl fmt::Display for CheckConfig {
                 ", roster on (enrolled, one retirement)"
             } else {
                 ""
+            },
+            if self.chunks > 1 {
+                format!(", {} chunks per release", self.chunks)
+            } else {
+                String::new()
             },
             self.mutant.map_or("none", |m| m.name()),
         )

@@ -11,9 +11,13 @@ use crate::mutants::{
     agent_step_as, append_fenced, archive_covers, controller_step, node_proof, recovery_events,
     reply_before_persist, snapshot_trusted,
 };
-use crate::world::{App, Artifact, Ghost, Msg, World};
+use crate::world::{App, Artifact, ChunkDisk, ChunkLeft, Ghost, Msg, World};
 use invariants::{Rule, Violation};
-use model::agent::{agent_apply, timer_due, AgentEffect, AgentEvent, AgentInput, AgentState};
+use model::agent::{
+    agent_apply, timer_due, AgentEffect, AgentEvent, AgentInput, AgentStage, AgentState,
+    StagingStep,
+};
+use model::chunks::{ChunkSet, CHUNKS_IN_FLIGHT_MAX};
 use model::controller::{
     apply, effects, ControllerState, Effect, Event, Input, Outcome, Resolution,
     OBSERVATION_INTERVAL_MIN_MS,
@@ -66,6 +70,24 @@ pub enum AppFault {
     /// (`stage-error`) The staging attempt fails this way.
     StageFails(StageFailure),
 }
+
+/// (`agent-crash`, `--chunks` 2 or more) Where a crash strikes a running
+/// chunked fetch, beyond "nothing of the next write done" (which is
+/// [`Action::CrashAgent`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CrashAt {
+    /// In the write of the next chunk not verified, leaving it so.
+    Chunk(ChunkLeft),
+    /// Every chunk verified, in the tree's assembly, leaving it so.
+    Tree(Artifact),
+}
+
+/// The crash points of a chunk's write the checker offers.
+pub const CHUNK_CRASHES: [ChunkLeft; 3] =
+    [ChunkLeft::Partial, ChunkLeft::Torn, ChunkLeft::Complete];
+
+/// The crash points of the tree's assembly the checker offers.
+pub const TREE_CRASHES: [Artifact; 2] = [Artifact::Torn, Artifact::Good];
 
 /// The staging failures `stage-error` injects, one of each class.
 pub const STAGE_FAILURES: [StageFailure; 3] = [
@@ -133,6 +155,13 @@ pub enum Action {
     /// (`snapshot`) Archiving deletes the log entries the newest snapshot
     /// that verifies covers.
     Archive,
+    /// (`--chunks` 2 or more) The running attempt on a node fetches its
+    /// next chunk not verified, which lands and verifies; with every
+    /// chunk verified, it assembles the tree and verifies it whole.
+    FetchChunk(NodeId),
+    /// (`agent-crash`, `--chunks` 2 or more) The agent is SIGKILLed in the
+    /// middle of its running fetch, and restarts at once.
+    CrashMidFetch(NodeId, CrashAt),
 }
 
 /// The checked system for one configuration.
@@ -199,12 +228,14 @@ impl FleetModel {
             agents: vec![
                 AgentState {
                     serving: Some(V1),
+                    release_chunks: self.cfg.chunks,
                     ..AgentState::default()
                 };
                 count
             ],
             apps: vec![App::Correct; count],
             artifacts: vec![Artifact::Absent; count],
+            chunks: vec![ChunkDisk::default(); count],
             net: Default::default(),
             partitioned: 0,
             faults_used: 0,
@@ -466,7 +497,13 @@ impl FleetModel {
                 }
                 AgentEvent::AbortedUnseen { .. } => world.ghost.aborted_unseen = true,
                 // A new op's release is not on disk yet.
-                AgentEvent::Accepted { .. } => world.artifacts[index] = Artifact::Absent,
+                AgentEvent::Accepted { .. } => {
+                    world.artifacts[index] = Artifact::Absent;
+                    world.chunks[index] = ChunkDisk::default();
+                }
+                // The driver deletes the chunks that failed
+                // re-verification: they are fetched again.
+                AgentEvent::ChunksKept { kept, .. } => world.chunks[index].discard_except(*kept),
                 _ => {}
             }
             say(narration, || format!("   {node} {event}"));
@@ -489,8 +526,12 @@ impl FleetModel {
                 }
                 // The driver re-reads the disk: the ground truth, re-verified.
                 AgentEffect::ObserveStaged => {
-                    let observed = world.artifacts[index].observed();
-                    let input = AgentInput::StageObserved(observed);
+                    let input = if self.cfg.chunks > 1 {
+                        let tree = world.artifacts[index];
+                        AgentInput::ChunksObserved(world.chunks[index].reading(tree))
+                    } else {
+                        AgentInput::StageObserved(world.artifacts[index].observed())
+                    };
                     self.agent(world, node, input, fault, narration);
                 }
                 AgentEffect::StageArtifact => {
@@ -511,6 +552,9 @@ impl FleetModel {
         fault: Option<AppFault>,
         narration: &mut Narration,
     ) -> bool {
+        if self.cfg.chunks > 1 {
+            return self.stage_chunks(world, node, fault, narration);
+        }
         let index = node.0 as usize;
         match fault {
             Some(AppFault::CrashWhileStaging(left)) => {
@@ -533,6 +577,106 @@ impl FleetModel {
                 self.agent(world, node, AgentInput::Staged, fault, narration);
                 false
             }
+        }
+    }
+
+    /// (`--chunks` 2 or more) A staging attempt in chunks: it fails at
+    /// once as `fault` says, or runs, one chunk per
+    /// [`Action::FetchChunk`], so that a crash may strike between any two
+    /// steps of it ([`Action::CrashAgent`], [`Action::CrashMidFetch`]).
+    fn stage_chunks(
+        &self,
+        world: &mut World,
+        node: NodeId,
+        fault: Option<AppFault>,
+        narration: &mut Narration,
+    ) -> bool {
+        if let Some(AppFault::StageFails(failure)) = fault {
+            let input = AgentInput::StageFailed(failure);
+            self.agent(world, node, input, None, narration);
+        }
+        false
+    }
+
+    /// The next chunk of `node`'s running fetch: the lowest the journal
+    /// does not hold as verified; `None` when every chunk is (or no
+    /// attempt runs).
+    fn next_chunk(&self, world: &World, node: NodeId) -> Option<u8> {
+        let agent = &world.agents[node.0 as usize];
+        let op = agent
+            .op
+            .filter(|o| o.stage == AgentStage::Staging(StagingStep::Running))?;
+        ChunkSet::all(agent.chunk_count())
+            .without(op.verified)
+            .indexes()
+            .next()
+    }
+
+    /// [`Action::FetchChunk`]: the next chunk lands whole and verifies (the
+    /// driver reports it), or, every chunk verified, the tree is
+    /// assembled, verifies whole and the attempt reports it staged.
+    fn fetch_chunk(&self, world: &mut World, node: NodeId, narration: &mut Narration) {
+        let index = node.0 as usize;
+        match self.next_chunk(world, node) {
+            Some(chunk) => {
+                world.chunks[index].write(chunk);
+                self.check_refetch(world, node);
+                let input = AgentInput::ChunkFetched(chunk);
+                self.agent(world, node, input, None, narration);
+            }
+            None => {
+                world.artifacts[index] = Artifact::Good;
+                self.agent(world, node, AgentInput::Staged, None, narration);
+            }
+        }
+    }
+
+    /// [`Action::CrashMidFetch`]: the crash leaves the chunk being written,
+    /// or the tree being assembled, as `at` says; the agent restarts.
+    fn crash_mid_fetch(
+        &self,
+        world: &mut World,
+        node: NodeId,
+        at: CrashAt,
+        narration: &mut Narration,
+    ) {
+        let index = node.0 as usize;
+        match (self.next_chunk(world, node), at) {
+            (Some(chunk), CrashAt::Chunk(left)) => {
+                world.chunks[index].leave(chunk, left);
+                self.check_refetch(world, node);
+                say(narration, || {
+                    format!("   {node}'s chunk {chunk} is left {left:?}")
+                });
+            }
+            (None, CrashAt::Tree(tree)) => {
+                world.artifacts[index] = tree;
+                say(narration, || format!("   {node}'s tree is left {tree:?}"));
+            }
+            _ => {}
+        }
+        world.chunks[index].cut_short = world.chunks[index].cut_short.saturating_add(1);
+        self.crash_agent(world, node, narration);
+    }
+
+    /// The bound on a resume (issue #23: `resume_refetched_bytes` ≤ one
+    /// chunk): a chunk is fetched a second time only when a crash cut its
+    /// fetch short, at most [`CHUNKS_IN_FLIGHT_MAX`] per crash. Anything
+    /// more means a verified chunk was fetched again.
+    fn check_refetch(&self, world: &mut World, node: NodeId) {
+        let disk = world.chunks[node.0 as usize];
+        if disk.refetched > 0 {
+            world.ghost.chunk_refetched = true;
+        }
+        let bound = disk.cut_short.saturating_mul(CHUNKS_IN_FLIGHT_MAX);
+        if disk.refetched > bound {
+            world.record(Err(Violation::new(
+                Rule::S14,
+                format!(
+                    "{node} fetched {} chunk(s) a second time after {} crash(es) mid-fetch (at most {bound})",
+                    disk.refetched, disk.cut_short
+                ),
+            )));
         }
     }
 
@@ -567,7 +711,7 @@ impl FleetModel {
                 format!("{node} resumed {op} on a staged artifact that is {artifact:?} on disk"),
             )));
         }
-        if self.cfg.faults.has(Fault::StageError) {
+        if self.cfg.faults.has(Fault::StageError) || self.cfg.chunks > 1 {
             let row = reading.row();
             let bit = Row::ALL.iter().position(|r| *r == row).unwrap_or(0);
             world.ghost.recovery_rows |= 1 << bit;
@@ -623,6 +767,7 @@ impl FleetModel {
             if self.budget_left(world, Fault::AgentCrash) {
                 actions.push(Action::CrashAgent(node));
             }
+            self.enabled_fetch(world, node, actions);
             let live_unknown = ctrl
                 .nodes
                 .get(&node)
@@ -827,7 +972,8 @@ impl FleetModel {
                 if starts_staging(&world.agents[node.0 as usize], cmd) =>
             {
                 let mut faults = Vec::new();
-                if self.budget_left(world, Fault::AgentCrash) {
+                // With chunks, crashes strike the running fetch as actions.
+                if self.budget_left(world, Fault::AgentCrash) && self.cfg.chunks < 2 {
                     let left = [Artifact::Absent, Artifact::Torn, Artifact::Good];
                     faults.extend(left.map(AppFault::CrashWhileStaging));
                 }
@@ -838,6 +984,29 @@ impl FleetModel {
             }
             _ => Vec::new(),
         }
+    }
+
+    /// (`--chunks` 2 or more) A node's running fetch goes on, or a crash
+    /// strikes it in the middle of a write (the crash before a write is
+    /// [`Action::CrashAgent`]). Fetching needs the link to the controller.
+    fn enabled_fetch(&self, world: &World, node: NodeId, actions: &mut Vec<Action>) {
+        let running = world.agents[node.0 as usize]
+            .op
+            .is_some_and(|o| o.stage == AgentStage::Staging(StagingStep::Running));
+        if self.cfg.chunks < 2 || !running {
+            return;
+        }
+        if !world.is_partitioned(node) {
+            actions.push(Action::FetchChunk(node));
+        }
+        if !self.budget_left(world, Fault::AgentCrash) {
+            return;
+        }
+        let at: Vec<CrashAt> = match self.next_chunk(world, node) {
+            Some(_) => CHUNK_CRASHES.into_iter().map(CrashAt::Chunk).collect(),
+            None => TREE_CRASHES.into_iter().map(CrashAt::Tree).collect(),
+        };
+        actions.extend(at.into_iter().map(|at| Action::CrashMidFetch(node, at)));
     }
 
     /// Take `action` in `world`, narrating into `narration` when asked.
@@ -893,6 +1062,11 @@ impl FleetModel {
             Action::CrashAgent(node) => {
                 next.faults_used += 1;
                 self.crash_agent(&mut next, node, narration);
+            }
+            Action::FetchChunk(node) => self.fetch_chunk(&mut next, node, narration),
+            Action::CrashMidFetch(node, at) => {
+                next.faults_used += 1;
+                self.crash_mid_fetch(&mut next, node, at, narration);
             }
             Action::CrashController => {
                 next.faults_used += 1;
@@ -1227,6 +1401,11 @@ impl FleetModel {
             Action::Partition(node) => format!("network PARTITIONS {node}"),
             Action::Heal(node) => format!("partition of {node} heals; agent reconnects"),
             Action::CrashAgent(node) => format!("agent on {node} is SIGKILLed and restarts"),
+            Action::FetchChunk(node) => match self.next_chunk(world, *node) {
+                Some(chunk) => format!("{node} fetches chunk {chunk}; it lands whole"),
+                None => format!("{node} assembles the tree from its chunks; it verifies whole"),
+            },
+            Action::CrashMidFetch(node, at) => self.describe_crash_mid_fetch(world, *node, *at),
             Action::CrashController => {
                 let lost = world.unflushed.len();
                 if lost > 0 {
@@ -1303,6 +1482,28 @@ impl FleetModel {
                 format!("archiving DELETES log entries {from}..{to} (a snapshot covers them)")
             }
         }
+    }
+}
+
+impl FleetModel {
+    /// [`Action::CrashMidFetch`] in domain words.
+    fn describe_crash_mid_fetch(&self, world: &World, node: NodeId, at: CrashAt) -> String {
+        let what = match (self.next_chunk(world, node), at) {
+            (Some(chunk), CrashAt::Chunk(ChunkLeft::Partial)) => {
+                format!("writing chunk {chunk}: it is left PARTIAL")
+            }
+            (Some(chunk), CrashAt::Chunk(ChunkLeft::Torn)) => {
+                format!("writing chunk {chunk}: it is left TORN (whole length, not as sent)")
+            }
+            (Some(chunk), CrashAt::Chunk(_)) => {
+                format!("after chunk {chunk} was written and verified, before it was journaled")
+            }
+            (_, CrashAt::Tree(Artifact::Torn)) => {
+                "assembling the tree: it is left TORN".to_string()
+            }
+            _ => "after the tree verified, before it was journaled as staged".to_string(),
+        };
+        format!("agent on {node} is SIGKILLed {what}, and restarts")
     }
 }
 

@@ -8,6 +8,7 @@ use invariants::Rule;
 use model::agent::{
     agent_step, AgentEvent, AgentInput, AgentOutput, AgentStage, AgentState, StagingStep,
 };
+use model::chunks::{ChunkReading, ChunkSet};
 use model::controller::{
     apply, progress, step, ControllerState, Event, Input, OpPhase, Outcome, Refusal, RolloutStatus,
 };
@@ -48,11 +49,12 @@ pub enum Mutant {
     UnfencedAppend,
     LoadUnverifiedSnapshot,
     ArchivePastSnapshot,
+    ResumeTrustsUnverifiedChunk,
 }
 
 impl Mutant {
     /// Every mutant, in `--list-mutants` order.
-    pub const ALL: [Mutant; 29] = [
+    pub const ALL: [Mutant; 30] = [
         Mutant::ReleaseOnTimeout,
         Mutant::GrantWhilePaused,
         Mutant::RedecideOnRetry,
@@ -82,6 +84,7 @@ impl Mutant {
         Mutant::UnfencedAppend,
         Mutant::LoadUnverifiedSnapshot,
         Mutant::ArchivePastSnapshot,
+        Mutant::ResumeTrustsUnverifiedChunk,
     ];
 
     /// The CLI name.
@@ -116,6 +119,7 @@ impl Mutant {
             Mutant::UnfencedAppend => "unfenced-append",
             Mutant::LoadUnverifiedSnapshot => "load-unverified-snapshot",
             Mutant::ArchivePastSnapshot => "archive-past-snapshot",
+            Mutant::ResumeTrustsUnverifiedChunk => "resume-trusts-unverified-chunk",
         }
     }
 
@@ -144,7 +148,9 @@ impl Mutant {
             Mutant::RollbackProvenBeforeCommitLands => Rule::S8,
             Mutant::ProofTrustsRecordedEvidence => Rule::ProofIsReadback,
             Mutant::RolloutNeverEnds => Rule::EndsWhenNothingLeft,
-            Mutant::ResumeWithoutReverify | Mutant::RetryPermanentError => Rule::S14,
+            Mutant::ResumeWithoutReverify
+            | Mutant::RetryPermanentError
+            | Mutant::ResumeTrustsUnverifiedChunk => Rule::S14,
             Mutant::TimeoutUnknowsSettledOp => Rule::S8,
             Mutant::AgentClosesOnAnyAck => Rule::S8,
             Mutant::ProbeFailurePausesAgain => Rule::S5,
@@ -249,6 +255,9 @@ impl Mutant {
             Mutant::ArchivePastSnapshot => {
                 "archive up to the newest snapshot written, without checking that it verifies"
             }
+            Mutant::ResumeTrustsUnverifiedChunk => {
+                "on restart, keep every chunk present on disk as verified without recomputing its digest, and fetch only the absent ones"
+            }
         }
     }
 
@@ -351,6 +360,12 @@ impl Mutant {
                 cfg.followers = 0;
                 cfg.operator = false;
                 cfg.faults = Faults::none().with(Fault::Snapshot);
+            }
+            // A release of two chunks; a crash mid-fetch (in the default
+            // set) leaves the second one torn.
+            Mutant::ResumeTrustsUnverifiedChunk => {
+                cfg.chunks = cfg.chunks.max(2);
+                cfg.faults = cfg.faults.with(Fault::AgentCrash);
             }
         }
     }
@@ -685,6 +700,11 @@ pub fn agent_step_as(mutant: Option<Mutant>, state: &AgentState, input: AgentInp
             return agent_step(state, AgentInput::StageObserved(Observed::ReVerified));
         }
     }
+    if mutant == Some(Mutant::ResumeTrustsUnverifiedChunk) {
+        if let AgentInput::ChunksObserved(reading) = input {
+            return trust_present_chunks(state, reading);
+        }
+    }
     if mutant == Some(Mutant::RetryPermanentError) {
         // Forget the class of the latest failure: every error is transient.
         let mut forgetful = *state;
@@ -725,6 +745,24 @@ pub fn agent_step_as(mutant: Option<Mutant>, state: &AgentState, input: AgentInp
         return agent_step(&forgetful, input);
     }
     agent_step(state, input)
+}
+
+/// `resume-trusts-unverified-chunk`: the real step on a reading where
+/// every chunk present counts as verified (its digest never recomputed);
+/// the journal still records what the driver read.
+fn trust_present_chunks(state: &AgentState, reading: ChunkReading) -> AgentOutput {
+    let trusting = ChunkReading {
+        verified: reading.verified.union(reading.unverified),
+        unverified: ChunkSet::NONE,
+        ..reading
+    };
+    let mut out = agent_step(state, AgentInput::ChunksObserved(trusting));
+    for event in &mut out.events {
+        if let AgentEvent::ChunksKept { reading: read, .. } = event {
+            *read = reading;
+        }
+    }
+    out
 }
 
 /// A live proof of `node` as the checked system answers it: the proof

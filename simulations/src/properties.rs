@@ -99,26 +99,50 @@ pub fn recovery_row_name(row: Row) -> &'static str {
         Row::ReVerified => "recovery table: resume on a re-verified artifact",
         Row::Absent => "recovery table: retry, nothing on disk",
         Row::BudgetSpent => "recovery table: stop, attempt budget spent",
+        Row::PartlyVerified => "recovery table: resume the fetch from re-verified chunks",
     }
 }
 
 /// One `sometimes` per row of the recovery table: each row is taken on
-/// some path (with `stage-error`, which records the rows taken).
-fn recovery_row_properties() -> Vec<Property<FleetModel>> {
+/// some path (with `stage-error`, which records the rows taken). `rows`
+/// picks which.
+fn recovery_row_properties(rows: impl Fn(Row) -> bool) -> Vec<Property<FleetModel>> {
     // `Property` takes a plain fn, so one per row, by index into Row::ALL.
     fn taken<const I: usize>(_: &FleetModel, w: &World) -> bool {
         w.ghost.recovery_rows & (1 << I) != 0
     }
-    let conditions: [fn(&FleetModel, &World) -> bool; 7] = [
+    let conditions: [fn(&FleetModel, &World) -> bool; 8] = [
         taken::<0>, taken::<1>, taken::<2>, taken::<3>, taken::<4>, taken::<5>, taken::<6>,
+        taken::<7>,
     ];
     Row::ALL
         .into_iter()
         .zip(conditions)
+        .filter(|(row, _)| rows(*row))
         .map(|(row, condition)| {
             Property::<FleetModel>::sometimes(recovery_row_name(row), condition)
         })
         .collect()
+}
+
+/// With `--chunks` 2 or more: the stories of a resumed fetch. A crash
+/// mid-fetch resumes from the chunks that re-verified, a chunk cut short
+/// is fetched again (at most one per crash: S14, recorded as chunks are
+/// fetched), and the rows a crash alone reaches are taken.
+fn chunk_properties(stage_error: bool) -> Vec<Property<FleetModel>> {
+    let mut props = vec![Property::<FleetModel>::sometimes(
+        "a chunk cut short by a crash is fetched again",
+        |_, w| w.ghost.chunk_refetched,
+    )];
+    if !stage_error {
+        props.extend(recovery_row_properties(|row| {
+            matches!(
+                row,
+                Row::PartlyVerified | Row::ReVerified | Row::Absent | Row::EffectUnknown
+            )
+        }));
+    }
+    props
 }
 
 /// With `snapshot`: D1 in every state (recorded by the transitions, which
@@ -226,8 +250,16 @@ pub fn properties(model: &FleetModel) -> Vec<Property<FleetModel>> {
             |_, w| w.ghost.deposed_fenced,
         ));
     }
-    if model.cfg.faults.has(Fault::StageError) {
-        props.extend(recovery_row_properties());
+    let stage_error = model.cfg.faults.has(Fault::StageError);
+    if stage_error {
+        // Partly verified needs a release of several chunks.
+        let chunked = model.cfg.chunks > 1;
+        props.extend(recovery_row_properties(|row| {
+            chunked || row != Row::PartlyVerified
+        }));
+    }
+    if model.cfg.chunks > 1 && model.cfg.faults.has(Fault::AgentCrash) {
+        props.extend(chunk_properties(stage_error));
     }
     if model.cfg.faults.has(Fault::Snapshot) {
         props.extend(snapshot_properties());

@@ -209,11 +209,13 @@ pub fn rename_world(world: &World, r: &Renaming) -> World {
     let mut agents = world.agents.clone();
     let mut apps = world.apps.clone();
     let mut artifacts = world.artifacts.clone();
+    let mut chunks = world.chunks.clone();
     for i in 0..count {
         let to = r.node(NodeId(i as u32)).0 as usize;
         agents[to] = rename_agent(&world.agents[i], r);
         apps[to] = world.apps[i];
         artifacts[to] = world.artifacts[i];
+        chunks[to] = world.chunks[i];
     }
     World {
         durable: rename_controller(&world.durable, r),
@@ -224,6 +226,7 @@ pub fn rename_world(world: &World, r: &Renaming) -> World {
         agents,
         apps,
         artifacts,
+        chunks,
         net: world.net.iter().map(|m| rename_msg(m, r)).collect(),
         partitioned: r.node_bits(world.partitioned),
         faults_used: world.faults_used,

@@ -6,6 +6,7 @@
 use crate::durable_log::DurableLog;
 use invariants::Violation;
 use model::agent::AgentState;
+use model::chunks::{ChunkReading, ChunkSet};
 use model::controller::{apply, ControllerState, Event};
 use model::{ArtifactRead, Digest, NodeId, ProbeVerdict, RouteObservation, ToAgent, ToController};
 use std::borrow::Cow;
@@ -59,6 +60,87 @@ impl Artifact {
             Artifact::Good => model::recovery::Observed::ReVerified,
             Artifact::Torn => model::recovery::Observed::Unknown,
         }
+    }
+}
+
+/// (`--chunks` 2 or more) How a crash leaves the chunk being written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ChunkLeft {
+    /// Nothing of it written yet.
+    Absent,
+    /// The write was cut short: fewer bytes than the chunk.
+    Partial,
+    /// Written whole but not as sent (a crash before its sync): only its
+    /// digest tells it from a complete one.
+    Torn,
+    /// Written and synced, its digest matched, not yet journaled.
+    Complete,
+}
+
+/// (`--chunks` 2 or more) What a node's chunk store really holds of its
+/// current op's release, chunk by chunk (the ground truth a
+/// re-verification reads), and ghost counts of what was fetched. Left at
+/// its default with one chunk, which keeps those configurations' spaces as
+/// they were.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ChunkDisk {
+    /// Whole, and their digests match.
+    pub complete: ChunkSet,
+    /// Cut short by a crash.
+    pub partial: ChunkSet,
+    /// Written whole but not as sent.
+    pub torn: ChunkSet,
+    /// Ghost: chunks whose bytes a fetch of this op ever wrote.
+    pub written: ChunkSet,
+    /// Ghost: fetches of a chunk this op had already written once.
+    pub refetched: u8,
+    /// Ghost: crashes that cut a fetch of this op short.
+    pub cut_short: u8,
+}
+
+impl ChunkDisk {
+    /// What re-verifying every chunk present, and the tree, reads.
+    pub fn reading(&self, tree: Artifact) -> ChunkReading {
+        ChunkReading {
+            verified: self.complete,
+            unverified: self.partial.union(self.torn),
+            tree: tree.observed(),
+        }
+    }
+
+    /// A fetch wrote `chunk` whole and it verified.
+    pub fn write(&mut self, chunk: u8) {
+        if self.written.has(chunk) {
+            self.refetched = self.refetched.saturating_add(1);
+        }
+        let one = ChunkSet::NONE.with(chunk);
+        self.written = self.written.union(one);
+        self.complete = self.complete.union(one);
+        self.partial = self.partial.without(one);
+        self.torn = self.torn.without(one);
+    }
+
+    /// A crash left `chunk` as `left`.
+    pub fn leave(&mut self, chunk: u8, left: ChunkLeft) {
+        let one = ChunkSet::NONE.with(chunk);
+        match left {
+            ChunkLeft::Absent => return,
+            ChunkLeft::Partial => self.partial = self.partial.union(one),
+            ChunkLeft::Torn => self.torn = self.torn.union(one),
+            ChunkLeft::Complete => self.complete = self.complete.union(one),
+        }
+        if self.written.has(chunk) {
+            self.refetched = self.refetched.saturating_add(1);
+        }
+        self.written = self.written.union(one);
+    }
+
+    /// The driver deletes every chunk present that the agent did not keep
+    /// (those that failed re-verification).
+    pub fn discard_except(&mut self, kept: ChunkSet) {
+        self.partial = self.partial.intersect(kept);
+        self.torn = self.torn.intersect(kept);
+        self.complete = self.complete.intersect(kept);
     }
 }
 
@@ -119,6 +201,9 @@ pub struct Ghost {
     pub restarted_from_snapshot: bool,
     /// (`snapshot`) A restart skipped a snapshot that does not verify.
     pub skipped_torn_snapshot: bool,
+    /// (`--chunks` 2 or more) A chunk cut short by a crash was fetched
+    /// again.
+    pub chunk_refetched: bool,
 }
 
 /// One state of the checked system.
@@ -144,8 +229,11 @@ pub struct World {
     pub agents: Vec<AgentState>,
     /// What each node's route really serves, by node index.
     pub apps: Vec<App>,
-    /// What each node's disk really holds of its current op's release.
+    /// What each node's disk really holds of its current op's release
+    /// (with `--chunks` 2 or more: of the tree assembled from its chunks).
     pub artifacts: Vec<Artifact>,
+    /// (`--chunks` 2 or more) Each node's chunk store, by node index.
+    pub chunks: Vec<ChunkDisk>,
     /// Messages in flight (a set: identical copies are one message).
     pub net: BTreeSet<Msg>,
     /// Partitioned nodes, one bit per node index.

@@ -56,6 +56,8 @@ fn bad_arguments_exit_two_naming_the_argument() {
         (vec!["--followers", "9"], "--followers"),
         (vec!["--slots", "0"], "--slots"),
         (vec!["--max-faults", "x"], "--max-faults"),
+        (vec!["--chunks", "0"], "--chunks"),
+        (vec!["--chunks", "5"], "--chunks"),
     ] {
         let (code, _, stderr) = check(&args);
         assert_eq!(code, 2, "{args:?}: {stderr}");

@@ -11,6 +11,7 @@
 //! golden_encoding::` (it only adds lines; it refuses to rewrite one).
 
 use model::agent::AgentEvent;
+use model::chunks::{ChunkReading, ChunkSet};
 use model::controller::{
     Event, ObservationSource, Outcome, PauseReason, Resolution, UnknownReason,
 };
@@ -237,6 +238,8 @@ fn agent_event_variant(e: &AgentEvent) -> &'static str {
         AgentEvent::Recovery { .. } => "Recovery",
         AgentEvent::Staged { .. } => "Staged",
         AgentEvent::StageFailed { .. } => "StageFailed",
+        AgentEvent::ChunkVerified { .. } => "ChunkVerified",
+        AgentEvent::ChunksKept { .. } => "ChunksKept",
     }
 }
 
@@ -291,6 +294,16 @@ fn agent_events() -> Vec<AgentEvent> {
             failure: StageFailure::Transient {
                 bundle_missing: true,
             },
+        },
+        AgentEvent::ChunkVerified { op: OP, chunk: 2 },
+        AgentEvent::ChunksKept {
+            op: OP,
+            reading: ChunkReading {
+                verified: ChunkSet(0b101),
+                unverified: ChunkSet(0b010),
+                tree: Observed::Absent,
+            },
+            kept: ChunkSet(0b101),
         },
     ]
 }

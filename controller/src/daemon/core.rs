@@ -590,6 +590,10 @@ impl Core {
     fn follow(&mut self) {
         match tokio::task::block_in_place(|| self.controller.follow()) {
             Ok(events) => self.fold_durable(&events, None),
+            Err(crate::driver::ControllerError::Log(eventlog::LogError::BehindArchive {
+                next,
+                first_live,
+            })) => self.catch_up(next, first_live),
             Err(crate::driver::ControllerError::Log(eventlog::LogError::Storage(e))) => {
                 tracing::warn!("standby: reading the leader's log failed, retrying: {e}");
             }
@@ -600,27 +604,81 @@ impl Core {
         }
     }
 
+    /// A standby the leader's archiving overtook (`next` below
+    /// `first_live`): catch up from the newest snapshot plus the tail, as
+    /// a start would, and rebuild what the core derives from the history
+    /// (the event feed restarts at the tail). A log refused stops the
+    /// daemon as a start would refuse it.
+    fn catch_up(&mut self, next: u64, first_live: u64) {
+        let caught = tokio::task::block_in_place(|| self.controller.catch_up(Derived::decode));
+        let caught = match caught {
+            Ok(caught) => caught,
+            Err(crate::driver::ControllerError::Log(eventlog::LogError::Storage(e))) => {
+                tracing::warn!("standby: catching up from a snapshot failed, retrying: {e}");
+                return;
+            }
+            Err(e) => {
+                tracing::error!(
+                    "standby: catching up from a snapshot, the log is refused, stopping: {e}"
+                );
+                std::process::exit(3);
+            }
+        };
+        let state = self.controller.state();
+        let derived = Derived::rebuild(Some(caught.annex), &caught.tail, state);
+        self.log_index = derived.log_index;
+        self.ahead = derived.ahead;
+        self.ids.conflicts = derived.identity_conflicts;
+        if let Ok(mut roster) = self.me.roster.write() {
+            *roster = state.roster.clone();
+        }
+        let now = SystemTime::now();
+        for op in state.ops.values().filter(|op| op.unknown.is_some()) {
+            self.unknown_since.entry(op.id).or_insert(now);
+        }
+        self.me
+            .role
+            .set_log_sequence(self.controller.last_sequence());
+        tracing::warn!(
+            next,
+            first_live,
+            covers = caught.covers,
+            tail = caught.tail.len(),
+            "standby: the leader archived the entries from {next} before this standby read them; caught up from the snapshot of the first {} entries plus the {} event(s) after it",
+            caught.covers,
+            caught.tail.len()
+        );
+        self.history = super::annex::feed(caught.tail, EVENTS_IN_MEMORY_MAX);
+    }
+
     /// Elected: read to the tail on the fenced storage, fold it, re-arm
     /// every slot-holding op's deadline, then lead. Stored decisions are
     /// replayed by the model when agents say hello, never re-decided.
     fn promote(&mut self, storage: Box<dyn eventlog::LogStorage>) {
-        let tail = match tokio::task::block_in_place(|| self.controller.promote(storage)) {
-            Ok(tail) => tail,
+        let promoted = match tokio::task::block_in_place(|| self.controller.promote(storage)) {
+            Ok(promoted) => promoted,
             Err(e) if super::ha::is_deposed(&e) => super::ha::deposed(&e.to_string()),
             Err(e) => {
                 tracing::error!("taking over: the log is refused, stopping: {e}");
                 std::process::exit(3);
             }
         };
+        let tail = promoted.tail;
         self.fold_durable(&tail, None);
         self.arm_all();
         self.start_housekeeping();
         self.me.role.set_leader();
+        let from = &promoted.from;
+        let skipped: Vec<u64> = from.skipped.iter().map(|(covers, _)| *covers).collect();
         tracing::info!(
             tail = tail.len(),
             last_sequence = ?self.controller.last_sequence(),
             deadlines = self.deadlines.len(),
-            "took over as leader from the followed state"
+            snapshot = ?from.snapshot,
+            snapshot_tail = from.tail,
+            skipped_snapshots = ?skipped,
+            "took over as leader from {}",
+            takeover_text(from)
         );
     }
 
@@ -1052,6 +1110,17 @@ fn warn_ahead(ahead: &super::ahead::AheadOfLog, state: &ControllerState) {
                 state.generation.0
             )
         );
+    }
+}
+
+/// Where a takeover started from, for its log line.
+fn takeover_text(from: &crate::takeover::TakeoverFrom) -> String {
+    match from.snapshot {
+        Some(covers) => format!(
+            "the snapshot of the first {covers} entries plus the {} event(s) after it (equal to the followed state)",
+            from.tail
+        ),
+        None => "the followed state (no usable snapshot)".into(),
     }
 }
 

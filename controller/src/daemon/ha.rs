@@ -28,6 +28,7 @@ use super::core::{Command, CoreHandle};
 use super::role::Advert;
 use crate::driver::{Controller, ControllerError};
 use eventlog::{EtcdClient, EtcdConfig, EtcdStorage, Leadership, LimitsProbed, StorageError};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -78,17 +79,20 @@ pub fn open_follower(etcd: &EtcdConfig) -> anyhow::Result<Follower> {
 /// leader's advert in the core's role cell meanwhile; once elected, opens
 /// the fenced log, has the core take over ([`Command::Promote`]), starts
 /// the lease watch, and fires the returned receiver.
+/// `hold` is the fault injection `[faults] hold_in_snapshot_write`
+/// (already checked against `--allow-fault-injection`).
 pub fn spawn_campaign(
     (client, probed): (EtcdClient, LimitsProbed),
     etcd: EtcdConfig,
-    advert: Advert,
+    (advert, hold): (Advert, Option<PathBuf>),
     core: CoreHandle,
 ) -> tokio::sync::oneshot::Receiver<()> {
     let (elected, fired) = tokio::sync::oneshot::channel();
     let runtime = tokio::runtime::Handle::current();
     std::thread::spawn(move || {
         let leadership = campaign(&client, &etcd, &advert, &core);
-        let storage = match EtcdStorage::open_probed(&client, &etcd, &leadership, &probed) {
+        let opened = EtcdStorage::open_probed(&client, &etcd, &leadership, &probed);
+        let mut storage = match opened {
             Ok(storage) => storage,
             Err(err) if err.is_fencing() => deposed(&err.to_string()),
             Err(err) => {
@@ -96,6 +100,9 @@ pub fn spawn_campaign(
                 std::process::exit(3);
             }
         };
+        if let Some(file) = hold {
+            storage.hold_before_manifest(hold_in_snapshot_write(file));
+        }
         core.role().set_leader_advert(Some(advert));
         let (reply, promoted) = tokio::sync::oneshot::channel();
         runtime.block_on(core.send(Command::Promote {
@@ -109,6 +116,28 @@ pub fn spawn_campaign(
         let _ = elected.send(());
     });
     fired
+}
+
+/// How often a held snapshot write looks again (it never goes on: the
+/// scenario kills the process).
+const HOLD_POLL_MS: u64 = 100;
+
+/// Fault injection (`[faults] hold_in_snapshot_write`): once `armed_by`
+/// exists, the snapshot write under way holds between its chunks and its
+/// manifest until the process is killed.
+fn hold_in_snapshot_write(armed_by: PathBuf) -> eventlog::ManifestHook {
+    Arc::new(move |covers| {
+        if !armed_by.exists() {
+            return;
+        }
+        tracing::warn!(
+            covers,
+            "FAULT INJECTION: holding in the snapshot write covering {covers} entries (chunks stored, manifest not written) until killed"
+        );
+        loop {
+            std::thread::sleep(Duration::from_millis(HOLD_POLL_MS));
+        }
+    })
 }
 
 /// Campaign rounds until elected; between rounds the standby records who

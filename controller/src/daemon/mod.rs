@@ -113,7 +113,8 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
         None => lead(api.clone(), hooks).await?,
         Some((client, etcd)) => {
             let advert = me.unwrap_or_else(|| advert(&cfg));
-            let elected = ha::spawn_campaign(client, etcd, advert, core.clone());
+            let hold = snapshot_hold(&cfg, allow_faults);
+            let elected = ha::spawn_campaign(client, etcd, (advert, hold), core.clone());
             let api = api.clone();
             tokio::spawn(async move {
                 if elected.await.is_ok() {
@@ -136,6 +137,23 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
         api,
         api_listener,
     })
+}
+
+/// `[faults] hold_in_snapshot_write`, honoured only with
+/// `--allow-fault-injection` (and then announced loudly).
+fn snapshot_hold(cfg: &ControllerConfig, allow_faults: bool) -> Option<std::path::PathBuf> {
+    let file = cfg.faults.hold_in_snapshot_write.clone()?;
+    if !allow_faults {
+        tracing::warn!(
+            "[faults] present but ignored: start with --allow-fault-injection to use it"
+        );
+        return None;
+    }
+    tracing::warn!(
+        "FAULT INJECTION ENABLED: once {} exists, the next snapshot write holds before its manifest until killed",
+        file.display()
+    );
+    Some(file)
 }
 
 /// What only the leader runs, started when it starts leading (at once on

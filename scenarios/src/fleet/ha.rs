@@ -50,6 +50,45 @@ pub enum Layout {
     Ha,
 }
 
+/// `[log]` of the controllers with archiving on (scenario 23): snapshots
+/// every `snapshot_every_events` events or every `snapshot_every_s`
+/// seconds, the live log keeping `keep_events` behind its end, the rest
+/// archived in `dir`, ONE directory every controller reaches (as a shared
+/// mount would be: the hosts share the scenario's filesystem).
+#[derive(Clone, Debug)]
+pub struct Archiving {
+    /// The shared archive directory.
+    pub dir: PathBuf,
+    /// `[log] snapshot_every_events`.
+    pub snapshot_every_events: u64,
+    /// `[log] snapshot_every_s`.
+    pub snapshot_every_s: u64,
+    /// `[log] keep_events`.
+    pub keep_events: u64,
+}
+
+impl Archiving {
+    /// The `[log]` section.
+    fn toml(&self) -> String {
+        format!(
+            "\n[log]\nsnapshot_every_events = {}\nsnapshot_every_s = {}\nsnapshots_keep = 2\narchive_dir = {:?}\nkeep_events = {}\nkeep_days = 0\n",
+            self.snapshot_every_events,
+            self.snapshot_every_s,
+            self.dir.display().to_string(),
+            self.keep_events
+        )
+    }
+}
+
+/// A snapshot's keys in etcd: whether chunks and the manifest are stored.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SnapshotKeys {
+    /// Chunk keys under `P/s/<covers>/c/`.
+    pub chunks: usize,
+    /// `P/s/<covers>/m` exists.
+    pub manifest: bool,
+}
+
 /// Who wrote one log entry, read from etcd's history.
 #[derive(Clone, Debug)]
 pub struct Write {
@@ -318,6 +357,9 @@ impl Fleet {
             "\n[storage]\nbackend = \"etcd\"\nendpoints = [{}]\nprefix = \"{LOG_PREFIX}\"\nlease_ttl_ms = {LEASE_TTL_MS}\n",
             endpoints_from(i)
         ));
+        if let Some(archiving) = &self.archiving {
+            text.push_str(&archiving.toml());
+        }
         let config = self.dir.join(format!("controller-{i}.toml"));
         std::fs::write(&config, text)?;
         let args = controller_args(&config, faults);
@@ -532,16 +574,65 @@ impl Fleet {
             .collect()
     }
 
-    /// `log VERB --etcd <running members> --prefix P`.
+    /// `log VERB --etcd <running members> --prefix P [--archive DIR]`.
     pub(super) fn etcd_log_args(&self, verb: &str) -> Vec<String> {
-        vec![
+        let mut args: Vec<String> = vec![
             "log".into(),
             verb.into(),
             "--etcd".into(),
             self.running_endpoints().join(","),
             "--prefix".into(),
             LOG_PREFIX.into(),
-        ]
+        ];
+        if let Some(archiving) = &self.archiving {
+            args.push("--archive".into());
+            args.push(archiving.dir.display().to_string());
+        }
+        args
+    }
+
+    /// The snapshot keys in etcd, by `covers` (keys only, one range).
+    pub async fn snapshot_keys(
+        &self,
+    ) -> anyhow::Result<std::collections::BTreeMap<u64, SnapshotKeys>> {
+        let prefix = format!("{LOG_PREFIX}/s/");
+        let answer = self
+            .etcd_range(serde_json::json!({
+                "key": b64(prefix.as_bytes()),
+                "range_end": b64(format!("{LOG_PREFIX}/s0").as_bytes()),
+                "keys_only": true,
+            }))
+            .await?;
+        let mut found = std::collections::BTreeMap::new();
+        for kv in answer["kvs"].as_array().cloned().unwrap_or_default() {
+            let key = kv["key"]
+                .as_str()
+                .and_then(unb64)
+                .context("a snapshot key")?;
+            let rest = key.get(prefix.len()..).unwrap_or_default();
+            let (covers, part) = rest
+                .split_at_checked(8)
+                .with_context(|| format!("snapshot key {key:?} is not prefix + 8 bytes + part"))?;
+            let covers = u64::from_be_bytes(covers.try_into().context("8 bytes")?);
+            let keys: &mut SnapshotKeys = found.entry(covers).or_default();
+            if part == b"/m" {
+                keys.manifest = true;
+            } else {
+                keys.chunks += 1;
+            }
+        }
+        Ok(found)
+    }
+
+    /// Whether `P/start` is stored: the leader archived the log's head.
+    pub async fn live_start_stored(&self) -> anyhow::Result<bool> {
+        let answer = self
+            .etcd_range(serde_json::json!({
+                "key": b64(format!("{LOG_PREFIX}/start").as_bytes()),
+                "keys_only": true,
+            }))
+            .await?;
+        Ok(answer["kvs"].as_array().is_some_and(|kvs| !kvs.is_empty()))
     }
 
     /// Every event of the log in etcd, read by `fleetweft log show --etcd

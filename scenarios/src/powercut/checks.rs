@@ -3,7 +3,12 @@
 //!
 //! - the controller's log verifies: chain, decoding, and every rule over
 //!   the whole history (one grant per node and rollout, one decision per
-//!   op, replays equal to it, ... as `fleetweft log verify` checks them);
+//!   op, replays equal to it, ... as `fleetweft log verify` checks them),
+//!   read through the archive segments and then the live log once entries
+//!   were archived (`log verify --archive`);
+//! - every snapshot left in the log is the fold of the history up to the
+//!   entry it covers (`log verify --deep`): a cut during a snapshot write
+//!   or an archiving run leaves no snapshot a start would trust wrongly;
 //! - every API write the harness saw acknowledged is in the log, each
 //!   event at the sequence the reply named and in the same words;
 //! - every command an agent received (a grant, a stored decision, a
@@ -26,8 +31,13 @@ use std::path::Path;
 /// campaign's report.
 pub(super) async fn after_cut(fleet: &Fleet, root: &Path, campaign: &mut Campaign, cut: u64) {
     let log = data_dir(root, "controller").join("log");
-    let events = match controller_log(&log) {
-        Ok(events) => events,
+    let archive = data_dir(root, "controller").join(super::ARCHIVE_DIR_NAME);
+    let events = match controller_log(&log, &archive) {
+        Ok((events, first_live)) => {
+            let archived = &mut campaign.report.archived_entries_max;
+            *archived = (*archived).max(first_live);
+            events
+        }
         Err(why) => {
             campaign.report.violations += 1;
             campaign.report.fail(cut, why);
@@ -43,11 +53,23 @@ pub(super) async fn after_cut(fleet: &Fleet, root: &Path, campaign: &mut Campaig
     uploads(root, campaign, cut);
 }
 
-/// The controller log, verified with every rule, as (sequence, event).
-fn controller_log(dir: &Path) -> Result<HashMap<u64, Event>, String> {
+/// The controller log, verified with every rule, as (sequence, event):
+/// with an archive, the whole chain through it, and every snapshot
+/// compared with the fold.
+/// Also returns the first live sequence (0: nothing archived).
+fn controller_log(dir: &Path, archive: &Path) -> Result<(HashMap<u64, Event>, u64), String> {
     if !dir.exists() {
-        return Ok(HashMap::new());
+        return Ok((HashMap::new(), 0));
     }
+    if !archive.exists() {
+        return Ok((live_log(dir)?, 0));
+    }
+    let read = eventlog::read_private_copy(dir, |storage| Ok(whole_history(archive, storage)));
+    read.map_err(|e| format!("reading {}: {e}", dir.display()))?
+}
+
+/// A log that was never archived: `log verify`, then every event.
+fn live_log(dir: &Path) -> Result<HashMap<u64, Event>, String> {
     logtools::inspect::verify_controller_log(dir)
         .map_err(|e| format!("log verify failed on {}: {e}", dir.display()))?;
     let mut events = HashMap::new();
@@ -56,6 +78,30 @@ fn controller_log(dir: &Path) -> Result<HashMap<u64, Event>, String> {
     })
     .map_err(|e| format!("reading {}: {e}", dir.display()))?;
     Ok(events)
+}
+
+/// `log verify --archive --deep` on a private copy of the live log, then
+/// every event from genesis.
+fn whole_history(
+    archive: &Path,
+    storage: &dyn eventlog::LogStorage,
+) -> Result<(HashMap<u64, Event>, u64), String> {
+    let history = logtools::history::verify_history(archive, storage)
+        .map_err(|e| format!("log verify --archive failed: {e}"))?;
+    let (deep, _) = controller::snapshot::verify_deep_with_archive(archive, storage)
+        .map_err(|e| format!("log verify --deep failed: {e}"))?;
+    if let Some((covers, reason)) = deep.first_difference {
+        return Err(format!(
+            "the snapshot covering {covers} entries is not the fold of the history: {reason}"
+        ));
+    }
+    let mut events = HashMap::new();
+    logtools::history::visit_history(archive, storage, 0, |sequence, event, _| {
+        events.insert(sequence, event.clone());
+        Ok(())
+    })
+    .map_err(|e| format!("reading the history: {e}"))?;
+    Ok((events, history.first_live))
 }
 
 fn acked_writes(campaign: &mut Campaign, events: &HashMap<u64, Event>, cut: u64) {

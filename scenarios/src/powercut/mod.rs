@@ -21,7 +21,7 @@ use crate::fleet::{self, AgentFaults, Bins, Fleet, Layout, NODES};
 use anyhow::{anyhow, Context};
 use api::view::wire::{UploadReply, WriteReply};
 use api::view::{RolloutDto, StatusDto};
-use mounts::Mounts;
+use mounts::{data_dir, Mounts};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -107,6 +107,15 @@ pub struct Report {
     pub cuts_dropping: BTreeMap<&'static str, u64>,
     /// Cuts that fell while an upload was in flight.
     pub cuts_during_upload: u64,
+    /// Controller starts after a cut that loaded a snapshot (the rest
+    /// replayed the whole live log).
+    pub snapshot_starts: u64,
+    /// Snapshots a start after a cut skipped as unusable (logged as
+    /// `skipping snapshot`).
+    pub snapshots_skipped: u64,
+    /// The most entries the archive held after a cut (the live log's
+    /// first sequence).
+    pub archived_entries_max: u64,
     /// Rollouts that completed (between cuts or in finish phases).
     pub rollouts_completed: u64,
     /// Finish phases run (power on until the rollout ended).
@@ -120,6 +129,23 @@ pub struct Report {
     /// Wall time (s).
     pub wall_s: f64,
 }
+
+/// The controller's archive directory, inside its data directory (on its
+/// lazy mount, so cuts fall on archiving runs too).
+pub const ARCHIVE_DIR_NAME: &str = "archive";
+
+/// The controller's `[log]` in the campaign: a snapshot every
+/// `SNAPSHOT_EVERY_EVENTS` (the smallest allowed) and archiving below it
+/// outside the last `KEEP_EVENTS`, so that cuts land in snapshot writes
+/// and archiving runs, which a daemon with the defaults does once per
+/// 100,000 events.
+const SNAPSHOT_EVERY_EVENTS: u64 = 64;
+const KEEP_EVENTS: u64 = 64;
+
+/// What the daemon logs when a start loaded a snapshot, and when it skips
+/// one (controller/src/daemon/mod.rs, eventlog/src/snapshot.rs).
+const SNAPSHOT_START_LINE: &str = "a snapshot of the first";
+const SNAPSHOT_SKIP_LINE: &str = "skipping snapshot";
 
 /// Most failure messages kept in the report.
 const FAILURES_KEPT_MAX: usize = 20;
@@ -192,8 +218,10 @@ pub async fn run(bins: &Bins, opts: &Options) -> anyhow::Result<Report> {
         .await
         .context("starting the fleet on the lazy mounts")?;
     set_mutant_env(&mut fleet, opts.mutant.as_deref());
-    // The controller started before the mutant's environment was set:
-    // restart it under it (an orderly stop loses nothing).
+    fleet.controller_toml_extra = log_section(&data_dir(&opts.dir, "controller"));
+    // The controller started before the mutant's environment and the
+    // `[log]` section were set: restart it under them (an orderly stop
+    // loses nothing).
     fleet.stop("controller").await?;
     fleet.start_controller(&Default::default()).await?;
     for node in NODES {
@@ -220,6 +248,16 @@ pub async fn run(bins: &Bins, opts: &Options) -> anyhow::Result<Report> {
     drop(mounts);
     campaign.report.wall_s = started.elapsed().as_secs_f64();
     outcome.map(|()| campaign.report)
+}
+
+/// The controller's `[log]` section: snapshots and archiving as often as
+/// allowed.
+fn log_section(controller_data: &Path) -> String {
+    let archive = controller_data.join(ARCHIVE_DIR_NAME);
+    format!(
+        "\n[log]\nsnapshot_every_events = {SNAPSHOT_EVERY_EVENTS}\narchive_dir = {:?}\nkeep_events = {KEEP_EVENTS}\n",
+        archive.display().to_string()
+    )
 }
 
 /// The mutant's environment on the processes whose durability step it
@@ -281,6 +319,7 @@ impl Campaign {
             let before = (self.report.acked_lost, self.report.violations);
             checks::after_cut(fleet, &opts.dir, self, cut).await;
             restart(fleet).await?;
+            self.count_start(fleet);
             let failed = (self.report.acked_lost, self.report.violations) != before;
             if !failed {
                 self.report.recovered += 1;
@@ -309,6 +348,15 @@ impl Campaign {
             }
         }
         Ok(())
+    }
+
+    /// What the controller's start after a cut said about its snapshots.
+    fn count_start(&mut self, fleet: &Fleet) {
+        let log = fleet.last_log("controller");
+        if log.contains(SNAPSHOT_START_LINE) {
+            self.report.snapshot_starts += 1;
+        }
+        self.report.snapshots_skipped += log.matches(SNAPSHOT_SKIP_LINE).count() as u64;
     }
 
     /// Picks the operator's next action from what the controller says.

@@ -16,6 +16,8 @@ pub enum Store {
     ControllerLog,
     /// The controller's bundle store (uploads).
     BundleStore,
+    /// The controller's archive segments (issue #26).
+    ControllerArchive,
     /// Anything else of the controller's (webhook queue, watermark, ...).
     ControllerOther,
     /// An agent's journal.
@@ -32,6 +34,7 @@ impl Store {
         match self {
             Store::ControllerLog => "controller_log",
             Store::BundleStore => "bundle_store",
+            Store::ControllerArchive => "controller_archive",
             Store::ControllerOther => "controller_other",
             Store::AgentJournal => "agent_journal",
             Store::AgentStaging => "agent_staging",
@@ -45,6 +48,7 @@ impl Store {
         match (controller, first) {
             (true, "log") => Store::ControllerLog,
             (true, "bundles") => Store::BundleStore,
+            (true, super::ARCHIVE_DIR_NAME) => Store::ControllerArchive,
             (true, _) => Store::ControllerOther,
             (false, "journal") => Store::AgentJournal,
             (false, "releases") | (false, "staging") => Store::AgentStaging,

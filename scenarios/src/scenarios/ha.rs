@@ -28,7 +28,7 @@ const LEADER_STOP_MS: u64 = LEASE_TTL_MS + 1_000;
 /// How long a standby may take to lead once the leader is gone: the lease
 /// runs out (TTL), etcd may first elect a raft leader (about 1 s) and
 /// extend leases on that, then a campaign round.
-const TAKEOVER_MS: u64 = 4 * LEASE_TTL_MS + 5_000;
+pub(super) const TAKEOVER_MS: u64 = 4 * LEASE_TTL_MS + 5_000;
 
 /// The HA scenarios.
 pub(super) fn all() -> Vec<Scenario> {
@@ -62,7 +62,7 @@ pub(super) fn all() -> Vec<Scenario> {
 
 /// Agents (all three controllers in `addrs`), all connected to the leader,
 /// then v1 everywhere.
-async fn agents_and_v1(f: &mut Fleet, faults_a: &AgentFaults) -> anyhow::Result<()> {
+pub(super) async fn agents_and_v1(f: &mut Fleet, faults_a: &AgentFaults) -> anyhow::Result<()> {
     f.start_agent("node-a", faults_a)?;
     f.start_agent("node-b", &AgentFaults::default())?;
     f.start_agent("node-c", &AgentFaults::default())?;
@@ -194,6 +194,7 @@ async fn leader_killed_after_decision(f: &mut Fleet) -> anyhow::Result<String> {
     let v2 = f.digest("v2");
     f.start_ha_controllers(&ControllerFaults {
         drop_first_commit_reply_for: Some(v2),
+        ..ControllerFaults::default()
     })
     .await?;
     // node-a asks again only after LOST_REPLY_RETRY_MS: the SIGKILL lands
@@ -512,7 +513,7 @@ fn log_time(log: &str, needle: &str) -> Option<f64> {
 }
 
 /// The last lines of a daemon's log, for a failure message.
-fn tail(log: &str) -> String {
+pub(super) fn tail(log: &str) -> String {
     let lines: Vec<&str> = log.lines().collect();
     lines[lines.len().saturating_sub(15)..].join("\n")
 }

@@ -7,7 +7,7 @@
 
 use anyhow::Context;
 use clap::Parser;
-use simulations::config::{FAULTS_MAX, FOLLOWERS_MAX};
+use simulations::config::{CHUNKS_MAX, FAULTS_MAX, FOLLOWERS_MAX};
 use simulations::gallery::{mutant_config, page};
 use simulations::{run, CheckConfig, Faults, FleetModel, Mutant, RunOptions};
 use stateright::Model;
@@ -68,6 +68,11 @@ struct Args {
     /// --wave-size 2+, slots for a whole wave; explored depth first).
     #[arg(long)]
     symmetry: bool,
+    /// Content chunks per release (1..=4, default 1: a format-1 bundle
+    /// staged whole). With 2 or more, agent-crash strikes at every point
+    /// of a chunked fetch and a restart resumes from re-verified chunks.
+    #[arg(long)]
+    chunks: Option<u8>,
     /// Check a named mutant instead of the real rules.
     #[arg(long)]
     mutant: Option<String>,
@@ -141,6 +146,12 @@ fn config(args: &Args) -> Result<CheckConfig, String> {
             ));
         }
         cfg.wave_size = size;
+    }
+    if let Some(chunks) = args.chunks {
+        if chunks == 0 || chunks > CHUNKS_MAX {
+            return Err(format!("--chunks: {chunks} is outside 1..={CHUNKS_MAX}"));
+        }
+        cfg.chunks = chunks;
     }
     cfg.symmetry |= args.symmetry;
     if cfg.symmetry {
