@@ -90,22 +90,22 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
     };
     let core = core::spawn(opened.log, (*cfg).clone(), allow_faults, deny, role);
     let bundles = Arc::new(bundle_dir);
+    let releases = Arc::new(releases);
+    let artifacts = Arc::new(release_store::Artifacts {
+        bundles: bundles.clone(),
+        releases: releases.clone(),
+    });
     ha::close_links_when_deposed(endpoint.clone());
     // Computed once: it warns when it would point nowhere.
     let me = opened.campaign.as_ref().map(|_| advert(&cfg));
     let own_agents = me.as_ref().map(|advert| advert.agents.clone());
-    tokio::spawn(links::serve(
-        endpoint,
-        core.clone(),
-        bundles.clone(),
-        own_agents,
-    ));
+    tokio::spawn(links::serve(endpoint, core.clone(), artifacts, own_agents));
     let api = http::Api {
         cfg: cfg.clone(),
         core: core.clone(),
         token: Arc::new(token),
         bundles,
-        releases: Arc::new(releases),
+        releases,
         key: Arc::new(key),
         streams: Default::default(),
     };

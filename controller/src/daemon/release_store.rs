@@ -113,6 +113,52 @@ impl ReleaseStore {
     }
 }
 
+/// What the agents' bundle and chunk streams are served from: format-1
+/// bundles, the signed manifests of accepted tree releases (asked for by
+/// release digest, as a bundle is) and their chunks.
+pub struct Artifacts {
+    /// Uploaded format-1 bundles.
+    pub bundles: std::sync::Arc<BundleDir>,
+    /// Accepted tree releases and their chunks.
+    pub releases: std::sync::Arc<ReleaseStore>,
+}
+
+impl protocol::quic::BundleStore for Artifacts {
+    /// A format-1 bundle, else the signed manifest of an accepted tree
+    /// release: its digest is the release digest, so the agent checks it
+    /// as it checks a bundle.
+    fn get(&self, digest: Digest) -> Option<Vec<u8>> {
+        if let Some(bytes) = protocol::quic::BundleStore::get(&*self.bundles, digest) {
+            return Some(bytes);
+        }
+        let path = self.releases.manifests.path(digest);
+        let bytes = releases::manifest::read_release_file(&path).ok()?;
+        // Serve only what still hashes to its name.
+        if releases::release_digest(&bytes) != digest {
+            tracing::warn!(
+                "{} hashes to another digest: refusing to serve it (tampered or damaged)",
+                path.display()
+            );
+            return None;
+        }
+        Some(bytes)
+    }
+}
+
+impl protocol::quic::ChunkSource for Artifacts {
+    /// A held chunk, re-verified as it is read (a damaged one is removed
+    /// and answered missing).
+    fn chunk(&self, digest: Digest) -> Option<Vec<u8>> {
+        match self.releases.chunks.get(&digest.0) {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!("chunk {digest} not served: {e}");
+                None
+            }
+        }
+    }
+}
+
 /// Decodes a chunk name: 64 lowercase hex digits.
 pub fn parse_chunk_name(text: &str) -> Result<Sha256Bytes, String> {
     let ok = text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
