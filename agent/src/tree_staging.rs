@@ -138,9 +138,26 @@ pub fn install(
     write_synced(&tmp, bytes)?;
     std::fs::rename(&tmp, &manifest_file).map_err(io(&manifest_file))?;
     sync_dir(&parent).map_err(io(&parent))?;
+    remove_stale_staging(&parent, digest);
     releases::tree::assemble(&release.manifest, store, &dir)
         .map_err(|source| StageError::Tree { digest, source })?;
     of_release(release, dir)
+}
+
+/// Removes the staging directories an earlier process left for `digest`
+/// (killed mid-assembly: `tree::assemble` names them by process id, and
+/// only cleans its own). Never trusted, only in the way of disk space;
+/// best effort.
+fn remove_stale_staging(parent: &Path, digest: Digest) {
+    let prefix = format!(".{}.staging-", digest.to_hex());
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// Loads the installed tree release `digest`: its stored manifest must
@@ -270,7 +287,13 @@ mod tests {
         store.put_bytes(&first, &contents[0]).expect("put");
         assert!(missing_chunks(&release, &store).expect("none").is_empty());
 
+        // A process killed mid-assembly left its staging directory.
+        let stale = data
+            .join("releases")
+            .join(format!(".{}.staging-1", digest.to_hex()));
+        std::fs::create_dir_all(stale.join("static")).expect("stale staging dir");
         let installed = install(data, &verifying, &release, &bytes, &store).expect("install");
+        assert!(!stale.exists(), "the stale staging directory was removed");
         assert_eq!(installed.run, vec!["python3", "app.py"]);
         let tree = release_dir(data, digest);
         assert_eq!(
