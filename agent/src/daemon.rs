@@ -15,6 +15,7 @@ use crate::probe::{probe, ProbeExpect};
 use crate::proxy::{self, Backend, Route};
 use crate::staging::{self, Installed, Release, StageError};
 use crate::supervisor::{route_process, AppSpec, Instance};
+use crate::tree_staging;
 use anyhow::Context;
 use ed25519_dalek::VerifyingKey;
 use model::agent::{agent_step, AgentEffect, AgentInput, AgentOp, AgentStage};
@@ -493,7 +494,7 @@ impl Agent {
             let r = &self.releases[&release];
             // The manifest's version, so one app file signed as v1 and as
             // v2 (`bundle sign --version`) answers as the release it is.
-            let mut env = vec![("FLEETWEFT_VERSION".to_string(), r.manifest.version.clone())];
+            let mut env = vec![("FLEETWEFT_VERSION".to_string(), r.version.clone())];
             if self.allow_faults && self.cfg.faults.answer_wrongly.contains(&release.to_hex()) {
                 env.push(("HELLO_ANSWER_WRONGLY".to_string(), "1".to_string()));
             }
@@ -503,7 +504,7 @@ impl Agent {
             AppSpec {
                 release,
                 dir: r.dir.clone(),
-                run: r.manifest.run.clone(),
+                run: r.run.clone(),
                 env,
             }
         };
@@ -539,10 +540,16 @@ impl Agent {
         let op = self.journal.state.op?;
         let conn = self.conn.clone()?;
         self.hold(HoldPoint::Fetch).await;
-        let bytes = match protocol::quic::fetch_bundle(&conn, op.release).await {
+        // The release digest names a format-1 bundle or a format-2 signed
+        // manifest; the bytes tell which.
+        let max = protocol::quic::SIGNED_FILE_BYTES_MAX;
+        let bytes = match protocol::quic::fetch_signed(&conn, op.release, max).await {
             Ok(bytes) => bytes,
             Err(e) => return Some(self.failed(&op, Stage::Fetch, fetch_failure(&e), e)),
         };
+        if tree_staging::is_tree_release(&bytes) {
+            return Some(self.stage_tree(&op, &conn, bytes).await);
+        }
         self.hold(HoldPoint::Verify).await;
         if let Err(e) = staging::verify(&self.key, op.release, &bytes) {
             return Some(self.failed(&op, Stage::Verify, stage_failure(&e), e));
@@ -552,8 +559,8 @@ impl Agent {
                 tracing::info!(
                     "staged {} ({} {})",
                     op.release,
-                    release.manifest.name,
-                    release.manifest.version
+                    release.name,
+                    release.version
                 );
                 self.releases.insert(op.release, release);
                 // Installed, not yet journaled as staged: a SIGKILL here
@@ -562,6 +569,69 @@ impl Agent {
                 Some(AgentInput::Staged)
             }
             Err(e) => Some(self.failed(&op, Stage::Stage, stage_failure(&e), e)),
+        }
+    }
+
+    /// Stages the format-2 release `op.release` whose signed manifest is
+    /// `bytes`: verify it (permanent on failure), fetch the chunks the
+    /// agent's store lacks (held ones re-hashed first), assemble the tree.
+    /// Disk work runs off the async threads.
+    async fn stage_tree(
+        &mut self,
+        op: &AgentOp,
+        conn: &quinn::Connection,
+        bytes: Vec<u8>,
+    ) -> AgentInput {
+        self.hold(HoldPoint::Verify).await;
+        let release = match tree_staging::verify(&self.key, op.release, &bytes) {
+            Ok(release) => release,
+            Err(e) => return self.failed(op, Stage::Verify, stage_failure(&e), e),
+        };
+        let data_dir = self.cfg.data_dir.clone();
+        let store = match tree_staging::open_store(&data_dir, op.release) {
+            Ok(store) => std::sync::Arc::new(store),
+            Err(e) => return self.failed(op, Stage::Fetch, stage_failure(&e), e),
+        };
+        let fetched = fetch_tree_chunks(conn, &release, store.clone()).await;
+        let (fetched, held) = match fetched {
+            Ok(counts) => counts,
+            Err(ChunkFetchError::Transport(e)) => {
+                return self.failed(op, Stage::Fetch, fetch_failure(&e), e)
+            }
+            Err(ChunkFetchError::Stage(e)) => {
+                return self.failed(op, Stage::Fetch, stage_failure(&e), e)
+            }
+        };
+        tracing::info!(
+            "release {}: {fetched} chunk(s) fetched, {held} already held",
+            op.release
+        );
+        let key = self.key;
+        let installed = tokio::task::spawn_blocking(move || {
+            tree_staging::install(&data_dir, &key, &release, &bytes, &store)
+        })
+        .await;
+        match installed {
+            Ok(Ok(release)) => {
+                tracing::info!(
+                    "staged {} ({} {})",
+                    op.release,
+                    release.name,
+                    release.version
+                );
+                self.releases.insert(op.release, release);
+                self.hold(HoldPoint::Stage).await;
+                AgentInput::Staged
+            }
+            Ok(Err(e)) => self.failed(op, Stage::Stage, stage_failure(&e), e),
+            Err(e) => self.failed(
+                op,
+                Stage::Stage,
+                StageFailure::Transient {
+                    bundle_missing: false,
+                },
+                e,
+            ),
         }
     }
 
@@ -667,6 +737,88 @@ fn readback_due(answered_at: Option<Instant>, now: Instant) -> bool {
     }
 }
 
+/// Most chunk requests an agent has in flight at once: each holds at most
+/// one chunk (`CHUNK_BYTES_MAX`, 4 MiB) in memory, and each is a QUIC
+/// stream, of which the controller allows `STREAMS_BIDI_MAX` (8) per agent,
+/// the control stream included.
+pub const CHUNK_FETCHES_IN_FLIGHT_MAX: usize = 4;
+
+const _: () = assert!(CHUNK_FETCHES_IN_FLIGHT_MAX < protocol::quic::STREAMS_BIDI_MAX as usize);
+
+/// Why fetching a tree's chunks failed.
+#[derive(Debug)]
+enum ChunkFetchError {
+    /// The transfer of one chunk failed (typed by the transport).
+    Transport(protocol::quic::TransportError),
+    /// The agent's chunk store failed.
+    Stage(StageError),
+}
+
+/// Fetches the chunks of `release` that `store` lacks (held ones are
+/// re-hashed first, a torn one removed and fetched again), at most
+/// [`CHUNK_FETCHES_IN_FLIGHT_MAX`] at once, each stored as it arrives.
+/// Returns (chunks fetched, chunks already held).
+async fn fetch_tree_chunks(
+    conn: &quinn::Connection,
+    release: &releases::VerifiedRelease,
+    store: std::sync::Arc<releases::ChunkStore>,
+) -> Result<(usize, usize), ChunkFetchError> {
+    let digest = release.digest;
+    let (rehash_release, rehash_store) = (release.clone(), store.clone());
+    let missing = tokio::task::spawn_blocking(move || {
+        tree_staging::missing_chunks(&rehash_release, &rehash_store)
+    })
+    .await
+    .map_err(|e| ChunkFetchError::Stage(join_error(digest, e)))?
+    .map_err(ChunkFetchError::Stage)?;
+    let held = release.manifest.unique_chunks().len() - missing.len();
+    let fetched = missing.len();
+    let mut queue = missing.into_iter();
+    let mut in_flight = tokio::task::JoinSet::new();
+    loop {
+        while in_flight.len() < CHUNK_FETCHES_IN_FLIGHT_MAX {
+            let Some(chunk) = queue.next() else { break };
+            in_flight.spawn(fetch_one_chunk(conn.clone(), store.clone(), digest, chunk));
+        }
+        match in_flight.join_next().await {
+            None => return Ok((fetched, held)),
+            Some(Ok(Ok(()))) => {}
+            Some(Ok(Err(e))) => return Err(e),
+            Some(Err(e)) => return Err(ChunkFetchError::Stage(join_error(digest, e))),
+        }
+    }
+}
+
+/// Fetches one chunk and stores it (verified again as it lands).
+async fn fetch_one_chunk(
+    conn: quinn::Connection,
+    store: std::sync::Arc<releases::ChunkStore>,
+    release: Digest,
+    chunk: releases::ChunkRef,
+) -> Result<(), ChunkFetchError> {
+    let bytes = protocol::quic::fetch_chunk(&conn, Digest(chunk.sha256))
+        .await
+        .map_err(ChunkFetchError::Transport)?;
+    tokio::task::spawn_blocking(move || store.put_bytes(&chunk.sha256, &bytes))
+        .await
+        .map_err(|e| ChunkFetchError::Stage(join_error(release, e)))?
+        .map_err(|source| {
+            ChunkFetchError::Stage(StageError::Tree {
+                digest: release,
+                source,
+            })
+        })?;
+    Ok(())
+}
+
+/// A blocking task that panicked or was cancelled, as a staging error.
+fn join_error(digest: Digest, e: tokio::task::JoinError) -> StageError {
+    StageError::Tree {
+        digest,
+        source: releases::ReleaseError::Malformed(format!("staging task failed: {e}")),
+    }
+}
+
 /// The table's error class of a staging error (SPEC §5's second axis).
 fn stage_failure(error: &StageError) -> StageFailure {
     if error.permanent() {
@@ -685,7 +837,7 @@ fn fetch_failure(error: &protocol::quic::TransportError) -> StageFailure {
     use protocol::quic::TransportError as E;
     match error {
         E::BadFrame(_) | E::UnexpectedFrame { .. } => StageFailure::MissingEvidence,
-        E::BundleMissing(_) => StageFailure::Transient {
+        E::BundleMissing(_) | E::ChunkMissing(_) => StageFailure::Transient {
             bundle_missing: true,
         },
         _ => StageFailure::Transient {

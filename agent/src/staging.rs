@@ -2,6 +2,11 @@
 //! received, the app file and the manifest. Nothing here is trusted on its
 //! own word: loading a release re-verifies the bundle (signature and digest)
 //! every time.
+//!
+//! A format-2 (tree) release is staged by [`crate::tree_staging`]: its tree
+//! is `DATA/releases/<digest>/` and its signed manifest lies beside it at
+//! `DATA/releases/<digest>.release`; [`load`], [`observe`] and
+//! [`read_back`] tell the formats apart by that file.
 
 use crate::probe::ProbeExpect;
 use ed25519_dalek::VerifyingKey;
@@ -16,18 +21,40 @@ pub const BUNDLE_FILE: &str = "bundle";
 /// over the real one (a dot file: never a manifest's app file name).
 const APP_TEMP_FILE: &str = ".app.tmp";
 
-/// A verified release ready to run.
+/// A verified release ready to run, of either format: what the
+/// supervisor starts and the probe judges comes from its signed manifest.
 #[derive(Clone, Debug)]
 pub struct Release {
+    /// The release identity.
     pub digest: Digest,
+    /// The directory the app runs in.
     pub dir: PathBuf,
-    pub manifest: Manifest,
+    /// The manifest's name.
+    pub name: String,
+    /// The manifest's version.
+    pub version: String,
+    /// The command that starts the app, run in `dir`.
+    pub run: Vec<String>,
+    /// What the route probe expects.
+    pub probe: ProbeExpect,
 }
 
 impl Release {
     /// What the route probe expects of this release.
     pub fn probe_expect(&self) -> ProbeExpect {
-        self.manifest.probe.clone()
+        self.probe.clone()
+    }
+
+    /// A format-1 release installed in `dir`.
+    fn of_bundle(digest: Digest, dir: PathBuf, manifest: Manifest) -> Release {
+        Release {
+            digest,
+            dir,
+            name: manifest.name,
+            version: manifest.version,
+            run: manifest.run,
+            probe: manifest.probe,
+        }
     }
 }
 
@@ -47,14 +74,40 @@ pub enum StageError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A format-2 release manifest that does not verify (signature, format,
+    /// paths, limits): it fails the same way again.
+    #[error("release {digest} refused: {source}")]
+    TreeRefused {
+        digest: Digest,
+        #[source]
+        source: releases::ReleaseError,
+    },
+    /// Storing chunks or assembling the tree failed (disk, a chunk gone or
+    /// damaged meanwhile): another attempt can succeed.
+    #[error("staging the tree of release {digest}: {source}")]
+    Tree {
+        digest: Digest,
+        #[source]
+        source: releases::ReleaseError,
+    },
+    /// The installed tree no longer matches its signed manifest.
+    #[error("the installed tree of release {digest} does not match its manifest: {source}")]
+    TreeAltered {
+        digest: Digest,
+        #[source]
+        source: releases::ReleaseError,
+    },
 }
 
 impl StageError {
-    /// A refused or mismatched bundle fails the same way again.
+    /// A refused or mismatched bundle or release manifest fails the same
+    /// way again.
     pub fn permanent(&self) -> bool {
         matches!(
             self,
-            StageError::Refused { .. } | StageError::WrongDigest { .. }
+            StageError::Refused { .. }
+                | StageError::WrongDigest { .. }
+                | StageError::TreeRefused { .. }
         )
     }
 }
@@ -145,11 +198,7 @@ pub fn install(
     sync_dir(&tmp).map_err(io(&tmp))?;
     std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
     sync_dir(&parent).map_err(io(&parent))?;
-    Ok(Release {
-        digest,
-        dir,
-        manifest: verified.manifest,
-    })
+    Ok(Release::of_bundle(digest, dir, verified.manifest))
 }
 
 /// Read back the installed release `digest`: hash its bundle file, and
@@ -165,9 +214,18 @@ pub fn install(
 ///   [`model::ArtifactRead::AppFileAltered`] (read something else);
 /// - otherwise `Digest(digest)`.
 pub fn read_back(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> model::ArtifactRead {
+    if crate::tree_staging::is_installed_tree(data_dir, digest) {
+        return crate::tree_staging::read_back(data_dir, key, digest);
+    }
     let verified = match read_installed(data_dir, key, digest) {
         Ok(verified) => verified,
         Err(StageError::Io { .. }) => return model::ArtifactRead::Unreadable,
+        // Format-2 errors do not come from a bundle read: never reached.
+        Err(
+            StageError::TreeRefused { .. }
+            | StageError::Tree { .. }
+            | StageError::TreeAltered { .. },
+        ) => return model::ArtifactRead::Unreadable,
         Err(StageError::WrongDigest { actual, .. }) => return model::ArtifactRead::Digest(actual),
         // The bytes hash to the intended release, so they are it; they can
         // only stop verifying if the trusted key changed.
@@ -183,6 +241,9 @@ pub fn read_back(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> model::
 
 /// Load an installed release, re-verifying its bundle and its app file.
 pub fn load(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> Result<Release, StageError> {
+    if crate::tree_staging::is_installed_tree(data_dir, digest) {
+        return crate::tree_staging::load(data_dir, key, digest);
+    }
     let verified = read_installed(data_dir, key, digest)?;
     let dir = release_dir(data_dir, digest);
     // The app file is what runs: rewrite it from the verified bundle so a
@@ -195,11 +256,7 @@ pub fn load(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> Result<Relea
     if std::fs::read(&app_file).ok().as_deref() != Some(verified.app.as_slice()) {
         replace_synced(&dir, &app_file, &verified.app)?;
     }
-    Ok(Release {
-        digest,
-        dir,
-        manifest: verified.manifest,
-    })
+    Ok(Release::of_bundle(digest, dir, verified.manifest))
 }
 
 /// Read the installed bundle of `digest` and check it: its bytes must hash
@@ -233,11 +290,12 @@ fn replace_synced(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), StageErro
 }
 
 /// Fsyncs a directory: the names created or renamed in it become durable.
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
-fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), StageError> {
+/// Creates `path` with `bytes` and fsyncs it.
+pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), StageError> {
     let io = |source| StageError::Io {
         path: path.to_path_buf(),
         source,

@@ -235,6 +235,33 @@ impl ApiClient {
         self.decode(path, &answer)
     }
 
+    /// HEAD: `true` when the controller holds what `path` names (a 2xx),
+    /// `false` on a 404.
+    pub async fn exists(&self, path: &str) -> Result<bool, ClientError> {
+        match self.call("HEAD", path, Bytes::new(), None).await {
+            Ok(_) => Ok(true),
+            Err(ClientError::Status { status: 404, .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// PUT raw bytes and decode the JSON answer.
+    pub async fn put_bytes<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        body: Vec<u8>,
+    ) -> Result<T, ClientError> {
+        let answer = self
+            .call(
+                "PUT",
+                path,
+                Bytes::from(body),
+                Some("application/octet-stream"),
+            )
+            .await?;
+        self.decode(path, &answer)
+    }
+
     fn decode<T: serde::de::DeserializeOwned>(
         &self,
         path: &str,

@@ -8,4 +8,5 @@
 pub mod deep;
 pub mod ops;
 pub mod release_tree;
+pub mod release_upload;
 pub mod watch;

@@ -463,7 +463,8 @@ impl PageFlags {
 enum RolloutCommand {
     /// Upload a signed bundle and start rolling it out.
     Start {
-        /// The signed bundle file.
+        /// The signed bundle file, or a format-2 release directory (`bundle
+        /// sign --dir`'s OUT), uploaded resumably as `bundle upload` does.
         #[arg(long)]
         bundle: PathBuf,
         /// The canary node. With --select and no --canary, the first
@@ -613,6 +614,19 @@ enum BundleCommand {
         /// directory); must not exist.
         #[arg(long)]
         out: PathBuf,
+    },
+    /// Upload a release to the controller without starting a rollout;
+    /// print its digest (what `rollout start` and `POST /api/rollouts`
+    /// name). A format-1 bundle file is posted whole. A format-2 release
+    /// directory (`bundle sign --dir`'s OUT) is uploaded resumably: each
+    /// chunk is asked for and only the missing ones are sent, one at a
+    /// time from disk, with a progress line per chunk on stderr; then the
+    /// signed manifest. Run it again to resume an interrupted upload.
+    Upload {
+        /// The bundle file, or a format-2 release directory or manifest.
+        bundle: PathBuf,
+        #[command(flatten)]
+        api: ApiArgs,
     },
     /// Verify a bundle against a public key; print name, version, digest.
     /// A format-2 release (its directory or manifest file) is verified
@@ -994,6 +1008,9 @@ fn main() -> ExitCode {
                 pubkey,
                 json,
             } => cli::release_tree::inspect(&bundle, pubkey.as_deref(), json),
+            BundleCommand::Upload { bundle, api } => Ok(api_command(&api, |c, json| async move {
+                cli::release_upload::upload(&c, &bundle, json).await
+            })),
         },
         Command::Controller {
             config,
@@ -2484,11 +2501,15 @@ fn rollout(command: RolloutCommand) -> ExitCode {
                 Ok(s) => s,
                 Err(why) => return usage(&format!("--select: {why}")),
             };
-            let bytes = match protocol::bundle::read_bundle(&bundle) {
-                Ok(b) => b,
-                Err(e) => {
-                    eprintln!("fleetweft: reading {}: {e}", bundle.display());
-                    return ExitCode::from(cli::ops::EXIT_USAGE);
+            let bytes = if cli::release_tree::is_release(&bundle) {
+                cli::ops::ReleaseSource::Tree(bundle)
+            } else {
+                match protocol::bundle::read_bundle(&bundle) {
+                    Ok(b) => cli::ops::ReleaseSource::Bundle(b),
+                    Err(e) => {
+                        eprintln!("fleetweft: reading {}: {e}", bundle.display());
+                        return ExitCode::from(cli::ops::EXIT_USAGE);
+                    }
                 }
             };
             let request = cli::ops::StartRequest {

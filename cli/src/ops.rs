@@ -115,7 +115,8 @@ fn opt(v: &Option<String>) -> String {
     v.clone().unwrap_or_else(|| "-".to_string())
 }
 
-fn json_text<T: serde::Serialize>(value: &T) -> String {
+/// A value as pretty JSON with a trailing newline (what `--json` prints).
+pub fn json_text<T: serde::Serialize>(value: &T) -> String {
     let mut s = serde_json::to_string_pretty(value).unwrap_or_default();
     s.push('\n');
     s
@@ -692,11 +693,21 @@ pub fn render_unresolved(entries: &[Unresolved]) -> String {
     out
 }
 
+/// The release `fleetweft rollout start` uploads first.
+#[derive(Debug, Clone)]
+pub enum ReleaseSource {
+    /// A format-1 bundle's bytes, posted whole.
+    Bundle(Vec<u8>),
+    /// A format-2 release directory (or its manifest), uploaded chunk by
+    /// chunk, resumably ([`crate::release_upload::upload_tree`]).
+    Tree(std::path::PathBuf),
+}
+
 /// What `fleetweft rollout start` asks for.
 #[derive(Debug, Clone)]
 pub struct StartRequest {
-    /// The signed bundle's bytes.
-    pub bundle: Vec<u8>,
+    /// The release to upload and roll out.
+    pub bundle: ReleaseSource,
     /// Canary node (with `select`, the first selected node when `None`).
     pub canary: Option<String>,
     /// Followers in order.
@@ -725,7 +736,15 @@ pub async fn rollout_start(
     request: StartRequest,
     json: bool,
 ) -> Result<Output, Failure> {
-    let uploaded: UploadReply = client.post_bytes("/api/bundles", request.bundle).await?;
+    let uploaded: UploadReply = match request.bundle {
+        ReleaseSource::Bundle(bytes) => client.post_bytes("/api/bundles", bytes).await?,
+        ReleaseSource::Tree(path) => {
+            let progress = &mut |line: String| eprintln!("{line}");
+            crate::release_upload::upload_tree(client, &path, progress)
+                .await?
+                .0
+        }
+    };
     let digest = uploaded.digest.clone();
     let body = StartRollout {
         release: digest.clone(),

@@ -93,6 +93,23 @@ pub enum FrameBody {
         /// `None` while no leader is known.
         leader: Option<String>,
     },
+    /// First frame on a chunk stream (issue #23 item 2): the agent asks
+    /// for one content chunk of a format-2 release by its SHA-256.
+    /// Appended after the older variants so their encodings stay the same;
+    /// a controller that does not know it closes the stream's connection as
+    /// for any unexpected frame, which the agent retries as transient.
+    FetchChunk {
+        /// SHA-256 of the chunk bytes wanted.
+        digest: Digest,
+    },
+    /// The controller holds the chunk; exactly `len` raw bytes follow the
+    /// frame (at most [`crate::quic::CHUNK_BYTES_MAX`]).
+    ChunkFollows {
+        /// Number of raw bytes after this frame.
+        len: u64,
+    },
+    /// The controller holds no chunk with the asked-for digest.
+    ChunkMissing,
 }
 
 /// The encoded shape of a frame body: the version travels inside every frame

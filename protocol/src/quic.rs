@@ -5,8 +5,9 @@
 //!   right after connecting. Both sides exchange frames on it for the life of
 //!   the connection. QUIC makes a stream visible to the peer only once data
 //!   is sent on it, so the agent speaks first (its `Hello`, SPEC);
-//! - **bundle streams**: every later bidirectional stream the agent opens
-//!   carries one `FetchBundle` request and its answer.
+//! - **bundle and chunk streams**: every later bidirectional stream the
+//!   agent opens carries one `FetchBundle` or `FetchChunk` request (its
+//!   first frame decides) and its answer.
 //!
 //! QUIC hands bidirectional streams to the acceptor in stream-id order, so
 //! the controller's first accepted stream is always the control stream.
@@ -37,6 +38,23 @@ pub use crate::bundle::BUNDLE_BYTES_MAX;
 
 // The announced length is read into a usize buffer.
 const _: () = assert!(BUNDLE_BYTES_MAX <= usize::MAX as u64);
+
+/// Largest signed file served on a bundle stream, in bytes: a format-1
+/// bundle (at most [`BUNDLE_BYTES_MAX`]) or the signed manifest of a
+/// format-2 release (the `releases` crate's `RELEASE_FILE_BYTES_MAX`, a
+/// 32 MiB manifest plus its magic and signature; that crate asserts it
+/// fits). An agent asks for a release by digest before it knows its
+/// format, so it accepts up to this bound and tells the format by the
+/// bytes.
+pub const SIGNED_FILE_BYTES_MAX: u64 = 33 * 1024 * 1024;
+
+const _: () = assert!(BUNDLE_BYTES_MAX <= SIGNED_FILE_BYTES_MAX);
+const _: () = assert!(SIGNED_FILE_BYTES_MAX <= usize::MAX as u64);
+
+/// Largest content chunk sent or accepted on a chunk stream, in bytes: the
+/// `releases` crate's `CHUNK_BYTES_MAX` (it asserts both are equal). What
+/// one chunk request may make either side hold in memory.
+pub const CHUNK_BYTES_MAX: u64 = 4 * 1024 * 1024;
 
 /// Interval between QUIC keep-alive pings. Well under [`IDLE_TIMEOUT`] so a
 /// healthy but quiet connection (no rollout in progress) is never idled out.
@@ -172,6 +190,35 @@ pub enum TransportError {
     /// The bundle's SHA-256 is not the digest asked for.
     #[error("bundle digest mismatch: asked for {expected}, got {got}")]
     DigestMismatch {
+        /// Digest asked for.
+        expected: Digest,
+        /// SHA-256 of the bytes received.
+        got: Digest,
+    },
+    /// The controller holds no chunk with this digest.
+    #[error("controller has no chunk {0}")]
+    ChunkMissing(Digest),
+    /// A chunk's announced length is 0 or exceeds [`CHUNK_BYTES_MAX`].
+    #[error("chunk {digest}: announced length {len} is outside 1..={max} bytes")]
+    ChunkLength {
+        /// The chunk asked for.
+        digest: Digest,
+        /// Announced length.
+        len: u64,
+        /// [`CHUNK_BYTES_MAX`].
+        max: u64,
+    },
+    /// A chunk stream ended before the announced bytes, or carried more.
+    #[error("chunk {digest}: {why}")]
+    ChunkStream {
+        /// The chunk asked for.
+        digest: Digest,
+        /// What was wrong with the stream.
+        why: String,
+    },
+    /// A chunk's bytes hash to something else than the digest asked for.
+    #[error("chunk digest mismatch: asked for {expected}, got {got}")]
+    ChunkDigestMismatch {
         /// Digest asked for.
         expected: Digest,
         /// SHA-256 of the bytes received.
@@ -361,6 +408,26 @@ where
     }
 }
 
+/// Where the controller finds content chunks of format-2 releases to
+/// serve, by SHA-256 (issue #23 item 2).
+pub trait ChunkSource: Send + Sync + 'static {
+    /// The chunk bytes whose SHA-256 is `digest`, re-verified, if held.
+    /// At most [`CHUNK_BYTES_MAX`] bytes: a longer answer is served as
+    /// missing.
+    fn chunk(&self, digest: Digest) -> Option<Vec<u8>>;
+}
+
+/// A chunk source that holds nothing: every chunk request is answered
+/// [`FrameBody::ChunkMissing`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoChunks;
+
+impl ChunkSource for NoChunks {
+    fn chunk(&self, _digest: Digest) -> Option<Vec<u8>> {
+        None
+    }
+}
+
 /// The SHA-256 fingerprint of the leaf certificate a peer presented at the
 /// handshake, if any.
 pub fn peer_fingerprint(conn: &Connection) -> Option<[u8; 32]> {
@@ -461,17 +528,34 @@ impl AgentLink {
 
     /// Answers the agent's bundle requests until the connection closes.
     /// Each request is served in its own task; a bad request closes the
-    /// connection. Call after [`AgentLink::control`].
+    /// connection. Call after [`AgentLink::control`]. Chunk requests are
+    /// answered missing; see [`AgentLink::serve_streams`].
     pub async fn serve_bundles<S: BundleStore>(&self, store: Arc<S>) -> TransportError {
+        self.serve_streams(store, Arc::new(NoChunks)).await
+    }
+
+    /// Answers the agent's bundle and chunk requests until the connection
+    /// closes: each later stream the agent opens carries one request, and
+    /// its first frame decides which ([`FrameBody::FetchBundle`] or
+    /// [`FrameBody::FetchChunk`]). Each is served in its own task (at most
+    /// [`STREAMS_BIDI_MAX`] at once, QUIC's own bound); a bad request
+    /// closes the connection. Call after [`AgentLink::control`].
+    pub async fn serve_streams<S: BundleStore, C: ChunkSource>(
+        &self,
+        store: Arc<S>,
+        chunks: Arc<C>,
+    ) -> TransportError {
         loop {
             match self.conn.accept_bi().await {
                 Ok((send, recv)) => {
                     let conn = self.conn.clone();
                     let store = store.clone();
+                    let chunks = chunks.clone();
                     let node = self.node.clone();
                     tokio::spawn(async move {
-                        if let Err(e) = serve_one_bundle(&conn, send, recv, &*store).await {
-                            debug!(%node, error = %e, "bundle request failed");
+                        let sources = (&*store, &*chunks);
+                        if let Err(e) = serve_one_stream(&conn, send, recv, sources).await {
+                            debug!(%node, error = %e, "bundle or chunk request failed");
                         }
                     });
                 }
@@ -481,20 +565,23 @@ impl AgentLink {
     }
 }
 
-/// Answers one bundle stream: `FetchBundle` in, `BundleFollows` + bytes or
-/// `BundleMissing` out.
-async fn serve_one_bundle<S: BundleStore + ?Sized>(
-    conn: &Connection,
-    mut send: SendStream,
-    mut recv: RecvStream,
-    store: &S,
-) -> Result<(), TransportError> {
-    let request = match tokio::time::timeout(REQUEST_TIMEOUT, read_frame(&mut recv)).await {
+/// What one request asks for.
+enum Request {
+    Bundle(Digest),
+    Chunk(Digest),
+}
+
+/// Reads the request frame of one bundle or chunk stream (within
+/// [`REQUEST_TIMEOUT`]); a frame that is neither request closes the
+/// connection.
+async fn read_request(conn: &Connection, recv: &mut RecvStream) -> Result<Request, TransportError> {
+    let request = match tokio::time::timeout(REQUEST_TIMEOUT, read_frame(recv)).await {
         Ok(result) => result,
         Err(_) => return Err(TransportError::RequestTimeout(REQUEST_TIMEOUT)),
     };
-    let digest = match request {
-        Ok(FrameBody::FetchBundle { digest }) => digest,
+    match request {
+        Ok(FrameBody::FetchBundle { digest }) => Ok(Request::Bundle(digest)),
+        Ok(FrameBody::FetchChunk { digest }) => Ok(Request::Chunk(digest)),
         Ok(other) => {
             let got = format!("{other:?}");
             warn!(peer = %conn.remote_address(), frame = %got, "closing connection: unexpected frame on bundle stream");
@@ -503,38 +590,79 @@ async fn serve_one_bundle<S: BundleStore + ?Sized>(
                 CLOSE_UNEXPECTED_FRAME,
                 "unexpected frame on bundle stream",
             );
-            return Err(TransportError::UnexpectedFrame {
+            Err(TransportError::UnexpectedFrame {
                 stream: "bundle",
                 got,
-            });
+            })
         }
         Err(e) if e.is_protocol_violation() => {
             warn!(peer = %conn.remote_address(), error = %e, "closing connection: bad frame on bundle stream");
             close(conn, CLOSE_BAD_FRAME, &e.to_string());
-            return Err(TransportError::BadFrame(e));
+            Err(TransportError::BadFrame(e))
         }
-        Err(e) => return Err(TransportError::Frame(e)),
+        Err(e) => Err(TransportError::Frame(e)),
+    }
+}
+
+/// Answers one stream: `FetchBundle` in, `BundleFollows` + bytes or
+/// `BundleMissing` out; or `FetchChunk` in, `ChunkFollows` + bytes or
+/// `ChunkMissing` out.
+async fn serve_one_stream<S: BundleStore + ?Sized, C: ChunkSource + ?Sized>(
+    conn: &Connection,
+    mut send: SendStream,
+    mut recv: RecvStream,
+    (store, chunks): (&S, &C),
+) -> Result<(), TransportError> {
+    let (answer, missing) = match read_request(conn, &mut recv).await? {
+        Request::Bundle(digest) => {
+            let bundle = store.get(digest).filter(|bytes| {
+                let fits = bytes.len() as u64 <= SIGNED_FILE_BYTES_MAX;
+                if !fits {
+                    // The agent would refuse it anyway; say missing rather
+                    // than send it for nothing.
+                    warn!(%digest, len = bytes.len(), "stored bundle exceeds SIGNED_FILE_BYTES_MAX; answering missing");
+                }
+                fits
+            });
+            let follows = bundle.map(|b| {
+                (
+                    FrameBody::BundleFollows {
+                        len: b.len() as u64,
+                    },
+                    b,
+                )
+            });
+            (follows, FrameBody::BundleMissing)
+        }
+        Request::Chunk(digest) => {
+            let chunk = chunks.chunk(digest).filter(|bytes| {
+                let fits = !bytes.is_empty() && bytes.len() as u64 <= CHUNK_BYTES_MAX;
+                if !fits {
+                    warn!(%digest, len = bytes.len(), "stored chunk is empty or exceeds CHUNK_BYTES_MAX; answering missing");
+                }
+                fits
+            });
+            let follows = chunk.map(|c| {
+                (
+                    FrameBody::ChunkFollows {
+                        len: c.len() as u64,
+                    },
+                    c,
+                )
+            });
+            (follows, FrameBody::ChunkMissing)
+        }
     };
-    let bundle = store.get(digest).filter(|bytes| {
-        let fits = bytes.len() as u64 <= BUNDLE_BYTES_MAX;
-        if !fits {
-            // The agent would refuse it anyway; say missing rather than send
-            // 16+ MiB for nothing.
-            warn!(%digest, len = bytes.len(), "stored bundle exceeds BUNDLE_BYTES_MAX; answering missing");
-        }
-        fits
-    });
-    match bundle {
-        Some(bytes) => {
-            let len = bytes.len() as u64;
-            write_frame(&mut send, &FrameBody::BundleFollows { len })
+    match answer {
+        Some((frame, bytes)) => {
+            write_frame(&mut send, &frame)
                 .await
                 .map_err(TransportError::Frame)?;
             send.write_all(&bytes)
                 .await
                 .map_err(|e| TransportError::Frame(FrameError::Write(e.to_string())))?;
         }
-        None => write_frame(&mut send, &FrameBody::BundleMissing)
+        None => write_frame(&mut send, &missing)
             .await
             .map_err(TransportError::Frame)?,
     }
@@ -547,6 +675,19 @@ async fn serve_one_bundle<S: BundleStore + ?Sized>(
 /// Fetches the bundle with SHA-256 `digest` over a new stream on `conn` and
 /// checks the bytes hash to `digest`.
 pub async fn fetch_bundle(conn: &Connection, digest: Digest) -> Result<Vec<u8>, TransportError> {
+    fetch_signed(conn, digest, BUNDLE_BYTES_MAX).await
+}
+
+/// Fetches the signed file (a format-1 bundle or a format-2 release's
+/// signed manifest) whose SHA-256 is `digest`, accepting at most `max`
+/// bytes (at most [`SIGNED_FILE_BYTES_MAX`]), and checks the bytes hash
+/// to `digest`.
+pub async fn fetch_signed(
+    conn: &Connection,
+    digest: Digest,
+    max: u64,
+) -> Result<Vec<u8>, TransportError> {
+    let max = max.min(SIGNED_FILE_BYTES_MAX);
     let (mut send, mut recv) = conn.open_bi().await.map_err(TransportError::Connection)?;
     write_frame(&mut send, &FrameBody::FetchBundle { digest })
         .await
@@ -564,13 +705,10 @@ pub async fn fetch_bundle(conn: &Connection, digest: Digest) -> Result<Vec<u8>, 
         Err(e) if e.is_protocol_violation() => return Err(TransportError::BadFrame(e)),
         Err(e) => return Err(TransportError::Frame(e)),
     };
-    if len > BUNDLE_BYTES_MAX {
-        return Err(TransportError::BundleTooLarge {
-            len,
-            max: BUNDLE_BYTES_MAX,
-        });
+    if len > max {
+        return Err(TransportError::BundleTooLarge { len, max });
     }
-    // In bounds: len <= BUNDLE_BYTES_MAX, which fits usize on every target.
+    // In bounds: len <= SIGNED_FILE_BYTES_MAX, which fits usize.
     let mut bytes = vec![0u8; len as usize];
     recv.read_exact(&mut bytes).await.map_err(|e| match e {
         quinn::ReadExactError::FinishedEarly(got) => {
@@ -590,6 +728,69 @@ pub async fn fetch_bundle(conn: &Connection, digest: Digest) -> Result<Vec<u8>, 
             got,
         });
     }
+    Ok(bytes)
+}
+
+/// Fetches the content chunk whose SHA-256 is `digest` over a new stream
+/// on `conn`: the announced length is checked against
+/// [`CHUNK_BYTES_MAX`] before anything is allocated, the bytes are hashed
+/// before they are returned, and a stream that ends early, runs long or
+/// hashes to anything else is a typed error. At most one chunk is held.
+pub async fn fetch_chunk(conn: &Connection, digest: Digest) -> Result<Vec<u8>, TransportError> {
+    let (mut send, mut recv) = conn.open_bi().await.map_err(TransportError::Connection)?;
+    write_frame(&mut send, &FrameBody::FetchChunk { digest })
+        .await
+        .map_err(TransportError::Frame)?;
+    let _ = send.finish();
+    let len = match read_frame(&mut recv).await {
+        Ok(FrameBody::ChunkFollows { len }) => len,
+        Ok(FrameBody::ChunkMissing) => return Err(TransportError::ChunkMissing(digest)),
+        Ok(other) => {
+            return Err(TransportError::UnexpectedFrame {
+                stream: "chunk",
+                got: format!("{other:?}"),
+            })
+        }
+        Err(e) if e.is_protocol_violation() => return Err(TransportError::BadFrame(e)),
+        Err(e) => return Err(TransportError::Frame(e)),
+    };
+    if len == 0 || len > CHUNK_BYTES_MAX {
+        return Err(TransportError::ChunkLength {
+            digest,
+            len,
+            max: CHUNK_BYTES_MAX,
+        });
+    }
+    let bytes = read_chunk_bytes(&mut recv, digest, len).await?;
+    let got = Digest(Sha256::digest(&bytes).into());
+    if got != digest {
+        return Err(TransportError::ChunkDigestMismatch {
+            expected: digest,
+            got,
+        });
+    }
+    Ok(bytes)
+}
+
+/// Reads exactly `len` (checked <= [`CHUNK_BYTES_MAX`]) bytes, then the
+/// end of the stream.
+async fn read_chunk_bytes(
+    recv: &mut RecvStream,
+    digest: Digest,
+    len: u64,
+) -> Result<Vec<u8>, TransportError> {
+    let stream = |why: String| TransportError::ChunkStream { digest, why };
+    // In bounds: len <= CHUNK_BYTES_MAX.
+    let mut bytes = vec![0u8; len as usize];
+    recv.read_exact(&mut bytes).await.map_err(|e| match e {
+        quinn::ReadExactError::FinishedEarly(got) => {
+            stream(format!("ended after {got} of {len} bytes"))
+        }
+        quinn::ReadExactError::ReadError(e) => stream(e.to_string()),
+    })?;
+    recv.read_to_end(0)
+        .await
+        .map_err(|e| stream(format!("more than the announced {len} bytes: {e}")))?;
     Ok(bytes)
 }
 

@@ -442,6 +442,118 @@ async fn bundles_are_fetched_by_digest_and_checked() {
     ));
 }
 
+/// A chunk source for tests: a map, with one entry answering bytes that
+/// hash to something else.
+struct MapChunks(HashMap<Digest, Vec<u8>>);
+
+impl quic::ChunkSource for MapChunks {
+    fn chunk(&self, digest: Digest) -> Option<Vec<u8>> {
+        self.0.get(&digest).cloned()
+    }
+}
+
+#[tokio::test]
+async fn chunks_and_bundles_share_the_streams_and_chunks_are_checked() {
+    let ca = Ca::new("fleet");
+    let (endpoint, addr) = controller(&ca);
+    let chunk = b"a content chunk ".repeat(4096);
+    let chunk_digest = Digest(Sha256::digest(&chunk).into());
+    let liar = Digest::repeat(0xbb);
+    let chunks = MapChunks(HashMap::from([
+        (chunk_digest, chunk.clone()),
+        (liar, b"other bytes".to_vec()),
+    ]));
+    let bundle = b"a bundle".to_vec();
+    let bundle_digest = Digest(Sha256::digest(&bundle).into());
+    let bundles = HashMap::from([(bundle_digest, bundle.clone())]);
+    let store = Arc::new(move |digest: Digest| bundles.get(&digest).cloned());
+    let (agent, link, _control) =
+        linked(&endpoint, addr, ca.client(&["node-a.nodes.fleetweft"])).await;
+    let server = tokio::spawn(async move { link.serve_streams(store, Arc::new(chunks)).await });
+    let conn = agent.connection();
+    let (a, b, c) = tokio::join!(
+        quic::fetch_chunk(conn, chunk_digest),
+        quic::fetch_chunk(conn, chunk_digest),
+        quic::fetch_signed(conn, bundle_digest, quic::SIGNED_FILE_BYTES_MAX),
+    );
+    assert_eq!(a.expect("chunk"), chunk);
+    assert_eq!(b.expect("chunk again"), chunk);
+    assert_eq!(c.expect("bundle"), bundle);
+    let err = step(quic::fetch_chunk(conn, liar)).await.expect_err("liar");
+    assert!(
+        matches!(err, TransportError::ChunkDigestMismatch { expected, .. } if expected == liar),
+        "{err:?}"
+    );
+    let missing = Digest::repeat(0x44);
+    let err = step(quic::fetch_chunk(conn, missing))
+        .await
+        .expect_err("missing");
+    assert!(
+        matches!(err, TransportError::ChunkMissing(d) if d == missing),
+        "{err:?}"
+    );
+    agent.close();
+    assert!(matches!(
+        step(server).await.expect("join"),
+        TransportError::Connection(_)
+    ));
+}
+
+/// A hand-written controller answers one chunk request with `len` announced
+/// and `sent` bytes sent: the agent's fetch fails with a typed error.
+async fn chunk_answered_with(len: u64, sent: usize) -> TransportError {
+    let ca = Ca::new("fleet");
+    let (endpoint, addr) = controller(&ca);
+    let (agent, link, _control) =
+        linked(&endpoint, addr, ca.client(&["node-a.nodes.fleetweft"])).await;
+    let server = tokio::spawn(async move {
+        let (mut send, mut recv) = link.conn.accept_bi().await.expect("a request");
+        let request = protocol::frame::read_frame(&mut recv).await.expect("frame");
+        assert!(
+            matches!(request, FrameBody::FetchChunk { .. }),
+            "{request:?}"
+        );
+        let follows = FrameBody::ChunkFollows { len };
+        protocol::frame::write_frame(&mut send, &follows)
+            .await
+            .expect("follows");
+        send.write_all(&vec![7u8; sent]).await.expect("bytes");
+        send.finish().expect("finish");
+        // Keep the connection until the agent has read the answer.
+        let _ = link.conn.closed().await;
+    });
+    let err = step(quic::fetch_chunk(agent.connection(), Digest::repeat(5)))
+        .await
+        .expect_err("a bad answer");
+    agent.close();
+    let _ = step(server).await;
+    err
+}
+
+#[tokio::test]
+async fn a_chunk_stream_that_ends_early_runs_long_or_is_too_large_is_refused() {
+    let short = chunk_answered_with(100, 40).await;
+    assert!(
+        matches!(&short, TransportError::ChunkStream { why, .. } if why.contains("40 of 100")),
+        "{short:?}"
+    );
+    let long = chunk_answered_with(100, 140).await;
+    assert!(
+        matches!(&long, TransportError::ChunkStream { why, .. } if why.contains("more than")),
+        "{long:?}"
+    );
+    let huge = chunk_answered_with(quic::CHUNK_BYTES_MAX + 1, 0).await;
+    assert!(
+        matches!(huge, TransportError::ChunkLength { .. }),
+        "{huge:?}"
+    );
+    let empty = chunk_answered_with(0, 0).await;
+    assert!(
+        matches!(empty, TransportError::ChunkLength { len: 0, .. }),
+        "{empty:?}"
+    );
+}
+
 /// The controller's TLS config refuses a TLS 1.2 client. Checked with plain
 /// rustls connections in memory: over QUIC a TLS 1.2-only client cannot even
 /// be built (quinn panics on such a config, QUIC being TLS 1.3 by definition).

@@ -122,6 +122,15 @@ pub struct UploadReply {
     pub version: String,
 }
 
+/// `PUT /api/chunks/{sha256}`: the chunk held.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, ToSchema)]
+pub struct ChunkReply {
+    /// The chunk's SHA-256 (hex), its name.
+    pub sha256: String,
+    /// Its length in bytes.
+    pub bytes: u64,
+}
+
 // The `slots` schema's maximum is a literal (utoipa takes no paths there).
 const _: () = assert!(model::plan::SLOTS_MAX_LIMIT == 10_000);
 

@@ -854,6 +854,9 @@ const ROUTER_ROUTES: &[(&str, &str)] = &[
     ("/api/events", "get"),
     ("/api/events/stream", "get"),
     ("/api/bundles", "post"),
+    ("/api/chunks/{sha256}", "head"),
+    ("/api/chunks/{sha256}", "put"),
+    ("/api/releases", "post"),
     ("/api/rollouts", "get"),
     ("/api/rollouts", "post"),
     ("/api/rollouts/{id}", "get"),
@@ -995,8 +998,9 @@ fn the_openapi_document_matches_the_router() {
             let concrete = path
                 .replace("{id}", "r0")
                 .replace("{name}", "node-a")
-                .replace("{op}", "op0");
-            let write = method == "post";
+                .replace("{op}", "op0")
+                .replace("{sha256}", &"0".repeat(64));
+            let write = method == "post" || method == "put";
             // The event stream is the one guarded read: each holds one of
             // STREAMS_MAX slots, which anonymous clients must not exhaust.
             let guarded = write || path == "/api/events/stream";
@@ -1007,13 +1011,15 @@ fn the_openapi_document_matches_the_router() {
             );
             if write {
                 // Without a token: 401, so the route exists and is guarded.
-                let (code, answer) = ctl.http("POST", &concrete, None, b"{}");
+                let verb = method.to_uppercase();
+                let (code, answer) = ctl.http(&verb, &concrete, None, b"{}");
                 assert_eq!(code, 401, "{method} {path}: {answer}");
             }
             let token = write.then_some(ctl.token.as_str());
             let (code, answer) = ctl.http(&method.to_uppercase(), &concrete, token, b"{}");
             assert_ne!(code, 405, "{method} {path} is not routed: {answer}");
-            if code == 404 {
+            // A HEAD answer has no body: its 404 is the answer, not a miss.
+            if code == 404 && method != "head" {
                 let error = serde_json::from_str::<serde_json::Value>(&answer)
                     .ok()
                     .and_then(|v| v["error"].as_str().map(String::from));

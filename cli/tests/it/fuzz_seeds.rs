@@ -106,6 +106,9 @@ fn frames(seeds: &mut Seeds) {
                 serving: None,
             },
         ),
+        ("fetch-chunk", FrameBody::FetchChunk { digest: RELEASE }),
+        ("chunk-follows", FrameBody::ChunkFollows { len: 4_194_304 }),
+        ("chunk-missing", FrameBody::ChunkMissing),
     ];
     for (name, body) in bodies {
         let bytes = encode(&body).expect("seed frame encodes");

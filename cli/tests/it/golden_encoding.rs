@@ -335,6 +335,9 @@ fn frame_variant(f: &FrameBody) -> String {
         FrameBody::ReadBackRequest { .. } => "ReadBackRequest".into(),
         FrameBody::ReadBackReply { .. } => "ReadBackReply".into(),
         FrameBody::NotLeader { .. } => "NotLeader".into(),
+        FrameBody::FetchChunk { .. } => "FetchChunk".into(),
+        FrameBody::ChunkFollows { .. } => "ChunkFollows".into(),
+        FrameBody::ChunkMissing => "ChunkMissing".into(),
     }
 }
 
@@ -387,6 +390,9 @@ fn frames() -> Vec<FrameBody> {
         FrameBody::NotLeader {
             leader: Some("10.0.0.2:7443".into()),
         },
+        FrameBody::FetchChunk { digest: V2 },
+        FrameBody::ChunkFollows { len: 4_194_304 },
+        FrameBody::ChunkMissing,
     ]
 }
 

@@ -53,4 +53,6 @@ mod snapshots;
 mod stream;
 mod surfaces;
 mod tree_bundle_cli;
+mod tree_rollout;
+mod tree_upload;
 mod webhooks;

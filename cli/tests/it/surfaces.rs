@@ -17,6 +17,10 @@ const SURFACES: &[(&str, &[&str])] = &[
         &["super::dashboard", "daemon::dashboard"],
     ),
     (
+        "../controller/src/daemon/release_api.rs",
+        &["super::release_api", "daemon::release_api"],
+    ),
+    (
         "../controller/src/daemon/openapi.rs",
         &["super::openapi", "daemon::openapi"],
     ),

@@ -169,8 +169,8 @@ async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
         Ok(parsed) => parsed,
         Err(why) => return bad_request(why),
     };
-    if !api.bundles.path(release).exists() {
-        return ApiError::NotFound("field `release`: no such bundle uploaded".into())
+    if !api.bundles.path(release).exists() && !api.releases.knows(release) {
+        return ApiError::NotFound("field `release`: no such bundle or release uploaded".into())
             .into_response();
     }
     let (canary, followers) = match resolve_nodes(&api, &request) {

@@ -15,13 +15,28 @@ const TEMP_EXTENSION: &str = "tmp";
 pub struct BundleDir {
     /// The directory.
     pub dir: PathBuf,
+    /// The extension of a stored file (`bundle`; `release` for signed
+    /// format-2 manifests).
+    extension: &'static str,
 }
+
+/// Extension of a stored format-1 bundle.
+const BUNDLE_EXTENSION: &str = "bundle";
 
 impl BundleDir {
     /// Opens the bundle directory, removing temporary files a crash or a
     /// failed upload left behind (an upload is either whole under its final
     /// name or not there at all). Returns how many were removed.
     pub fn open(dir: PathBuf) -> io::Result<(BundleDir, usize)> {
+        Self::open_with_extension(dir, BUNDLE_EXTENSION)
+    }
+
+    /// Opens a directory of signed files stored as `<digest>.<extension>`,
+    /// with the same clean-up and durability as [`BundleDir::open`].
+    pub fn open_with_extension(
+        dir: PathBuf,
+        extension: &'static str,
+    ) -> io::Result<(BundleDir, usize)> {
         fs::create_dir_all(&dir)?;
         let mut removed = 0;
         for entry in fs::read_dir(&dir)? {
@@ -32,12 +47,13 @@ impl BundleDir {
                 removed += 1;
             }
         }
-        Ok((BundleDir { dir }, removed))
+        Ok((BundleDir { dir, extension }, removed))
     }
 
     /// Where the bundle with `digest` lives.
     pub fn path(&self, digest: Digest) -> PathBuf {
-        self.dir.join(format!("{}.bundle", digest.to_hex()))
+        self.dir
+            .join(format!("{}.{}", digest.to_hex(), self.extension))
     }
 
     /// Stores a verified bundle durably: written to a temporary file in the

@@ -20,6 +20,7 @@ use utoipa_axum::router::OpenApiRouter;
 pub fn routes() -> OpenApiRouter<Api> {
     OpenApiRouter::with_openapi(super::openapi::base())
         .merge(super::api::routes())
+        .merge(super::release_api::routes())
         .merge(super::dashboard::routes())
         .merge(super::stream::routes())
 }

@@ -1,10 +1,10 @@
 //! Agent connections: authenticate (node id from the certificate, never from
 //! a message), pipe frames to and from the core, serve bundles.
 
-use super::bundles::BundleDir;
 use super::core::{Command, CoreHandle, LinkMsg, LINK_QUEUE_MAX};
 use super::rate::MessageBudget;
 use super::readback::ReadBack;
+use super::release_store::Artifacts;
 use model::controller::Input;
 use model::NodeId;
 use protocol::frame::FrameBody;
@@ -55,7 +55,7 @@ pub const HANDSHAKES_IN_FLIGHT_MAX: usize = 256;
 pub async fn serve(
     endpoint: ControllerEndpoint,
     core: CoreHandle,
-    bundles: Arc<BundleDir>,
+    bundles: Arc<Artifacts>,
     me: OwnAdvert,
 ) {
     let budgets: Budgets = Arc::default();
@@ -204,7 +204,7 @@ async fn redirect(link: &protocol::quic::AgentLink, core: &CoreHandle, redirects
 async fn handle(
     link: protocol::quic::AgentLink,
     core: CoreHandle,
-    bundles: Arc<BundleDir>,
+    bundles: Arc<Artifacts>,
     budgets: Budgets,
 ) {
     // Any certificate the fleet CA signed gets this far (the handshake
@@ -265,7 +265,7 @@ async fn handle(
         let node = link.node.clone();
         tokio::spawn(async move {
             let agent = protocol::quic::AgentLink { node, conn };
-            agent.serve_bundles(bundles).await
+            agent.serve_streams(bundles.clone(), bundles).await
         })
     };
     read_frames(&mut receiver, &link, node, id, &core, &budgets).await;

@@ -22,6 +22,8 @@ pub mod openapi;
 pub mod probe;
 pub mod rate;
 pub mod readback;
+pub mod release_api;
+pub mod release_store;
 pub mod state;
 pub mod stream;
 pub mod verify;
@@ -65,6 +67,8 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
     let bundle_dir = cfg.data_dir.join("bundles");
     let (bundle_dir, _removed) = bundles::BundleDir::open(bundle_dir.clone())
         .with_context(|| format!("opening the bundle directory {}", bundle_dir.display()))?;
+    let releases = release_store::ReleaseStore::open(&cfg.data_dir)
+        .context("opening the release store (data_dir/chunks, data_dir/releases)")?;
     let opened = open_log(&cfg).await?;
     let token = protocol::pki::load_operator_token(&cfg.tls.operator_token)
         .context("loading the operator token")?;
@@ -90,21 +94,22 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
     };
     let core = core::spawn(opened.log, (*cfg).clone(), allow_faults, deny, role);
     let bundles = Arc::new(bundle_dir);
+    let releases = Arc::new(releases);
+    let artifacts = Arc::new(release_store::Artifacts {
+        bundles: bundles.clone(),
+        releases: releases.clone(),
+    });
     ha::close_links_when_deposed(endpoint.clone());
     // Computed once: it warns when it would point nowhere.
     let me = opened.campaign.as_ref().map(|_| advert(&cfg));
     let own_agents = me.as_ref().map(|advert| advert.agents.clone());
-    tokio::spawn(links::serve(
-        endpoint,
-        core.clone(),
-        bundles.clone(),
-        own_agents,
-    ));
+    tokio::spawn(links::serve(endpoint, core.clone(), artifacts, own_agents));
     let api = http::Api {
         cfg: cfg.clone(),
         core: core.clone(),
         token: Arc::new(token),
         bundles,
+        releases,
         key: Arc::new(key),
         streams: Default::default(),
     };

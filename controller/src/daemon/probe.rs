@@ -116,6 +116,18 @@ pub fn controller_observation(
 /// The probe spec of `release`, read from its stored, verified bundle; the
 /// error says why it cannot be had (an HTTP 409 for the caller).
 fn probe_spec(api: &Api, release: Digest) -> Result<protocol::bundle::ProbeSpec, String> {
+    if api.releases.knows(release) {
+        return api
+            .releases
+            .read(&api.key, release)
+            .and_then(|r| r.manifest.probe.to_spec().map_err(|e| e.to_string()))
+            .map_err(|e| {
+                format!(
+                    "release {} unavailable to judge the probe: {e}",
+                    release.to_hex()
+                )
+            });
+    }
     std::fs::read(api.bundles.path(release))
         .map_err(|e| e.to_string())
         .and_then(|bytes| protocol::bundle::verify(&api.key, &bytes).map_err(|e| e.to_string()))

@@ -24,6 +24,8 @@ pub struct Api {
     pub token: Arc<String>,
     /// Accepted bundles.
     pub bundles: Arc<BundleDir>,
+    /// Accepted tree releases and their chunks.
+    pub releases: Arc<super::release_store::ReleaseStore>,
     /// The bundle signing key.
     pub key: Arc<VerifyingKey>,
     /// The event streams open now (`GET /api/events/stream`).

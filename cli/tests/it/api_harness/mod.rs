@@ -19,6 +19,8 @@ pub struct Controller {
     pub token: String,
     pub token_file: PathBuf,
     pub bundle: PathBuf,
+    /// The bundle signing key (secret) the controller's public key checks.
+    pub signing_key: PathBuf,
     /// The fleet PKI (CA, node certificates) under `_dir/pki`.
     pub pki: protocol::pki::FleetPki,
     /// The QUIC port agents connect to.
@@ -81,6 +83,8 @@ impl Controller {
         let (signing, verifying) = protocol::bundle::keygen();
         let pubkey = dir.path().join("bundle-signing.pub");
         protocol::bundle::save_verifying_key(&pubkey, &verifying).expect("pubkey");
+        let signing_key = dir.path().join("bundle-signing.key");
+        protocol::bundle::save_signing_key(&signing_key, &signing).expect("signing key");
         let bundle_bytes = protocol::bundle::sign(
             &signing,
             b"print('hello')\n",
@@ -131,6 +135,7 @@ impl Controller {
             token,
             token_file: pki.operator_token(),
             bundle,
+            signing_key,
             pki,
             quic_port,
             _dir: dir,

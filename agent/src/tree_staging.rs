@@ -1,0 +1,332 @@
+//! Staging a format-2 (tree) release (issue #23 item 2).
+//!
+//! The release digest names the signed manifest; it is fetched like a
+//! format-1 bundle, then verified (digest and signature: a failure is
+//! permanent). Its content chunks land in the agent's content-addressed
+//! store `DATA/chunks` ([`releases::ChunkStore`]: hashed as they land,
+//! temporary file, fsync, rename). Chunks already held, say after a
+//! restart mid-fetch, are re-hashed before they are trusted: a torn or
+//! wrong one is removed and fetched again (the model's rule,
+//! `model/src/chunks.rs`). Then the tree is assembled under a staging name
+//! in `DATA/releases`, fsynced and renamed to `DATA/releases/<digest>/`,
+//! with the signed manifest stored beside it as
+//! `DATA/releases/<digest>.release` (written first, so a tree under its
+//! real name always has its manifest).
+//!
+//! Nothing on disk is trusted on its own word: [`load`] and [`read_back`]
+//! re-verify the manifest and the whole tree ([`releases::tree::verify_dir`]).
+
+use crate::staging::{release_dir, sync_dir, write_synced, Release, StageError};
+use ed25519_dalek::VerifyingKey;
+use model::Digest;
+use releases::{ChunkRef, ChunkStore, ReleaseError, VerifiedRelease};
+use std::path::{Path, PathBuf};
+
+/// The agent's chunk store, under the data directory.
+pub const CHUNKS_DIR: &str = "chunks";
+/// Extension of the signed manifest stored beside a tree release.
+pub const MANIFEST_EXTENSION: &str = "release";
+
+/// Where the signed manifest of the tree release `digest` is stored.
+pub fn manifest_path(data_dir: &Path, digest: Digest) -> PathBuf {
+    data_dir
+        .join("releases")
+        .join(format!("{}.{MANIFEST_EXTENSION}", digest.to_hex()))
+}
+
+/// Whether fetched signed bytes are a format-2 release manifest (rather
+/// than a format-1 bundle): told by the magic, both are then verified.
+pub fn is_tree_release(bytes: &[u8]) -> bool {
+    bytes.starts_with(releases::manifest::MAGIC)
+}
+
+/// Whether `digest` was staged as a tree (its signed manifest is there).
+pub fn is_installed_tree(data_dir: &Path, digest: Digest) -> bool {
+    manifest_path(data_dir, digest).is_file()
+}
+
+/// Checks fetched `bytes` as the release `digest`: they must hash to it and
+/// verify under `key`. Both failures are permanent.
+pub fn verify(
+    key: &VerifyingKey,
+    digest: Digest,
+    bytes: &[u8],
+) -> Result<VerifiedRelease, StageError> {
+    let actual = releases::release_digest(bytes);
+    if actual != digest {
+        return Err(StageError::WrongDigest { digest, actual });
+    }
+    releases::verify(key, bytes).map_err(|source| StageError::TreeRefused { digest, source })
+}
+
+/// Opens (creating) the agent's chunk store, removing what a crash left
+/// half written.
+pub fn open_store(data_dir: &Path, digest: Digest) -> Result<ChunkStore, StageError> {
+    ChunkStore::open(&data_dir.join(CHUNKS_DIR))
+        .map(|(store, _removed)| store)
+        .map_err(|source| StageError::Tree { digest, source })
+}
+
+/// The distinct chunks of `release` that `store` does not hold intact.
+/// Every held chunk is re-read and re-hashed first: a torn one (wrong
+/// bytes, wrong length) is removed and listed, never trusted.
+pub fn missing_chunks(
+    release: &VerifiedRelease,
+    store: &ChunkStore,
+) -> Result<Vec<ChunkRef>, StageError> {
+    let digest = release.digest;
+    let mut missing = Vec::new();
+    for chunk in release.manifest.unique_chunks() {
+        match store.get(&chunk.sha256) {
+            Ok(Some(bytes)) if bytes.len() == chunk.len as usize => {}
+            Ok(Some(bytes)) => {
+                tracing::warn!(
+                    "chunk {} is {} bytes, the release says {}: fetching it again",
+                    chunk.hex(),
+                    bytes.len(),
+                    chunk.len
+                );
+                store
+                    .remove(&chunk.sha256)
+                    .map_err(|source| StageError::Tree { digest, source })?;
+                missing.push(chunk);
+            }
+            Ok(None) => missing.push(chunk),
+            Err(e @ ReleaseError::TornChunk { .. }) => {
+                tracing::warn!("{e}");
+                missing.push(chunk);
+            }
+            Err(source) => return Err(StageError::Tree { digest, source }),
+        }
+    }
+    Ok(missing)
+}
+
+/// Installs the verified `release` (whose signed bytes are `bytes`) from
+/// the chunks in `store`: the signed manifest is stored beside the tree
+/// (temporary file, fsync, rename, fsync), then the tree is assembled
+/// under a staging name, fsynced and renamed into place. An already
+/// installed tree is re-verified instead ([`load`]).
+pub fn install(
+    data_dir: &Path,
+    key: &VerifyingKey,
+    release: &VerifiedRelease,
+    bytes: &[u8],
+    store: &ChunkStore,
+) -> Result<Release, StageError> {
+    let digest = release.digest;
+    let dir = release_dir(data_dir, digest);
+    let manifest_file = manifest_path(data_dir, digest);
+    if dir.exists() && manifest_file.is_file() {
+        return load(data_dir, key, digest);
+    }
+    let parent = data_dir.join("releases");
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| StageError::Io { path, source }
+    };
+    if !parent.exists() {
+        std::fs::create_dir_all(&parent).map_err(io(&parent))?;
+        sync_dir(data_dir).map_err(io(data_dir))?;
+    }
+    // A directory under the real name without its manifest beside it was
+    // never whole by this code's order: it is not trusted, it is rebuilt.
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(io(&dir))?;
+    }
+    let tmp = parent.join(format!(".{}.{MANIFEST_EXTENSION}.tmp", digest.to_hex()));
+    write_synced(&tmp, bytes)?;
+    std::fs::rename(&tmp, &manifest_file).map_err(io(&manifest_file))?;
+    sync_dir(&parent).map_err(io(&parent))?;
+    remove_stale_staging(&parent, digest);
+    releases::tree::assemble(&release.manifest, store, &dir)
+        .map_err(|source| StageError::Tree { digest, source })?;
+    of_release(release, dir)
+}
+
+/// Removes the staging directories an earlier process left for `digest`
+/// (killed mid-assembly: `tree::assemble` names them by process id, and
+/// only cleans its own). Never trusted, only in the way of disk space;
+/// best effort.
+fn remove_stale_staging(parent: &Path, digest: Digest) {
+    let prefix = format!(".{}.staging-", digest.to_hex());
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// Loads the installed tree release `digest`: its stored manifest must
+/// hash to `digest` and verify, and the tree must match it exactly
+/// ([`releases::tree::verify_dir`]: every file, mode, size and chunk).
+pub fn load(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> Result<Release, StageError> {
+    let release = read_manifest(data_dir, key, digest)?;
+    let dir = release_dir(data_dir, digest);
+    releases::tree::verify_dir(&release.manifest, &dir)
+        .map_err(|source| StageError::TreeAltered { digest, source })?;
+    of_release(&release, dir)
+}
+
+/// Reads back the installed tree release `digest` for a proof:
+/// `Digest(digest)` only when the tree on disk matches its manifest;
+/// `AppFileAltered` when a file differs, is missing or is extra;
+/// `Unreadable` when the manifest or the tree cannot be read; `Digest` of
+/// what is there when the stored manifest hashes to something else.
+pub fn read_back(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> model::ArtifactRead {
+    let release = match read_manifest(data_dir, key, digest) {
+        Ok(release) => release,
+        Err(StageError::WrongDigest { actual, .. }) => return model::ArtifactRead::Digest(actual),
+        // The bytes hash to the intended release, so they are it; they can
+        // only stop verifying if the trusted key changed.
+        Err(StageError::TreeRefused { .. }) => return model::ArtifactRead::Digest(digest),
+        Err(_) => return model::ArtifactRead::Unreadable,
+    };
+    let dir = release_dir(data_dir, digest);
+    match releases::tree::verify_dir(&release.manifest, &dir) {
+        Ok(()) => model::ArtifactRead::Digest(digest),
+        Err(ReleaseError::Io { .. }) => model::ArtifactRead::Unreadable,
+        Err(_) => model::ArtifactRead::AppFileAltered(digest),
+    }
+}
+
+/// The stored signed manifest of `digest`, checked (hash and signature).
+fn read_manifest(
+    data_dir: &Path,
+    key: &VerifyingKey,
+    digest: Digest,
+) -> Result<VerifiedRelease, StageError> {
+    let path = manifest_path(data_dir, digest);
+    let bytes = releases::manifest::read_release_file(&path).map_err(|e| match e {
+        ReleaseError::Io { path, source } => StageError::Io { path, source },
+        source => StageError::TreeRefused { digest, source },
+    })?;
+    verify(key, digest, &bytes)
+}
+
+/// The runnable view of a verified tree release installed in `dir`.
+fn of_release(release: &VerifiedRelease, dir: PathBuf) -> Result<Release, StageError> {
+    let m = &release.manifest;
+    let probe = m
+        .probe
+        .to_spec()
+        .map_err(|source| StageError::TreeRefused {
+            digest: release.digest,
+            source,
+        })?;
+    Ok(Release {
+        digest: release.digest,
+        dir,
+        name: m.name.clone(),
+        version: m.version.clone(),
+        run: m.run.clone(),
+        probe,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use protocol::bundle::ProbeSpec;
+    use sha2::{Digest as _, Sha256};
+
+    /// A release of `files` (path, bytes), one chunk per file, signed.
+    fn signed(key: &ed25519_dalek::SigningKey, files: &[(&str, &[u8])]) -> (Vec<u8>, Vec<Vec<u8>>) {
+        let entries = files
+            .iter()
+            .map(|(path, bytes)| releases::Entry {
+                path: (*path).into(),
+                mode: releases::Mode::File,
+                size: bytes.len() as u64,
+                sha256: Sha256::digest(bytes).into(),
+                chunks: vec![ChunkRef {
+                    sha256: Sha256::digest(bytes).into(),
+                    len: bytes.len() as u32,
+                }],
+            })
+            .collect();
+        let fields = releases::ReleaseFields {
+            name: "t".into(),
+            version: "v2".into(),
+            run: vec!["python3".into(), "app.py".into()],
+            probe: ProbeSpec {
+                path: "/".into(),
+                expect_status: 200,
+                expect_body: "hi".into(),
+                expect_json: None,
+            },
+        };
+        let bytes = releases::sign(key, fields, entries).expect("sign");
+        (bytes, files.iter().map(|(_, b)| b.to_vec()).collect())
+    }
+
+    #[test]
+    fn a_tree_is_staged_from_chunks_and_read_back_against_its_manifest() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let data = dir.path();
+        let (signing, verifying) = protocol::bundle::keygen();
+        let files: [(&str, &[u8]); 2] = [("app.py", b"print('hi')"), ("static/a.css", b"body{}")];
+        let (bytes, contents) = signed(&signing, &files);
+        let digest = releases::release_digest(&bytes);
+        let release = verify(&verifying, digest, &bytes).expect("verifies");
+        let store = open_store(data, digest).expect("store");
+        assert_eq!(missing_chunks(&release, &store).expect("missing").len(), 2);
+        // One chunk is held but torn: it is listed again, and removed.
+        let first: [u8; 32] = Sha256::digest(&contents[0]).into();
+        std::fs::write(store.path(&first), b"torn").expect("torn chunk");
+        store
+            .put_bytes(&Sha256::digest(&contents[1]).into(), &contents[1])
+            .expect("put");
+        let missing = missing_chunks(&release, &store).expect("missing");
+        assert_eq!(missing.len(), 1);
+        assert_eq!(missing[0].sha256, first);
+        assert!(!store.has(&first), "the torn chunk was removed");
+        store.put_bytes(&first, &contents[0]).expect("put");
+        assert!(missing_chunks(&release, &store).expect("none").is_empty());
+
+        // A process killed mid-assembly left its staging directory.
+        let stale = data
+            .join("releases")
+            .join(format!(".{}.staging-1", digest.to_hex()));
+        std::fs::create_dir_all(stale.join("static")).expect("stale staging dir");
+        let installed = install(data, &verifying, &release, &bytes, &store).expect("install");
+        assert!(!stale.exists(), "the stale staging directory was removed");
+        assert_eq!(installed.run, vec!["python3", "app.py"]);
+        let tree = release_dir(data, digest);
+        assert_eq!(
+            std::fs::read(tree.join("static/a.css")).expect("css"),
+            b"body{}"
+        );
+        assert!(is_installed_tree(data, digest));
+        assert_eq!(
+            read_back(data, &verifying, digest),
+            model::ArtifactRead::Digest(digest)
+        );
+        assert!(crate::staging::load(data, &verifying, digest).is_ok());
+        std::fs::write(tree.join("static/a.css"), b"body{x}").expect("tamper");
+        assert_eq!(
+            read_back(data, &verifying, digest),
+            model::ArtifactRead::AppFileAltered(digest)
+        );
+        assert!(matches!(
+            crate::staging::observe(data, &verifying, digest),
+            crate::staging::Installed::Unknown(StageError::TreeAltered { .. })
+        ));
+    }
+
+    #[test]
+    fn a_foreign_or_altered_manifest_is_a_permanent_failure() {
+        let (signing, _) = protocol::bundle::keygen();
+        let (_, stranger) = protocol::bundle::keygen();
+        let (bytes, _) = signed(&signing, &[("app.py", b"x")]);
+        let digest = releases::release_digest(&bytes);
+        let e = verify(&stranger, digest, &bytes).expect_err("foreign key");
+        assert!(matches!(e, StageError::TreeRefused { .. }) && e.permanent());
+        let e = verify(&stranger, Digest::repeat(9), &bytes).expect_err("wrong digest");
+        assert!(matches!(e, StageError::WrongDigest { .. }) && e.permanent());
+        assert!(is_tree_release(&bytes));
+    }
+}

@@ -1,0 +1,295 @@
+//! A format-2 (tree) release reaches and runs on real agents (issue #23
+//! item 2): a directory (the hello app, a stylesheet in a subdirectory, a
+//! data file of several chunks) is signed, its chunks and manifest are
+//! uploaded, and a rollout to two real agents (child processes on
+//! loopback, the controller in this process) completes with every op
+//! verified and the rollout's proof verified; the tree is on each node's
+//! disk. Then v2 changes one file: each agent fetches only that file's
+//! chunks (delta by content), counted from the agent's log.
+
+use crate::binaries::agent_binary;
+use api::client::{ApiClient, FleetView};
+use controller::daemon::config::ControllerConfig;
+use demo::NODES;
+use model::Digest;
+use protocol::bundle::{self, ProbeSpec};
+use releases::{ChunkStore, ReleaseFields};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tokio::process::Child;
+
+/// How long one wait may take.
+const STEP: Duration = Duration::from_secs(90);
+/// How long the whole test may take.
+const TEST: Duration = Duration::from_secs(300);
+/// Bytes of the data file: several content-defined chunks (1 MiB average).
+const DATA_FILE_BYTES: u32 = 3_000_000;
+/// The nodes the rollouts run on: canary first.
+const AGENTS: [&str; 2] = ["node-a", "node-b"];
+
+struct Fleet {
+    dir: PathBuf,
+    api: ApiClient,
+    signing: ed25519_dalek::SigningKey,
+    _agents: Vec<Child>,
+}
+
+/// PKI, a signing key, the controller in this process and the agents.
+async fn start(dir: PathBuf) -> Fleet {
+    std::fs::create_dir_all(dir.join("logs")).expect("logs dir");
+    let log = std::fs::File::create(dir.join("logs/controller.log")).expect("controller log");
+    let _ = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_writer(std::sync::Mutex::new(log))
+        .try_init();
+    let names: Vec<String> = NODES.iter().map(|s| s.to_string()).collect();
+    let pki = protocol::pki::init_fleet(&dir.join("pki"), &names, "localhost").expect("pki");
+    let token = protocol::pki::load_operator_token(&pki.operator_token()).expect("token");
+    let keys = dir.join("keys");
+    std::fs::create_dir_all(&keys).expect("keys dir");
+    let (signing, verifying) = bundle::keygen();
+    bundle::save_verifying_key(&keys.join("bundle-signing.pub"), &verifying).expect("pubkey");
+    let port = || demo::ports::free_port().expect("free port");
+    let (quic_port, api_port) = (port(), port());
+    let public_ports: Vec<u16> = NODES.iter().map(|_| port()).collect();
+    demo::write_controller_config(&dir, &pki, quic_port, api_port, &public_ports, None)
+        .expect("controller config");
+    let cfg = ControllerConfig::load(&dir.join("controller.toml")).expect("load config");
+    let daemon = controller::daemon::start(cfg, false)
+        .await
+        .expect("start the controller");
+    tokio::spawn(daemon.serve());
+    let exe = agent_binary();
+    let mut children = Vec::new();
+    for node in AGENTS {
+        let i = NODES.iter().position(|n| *n == node).expect("a fleet node");
+        let config = demo::write_agent_config(&dir, &pki, node, quic_port, public_ports[i], None)
+            .expect("agent config");
+        let log = dir.join(format!("logs/{node}.log"));
+        let args = ["--config".to_string(), config.display().to_string()];
+        children.push(demo::spawn(&exe, &args, &log).expect("start agent"));
+    }
+    let api = ApiClient::new(format!("http://127.0.0.1:{api_port}"), Some(token));
+    Fleet {
+        dir,
+        api,
+        signing,
+        _agents: children,
+    }
+}
+
+/// Writes the release tree of `version` under `root`: the hello app (its
+/// answer names the manifest's version), a stylesheet in a subdirectory
+/// whose text is `css`, and a data file of several chunks.
+fn write_tree(root: &Path, css: &str) {
+    std::fs::create_dir_all(root.join("static")).expect("static dir");
+    std::fs::write(root.join("app.py"), demo::HELLO_APP).expect("app");
+    std::fs::write(root.join("static/app.css"), css).expect("css");
+    let data: Vec<u8> = (0..DATA_FILE_BYTES)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(root.join("model.bin"), data).expect("data");
+}
+
+impl Fleet {
+    /// Signs `tree` as `version` (chunks into `out/chunks`), uploads every
+    /// chunk and then the manifest; returns the release digest.
+    async fn sign_and_upload(&self, tree: &Path, version: &str) -> Digest {
+        let out = self.dir.join(format!("signed-{version}"));
+        let (store, _) = ChunkStore::open(&out.join("chunks")).expect("chunk dir");
+        let fields = ReleaseFields {
+            name: "hello-tree".into(),
+            version: version.into(),
+            run: vec!["python3".into(), "app.py".into()],
+            probe: ProbeSpec {
+                path: "/hello".into(),
+                expect_status: 200,
+                expect_body: format!("hello from {version}"),
+                expect_json: None,
+            },
+        };
+        let mut sink = releases::tree::store_sink(&store);
+        let manifest =
+            releases::tree::sign_dir(&self.signing, fields, tree, &mut sink).expect("sign");
+        for entry in std::fs::read_dir(store.dir()).expect("chunks") {
+            let entry = entry.expect("chunk");
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let bytes = std::fs::read(entry.path()).expect("chunk bytes");
+            let _: serde_json::Value = self
+                .api
+                .put_bytes(&format!("/api/chunks/{name}"), bytes)
+                .await
+                .expect("upload a chunk");
+        }
+        let _: serde_json::Value = self
+            .api
+            .post_bytes("/api/releases", manifest.clone())
+            .await
+            .expect("upload the manifest");
+        releases::release_digest(&manifest)
+    }
+
+    /// Starts a rollout of `release` over [`AGENTS`] and waits until it
+    /// completes with every op verified and its proof verified.
+    async fn roll_out(&self, id: &str, release: Digest) {
+        let _: serde_json::Value = self
+            .api
+            .post_json(
+                "/api/rollouts",
+                &serde_json::json!({
+                    "release": release.to_hex(),
+                    "canary": AGENTS[0],
+                    "followers": &AGENTS[1..],
+                    "slots": 1,
+                }),
+            )
+            .await
+            .expect("start the rollout");
+        self.wait(&format!("{id} completed"), |s| {
+            s.rollouts
+                .iter()
+                .any(|r| r.id == id && r.status == "completed")
+        })
+        .await;
+        let view = self.api.fleet_view().await.expect("view");
+        let ops: Vec<_> = view.ops.iter().filter(|o| o.rollout == id).collect();
+        assert_eq!(ops.len(), AGENTS.len(), "{ops:?}");
+        for op in ops {
+            assert_eq!(op.outcome.as_deref(), Some("verified"), "{op:?}");
+        }
+        let proof: proof::RolloutProof = self
+            .api
+            .get(&format!("/api/rollouts/{id}/proof"))
+            .await
+            .expect("the rollout's proof");
+        assert_eq!(proof.verdict, proof::Verdict::Verified, "{proof:#?}");
+    }
+
+    async fn wait(&self, what: &str, done: impl Fn(&FleetView) -> bool) {
+        let deadline = Instant::now() + STEP;
+        loop {
+            if let Ok(s) = self.api.fleet_view().await {
+                if done(&s) {
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for: {what} (logs in {})",
+                self.dir.join("logs").display()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The release directory of `release` on `node`'s disk.
+    fn release_dir(&self, node: &str, release: Digest) -> PathBuf {
+        self.dir
+            .join(format!("{node}-data"))
+            .join("releases")
+            .join(release.to_hex())
+    }
+
+    /// What `node`'s agent logged about fetching `release`'s chunks:
+    /// (fetched, already held).
+    fn chunk_counts(&self, node: &str, release: Digest) -> (usize, usize) {
+        let log =
+            std::fs::read_to_string(self.dir.join(format!("logs/{node}.log"))).expect("agent log");
+        let prefix = format!("release {release}: ");
+        let line = log
+            .lines()
+            .find_map(|l| l.split_once(&prefix).map(|(_, rest)| rest.to_string()))
+            .unwrap_or_else(|| panic!("{node} logged no chunk counts for {release}:\n{log}"));
+        let numbers: Vec<usize> = line
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|w| !w.is_empty())
+            .map(|w| w.parse().expect("a count"))
+            .collect();
+        (numbers[0], numbers[1])
+    }
+}
+
+/// How many chunks the file `path` of `manifest` has.
+fn chunks_of(manifest: &releases::Manifest, path: &str) -> usize {
+    let entry = manifest.entries.iter().find(|e| e.path == path);
+    entry.map(|e| e.chunks.len()).expect("the entry")
+}
+
+#[test]
+fn a_tree_release_rolls_out_to_real_agents_and_v2_fetches_only_what_changed() {
+    let dir = tempfile::tempdir().expect("temp dir").keep();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        tokio::time::timeout(TEST, tree_rollout_body(dir.join("fleet")))
+            .await
+            .expect("the test overran its deadline")
+    });
+    drop(runtime);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+async fn tree_rollout_body(dir: PathBuf) {
+    let fleet = start(dir.clone()).await;
+    fleet
+        .wait("the agents connected", |s| {
+            s.nodes[0].connected && s.nodes[1].connected
+        })
+        .await;
+    let tree = dir.join("tree");
+    write_tree(&tree, "body { color: black }\n");
+    let v1 = fleet.sign_and_upload(&tree, "v1").await;
+    fleet.roll_out("r0", v1).await;
+    let store = ChunkStore::open_read_only(&dir.join("signed-v1/chunks")).expect("store");
+    let all_chunks = std::fs::read_dir(store.dir()).expect("chunks").count();
+    for node in AGENTS {
+        let release = fleet.release_dir(node, v1);
+        assert_eq!(
+            std::fs::read(release.join("static/app.css")).expect("css on the node"),
+            b"body { color: black }\n"
+        );
+        assert_eq!(
+            std::fs::metadata(release.join("model.bin"))
+                .expect("data")
+                .len(),
+            u64::from(DATA_FILE_BYTES)
+        );
+        assert!(release.join("app.py").is_file(), "{node}");
+        assert_eq!(fleet.chunk_counts(node, v1), (all_chunks, 0), "{node}");
+    }
+
+    // v2: one file changed. Each agent fetches only its chunk(s).
+    write_tree(&tree, "body { color: teal }\n");
+    let v2 = fleet.sign_and_upload(&tree, "v2").await;
+    fleet.roll_out("r1", v2).await;
+    let signed = v2_manifest(&fleet, v2);
+    let changed = chunks_of(&signed, "static/app.css");
+    let unique = signed.unique_chunks().len();
+    for node in AGENTS {
+        assert_eq!(
+            fleet.chunk_counts(node, v2),
+            (changed, unique - changed),
+            "{node}: only the changed file's chunks are fetched"
+        );
+        let release = fleet.release_dir(node, v2);
+        assert_eq!(
+            std::fs::read(release.join("static/app.css")).expect("css"),
+            b"body { color: teal }\n"
+        );
+    }
+}
+
+/// The verified manifest of `release` as node-a stored it.
+fn v2_manifest(fleet: &Fleet, release: Digest) -> releases::Manifest {
+    let path = fleet
+        .dir
+        .join("node-a-data/releases")
+        .join(format!("{}.release", release.to_hex()));
+    let bytes = std::fs::read(path).expect("the stored manifest");
+    releases::read_unverified(&bytes)
+        .expect("a release manifest")
+        .manifest
+}

@@ -1,0 +1,189 @@
+//! The API's tree-release upload (issue #23 item 2): chunks are asked for
+//! (`HEAD`) and sent (`PUT`, streamed, verified as the bytes land) one by
+//! one, so an interrupted upload resumes with what is missing; the signed
+//! manifest is posted last and accepted only when every chunk is held.
+
+use super::error::{ApiError, Path};
+use super::http::{unauthorized, Api};
+use super::release_store::{parse_chunk_name, AcceptError};
+use super::view::{ChunkReply, ErrorBody, UploadReply};
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures_util::StreamExt;
+use releases::limits::{CHUNK_BYTES_MAX, MANIFEST_BYTES_MAX};
+use releases::ReleaseError;
+use std::io::{self, Read};
+use tokio::sync::mpsc;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// Body frames in flight between the network and the disk writer: what a
+/// chunk upload holds in memory is this many frames, not the chunk.
+const FRAMES_IN_FLIGHT: usize = 4;
+
+/// The tree-release routes.
+pub fn routes() -> OpenApiRouter<Api> {
+    OpenApiRouter::new()
+        .routes(routes!(has_chunk, put_chunk))
+        .routes(routes!(post_release))
+}
+
+/// `HEAD /api/chunks/{sha256}`: whether the chunk is held.
+#[utoipa::path(head, path = "/api/chunks/{sha256}", tag = "reads",
+    params(("sha256" = String, Path, description = "the chunk's SHA-256, 64 lowercase hex digits")),
+    responses(
+        (status = 200, description = "held (verified when it landed)"),
+        (status = 400, description = "not a chunk name"),
+        (status = 404, description = "not held: PUT it"),
+    ))]
+async fn has_chunk(State(api): State<Api>, Path(name): Path<String>) -> Response {
+    match parse_chunk_name(&name) {
+        Err(why) => ApiError::BadRequest(why).into_response(),
+        Ok(digest) if api.releases.chunks.has(&digest) => StatusCode::OK.into_response(),
+        Ok(_) => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+/// `PUT /api/chunks/{sha256}`: store one chunk, streamed.
+#[utoipa::path(put, path = "/api/chunks/{sha256}", tag = "writes", security(("bearer" = [])),
+    params(("sha256" = String, Path, description = "the chunk's SHA-256, 64 lowercase hex digits")),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "the chunk's bytes, at most 4 MiB"),
+    responses(
+        (status = 200, description = "held: stored now (fsynced) or already", body = ChunkReply),
+        (status = 400, description = "the bytes do not hash to the name; nothing stored", body = ErrorBody),
+        (status = 401, description = "missing or wrong operator token; nothing stored", body = ErrorBody),
+        (status = 413, description = "over the chunk size limit; nothing stored", body = ErrorBody),
+    ))]
+async fn put_chunk(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    body: Body,
+) -> Response {
+    if let Some(rejection) = unauthorized(&api, &headers) {
+        return rejection;
+    }
+    let digest = match parse_chunk_name(&name) {
+        Ok(d) => d,
+        Err(why) => return ApiError::BadRequest(why).into_response(),
+    };
+    if declared_length(&headers).is_some_and(|n| n > u64::from(CHUNK_BYTES_MAX)) {
+        return too_large().into_response();
+    }
+    let (tx, rx) = mpsc::channel(FRAMES_IN_FLIGHT);
+    let releases = api.releases.clone();
+    let writer = tokio::task::spawn_blocking(move || {
+        releases.chunks.put(
+            &digest,
+            FrameReader {
+                rx,
+                frame: Bytes::new(),
+            },
+        )
+    });
+    let mut frames = body.into_data_stream();
+    while let Some(frame) = frames.next().await {
+        let frame = frame.map_err(|e| io::Error::other(e.to_string()));
+        // The writer stopped (done, over the limit, failed): its answer says why.
+        if tx.send(frame).await.is_err() {
+            break;
+        }
+    }
+    drop(tx);
+    match writer.await {
+        Ok(Ok(bytes)) => Json(ChunkReply {
+            sha256: name,
+            bytes,
+        })
+        .into_response(),
+        Ok(Err(e)) => chunk_error(e).into_response(),
+        Err(e) => ApiError::Internal(format!("storing the chunk: {e}")).into_response(),
+    }
+}
+
+/// `POST /api/releases`: accept a signed format-2 manifest.
+#[utoipa::path(post, path = "/api/releases", tag = "writes", security(("bearer" = [])),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "the signed manifest `fleetweft bundle sign --dir` wrote (OUT/manifest)"),
+    responses(
+        (status = 200, description = "accepted and stored (fsynced): its digest is what `POST /api/rollouts` names", body = UploadReply),
+        (status = 400, description = "the signature, format or limits refused it", body = ErrorBody),
+        (status = 401, description = "missing or wrong operator token; nothing stored", body = ErrorBody),
+        (status = 409, description = "chunks it names are not held, counted and named: upload them and post again", body = ErrorBody),
+        (status = 413, description = "over the manifest size limit", body = ErrorBody),
+    ))]
+async fn post_release(State(api): State<Api>, headers: HeaderMap, body: Body) -> Response {
+    if let Some(rejection) = unauthorized(&api, &headers) {
+        return rejection;
+    }
+    let Ok(bytes) = axum::body::to_bytes(body, MANIFEST_BYTES_MAX).await else {
+        let why = format!("a release manifest is at most {MANIFEST_BYTES_MAX} bytes");
+        return ApiError::TooLarge(why).into_response();
+    };
+    let releases = api.releases.clone();
+    let key = api.key.clone();
+    let accepted = tokio::task::spawn_blocking(move || releases.accept(&key, &bytes)).await;
+    let release = match accepted {
+        Ok(Ok(release)) => release,
+        Ok(Err(e @ AcceptError::Refused(_))) => {
+            return ApiError::BadRequest(e.to_string()).into_response()
+        }
+        Ok(Err(e @ AcceptError::Missing { .. })) => {
+            return ApiError::Conflict(e.to_string()).into_response()
+        }
+        Ok(Err(e)) => return ApiError::Internal(e.to_string()).into_response(),
+        Err(e) => return ApiError::Internal(format!("accepting: {e}")).into_response(),
+    };
+    Json(UploadReply {
+        digest: release.digest.to_hex(),
+        name: release.manifest.name,
+        version: release.manifest.version,
+    })
+    .into_response()
+}
+
+/// The `Content-Length` the client declared, if any.
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+}
+
+fn too_large() -> ApiError {
+    ApiError::TooLarge(format!(
+        "a chunk is at most {CHUNK_BYTES_MAX} bytes; nothing stored"
+    ))
+}
+
+/// The answer for a chunk the store refused.
+fn chunk_error(e: ReleaseError) -> ApiError {
+    match e {
+        ReleaseError::ChunkMismatch { .. } => ApiError::BadRequest(format!("{e}; nothing stored")),
+        ReleaseError::OverLimit { .. } => too_large(),
+        other => ApiError::Internal(format!("storing the chunk: {other}")),
+    }
+}
+
+/// A blocking reader over the body frames the handler forwards, so the
+/// chunk store hashes and writes them as they arrive.
+struct FrameReader {
+    rx: mpsc::Receiver<io::Result<Bytes>>,
+    frame: Bytes,
+}
+
+impl Read for FrameReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.frame.is_empty() {
+            match self.rx.blocking_recv() {
+                None => return Ok(0),
+                Some(frame) => self.frame = frame?,
+            }
+        }
+        let n = buf.len().min(self.frame.len());
+        buf[..n].copy_from_slice(&self.frame.split_to(n));
+        Ok(n)
+    }
+}
