@@ -6,7 +6,7 @@
 //! An interrupted upload is resumed by running the command again.
 
 use crate::ops::{Failure, Output, EXIT_BAD_NEWS, EXIT_OK, EXIT_USAGE};
-use api::client::ApiClient;
+use api::client::{ApiClient, ClientError};
 use api::view::{ChunkReply, UploadReply};
 use releases::limits::CHUNK_BYTES_MAX;
 use releases::ChunkRef;
@@ -100,7 +100,7 @@ pub async fn upload_tree(
         ..UploadStats::default()
     };
     for (i, chunk) in chunks.iter().enumerate() {
-        let sent = send_chunk(client, &chunk_dir, chunk).await?;
+        let sent = send_chunk(client, &chunk_dir, chunk, progress).await?;
         let what = match sent {
             Some(bytes) => {
                 stats.sent += 1;
@@ -131,15 +131,64 @@ async fn send_chunk(
     client: &ApiClient,
     chunk_dir: &Path,
     chunk: &ChunkRef,
+    progress: &mut dyn FnMut(String),
 ) -> Result<Option<u64>, Failure> {
     let url = format!("/api/chunks/{}", chunk.hex());
-    if client.exists(&url).await? {
-        return Ok(None);
-    }
     let path = chunk_dir.join(chunk.hex());
-    let bytes = read_chunk(&path, chunk)?;
-    let reply: ChunkReply = client.put_bytes(&url, bytes).await?;
-    Ok(Some(reply.bytes))
+    let mut attempt = 1;
+    loop {
+        let sent = async {
+            if client.exists(&url).await? {
+                return Ok(None);
+            }
+            let bytes = read_chunk(&path, chunk)?;
+            let reply: ChunkReply = client.put_bytes(&url, bytes).await?;
+            Ok(Some(reply.bytes))
+        }
+        .await;
+        match sent {
+            // A chunk is named by its digest, so asking and sending again
+            // is harmless: a dropped connection costs a retry, not the
+            // upload (the controller stores a chunk only whole and verified).
+            Err(Retry::Transport(e)) if attempt < CHUNK_SEND_ATTEMPTS_MAX => {
+                progress(format!("chunk {}: {e}; trying again", chunk.hex()));
+                tokio::time::sleep(std::time::Duration::from_millis(CHUNK_RETRY_PAUSE_MS)).await;
+                attempt += 1;
+            }
+            Err(Retry::Transport(e)) => return Err(e.into()),
+            Err(Retry::Final(failure)) => return Err(failure),
+            Ok(sent) => return Ok(sent),
+        }
+    }
+}
+
+/// Tries at one chunk before the upload stops (each asks whether the
+/// controller holds it, then sends it); the upload resumes from there
+/// when run again.
+const CHUNK_SEND_ATTEMPTS_MAX: u32 = 3;
+/// Pause before trying a chunk again, in milliseconds.
+const CHUNK_RETRY_PAUSE_MS: u64 = 250;
+
+/// Why one try at a chunk failed: the connection (worth another try), or
+/// anything else (the controller's answer, the chunk file).
+enum Retry {
+    Transport(ClientError),
+    Final(Failure),
+}
+
+impl From<ClientError> for Retry {
+    fn from(e: ClientError) -> Retry {
+        match e {
+            ClientError::Unreachable { .. } => Retry::Transport(e),
+            other => Retry::Final(other.into()),
+        }
+    }
+}
+
+impl From<Failure> for Retry {
+    fn from(f: Failure) -> Retry {
+        Retry::Final(f)
+    }
 }
 
 /// Reads a chunk file, at most [`CHUNK_BYTES_MAX`] bytes, refusing one
@@ -168,5 +217,29 @@ fn bad_news(path: &Path, e: impl std::fmt::Display) -> Failure {
     Failure {
         message: format!("chunk {}: {e}", path.display()),
         code: EXIT_BAD_NEWS,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only a connection that failed is worth another try at a chunk: the
+    /// controller's answer (a refusal, a wrong digest) is final.
+    #[test]
+    fn only_a_failed_connection_is_tried_again() {
+        let dropped = ClientError::Unreachable {
+            method: "PUT".into(),
+            url: "http://c/api/chunks/ab".into(),
+            detail: "client error (SendRequest)".into(),
+        };
+        assert!(matches!(Retry::from(dropped), Retry::Transport(_)));
+        let refused = ClientError::Status {
+            method: "PUT".into(),
+            url: "http://c/api/chunks/ab".into(),
+            status: 400,
+            body: "the bytes hash to another digest".into(),
+        };
+        assert!(matches!(Retry::from(refused), Retry::Final(_)));
     }
 }
