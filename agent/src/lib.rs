@@ -16,7 +16,6 @@ pub mod proxy;
 pub mod recovery;
 pub mod staging;
 pub mod supervisor;
-pub mod tree_staging;
 
 /// The daemons' shared process plumbing, kept here under the names the
 /// agent's callers used.

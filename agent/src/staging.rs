@@ -3,10 +3,14 @@
 //! own word: loading a release re-verifies the bundle (signature and digest)
 //! every time.
 //!
-//! A format-2 (tree) release is staged by [`crate::tree_staging`]: its tree
+//! A format-2 (tree) release is staged by [`tree`]: its tree
 //! is `DATA/releases/<digest>/` and its signed manifest lies beside it at
 //! `DATA/releases/<digest>.release`; [`load`], [`observe`] and
 //! [`read_back`] tell the formats apart by that file.
+
+/// Format-2 (tree) releases: the part of staging that fetches chunks and
+/// assembles a tree (a child of this module: it shares its IO helpers).
+pub mod tree;
 
 use crate::probe::ProbeExpect;
 use ed25519_dalek::VerifyingKey;
@@ -214,8 +218,8 @@ pub fn install(
 ///   [`model::ArtifactRead::AppFileAltered`] (read something else);
 /// - otherwise `Digest(digest)`.
 pub fn read_back(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> model::ArtifactRead {
-    if crate::tree_staging::is_installed_tree(data_dir, digest) {
-        return crate::tree_staging::read_back(data_dir, key, digest);
+    if tree::is_installed_tree(data_dir, digest) {
+        return tree::read_back(data_dir, key, digest);
     }
     let verified = match read_installed(data_dir, key, digest) {
         Ok(verified) => verified,
@@ -241,8 +245,8 @@ pub fn read_back(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> model::
 
 /// Load an installed release, re-verifying its bundle and its app file.
 pub fn load(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> Result<Release, StageError> {
-    if crate::tree_staging::is_installed_tree(data_dir, digest) {
-        return crate::tree_staging::load(data_dir, key, digest);
+    if tree::is_installed_tree(data_dir, digest) {
+        return tree::load(data_dir, key, digest);
     }
     let verified = read_installed(data_dir, key, digest)?;
     let dir = release_dir(data_dir, digest);

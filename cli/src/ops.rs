@@ -7,7 +7,8 @@
 //! the controller, a controller that cannot be reached), [`EXIT_USAGE`]
 //! (2: usage: bad arguments, no or a wrong token, an unknown name).
 
-use api::client::{ApiClient, ClientError};
+pub use crate::outcome::{json_text, Failure, Output, EXIT_BAD_NEWS, EXIT_OK, EXIT_USAGE};
+use api::client::ApiClient;
 use api::report::Unresolved;
 use api::view::{
     ClaimRequest, Empty, EnrollRequest, LabelRequest, NodeDto, ObservationBody, ObserveDto, OpDto,
@@ -16,57 +17,10 @@ use api::view::{
 use proof::{NodeProof, RolloutProof, Verdict};
 use std::path::Path;
 
-/// Everything as hoped.
-pub const EXIT_OK: u8 = 0;
-/// The answer is bad news (or the controller refused the command).
-pub const EXIT_BAD_NEWS: u8 = 1;
-/// Usage error: bad arguments, no or a wrong token (401/403), a name the
-/// controller does not know (404).
-pub const EXIT_USAGE: u8 = 2;
 /// The default API address.
 pub use api::client::DEFAULT_CONTROLLER;
 /// The environment variable holding the operator token.
 pub const TOKEN_ENV: &str = "FLEETWEFT_TOKEN";
-
-/// What a command prints and how it exits.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Output {
-    /// Text for stdout (ends with a newline when not empty).
-    pub text: String,
-    /// The exit code.
-    pub code: u8,
-}
-
-/// A failed command: the message for stderr and the exit code.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
-    /// For stderr.
-    pub message: String,
-    /// The exit code.
-    pub code: u8,
-}
-
-impl From<ClientError> for Failure {
-    fn from(e: ClientError) -> Failure {
-        // One rule for every command: the invocation itself is wrong (no or
-        // a wrong token: 401/403; a name that does not exist: 404) is usage,
-        // 2. Anything else is bad news, 1: the controller refused what was
-        // sent (a bundle whose signature fails is a 400, a conflicting
-        // command a 409), failed (5xx), answered nonsense, or could not be
-        // reached.
-        let code = match &e {
-            ClientError::Status {
-                status: 401 | 403 | 404,
-                ..
-            } => EXIT_USAGE,
-            _ => EXIT_BAD_NEWS,
-        };
-        Failure {
-            message: e.to_string(),
-            code,
-        }
-    }
-}
 
 /// The operator token, first found wins: `--token-file FILE`, else
 /// `--pki DIR` (the PKI directory's operator token, `DIR/operator-token`, as
@@ -113,13 +67,6 @@ pub use api::view::short;
 
 fn opt(v: &Option<String>) -> String {
     v.clone().unwrap_or_else(|| "-".to_string())
-}
-
-/// A value as pretty JSON with a trailing newline (what `--json` prints).
-pub fn json_text<T: serde::Serialize>(value: &T) -> String {
-    let mut s = serde_json::to_string_pretty(value).unwrap_or_default();
-    s.push('\n');
-    s
 }
 
 /// What a list command asks for: the page and its filters.

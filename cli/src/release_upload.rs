@@ -5,7 +5,7 @@
 //! from disk, then the signed manifest is posted (`POST /api/releases`).
 //! An interrupted upload is resumed by running the command again.
 
-use crate::ops::{Failure, Output, EXIT_BAD_NEWS, EXIT_OK, EXIT_USAGE};
+use crate::outcome::{json_text, Failure, Output, EXIT_BAD_NEWS, EXIT_OK, EXIT_USAGE};
 use api::client::{ApiClient, ClientError};
 use api::view::{ChunkReply, UploadReply};
 use releases::limits::CHUNK_BYTES_MAX;
@@ -40,7 +40,7 @@ pub async fn upload(client: &ApiClient, path: &Path, json: bool) -> Result<Outpu
         let bytes = protocol::bundle::read_bundle(path).map_err(|e| usage(path, e))?;
         let reply: UploadReply = client.post_bytes("/api/bundles", bytes).await?;
         let text = if json {
-            crate::ops::json_text(&reply)
+            json_text(&reply)
         } else {
             format!(
                 "uploaded {} {} as {}\n",
@@ -54,7 +54,7 @@ pub async fn upload(client: &ApiClient, path: &Path, json: bool) -> Result<Outpu
     }
     let (reply, stats) = upload_tree(client, path, &mut |line| eprintln!("{line}")).await?;
     let text = if json {
-        crate::ops::json_text(&Uploaded {
+        json_text(&Uploaded {
             release: &reply,
             upload: &stats,
         })

@@ -38,6 +38,9 @@ pub const MAGIC: &[u8] = b"FLEETWEFT-RELEASE-2\n";
 /// Largest release file: magic, length, manifest and signature.
 pub const RELEASE_FILE_BYTES_MAX: u64 =
     MAGIC.len() as u64 + 4 + MANIFEST_BYTES_MAX as u64 + SIGNATURE_BYTES as u64;
+// The largest signed release file fits the QUIC transfer's bound for a
+// signed file (`protocol::quic`, which cannot name this crate).
+const _: () = assert!(RELEASE_FILE_BYTES_MAX <= protocol::quic::SIGNED_FILE_BYTES_MAX);
 /// The manifest format this module writes and reads.
 pub const MANIFEST_FORMAT: u16 = 2;
 /// Prefix of the signed message: a release signature is never a valid

@@ -4,8 +4,8 @@
 //! manifest is posted last and accepted only when every chunk is held.
 
 use super::error::{ApiError, Path};
-use super::http::{unauthorized, Api};
 use super::release_store::{parse_chunk_name, AcceptError};
+use super::state::{unauthorized, Api};
 use super::view::{ChunkReply, ErrorBody, UploadReply};
 use axum::body::{Body, Bytes};
 use axum::extract::State;

@@ -16,7 +16,7 @@
 //! Nothing on disk is trusted on its own word: [`load`] and [`read_back`]
 //! re-verify the manifest and the whole tree ([`releases::tree::verify_dir`]).
 
-use crate::staging::{release_dir, sync_dir, write_synced, Release, StageError};
+use super::{release_dir, sync_dir, write_synced, Release, StageError};
 use ed25519_dalek::VerifyingKey;
 use model::Digest;
 use releases::{ChunkRef, ChunkStore, ReleaseError, VerifiedRelease};
