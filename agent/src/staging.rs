@@ -116,6 +116,22 @@ impl StageError {
     }
 }
 
+/// `DATA/releases`, created (and made durable) when it does not exist yet.
+fn releases_parent(data_dir: &Path) -> Result<PathBuf, StageError> {
+    let parent = data_dir.join("releases");
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| StageError::Io { path, source }
+    };
+    if !parent.exists() {
+        std::fs::create_dir_all(&parent).map_err(io(&parent))?;
+        // `releases/` is a new name in the data directory: durable only
+        // once the data directory is synced.
+        sync_dir(data_dir).map_err(io(data_dir))?;
+    }
+    Ok(parent)
+}
+
 /// The directory of a release.
 pub fn release_dir(data_dir: &Path, digest: Digest) -> PathBuf {
     data_dir.join("releases").join(digest.to_hex())
@@ -178,17 +194,11 @@ pub fn install(
     if dir.exists() {
         return load(data_dir, key, digest);
     }
-    let parent = data_dir.join("releases");
+    let parent = releases_parent(data_dir)?;
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| StageError::Io { path, source }
     };
-    if !parent.exists() {
-        std::fs::create_dir_all(&parent).map_err(io(&parent))?;
-        // `releases/` is a new name in the data directory: durable only
-        // once the data directory is synced.
-        sync_dir(data_dir).map_err(io(data_dir))?;
-    }
     let tmp = parent.join(format!(".{}.tmp", digest.to_hex()));
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;

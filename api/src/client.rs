@@ -224,9 +224,19 @@ impl ApiClient {
         path: &str,
         body: Vec<u8>,
     ) -> Result<T, ClientError> {
+        self.send_bytes("POST", path, body).await
+    }
+
+    /// Raw bytes with `method`, the JSON answer decoded.
+    async fn send_bytes<T: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        path: &str,
+        body: Vec<u8>,
+    ) -> Result<T, ClientError> {
         let answer = self
             .call(
-                "POST",
+                method,
                 path,
                 Bytes::from(body),
                 Some("application/octet-stream"),
@@ -251,15 +261,7 @@ impl ApiClient {
         path: &str,
         body: Vec<u8>,
     ) -> Result<T, ClientError> {
-        let answer = self
-            .call(
-                "PUT",
-                path,
-                Bytes::from(body),
-                Some("application/octet-stream"),
-            )
-            .await?;
-        self.decode(path, &answer)
+        self.send_bytes("PUT", path, body).await
     }
 
     fn decode<T: serde::de::DeserializeOwned>(

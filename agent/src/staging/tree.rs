@@ -120,15 +120,11 @@ pub fn install(
     if dir.exists() && manifest_file.is_file() {
         return load(data_dir, key, digest);
     }
-    let parent = data_dir.join("releases");
+    let parent = super::releases_parent(data_dir)?;
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| StageError::Io { path, source }
     };
-    if !parent.exists() {
-        std::fs::create_dir_all(&parent).map_err(io(&parent))?;
-        sync_dir(data_dir).map_err(io(data_dir))?;
-    }
     // A directory under the real name without its manifest beside it was
     // never whole by this code's order: it is not trusted, it is rebuilt.
     if dir.exists() {
