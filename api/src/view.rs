@@ -371,7 +371,7 @@ impl NodeState {
             NodeState::Retired
         } else if state.is_quarantined(node) {
             NodeState::Quarantined
-        } else if live.is_some_and(|o| o.unknown.is_some()) {
+        } else if live.is_some_and(|o| o.is_unknown()) {
             NodeState::Unknown
         } else if live.is_some() {
             NodeState::Live
@@ -447,7 +447,7 @@ impl OpState {
     /// The state of a hot op.
     pub fn of(op: &Op) -> OpState {
         match op.phase {
-            _ if op.unknown.is_some() && op.occupies_slot() => OpState::Unknown,
+            _ if op.is_unknown() => OpState::Unknown,
             OpPhase::Granted => OpState::Granted,
             OpPhase::Decided => OpState::Decided,
             OpPhase::Restoring => OpState::Restoring,
@@ -606,13 +606,6 @@ pub fn rollout_status_word(s: &ControllerState, r: &Rollout) -> &'static str {
 /// A rollout's counts, from its indexes: O(log waves), no scan of ops.
 pub fn rollout_counts(r: &Rollout) -> RolloutCounts {
     let granted = r.followers_granted;
-    // Wave k covers followers [end(k-1), end(k)): the latest granted
-    // follower (index granted - 1) is in wave 1 + the ends at or before it.
-    let current_wave = if granted == 0 {
-        0
-    } else {
-        1 + r.policy.wave_ends.partition_point(|end| *end < granted) as u32
-    };
     RolloutCounts {
         plan_nodes: 1 + r.plan.followers.len(),
         granted: r.ops.len(),
@@ -624,7 +617,7 @@ pub fn rollout_counts(r: &Rollout) -> RolloutCounts {
         settled_not_passed: r.settled_not_passed,
         failed: r.failed,
         waves: r.policy.waves(),
-        current_wave: current_wave.min(r.policy.waves()),
+        current_wave: r.current_wave(),
     }
 }
 
@@ -1000,18 +993,24 @@ pub fn op_counts(s: &ControllerState) -> OpCounts {
     c
 }
 
-/// Entries of the handover report (`crate::proof::unresolved`), counted
-/// from indexes: every op holding a slot and every active rollout waiting
-/// for an operator (paused, or at an approval gate).
-pub fn unresolved_count(s: &ControllerState) -> usize {
-    s.rollouts
+/// Entries of the handover report ([`handover_report`]), counted from
+/// indexes, never by walking ops or nodes: every op holding a slot, every
+/// active rollout waiting for an operator (paused, or at an approval
+/// gate), every drifted node, every quarantined node and every node ahead
+/// of the log. `/api/status`, the dashboard and `fleetweft status` show
+/// this number; a test holds it equal to the report's length.
+pub fn unresolved_count(snap: &Snapshot) -> usize {
+    let s = &snap.state;
+    let rollouts: usize = s
+        .rollouts
         .iter()
         .map(|r| {
             let waiting = r.status == RolloutStatus::Active
                 && (r.paused.is_some() || s.awaiting_approval(r.id));
             r.occupied as usize + usize::from(waiting)
         })
-        .sum()
+        .sum();
+    rollouts + s.drifted.len() + s.quarantined.len() + ahead::count(snap)
 }
 
 /// The first `max` UNKNOWN ops in op order. UNKNOWN ops are hot and hold
@@ -1046,7 +1045,7 @@ pub fn status_dto(snap: &Snapshot) -> StatusDto {
         rollouts_total: s.rollouts.len(),
         nodes: node_counts(snap),
         ops: op_counts(s),
-        unresolved: unresolved_count(s),
+        unresolved: unresolved_count(snap),
         unknown_ops: unknown_ops(s, STATUS_UNKNOWN_OPS_MAX),
         links: StatusLinks::default(),
         nodes_ahead_of_log: ahead::count(snap),
@@ -1237,7 +1236,7 @@ pub mod fixture {
     const V1: Digest = Digest::repeat(1);
     const V2: Digest = Digest::repeat(2);
 
-    fn feed(state: &mut ControllerState, input: Input) {
+    pub fn feed(state: &mut ControllerState, input: Input) {
         let events = step(state, &input).expect("accepted");
         for event in &events {
             apply(state, event);
@@ -1325,6 +1324,53 @@ pub mod fixture {
 mod tests {
     use super::fixture::fleet;
     use super::*;
+
+    /// The count `/api/status`, the dashboard and `fleetweft status` show
+    /// is the handover report's length, with every kind of entry present:
+    /// an UNKNOWN op, an op holding a slot, a paused rollout, a drifted
+    /// node, a quarantined node and a node ahead of the log.
+    #[test]
+    fn the_unresolved_count_is_the_number_of_report_entries() {
+        use model::controller::{Input, ObservationSource};
+        use model::{Digest, Generation, NodeId, RolloutId, RouteObservation};
+        let mut snap = fleet(8, 2, 2, 1);
+        let state = &mut snap.state;
+        let observe = Input::Observe {
+            node: NodeId(1),
+            observation: RouteObservation::passing(Digest::repeat(1)),
+            source: ObservationSource::Operator,
+            now_ms: 1_000,
+        };
+        super::fixture::feed(state, observe);
+        assert!(state.drifted.contains(&NodeId(1)), "node 1 drifted");
+        let conflict = Input::IdentityConflict {
+            node: NodeId(2),
+            first_peer: "10.0.0.1:1".into(),
+            second_peer: "10.0.0.2:2".into(),
+        };
+        super::fixture::feed(state, conflict);
+        super::fixture::feed(
+            state,
+            Input::Pause {
+                rollout: RolloutId(0),
+            },
+        );
+        snap.ahead_of_log.insert(NodeId(7), Generation(9));
+        let report = handover_report(&snap);
+        let phases: Vec<&str> = report.iter().map(|u| u.phase.as_str()).collect();
+        for kind in ["drifted", "quarantined", "paused by operator"] {
+            assert!(
+                phases.iter().any(|p| p.starts_with(kind)),
+                "{kind}: {phases:?}"
+            );
+        }
+        assert!(
+            report.iter().any(|u| u.unknown_reason.is_some()),
+            "{phases:?}"
+        );
+        assert_eq!(unresolved_count(&snap), report.len(), "{phases:?}");
+        assert_eq!(status_dto(&snap).unresolved, report.len());
+    }
 
     fn pairs(query: &[(&str, &str)]) -> Vec<(String, String)> {
         query

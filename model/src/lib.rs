@@ -10,6 +10,8 @@
 //! - [`agent`]: the node agent's core, same shape; its state is its journal.
 //! - [`recovery`]: the agent's fixed retry/resume/stop table (SPEC §5, S14),
 //!   called from `agent::agent_step`.
+//! - [`identity`]: when replacements of a node's connection are an
+//!   identity conflict (two agents with one certificate).
 //! - [`chunks`]: a release fetched in content chunks (issue #23): the set
 //!   of chunks verified and what a re-verification from disk read, which
 //!   the table decides on (resume the fetch from verified chunks).
@@ -21,6 +23,7 @@ pub mod agent;
 pub mod chunks;
 pub mod controller;
 pub mod evidence;
+pub mod identity;
 pub mod ids;
 pub mod msg;
 pub mod plan;

@@ -151,6 +151,18 @@ impl Policy {
             .map(|k| k as u32 + 2)
     }
 
+    /// The wave (from 1; 0 before any follower) the latest of `granted`
+    /// followers belongs to: wave k covers followers [end(k-1), end(k)),
+    /// so the follower at index `granted - 1` is in wave 1 + the number of
+    /// ends at or before it. O(log waves).
+    pub fn current_wave(&self, granted: u32) -> u32 {
+        if granted == 0 {
+            return 0;
+        }
+        let wave = 1 + self.wave_ends.partition_point(|end| *end < granted) as u32;
+        wave.min(self.waves())
+    }
+
     /// Waves after the canary (at least one).
     pub fn waves(&self) -> u32 {
         (self.wave_ends.len() as u32).max(1)

@@ -114,4 +114,13 @@ fn settling_an_op_that_settled_already_is_named() {
         referents_exist(&state, &settle),
         Err(MissingReferent::Settled(OpId(0)))
     );
+    // A settled op is never UNKNOWN (`Op::is_unknown` relies on it).
+    let unknown = Event::OpUnknown {
+        op: OpId(0),
+        reason: model::controller::UnknownReason::Silence,
+    };
+    assert_eq!(
+        referents_exist(&state, &unknown),
+        Err(MissingReferent::Settled(OpId(0)))
+    );
 }

@@ -144,3 +144,28 @@ fn operator_actions_are_what_step_accepts() {
     // Restoring: confirm-new refused, roll back already ordered.
     assert_eq!(operator_actions(&state, op), vec![A_::Abandon]);
 }
+
+/// A rollout's options are what `step` accepts: pause while granting,
+/// approve only at the gate, resume only while paused.
+#[test]
+fn rollout_actions_are_what_step_accepts() {
+    use model::controller::{rollout_actions, RolloutAction as R_};
+    let r = model::RolloutId(0);
+    let mut state = started(vec![NodeId(1)], true);
+    assert_eq!(rollout_actions(&state, r), vec![R_::Pause]);
+    from_a(&mut state, ToController::CommitRequest { op: OpId(0) });
+    from_a(
+        &mut state,
+        ToController::Report {
+            op: OpId(0),
+            kind: ReportKind::Switched,
+            observation: RouteObservation::passing(V2),
+        },
+    );
+    assert_eq!(rollout_actions(&state, r), vec![R_::Approve, R_::Pause]);
+    feed(&mut state, Input::Pause { rollout: r });
+    assert_eq!(rollout_actions(&state, r), vec![R_::Approve, R_::Resume]);
+    feed(&mut state, Input::Approve { rollout: r });
+    assert_eq!(rollout_actions(&state, r), vec![R_::Resume]);
+    assert!(rollout_actions(&state, model::RolloutId(7)).is_empty());
+}

@@ -351,6 +351,8 @@ proptest! {
             }
             let bytes = encode_state(&state).expect("encodes");
             prop_assert_eq!(decode_state(&bytes).expect("decodes"), state.clone());
+            // The drifted index is what a walk over every node finds.
+            prop_assert_eq!(&state.drifted, &state.drifted_by_scan());
         }
     }
 }

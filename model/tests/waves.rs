@@ -235,3 +235,47 @@ fn a_failed_canary_pauses_even_inside_a_failure_budget() {
         assert_eq!(granted(&state), 1, "budget {max_failed}: no follower");
     }
 }
+
+/// The current wave is the one the latest granted follower is in: wave k
+/// covers followers [end(k-1), end(k)); 0 before any follower; a plan
+/// without wave ends is one wave.
+#[test]
+fn the_current_wave_is_the_wave_of_the_latest_granted_follower() {
+    let policy = waves(vec![2, 10, 19]);
+    for (granted, wave) in [(0, 0), (1, 1), (2, 1), (3, 2), (10, 2), (11, 3), (19, 3)] {
+        assert_eq!(policy.current_wave(granted), wave, "{granted} granted");
+    }
+    let single = Policy::default();
+    assert_eq!((single.current_wave(0), single.current_wave(5)), (0, 1));
+}
+
+/// A rollout's operator actions are what `step` accepts: a rollout paused
+/// by an operator whose UNKNOWN budget filled meanwhile cannot be resumed
+/// (its pause reason still says "operator"; the budget decides), and the
+/// spent budget is named.
+#[test]
+fn rollout_actions_follow_the_budget_not_the_pause_reason() {
+    use model::controller::{rollout_actions, Budget, RolloutAction};
+    let policy = Policy {
+        max_unknown: Some(2),
+        ..Policy::default()
+    };
+    let mut state = started(policy);
+    switch(&mut state, 0, RouteObservation::passing(V2));
+    assert_eq!(rollout_actions(&state, R0), vec![RolloutAction::Pause]);
+    feed(&mut state, Input::Pause { rollout: R0 });
+    assert_eq!(rollout_actions(&state, R0), vec![RolloutAction::Resume]);
+    feed(&mut state, Input::Timeout { op: OpId(1) });
+    feed(&mut state, Input::Timeout { op: OpId(2) });
+    assert_eq!(
+        state.rollouts[0].paused,
+        Some(PauseReason::Operator),
+        "the pause keeps its reason"
+    );
+    assert_eq!(state.rollouts[0].budget_spent(), Some(Budget::Unknown));
+    assert_eq!(rollout_actions(&state, R0), vec![]);
+    assert_eq!(
+        step(&state, &Input::Resume { rollout: R0 }),
+        Err(Refusal::OverBudget(R0))
+    );
+}

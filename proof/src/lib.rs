@@ -539,7 +539,7 @@ fn judge(
     use ReasonCode as R;
     let last = view.map(|v| v.obs);
     let passed = last.is_some_and(|o| o.verdict == ProbeVerdict::Pass);
-    if op.unknown.is_some() {
+    if op.is_unknown() {
         return (Verdict::Unverified, Some(R::OpUnknown));
     }
     match op.phase {

@@ -384,6 +384,7 @@ fn rename_controller(c: &ControllerState, r: &Renaming) -> ControllerState {
         quarantined: c.quarantined.clone(),
         revoked_certs: c.revoked_certs.clone(),
         roster: c.roster.clone(),
+        drifted: c.drifted.iter().map(|n| r.node(*n)).collect(),
     }
 }
 

@@ -5,8 +5,8 @@
 
 use crate::view::words;
 use model::controller::{
-    operator_actions, ControllerState, Event, Op, OpPhase, OperatorAction, PauseReason,
-    RolloutStatus, UnknownReason,
+    operator_actions, rollout_actions, Budget, ControllerState, Event, Op, OpPhase, OperatorAction,
+    PauseReason, Rollout, RolloutAction, RolloutStatus, UnknownReason,
 };
 use model::{Decision, NodeId, OpId, RolloutId};
 use proof::{observation_str, Origin};
@@ -113,15 +113,16 @@ impl LogIndex {
             Event::OpSettled { op, .. } => {
                 self.granted.remove(op);
                 self.unknown.remove(op);
-                // A settled canary opens an approval gate; a paused
-                // rollout keeps dating from its pause.
-                let gate = state.op(*op).filter(|o| o.is_canary).and_then(|o| {
-                    state
-                        .rollout(o.rollout)
-                        .filter(|r| r.plan.approval_after_canary && r.paused.is_none())
+                // A settlement that opens an approval gate (after the
+                // canary, or between waves) dates the wait; the model says
+                // whether it did. A paused rollout keeps dating from its
+                // pause.
+                let gate = state.op(*op).map(|o| o.rollout).filter(|r| {
+                    state.awaiting_approval(*r)
+                        && state.rollout(*r).is_some_and(|r| r.paused.is_none())
                 });
-                if let Some(r) = gate {
-                    self.waiting.insert(r.id, sequence);
+                if let Some(rollout) = gate {
+                    self.waiting.insert(rollout, sequence);
                 }
             }
             Event::RolloutPaused { rollout, .. } => {
@@ -220,83 +221,125 @@ pub fn unresolved(
             since_sequence: index
                 .unknown
                 .get(&op.id)
-                .filter(|_| op.unknown.is_some())
+                .filter(|_| op.is_unknown())
                 .or(index.granted.get(&op.id))
                 .copied(),
             since: op_since(op, index),
         });
     }
-    for r in state
-        .rollouts
-        .iter()
-        .filter(|r| r.status == RolloutStatus::Active)
-    {
-        let gate = state.awaiting_approval(r.id);
-        let (phase, missing, first) = match (gate, r.paused) {
-            (true, _) => (
-                "waiting for approval".to_string(),
-                "an operator's approval after the verified canary".to_string(),
-                format!("approve: let {} grant its followers", r.id),
-            ),
-            (false, Some(PauseReason::Operator)) => (
-                "paused by operator".to_string(),
-                "an operator's decision to resume".to_string(),
-                format!("resume: let {} grant again", r.id),
-            ),
-            (false, Some(PauseReason::ProbeFailed { op })) => (
-                format!("paused after a failed probe of {op}"),
-                format!("an operator's decision after the failed probe of {op}"),
-                format!("resume: let {} grant again", r.id),
-            ),
-            (false, Some(PauseReason::FailureBudget { op })) => (
-                format!("paused: {op} failed over the failure budget"),
-                "a new rollout: this one's failure budget is spent".to_string(),
-                format!("start a new rollout to go on from where {} stopped", r.id),
-            ),
-            (false, Some(PauseReason::UnknownBudget)) => (
-                "paused: as many ops UNKNOWN as the budget allows".to_string(),
-                "evidence settling the UNKNOWN ops listed here".to_string(),
-                format!("resolve the UNKNOWN ops, then resume {}", r.id),
-            ),
-            (false, None) => continue,
-        };
-        let canary = names(r.plan.canary);
-        out.push(Unresolved {
-            node: canary.clone(),
-            op: "-".into(),
-            rollout: r.id.to_string(),
-            release: r.plan.release.to_hex(),
-            generation: r.generation.0,
-            phase,
-            unknown_reason: None,
-            last_confirmed_release: confirmed(state, r.plan.canary),
-            last_serving_result: state
-                .rollout_op_for(r.id, r.plan.canary)
-                .and_then(|o| o.evidence.last())
-                .map(|e| observation_str(&e.observation)),
-            missing_evidence: vec![missing],
-            owner: None,
-            review_by: None,
-            options: vec![
-                first,
-                format!("keep paused: leave {} as it is", r.id),
-                format!(
-                    "roll back: start a rollout of the previous release over {}'s nodes: fleetweft rollout start --bundle PREVIOUS.bundle --canary {canary} --followers ... --slots K",
-                    r.id
-                ),
-            ],
-            check_command: format!("fleetweft probe {canary}"),
-            since_sequence: index.waiting.get(&r.id).copied(),
-            since: match index.waiting.get(&r.id) {
-                Some(seq) if gate => format!("waiting since log entry {seq} (canary settled)"),
-                Some(seq) => format!("paused since log entry {seq}"),
-                None => "not in the log index".to_string(),
-            },
-        });
-    }
+    out.extend(
+        state
+            .rollouts
+            .iter()
+            .filter_map(|r| rollout_entry(state, r, names, index)),
+    );
     out.extend(drifted(state, names));
     out.extend(quarantined(state, names, index));
     out
+}
+
+/// An active rollout that waits for an operator (an approval gate, or a
+/// pause) as a report entry; `None` for any other rollout.
+fn rollout_entry(
+    state: &ControllerState,
+    r: &Rollout,
+    names: &dyn Fn(NodeId) -> String,
+    index: &LogIndex,
+) -> Option<Unresolved> {
+    if r.status != RolloutStatus::Active {
+        return None;
+    }
+    let gate = state.awaiting_approval(r.id);
+    let phase = match (gate, r.paused) {
+        (true, _) => "waiting for approval".to_string(),
+        (false, Some(PauseReason::Operator)) => "paused by operator".to_string(),
+        (false, Some(PauseReason::ProbeFailed { op })) => {
+            format!("paused after a failed probe of {op}")
+        }
+        (false, Some(PauseReason::FailureBudget { op })) => {
+            format!("paused: {op} failed over the failure budget")
+        }
+        (false, Some(PauseReason::UnknownBudget)) => {
+            "paused: as many ops UNKNOWN as the budget allows".to_string()
+        }
+        (false, None) => return None,
+    };
+    let (missing, first) = rollout_next_step(state, r);
+    let canary = names(r.plan.canary);
+    Some(Unresolved {
+        node: canary.clone(),
+        op: "-".into(),
+        rollout: r.id.to_string(),
+        release: r.plan.release.to_hex(),
+        generation: r.generation.0,
+        phase,
+        unknown_reason: None,
+        last_confirmed_release: confirmed(state, r.plan.canary),
+        last_serving_result: state
+            .rollout_op_for(r.id, r.plan.canary)
+            .and_then(|o| o.evidence.last())
+            .map(|e| observation_str(&e.observation)),
+        missing_evidence: vec![missing],
+        owner: None,
+        review_by: None,
+        options: vec![
+            first,
+            format!("keep paused: leave {} as it is", r.id),
+            format!(
+                "roll back: start a rollout of the previous release over {}'s nodes: fleetweft rollout start --bundle PREVIOUS.bundle --canary {canary} --followers ... --slots K",
+                r.id
+            ),
+        ],
+        check_command: format!("fleetweft probe {canary}"),
+        since_sequence: index.waiting.get(&r.id).copied(),
+        since: match index.waiting.get(&r.id) {
+            Some(seq) if gate => format!("waiting for approval since log entry {seq}"),
+            Some(seq) => format!("paused since log entry {seq}"),
+            None => "not in the log index".to_string(),
+        },
+    })
+}
+
+/// What a waiting rollout misses and the operator's first option, from
+/// what the model would accept now (`rollout_actions`) and which budget
+/// is spent, never from the pause's reason alone: a rollout paused by an
+/// operator whose UNKNOWN budget filled meanwhile cannot be resumed.
+fn rollout_next_step(state: &ControllerState, r: &Rollout) -> (String, String) {
+    let actions = rollout_actions(state, r.id);
+    let id = r.id;
+    if actions.contains(&RolloutAction::Approve) {
+        let gate = match r.next_wave_gate() {
+            Some((wave, _)) if r.approved => format!("before wave {wave}"),
+            _ => "after the verified canary".to_string(),
+        };
+        return (
+            format!("an operator's approval {gate}"),
+            format!("approve: let {id} grant its followers"),
+        );
+    }
+    if actions.contains(&RolloutAction::Resume) {
+        let missing = match r.paused {
+            Some(PauseReason::ProbeFailed { op }) => {
+                format!("an operator's decision after the failed probe of {op}")
+            }
+            _ => "an operator's decision to resume".to_string(),
+        };
+        return (missing, format!("resume: let {id} grant again"));
+    }
+    match r.budget_spent() {
+        Some(Budget::Failures) => (
+            "a new rollout: this one's failure budget is spent".to_string(),
+            format!("start a new rollout to go on from where {id} stopped"),
+        ),
+        Some(Budget::Unknown) => (
+            "evidence settling the UNKNOWN ops listed here".to_string(),
+            format!("resolve the UNKNOWN ops, then resume {id}"),
+        ),
+        None => (
+            "an operator's decision".to_string(),
+            format!("keep paused: leave {id} as it is"),
+        ),
+    }
 }
 
 /// Every quarantined node as work: the two peer addresses that presented
@@ -351,9 +394,12 @@ fn quarantined(
 /// the commands that verify and fix it. Its op stays settled as it was.
 fn drifted(state: &ControllerState, names: &dyn Fn(NodeId) -> String) -> Vec<Unresolved> {
     state
-        .nodes
+        .drifted
         .iter()
-        .filter_map(|(node, record)| Some((*node, record, record.drift()?)))
+        .filter_map(|node| {
+            let record = state.nodes.get(node)?;
+            Some((*node, record, record.drift()?))
+        })
         .map(|(node, record, seen)| {
             let name = names(node);
             let confirmed = record.confirmed.map(|d| d.to_hex()).unwrap_or_default();
@@ -1343,6 +1389,39 @@ mod tests {
         });
         let list = unresolved(&s.0, &name, &s.1);
         assert_eq!(list[0].phase, "paused by operator");
+    }
+
+    /// Paused by an operator, then its UNKNOWN budget filled: the model
+    /// refuses a resume, so the report does not offer one (it did when it
+    /// read the pause's reason alone).
+    #[test]
+    fn a_rollout_over_its_unknown_budget_is_not_offered_a_resume() {
+        let s = S::new()
+            .start(0, V2, vec![B], false)
+            .ev(Event::RolloutPolicySet {
+                rollout: RolloutId(0),
+                policy: model::plan::Policy {
+                    max_unknown: Some(1),
+                    ..Default::default()
+                },
+            })
+            .grant(0, 0, A, V2)
+            .ev(Event::RolloutPaused {
+                rollout: RolloutId(0),
+                reason: PauseReason::Operator,
+            })
+            .ev(Event::OpUnknown {
+                op: OpId(0),
+                reason: UnknownReason::Silence,
+            });
+        let list = unresolved(&s.0, &name, &s.1);
+        let entry = list.iter().find(|u| u.op == "-").expect("the rollout");
+        assert_eq!(entry.phase, "paused by operator");
+        assert_eq!(entry.options[0], "resolve the UNKNOWN ops, then resume r0");
+        assert_eq!(
+            entry.missing_evidence,
+            vec!["evidence settling the UNKNOWN ops listed here".to_string()]
+        );
     }
 
     #[test]

@@ -264,11 +264,17 @@ struct Link {
 /// (revoked certificate, a quarantine being released).
 const CLOSE_IDENTITY: u32 = 5;
 
+/// Connections of a quarantined node kept open (muted) at once; beyond it
+/// the oldest is closed, so a swarm of copies cannot hold unbounded state.
+pub const QUARANTINED_LINKS_MAX: usize = 8;
+
 /// The core's view of connection identities: the conflict watch, the
 /// muted connections of quarantined nodes, the deny list the handshake
 /// reads, and what each node last presented.
 struct Identities {
-    watch: super::identity::ConflictWatch,
+    watch: model::identity::ConflictWatch,
+    /// The monotonic clock the watch is fed from (time is the model's input).
+    watch_epoch: Instant,
     muted: HashMap<NodeId, std::collections::VecDeque<Link>>,
     deny: protocol::tls::DenyList,
     presented: imbl::HashMap<NodeId, [u8; 32]>,
@@ -286,6 +292,7 @@ impl Identities {
         }
         Identities {
             watch: Default::default(),
+            watch_epoch: Instant::now(),
             muted: HashMap::new(),
             deny,
             presented: imbl::HashMap::new(),
@@ -305,7 +312,7 @@ impl Identities {
             link.peer
         );
         muted.push_back(link);
-        while muted.len() > super::identity::QUARANTINED_LINKS_MAX {
+        while muted.len() > QUARANTINED_LINKS_MAX {
             if let Some(old) = muted.pop_front() {
                 old.conn.close(
                     quinn::VarInt::from_u32(CLOSE_IDENTITY),
@@ -542,7 +549,7 @@ impl Core {
         // An op already UNKNOWN counts from the start.
         let now = SystemTime::now();
         for op in core.controller.state().ops.values() {
-            if op.unknown.is_some() {
+            if op.is_unknown() {
                 core.unknown_since.insert(op.id, now);
             }
         }
@@ -637,7 +644,7 @@ impl Core {
             *roster = state.roster.clone();
         }
         let now = SystemTime::now();
-        for op in state.ops.values().filter(|op| op.unknown.is_some()) {
+        for op in state.ops.values().filter(|op| op.is_unknown()) {
             self.unknown_since.entry(op.id).or_insert(now);
         }
         self.me
@@ -976,7 +983,7 @@ impl Core {
             if !hot.is_some_and(|o| o.occupies_slot()) {
                 self.deadlines.cancel(*op);
             }
-            if hot.is_some_and(|o| o.unknown.is_some()) {
+            if hot.is_some_and(|o| o.is_unknown()) {
                 self.unknown_since.entry(*op).or_insert(now);
             } else {
                 self.unknown_since.remove(op);
@@ -1066,7 +1073,9 @@ impl Core {
             old.conn
                 .close(0u32.into(), b"replaced by a newer connection");
             self.readbacks.disconnected(node, old.id, Instant::now());
-            if self.ids.watch.replaced(node, Instant::now()) {
+            let now_ms =
+                u64::try_from(self.ids.watch_epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+            if self.ids.watch.replaced(node, now_ms) {
                 let name = state.roster.display_name(node);
                 report_conflict(&name, &self.me, node, old.peer, peer);
             }

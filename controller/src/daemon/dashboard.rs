@@ -533,7 +533,7 @@ pub fn metrics(snap: &Snapshot, now: SystemTime) -> String {
         .state
         .ops
         .values()
-        .filter(|o| o.unknown.is_some() && o.occupies_slot())
+        .filter(|o| o.is_unknown())
         .filter_map(|o| snap.unknown_since.get(&o.id))
         .min()
         .map_or(0.0, |t| {

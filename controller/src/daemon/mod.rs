@@ -15,7 +15,6 @@ pub mod fatal;
 pub mod ha;
 pub mod housekeeping;
 pub mod http;
-pub mod identity;
 pub mod link_msg;
 pub mod links;
 pub mod openapi;

@@ -135,9 +135,9 @@ pub fn referents_exist(state: &ControllerState, event: &Event) -> Result<(), Mis
         | Event::ProbeRecorded { op, .. }
         | Event::OperatorObserved { op, .. }
         | Event::RestoreRequested { op }
-        | Event::OpUnknown { op, .. }
         | Event::OpClaimed { op, .. } => op_exists(op),
-        Event::OpSettled { op, .. } => {
+        // A settled op is never UNKNOWN (`Op::is_unknown`), and settles once.
+        Event::OpUnknown { op, .. } | Event::OpSettled { op, .. } => {
             op_exists(op)?;
             match state.op(*op) {
                 Some(o) if matches!(o.phase, OpPhase::Settled(_)) => {
@@ -306,6 +306,7 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
             if let Some(previous) = previous {
                 archive_op(state, previous);
             }
+            reindex_drift(state, *node);
         }
         Event::CommitDecided { op, decision } => match state.ops.get_mut(op) {
             Some(o) => {
@@ -402,6 +403,7 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
                 | Outcome::Resolved(Resolution::ConfirmBaseline) => baseline,
                 Outcome::Resolved(Resolution::Abandon) => None,
             };
+            reindex_drift(state, node);
         }
         Event::OpClaimed {
             op,
@@ -425,6 +427,7 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
                 source: *source,
                 at_ms: *at_ms,
             });
+            reindex_drift(state, *node);
         }
         Event::NodeHello { node, serving, .. } => {
             state.nodes.entry(*node).or_default().reported_serving = *serving;
@@ -464,6 +467,18 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
             // Recorded for the audit trail; a late or stale message never
             // changes a node's recorded state (S8).
         }
+    }
+}
+
+/// Keep [`ControllerState::drifted`] in step for `node`: only `OpGranted`,
+/// `OpSettled` and `NodeObserved` change what `drift` reads (the live op,
+/// the confirmed release, the observation), and each calls this.
+fn reindex_drift(state: &mut ControllerState, node: NodeId) {
+    let drifted = state.nodes.get(&node).is_some_and(|r| r.drift().is_some());
+    if drifted {
+        state.drifted.insert(node);
+    } else {
+        state.drifted.remove(&node);
     }
 }
 

@@ -17,7 +17,8 @@ pub use input::Input;
 pub use roster::{Labels, Roster, RosterEntry, RosterLimit};
 pub use state::*;
 pub use step::{
-    decision_for, operator_actions, progress, step, step_in_place, Fold, OperatorAction, Refusal,
+    decision_for, operator_actions, progress, rollout_actions, step, step_in_place, Fold,
+    OperatorAction, Refusal, RolloutAction,
 };
 
 /// Rebuild a controller state by folding events in order: what a restart

@@ -38,7 +38,9 @@ pub const SNAPSHOT_MAGIC: [u8; 8] = *b"FWCSTATE";
 /// - 2: forgotten rollouts (`Rollout::forgotten`, `ControllerState::
 ///   remembered` and `forgotten_ops`): a version-1 state never forgot, so
 ///   folding on from it would differ from a fold from genesis.
-pub const SNAPSHOT_FORMAT_VERSION: u16 = 2;
+/// - 3: the drifted-node index (`ControllerState::drifted`): a version-2
+///   state would decode without it and miscount drifted nodes.
+pub const SNAPSHOT_FORMAT_VERSION: u16 = 3;
 
 /// Bytes before the bincode body: magic and version.
 pub const SNAPSHOT_HEADER_BYTES: usize = SNAPSHOT_MAGIC.len() + 2;

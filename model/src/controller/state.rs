@@ -104,8 +104,25 @@ impl Rollout {
     /// Over its failure budget (B1): more failed ops than `max_failed`, or
     /// `max_unknown` ops UNKNOWN at once. No follower is granted then.
     pub fn over_budget(&self) -> bool {
-        self.policy.max_failed.is_some_and(|m| self.failed > m)
-            || self.policy.max_unknown.is_some_and(|m| self.unknown >= m)
+        self.budget_spent().is_some()
+    }
+
+    /// Which budget is spent, if any: failures first (a spent failure
+    /// budget needs a new rollout), then UNKNOWN (it frees up as those ops
+    /// settle).
+    pub fn budget_spent(&self) -> Option<Budget> {
+        if self.policy.max_failed.is_some_and(|m| self.failed > m) {
+            Some(Budget::Failures)
+        } else if self.policy.max_unknown.is_some_and(|m| self.unknown >= m) {
+            Some(Budget::Unknown)
+        } else {
+            None
+        }
+    }
+
+    /// The wave its latest granted follower is in (0 before any).
+    pub fn current_wave(&self) -> u32 {
+        self.policy.current_wave(self.followers_granted)
     }
 
     /// The wave (from 2) the next follower would open and the approvals it
@@ -115,6 +132,15 @@ impl Rollout {
         let unapproved = self.policy.approval_between_waves && self.wave_approvals < wave - 1;
         Some((wave, unapproved))
     }
+}
+
+/// A rollout's budgets (B1): past either, no follower is granted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Budget {
+    /// More ops failed than `max_failed`.
+    Failures,
+    /// `max_unknown` ops are UNKNOWN at once.
+    Unknown,
 }
 
 /// Why an op's outcome cannot be told from the evidence.
@@ -275,6 +301,15 @@ impl Op {
     /// Occupies a slot: granted and not yet settled by evidence (S1, S3).
     pub fn occupies_slot(&self) -> bool {
         !matches!(self.phase, OpPhase::Settled(_))
+    }
+
+    /// UNKNOWN (S2): the outcome cannot be told from the evidence, and the
+    /// op holds its slot until evidence settles it. The one definition
+    /// every surface (API, dashboard, report, proof, daemon) asks; `apply`
+    /// clears `unknown` when an op settles, so a settled op is never
+    /// UNKNOWN.
+    pub fn is_unknown(&self) -> bool {
+        self.unknown.is_some() && self.occupies_slot()
     }
 
     /// A Commit is stored and nothing shows the node acted on it (or on a
@@ -466,9 +501,24 @@ pub struct ControllerState {
     /// Empty in a log written before enrollment existed.
     #[serde(default)]
     pub roster: super::roster::Roster,
+    /// Index: the nodes whose [`NodeRecord::drift`] is some, kept by
+    /// `apply` for the node each event touches, so counting and listing
+    /// drifted nodes never walks the fleet.
+    #[serde(default)]
+    pub drifted: OrdSet<NodeId>,
 }
 
 impl ControllerState {
+    /// The nodes whose drift the record shows, by walking every node:
+    /// what [`ControllerState::drifted`] must equal (tests and checks).
+    pub fn drifted_by_scan(&self) -> OrdSet<NodeId> {
+        self.nodes
+            .iter()
+            .filter(|(_, record)| record.drift().is_some())
+            .map(|(node, _)| *node)
+            .collect()
+    }
+
     /// The op with this id, if it is in the hot state (see
     /// [`ControllerState::op_summary`] for archived ones too).
     pub fn op(&self, id: OpId) -> Option<&Op> {

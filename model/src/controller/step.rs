@@ -379,7 +379,7 @@ fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal>
         Input::Timeout { op } => Ok(match state.op(*op) {
             // Silence never settles and never frees a slot (S3): it only
             // makes the op UNKNOWN. A second timeout changes nothing.
-            Some(o) if o.occupies_slot() && o.unknown.is_none() => vec![Event::OpUnknown {
+            Some(o) if o.occupies_slot() && !o.is_unknown() => vec![Event::OpUnknown {
                 op: *op,
                 reason: UnknownReason::Silence,
             }],
@@ -840,6 +840,31 @@ pub fn operator_actions(state: &ControllerState, op: OpId) -> Vec<OperatorAction
         .filter(|(_, input)| decide(state, input).is_ok())
         .map(|(action, _)| action)
         .collect()
+}
+
+/// Something an operator can do about a rollout as a whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum RolloutAction {
+    /// `Input::Approve`: open the approval gate it waits at.
+    Approve,
+    /// `Input::Resume`: grant again after a pause.
+    Resume,
+    /// `Input::Pause`: stop granting, keep accounting.
+    Pause,
+}
+
+/// What `step` would accept about `rollout` now, found by asking it, so no
+/// surface restates when a rollout can be approved, resumed or paused.
+pub fn rollout_actions(state: &ControllerState, rollout: RolloutId) -> Vec<RolloutAction> {
+    [
+        (RolloutAction::Approve, Input::Approve { rollout }),
+        (RolloutAction::Resume, Input::Resume { rollout }),
+        (RolloutAction::Pause, Input::Pause { rollout }),
+    ]
+    .into_iter()
+    .filter(|(_, input)| decide(state, input).is_ok())
+    .map(|(action, _)| action)
+    .collect()
 }
 
 /// Grants and completion that the current state allows, as events. Called at
