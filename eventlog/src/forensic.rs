@@ -31,7 +31,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use super::sled_dir::{
     has_sled_files, lock_shared_for_reading, wait_for_lock_release, SharedLock, SLED_DB_FILE,
 };
-use super::verify::VerifyError;
 
 /// Most bytes a forensic read copies: the sum of the sizes of every file in
 /// the log directory. At about 600 bytes on disk per event (see
@@ -47,7 +46,7 @@ pub const FORENSIC_COPY_FILES_MAX: u64 = 10_000;
 const COPY_DEPTH_MAX: usize = 4;
 
 /// Prefix of the private copies' directory names in the temporary directory.
-const COPY_PREFIX: &str = "fleetweft-forensic-";
+pub(super) const COPY_PREFIX: &str = "fleetweft-forensic-";
 
 /// Why a private copy could not be made. The original was not changed and
 /// nothing was judged.
@@ -94,6 +93,18 @@ pub enum CopyProblem {
     },
 }
 
+/// Why no private copy of a log directory was taken (`verify` names the
+/// directory when it reports it).
+#[derive(Debug)]
+pub(super) enum CopyRefused {
+    /// No sled database there: what is missing.
+    NotALog(String),
+    /// A running controller or agent holds the database's lock.
+    InUse,
+    /// The copy could not be made.
+    Failed(CopyProblem),
+}
+
 /// A private copy of a log directory, removed when dropped.
 pub(super) struct SnapshotCopy {
     dir: PathBuf,
@@ -101,21 +112,17 @@ pub(super) struct SnapshotCopy {
 
 impl SnapshotCopy {
     /// Copies the log in `original` (steps 1–3 of the module docs).
-    pub(super) fn take(original: &Path) -> Result<Self, VerifyError> {
+    pub(super) fn take(original: &Path) -> Result<Self, CopyRefused> {
         Self::take_within(original, Limits::FORENSIC)
     }
 
-    fn take_within(original: &Path, limits: Limits) -> Result<Self, VerifyError> {
+    fn take_within(original: &Path, limits: Limits) -> Result<Self, CopyRefused> {
         if !has_sled_files(original) {
-            return Err(VerifyError::NotALog {
-                path: original.to_path_buf(),
-                reason: "no sled database (missing `conf` or `db` file)".into(),
-            });
+            return Err(CopyRefused::NotALog(
+                "no sled database (missing `conf` or `db` file)".into(),
+            ));
         }
-        let uninspectable = |problem| VerifyError::Uninspectable {
-            path: original.to_path_buf(),
-            problem,
-        };
+        let uninspectable = CopyRefused::Failed;
         let db_file = original.join(SLED_DB_FILE);
         // Held until the copy is complete; dropping the file releases it.
         let _lock = match lock_shared_for_reading(&db_file) {
@@ -123,11 +130,7 @@ impl SnapshotCopy {
             // A file system without flock: sled could not lock it either,
             // so no controller can be running on it.
             Ok(SharedLock::Unsupported) => None,
-            Ok(SharedLock::InUse) => {
-                return Err(VerifyError::InUse {
-                    path: original.to_path_buf(),
-                })
-            }
+            Ok(SharedLock::InUse) => return Err(CopyRefused::InUse),
             Err(source) => {
                 return Err(uninspectable(CopyProblem::Io {
                     action: "opening",
@@ -377,16 +380,15 @@ fn make_private_dir() -> Result<PathBuf, CopyProblem> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::BTreeMap;
-    use std::os::unix::fs::PermissionsExt;
 
     use sha2::{Digest, Sha256};
 
     use super::*;
-    use crate::{verify, verify_in_place, EventLog};
+    use crate::EventLog;
 
-    fn make_log(dir: &Path, count: u64) {
+    pub(crate) fn make_log(dir: &Path, count: u64) {
         let (log, _) = EventLog::<String>::open(dir).expect("open");
         let events = (0..count).map(|i| format!("event number {i}")).collect();
         let _durable = log.append(events).expect("append");
@@ -395,7 +397,7 @@ mod tests {
 
     /// Every entry below `dir` by relative path: a file's SHA-256, or `None`
     /// for a directory.
-    fn tree(dir: &Path) -> BTreeMap<PathBuf, Option<[u8; 32]>> {
+    pub(crate) fn tree(dir: &Path) -> BTreeMap<PathBuf, Option<[u8; 32]>> {
         fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Option<[u8; 32]>>) {
             for entry in fs::read_dir(dir).expect("list") {
                 let path = entry.expect("entry").path();
@@ -414,7 +416,7 @@ mod tests {
         out
     }
 
-    fn log_in_temp(count: u64) -> (tempfile::TempDir, PathBuf) {
+    pub(crate) fn log_in_temp(count: u64) -> (tempfile::TempDir, PathBuf) {
         let temp = tempfile::tempdir().expect("temp dir");
         let dir = temp.path().join("log");
         make_log(&dir, count);
@@ -434,150 +436,31 @@ mod tests {
         assert_eq!(tree(&dir), before, "the original is untouched");
     }
 
-    /// Whether verifying `dir` in place (on a copy of it) changes its files:
-    /// what `verify` must never do to the original.
-    fn in_place_rewrites(dir: &Path) -> bool {
-        let copy = SnapshotCopy::take(dir).expect("copy");
-        let before = tree(copy.path());
-        let _ = verify_in_place(copy.path());
-        tree(copy.path()) != before
-    }
-
-    #[test]
-    fn verify_leaves_intact_and_damaged_logs_as_it_found_them() {
-        let (_temp, dir) = log_in_temp(300);
-        let db = dir.join(SLED_DB_FILE);
-        let before = tree(&dir);
-        verify(&dir).expect("intact");
-        assert_eq!(
-            tree(&dir),
-            before,
-            "intact: no new snapshot, nothing rewritten"
-        );
-        assert!(
-            in_place_rewrites(&dir),
-            "the hazard: even an intact log changes"
-        );
-
-        // Three flipped bytes: sled's recovery would zero the file after the
-        // first one if it ran on the original.
-        // sled's file is one preallocated segment: damage its used part.
-        let mut bytes = fs::read(&db).expect("read db");
-        let used = bytes.iter().rposition(|b| *b != 0).expect("data") + 1;
-        for offset in [used / 4, used / 2, 3 * used / 4] {
-            bytes[offset] ^= 0x5a;
-        }
-        fs::write(&db, &bytes).expect("write db");
-        let before = tree(&dir);
-        let err = verify(&dir).expect_err("damage is found");
-        assert!(
-            !err.to_string().contains(COPY_PREFIX),
-            "names the log: {err}"
-        );
-        assert_eq!(tree(&dir), before, "flipped bytes: unchanged");
-        assert!(
-            in_place_rewrites(&dir),
-            "the hazard: sled's recovery rewrites it"
-        );
-
-        // Cut to half: recovery would rewrite the torn tail.
-        fs::write(&db, &bytes[..used / 2]).expect("truncate db");
-        let before = tree(&dir);
-        let err = verify(&dir).expect_err("damage is found");
-        assert!(
-            err.to_string().contains(&dir.display().to_string()) || err.sequence().is_some(),
-            "{err}"
-        );
-        assert_eq!(tree(&dir), before, "truncated: unchanged");
-        assert!(
-            in_place_rewrites(&dir),
-            "the hazard: sled's recovery rewrites it"
-        );
-    }
-
-    #[test]
-    fn a_read_only_log_verifies() {
-        let (_temp, dir) = log_in_temp(5);
-        let set_mode = |mode_file, mode_dir| {
-            for entry in fs::read_dir(&dir).expect("list") {
-                let path = entry.expect("entry").path();
-                let mode = if path.is_dir() { mode_dir } else { mode_file };
-                fs::set_permissions(&path, fs::Permissions::from_mode(mode)).expect("chmod");
-            }
-            fs::set_permissions(&dir, fs::Permissions::from_mode(mode_dir)).expect("chmod");
-        };
-        set_mode(0o444, 0o555);
-        let result = verify(&dir);
-        set_mode(0o644, 0o755);
-        assert_eq!(result.expect("verifies").entries, 5);
-    }
-
     #[test]
     fn limits_refuse_before_copying() {
         let (_temp, dir) = log_in_temp(5);
         let before = tree(&dir);
         let small = |bytes, files| SnapshotCopy::take_within(&dir, Limits { bytes, files });
         let err = small(100, 1_000).err().expect("too large");
+        let CopyRefused::Failed(problem) = err else {
+            panic!("{err:?}")
+        };
         assert!(
-            matches!(
-                err,
-                VerifyError::Uninspectable {
-                    problem: CopyProblem::TooLarge { max: 100, .. },
-                    ..
-                }
-            ),
-            "{err:?}"
+            matches!(problem, CopyProblem::TooLarge { max: 100, .. }),
+            "{problem:?}"
         );
-        assert!(err.to_string().contains("FORENSIC_COPY_BYTES_MAX"), "{err}");
+        assert!(
+            problem.to_string().contains("FORENSIC_COPY_BYTES_MAX"),
+            "{problem}"
+        );
         let err = small(u64::MAX, 2).err().expect("too many files");
         assert!(
             matches!(
                 err,
-                VerifyError::Uninspectable {
-                    problem: CopyProblem::TooManyFiles { max: 2 },
-                    ..
-                }
+                CopyRefused::Failed(CopyProblem::TooManyFiles { max: 2 })
             ),
             "{err:?}"
         );
         assert_eq!(tree(&dir), before);
-    }
-
-    #[test]
-    fn a_symlink_is_not_followed() {
-        let (temp, dir) = log_in_temp(5);
-        let outside = temp.path().join("outside");
-        fs::write(&outside, b"not part of the log").expect("write");
-        std::os::unix::fs::symlink(&outside, dir.join("snap.link")).expect("symlink");
-        let err = verify(&dir).expect_err("refused");
-        assert!(
-            matches!(
-                err,
-                VerifyError::Uninspectable {
-                    problem: CopyProblem::Unexpected { .. },
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
-    }
-
-    #[test]
-    fn an_open_log_is_in_use_and_a_missing_one_is_not_a_log() {
-        let (temp, dir) = log_in_temp(5);
-        let (log, _) = EventLog::<String>::open(&dir).expect("open");
-        let err = verify(&dir).expect_err("in use");
-        assert!(
-            matches!(&err, VerifyError::InUse { path } if path == &dir),
-            "{err:?}"
-        );
-        assert!(err.to_string().contains("in use"), "{err}");
-        log.close().expect("close");
-        assert_eq!(verify(&dir).expect("free again").entries, 5);
-
-        let missing = temp.path().join("missing");
-        let err = verify(&missing).expect_err("missing");
-        assert!(matches!(err, VerifyError::NotALog { .. }), "{err:?}");
-        assert!(!missing.exists(), "nothing created");
     }
 }

@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use super::envelope::{hash_bytes, Envelope, EnvelopeFault, Hash};
-use super::forensic::{CopyProblem, SnapshotCopy};
+use super::forensic::{CopyProblem, CopyRefused, SnapshotCopy};
 use super::sled_storage::SledStorage;
 use super::storage::{Hex, LiveStart, LogStorage, RawEntry, StorageError};
 
@@ -255,7 +255,7 @@ pub fn verify_with(
     check: impl FnMut(u64, &[u8]) -> Result<(), String>,
 ) -> Result<VerifyReport, VerifyError> {
     let dir = dir.as_ref();
-    let copy = SnapshotCopy::take(dir)?;
+    let copy = SnapshotCopy::take(dir).map_err(|refused| copy_refused(dir, refused))?;
     // The storage is dropped before the copy is removed.
     verify_in_place_with(copy.path(), check).map_err(|err| err.relocated(copy.path(), dir))
 }
@@ -269,11 +269,21 @@ pub fn read_private_copy<R>(
     read: impl FnOnce(&SledStorage) -> Result<R, VerifyError>,
 ) -> Result<R, VerifyError> {
     let dir = dir.as_ref();
-    let copy = SnapshotCopy::take(dir)?;
+    let copy = SnapshotCopy::take(dir).map_err(|refused| copy_refused(dir, refused))?;
     let result = SledStorage::open_existing(copy.path())
         .map_err(VerifyError::from)
         .and_then(|storage| read(&storage));
     result.map_err(|err| err.relocated(copy.path(), dir))
+}
+
+/// Why no private copy of `dir` was taken, as the error that names it.
+fn copy_refused(dir: &Path, refused: CopyRefused) -> VerifyError {
+    let path = dir.to_path_buf();
+    match refused {
+        CopyRefused::NotALog(reason) => VerifyError::NotALog { path, reason },
+        CopyRefused::InUse => VerifyError::InUse { path },
+        CopyRefused::Failed(problem) => VerifyError::Uninspectable { path, problem },
+    }
 }
 
 /// [`verify`] on the directory itself, without a private copy.
@@ -496,3 +506,6 @@ pub(super) fn check_entry_bytes(
     }
     Ok(envelope)
 }
+
+#[cfg(test)]
+mod forensic_tests;
