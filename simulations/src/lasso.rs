@@ -108,14 +108,20 @@ fn stutters(model: &FleetModel, world: &World) -> Vec<u16> {
     actions
         .iter()
         .enumerate()
-        .filter(|(_, a)| fair_class(a).is_some() && model.transition(world, **a, &mut None) == *world)
+        .filter(|(_, a)| {
+            fair_class(a).is_some() && model.transition(world, **a, &mut None) == *world
+        })
         .map(|(ix, _)| ix as u16)
         .collect()
 }
 
 /// The lasso as numbered steps and a chart: the stem, a mark, the loop,
 /// and the verdict.
-fn tell_lasso(model: &FleetModel, explored: &Explored, found: &Found) -> (Vec<String>, seqchart::Chart) {
+fn tell_lasso(
+    model: &FleetModel,
+    explored: &Explored,
+    found: &Found,
+) -> (Vec<String>, seqchart::Chart) {
     let Lasso { entry, cycle } = &found.lasso;
     let mut path = Vec::new();
     let at_entry = replay(model, model.initial(), stem(explored, *entry), &mut path);
@@ -129,7 +135,10 @@ fn tell_lasso(model: &FleetModel, explored: &Explored, found: &Found) -> (Vec<St
             .iter()
             .map(|e| explored.graph.edges[*e as usize].action)
             .collect();
-        (picks, "the steps below repeat forever, and every fair action enabled all along them is taken")
+        (
+            picks,
+            "the steps below repeat forever, and every fair action enabled all along them is taken",
+        )
     };
     let last = replay(model, at_entry, picks, &mut path);
     let steps_in_loop = path.len() - loop_at;
@@ -138,7 +147,11 @@ fn tell_lasso(model: &FleetModel, explored: &Explored, found: &Found) -> (Vec<St
     let (mut text, chart, _) = tell(model, path, Some((loop_at, &note)));
     let span = match steps_in_loop {
         0 => format!("from step {loop_at} on"),
-        _ => format!("steps {}..{} repeat forever", loop_at + 1, loop_at + steps_in_loop),
+        _ => format!(
+            "steps {}..{} repeat forever",
+            loop_at + 1,
+            loop_at + steps_in_loop
+        ),
     };
     let verdict = format!(
         "=> breaks {}: {} ({span}, under weak fairness)",

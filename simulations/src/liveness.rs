@@ -126,7 +126,12 @@ impl Liveness {
         bits
     }
 
-    fn op_pending(self, world: &World, ctrl: &model::controller::ControllerState, id: OpId) -> bool {
+    fn op_pending(
+        self,
+        world: &World,
+        ctrl: &model::controller::ControllerState,
+        id: OpId,
+    ) -> bool {
         let Some(op) = ctrl.op(id) else {
             return false;
         };
@@ -166,7 +171,7 @@ pub fn probe_would_settle(world: &World, node: NodeId, op: OpId) -> bool {
         node,
         observation: world.observe(node),
     };
-    step(&world.durable, &input).is_ok_and(|events| {
+    step(&world.controller(), &input).is_ok_and(|events| {
         events
             .iter()
             .any(|e| matches!(e, Event::OpSettled { op: o, .. } if *o == op))
@@ -435,39 +440,66 @@ enum Waypoint {
     State(u32),
 }
 
+/// A walk under construction: its edges, the states and classes it passed.
+struct Walk<'g> {
+    graph: &'g LabelledGraph,
+    edges: Vec<u32>,
+    visited: HashSet<u32>,
+    classes: HashSet<u32>,
+    at: u32,
+}
+
+impl Walk<'_> {
+    fn go(&mut self, edges: Vec<u32>) {
+        for edge in edges {
+            let e = self.graph.edges[edge as usize];
+            self.visited.insert(e.to);
+            self.classes.insert(e.class);
+            self.edges.push(edge);
+            self.at = e.to;
+        }
+    }
+}
+
 /// A walk inside `members` from `entry` through every waypoint and back
-/// to `entry`, as edge indexes; at least one edge.
-fn tour(graph: &LabelledGraph, members: &HashSet<u32>, entry: u32, waypoints: &[Waypoint]) -> Vec<u32> {
-    let mut walk = Vec::new();
-    let mut at = entry;
+/// to `entry`, as edge indexes; at least one edge. A waypoint the walk
+/// already passed (the state, or an edge of the same class) is skipped.
+fn tour(
+    graph: &LabelledGraph,
+    members: &HashSet<u32>,
+    entry: u32,
+    waypoints: &[Waypoint],
+) -> Vec<u32> {
+    let mut walk = Walk {
+        graph,
+        edges: Vec::new(),
+        visited: HashSet::from([entry]),
+        classes: HashSet::new(),
+        at: entry,
+    };
     for waypoint in waypoints {
         match *waypoint {
-            Waypoint::State(state) => {
-                walk.extend(path_within(graph, members, at, state));
-                at = state;
+            Waypoint::State(state) if !walk.visited.contains(&state) => {
+                walk.go(path_within(graph, members, walk.at, state));
             }
-            Waypoint::Edge(edge) => {
-                let from = source_of(graph, edge);
-                walk.extend(path_within(graph, members, at, from));
-                walk.push(edge);
-                at = graph.edges[edge as usize].to;
+            Waypoint::Edge(edge) if !walk.classes.contains(&graph.edges[edge as usize].class) => {
+                let mut path = path_within(graph, members, walk.at, source_of(graph, edge));
+                path.push(edge);
+                walk.go(path);
             }
+            _ => {}
         }
     }
-    if walk.is_empty() || at != entry {
+    if walk.edges.is_empty() {
         // Leave `entry` at least once: its first edge inside, then back.
-        if walk.is_empty() {
-            let (edge, to) = graph
-                .out(entry)
-                .find(|(_, e)| members.contains(&e.to))
-                .map(|(i, e)| (i, e.to))
-                .expect("a state of a cyclic component has an edge inside it");
-            walk.push(edge);
-            at = to;
-        }
-        walk.extend(path_within(graph, members, at, entry));
+        let (edge, _) = graph
+            .out(entry)
+            .find(|(_, e)| members.contains(&e.to))
+            .expect("a state of a cyclic component has an edge inside it");
+        walk.go(vec![edge]);
     }
-    walk
+    walk.go(path_within(graph, members, walk.at, entry));
+    walk.edges
 }
 
 /// The state an edge leaves (binary search of the row starts).
@@ -552,8 +584,13 @@ pub fn explore(model: &FleetModel, progress: bool) -> Result<Explored, LivenessE
     let mut last_report = Instant::now();
     let mut index = 0u32;
     while let Some(world) = queue.pop_front() {
-        explored.graph.edge_start.push(explored.graph.edges.len() as u32);
-        explored.pending.push(Liveness::ALL.map(|l| l.pending(&world)));
+        explored
+            .graph
+            .edge_start
+            .push(explored.graph.edges.len() as u32);
+        explored
+            .pending
+            .push(Liveness::ALL.map(|l| l.pending(&world)));
         model.enabled(&world, &mut actions);
         if actions.len() > usize::from(u16::MAX) {
             let (count, limit) = (actions.len(), usize::from(u16::MAX));
@@ -585,7 +622,9 @@ pub fn explore(model: &FleetModel, progress: bool) -> Result<Explored, LivenessE
                 }
                 explored.parent.push(index);
                 explored.parent_action.push(ix as u16);
-                explored.depth.push(explored.depth[index as usize].saturating_add(1));
+                explored
+                    .depth
+                    .push(explored.depth[index as usize].saturating_add(1));
                 queue.push_back(next);
             }
             explored.graph.edges.push(Edge {
@@ -595,7 +634,8 @@ pub fn explore(model: &FleetModel, progress: bool) -> Result<Explored, LivenessE
             });
         }
         index += 1;
-        if progress && last_report.elapsed() >= Duration::from_millis(LIVENESS_PROGRESS_INTERVAL_MS) {
+        if progress && last_report.elapsed() >= Duration::from_millis(LIVENESS_PROGRESS_INTERVAL_MS)
+        {
             last_report = Instant::now();
             let secs = started.elapsed().as_secs_f64();
             eprintln!(
@@ -607,7 +647,10 @@ pub fn explore(model: &FleetModel, progress: bool) -> Result<Explored, LivenessE
             );
         }
     }
-    explored.graph.edge_start.push(explored.graph.edges.len() as u32);
+    explored
+        .graph
+        .edge_start
+        .push(explored.graph.edges.len() as u32);
     explored.elapsed = started.elapsed();
     Ok(explored)
 }
@@ -627,7 +670,10 @@ pub fn check(explored: &Explored) -> Vec<(Liveness, Option<Found>)> {
         .into_iter()
         .enumerate()
         .map(|(p, property)| {
-            let any = explored.pending.iter().fold(0u64, |acc, bits| acc | bits[p]);
+            let any = explored
+                .pending
+                .iter()
+                .fold(0u64, |acc, bits| acc | bits[p]);
             let mut best: Option<Found> = None;
             for entity in (0..ENTITIES_MAX).filter(|e| any & (1 << e) != 0) {
                 let pending = |s: u32| explored.pending[s as usize][p] & (1 << entity) != 0;
@@ -710,7 +756,13 @@ mod tests {
         ]);
         let pending = |s: u32| s == 1 || s == 2;
         let lasso = fair_violation(&graph, &[0, 1, 2, 3], &pending).expect("stuck in 1");
-        assert_eq!(lasso, Lasso { entry: 1, cycle: vec![] });
+        assert_eq!(
+            lasso,
+            Lasso {
+                entry: 1,
+                cycle: vec![]
+            }
+        );
         // Not pending where it is stuck: nothing to report.
         let only_two = |s: u32| s == 2;
         assert_eq!(fair_violation(&graph, &[0, 1, 2, 3], &only_two), None);
@@ -735,12 +787,16 @@ mod tests {
 
     #[test]
     fn tarjan_walks_a_long_ring_without_recursion() {
-        // A million-state ring: a recursive walk would overflow the stack.
-        const RING_STATES: u32 = 1_000_000;
-        let lists: Vec<Vec<(u32, u32)>> =
-            (0..RING_STATES).map(|s| vec![((s + 1) % RING_STATES, C0)]).collect();
+        // A ring this long: a recursive walk would overflow a test
+        // thread's stack (2 MiB).
+        const RING_STATES: u32 = 200_000;
+        let lists: Vec<Vec<(u32, u32)>> = (0..RING_STATES)
+            .map(|s| vec![((s + 1) % RING_STATES, C0)])
+            .collect();
         let graph = LabelledGraph::from_lists(&lists);
-        let depth: Vec<u16> = (0..RING_STATES).map(|s| s.min(u32::from(u16::MAX)) as u16).collect();
+        let depth: Vec<u16> = (0..RING_STATES)
+            .map(|s| s.min(u32::from(u16::MAX)) as u16)
+            .collect();
         let lasso = fair_violation(&graph, &depth, &|_| true).expect("the ring is fair");
         assert_eq!(lasso.entry, 0);
         assert_eq!(lasso.cycle.len(), RING_STATES as usize);

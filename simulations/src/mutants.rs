@@ -6,7 +6,8 @@ use crate::durable_log::{DurableLog, Snapshot};
 use crate::liveness::Liveness;
 use invariants::Rule;
 use model::agent::{
-    agent_step, AgentEffect, AgentEvent, AgentInput, AgentOutput, AgentStage, AgentState, StagingStep,
+    agent_step, AgentEffect, AgentEvent, AgentInput, AgentOutput, AgentStage, AgentState,
+    StagingStep,
 };
 use model::chunks::ChunkSet;
 use model::controller::{
@@ -226,9 +227,7 @@ impl Mutant {
         match self {
             Mutant::UnfencedAppend => &[Breaks::Rule(Rule::S8)],
             // A stuck UNKNOWN op keeps its unpaused rollout from resting.
-            Mutant::StagingRetryNeverReissued => {
-                &[Breaks::Liveness(Liveness::RolloutComesToRest)]
-            }
+            Mutant::StagingRetryNeverReissued => &[Breaks::Liveness(Liveness::RolloutComesToRest)],
             _ => &[],
         }
     }
@@ -724,9 +723,8 @@ pub fn agent_step_as(mutant: Option<Mutant>, state: &AgentState, input: AgentInp
         // The timer's part of the staging effect is gone: a retry neither
         // re-reads the disk nor re-issues the attempt.
         let mut out = agent_step(state, input);
-        out.effects.retain(|e| {
-            !matches!(e, AgentEffect::ObserveStaged | AgentEffect::StageArtifact)
-        });
+        out.effects
+            .retain(|e| !matches!(e, AgentEffect::ObserveStaged | AgentEffect::StageArtifact));
         return out;
     }
     if mutant == Some(Mutant::AgentForgetsClosedOps) {

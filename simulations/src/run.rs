@@ -443,10 +443,16 @@ pub fn summary(report: &Report) -> String {
 pub fn markdown(report: &Report, title: &str, intro: &str) -> String {
     let mut out = format!("# {title}\n\n{intro}\n\n");
     out.push_str(&format!("Configuration: {}\n\n", report.config));
-    out.push_str(&format!(
-        "Explored {} unique states before the first violation (max depth {}).\n\n",
-        report.unique_states, report.max_depth
-    ));
+    out.push_str(&match &report.liveness {
+        Some(graph) => format!(
+            "Explored {} unique states: the whole graph ({} transitions), kept for the liveness check under weak fairness.\n\n",
+            graph.states, graph.edges
+        ),
+        None => format!(
+            "Explored {} unique states before the first violation (max depth {}).\n\n",
+            report.unique_states, report.max_depth
+        ),
+    });
     for p in report.failures() {
         out.push_str(&format!("## Property broken: {}\n\n", p.name));
         out.push_str("```text\n");

@@ -30,7 +30,11 @@ fn liveness_mutants() -> Vec<(Mutant, Liveness)> {
 fn every_liveness_property_has_a_mutant() {
     let covered: Vec<Liveness> = liveness_mutants().into_iter().map(|(_, p)| p).collect();
     for property in Liveness::ALL {
-        assert!(covered.contains(&property), "{} has no mutant", property.name());
+        assert!(
+            covered.contains(&property),
+            "{} has no mutant",
+            property.name()
+        );
     }
 }
 
@@ -41,7 +45,13 @@ fn each_liveness_mutant_is_caught_with_a_lasso_and_breaks_no_safety_rule() {
         let summary = simulations::run::summary(&report);
         // Every safety property held: the mutant breaks only liveness.
         for p in report.properties.iter().filter(|p| p.kind == "always") {
-            assert_eq!(p.status, Status::Pass, "{}: {}\n{summary}", mutant.name(), p.name);
+            assert_eq!(
+                p.status,
+                Status::Pass,
+                "{}: {}\n{summary}",
+                mutant.name(),
+                p.name
+            );
         }
         let allowed: Vec<&str> = mutant.also_breaks().iter().map(|b| b.code()).collect();
         for failed in report.failures() {
@@ -56,13 +66,23 @@ fn each_liveness_mutant_is_caught_with_a_lasso_and_breaks_no_safety_rule() {
         let broken = report
             .failures()
             .find(|p| p.name == property.name())
-            .unwrap_or_else(|| panic!("{} not caught by {}\n{summary}", mutant.name(), property.name()));
+            .unwrap_or_else(|| {
+                panic!(
+                    "{} not caught by {}\n{summary}",
+                    mutant.name(),
+                    property.name()
+                )
+            });
         let steps = broken.counterexample.clone().expect("a lasso");
         let mark = steps
             .iter()
             .position(|s| s.starts_with("↻ loop:"))
             .unwrap_or_else(|| panic!("{}: no loop mark in {steps:?}", mutant.name()));
-        assert!(mark >= 2, "{}: a stem of at least one step: {steps:?}", mutant.name());
+        assert!(
+            mark >= 2,
+            "{}: a stem of at least one step: {steps:?}",
+            mutant.name()
+        );
         let verdict = steps.last().expect("a verdict");
         assert!(
             verdict.starts_with(&format!("=> breaks {}", property.name())),
@@ -70,7 +90,11 @@ fn each_liveness_mutant_is_caught_with_a_lasso_and_breaks_no_safety_rule() {
             mutant.name()
         );
         let chart = broken.diagram.as_ref().expect("a chart").mermaid();
-        assert!(chart.contains("↻ loop:"), "{}: the chart marks the loop", mutant.name());
+        assert!(
+            chart.contains("↻ loop:"),
+            "{}: the chart marks the loop",
+            mutant.name()
+        );
     }
 }
 
@@ -87,7 +111,10 @@ fn a_frozen_pause_is_caught_with_a_cycle_of_retries() {
     let steps = broken.counterexample.clone().expect("a lasso");
     let verdict = steps.last().expect("a verdict");
     assert!(verdict.contains("repeat forever"), "{verdict}");
-    let mark = steps.iter().position(|s| s.starts_with("↻ loop:")).expect("mark");
+    let mark = steps
+        .iter()
+        .position(|s| s.starts_with("↻ loop:"))
+        .expect("mark");
     let looped = &steps[mark + 1..steps.len() - 1];
     assert!(
         looped.iter().any(|s| s.contains("retries")),
@@ -109,7 +136,10 @@ fn real_rules_pass_liveness_with_one_follower() {
     let report = run(&cfg, &options());
     let summary = simulations::run::summary(&report);
     assert_eq!(report.properties.len(), Liveness::ALL.len(), "{summary}");
-    assert!(report.properties.iter().all(|p| p.status == Status::Pass), "{summary}");
+    assert!(
+        report.properties.iter().all(|p| p.status == Status::Pass),
+        "{summary}"
+    );
 }
 
 /// The default configuration passes every liveness property (the graph
@@ -122,11 +152,16 @@ fn real_rules_pass_liveness_in_the_default_configuration() {
     };
     let report = run(&cfg, &options());
     let summary = simulations::run::summary(&report);
-    assert!(report.properties.iter().all(|p| p.status == Status::Pass), "{summary}");
+    assert!(
+        report.properties.iter().all(|p| p.status == Status::Pass),
+        "{summary}"
+    );
     let figures = report.liveness.expect("the liveness graph was explored");
     assert_eq!(figures.states, DEFAULT_LIVENESS_STATES, "{summary}");
 }
 
-/// States of the default configuration's liveness graph: the same
-/// reachable worlds stateright counts (its pinned count).
-const DEFAULT_LIVENESS_STATES: usize = 1_006_168;
+/// States of the default configuration's liveness graph. Fewer than the
+/// safety run's pinned 1,006,168: with liveness on, a lost message breaks
+/// its link and the agent redials at once (`FleetModel::reconnect_after_loss`),
+/// which leaves fewer distinct worlds after a loss.
+const DEFAULT_LIVENESS_STATES: usize = 989_405;

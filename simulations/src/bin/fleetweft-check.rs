@@ -188,7 +188,9 @@ fn config(args: &Args) -> Result<CheckConfig, String> {
     }
     cfg.symmetry |= args.symmetry;
     if cfg.symmetry && cfg.liveness != LivenessCheck::Off {
-        return Err("--liveness: not with --symmetry (the graph is explored unreduced)".to_string());
+        return Err(
+            "--liveness: not with --symmetry (the graph is explored unreduced)".to_string(),
+        );
     }
     if cfg.symmetry {
         if let Some(why) = cfg.symmetry_refusal() {
