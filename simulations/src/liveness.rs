@@ -562,91 +562,127 @@ fn fingerprint(world: &World) -> u64 {
     hasher.finish()
 }
 
-/// Explore every state reachable in `model` breadth first, keeping only
-/// fingerprints, compact edges and the pending bits of each property.
-pub fn explore(model: &FleetModel, progress: bool) -> Result<Explored, LivenessError> {
-    let started = Instant::now();
-    let mut seen: HashMap<u64, u32> = HashMap::new();
-    let mut explored = Explored {
-        graph: LabelledGraph::default(),
-        parent: vec![0],
-        parent_action: vec![0],
-        depth: vec![0],
-        pending: Vec::new(),
-        classes: Vec::new(),
-        elapsed: Duration::ZERO,
-    };
-    let mut class_ids: HashMap<FairClass, u32> = HashMap::new();
-    let init = model.initial();
-    seen.insert(fingerprint(&init), 0);
-    let mut queue = VecDeque::from([init]);
-    let mut actions = Vec::new();
-    let mut last_report = Instant::now();
-    let mut index = 0u32;
-    while let Some(world) = queue.pop_front() {
-        explored
-            .graph
-            .edge_start
-            .push(explored.graph.edges.len() as u32);
-        explored
+/// The breadth-first exploration under way: what is kept of the graph,
+/// and the fingerprints and class ids seen so far.
+struct Explorer<'m> {
+    model: &'m FleetModel,
+    explored: Explored,
+    seen: HashMap<u64, u32>,
+    class_ids: HashMap<FairClass, u32>,
+    queue: VecDeque<World>,
+}
+
+impl Explorer<'_> {
+    /// The interned id of `action`'s fair class, or [`UNFAIR`] when no
+    /// fairness covers it or the step spent the fault budget.
+    fn class_of(&mut self, action: &Action, before: &World, after: &World) -> u32 {
+        let Some(class) = fair_class(action).filter(|_| after.faults_used == before.faults_used)
+        else {
+            return UNFAIR;
+        };
+        let fresh = self.class_ids.len() as u32;
+        let id = *self.class_ids.entry(class).or_insert(fresh);
+        if id == fresh {
+            self.explored.classes.push(class);
+        }
+        id
+    }
+
+    /// The index of `next`, discovered from state `from` by action `ix`
+    /// (queued when new).
+    fn index_of(&mut self, next: World, from: u32, ix: u16) -> Result<u32, LivenessError> {
+        let fresh = self.explored.parent.len() as u32;
+        let to = *self.seen.entry(fingerprint(&next)).or_insert(fresh);
+        if to == fresh {
+            if self.explored.parent.len() >= LIVENESS_STATES_MAX {
+                return Err(LivenessError::TooManyStates {
+                    limit: LIVENESS_STATES_MAX,
+                });
+            }
+            let depth = self.explored.depth[from as usize].saturating_add(1);
+            self.explored.parent.push(from);
+            self.explored.parent_action.push(ix);
+            self.explored.depth.push(depth);
+            self.queue.push_back(next);
+        }
+        Ok(to)
+    }
+
+    /// Record state `index` (`world`): its pending bits and its edges.
+    fn expand(
+        &mut self,
+        world: &World,
+        index: u32,
+        actions: &mut Vec<Action>,
+    ) -> Result<(), LivenessError> {
+        let graph = &mut self.explored.graph;
+        graph.edge_start.push(graph.edges.len() as u32);
+        self.explored
             .pending
-            .push(Liveness::ALL.map(|l| l.pending(&world)));
-        model.enabled(&world, &mut actions);
+            .push(Liveness::ALL.map(|l| l.pending(world)));
+        self.model.enabled(world, actions);
         if actions.len() > usize::from(u16::MAX) {
             let (count, limit) = (actions.len(), usize::from(u16::MAX));
             return Err(LivenessError::TooManyActions { count, limit });
         }
         for (ix, action) in actions.drain(..).enumerate() {
-            let next = model.transition(&world, action, &mut None);
-            if next == world {
-                continue;
+            let next = self.model.transition(world, action, &mut None);
+            if next == *world {
+                continue; // a stutter: no edge, and not "enabled"
             }
-            let class = match fair_class(&action) {
-                Some(c) if next.faults_used == world.faults_used => {
-                    let fresh = class_ids.len() as u32;
-                    let id = *class_ids.entry(c).or_insert(fresh);
-                    if id == fresh {
-                        explored.classes.push(c);
-                    }
-                    id
-                }
-                _ => UNFAIR,
-            };
-            let fresh = explored.parent.len() as u32;
-            let to = *seen.entry(fingerprint(&next)).or_insert(fresh);
-            if to == fresh {
-                if explored.parent.len() >= LIVENESS_STATES_MAX {
-                    return Err(LivenessError::TooManyStates {
-                        limit: LIVENESS_STATES_MAX,
-                    });
-                }
-                explored.parent.push(index);
-                explored.parent_action.push(ix as u16);
-                explored
-                    .depth
-                    .push(explored.depth[index as usize].saturating_add(1));
-                queue.push_back(next);
-            }
-            explored.graph.edges.push(Edge {
+            let class = self.class_of(&action, world, &next);
+            let to = self.index_of(next, index, ix as u16)?;
+            self.explored.graph.edges.push(Edge {
                 to,
                 class,
                 action: ix as u16,
             });
         }
+        Ok(())
+    }
+}
+
+/// Explore every state reachable in `model` breadth first, keeping only
+/// fingerprints, compact edges and the pending bits of each property.
+/// States are numbered in discovery order, which breadth first is also
+/// the order they are expanded in, so edges are appended row by row.
+pub fn explore(model: &FleetModel, progress: bool) -> Result<Explored, LivenessError> {
+    let started = Instant::now();
+    let init = model.initial();
+    let mut explorer = Explorer {
+        model,
+        explored: Explored {
+            graph: LabelledGraph::default(),
+            parent: vec![0],
+            parent_action: vec![0],
+            depth: vec![0],
+            pending: Vec::new(),
+            classes: Vec::new(),
+            elapsed: Duration::ZERO,
+        },
+        seen: HashMap::from([(fingerprint(&init), 0)]),
+        class_ids: HashMap::new(),
+        queue: VecDeque::from([init]),
+    };
+    let mut actions = Vec::new();
+    let mut last_report = Instant::now();
+    let mut index = 0u32;
+    while let Some(world) = explorer.queue.pop_front() {
+        explorer.expand(&world, index, &mut actions)?;
         index += 1;
         if progress && last_report.elapsed() >= Duration::from_millis(LIVENESS_PROGRESS_INTERVAL_MS)
         {
             last_report = Instant::now();
             let secs = started.elapsed().as_secs_f64();
             eprintln!(
-                "[{secs:6.1}s] liveness graph: {} states explored, {} found, {} edges, {:.0} states/s",
-                index,
-                explored.parent.len(),
-                explored.graph.edges.len(),
+                "[{secs:6.1}s] liveness graph: {index} states explored, {} found, {} edges, {:.0} states/s",
+                explorer.explored.parent.len(),
+                explorer.explored.graph.edges.len(),
                 f64::from(index) / secs.max(1e-9)
             );
         }
     }
+    let mut explored = explorer.explored;
     explored
         .graph
         .edge_start
