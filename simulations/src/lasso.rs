@@ -15,6 +15,8 @@ pub struct LivenessFigures {
     pub states: usize,
     /// Transitions that change the state (edges kept).
     pub edges: usize,
+    /// The longest breadth-first path from the initial world, in steps.
+    pub max_depth: usize,
     /// Time to explore the graph and search it, in milliseconds.
     pub elapsed_ms: u128,
 }
@@ -33,6 +35,7 @@ pub fn check_liveness(
     let figures = LivenessFigures {
         states: explored.graph.len(),
         edges: explored.graph.edges.len(),
+        max_depth: explored.depth.iter().copied().max().map_or(0, usize::from),
         elapsed_ms: started.elapsed().as_millis(),
     };
     if progress {

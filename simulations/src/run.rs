@@ -112,9 +112,13 @@ fn add_liveness(cfg: &CheckConfig, options: &RunOptions, report: &mut Report) {
     match crate::lasso::check_liveness(&model, options.progress) {
         Ok((results, figures)) => {
             if report.unique_states == 0 {
+                // Liveness only: the report's figures are the graph's.
                 report.unique_states = figures.states;
                 report.states = figures.edges;
+                report.max_depth = figures.max_depth;
                 report.elapsed_ms = figures.elapsed_ms;
+                let secs = figures.elapsed_ms as f64 / 1000.0;
+                report.states_per_sec = (figures.states as f64 / secs.max(1e-9)) as u64;
             }
             report.properties.extend(results);
             report.liveness = Some(figures);
