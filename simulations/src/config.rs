@@ -201,6 +201,20 @@ pub const FAULTS_MAX: u8 = 4;
 /// fetch, and three chunks already show every story (first, middle, last).
 pub const CHUNKS_MAX: u8 = 4;
 
+/// Whether a run checks the liveness properties under weak fairness
+/// ([`crate::liveness`]): they need an exploration of their own, which
+/// keeps the whole graph, so they are opt-in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum LivenessCheck {
+    /// Safety and reachability only (stateright's checker).
+    #[default]
+    Off,
+    /// Also the liveness properties, once every safety property held.
+    WithSafety,
+    /// Only the liveness properties (for measuring them alone).
+    Only,
+}
+
 /// One configuration of the checked system.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CheckConfig {
@@ -259,6 +273,8 @@ pub struct CheckConfig {
     pub chunks: u8,
     /// A named deviation of the real rules, or `None` for the real rules.
     pub mutant: Option<Mutant>,
+    /// Whether the liveness properties under weak fairness are checked.
+    pub liveness: LivenessCheck,
 }
 
 impl Default for CheckConfig {
@@ -280,6 +296,7 @@ impl Default for CheckConfig {
             roster: false,
             chunks: 1,
             mutant: None,
+            liveness: LivenessCheck::Off,
         }
     }
 }
@@ -338,7 +355,7 @@ impl fmt::Display for CheckConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "canary + {} followers, slots {}, faults {} (max {}), approval gate {}, operator {}, supersede {}{}{}{}{}{}, mutant {}",
+            "canary + {} followers, slots {}, faults {} (max {}), approval gate {}, operator {}, supersede {}{}{}{}{}{}{}, mutant {}",
             self.followers,
             self.slots,
             self.faults,
@@ -376,6 +393,11 @@ impl fmt::Display for CheckConfig {
                 format!(", {} chunks per release", self.chunks)
             } else {
                 String::new()
+            },
+            match self.liveness {
+                LivenessCheck::Off => "",
+                LivenessCheck::WithSafety => ", liveness under weak fairness",
+                LivenessCheck::Only => ", liveness under weak fairness only",
             },
             self.mutant.map_or("none", |m| m.name()),
         )
@@ -491,6 +513,31 @@ impl Mutant {
             Mutant::ResumeTrustsUnverifiedChunk => {
                 cfg.chunks = cfg.chunks.max(2);
                 cfg.faults = cfg.faults.with(Fault::AgentCrash);
+            }
+            // Liveness mutants: the liveness properties on, in the
+            // smallest space that shows the loop (the graph is kept whole).
+            // A pause, an op settling while paused, a resume: one
+            // follower, no fault.
+            Mutant::ResumeGrantsNothing => {
+                cfg.liveness = LivenessCheck::WithSafety;
+                cfg.followers = cfg.followers.min(1);
+                cfg.operator = true;
+                cfg.faults = Faults::none();
+            }
+            // A transient staging failure leaves the op waiting for the
+            // timer.
+            Mutant::StagingRetryNeverReissued => {
+                cfg.liveness = LivenessCheck::WithSafety;
+                cfg.followers = 0;
+                cfg.operator = false;
+                cfg.faults = Faults::none().with(Fault::StageError);
+            }
+            // An operator pauses while the canary's op is live.
+            Mutant::PauseFreezesAccounting => {
+                cfg.liveness = LivenessCheck::WithSafety;
+                cfg.followers = 0;
+                cfg.operator = true;
+                cfg.faults = Faults::none();
             }
         }
     }

@@ -115,6 +115,12 @@ impl Steps {
         }
     }
 
+    /// Where the repeating part of a lasso (a liveness counterexample)
+    /// starts: a note across every lane.
+    pub fn loop_starts(&mut self, text: &str) {
+        self.chart.note_all(text, Tone::Fault);
+    }
+
     /// The rule broken at the end of the path.
     pub fn broken(mut self, text: &str) -> Chart {
         self.chart.note_all(text, Tone::Broken);

@@ -5,7 +5,7 @@
 //! environment decides *what happens*; every decision about *what it means*
 //! is `model`'s or `proof`'s (through [`crate::mutants`]).
 
-use crate::config::{CheckConfig, Fault};
+use crate::config::{CheckConfig, Fault, LivenessCheck};
 use crate::durable_log::{DurableLog, Snapshot};
 use crate::mutants::{
     agent_step_as, append_fenced, archive_covers, controller_step, node_proof, recovery_events,
@@ -737,6 +737,24 @@ impl FleetModel {
         }
     }
 
+    /// With the liveness properties on, a lost message breaks the link it
+    /// travelled on and the agent dials again (the runtime's links are
+    /// QUIC streams: a message is lost only with its connection, and a
+    /// dead connection is redialled), which is how the runtime retries a
+    /// lost command: the controller re-sends the live op's command on the
+    /// `Hello`. Without liveness the loss stays a bare drop, which keeps
+    /// every safety configuration's space (and pinned count) as it was; a
+    /// node cut off reconnects when its partition heals instead.
+    fn reconnect_after_loss(&self, world: &mut World, node: NodeId, narration: &mut Narration) {
+        if self.cfg.liveness == LivenessCheck::Off || world.is_partitioned(node) {
+            return;
+        }
+        say(narration, Place::NodeFault(node), || {
+            format!("   the link to {node} breaks with the message; {node}'s agent reconnects")
+        });
+        self.agent(world, node, AgentInput::Connected, None, narration);
+    }
+
     /// SIGKILL `node`'s agent and start it again: its connection dies with
     /// it, the supervisor restarts a dead app, the journal survives.
     fn crash_agent(&self, world: &mut World, node: NodeId, narration: &mut Narration) {
@@ -1084,12 +1102,10 @@ impl FleetModel {
                 });
                 self.deliver(&mut next, msg, None, narration);
             }
-            Action::Drop(_) => {
+            Action::Drop(msg) => {
                 next.faults_used += 1;
-                next.net.remove(&match action {
-                    Action::Drop(m) => m,
-                    _ => unreachable!("matched Drop above"),
-                });
+                next.net.remove(&msg);
+                self.reconnect_after_loss(&mut next, msg.node(), narration);
             }
             Action::Retry(node) => {
                 self.agent(&mut next, node, AgentInput::Retry, None, narration);

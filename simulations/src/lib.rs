@@ -2,7 +2,8 @@
 //!
 //! `model`'s controller and agents wrapped in a `stateright` model with a
 //! faulty environment ([`fleet`]), the rules as properties
-//! ([`properties`]), named mutants that must be caught ([`mutants`]), and the
+//! ([`properties`]), liveness under weak fairness ([`liveness`], told as
+//! lassos by [`lasso`]), named mutants that must be caught ([`mutants`]), and the
 //! runner behind the `fleetweft-check` binary ([`run`]).
 
 pub mod config;
@@ -10,13 +11,15 @@ pub mod diagram;
 pub mod durable_log;
 pub mod fleet;
 pub mod gallery;
+pub mod lasso;
+pub mod liveness;
 pub mod mutants;
 pub mod properties;
 pub mod run;
 pub mod symmetry;
 pub mod world;
 
-pub use config::{CheckConfig, Fault, Faults};
+pub use config::{CheckConfig, Fault, Faults, LivenessCheck};
 pub use fleet::{Action, FleetModel};
 pub use mutants::Mutant;
 pub use run::{run, Report, RunOptions, Status};

@@ -3,9 +3,11 @@
 //! the rule it names. A checker that cannot fail proves nothing.
 
 use crate::durable_log::{DurableLog, Snapshot};
+use crate::liveness::Liveness;
 use invariants::Rule;
 use model::agent::{
-    agent_step, AgentEvent, AgentInput, AgentOutput, AgentStage, AgentState, StagingStep,
+    agent_step, AgentEffect, AgentEvent, AgentInput, AgentOutput, AgentStage, AgentState,
+    StagingStep,
 };
 use model::chunks::ChunkSet;
 use model::controller::{
@@ -49,11 +51,42 @@ pub enum Mutant {
     LoadUnverifiedSnapshot,
     ArchivePastSnapshot,
     ResumeTrustsUnverifiedChunk,
+    ResumeGrantsNothing,
+    StagingRetryNeverReissued,
+    PauseFreezesAccounting,
+}
+
+/// What a mutant must be caught breaking: a safety rule, or (issue #27
+/// item 2) a liveness property under weak fairness.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Breaks {
+    Rule(Rule),
+    Liveness(Liveness),
+}
+
+impl Breaks {
+    /// The code a report names it by (`S5`, `LV1`).
+    pub fn code(self) -> &'static str {
+        match self {
+            Breaks::Rule(rule) => rule.code(),
+            Breaks::Liveness(property) => property.code(),
+        }
+    }
+}
+
+impl std::fmt::Display for Breaks {
+    /// `"S5 pause stops grants, not accounting"`, `"LV1 every rollout comes to rest"`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Breaks::Rule(rule) => write!(f, "{rule}"),
+            Breaks::Liveness(property) => write!(f, "{}", property.name()),
+        }
+    }
 }
 
 impl Mutant {
     /// Every mutant, in `--list-mutants` order.
-    pub const ALL: [Mutant; 30] = [
+    pub const ALL: [Mutant; 33] = [
         Mutant::ReleaseOnTimeout,
         Mutant::GrantWhilePaused,
         Mutant::RedecideOnRetry,
@@ -84,6 +117,9 @@ impl Mutant {
         Mutant::LoadUnverifiedSnapshot,
         Mutant::ArchivePastSnapshot,
         Mutant::ResumeTrustsUnverifiedChunk,
+        Mutant::ResumeGrantsNothing,
+        Mutant::StagingRetryNeverReissued,
+        Mutant::PauseFreezesAccounting,
     ];
 
     /// The CLI name.
@@ -119,6 +155,9 @@ impl Mutant {
             Mutant::LoadUnverifiedSnapshot => "load-unverified-snapshot",
             Mutant::ArchivePastSnapshot => "archive-past-snapshot",
             Mutant::ResumeTrustsUnverifiedChunk => "resume-trusts-unverified-chunk",
+            Mutant::ResumeGrantsNothing => "resume-grants-nothing",
+            Mutant::StagingRetryNeverReissued => "staging-retry-never-reissued",
+            Mutant::PauseFreezesAccounting => "pause-freezes-accounting",
         }
     }
 
@@ -127,8 +166,18 @@ impl Mutant {
         Mutant::ALL.into_iter().find(|m| m.name() == name)
     }
 
-    /// The rule the checker must report broken.
-    pub fn breaks(self) -> Rule {
+    /// What the checker must report broken.
+    pub fn breaks(self) -> Breaks {
+        match self {
+            Mutant::ResumeGrantsNothing => Breaks::Liveness(Liveness::RolloutComesToRest),
+            Mutant::StagingRetryNeverReissued => Breaks::Liveness(Liveness::UnknownOpSettles),
+            Mutant::PauseFreezesAccounting => Breaks::Liveness(Liveness::NoSlotHeldForever),
+            safety => Breaks::Rule(safety.breaks_rule()),
+        }
+    }
+
+    /// The safety rule a safety mutant breaks.
+    fn breaks_rule(self) -> Rule {
         match self {
             Mutant::ReleaseOnTimeout => Rule::S3,
             Mutant::GrantWhilePaused => Rule::S5,
@@ -161,6 +210,11 @@ impl Mutant {
             Mutant::LoadUnverifiedSnapshot | Mutant::ArchivePastSnapshot => {
                 Rule::RestartRebuildsTheFold
             }
+            Mutant::ResumeGrantsNothing
+            | Mutant::StagingRetryNeverReissued
+            | Mutant::PauseFreezesAccounting => {
+                unreachable!("{}: a liveness mutant breaks no safety rule", self.name())
+            }
         }
     }
 
@@ -169,9 +223,11 @@ impl Mutant {
     /// states before it stops, so a small space can show two stories).
     /// Empty for all but one: a deposed leader's unfenced append also
     /// records a late report or decision on an op the new leader settled.
-    pub fn also_breaks(self) -> &'static [Rule] {
+    pub fn also_breaks(self) -> &'static [Breaks] {
         match self {
-            Mutant::UnfencedAppend => &[Rule::S8],
+            Mutant::UnfencedAppend => &[Breaks::Rule(Rule::S8)],
+            // A stuck UNKNOWN op keeps its unpaused rollout from resting.
+            Mutant::StagingRetryNeverReissued => &[Breaks::Liveness(Liveness::RolloutComesToRest)],
             _ => &[],
         }
     }
@@ -256,6 +312,15 @@ impl Mutant {
             }
             Mutant::ResumeTrustsUnverifiedChunk => {
                 "on restart, keep every chunk present on disk as verified without recomputing its digest, and fetch only the absent ones"
+            }
+            Mutant::ResumeGrantsNothing => {
+                "grant the next node only in a step that frees a slot (or starts the rollout): a resume finds the slot free and grants nothing"
+            }
+            Mutant::StagingRetryNeverReissued => {
+                "the retry timer no longer re-reads the disk or re-issues the staging attempt (`(changed && !waits) || timer` → `&&`, issue 27 item 5); only a reconnection resumes staging"
+            }
+            Mutant::PauseFreezesAccounting => {
+                "a pause freezes its rollout's ops too: their agents' reports and the controller's probes are ignored until an operator resumes"
             }
         }
     }
@@ -516,6 +581,18 @@ pub fn controller_step(
             );
             step(&trusting, input)
         }
+        (Some(Mutant::ResumeGrantsNothing), _) => {
+            // Grants only where a slot frees or the rollout starts.
+            let mut events = step(state, input)?;
+            let frees = events
+                .iter()
+                .any(|e| matches!(e, Event::OpSettled { .. } | Event::RolloutStarted { .. }));
+            if !frees {
+                events.retain(|e| !matches!(e, Event::OpGranted { .. }));
+            }
+            Ok(events)
+        }
+        (Some(Mutant::PauseFreezesAccounting), _) if frozen(state, input) => Ok(Vec::new()),
         (Some(Mutant::RolloutNeverEnds), _) => {
             let mut events = step(state, input)?;
             events.retain(|e| !matches!(e, Event::RolloutEnded { .. }));
@@ -523,6 +600,22 @@ pub fn controller_step(
         }
         _ => step(state, input),
     }
+}
+
+/// `pause-freezes-accounting`: whether `input` is evidence (an agent's
+/// report, the controller's probe) about an op of a paused rollout.
+fn frozen(state: &ControllerState, input: &Input) -> bool {
+    let op = match input {
+        Input::FromAgent {
+            msg: ToController::Report { op, .. },
+            ..
+        } => Some(*op),
+        Input::RouteProbed { node, .. } => state.nodes.get(node).and_then(|n| n.live_op),
+        _ => None,
+    };
+    op.and_then(|op| state.op(op))
+        .and_then(|o| state.rollout(o.rollout))
+        .is_some_and(|r| r.paused.is_some())
 }
 
 /// The real `step`, then up to `limit` grants the real rules would not make:
@@ -625,6 +718,14 @@ pub fn agent_step_as(mutant: Option<Mutant>, state: &AgentState, input: AgentInp
                 return out;
             }
         }
+    }
+    if mutant == Some(Mutant::StagingRetryNeverReissued) && input == AgentInput::Retry {
+        // The timer's part of the staging effect is gone: a retry neither
+        // re-reads the disk nor re-issues the attempt.
+        let mut out = agent_step(state, input);
+        out.effects
+            .retain(|e| !matches!(e, AgentEffect::ObserveStaged | AgentEffect::StageArtifact));
+        return out;
     }
     if mutant == Some(Mutant::AgentForgetsClosedOps) {
         // Forget which ops were already taken on.

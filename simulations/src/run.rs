@@ -1,7 +1,7 @@
 //! Running the checker: progress on stderr, a summary, and counterexamples
 //! told as numbered steps in domain words.
 
-use crate::config::CheckConfig;
+use crate::config::{CheckConfig, LivenessCheck};
 use crate::fleet::{Action, FleetModel, Told};
 use crate::properties::rule_of;
 use crate::world::World;
@@ -55,6 +55,8 @@ pub struct Report {
     pub elapsed_ms: u128,
     pub states_per_sec: u64,
     pub properties: Vec<PropertyResult>,
+    /// The liveness exploration's figures, when it ran.
+    pub liveness: Option<crate::lasso::LivenessFigures>,
 }
 
 impl Report {
@@ -83,6 +85,62 @@ pub struct RunOptions {
 /// shortest; depth first with [`CheckConfig::symmetry`]), stopping at the
 /// first safety failure.
 pub fn run(cfg: &CheckConfig, options: &RunOptions) -> Report {
+    let mut report = match cfg.liveness {
+        LivenessCheck::Only => Report {
+            config: cfg.to_string(),
+            unique_states: 0,
+            states: 0,
+            max_depth: 0,
+            elapsed_ms: 0,
+            states_per_sec: 0,
+            properties: Vec::new(),
+            liveness: None,
+        },
+        _ => run_safety(cfg, options),
+    };
+    let safe = report.failures().next().is_none();
+    if cfg.liveness != LivenessCheck::Off && safe {
+        add_liveness(cfg, options, &mut report);
+    }
+    report
+}
+
+/// Check the liveness properties and add them to `report`; a graph too
+/// large to keep leaves them unsettled, saying why.
+fn add_liveness(cfg: &CheckConfig, options: &RunOptions, report: &mut Report) {
+    let model = FleetModel::new(cfg.clone());
+    match crate::lasso::check_liveness(&model, options.progress) {
+        Ok((results, figures)) => {
+            if report.unique_states == 0 {
+                // Liveness only: the report's figures are the graph's.
+                report.unique_states = figures.states;
+                report.states = figures.edges;
+                report.max_depth = figures.max_depth;
+                report.elapsed_ms = figures.elapsed_ms;
+                let secs = figures.elapsed_ms as f64 / 1000.0;
+                report.states_per_sec = (figures.states as f64 / secs.max(1e-9)) as u64;
+            }
+            report.properties.extend(results);
+            report.liveness = Some(figures);
+        }
+        Err(e) => {
+            eprintln!("liveness not checked: {e}");
+            report
+                .properties
+                .extend(crate::liveness::Liveness::ALL.map(|l| PropertyResult {
+                    name: l.name().to_string(),
+                    kind: "leads-to".to_string(),
+                    status: Status::Unsettled,
+                    rule: Some(l.code().to_string()),
+                    counterexample: None,
+                    diagram: None,
+                }));
+        }
+    }
+}
+
+/// The safety and reachability properties, by stateright's checker.
+fn run_safety(cfg: &CheckConfig, options: &RunOptions) -> Report {
     let model = FleetModel::new(cfg.clone());
     let started = Instant::now();
     let builder = model
@@ -154,6 +212,7 @@ pub fn run(cfg: &CheckConfig, options: &RunOptions) -> Report {
         elapsed_ms: elapsed.as_millis(),
         states_per_sec: (states as f64 / elapsed.as_secs_f64().max(1e-9)) as u64,
         properties,
+        liveness: None,
     }
 }
 
@@ -249,10 +308,33 @@ pub fn narrate(
     path: Vec<(World, Option<Action>)>,
     property: &str,
 ) -> (Vec<String>, seqchart::Chart) {
+    let (mut steps, chart, last) = tell(model, path, None);
+    let detail = last.as_ref().and_then(|w| why_broken(w, property));
+    let broken = match detail {
+        Some(detail) => format!("=> breaks {property}: {detail}"),
+        None => format!("=> breaks {property}"),
+    };
+    let chart = chart.broken(broken.trim_start_matches("=> "));
+    steps.push(broken);
+    (steps, chart)
+}
+
+/// Tell a path as numbered steps and chart rows, without a verdict; with
+/// `loop_at`, mark where the repeating part of a lasso starts (before the
+/// step of that index, 0-based in `path`). Returns the world it ends in.
+pub fn tell(
+    model: &FleetModel,
+    path: Vec<(World, Option<Action>)>,
+    loop_at: Option<(usize, &str)>,
+) -> (Vec<String>, crate::diagram::Steps, Option<World>) {
     let mut steps = vec!["0. every node serves v1 and has said so to the controller".to_string()];
     let mut chart = crate::diagram::Steps::new(model, &path);
     let mut last: Option<World> = None;
     for (index, (world, action)) in path.into_iter().enumerate() {
+        if let Some((_, note)) = loop_at.filter(|(at, _)| *at == index) {
+            steps.push(note.to_string());
+            chart.loop_starts(note);
+        }
         if let Some(action) = action {
             let mut told = Some(Vec::new());
             let next = model.transition(&world, action, &mut told);
@@ -272,14 +354,7 @@ pub fn narrate(
             last = Some(world);
         }
     }
-    let detail = last.as_ref().and_then(|w| why_broken(w, property));
-    let broken = match detail {
-        Some(detail) => format!("=> breaks {property}: {detail}"),
-        None => format!("=> breaks {property}"),
-    };
-    let chart = chart.broken(broken.trim_start_matches("=> "));
-    steps.push(broken);
-    (steps, chart)
+    (steps, chart, last)
 }
 
 /// Why `property` fails in `world`, in domain words.
@@ -340,6 +415,14 @@ pub fn summary(report: &Report) -> String {
         report.elapsed_ms as f64 / 1000.0,
         report.states_per_sec
     ));
+    if let Some(l) = &report.liveness {
+        out.push_str(&format!(
+            "liveness graph: {} states, {} edges, {:.1}s (weak fairness of delivery, timers and agent steps)\n",
+            l.states,
+            l.edges,
+            l.elapsed_ms as f64 / 1000.0
+        ));
+    }
     for p in &report.properties {
         let status = match p.status {
             Status::Pass => "PASS",
@@ -364,10 +447,16 @@ pub fn summary(report: &Report) -> String {
 pub fn markdown(report: &Report, title: &str, intro: &str) -> String {
     let mut out = format!("# {title}\n\n{intro}\n\n");
     out.push_str(&format!("Configuration: {}\n\n", report.config));
-    out.push_str(&format!(
-        "Explored {} unique states before the first violation (max depth {}).\n\n",
-        report.unique_states, report.max_depth
-    ));
+    out.push_str(&match &report.liveness {
+        Some(graph) => format!(
+            "Explored {} unique states: the whole graph ({} transitions), kept for the liveness check under weak fairness.\n\n",
+            graph.states, graph.edges
+        ),
+        None => format!(
+            "Explored {} unique states before the first violation (max depth {}).\n\n",
+            report.unique_states, report.max_depth
+        ),
+    });
     for p in report.failures() {
         out.push_str(&format!("## Property broken: {}\n\n", p.name));
         out.push_str("```text\n");

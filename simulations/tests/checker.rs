@@ -360,7 +360,7 @@ fn every_mutant_is_caught_with_the_rule_it_breaks() {
         );
         let cex = report
             .failures()
-            .next()
+            .find(|p| p.rule.as_deref() == Some(mutant.breaks().code()))
             .and_then(|p| p.counterexample.clone())
             .expect("a failure carries its counterexample");
         let broken = format!("=> breaks {}", mutant.breaks());

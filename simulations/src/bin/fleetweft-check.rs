@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Parser;
 use simulations::config::{CHUNKS_MAX, FAULTS_MAX, FOLLOWERS_MAX};
 use simulations::gallery::{mutant_config, page};
-use simulations::{run, CheckConfig, Faults, FleetModel, Mutant, RunOptions};
+use simulations::{run, CheckConfig, Faults, FleetModel, LivenessCheck, Mutant, RunOptions};
 use stateright::Model;
 use std::process::ExitCode;
 
@@ -73,6 +73,14 @@ struct Args {
     /// of a chunked fetch and a restart resumes from re-verified chunks.
     #[arg(long)]
     chunks: Option<u8>,
+    /// Also check the liveness properties under weak fairness of message
+    /// delivery, timers and agent steps (LV1–LV3), on a graph kept whole;
+    /// a violation is printed as a lasso (stem, then the loop).
+    #[arg(long)]
+    liveness: bool,
+    /// Check only the liveness properties (no safety run; for measuring).
+    #[arg(long, conflicts_with = "liveness")]
+    liveness_only: bool,
     /// Check a named mutant instead of the real rules.
     #[arg(long)]
     mutant: Option<String>,
@@ -172,7 +180,18 @@ fn config(args: &Args) -> Result<CheckConfig, String> {
         }
         cfg.chunks = chunks;
     }
+    if args.liveness {
+        cfg.liveness = LivenessCheck::WithSafety;
+    }
+    if args.liveness_only {
+        cfg.liveness = LivenessCheck::Only;
+    }
     cfg.symmetry |= args.symmetry;
+    if cfg.symmetry && cfg.liveness != LivenessCheck::Off {
+        return Err(
+            "--liveness: not with --symmetry (the graph is explored unreduced)".to_string(),
+        );
+    }
     if cfg.symmetry {
         if let Some(why) = cfg.symmetry_refusal() {
             return Err(format!("--symmetry: {why}"));
