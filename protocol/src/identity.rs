@@ -268,6 +268,18 @@ mod tests {
         path
     }
 
+    /// The pairs the PKI issues (`pki::issue_node`, forced over an
+    /// existing node and for a node it never had) are valid identities.
+    #[test]
+    fn pairs_the_pki_issues_are_valid_identities() {
+        let temp = tempfile::tempdir().expect("tempdir");
+        let pki = fleet(&temp, "pki");
+        let (cert, key) = crate::pki::issue_node(&pki.dir, "node-a", true).expect("force");
+        check(&pki, &cert, &key, "node-a").expect("the new pair is a valid node-a identity");
+        let (cert, key) = crate::pki::issue_node(&pki.dir, "node-c", false).expect("new node");
+        check(&pki, &cert, &key, "node-c").expect("node-c");
+    }
+
     #[test]
     fn a_good_identity_passes() {
         let temp = tempfile::tempdir().expect("tempdir");

@@ -993,6 +993,18 @@ pub async fn authenticate(incoming: quinn::Incoming) -> Result<AgentLink, Transp
     result
 }
 
+/// The node id named by a certificate: the `<node>` of its single SAN DNS
+/// name `<node>.nodes.fleetweft`.
+///
+/// This is the only source of a peer's node id; messages never carry one.
+/// A certificate with no such SAN, with more than one (which node would it
+/// be?), or with a malformed id is refused.
+fn node_id_from_cert(der: &CertificateDer<'_>) -> Result<String, TransportError> {
+    // One reading of the SAN convention, shared with the PKI that writes it.
+    crate::pki::node_id_from_cert(der.as_ref())
+        .map_err(|e| TransportError::NotANodeCert(e.to_string()))
+}
+
 async fn handshake(incoming: quinn::Incoming) -> Result<AgentLink, TransportError> {
     let conn = match tokio::time::timeout(HANDSHAKE_TIMEOUT, incoming).await {
         Ok(Ok(conn)) => conn,
@@ -1004,7 +1016,7 @@ async fn handshake(incoming: quinn::Incoming) -> Result<AgentLink, TransportErro
         .peer_identity()
         .and_then(|any| any.downcast::<Vec<CertificateDer<'static>>>().ok());
     let node = match chain.as_deref().and_then(|chain| chain.first()) {
-        Some(leaf) => tls::node_id_from_cert(leaf),
+        Some(leaf) => node_id_from_cert(leaf),
         None => Err(TransportError::NoPeerCertificate),
     };
     match node {
@@ -1022,6 +1034,41 @@ async fn handshake(incoming: quinn::Incoming) -> Result<AgentLink, TransportErro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cert_with_sans(sans: &[&str]) -> CertificateDer<'static> {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let params =
+            rcgen::CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                .expect("params");
+        params.self_signed(&key).expect("cert").der().clone()
+    }
+
+    #[test]
+    fn node_id_comes_from_the_node_san() {
+        let cert = cert_with_sans(&["other.example", "node-a.nodes.fleetweft"]);
+        assert_eq!(node_id_from_cert(&cert).expect("node id"), "node-a");
+    }
+
+    #[test]
+    fn certs_without_exactly_one_well_formed_node_san_are_refused() {
+        for sans in [
+            &["localhost"][..],
+            &["a.nodes.fleetweft", "b.nodes.fleetweft"][..],
+            &["x.y.nodes.fleetweft"][..],
+            &["nodes.fleetweft"][..],
+        ] {
+            let cert = cert_with_sans(sans);
+            assert!(
+                matches!(
+                    node_id_from_cert(&cert),
+                    Err(TransportError::NotANodeCert(_))
+                ),
+                "{sans:?} accepted"
+            );
+        }
+        let garbage = CertificateDer::from(vec![0x30, 0x03, 0x01, 0x02]);
+        assert!(node_id_from_cert(&garbage).is_err());
+    }
 
     #[test]
     fn backoff_grows_within_bounds_and_is_deterministic() {

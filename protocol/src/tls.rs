@@ -21,8 +21,6 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::RootCertStore;
 use thiserror::Error;
 
-use crate::quic::TransportError;
-
 /// ALPN protocol id; a peer speaking anything else fails the handshake.
 pub const ALPN: &[u8] = b"fleetweft/1";
 
@@ -366,56 +364,9 @@ pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
         .ok_or_else(|| TlsError::NoPrivateKey(path.to_path_buf()))
 }
 
-/// The node id named by a certificate: the `<node>` of its single SAN DNS
-/// name `<node>.nodes.fleetweft`.
-///
-/// This is the only source of a peer's node id; messages never carry one.
-/// A certificate with no such SAN, with more than one (which node would it
-/// be?), or with a malformed id is refused.
-pub fn node_id_from_cert(der: &CertificateDer<'_>) -> Result<String, TransportError> {
-    // One reading of the SAN convention, shared with the PKI that writes it.
-    crate::pki::node_id_from_cert(der.as_ref())
-        .map_err(|e| TransportError::NotANodeCert(e.to_string()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn cert_with_sans(sans: &[&str]) -> CertificateDer<'static> {
-        let key = rcgen::KeyPair::generate().expect("key");
-        let params =
-            rcgen::CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-                .expect("params");
-        params.self_signed(&key).expect("cert").der().clone()
-    }
-
-    #[test]
-    fn node_id_comes_from_the_node_san() {
-        let cert = cert_with_sans(&["other.example", "node-a.nodes.fleetweft"]);
-        assert_eq!(node_id_from_cert(&cert).expect("node id"), "node-a");
-    }
-
-    #[test]
-    fn certs_without_exactly_one_well_formed_node_san_are_refused() {
-        for sans in [
-            &["localhost"][..],
-            &["a.nodes.fleetweft", "b.nodes.fleetweft"][..],
-            &["x.y.nodes.fleetweft"][..],
-            &["nodes.fleetweft"][..],
-        ] {
-            let cert = cert_with_sans(sans);
-            assert!(
-                matches!(
-                    node_id_from_cert(&cert),
-                    Err(TransportError::NotANodeCert(_))
-                ),
-                "{sans:?} accepted"
-            );
-        }
-        let garbage = CertificateDer::from(vec![0x30, 0x03, 0x01, 0x02]);
-        assert!(node_id_from_cert(&garbage).is_err());
-    }
 
     #[test]
     fn the_deny_list_refuses_a_revoked_certificate_and_only_it() {
