@@ -203,7 +203,11 @@ fn rolling(
             cache.stamps[e] = None;
             return Err(mismatch(
                 &entry.path,
-                format!("chunk {c} at offset {offset} hashes to {}, release says {}", hex::encode(actual), chunk.hex()),
+                format!(
+                    "chunk {c} at offset {offset} hashes to {}, release says {}",
+                    hex::encode(actual),
+                    chunk.hex()
+                ),
             ));
         }
         read += u64::from(chunk.len);
@@ -260,7 +264,8 @@ mod tests {
         let again = verify_dir_cached(&manifest, dir.path(), &mut cache, 0, later()).expect("ok");
         assert_eq!(again, ReadBackCost::default(), "nothing changed, no budget");
         let budget = 1024 * 1024;
-        let rolled = verify_dir_cached(&manifest, dir.path(), &mut cache, budget, later()).expect("ok");
+        let rolled =
+            verify_dir_cached(&manifest, dir.path(), &mut cache, budget, later()).expect("ok");
         assert_eq!(rolled.files_hashed, 0);
         assert!(rolled.bytes_hashed >= budget, "{rolled:?}");
         assert!(rolled.bytes_hashed < budget + u64::from(crate::limits::CHUNK_BYTES_MAX));
@@ -286,7 +291,10 @@ mod tests {
         bytes[2_000_000] ^= 1;
         std::fs::write(&big, &bytes).expect("same-size edit");
         let found = verify_dir_cached(&manifest, dir.path(), &mut cache, 0, later());
-        assert!(matches!(found, Err(ReleaseError::FileMismatch { .. })), "{found:?}");
+        assert!(
+            matches!(found, Err(ReleaseError::FileMismatch { .. })),
+            "{found:?}"
+        );
         assert!(verify_dir(&manifest, dir.path()).is_err());
     }
 

@@ -422,8 +422,14 @@ mod tests {
             crate::staging::observe(data, &verifying, digest),
             crate::staging::Installed::ReVerified(_)
         ));
-        assert_eq!(std::fs::read(tree.join("app.py")).expect("app"), b"print('hi')");
-        assert_eq!(std::fs::read(tree.join("static/a.css")).expect("css"), b"body{}");
+        assert_eq!(
+            std::fs::read(tree.join("app.py")).expect("app"),
+            b"print('hi')"
+        );
+        assert_eq!(
+            std::fs::read(tree.join("static/a.css")).expect("css"),
+            b"body{}"
+        );
         assert!(!tree.join("extra.txt").exists());
         assert_eq!(
             read_back(data, &verifying, digest),
@@ -437,8 +443,13 @@ mod tests {
             crate::staging::observe(data, &verifying, digest),
             crate::staging::Installed::Unknown(StageError::TreeAltered { .. })
         ));
-        assert_eq!(std::fs::read(tree.join("static/a.css")).expect("css"), b"body{y}");
-        let leftovers = std::fs::read_dir(data.join("releases")).expect("releases").count();
+        assert_eq!(
+            std::fs::read(tree.join("static/a.css")).expect("css"),
+            b"body{y}"
+        );
+        let leftovers = std::fs::read_dir(data.join("releases"))
+            .expect("releases")
+            .count();
         assert_eq!(leftovers, 2, "the tree and its manifest, no staging name");
     }
 

@@ -91,9 +91,14 @@ fn main() -> anyhow::Result<()> {
         );
     }
     let dir = match &args.dir {
-        Some(dir) if dir.exists() => bail!("{} exists: the bench needs a fresh directory", dir.display()),
+        Some(dir) if dir.exists() => bail!(
+            "{} exists: the bench needs a fresh directory",
+            dir.display()
+        ),
         Some(dir) => dir.clone(),
-        None => std::env::temp_dir().join(format!("fleetweft-transfer-bench-{}", std::process::id())),
+        None => {
+            std::env::temp_dir().join(format!("fleetweft-transfer-bench-{}", std::process::id()))
+        }
     };
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -128,7 +133,8 @@ fn print_lines(figures: &serde_json::Value) {
 /// The whole bench on a fresh fleet in `dir`.
 async fn run(args: &Args, dir: &Path) -> anyhow::Result<serde_json::Value> {
     let n = args.agents;
-    let wait = WAIT_PER_GIB.mul_f64((args.release_bytes as f64 / releases::limits::GIB as f64).max(1.0));
+    let wait =
+        WAIT_PER_GIB.mul_f64((args.release_bytes as f64 / releases::limits::GIB as f64).max(1.0));
     let mut nodes: Vec<String> = (0..n).map(|i| format!("node-{i}")).collect();
     nodes.push("node-resume".into());
     let resume = n;
@@ -139,7 +145,10 @@ async fn run(args: &Args, dir: &Path) -> anyhow::Result<serde_json::Value> {
     }
     let all: Vec<usize> = (0..n).collect();
     fleet.wait_connected(&all, Duration::from_secs(60)).await?;
-    eprintln!("fleet up: a controller and {n} agents ({:.1} s)", started.elapsed().as_secs_f64());
+    eprintln!(
+        "fleet up: a controller and {n} agents ({:.1} s)",
+        started.elapsed().as_secs_f64()
+    );
 
     let tree = dir.join("tree");
     let sizes = tree_sizes_scaled(args.release_bytes);
@@ -165,16 +174,28 @@ async fn run(args: &Args, dir: &Path) -> anyhow::Result<serde_json::Value> {
     out.insert("release_files".into(), sizes.len().into());
     out.insert("release_chunks".into(), moved.chunks.into());
     out.insert("agents".into(), n.into());
-    out.insert("agent_rss_is".into(), "per agent process, VmHWM from /proc".into());
+    out.insert(
+        "agent_rss_is".into(),
+        "per agent process, VmHWM from /proc".into(),
+    );
     out.insert("wall_s".into(), round(moved.wall_s).into());
     out.insert("upload_s".into(), round(moved.upload_s).into());
     out.insert("sign_s".into(), round(sign_s).into());
     out.insert("sign_peak_rss_mib".into(), round(sign_peak).into());
-    out.insert("upload_peak_rss_mib".into(), round(moved.upload_peak_mib).into());
+    out.insert(
+        "upload_peak_rss_mib".into(),
+        round(moved.upload_peak_mib).into(),
+    );
     out.insert("proof_s".into(), round(moved.proof_s).into());
-    out.insert("controller_egress_bytes".into(), moved.served.bytes().into());
+    out.insert(
+        "controller_egress_bytes".into(),
+        moved.served.bytes().into(),
+    );
     out.insert("mirror_egress_bytes".into(), 0.into());
-    out.insert("mirrors".into(), "none yet (issue #23 item 5): every byte from the controller".into());
+    out.insert(
+        "mirrors".into(),
+        "none yet (issue #23 item 5): every byte from the controller".into(),
+    );
     for (key, value) in moved.memory {
         out.insert(key, value);
     }
@@ -184,7 +205,10 @@ async fn run(args: &Args, dir: &Path) -> anyhow::Result<serde_json::Value> {
     for (key, value) in resumed.into_iter().chain(delta) {
         out.insert(key, value);
     }
-    out.insert("bench_s".into(), round(started.elapsed().as_secs_f64()).into());
+    out.insert(
+        "bench_s".into(),
+        round(started.elapsed().as_secs_f64()).into(),
+    );
     Ok(serde_json::Value::Object(out))
 }
 
@@ -212,7 +236,8 @@ fn write_tree(root: &Path, sizes: &[u64], rewrite: Option<u64>) -> anyhow::Resul
             _ => i as u64,
         };
         let path = data.join(format!("f{i:05}.bin"));
-        let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        let file =
+            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
         let mut writer = std::io::BufWriter::with_capacity(WRITE_BUFFER_BYTES, file);
         std::io::copy(&mut Noise::new(seed, *size), &mut writer)
             .and_then(|_| std::io::Write::flush(&mut writer))
@@ -223,7 +248,12 @@ fn write_tree(root: &Path, sizes: &[u64], rewrite: Option<u64>) -> anyhow::Resul
             shown = Instant::now();
         }
     }
-    eprintln!("tree: {} files, {} MiB in {}", sizes.len() + 1, total / MIB, root.display());
+    eprintln!(
+        "tree: {} files, {} MiB in {}",
+        sizes.len() + 1,
+        total / MIB,
+        root.display()
+    );
     Ok(())
 }
 
@@ -262,7 +292,8 @@ fn measure_self<T>(f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<(f64
 /// (verified as read, written, fsynced, whole-file digests checked) and,
 /// on the same disk, `cp -r` of the tree plus `sha256sum` of every file.
 fn stage_against_copy(dir: &Path, tree: &Path, signed: &Path) -> anyhow::Result<(f64, f64)> {
-    let bytes = releases::manifest::read_release_file(&signed.join(releases::EXPORT_MANIFEST_FILE))?;
+    let bytes =
+        releases::manifest::read_release_file(&signed.join(releases::EXPORT_MANIFEST_FILE))?;
     let release = releases::read_unverified(&bytes)?;
     let store = releases::ChunkStore::open_read_only(&signed.join(releases::EXPORT_CHUNKS_DIR))?;
     let staged = dir.join("stage-check");
@@ -272,7 +303,8 @@ fn stage_against_copy(dir: &Path, tree: &Path, signed: &Path) -> anyhow::Result<
     remove(&staged)?;
     let copy = dir.join("copy-check");
     let took = Instant::now();
-    let script = "cp -r \"$1\" \"$2\" && find \"$2\" -type f -print0 | xargs -0 sha256sum > /dev/null";
+    let script =
+        "cp -r \"$1\" \"$2\" && find \"$2\" -type f -print0 | xargs -0 sha256sum > /dev/null";
     let status = std::process::Command::new("sh")
         .args(["-c", script, "sh"])
         .arg(tree)
@@ -309,9 +341,15 @@ async fn transfer(
     wait: Duration,
 ) -> anyhow::Result<Moved> {
     let ctrl = fleet.controller_pid()?;
-    let pids: Vec<u32> = agents.iter().map(|i| fleet.agent_pid(*i)).collect::<Result<_, _>>()?;
+    let pids: Vec<u32> = agents
+        .iter()
+        .map(|i| fleet.agent_pid(*i))
+        .collect::<Result<_, _>>()?;
     let ctrl_idle = procfs::rss_mib(ctrl)?;
-    let agent_idle: Vec<f64> = pids.iter().map(|p| procfs::rss_mib(*p)).collect::<Result<_, _>>()?;
+    let agent_idle: Vec<f64> = pids
+        .iter()
+        .map(|p| procfs::rss_mib(*p))
+        .collect::<Result<_, _>>()?;
     for pid in pids.iter().chain([&ctrl]) {
         procfs::reset_peak(*pid)?;
     }
@@ -330,21 +368,32 @@ async fn transfer(
         .map_err(|f| anyhow::anyhow!("upload: {}", f.message))?;
     let upload_s = took.elapsed().as_secs_f64();
     let upload_peak_mib = procfs::peak_mib(me)?;
-    let bytes = releases::manifest::read_release_file(&signed.join(releases::EXPORT_MANIFEST_FILE))?;
+    let bytes =
+        releases::manifest::read_release_file(&signed.join(releases::EXPORT_MANIFEST_FILE))?;
     let release = releases::release_digest(&bytes);
     if reply.digest != release.to_hex() {
-        bail!("the controller accepted {}, not {}", reply.digest, release.to_hex());
+        bail!(
+            "the controller accepted {}, not {}",
+            reply.digest,
+            release.to_hex()
+        );
     }
     let manifest = releases::read_unverified(&bytes)?.manifest;
     let unique = manifest.unique_chunks();
     let unique_bytes: u64 = unique.iter().map(|c| u64::from(c.len)).sum();
-    eprintln!("uploaded {} chunks ({} MiB) in {upload_s:.1} s", stats.sent, stats.bytes_sent / MIB);
+    eprintln!(
+        "uploaded {} chunks ({} MiB) in {upload_s:.1} s",
+        stats.sent,
+        stats.bytes_sent / MIB
+    );
     let ctrl_upload_peak = procfs::peak_mib(ctrl)?;
     procfs::reset_peak(ctrl)?;
 
     let before = fleet.served().await?;
     let took = Instant::now();
-    let id = fleet.start_rollout(release, agents[0], &agents[1..]).await?;
+    let id = fleet
+        .start_rollout(release, agents[0], &agents[1..])
+        .await?;
     fleet.wait_completed(&id, wait).await?;
     let wall_s = took.elapsed().as_secs_f64();
     let served = fleet.served().await?.since(before);
@@ -356,15 +405,34 @@ async fn transfer(
         bail!("rollout {id}'s proof says {verdict}, not verified");
     }
     let ctrl_peak = procfs::peak_mib(ctrl)?.max(ctrl_upload_peak);
-    let agent_peak: Vec<f64> = pids.iter().map(|p| procfs::peak_mib(*p)).collect::<Result<_, _>>()?;
-    let over: Vec<f64> = agent_peak.iter().zip(&agent_idle).map(|(p, i)| round(p - i)).collect();
+    let agent_peak: Vec<f64> = pids
+        .iter()
+        .map(|p| procfs::peak_mib(*p))
+        .collect::<Result<_, _>>()?;
+    let over: Vec<f64> = agent_peak
+        .iter()
+        .zip(&agent_idle)
+        .map(|(p, i)| round(p - i))
+        .collect();
     let memory: Vec<(String, serde_json::Value)> = vec![
         ("controller_idle_rss_mib".into(), round(ctrl_idle).into()),
         ("controller_peak_rss_mib".into(), round(ctrl_peak).into()),
-        ("controller_upload_peak_rss_mib".into(), round(ctrl_upload_peak).into()),
-        ("controller_peak_over_idle_mib".into(), round(ctrl_peak - ctrl_idle).into()),
-        ("agent_idle_rss_mib".into(), agent_idle.iter().map(|x| round(*x)).collect()),
-        ("agent_peak_rss_mib".into(), agent_peak.iter().map(|x| round(*x)).collect()),
+        (
+            "controller_upload_peak_rss_mib".into(),
+            round(ctrl_upload_peak).into(),
+        ),
+        (
+            "controller_peak_over_idle_mib".into(),
+            round(ctrl_peak - ctrl_idle).into(),
+        ),
+        (
+            "agent_idle_rss_mib".into(),
+            agent_idle.iter().map(|x| round(*x)).collect(),
+        ),
+        (
+            "agent_peak_rss_mib".into(),
+            agent_peak.iter().map(|x| round(*x)).collect(),
+        ),
         ("agent_peak_over_idle_mib".into(), over.into()),
     ];
     Ok(Moved {
@@ -423,7 +491,10 @@ async fn kill_at_half(
         ("resume_held_at_kill_bytes".into(), held.into()),
         ("resume_served_bytes".into(), served.chunk_bytes.into()),
         ("resume_refetched_bytes".into(), refetched.into()),
-        ("resume_refetched_chunks_max".into(), agent::daemon::CHUNK_FETCHES_IN_FLIGHT_MAX.into()),
+        (
+            "resume_refetched_chunks_max".into(),
+            agent::daemon::CHUNK_FETCHES_IN_FLIGHT_MAX.into(),
+        ),
     ])
 }
 
@@ -444,7 +515,11 @@ async fn delta(
         .await
         .map_err(|f| anyhow::anyhow!("upload v2: {}", f.message))?;
     if reply.digest != v2.to_hex() {
-        bail!("the controller accepted {}, not v2 {}", reply.digest, v2.to_hex());
+        bail!(
+            "the controller accepted {}, not v2 {}",
+            reply.digest,
+            v2.to_hex()
+        );
     }
     let release_bytes: u64 = sizes.iter().sum::<u64>() + demo::HELLO_APP.len() as u64;
     remove(&signed)?;
@@ -457,6 +532,9 @@ async fn delta(
     Ok(vec![
         ("delta_fetched_bytes".into(), fetched.into()),
         ("delta_changed_bytes".into(), CHANGED_FILE_BYTES.into()),
-        ("dedup_ratio".into(), round(1.0 - fetched as f64 / release_bytes as f64).into()),
+        (
+            "dedup_ratio".into(),
+            round(1.0 - fetched as f64 / release_bytes as f64).into(),
+        ),
     ])
 }

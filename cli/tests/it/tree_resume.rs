@@ -118,7 +118,9 @@ async fn resume_body(dir: PathBuf) {
     fleet.agents[0] = demo::spawn(&agent_binary(), &args, &log).expect("restart the agent");
     fleet
         .wait("r0 completed", |s| {
-            s.rollouts.iter().any(|r| r.id == "r0" && r.status == "completed")
+            s.rollouts
+                .iter()
+                .any(|r| r.id == "r0" && r.status == "completed")
         })
         .await;
     check_resumed(&fleet, v1, &log, held_at_kill, unique.len()).await;
@@ -130,7 +132,10 @@ async fn resume_body(dir: PathBuf) {
         "{refetched_chunks} chunks fetched twice: more than were in flight"
     );
     let bound = CHUNK_FETCHES_IN_FLIGHT_MAX as u64 * u64::from(CHUNK_BYTES_MAX);
-    assert!(refetched_bytes <= bound, "{refetched_bytes} bytes fetched twice");
+    assert!(
+        refetched_bytes <= bound,
+        "{refetched_bytes} bytes fetched twice"
+    );
     let tree_on_node = fleet.release_dir(NODE, v1);
     let size = std::fs::metadata(tree_on_node.join("large.bin")).expect("large file on the node");
     assert_eq!(size.len(), LARGE_FILE_BYTES);
@@ -141,7 +146,10 @@ async fn resume_body(dir: PathBuf) {
 async fn kill_at_half(fleet: &mut Fleet, chunks: &Path, unique_bytes: u64) -> (usize, u64) {
     let deadline = Instant::now() + Duration::from_secs(120);
     while held(chunks).1 < unique_bytes / 2 {
-        assert!(Instant::now() < deadline, "the agent never held half the release");
+        assert!(
+            Instant::now() < deadline,
+            "the agent never held half the release"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     fleet.agents[0].kill().await.expect("SIGKILL the agent");
@@ -158,7 +166,11 @@ async fn check_resumed(fleet: &Fleet, v1: Digest, log: &Path, held_at_kill: usiz
     );
     assert_eq!(fetched + held, unique, "every chunk fetched or held once");
     let view = fleet.api.fleet_view().await.expect("view");
-    let op = view.ops.iter().find(|o| o.rollout == "r0").expect("r0's op");
+    let op = view
+        .ops
+        .iter()
+        .find(|o| o.rollout == "r0")
+        .expect("r0's op");
     assert_eq!(op.outcome.as_deref(), Some("verified"), "{op:?}");
     let proof: proof::RolloutProof = fleet
         .api

@@ -335,7 +335,10 @@ mod tests {
         let signed_bytes = served.signed_bytes.load(Ordering::Relaxed);
         assert_eq!(signed_bytes, bytes.len() as u64);
         let text = served.metrics();
-        assert!(text.contains(&format!("{{kind=\"chunk\"}} {}\n", chunk.len())), "{text}");
+        assert!(
+            text.contains(&format!("{{kind=\"chunk\"}} {}\n", chunk.len())),
+            "{text}"
+        );
         std::fs::remove_dir_all(&dir).ok();
     }
 

@@ -68,11 +68,17 @@ impl Fleet {
         }
         let (pki, _) = layout.write_pki_and_keys()?;
         let toml = layout.controller_toml(&pki, None);
-        let default_timeout = format!("op_timeout_ms = {}", demo::quickstart::LOOPBACK_OP_TIMEOUT_MS);
+        let default_timeout = format!(
+            "op_timeout_ms = {}",
+            demo::quickstart::LOOPBACK_OP_TIMEOUT_MS
+        );
         if !toml.contains(&default_timeout) {
             bail!("the loopback controller config no longer sets `{default_timeout}`");
         }
-        let toml = toml.replace(&default_timeout, &format!("op_timeout_ms = {OP_TIMEOUT_MS}"));
+        let toml = toml.replace(
+            &default_timeout,
+            &format!("op_timeout_ms = {OP_TIMEOUT_MS}"),
+        );
         let config = layout.controller_config();
         std::fs::write(&config, toml).with_context(|| format!("writing {}", config.display()))?;
         for (node, public_port) in layout.nodes.iter().zip(&layout.public_ports) {
@@ -146,7 +152,10 @@ impl Fleet {
     /// Fails when the controller or a started agent has exited.
     fn check_alive(&mut self) -> anyhow::Result<()> {
         if let Ok(Some(status)) = self.controller.try_wait() {
-            bail!("the controller exited ({status}); see {}/logs", self.layout.dir.display());
+            bail!(
+                "the controller exited ({status}); see {}/logs",
+                self.layout.dir.display()
+            );
         }
         for (i, agent) in self.agents.iter_mut().enumerate() {
             if let Some(Ok(Some(status))) = agent.as_mut().map(Child::try_wait) {
@@ -183,14 +192,19 @@ impl Fleet {
     }
 
     /// Waits until the agents of `nodes` (indexes) are connected.
-    pub async fn wait_connected(&mut self, nodes: &[usize], timeout: Duration) -> anyhow::Result<()> {
-        let names: Vec<String> = nodes.iter().map(|i| self.layout.nodes[*i].clone()).collect();
+    pub async fn wait_connected(
+        &mut self,
+        nodes: &[usize],
+        timeout: Duration,
+    ) -> anyhow::Result<()> {
+        let names: Vec<String> = nodes
+            .iter()
+            .map(|i| self.layout.nodes[*i].clone())
+            .collect();
         self.wait("the agents connected", timeout, |view| {
-            names.iter().all(|name| {
-                view.nodes
-                    .iter()
-                    .any(|n| &n.name == name && n.connected)
-            })
+            names
+                .iter()
+                .all(|name| view.nodes.iter().any(|n| &n.name == name && n.connected))
         })
         .await?;
         Ok(())
@@ -224,7 +238,10 @@ impl Fleet {
             .await
             .context("starting the rollout")?;
         let view = self.api.fleet_view().await?;
-        let rollout = view.rollouts.get(before).context("the new rollout is not listed")?;
+        let rollout = view
+            .rollouts
+            .get(before)
+            .context("the new rollout is not listed")?;
         Ok(rollout.id.clone())
     }
 
@@ -239,7 +256,11 @@ impl Fleet {
                     .any(|r| r.id == id && !moving.contains(&r.status.as_str()))
             })
             .await?;
-        let status = view.rollouts.iter().find(|r| r.id == id).map(|r| r.status.as_str());
+        let status = view
+            .rollouts
+            .iter()
+            .find(|r| r.id == id)
+            .map(|r| r.status.as_str());
         if status != Some("completed") {
             bail!("rollout {id} ended {status:?}, not completed; see the logs");
         }
