@@ -78,6 +78,8 @@ pub struct Agent {
     /// Why the latest staging attempt or observation failed, in words, for
     /// the stop message (the journal keeps the typed class).
     last_failure: Option<String>,
+    /// What earlier read-backs of tree releases verified (memory only).
+    read_backs: std::sync::Arc<staging::tree::ReadBacks>,
 }
 
 impl Agent {
@@ -130,6 +132,7 @@ impl Agent {
             dials_timed_out: Vec::new(),
             held: false,
             last_failure: None,
+            read_backs: Default::default(),
         };
         agent.reconstruct().await?;
         Ok(agent)
@@ -699,9 +702,28 @@ impl Agent {
         let (mut observation, answer) = probe(self.cfg.public_port, &expect, process).await;
         // The artifact behind the route, re-read from disk: a proof compares
         // it with the intended release instead of trusting the report.
-        observation.artifact =
-            current.map(|b| staging::read_back(&self.cfg.data_dir, &self.key, b.release));
+        if let Some(serving) = current {
+            observation.artifact = Some(self.read_back_artifact(serving.release).await);
+        }
         (observation, answer)
+    }
+
+    /// Re-reads the artifact of `release` from disk, off the session's
+    /// thread: a tree's read-back lists and stats every file and hashes
+    /// what changed plus a bounded share of the rest
+    /// (`staging::tree::READBACK_REHASH_BYTES_MAX`), which on a large
+    /// release is still longer than a keep-alive should wait.
+    async fn read_back_artifact(&self, release: Digest) -> model::ArtifactRead {
+        let (data_dir, key) = (self.cfg.data_dir.clone(), self.key);
+        let caches = self.read_backs.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            staging::read_back_cached(&data_dir, &key, release, &caches)
+        })
+        .await;
+        read.unwrap_or_else(|e| {
+            tracing::warn!("the read-back of {release} failed to run: {e}");
+            model::ArtifactRead::Unreadable
+        })
     }
 
     async fn supervise(&mut self) {

@@ -253,6 +253,22 @@ pub fn read_back(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> model::
     }
 }
 
+/// [`read_back`] for a running agent: a tree release is read back at a
+/// bounded cost with what earlier read-backs verified
+/// ([`tree::read_back_cached`]); a format-1 bundle (at most 8 MiB) is read
+/// back whole, as always.
+pub fn read_back_cached(
+    data_dir: &Path,
+    key: &VerifyingKey,
+    digest: Digest,
+    caches: &tree::ReadBacks,
+) -> model::ArtifactRead {
+    if tree::is_installed_tree(data_dir, digest) {
+        return tree::read_back_cached(data_dir, key, digest, caches);
+    }
+    read_back(data_dir, key, digest)
+}
+
 /// Load an installed release, re-verifying its bundle and its app file.
 pub fn load(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> Result<Release, StageError> {
     if tree::is_installed_tree(data_dir, digest) {

@@ -18,6 +18,8 @@ pub mod error;
 pub mod limits;
 pub mod manifest;
 pub mod path;
+pub mod readback;
+pub mod sample;
 pub mod store;
 pub mod tree;
 pub mod v1;

@@ -38,6 +38,8 @@ pub struct Found {
     pub size: u64,
     /// Device and inode when listed: the file read must be this one.
     dev_ino: (u64, u64),
+    /// What `stat` said when listed (see [`crate::readback`]).
+    pub(crate) stamp: crate::readback::Stamp,
 }
 
 /// Lists the regular files under `root`, sorted by path bytes. Refuses a
@@ -70,6 +72,7 @@ pub fn walk(root: &Path) -> Result<Vec<Found>, ReleaseError> {
                     mode: Mode::of_permissions(meta.mode()),
                     size: meta.len(),
                     dev_ino: (meta.dev(), meta.ino()),
+                    stamp: crate::readback::Stamp::of(&meta),
                 });
                 over_limit("entries", found.len() as u64, ENTRIES_MAX as u64)?;
             } else {
@@ -102,7 +105,7 @@ fn kind_name(kind: &fs::FileType) -> &'static str {
 
 /// Opens a listed file and checks it is still the regular file listed
 /// (not swapped for a link or another file since).
-fn open_found(found: &Found) -> Result<File, ReleaseError> {
+pub(crate) fn open_found(found: &Found) -> Result<File, ReleaseError> {
     let file = File::open(&found.abs).map_err(io_err(&found.abs))?;
     let meta = file.metadata().map_err(io_err(&found.abs))?;
     if !meta.is_file() || (meta.dev(), meta.ino()) != found.dev_ino {
@@ -167,7 +170,7 @@ pub fn store_sink(
     move |chunk, bytes| store.put_bytes(&chunk.sha256, bytes).map(|_| ())
 }
 
-fn mismatch(path: &str, reason: impl Into<String>) -> ReleaseError {
+pub(crate) fn mismatch(path: &str, reason: impl Into<String>) -> ReleaseError {
     ReleaseError::FileMismatch {
         path: path.to_string(),
         reason: reason.into(),
@@ -179,6 +182,19 @@ fn mismatch(path: &str, reason: impl Into<String>) -> ReleaseError {
 /// mode and size, and every chunk of each hashing to the manifest's digest.
 /// Streams one chunk at a time.
 pub fn verify_dir(manifest: &Manifest, root: &Path) -> Result<(), ReleaseError> {
+    let listed = listing(manifest, root)?;
+    let mut buffer = vec![0u8; CHUNK_BYTES_MAX as usize];
+    for (entry, found) in manifest.entries.iter().zip(&listed) {
+        verify_file(entry, open_found(found)?, &mut buffer)?;
+    }
+    Ok(())
+}
+
+/// Lists `root` and matches it with `manifest` without reading a byte of
+/// content: exactly its files (nothing missing, nothing extra, no link or
+/// special file), each of its mode and size. Returns them in the
+/// manifest's order.
+pub(crate) fn listing(manifest: &Manifest, root: &Path) -> Result<Vec<Found>, ReleaseError> {
     let found = walk(root)?;
     let names: HashSet<&str> = manifest.entries.iter().map(|e| e.path.as_str()).collect();
     if let Some(extra) = found.iter().find(|f| !names.contains(f.rel.as_str())) {
@@ -190,7 +206,7 @@ pub fn verify_dir(manifest: &Manifest, root: &Path) -> Result<(), ReleaseError> 
         .into_iter()
         .map(|f| (f.rel.clone(), f))
         .collect::<std::collections::HashMap<_, _>>();
-    let mut buffer = vec![0u8; CHUNK_BYTES_MAX as usize];
+    let mut listed = Vec::with_capacity(manifest.entries.len());
     for entry in &manifest.entries {
         let found = by_path
             .remove(&entry.path)
@@ -207,14 +223,18 @@ pub fn verify_dir(manifest: &Manifest, root: &Path) -> Result<(), ReleaseError> 
                 format!("{} bytes, release says {}", found.size, entry.size),
             ));
         }
-        verify_file(entry, open_found(&found)?, &mut buffer)?;
+        listed.push(found);
     }
-    Ok(())
+    Ok(listed)
 }
 
 /// Reads `file` chunk by chunk as `entry` lists them, checking each digest
 /// and the whole-file digest, and that nothing follows.
-fn verify_file(entry: &Entry, mut file: File, buffer: &mut [u8]) -> Result<(), ReleaseError> {
+pub(crate) fn verify_file(
+    entry: &Entry,
+    mut file: File,
+    buffer: &mut [u8],
+) -> Result<(), ReleaseError> {
     let mut whole = Sha256::new();
     let mut offset: u64 = 0;
     for (index, chunk) in entry.chunks.iter().enumerate() {

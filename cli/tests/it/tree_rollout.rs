@@ -27,15 +27,18 @@ const DATA_FILE_BYTES: u32 = 3_000_000;
 /// The nodes the rollouts run on: canary first.
 const AGENTS: [&str; 2] = ["node-a", "node-b"];
 
-struct Fleet {
-    dir: PathBuf,
-    api: ApiClient,
+/// The controller in this process and the agents of [`AGENTS`], each a
+/// child process (also used by `tree_resume`).
+pub(crate) struct Fleet {
+    pub(crate) dir: PathBuf,
+    pub(crate) api: ApiClient,
     signing: ed25519_dalek::SigningKey,
-    _agents: Vec<Child>,
+    /// The agent processes, in [`AGENTS`] order.
+    pub(crate) agents: Vec<Child>,
 }
 
 /// PKI, a signing key, the controller in this process and the agents.
-async fn start(dir: PathBuf) -> Fleet {
+pub(crate) async fn start(dir: PathBuf) -> Fleet {
     std::fs::create_dir_all(dir.join("logs")).expect("logs dir");
     let log = std::fs::File::create(dir.join("logs/controller.log")).expect("controller log");
     let _ = tracing_subscriber::fmt()
@@ -74,14 +77,14 @@ async fn start(dir: PathBuf) -> Fleet {
         dir,
         api,
         signing,
-        _agents: children,
+        agents: children,
     }
 }
 
 /// Writes the release tree of `version` under `root`: the hello app (its
 /// answer names the manifest's version), a stylesheet in a subdirectory
 /// whose text is `css`, and a data file of several chunks.
-fn write_tree(root: &Path, css: &str) {
+pub(crate) fn write_tree(root: &Path, css: &str) {
     std::fs::create_dir_all(root.join("static")).expect("static dir");
     std::fs::write(root.join("app.py"), demo::HELLO_APP).expect("app");
     std::fs::write(root.join("static/app.css"), css).expect("css");
@@ -94,7 +97,7 @@ fn write_tree(root: &Path, css: &str) {
 impl Fleet {
     /// Signs `tree` as `version` (chunks into `out/chunks`), uploads every
     /// chunk and then the manifest; returns the release digest.
-    async fn sign_and_upload(&self, tree: &Path, version: &str) -> Digest {
+    pub(crate) async fn sign_and_upload(&self, tree: &Path, version: &str) -> Digest {
         let out = self.dir.join(format!("signed-{version}"));
         let (store, _) = ChunkStore::open(&out.join("chunks")).expect("chunk dir");
         let fields = ReleaseFields {
@@ -165,7 +168,7 @@ impl Fleet {
         assert_eq!(proof.verdict, proof::Verdict::Verified, "{proof:#?}");
     }
 
-    async fn wait(&self, what: &str, done: impl Fn(&FleetView) -> bool) {
+    pub(crate) async fn wait(&self, what: &str, done: impl Fn(&FleetView) -> bool) {
         let deadline = Instant::now() + STEP;
         loop {
             if let Ok(s) = self.api.fleet_view().await {
@@ -183,7 +186,7 @@ impl Fleet {
     }
 
     /// The release directory of `release` on `node`'s disk.
-    fn release_dir(&self, node: &str, release: Digest) -> PathBuf {
+    pub(crate) fn release_dir(&self, node: &str, release: Digest) -> PathBuf {
         self.dir
             .join(format!("{node}-data"))
             .join("releases")
@@ -193,20 +196,26 @@ impl Fleet {
     /// What `node`'s agent logged about fetching `release`'s chunks:
     /// (fetched, already held).
     fn chunk_counts(&self, node: &str, release: Digest) -> (usize, usize) {
-        let log =
-            std::fs::read_to_string(self.dir.join(format!("logs/{node}.log"))).expect("agent log");
-        let prefix = format!("release {release}: ");
-        let line = log
-            .lines()
-            .find_map(|l| l.split_once(&prefix).map(|(_, rest)| rest.to_string()))
-            .unwrap_or_else(|| panic!("{node} logged no chunk counts for {release}:\n{log}"));
-        let numbers: Vec<usize> = line
-            .split(|c: char| !c.is_ascii_digit())
-            .filter(|w| !w.is_empty())
-            .map(|w| w.parse().expect("a count"))
-            .collect();
-        (numbers[0], numbers[1])
+        chunk_counts_in(&self.dir.join(format!("logs/{node}.log")), release)
     }
+}
+
+/// What the agent logging to `log` said about fetching `release`'s
+/// chunks: (fetched, already held).
+pub(crate) fn chunk_counts_in(log: &Path, release: Digest) -> (usize, usize) {
+    let name = log.display();
+    let text = std::fs::read_to_string(log).expect("agent log");
+    let prefix = format!("release {release}: ");
+    let line = text
+        .lines()
+        .find_map(|l| l.split_once(&prefix).map(|(_, rest)| rest.to_string()))
+        .unwrap_or_else(|| panic!("{name} logged no chunk counts for {release}:\n{text}"));
+    let numbers: Vec<usize> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|w| !w.is_empty())
+        .map(|w| w.parse().expect("a count"))
+        .collect();
+    (numbers[0], numbers[1])
 }
 
 /// How many chunks the file `path` of `manifest` has.

@@ -73,7 +73,7 @@ async fn metrics_text(State(api): State<Api>) -> Response {
             axum::http::header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        metrics(&snap, std::time::SystemTime::now()),
+        metrics(&snap, std::time::SystemTime::now()) + &api.releases.served.metrics(),
     )
         .into_response()
 }

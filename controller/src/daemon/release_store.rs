@@ -14,6 +14,7 @@ use releases::manifest::Sha256Bytes;
 use releases::{ChunkStore, ReleaseError, VerifiedRelease};
 use std::io;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The chunk store's directory under the data directory.
 pub const CHUNKS_DIR: &str = "chunks";
@@ -30,6 +31,36 @@ pub struct ReleaseStore {
     pub chunks: ChunkStore,
     /// Accepted signed manifests, by release digest.
     pub manifests: BundleDir,
+    /// What was handed to agents since the start (`/metrics`).
+    pub served: ServedBytes,
+}
+
+/// Bytes the controller handed to agents' bundle and chunk streams since
+/// it started: its artifact egress, before QUIC and TLS framing (exposed
+/// on `/metrics`; `fleetweft-transfer-bench` reads it). Counted when read
+/// to be sent, so a transfer cut short (an agent killed mid-chunk) still
+/// counts whole: an upper bound on what the agents received.
+#[derive(Debug, Default)]
+pub struct ServedBytes {
+    /// Chunk answers (`ChunkFollows`).
+    pub chunks: AtomicU64,
+    /// Bytes of those chunks.
+    pub chunk_bytes: AtomicU64,
+    /// Bytes of signed files (format-1 bundles and release manifests).
+    pub signed_bytes: AtomicU64,
+}
+
+impl ServedBytes {
+    /// The Prometheus text of the counters.
+    pub fn metrics(&self) -> String {
+        let get = |n: &AtomicU64| n.load(Ordering::Relaxed);
+        format!(
+            "# HELP fleetweft_chunks_served_total Content chunks sent to agents since the controller started.\n# TYPE fleetweft_chunks_served_total counter\nfleetweft_chunks_served_total {}\n# HELP fleetweft_artifact_bytes_served_total Artifact bytes sent to agents since the controller started (chunks, and signed bundles and manifests), before transport framing.\n# TYPE fleetweft_artifact_bytes_served_total counter\nfleetweft_artifact_bytes_served_total{{kind=\"chunk\"}} {}\nfleetweft_artifact_bytes_served_total{{kind=\"signed\"}} {}\n",
+            get(&self.chunks),
+            get(&self.chunk_bytes),
+            get(&self.signed_bytes),
+        )
+    }
 }
 
 /// Why a manifest was not accepted.
@@ -58,7 +89,11 @@ impl ReleaseStore {
         let (chunks, _) = ChunkStore::open(&data_dir.join(CHUNKS_DIR))?;
         let (manifests, _) =
             BundleDir::open_with_extension(data_dir.join(MANIFESTS_DIR), MANIFEST_EXTENSION)?;
-        Ok(ReleaseStore { chunks, manifests })
+        Ok(ReleaseStore {
+            chunks,
+            manifests,
+            served: ServedBytes::default(),
+        })
     }
 
     /// Whether the release `digest` was accepted.
@@ -128,6 +163,18 @@ impl protocol::quic::BundleStore for Artifacts {
     /// release: its digest is the release digest, so the agent checks it
     /// as it checks a bundle.
     fn get(&self, digest: Digest) -> Option<Vec<u8>> {
+        let bytes = self.signed(digest)?;
+        let served = &self.releases.served;
+        served
+            .signed_bytes
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        Some(bytes)
+    }
+}
+
+impl Artifacts {
+    /// The format-1 bundle or the accepted release manifest `digest`.
+    fn signed(&self, digest: Digest) -> Option<Vec<u8>> {
         if let Some(bytes) = protocol::quic::BundleStore::get(&*self.bundles, digest) {
             return Some(bytes);
         }
@@ -150,7 +197,16 @@ impl protocol::quic::ChunkSource for Artifacts {
     /// and answered missing).
     fn chunk(&self, digest: Digest) -> Option<Vec<u8>> {
         match self.releases.chunks.get(&digest.0) {
-            Ok(found) => found,
+            Ok(found) => {
+                if let Some(bytes) = &found {
+                    let served = &self.releases.served;
+                    served.chunks.fetch_add(1, Ordering::Relaxed);
+                    served
+                        .chunk_bytes
+                        .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                }
+                found
+            }
             Err(e) => {
                 tracing::warn!("chunk {digest} not served: {e}");
                 None
@@ -248,6 +304,41 @@ mod tests {
         assert_eq!(accepted.digest, digest);
         assert!(store.knows(digest));
         assert_eq!(store.read(&verifying, digest).expect("read").digest, digest);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// Egress is counted per answer: a served chunk and a served manifest
+    /// add their bytes, a missing chunk adds nothing.
+    #[test]
+    fn served_chunks_and_manifests_are_counted() {
+        use protocol::quic::{BundleStore, ChunkSource};
+        let dir = temp_dir("served");
+        let store = std::sync::Arc::new(ReleaseStore::open(&dir).expect("open"));
+        let bundles = BundleDir::open(dir.join("bundles")).expect("bundles").0;
+        let artifacts = Artifacts {
+            bundles: std::sync::Arc::new(bundles),
+            releases: store.clone(),
+        };
+        let (signing, verifying) = protocol::bundle::keygen();
+        let chunk: &[u8] = b"one chunk of content";
+        let sha: Sha256Bytes = Sha256::digest(chunk).into();
+        store.chunks.put_bytes(&sha, chunk).expect("put");
+        let bytes = signed(&signing, &[chunk]);
+        let release = store.accept(&verifying, &bytes).expect("accepted");
+        assert!(artifacts.chunk(Digest([7; 32])).is_none());
+        assert_eq!(artifacts.chunk(Digest(sha)).as_deref(), Some(chunk));
+        assert_eq!(artifacts.get(release.digest), Some(bytes.clone()));
+        let served = &store.served;
+        assert_eq!(served.chunks.load(Ordering::Relaxed), 1);
+        let chunk_bytes = served.chunk_bytes.load(Ordering::Relaxed);
+        assert_eq!(chunk_bytes, chunk.len() as u64);
+        let signed_bytes = served.signed_bytes.load(Ordering::Relaxed);
+        assert_eq!(signed_bytes, bytes.len() as u64);
+        let text = served.metrics();
+        assert!(
+            text.contains(&format!("{{kind=\"chunk\"}} {}\n", chunk.len())),
+            "{text}"
+        );
         std::fs::remove_dir_all(&dir).ok();
     }
 

@@ -27,9 +27,8 @@ use std::time::Instant;
 use releases::chunking::{chunk_reader, Chunking};
 use releases::limits::{CHUNK_BYTES_AVG, CHUNK_BYTES_MAX, CHUNK_BYTES_MIN, MIB};
 use releases::manifest::Sha256Bytes;
+use releases::sample::{tree_sizes, Noise, CHANGED_FILE_BYTES, CHANGED_FILE_INDEX};
 
-/// Size of the changed file, in bytes.
-const CHANGED_FILE_BYTES: u64 = 10 * MIB;
 /// Bytes overwritten by the in-place edit, and inserted by the insertion.
 const EDIT_BYTES: usize = 4096;
 /// Offset of the first edit or insertion, in bytes (the others follow at
@@ -40,74 +39,6 @@ const FIRST_EDIT_AT: usize = 149_797;
 const EDIT_POSITIONS: usize = 8;
 /// Index of the largest file (200 MiB in the 1 GiB tree).
 const LARGE_FILE_INDEX: usize = 0;
-/// Index (in the tree's file list) of the file that changes: a 10 MiB one.
-const CHANGED_FILE_INDEX: usize = 5;
-
-/// Deterministic pseudo-random bytes (SplitMix64), as a reader. The byte
-/// stream does not depend on how the reader is called.
-struct Noise {
-    state: u64,
-    left: u64,
-    word: [u8; 8],
-    used: usize,
-}
-
-impl Noise {
-    fn new(seed: u64, len: u64) -> Noise {
-        Noise {
-            state: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03,
-            left: len,
-            word: [0; 8],
-            used: 8,
-        }
-    }
-
-    fn next(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
-impl Read for Noise {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = (buf.len() as u64).min(self.left) as usize;
-        for byte in &mut buf[..n] {
-            if self.used == 8 {
-                self.word = self.next().to_le_bytes();
-                self.used = 0;
-            }
-            *byte = self.word[self.used];
-            self.used += 1;
-        }
-        self.left -= n as u64;
-        Ok(n)
-    }
-}
-
-/// The tree's file sizes: large files, 10 MiB files, then small files of
-/// mixed sizes (1 KiB to 512 KiB) until the total.
-fn tree_sizes(total: u64) -> Vec<u64> {
-    let mut sizes = vec![200 * MIB, 150 * MIB, 100 * MIB, 64 * MIB, 30 * MIB];
-    sizes.extend(std::iter::repeat_n(CHANGED_FILE_BYTES, 40));
-    let mut sum: u64 = sizes.iter().sum();
-    if sum > total {
-        // A small tree (--tree-mib below 944): keep the changed file.
-        sizes = vec![MIB, MIB, MIB, MIB, MIB, CHANGED_FILE_BYTES];
-        sum = sizes.iter().sum();
-    }
-    let mut noise = Noise::new(99, u64::MAX);
-    while sum < total {
-        let size = (1024 << (noise.next() % 10)) + noise.next() % 1024;
-        let size = size.min(total - sum);
-        sizes.push(size);
-        sum += size;
-    }
-    sizes
-}
-
 /// Chunks of one reader: (digest, length) in order.
 fn chunks_of(reader: impl Read, chunking: Chunking) -> Vec<(Sha256Bytes, u64)> {
     let chunked = chunk_reader(reader, chunking, Path::new("bench"), &mut |_, _| Ok(()))
