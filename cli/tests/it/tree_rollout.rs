@@ -19,23 +19,28 @@ use std::time::{Duration, Instant};
 use tokio::process::Child;
 
 /// How long one wait may take.
-const STEP: Duration = Duration::from_secs(90);
+pub(crate) const STEP: Duration = Duration::from_secs(90);
 /// How long the whole test may take.
 const TEST: Duration = Duration::from_secs(300);
 /// Bytes of the data file: several content-defined chunks (1 MiB average).
 const DATA_FILE_BYTES: u32 = 3_000_000;
 /// The nodes the rollouts run on: canary first.
-const AGENTS: [&str; 2] = ["node-a", "node-b"];
+pub(crate) const AGENTS: [&str; 2] = ["node-a", "node-b"];
 
-struct Fleet {
-    dir: PathBuf,
-    api: ApiClient,
+pub(crate) struct Fleet {
+    pub(crate) dir: PathBuf,
+    pub(crate) api: ApiClient,
     signing: ed25519_dalek::SigningKey,
     _agents: Vec<Child>,
 }
 
 /// PKI, a signing key, the controller in this process and the agents.
 async fn start(dir: PathBuf) -> Fleet {
+    start_with(dir, "").await
+}
+
+/// [`start`], with `extra` appended to the controller's config.
+pub(crate) async fn start_with(dir: PathBuf, extra: &str) -> Fleet {
     std::fs::create_dir_all(dir.join("logs")).expect("logs dir");
     let log = std::fs::File::create(dir.join("logs/controller.log")).expect("controller log");
     let _ = tracing_subscriber::fmt()
@@ -54,7 +59,10 @@ async fn start(dir: PathBuf) -> Fleet {
     let public_ports: Vec<u16> = NODES.iter().map(|_| port()).collect();
     demo::write_controller_config(&dir, &pki, quic_port, api_port, &public_ports, None)
         .expect("controller config");
-    let cfg = ControllerConfig::load(&dir.join("controller.toml")).expect("load config");
+    let config = dir.join("controller.toml");
+    let text = std::fs::read_to_string(&config).expect("controller config");
+    std::fs::write(&config, format!("{text}\n{extra}")).expect("extend the config");
+    let cfg = ControllerConfig::load(&config).expect("load config");
     let daemon = controller::daemon::start(cfg, false)
         .await
         .expect("start the controller");
@@ -81,7 +89,7 @@ async fn start(dir: PathBuf) -> Fleet {
 /// Writes the release tree of `version` under `root`: the hello app (its
 /// answer names the manifest's version), a stylesheet in a subdirectory
 /// whose text is `css`, and a data file of several chunks.
-fn write_tree(root: &Path, css: &str) {
+pub(crate) fn write_tree(root: &Path, css: &str) {
     std::fs::create_dir_all(root.join("static")).expect("static dir");
     std::fs::write(root.join("app.py"), demo::HELLO_APP).expect("app");
     std::fs::write(root.join("static/app.css"), css).expect("css");
@@ -94,7 +102,7 @@ fn write_tree(root: &Path, css: &str) {
 impl Fleet {
     /// Signs `tree` as `version` (chunks into `out/chunks`), uploads every
     /// chunk and then the manifest; returns the release digest.
-    async fn sign_and_upload(&self, tree: &Path, version: &str) -> Digest {
+    pub(crate) async fn sign_and_upload(&self, tree: &Path, version: &str) -> Digest {
         let out = self.dir.join(format!("signed-{version}"));
         let (store, _) = ChunkStore::open(&out.join("chunks")).expect("chunk dir");
         let fields = ReleaseFields {
@@ -111,6 +119,7 @@ impl Fleet {
         let mut sink = releases::tree::store_sink(&store);
         let manifest =
             releases::tree::sign_dir(&self.signing, fields, tree, &mut sink).expect("sign");
+        std::fs::write(out.join(releases::EXPORT_MANIFEST_FILE), &manifest).expect("manifest");
         for entry in std::fs::read_dir(store.dir()).expect("chunks") {
             let entry = entry.expect("chunk");
             let name = entry.file_name().to_string_lossy().into_owned();
@@ -131,7 +140,7 @@ impl Fleet {
 
     /// Starts a rollout of `release` over [`AGENTS`] and waits until it
     /// completes with every op verified and its proof verified.
-    async fn roll_out(&self, id: &str, release: Digest) {
+    pub(crate) async fn roll_out(&self, id: &str, release: Digest) {
         let _: serde_json::Value = self
             .api
             .post_json(
@@ -165,7 +174,7 @@ impl Fleet {
         assert_eq!(proof.verdict, proof::Verdict::Verified, "{proof:#?}");
     }
 
-    async fn wait(&self, what: &str, done: impl Fn(&FleetView) -> bool) {
+    pub(crate) async fn wait(&self, what: &str, done: impl Fn(&FleetView) -> bool) {
         let deadline = Instant::now() + STEP;
         loop {
             if let Ok(s) = self.api.fleet_view().await {
@@ -183,7 +192,7 @@ impl Fleet {
     }
 
     /// The release directory of `release` on `node`'s disk.
-    fn release_dir(&self, node: &str, release: Digest) -> PathBuf {
+    pub(crate) fn release_dir(&self, node: &str, release: Digest) -> PathBuf {
         self.dir
             .join(format!("{node}-data"))
             .join("releases")
