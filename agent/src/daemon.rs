@@ -11,6 +11,7 @@ use crate::config::{AgentConfig, HoldPoint};
 use crate::dial::{self, Dials, Ended};
 use crate::journal::{Journal, Record, Stage};
 use crate::liveness::{self, LinkHistory, Watch};
+use crate::mirror::{self, Mirrors};
 use crate::probe::{probe, ProbeExpect};
 use crate::proxy::{self, Backend, Route};
 use crate::staging::tree as tree_staging;
@@ -41,6 +42,14 @@ enum Inbound {
     ReadBack {
         /// The controller's request id, echoed in the reply.
         request: u64,
+    },
+    /// The node's mirrors for the chunks of `release` (sent just before
+    /// its grant): transport, kept outside the core.
+    Mirrors {
+        /// The release the list is for.
+        release: Digest,
+        /// Base URLs, tried in order.
+        mirrors: Vec<String>,
     },
     /// A hot standby answered the hello: "not the leader, try this".
     NotLeader {
@@ -80,6 +89,13 @@ pub struct Agent {
     last_failure: Option<String>,
     /// What earlier read-backs of tree releases verified (memory only).
     read_backs: std::sync::Arc<staging::tree::ReadBacks>,
+    /// The latest mirror list the controller sent, and the release it is
+    /// for (memory only: a restart fetches from the controller until the
+    /// grant is sent again).
+    mirrors: Option<(Digest, Vec<String>)>,
+    /// Where the chunks of the latest staging came from, sent to the
+    /// controller before the next message (its commit request or report).
+    sources: Option<FrameBody>,
 }
 
 impl Agent {
@@ -133,6 +149,8 @@ impl Agent {
             held: false,
             last_failure: None,
             read_backs: Default::default(),
+            mirrors: None,
+            sources: None,
         };
         agent.reconstruct().await?;
         Ok(agent)
@@ -272,6 +290,9 @@ impl Agent {
                     Ok(FrameBody::ToAgent(cmd)) => Inbound::Command(cmd),
                     Ok(FrameBody::ReadBackRequest { request }) => Inbound::ReadBack { request },
                     Ok(FrameBody::NotLeader { leader }) => Inbound::NotLeader { leader },
+                    Ok(FrameBody::Mirrors { release, mirrors }) => {
+                        Inbound::Mirrors { release, mirrors }
+                    }
                     Ok(other) => {
                         tracing::warn!("unexpected frame on the control stream: {other:?}");
                         return;
@@ -316,6 +337,10 @@ impl Agent {
             tokio::select! {
                 inbound = inbox.recv() => match inbound {
                     Some(Inbound::NotLeader { leader }) => return Ok(Redirected { leader }),
+                    Some(Inbound::Mirrors { release, mirrors }) => {
+                        tracing::info!("{} mirror(s) for {release}", mirrors.len());
+                        self.mirrors = Some((release, mirrors));
+                    }
                     Some(Inbound::Command(cmd)) => {
                         tracing::info!(?cmd, "command");
                         self.feed(AgentInput::Command(cmd), Some(tx)).await?;
@@ -425,6 +450,11 @@ impl Agent {
                     // release is staged: nothing to hold back here.
                     AgentEffect::Send(msg) => {
                         if let Some(tx) = tx.as_deref_mut() {
+                            if let Some(sources) = self.sources.take() {
+                                tx.send(&sources)
+                                    .await
+                                    .context("sending the chunk sources to the controller")?;
+                            }
                             tx.send(&FrameBody::ToController(msg))
                                 .await
                                 .context("sending to the controller")?;
@@ -595,7 +625,16 @@ impl Agent {
             Ok(store) => std::sync::Arc::new(store),
             Err(e) => return self.failed(op, Stage::Fetch, stage_failure(&e), e),
         };
-        let fetched = fetch_tree_chunks(conn, &release, store.clone()).await;
+        let mirrors = std::sync::Arc::new(Mirrors::new(
+            self.mirrors_for(op.release),
+            mirror::Bounds::default(),
+        ));
+        let fetched = fetch_tree_chunks(conn, &release, store.clone(), mirrors.clone()).await;
+        self.sources = Some(FrameBody::FetchSources {
+            op: op.id,
+            release: op.release,
+            sources: mirrors.tally(),
+        });
         let (fetched, held) = match fetched {
             Ok(counts) => counts,
             Err(ChunkFetchError::Transport(e)) => {
@@ -606,8 +645,9 @@ impl Agent {
             }
         };
         tracing::info!(
-            "release {}: {fetched} chunk(s) fetched, {held} already held",
-            op.release
+            "release {}: {fetched} chunk(s) fetched, {held} already held; sources: {}",
+            op.release,
+            sources_text(&mirrors.tally())
         );
         let key = self.key;
         let installed = tokio::task::spawn_blocking(move || {
@@ -635,6 +675,14 @@ impl Agent {
                 },
                 e,
             ),
+        }
+    }
+
+    /// The mirrors the controller sent for `release` (none for another).
+    fn mirrors_for(&self, release: Digest) -> &[String] {
+        match &self.mirrors {
+            Some((r, list)) if *r == release => list,
+            _ => &[],
         }
     }
 
@@ -784,6 +832,7 @@ async fn fetch_tree_chunks(
     conn: &quinn::Connection,
     release: &releases::VerifiedRelease,
     store: std::sync::Arc<releases::ChunkStore>,
+    mirrors: std::sync::Arc<Mirrors>,
 ) -> Result<(usize, usize), ChunkFetchError> {
     let digest = release.digest;
     let (rehash_release, rehash_store) = (release.clone(), store.clone());
@@ -800,7 +849,8 @@ async fn fetch_tree_chunks(
     loop {
         while in_flight.len() < CHUNK_FETCHES_IN_FLIGHT_MAX {
             let Some(chunk) = queue.next() else { break };
-            in_flight.spawn(fetch_one_chunk(conn.clone(), store.clone(), digest, chunk));
+            let source = (conn.clone(), mirrors.clone());
+            in_flight.spawn(fetch_one_chunk(source, store.clone(), digest, chunk));
         }
         match in_flight.join_next().await {
             None => return Ok((fetched, held)),
@@ -811,16 +861,24 @@ async fn fetch_tree_chunks(
     }
 }
 
-/// Fetches one chunk and stores it (verified again as it lands).
+/// Fetches one chunk, from the mirrors first, then from the controller,
+/// and stores it (verified again as it lands).
 async fn fetch_one_chunk(
-    conn: quinn::Connection,
+    (conn, mirrors): (quinn::Connection, std::sync::Arc<Mirrors>),
     store: std::sync::Arc<releases::ChunkStore>,
     release: Digest,
     chunk: releases::ChunkRef,
 ) -> Result<(), ChunkFetchError> {
-    let bytes = protocol::quic::fetch_chunk(&conn, Digest(chunk.sha256))
-        .await
-        .map_err(ChunkFetchError::Transport)?;
+    let bytes = match mirrors.fetch(&chunk).await {
+        Some(bytes) => bytes,
+        None => {
+            let bytes = protocol::quic::fetch_chunk(&conn, Digest(chunk.sha256))
+                .await
+                .map_err(ChunkFetchError::Transport)?;
+            mirrors.served_by_controller(bytes.len() as u64);
+            bytes
+        }
+    };
     tokio::task::spawn_blocking(move || store.put_bytes(&chunk.sha256, &bytes))
         .await
         .map_err(|e| ChunkFetchError::Stage(join_error(release, e)))?
@@ -831,6 +889,20 @@ async fn fetch_one_chunk(
             })
         })?;
     Ok(())
+}
+
+/// A tally as one log line: `SOURCE: N chunks, B bytes, F failed; ...`.
+fn sources_text(tally: &[protocol::frame::SourceTally]) -> String {
+    tally
+        .iter()
+        .map(|t| {
+            format!(
+                "{}: {} chunks, {} bytes, {} failed",
+                t.source, t.chunks, t.bytes, t.failures
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// A blocking task that panicked or was cancelled, as a staging error.

@@ -11,6 +11,7 @@ pub mod daemon;
 pub mod dial;
 pub mod journal;
 pub mod liveness;
+pub mod mirror;
 pub mod probe;
 pub mod proxy;
 pub mod recovery;

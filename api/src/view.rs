@@ -134,6 +134,28 @@ pub struct OpDto {
     /// (the whole op stays in the log).
     #[serde(default)]
     pub archived: bool,
+    /// Where the agent's chunks of the release came from, as it reported
+    /// when it staged (format-2 releases; issue #23 item 5): mirrors by
+    /// index and host, then the controller. Empty when nothing was
+    /// reported (a format-1 bundle, nothing fetched, or a controller
+    /// restarted since: the report is kept in memory only). Telemetry,
+    /// never part of the proof.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<SourceDto>,
+}
+
+/// One source of an op's chunks.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, utoipa::ToSchema)]
+pub struct SourceDto {
+    /// `mirror[I] HOST[:PORT]` or `controller`.
+    pub source: String,
+    /// Chunks it served that verified.
+    pub chunks: u64,
+    /// Bytes of those chunks.
+    pub bytes: u64,
+    /// Chunks asked of it that failed (wrong bytes, truncated, too long,
+    /// stalled, refused); each came from the next source.
+    pub failures: u64,
 }
 
 /// One node as operators see it.
@@ -665,6 +687,7 @@ pub fn op_dto(s: &ControllerState, o: &Op) -> OpDto {
         holds_slot: o.occupies_slot(),
         state: OpState::of(o).as_str().to_string(),
         archived: false,
+        sources: Vec::new(),
     }
 }
 
@@ -688,6 +711,7 @@ pub fn archived_op_dto(s: &ControllerState, o: &OpSummary) -> OpDto {
             .as_str()
             .to_string(),
         archived: true,
+        sources: Vec::new(),
     }
 }
 

@@ -36,6 +36,10 @@
 //!   format-2 release is verified streaming, chunks (or `--tree DIR`) too.
 //! - `fleetweft bundle inspect BUNDLE [--pubkey PUB] [--json]`: the tree,
 //!   sizes, chunk count and digest, of either format.
+//! - `fleetweft bundle export RELEASE --out DIR [--pubkey PUB] [--json]`:
+//!   a format-2 release laid out for a plain HTTP mirror
+//!   (`DIR/chunks/<sha256>`, `DIR/<digest>.release`), resumable
+//!   ([`cli::release_export`]).
 //!
 //! Exit codes of `pki` and `bundle`: 0 on success, 1 on any failure (the
 //! reason is printed), 2 for usage errors.
@@ -628,6 +632,26 @@ enum BundleCommand {
         #[command(flatten)]
         api: ApiArgs,
     },
+    /// Lay a format-2 release out for a plain HTTP mirror: every chunk at
+    /// `OUT/chunks/<sha256>` and the signed manifest at
+    /// `OUT/<digest>.release`. Each chunk is verified as it is written
+    /// (temporary file, fsync, rename); chunks already there are re-hashed
+    /// and kept, damaged ones replaced, so running it again resumes an
+    /// interrupted export. One OUT can hold several releases.
+    Export {
+        /// A format-2 release directory or manifest (`bundle sign --dir`'s
+        /// OUT).
+        release: PathBuf,
+        /// The mirror's directory (created if missing).
+        #[arg(long)]
+        out: PathBuf,
+        /// Check the manifest's signature against this public key first.
+        #[arg(long)]
+        pubkey: Option<PathBuf>,
+        /// Print JSON: the counts and the manifest's path.
+        #[arg(long)]
+        json: bool,
+    },
     /// Verify a bundle against a public key; print name, version, digest.
     /// A format-2 release (its directory or manifest file) is verified
     /// streaming: the signed manifest, then every chunk in `chunks/` next
@@ -1008,6 +1032,17 @@ fn main() -> ExitCode {
                 pubkey,
                 json,
             } => cli::release_tree::inspect(&bundle, pubkey.as_deref(), json),
+            BundleCommand::Export {
+                release,
+                out,
+                pubkey,
+                json,
+            } => Ok(local_command(cli::release_export::export(
+                &release,
+                &out,
+                pubkey.as_deref(),
+                json,
+            ))),
             BundleCommand::Upload { bundle, api } => Ok(api_command(&api, |c, json| async move {
                 cli::release_upload::upload(&c, &bundle, json).await
             })),
@@ -2547,6 +2582,21 @@ fn usage(message: &str) -> ExitCode {
 }
 
 /// Run one API command: token, client, runtime, print, exit code.
+/// A command that needs no controller: its output or failure, printed,
+/// as the exit code.
+fn local_command(outcome: Result<cli::ops::Output, cli::ops::Failure>) -> ExitCode {
+    match outcome {
+        Ok(out) => {
+            print!("{}", out.text);
+            ExitCode::from(out.code)
+        }
+        Err(failure) => {
+            eprintln!("fleetweft: {}", failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
 fn api_command<F, Fut>(api: &ApiArgs, run: F) -> ExitCode
 where
     F: FnOnce(api::client::ApiClient, bool) -> Fut,
@@ -2564,16 +2614,7 @@ where
             })?;
         rt.block_on(run(client, api.json))
     });
-    match outcome {
-        Ok(out) => {
-            print!("{}", out.text);
-            ExitCode::from(out.code)
-        }
-        Err(failure) => {
-            eprintln!("fleetweft: {}", failure.message);
-            ExitCode::from(failure.code)
-        }
-    }
+    local_command(outcome)
 }
 
 #[cfg(test)]

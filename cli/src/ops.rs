@@ -339,7 +339,31 @@ fn render_ops(ops: &[OpDto], next: Option<&str>, total: Option<usize>) -> String
         &["OP", "ROLLOUT", "NODE", "PHASE", "OUTCOME", "UNKNOWN"],
         &rows,
     );
+    out.push_str(&sources_lines(ops));
     out.push_str(&page_footer(ops.len(), total, next));
+    out
+}
+
+/// One line per op whose agent reported where its chunks came from:
+/// `op3 chunks from: mirror[0] cache:8080 12 (50331648 bytes, 1 failed);
+/// controller 1 (300 bytes)`.
+fn sources_lines(ops: &[OpDto]) -> String {
+    let mut out = String::new();
+    for o in ops.iter().filter(|o| !o.sources.is_empty()) {
+        let parts: Vec<String> = o
+            .sources
+            .iter()
+            .map(|s| {
+                let failed = if s.failures > 0 {
+                    format!(", {} failed", s.failures)
+                } else {
+                    String::new()
+                };
+                format!("{} {} ({} bytes{failed})", s.source, s.chunks, s.bytes)
+            })
+            .collect();
+        out.push_str(&format!("{} chunks from: {}\n", o.id, parts.join("; ")));
+    }
     out
 }
 

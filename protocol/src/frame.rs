@@ -6,7 +6,7 @@
 //! anything is trusted: the length is checked before a buffer is allocated,
 //! then the version, then the body, then that nothing trails it.
 
-use model::{Digest, RouteObservation, ToAgent, ToController};
+use model::{Digest, OpId, RouteObservation, ToAgent, ToController};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -110,6 +110,63 @@ pub enum FrameBody {
     },
     /// The controller holds no chunk with the asked-for digest.
     ChunkMissing,
+    /// The plain-HTTP mirrors an agent may fetch the chunks of `release`
+    /// from (issue #23 item 5), sent on the control stream just before
+    /// the `ToAgent::Apply` of that release (controller to agent). A
+    /// transport hint, not a model command: mirrors are untrusted (every
+    /// chunk is checked against the signed manifest) and the controller
+    /// stays the last source, so the agent's core never sees it. Sent
+    /// only when the node's list is not empty, so an agent that does not
+    /// know the frame keeps working as long as no mirror is configured.
+    /// Appended after the older variants so their encodings stay the same.
+    Mirrors {
+        /// The release the list is for; an agent uses it for no other.
+        release: Digest,
+        /// Base URLs (`http://host[:port][/path]`), tried in order; a
+        /// chunk is at `BASE/chunks/<sha256>`. At most [`MIRRORS_MAX`].
+        mirrors: Vec<String>,
+    },
+    /// Where the chunks of a staged release came from (agent to
+    /// controller, control stream), sent once the release is staged and
+    /// before its commit request: one tally per source that served or
+    /// failed. Telemetry for operators (`fleetweft op show`), never
+    /// evidence: the artifact's read-back stays the proof. Appended after
+    /// the older variants so their encodings stay the same.
+    FetchSources {
+        /// The op that staged the release.
+        op: OpId,
+        /// The release staged.
+        release: Digest,
+        /// One tally per source, mirrors in list order, the controller
+        /// last. At most [`MIRRORS_MAX`] + 1.
+        sources: Vec<SourceTally>,
+    },
+}
+
+/// Most mirrors one [`FrameBody::Mirrors`] lists (and the controller's
+/// config accepts per node): each costs a stalled chunk at most
+/// `MIRROR_CHUNK_TIMEOUT_MS` before the next is tried.
+pub const MIRRORS_MAX: usize = 8;
+
+/// Longest mirror base URL, in bytes: [`MIRRORS_MAX`] of them fit a frame
+/// ([`FRAME_BYTES_MAX`]) with room to spare.
+pub const MIRROR_URL_BYTES_MAX: usize = 1024;
+
+const _: () = assert!(MIRRORS_MAX * (MIRROR_URL_BYTES_MAX + 8) + 64 < FRAME_BYTES_MAX);
+
+/// What one source did for one staging (see [`FrameBody::FetchSources`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceTally {
+    /// `mirror[I] HOST[:PORT]` (I the index in the node's list; never the
+    /// URL's path, query or credentials) or `controller`.
+    pub source: String,
+    /// Chunks it served that verified.
+    pub chunks: u64,
+    /// Bytes of those chunks.
+    pub bytes: u64,
+    /// Chunks asked of it that failed (wrong bytes, truncated, too long,
+    /// stalled, refused): each then came from the next source.
+    pub failures: u64,
 }
 
 /// The encoded shape of a frame body: the version travels inside every frame

@@ -109,6 +109,29 @@ fn frames(seeds: &mut Seeds) {
         ("fetch-chunk", FrameBody::FetchChunk { digest: RELEASE }),
         ("chunk-follows", FrameBody::ChunkFollows { len: 4_194_304 }),
         ("chunk-missing", FrameBody::ChunkMissing),
+        (
+            "mirrors",
+            FrameBody::Mirrors {
+                release: RELEASE,
+                mirrors: vec![
+                    "http://mirror.example:8080/fleet".into(),
+                    "http://10.0.0.9".into(),
+                ],
+            },
+        ),
+        (
+            "fetch-sources",
+            FrameBody::FetchSources {
+                op,
+                release: RELEASE,
+                sources: vec![protocol::frame::SourceTally {
+                    source: "mirror[0] mirror.example:8080".into(),
+                    chunks: 2,
+                    bytes: 8_388_608,
+                    failures: 1,
+                }],
+            },
+        ),
     ];
     for (name, body) in bodies {
         let bytes = encode(&body).expect("seed frame encodes");

@@ -338,6 +338,8 @@ fn frame_variant(f: &FrameBody) -> String {
         FrameBody::FetchChunk { .. } => "FetchChunk".into(),
         FrameBody::ChunkFollows { .. } => "ChunkFollows".into(),
         FrameBody::ChunkMissing => "ChunkMissing".into(),
+        FrameBody::Mirrors { .. } => "Mirrors".into(),
+        FrameBody::FetchSources { .. } => "FetchSources".into(),
     }
 }
 
@@ -393,6 +395,28 @@ fn frames() -> Vec<FrameBody> {
         FrameBody::FetchChunk { digest: V2 },
         FrameBody::ChunkFollows { len: 4_194_304 },
         FrameBody::ChunkMissing,
+        FrameBody::Mirrors {
+            release: V2,
+            mirrors: vec!["http://10.0.0.9:8080/fleet".into()],
+        },
+        FrameBody::FetchSources {
+            op: OP,
+            release: V2,
+            sources: vec![
+                protocol::frame::SourceTally {
+                    source: "mirror[0] 10.0.0.9:8080".into(),
+                    chunks: 3,
+                    bytes: 5_000_000,
+                    failures: 1,
+                },
+                protocol::frame::SourceTally {
+                    source: "controller".into(),
+                    chunks: 1,
+                    bytes: 300,
+                    failures: 0,
+                },
+            ],
+        },
     ]
 }
 

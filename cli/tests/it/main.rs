@@ -53,6 +53,7 @@ mod snapshots;
 mod stream;
 mod surfaces;
 mod tree_bundle_cli;
+mod tree_mirrors;
 mod tree_resume;
 mod tree_rollout;
 mod tree_upload;

@@ -19,16 +19,16 @@ use std::time::{Duration, Instant};
 use tokio::process::Child;
 
 /// How long one wait may take.
-const STEP: Duration = Duration::from_secs(90);
+pub(crate) const STEP: Duration = Duration::from_secs(90);
 /// How long the whole test may take.
 const TEST: Duration = Duration::from_secs(300);
 /// Bytes of the data file: several content-defined chunks (1 MiB average).
 const DATA_FILE_BYTES: u32 = 3_000_000;
 /// The nodes the rollouts run on: canary first.
-const AGENTS: [&str; 2] = ["node-a", "node-b"];
+pub(crate) const AGENTS: [&str; 2] = ["node-a", "node-b"];
 
 /// The controller in this process and the agents of [`AGENTS`], each a
-/// child process (also used by `tree_resume`).
+/// child process (also used by `tree_resume` and `tree_mirrors`).
 pub(crate) struct Fleet {
     pub(crate) dir: PathBuf,
     pub(crate) api: ApiClient,
@@ -39,6 +39,11 @@ pub(crate) struct Fleet {
 
 /// PKI, a signing key, the controller in this process and the agents.
 pub(crate) async fn start(dir: PathBuf) -> Fleet {
+    start_with(dir, "").await
+}
+
+/// [`start`], with `extra` appended to the controller's config.
+pub(crate) async fn start_with(dir: PathBuf, extra: &str) -> Fleet {
     std::fs::create_dir_all(dir.join("logs")).expect("logs dir");
     let log = std::fs::File::create(dir.join("logs/controller.log")).expect("controller log");
     let _ = tracing_subscriber::fmt()
@@ -57,7 +62,10 @@ pub(crate) async fn start(dir: PathBuf) -> Fleet {
     let public_ports: Vec<u16> = NODES.iter().map(|_| port()).collect();
     demo::write_controller_config(&dir, &pki, quic_port, api_port, &public_ports, None)
         .expect("controller config");
-    let cfg = ControllerConfig::load(&dir.join("controller.toml")).expect("load config");
+    let config = dir.join("controller.toml");
+    let text = std::fs::read_to_string(&config).expect("controller config");
+    std::fs::write(&config, format!("{text}\n{extra}")).expect("extend the config");
+    let cfg = ControllerConfig::load(&config).expect("load config");
     let daemon = controller::daemon::start(cfg, false)
         .await
         .expect("start the controller");
@@ -114,6 +122,7 @@ impl Fleet {
         let mut sink = releases::tree::store_sink(&store);
         let manifest =
             releases::tree::sign_dir(&self.signing, fields, tree, &mut sink).expect("sign");
+        std::fs::write(out.join(releases::EXPORT_MANIFEST_FILE), &manifest).expect("manifest");
         for entry in std::fs::read_dir(store.dir()).expect("chunks") {
             let entry = entry.expect("chunk");
             let name = entry.file_name().to_string_lossy().into_owned();
@@ -134,7 +143,7 @@ impl Fleet {
 
     /// Starts a rollout of `release` over [`AGENTS`] and waits until it
     /// completes with every op verified and its proof verified.
-    async fn roll_out(&self, id: &str, release: Digest) {
+    pub(crate) async fn roll_out(&self, id: &str, release: Digest) {
         let _: serde_json::Value = self
             .api
             .post_json(

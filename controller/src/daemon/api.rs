@@ -1143,7 +1143,13 @@ async fn list_ops(State(api): State<Api>, Query(pairs): Query<Vec<(String, Strin
         return ApiError::Unavailable.into_response();
     };
     match super::view::parse_op_query(&snap.state, &pairs) {
-        Ok(q) => Json(super::view::op_page(&snap.state, &q)).into_response(),
+        Ok(q) => {
+            let mut page = super::view::op_page(&snap.state, &q);
+            for dto in &mut page.items {
+                add_sources(&api, &snap.state, dto);
+            }
+            Json(page).into_response()
+        }
         Err(e) => ApiError::from(e).into_response(),
     }
 }
@@ -1160,7 +1166,33 @@ async fn one_op(State(api): State<Api>, Path(id): Path<String>) -> Response {
         return ApiError::Unavailable.into_response();
     };
     match super::view::one_op(&snap.state, op) {
-        Some(dto) => Json(dto).into_response(),
+        Some(mut dto) => {
+            add_sources(&api, &snap.state, &mut dto);
+            Json(dto).into_response()
+        }
         None => ApiError::NotFound(super::view::op_missing(&snap.state, op)).into_response(),
     }
+}
+
+/// Fills `dto.sources` from what the op's agent reported of its chunk
+/// sources (kept beside the state, in memory: [`super::mirrors::SourcesBook`]).
+fn add_sources(api: &Api, s: &model::controller::ControllerState, dto: &mut OpDto) {
+    let Some(op) = op_id(&dto.id) else { return };
+    let node = s
+        .op(op)
+        .map(|o| o.node)
+        .or_else(|| s.archive.get(&op).map(|a| a.node));
+    let Some(node) = node else { return };
+    dto.sources = api
+        .mirrors
+        .sources
+        .of(op, node)
+        .into_iter()
+        .map(|t| super::view::SourceDto {
+            source: t.source,
+            chunks: t.chunks,
+            bytes: t.bytes,
+            failures: t.failures,
+        })
+        .collect();
 }

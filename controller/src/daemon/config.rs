@@ -49,6 +49,10 @@ pub struct ControllerConfig {
     /// the newest (issue #26).
     #[serde(default)]
     pub log: LogSection,
+    /// Plain-HTTP mirrors of release chunks, for every node and per
+    /// label (`[artifacts]`, issue #23 item 5; [`super::mirrors`]).
+    #[serde(default)]
+    pub artifacts: super::mirrors::ArtifactsSection,
 }
 
 /// Fewest events between two snapshots when `log.snapshot_every_events`
@@ -613,6 +617,7 @@ impl ControllerConfig {
             )));
         }
         cfg.storage.validate().map_err(invalid)?;
+        cfg.artifacts.validate().map_err(invalid)?;
         cfg.log.validate().map_err(invalid)?;
         cfg.log
             .validate_archive_dir(&cfg.data_dir)

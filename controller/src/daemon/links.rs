@@ -2,6 +2,7 @@
 //! a message), pipe frames to and from the core, serve bundles.
 
 use super::core::{Command, CoreHandle, LinkMsg, LINK_QUEUE_MAX};
+use super::mirrors::{ArtifactsSection, Mirrors, SourcesBook};
 use super::rate::MessageBudget;
 use super::readback::ReadBack;
 use super::release_store::Artifacts;
@@ -57,6 +58,7 @@ pub async fn serve(
     core: CoreHandle,
     bundles: Arc<Artifacts>,
     me: OwnAdvert,
+    mirrors: Arc<Mirrors>,
 ) {
     let budgets: Budgets = Arc::default();
     let redirects: Redirects = Arc::default();
@@ -71,6 +73,7 @@ pub async fn serve(
         let budgets = budgets.clone();
         let redirects = redirects.clone();
         let me = me.clone();
+        let mirrors = mirrors.clone();
         tokio::spawn(async move {
             // A refusal is logged by `authenticate`.
             let authenticated = protocol::quic::authenticate(incoming).await;
@@ -83,7 +86,7 @@ pub async fn serve(
                     Hold::Gone => return,
                 }
             }
-            handle(link, core, bundles, budgets).await;
+            handle(link, core, bundles, budgets, mirrors).await;
         });
     }
 }
@@ -206,6 +209,7 @@ async fn handle(
     core: CoreHandle,
     bundles: Arc<Artifacts>,
     budgets: Budgets,
+    mirrors: Arc<Mirrors>,
 ) {
     // Any certificate the fleet CA signed gets this far (the handshake
     // checked the chain and the deny list); only an enrolled node that is
@@ -248,8 +252,22 @@ async fn handle(
         conn: link.conn.clone(),
     })
     .await;
+    let writer_core = core.clone();
+    let writer_mirrors = mirrors.clone();
     let writer = tokio::spawn(async move {
         while let Some(msg) = rx.recv().await {
+            // The node's mirrors go just before each grant: computed now,
+            // since its labels may have changed since it connected.
+            if let LinkMsg::Command(model::ToAgent::Apply { release, .. }) = &msg {
+                if let Some(frame) =
+                    mirrors_frame(&writer_core, &writer_mirrors.config, node, *release)
+                {
+                    if let Err(e) = sender.send(&frame).await {
+                        tracing::info!("send failed: {e}");
+                        return;
+                    }
+                }
+            }
             let frame = match msg {
                 LinkMsg::Command(cmd) => FrameBody::ToAgent(cmd),
                 LinkMsg::ReadBack { request } => FrameBody::ReadBackRequest { request },
@@ -268,10 +286,34 @@ async fn handle(
             agent.serve_streams(bundles.clone(), bundles).await
         })
     };
-    read_frames(&mut receiver, &link, node, id, &core, &budgets).await;
+    let sources = &mirrors.sources;
+    read_frames(&mut receiver, &link, (node, id), &core, &budgets, sources).await;
     writer.abort();
     serving.abort();
     core.send(Command::Detach { node, link: id }).await;
+}
+
+/// The [`FrameBody::Mirrors`] for `node`'s grant of `release`; `None`
+/// when the node has no mirrors (nothing is sent, so an agent that does
+/// not know the frame is not disturbed while no mirror is configured).
+fn mirrors_frame(
+    core: &CoreHandle,
+    mirrors: &ArtifactsSection,
+    node: NodeId,
+    release: model::Digest,
+) -> Option<FrameBody> {
+    let list = {
+        let roster = core.roster();
+        let labels = roster
+            .get(node)
+            .map(|e| e.labels.clone())
+            .unwrap_or_default();
+        mirrors.mirrors_for(&labels)
+    };
+    (!list.is_empty()).then_some(FrameBody::Mirrors {
+        release,
+        mirrors: list,
+    })
 }
 
 /// Pipe what `link` (connection `id` of `node`) sends to the core until it
@@ -279,10 +321,10 @@ async fn handle(
 async fn read_frames(
     receiver: &mut protocol::quic::ControlReceiver,
     link: &protocol::quic::AgentLink,
-    node: NodeId,
-    id: u64,
+    (node, id): (NodeId, u64),
     core: &CoreHandle,
     budgets: &Budgets,
+    sources: &SourcesBook,
 ) {
     loop {
         let frame = match receiver.recv().await {
@@ -311,6 +353,25 @@ async fn read_frames(
                     observed_at: SystemTime::now(),
                 },
             },
+            FrameBody::FetchSources {
+                op,
+                release,
+                sources: tallies,
+            } if tallies.len() <= protocol::frame::MIRRORS_MAX + 1 => {
+                // Telemetry, not a command: counted against the budget
+                // like any message, recorded beside the op, never logged
+                // as an event.
+                if !admit(budgets, node) {
+                    link.conn.close(4u32.into(), b"message rate exceeded");
+                    return;
+                }
+                tracing::info!(
+                    "{}: chunks of {release} for {op} came from {tallies:?}",
+                    link.node
+                );
+                sources.record(op, node, tallies);
+                continue;
+            }
             other => {
                 tracing::warn!("{}: unexpected frame {other:?}; closing", link.node);
                 link.conn.close(2u32.into(), b"unexpected frame");

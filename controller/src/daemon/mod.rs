@@ -17,6 +17,7 @@ pub mod housekeeping;
 pub mod http;
 pub mod link_msg;
 pub mod links;
+pub mod mirrors;
 pub mod openapi;
 pub mod probe;
 pub mod rate;
@@ -102,7 +103,17 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
     // Computed once: it warns when it would point nowhere.
     let me = opened.campaign.as_ref().map(|_| advert(&cfg));
     let own_agents = me.as_ref().map(|advert| advert.agents.clone());
-    tokio::spawn(links::serve(endpoint, core.clone(), artifacts, own_agents));
+    let mirrors = Arc::new(mirrors::Mirrors {
+        config: cfg.artifacts.clone(),
+        sources: Default::default(),
+    });
+    tokio::spawn(links::serve(
+        endpoint,
+        core.clone(),
+        artifacts,
+        own_agents,
+        mirrors.clone(),
+    ));
     let api = http::Api {
         cfg: cfg.clone(),
         core: core.clone(),
@@ -111,6 +122,7 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
         releases,
         key: Arc::new(key),
         streams: Default::default(),
+        mirrors,
     };
     match opened.campaign {
         None => lead(api.clone(), hooks).await?,

@@ -30,6 +30,8 @@ pub struct Api {
     pub key: Arc<VerifyingKey>,
     /// The event streams open now (`GET /api/events/stream`).
     pub streams: StreamSlots,
+    /// Node mirrors and where agents' chunks came from (`[artifacts]`).
+    pub mirrors: Arc<super::mirrors::Mirrors>,
 }
 
 /// Most event streams open at once; one more is refused with 503.
