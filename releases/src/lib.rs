@@ -20,6 +20,7 @@ pub mod manifest;
 pub mod path;
 pub mod readback;
 pub mod sample;
+pub mod stamp;
 pub mod store;
 pub mod tree;
 pub mod v1;

@@ -33,9 +33,8 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use sha2::{Digest as _, Sha256};
 
@@ -43,49 +42,7 @@ use crate::error::{io_err, ReleaseError};
 use crate::manifest::{Manifest, Sha256Bytes};
 use crate::tree::{listing, mismatch, open_found, verify_file, Found};
 
-/// A stamp whose ctime is this close to when it was taken is not
-/// recorded: filesystems with 1 s (or 2 s) timestamps would not show an
-/// edit made in the same tick.
-pub const RACY_WINDOW: Duration = Duration::from_secs(2);
-
-/// What `stat` says of a file, compared between read-backs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Stamp {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mode: u32,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
-}
-
-impl Stamp {
-    /// The stamp of `meta` (from `symlink_metadata`).
-    pub(crate) fn of(meta: &std::fs::Metadata) -> Stamp {
-        Stamp {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            size: meta.len(),
-            mode: meta.mode(),
-            mtime: (meta.mtime(), meta.mtime_nsec()),
-            ctime: (meta.ctime(), meta.ctime_nsec()),
-        }
-    }
-
-    /// Whether the file may have changed within the tick of its ctime, as
-    /// seen at `now`: a ctime in the future counts as racy too.
-    fn racy(&self, now: SystemTime) -> bool {
-        let (secs, nanos) = self.ctime;
-        let (Ok(secs), Ok(nanos)) = (u64::try_from(secs), u32::try_from(nanos)) else {
-            return true;
-        };
-        let ctime = UNIX_EPOCH + Duration::new(secs, nanos.min(999_999_999));
-        match now.duration_since(ctime) {
-            Ok(age) => age < RACY_WINDOW,
-            Err(_) => true,
-        }
-    }
-}
+pub use crate::stamp::{Stamp, RACY_WINDOW};
 
 /// What one release's read-backs remember between calls: per entry, the
 /// stamp its bytes last verified under, and where the rolling re-hash
@@ -286,7 +243,7 @@ mod tests {
         let mut cache = ReadBackCache::default();
         verify_dir_cached(&manifest, dir.path(), &mut cache, 0, later()).expect("ok");
         // Past the coarsest timestamp tick of common filesystems (1 s).
-        std::thread::sleep(Duration::from_millis(1100));
+        std::thread::sleep(std::time::Duration::from_millis(1100));
         let mut bytes = std::fs::read(&big).expect("read");
         bytes[2_000_000] ^= 1;
         std::fs::write(&big, &bytes).expect("same-size edit");

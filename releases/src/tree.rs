@@ -39,7 +39,7 @@ pub struct Found {
     /// Device and inode when listed: the file read must be this one.
     dev_ino: (u64, u64),
     /// What `stat` said when listed (see [`crate::readback`]).
-    pub(crate) stamp: crate::readback::Stamp,
+    pub(crate) stamp: crate::stamp::Stamp,
 }
 
 /// Lists the regular files under `root`, sorted by path bytes. Refuses a
@@ -72,7 +72,7 @@ pub fn walk(root: &Path) -> Result<Vec<Found>, ReleaseError> {
                     mode: Mode::of_permissions(meta.mode()),
                     size: meta.len(),
                     dev_ino: (meta.dev(), meta.ino()),
-                    stamp: crate::readback::Stamp::of(&meta),
+                    stamp: crate::stamp::Stamp::of(&meta),
                 });
                 over_limit("entries", found.len() as u64, ENTRIES_MAX as u64)?;
             } else {

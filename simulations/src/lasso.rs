@@ -5,7 +5,7 @@
 
 use crate::fleet::{Action, FleetModel};
 use crate::liveness::{self, fair_class, Explored, Found, Lasso, Liveness, LivenessError};
-use crate::run::{tell, PropertyResult, Status};
+use crate::verdict::{tell, PropertyResult, Status};
 use crate::world::World;
 
 /// Figures of one liveness exploration.

@@ -12,11 +12,13 @@ pub mod durable_log;
 pub mod fleet;
 pub mod gallery;
 pub mod lasso;
+pub mod leads_to;
 pub mod liveness;
 pub mod mutants;
 pub mod properties;
 pub mod run;
 pub mod symmetry;
+pub mod verdict;
 pub mod world;
 
 pub use config::{CheckConfig, Fault, Faults, LivenessCheck};

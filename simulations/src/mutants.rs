@@ -3,7 +3,7 @@
 //! the rule it names. A checker that cannot fail proves nothing.
 
 use crate::durable_log::{DurableLog, Snapshot};
-use crate::liveness::Liveness;
+use crate::leads_to::Liveness;
 use invariants::Rule;
 use model::agent::{
     agent_step, AgentEffect, AgentEvent, AgentInput, AgentOutput, AgentStage, AgentState,

@@ -2,8 +2,9 @@
 //! told as numbered steps in domain words.
 
 use crate::config::{CheckConfig, LivenessCheck};
-use crate::fleet::{Action, FleetModel, Told};
+use crate::fleet::{Action, FleetModel};
 use crate::properties::rule_of;
+pub use crate::verdict::{tell, PropertyResult, Status};
 use crate::world::World;
 use serde::Serialize;
 use stateright::{Checker, Expectation, HasDiscoveries, Model};
@@ -12,38 +13,6 @@ use std::time::{Duration, Instant};
 
 /// How often progress is printed.
 pub const PROGRESS_INTERVAL_MS: u64 = 2_000;
-
-/// The verdict on one property.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub enum Status {
-    /// A safety property held in every explored state.
-    Pass,
-    /// A safety property was violated; see the counterexample.
-    Fail,
-    /// A reachability property found an example.
-    Found,
-    /// A reachability property found no example.
-    NotFound,
-    /// The run stopped at the first failure before this was settled.
-    Unsettled,
-}
-
-/// One property's result.
-#[derive(Clone, Debug, Serialize)]
-pub struct PropertyResult {
-    pub name: String,
-    /// `always` or `sometimes`.
-    pub kind: String,
-    pub status: Status,
-    /// The rule this property stands for (`S1`…`S11`), if any.
-    pub rule: Option<String>,
-    /// Numbered steps of the shortest counterexample found (failures only).
-    pub counterexample: Option<Vec<String>>,
-    /// The same counterexample as a sequence chart (not in the JSON
-    /// report: `--diagram` writes it).
-    #[serde(skip)]
-    pub diagram: Option<seqchart::Chart>,
-}
 
 /// What one run of the checker found.
 #[derive(Clone, Debug, Serialize)]
@@ -317,44 +286,6 @@ pub fn narrate(
     let chart = chart.broken(broken.trim_start_matches("=> "));
     steps.push(broken);
     (steps, chart)
-}
-
-/// Tell a path as numbered steps and chart rows, without a verdict; with
-/// `loop_at`, mark where the repeating part of a lasso starts (before the
-/// step of that index, 0-based in `path`). Returns the world it ends in.
-pub fn tell(
-    model: &FleetModel,
-    path: Vec<(World, Option<Action>)>,
-    loop_at: Option<(usize, &str)>,
-) -> (Vec<String>, crate::diagram::Steps, Option<World>) {
-    let mut steps = vec!["0. every node serves v1 and has said so to the controller".to_string()];
-    let mut chart = crate::diagram::Steps::new(model, &path);
-    let mut last: Option<World> = None;
-    for (index, (world, action)) in path.into_iter().enumerate() {
-        if let Some((_, note)) = loop_at.filter(|(at, _)| *at == index) {
-            steps.push(note.to_string());
-            chart.loop_starts(note);
-        }
-        if let Some(action) = action {
-            let mut told = Some(Vec::new());
-            let next = model.transition(&world, action, &mut told);
-            let told = told.unwrap_or_default();
-            let said = model.describe(&world, &action);
-            chart.step(index + 1, action, &said, &told);
-            let mut text = format!("{}. {said}", index + 1);
-            for line in &told {
-                if let Told::Line { text: line, .. } = line {
-                    text.push('\n');
-                    text.push_str(line);
-                }
-            }
-            steps.push(text);
-            last = Some(next);
-        } else {
-            last = Some(world);
-        }
-    }
-    (steps, chart, last)
 }
 
 /// Why `property` fails in `world`, in domain words.
