@@ -317,9 +317,10 @@ pub struct ControlReceiver {
 }
 
 impl ControlReceiver {
-    /// Receives one frame. On the controller only `ToController` and
-    /// `ReadBackReply` frames are accepted, on an agent only `ToAgent` and
-    /// `ReadBackRequest`. A malformed or out-of-place
+    /// Receives one frame. On the controller only `ToController`,
+    /// `ReadBackReply` and `FetchSources` frames are accepted, on an agent
+    /// only `ToAgent`, `ReadBackRequest`, `NotLeader` and `Mirrors`. A
+    /// malformed or out-of-place
     /// frame closes the whole connection (the peer is broken or hostile;
     /// nothing later on the stream could be trusted to be in sync).
     pub async fn recv(&mut self) -> Result<FrameBody, TransportError> {
@@ -336,12 +337,15 @@ impl ControlReceiver {
         let fits = matches!(
             (&body, self.side),
             (
-                FrameBody::ToController(_) | FrameBody::ReadBackReply { .. },
+                FrameBody::ToController(_)
+                    | FrameBody::ReadBackReply { .. }
+                    | FrameBody::FetchSources { .. },
                 Side::Controller
             ) | (
                 FrameBody::ToAgent(_)
                     | FrameBody::ReadBackRequest { .. }
-                    | FrameBody::NotLeader { .. },
+                    | FrameBody::NotLeader { .. }
+                    | FrameBody::Mirrors { .. },
                 Side::Agent
             )
         );
