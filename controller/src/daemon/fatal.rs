@@ -58,6 +58,26 @@ impl FatalCell {
         });
     }
 
+    /// Record `fatal` if it is the first, without waking [`FatalCell::wait`]
+    /// yet: the caller has something to finish first (a deposed leader
+    /// closes its agents' links), and a later error met meanwhile must not
+    /// replace the reason. [`FatalCell::hold_if_stopped`] already holds.
+    fn claim_quietly(&self, fatal: Fatal) {
+        self.0.send_if_modified(|slot| {
+            if slot.is_none() {
+                *slot = Some(fatal);
+            }
+            false
+        });
+    }
+
+    /// Wake [`FatalCell::wait`] with the error recorded and stop the
+    /// calling thread for good.
+    fn announce_and_stop(&self) -> ! {
+        self.0.send_modify(|_| {});
+        park_forever()
+    }
+
     /// Record `fatal` and stop the calling thread for good: nothing after
     /// it acts, and the process ends once `main` has the error.
     pub fn stop(&self, fatal: Fatal) -> ! {
@@ -130,11 +150,15 @@ pub fn deposed(fatal: &FatalCell, why: &str) -> ! {
     tracing::error!(
         "deposed ({why}): another controller may lead the log; stopping without acting"
     );
+    // Claimed before the links close: the lost quorum that cost the lease
+    // also fails the core's next append within these milliseconds, and
+    // that must not turn exit 4 (deposed) into exit 3 (scenario 21).
+    fatal.claim_quietly(Fatal::Deposed(why.to_string()));
     if let Some(endpoint) = AGENT_ENDPOINT.get() {
         endpoint.close();
         std::thread::sleep(Duration::from_millis(CLOSE_FLUSH_MS));
     }
-    fatal.stop(Fatal::Deposed(why.to_string()))
+    fatal.announce_and_stop()
 }
 
 /// Whether a controller failure means this controller was deposed.
@@ -154,6 +178,15 @@ mod tests {
             i32::from(Fatal::Deposed(String::new()).exit_code()),
             super::super::ha::EXIT_DEPOSED
         );
+    }
+
+    #[tokio::test]
+    async fn a_quiet_claim_wins_over_an_error_reported_before_it_is_announced() {
+        let cell = FatalCell::default();
+        cell.claim_quietly(Fatal::Deposed("lease lost".into()));
+        cell.report(Fatal::LogFailed("append failed".into()));
+        cell.0.send_modify(|_| {});
+        assert_eq!(cell.wait().await, Fatal::Deposed("lease lost".into()));
     }
 
     #[tokio::test]
