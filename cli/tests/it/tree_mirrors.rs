@@ -15,10 +15,6 @@ use axum::http::StatusCode;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
-
-/// How long the whole test may take.
-const TEST: Duration = Duration::from_secs(300);
 
 /// A mirror served by this test: the export directory, whether it
 /// corrupts what it serves, and what it served.
@@ -87,19 +83,7 @@ fn export(release: &std::path::Path, out: &std::path::Path) -> serde_json::Value
 
 #[test]
 fn agents_fetch_chunks_from_a_mirror_and_refuse_a_corrupting_one() {
-    let dir = tempfile::tempdir().expect("temp dir").keep();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        tokio::time::timeout(TEST, mirrors_body(dir.join("fleet")))
-            .await
-            .expect("the test overran its deadline")
-    });
-    drop(runtime);
-    let _ = std::fs::remove_dir_all(&dir);
+    super::tree_rollout::run_fleet_test(mirrors_body);
 }
 
 async fn mirrors_body(dir: PathBuf) {

@@ -16,8 +16,6 @@ use releases::limits::{CHUNK_BYTES_MAX, MIB};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// How long the whole test may take.
-const TEST: Duration = Duration::from_secs(300);
 /// Bytes of the large file: about 100 chunks of 1 MiB on average, so half
 /// the fetch is a moment the test can catch.
 const LARGE_FILE_BYTES: u64 = 100 * MIB;
@@ -57,19 +55,7 @@ async fn served(fleet: &Fleet) -> (u64, u64) {
 
 #[test]
 fn an_agent_killed_at_half_its_fetch_resumes_from_the_chunks_it_holds() {
-    let dir = tempfile::tempdir().expect("temp dir").keep();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        tokio::time::timeout(TEST, resume_body(dir.join("fleet")))
-            .await
-            .expect("the test overran its deadline")
-    });
-    drop(runtime);
-    let _ = std::fs::remove_dir_all(&dir);
+    super::tree_rollout::run_fleet_test(resume_body);
 }
 
 async fn resume_body(dir: PathBuf) {

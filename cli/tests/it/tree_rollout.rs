@@ -37,6 +37,24 @@ pub(crate) struct Fleet {
     pub(crate) agents: Vec<Child>,
 }
 
+/// Runs `body` on a fresh fleet directory in a 2-worker runtime, within
+/// [`TEST`]; removes the directory afterwards (the tree tests share it).
+pub(crate) fn run_fleet_test<F: std::future::Future<Output = ()>>(body: impl FnOnce(PathBuf) -> F) {
+    let dir = tempfile::tempdir().expect("temp dir").keep();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        tokio::time::timeout(TEST, body(dir.join("fleet")))
+            .await
+            .expect("the test overran its deadline")
+    });
+    drop(runtime);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// PKI, a signing key, the controller in this process and the agents.
 pub(crate) async fn start(dir: PathBuf) -> Fleet {
     start_with(dir, "").await
@@ -235,19 +253,7 @@ fn chunks_of(manifest: &releases::Manifest, path: &str) -> usize {
 
 #[test]
 fn a_tree_release_rolls_out_to_real_agents_and_v2_fetches_only_what_changed() {
-    let dir = tempfile::tempdir().expect("temp dir").keep();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        tokio::time::timeout(TEST, tree_rollout_body(dir.join("fleet")))
-            .await
-            .expect("the test overran its deadline")
-    });
-    drop(runtime);
-    let _ = std::fs::remove_dir_all(&dir);
+    run_fleet_test(tree_rollout_body);
 }
 
 async fn tree_rollout_body(dir: PathBuf) {
