@@ -625,11 +625,20 @@ impl Agent {
             Ok(store) => std::sync::Arc::new(store),
             Err(e) => return self.failed(op, Stage::Fetch, stage_failure(&e), e),
         };
+        let partials = match tree_staging::open_partials(&data_dir, op.release) {
+            Ok(partials) => std::sync::Arc::new(partials),
+            Err(e) => return self.failed(op, Stage::Fetch, stage_failure(&e), e),
+        };
         let mirrors = std::sync::Arc::new(Mirrors::new(
             self.mirrors_for(op.release),
             mirror::Bounds::default(),
         ));
-        let fetched = fetch_tree_chunks(conn, &release, store.clone(), mirrors.clone()).await;
+        let sources = ChunkSources {
+            conn: conn.clone(),
+            mirrors: mirrors.clone(),
+            partials: partials.clone(),
+        };
+        let fetched = fetch_tree_chunks(sources, &release, store.clone()).await;
         self.sources = Some(FrameBody::FetchSources {
             op: op.id,
             release: op.release,
@@ -656,6 +665,8 @@ impl Agent {
         .await;
         match installed {
             Ok(Ok(release)) => {
+                // Whatever is left belongs to no fetch under way.
+                partials.clear();
                 tracing::info!(
                     "staged {} ({} {})",
                     op.release,
@@ -824,15 +835,23 @@ enum ChunkFetchError {
     Stage(StageError),
 }
 
+/// Where one tree's chunks come from: the mirrors first, then the
+/// controller, with the partly fetched chunks kept across a restart.
+#[derive(Clone)]
+struct ChunkSources {
+    conn: quinn::Connection,
+    mirrors: std::sync::Arc<Mirrors>,
+    partials: std::sync::Arc<releases::PartialChunks>,
+}
+
 /// Fetches the chunks of `release` that `store` lacks (held ones are
 /// re-hashed first, a torn one removed and fetched again), at most
 /// [`CHUNK_FETCHES_IN_FLIGHT_MAX`] at once, each stored as it arrives.
 /// Returns (chunks fetched, chunks already held).
 async fn fetch_tree_chunks(
-    conn: &quinn::Connection,
+    sources: ChunkSources,
     release: &releases::VerifiedRelease,
     store: std::sync::Arc<releases::ChunkStore>,
-    mirrors: std::sync::Arc<Mirrors>,
 ) -> Result<(usize, usize), ChunkFetchError> {
     let digest = release.digest;
     let (rehash_release, rehash_store) = (release.clone(), store.clone());
@@ -849,8 +868,12 @@ async fn fetch_tree_chunks(
     loop {
         while in_flight.len() < CHUNK_FETCHES_IN_FLIGHT_MAX {
             let Some(chunk) = queue.next() else { break };
-            let source = (conn.clone(), mirrors.clone());
-            in_flight.spawn(fetch_one_chunk(source, store.clone(), digest, chunk));
+            in_flight.spawn(fetch_one_chunk(
+                sources.clone(),
+                store.clone(),
+                digest,
+                chunk,
+            ));
         }
         match in_flight.join_next().await {
             None => return Ok((fetched, held)),
@@ -861,34 +884,94 @@ async fn fetch_tree_chunks(
     }
 }
 
-/// Fetches one chunk, from the mirrors first, then from the controller,
-/// and stores it (verified again as it lands).
+/// Fetches one chunk and stores it (verified again as it lands), then
+/// forgets its partial bytes.
 async fn fetch_one_chunk(
-    (conn, mirrors): (quinn::Connection, std::sync::Arc<Mirrors>),
+    sources: ChunkSources,
     store: std::sync::Arc<releases::ChunkStore>,
     release: Digest,
     chunk: releases::ChunkRef,
 ) -> Result<(), ChunkFetchError> {
-    let bytes = match mirrors.fetch(&chunk).await {
-        Some(bytes) => bytes,
-        None => {
-            let bytes = protocol::quic::fetch_chunk(&conn, Digest(chunk.sha256))
-                .await
-                .map_err(ChunkFetchError::Transport)?;
-            mirrors.served_by_controller(bytes.len() as u64);
-            bytes
+    let bytes = chunk_bytes(&sources, &chunk).await?;
+    let partials = sources.partials.clone();
+    tokio::task::spawn_blocking(move || {
+        let stored = store.put_bytes(&chunk.sha256, &bytes);
+        if stored.is_ok() {
+            partials.remove(&chunk);
+        }
+        stored
+    })
+    .await
+    .map_err(|e| ChunkFetchError::Stage(join_error(release, e)))?
+    .map_err(|source| {
+        ChunkFetchError::Stage(StageError::Tree {
+            digest: release,
+            source,
+        })
+    })?;
+    Ok(())
+}
+
+/// The verified bytes of one chunk. With bytes kept from an attempt cut
+/// short, only the rest is asked of the controller (the one source that
+/// serves from an offset); a kept prefix that makes the hash wrong is
+/// thrown away and the chunk fetched whole. Otherwise the mirrors first,
+/// then the controller.
+async fn chunk_bytes(
+    sources: &ChunkSources,
+    chunk: &releases::ChunkRef,
+) -> Result<Vec<u8>, ChunkFetchError> {
+    use protocol::quic::TransportError;
+    let prefix = sources.partials.prefix(chunk);
+    if prefix.is_empty() {
+        if let Some(bytes) = sources.mirrors.fetch(chunk).await {
+            return Ok(bytes);
+        }
+    } else {
+        let kept = prefix.len();
+        tracing::info!("chunk {}: resuming after {kept} kept bytes", chunk.hex());
+        match from_controller(sources, chunk, prefix).await {
+            Err(e @ TransportError::ChunkDigestMismatch { .. }) => {
+                tracing::warn!("chunk {}: {kept} kept bytes and the rest do not verify ({e}): fetching it whole", chunk.hex());
+                sources.partials.remove(chunk);
+            }
+            result => return result.map_err(ChunkFetchError::Transport),
+        }
+    }
+    from_controller(sources, chunk, Vec::new())
+        .await
+        .map_err(ChunkFetchError::Transport)
+}
+
+/// The chunk from the controller, after the `prefix` already held; each
+/// piece appended to the chunk's partial file as it arrives (a file that
+/// cannot be written only costs a longer refetch after another cut).
+async fn from_controller(
+    sources: &ChunkSources,
+    chunk: &releases::ChunkRef,
+    prefix: Vec<u8>,
+) -> Result<Vec<u8>, protocol::quic::TransportError> {
+    let kept = prefix.len() as u64;
+    let mut writer = match sources.partials.writer(chunk, kept) {
+        Ok(writer) => Some(writer),
+        Err(e) => {
+            tracing::warn!("not keeping partial bytes: {e}");
+            None
         }
     };
-    tokio::task::spawn_blocking(move || store.put_bytes(&chunk.sha256, &bytes))
-        .await
-        .map_err(|e| ChunkFetchError::Stage(join_error(release, e)))?
-        .map_err(|source| {
-            ChunkFetchError::Stage(StageError::Tree {
-                digest: release,
-                source,
-            })
-        })?;
-    Ok(())
+    let keep = |piece: &[u8]| {
+        if let Some(Err(e)) = writer.as_mut().map(|w| w.append(piece)) {
+            tracing::warn!("not keeping more partial bytes: {e}");
+            writer = None;
+        }
+    };
+    let bytes =
+        protocol::quic::fetch_chunk_resumed(&sources.conn, Digest(chunk.sha256), prefix, keep)
+            .await?;
+    sources
+        .mirrors
+        .served_by_controller(bytes.len() as u64 - kept);
+    Ok(bytes)
 }
 
 /// A tally as one log line: `SOURCE: N chunks, B bytes, F failed; ...`.

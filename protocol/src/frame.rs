@@ -141,6 +141,24 @@ pub enum FrameBody {
         /// last. At most [`MIRRORS_MAX`] + 1.
         sources: Vec<SourceTally>,
     },
+    /// First frame on a chunk stream that resumes a fetch cut short (agent
+    /// to controller): the bytes of the chunk with SHA-256 `digest` from
+    /// `offset` on, the agent holding the bytes before it from an earlier
+    /// attempt (a restart mid-fetch). Answered as [`FrameBody::FetchChunk`]
+    /// is, `ChunkFollows` announcing the bytes after `offset` (0 when
+    /// `offset` is at or past the chunk's end). The agent hashes its
+    /// prefix and the bytes that follow together, so a wrong prefix is
+    /// found and the chunk fetched again whole: nothing is trusted for
+    /// being kept. A fetch from the start still uses `FetchChunk`, so a
+    /// controller that does not know this frame fails only resumed
+    /// fetches. Appended after the older variants so their encodings stay
+    /// the same.
+    FetchChunkFrom {
+        /// SHA-256 of the whole chunk.
+        digest: Digest,
+        /// Bytes of the chunk the agent already holds.
+        offset: u64,
+    },
 }
 
 /// Most mirrors one [`FrameBody::Mirrors`] lists (and the controller's

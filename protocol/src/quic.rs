@@ -415,11 +415,24 @@ where
 /// Where the controller finds content chunks of format-2 releases to
 /// serve, by SHA-256 (issue #23 item 2).
 pub trait ChunkSource: Send + Sync + 'static {
-    /// The chunk bytes whose SHA-256 is `digest`, re-verified, if held.
-    /// At most [`CHUNK_BYTES_MAX`] bytes: a longer answer is served as
-    /// missing.
-    fn chunk(&self, digest: Digest) -> Option<Vec<u8>>;
+    /// The whole chunk whose SHA-256 is `digest`, re-verified, if held,
+    /// for a requester that holds its first `offset` bytes already (only
+    /// the bytes after `offset` are sent: a source that counts what it
+    /// serves counts those). At most [`CHUNK_BYTES_MAX`] bytes: a longer
+    /// answer is served as missing.
+    fn chunk(&self, digest: Digest, offset: u64) -> Option<Vec<u8>>;
+
+    /// Called as each piece of an answered chunk is handed to the stream
+    /// (at most [`CHUNK_SEND_PIECE_BYTES`] at a time), so a source can
+    /// count its egress as it goes: a transfer cut short counts what was
+    /// handed over, not the whole chunk. The bytes still in QUIC's send
+    /// buffer when the peer vanishes count too.
+    fn sent(&self, _bytes: u64) {}
 }
+
+/// The piece a chunk answer is written to its stream in (and counted by
+/// [`ChunkSource::sent`]).
+pub const CHUNK_SEND_PIECE_BYTES: usize = 64 * 1024;
 
 /// A chunk source that holds nothing: every chunk request is answered
 /// [`FrameBody::ChunkMissing`].
@@ -427,7 +440,7 @@ pub trait ChunkSource: Send + Sync + 'static {
 pub struct NoChunks;
 
 impl ChunkSource for NoChunks {
-    fn chunk(&self, _digest: Digest) -> Option<Vec<u8>> {
+    fn chunk(&self, _digest: Digest, _offset: u64) -> Option<Vec<u8>> {
         None
     }
 }
@@ -572,7 +585,8 @@ impl AgentLink {
 /// What one request asks for.
 enum Request {
     Bundle(Digest),
-    Chunk(Digest),
+    /// A chunk by digest, from a byte offset (0: whole).
+    Chunk(Digest, u64),
 }
 
 /// Reads the request frame of one bundle or chunk stream (within
@@ -585,7 +599,8 @@ async fn read_request(conn: &Connection, recv: &mut RecvStream) -> Result<Reques
     };
     match request {
         Ok(FrameBody::FetchBundle { digest }) => Ok(Request::Bundle(digest)),
-        Ok(FrameBody::FetchChunk { digest }) => Ok(Request::Chunk(digest)),
+        Ok(FrameBody::FetchChunk { digest }) => Ok(Request::Chunk(digest, 0)),
+        Ok(FrameBody::FetchChunkFrom { digest, offset }) => Ok(Request::Chunk(digest, offset)),
         Ok(other) => {
             let got = format!("{other:?}");
             warn!(peer = %conn.remote_address(), frame = %got, "closing connection: unexpected frame on bundle stream");
@@ -638,20 +653,24 @@ async fn serve_one_stream<S: BundleStore + ?Sized, C: ChunkSource + ?Sized>(
             });
             (follows, FrameBody::BundleMissing)
         }
-        Request::Chunk(digest) => {
-            let chunk = chunks.chunk(digest).filter(|bytes| {
+        Request::Chunk(digest, offset) => {
+            let chunk = chunks.chunk(digest, offset).filter(|bytes| {
                 let fits = !bytes.is_empty() && bytes.len() as u64 <= CHUNK_BYTES_MAX;
                 if !fits {
                     warn!(%digest, len = bytes.len(), "stored chunk is empty or exceeds CHUNK_BYTES_MAX; answering missing");
                 }
                 fits
             });
-            let follows = chunk.map(|c| {
+            let follows = chunk.map(|mut c| {
+                // The bytes after `offset`; none when it is at or past the
+                // end (the agent's hash of its prefix then fails, and it
+                // fetches the chunk again whole).
+                let rest = c.split_off(usize::try_from(offset).unwrap_or(usize::MAX).min(c.len()));
                 (
                     FrameBody::ChunkFollows {
-                        len: c.len() as u64,
+                        len: rest.len() as u64,
                     },
-                    c,
+                    rest,
                 )
             });
             (follows, FrameBody::ChunkMissing)
@@ -659,12 +678,18 @@ async fn serve_one_stream<S: BundleStore + ?Sized, C: ChunkSource + ?Sized>(
     };
     match answer {
         Some((frame, bytes)) => {
+            let counted = matches!(frame, FrameBody::ChunkFollows { .. });
             write_frame(&mut send, &frame)
                 .await
                 .map_err(TransportError::Frame)?;
-            send.write_all(&bytes)
-                .await
-                .map_err(|e| TransportError::Frame(FrameError::Write(e.to_string())))?;
+            for piece in bytes.chunks(CHUNK_SEND_PIECE_BYTES) {
+                send.write_all(piece)
+                    .await
+                    .map_err(|e| TransportError::Frame(FrameError::Write(e.to_string())))?;
+                if counted {
+                    chunks.sent(piece.len() as u64);
+                }
+            }
         }
         None => write_frame(&mut send, &missing)
             .await
@@ -741,8 +766,33 @@ pub async fn fetch_signed(
 /// before they are returned, and a stream that ends early, runs long or
 /// hashes to anything else is a typed error. At most one chunk is held.
 pub async fn fetch_chunk(conn: &Connection, digest: Digest) -> Result<Vec<u8>, TransportError> {
+    fetch_chunk_resumed(conn, digest, Vec::new(), |_| {}).await
+}
+
+/// Fetches the chunk `digest` for a requester that holds its first bytes
+/// already (`prefix`, possibly empty; kept from an attempt cut short):
+/// asks for the bytes after the prefix ([`FrameBody::FetchChunkFrom`], or
+/// [`FrameBody::FetchChunk`] for an empty prefix), hands each piece to
+/// `piece` as it arrives (the agent appends it to its partial file, so a
+/// second cut loses only what had not arrived), and hashes prefix and
+/// rest together: a prefix that was wrong gives
+/// [`TransportError::ChunkDigestMismatch`] like a wrong answer, never a
+/// chunk. Prefix and announced rest together are held to
+/// [`CHUNK_BYTES_MAX`] before anything is read.
+pub async fn fetch_chunk_resumed(
+    conn: &Connection,
+    digest: Digest,
+    prefix: Vec<u8>,
+    piece: impl FnMut(&[u8]),
+) -> Result<Vec<u8>, TransportError> {
     let (mut send, mut recv) = conn.open_bi().await.map_err(TransportError::Connection)?;
-    write_frame(&mut send, &FrameBody::FetchChunk { digest })
+    let offset = prefix.len() as u64;
+    let request = if offset == 0 {
+        FrameBody::FetchChunk { digest }
+    } else {
+        FrameBody::FetchChunkFrom { digest, offset }
+    };
+    write_frame(&mut send, &request)
         .await
         .map_err(TransportError::Frame)?;
     let _ = send.finish();
@@ -758,14 +808,15 @@ pub async fn fetch_chunk(conn: &Connection, digest: Digest) -> Result<Vec<u8>, T
         Err(e) if e.is_protocol_violation() => return Err(TransportError::BadFrame(e)),
         Err(e) => return Err(TransportError::Frame(e)),
     };
-    if len == 0 || len > CHUNK_BYTES_MAX {
+    let total = offset.saturating_add(len);
+    if total == 0 || total > CHUNK_BYTES_MAX {
         return Err(TransportError::ChunkLength {
             digest,
-            len,
+            len: total,
             max: CHUNK_BYTES_MAX,
         });
     }
-    let bytes = read_chunk_bytes(&mut recv, digest, len).await?;
+    let bytes = read_chunk_bytes(&mut recv, digest, prefix, len, piece).await?;
     let got = Digest(Sha256::digest(&bytes).into());
     if got != digest {
         return Err(TransportError::ChunkDigestMismatch {
@@ -776,22 +827,32 @@ pub async fn fetch_chunk(conn: &Connection, digest: Digest) -> Result<Vec<u8>, T
     Ok(bytes)
 }
 
-/// Reads exactly `len` (checked <= [`CHUNK_BYTES_MAX`]) bytes, then the
-/// end of the stream.
+/// Reads exactly `len` more bytes after `bytes` (together checked <=
+/// [`CHUNK_BYTES_MAX`]), each piece also handed to `piece`, then the end
+/// of the stream.
 async fn read_chunk_bytes(
     recv: &mut RecvStream,
     digest: Digest,
+    mut bytes: Vec<u8>,
     len: u64,
+    mut piece: impl FnMut(&[u8]),
 ) -> Result<Vec<u8>, TransportError> {
     let stream = |why: String| TransportError::ChunkStream { digest, why };
-    // In bounds: len <= CHUNK_BYTES_MAX.
-    let mut bytes = vec![0u8; len as usize];
-    recv.read_exact(&mut bytes).await.map_err(|e| match e {
-        quinn::ReadExactError::FinishedEarly(got) => {
-            stream(format!("ended after {got} of {len} bytes"))
+    let mut left = len;
+    // In bounds: prefix + len <= CHUNK_BYTES_MAX.
+    bytes.reserve_exact(len as usize);
+    while left > 0 {
+        let max = usize::try_from(left).unwrap_or(usize::MAX);
+        match recv.read_chunk(max, true).await {
+            Ok(Some(chunk)) => {
+                piece(&chunk.bytes);
+                bytes.extend_from_slice(&chunk.bytes);
+                left -= chunk.bytes.len() as u64;
+            }
+            Ok(None) => return Err(stream(format!("ended after {} of {len} bytes", len - left))),
+            Err(e) => return Err(stream(e.to_string())),
         }
-        quinn::ReadExactError::ReadError(e) => stream(e.to_string()),
-    })?;
+    }
     recv.read_to_end(0)
         .await
         .map_err(|e| stream(format!("more than the announced {len} bytes: {e}")))?;

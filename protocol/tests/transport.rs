@@ -447,7 +447,7 @@ async fn bundles_are_fetched_by_digest_and_checked() {
 struct MapChunks(HashMap<Digest, Vec<u8>>);
 
 impl quic::ChunkSource for MapChunks {
-    fn chunk(&self, digest: Digest) -> Option<Vec<u8>> {
+    fn chunk(&self, digest: Digest, _offset: u64) -> Option<Vec<u8>> {
         self.0.get(&digest).cloned()
     }
 }
@@ -497,6 +497,93 @@ async fn chunks_and_bundles_share_the_streams_and_chunks_are_checked() {
         step(server).await.expect("join"),
         TransportError::Connection(_)
     ));
+}
+
+/// One chunk, counting the bytes handed to the stream.
+struct CountingChunk {
+    digest: Digest,
+    bytes: Vec<u8>,
+    sent: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl quic::ChunkSource for CountingChunk {
+    fn chunk(&self, digest: Digest, _offset: u64) -> Option<Vec<u8>> {
+        (digest == self.digest).then(|| self.bytes.clone())
+    }
+
+    fn sent(&self, bytes: u64) {
+        self.sent
+            .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// A fetch cut short resumes after the bytes it kept: the controller sends
+/// only the rest (each piece handed over as it arrives), and the prefix
+/// is hashed with it, so a wrong prefix is refused, not stored.
+#[tokio::test]
+async fn a_resumed_chunk_fetch_gets_only_the_rest_and_checks_the_prefix() {
+    let ca = Ca::new("fleet");
+    let (endpoint, addr) = controller(&ca);
+    let chunk: Vec<u8> = (0..300_000u32).map(|i| (i % 241) as u8).collect();
+    let digest = Digest(Sha256::digest(&chunk).into());
+    let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let chunks = CountingChunk {
+        digest,
+        bytes: chunk.clone(),
+        sent: sent.clone(),
+    };
+    let store = Arc::new(|_: Digest| None);
+    let (agent, link, _control) =
+        linked(&endpoint, addr, ca.client(&["node-a.nodes.fleetweft"])).await;
+    let server = tokio::spawn(async move { link.serve_streams(store, Arc::new(chunks)).await });
+    let conn = agent.connection();
+    let kept = 123_456;
+    let mut arrived = 0usize;
+    let whole = step(quic::fetch_chunk_resumed(
+        conn,
+        digest,
+        chunk[..kept].to_vec(),
+        |piece| arrived += piece.len(),
+    ))
+    .await
+    .expect("resumed");
+    assert_eq!(whole, chunk);
+    assert_eq!(arrived, chunk.len() - kept, "only the rest travels");
+    let counted = sent.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(
+        counted,
+        (chunk.len() - kept) as u64,
+        "the source counts what it sent"
+    );
+    let all = step(quic::fetch_chunk_resumed(
+        conn,
+        digest,
+        chunk.clone(),
+        |_| {},
+    ))
+    .await
+    .expect("a prefix that is the whole chunk");
+    assert_eq!(all, chunk);
+    let mut wrong = chunk[..kept].to_vec();
+    wrong[7] ^= 1;
+    let err = step(quic::fetch_chunk_resumed(conn, digest, wrong, |_| {}))
+        .await
+        .expect_err("a wrong prefix");
+    assert!(
+        matches!(err, TransportError::ChunkDigestMismatch { expected, .. } if expected == digest),
+        "{err:?}"
+    );
+    let mut long = chunk.clone();
+    long.push(0);
+    let err = step(quic::fetch_chunk_resumed(conn, digest, long, |_| {}))
+        .await
+        .expect_err("a prefix past the end");
+    assert!(
+        matches!(err, TransportError::ChunkDigestMismatch { .. }),
+        "{err:?}"
+    );
+    agent.close();
+    let _ = step(server).await;
 }
 
 /// A hand-written controller answers one chunk request with `len` announced

@@ -17,6 +17,7 @@ pub mod chunking;
 pub mod error;
 pub mod limits;
 pub mod manifest;
+pub mod partial;
 pub mod path;
 pub mod readback;
 pub mod sample;
@@ -30,6 +31,7 @@ pub use manifest::{
     decode_manifest, encode_manifest, read_unverified, release_digest, sign, verify, ChunkRef,
     Entry, Manifest, Mode, Probe, ReleaseFields, VerifiedRelease,
 };
+pub use partial::PartialChunks;
 pub use store::ChunkStore;
 
 /// In a release directory (what `fleetweft bundle sign --dir` writes, and

@@ -60,6 +60,18 @@ pub fn verify(
     releases::verify(key, bytes).map_err(|source| StageError::TreeRefused { digest, source })
 }
 
+/// Partly fetched chunks, kept across a restart ([`releases::PartialChunks`]).
+pub const PARTIAL_CHUNKS_DIR: &str = "chunks-partial";
+
+/// Opens (creating) the agent's partly fetched chunks.
+pub fn open_partials(
+    data_dir: &Path,
+    digest: Digest,
+) -> Result<releases::PartialChunks, StageError> {
+    releases::PartialChunks::open(&data_dir.join(PARTIAL_CHUNKS_DIR))
+        .map_err(|source| StageError::Tree { digest, source })
+}
+
 /// Opens (creating) the agent's chunk store, removing what a crash left
 /// half written.
 pub fn open_store(data_dir: &Path, digest: Digest) -> Result<ChunkStore, StageError> {

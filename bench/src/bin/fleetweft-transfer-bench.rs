@@ -475,6 +475,10 @@ async fn kill_at_half(
     }
     fleet.kill_agent(i).await?;
     let held = procfs::dir_bytes(&chunks);
+    let partial_dir = fleet
+        .data_dir(i)
+        .join(agent::staging::tree::PARTIAL_CHUNKS_DIR);
+    let partial = procfs::dir_bytes(&partial_dir);
     let at_kill = fleet.served().await?.since(before);
     eprintln!(
         "resume: SIGKILLed with {} of {} MiB held ({} MiB served so far); restarting",
@@ -491,9 +495,10 @@ async fn kill_at_half(
         ("resume_held_at_kill_bytes".into(), held.into()),
         ("resume_served_bytes".into(), served.chunk_bytes.into()),
         ("resume_refetched_bytes".into(), refetched.into()),
+        ("resume_partial_at_kill_bytes".into(), partial.into()),
         (
-            "resume_refetched_chunks_max".into(),
-            agent::daemon::CHUNK_FETCHES_IN_FLIGHT_MAX.into(),
+            "chunk_bytes_max".into(),
+            protocol::quic::CHUNK_BYTES_MAX.into(),
         ),
     ])
 }

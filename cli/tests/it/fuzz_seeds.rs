@@ -132,6 +132,13 @@ fn frames(seeds: &mut Seeds) {
                 }],
             },
         ),
+        (
+            "fetch-chunk-from",
+            FrameBody::FetchChunkFrom {
+                digest: RELEASE,
+                offset: 1_048_576,
+            },
+        ),
     ];
     for (name, body) in bodies {
         let bytes = encode(&body).expect("seed frame encodes");

@@ -340,6 +340,7 @@ fn frame_variant(f: &FrameBody) -> String {
         FrameBody::ChunkMissing => "ChunkMissing".into(),
         FrameBody::Mirrors { .. } => "Mirrors".into(),
         FrameBody::FetchSources { .. } => "FetchSources".into(),
+        FrameBody::FetchChunkFrom { .. } => "FetchChunkFrom".into(),
     }
 }
 
@@ -416,6 +417,10 @@ fn frames() -> Vec<FrameBody> {
                     failures: 0,
                 },
             ],
+        },
+        FrameBody::FetchChunkFrom {
+            digest: V2,
+            offset: 1_048_576,
         },
     ]
 }

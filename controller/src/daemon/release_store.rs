@@ -193,17 +193,16 @@ impl Artifacts {
 }
 
 impl protocol::quic::ChunkSource for Artifacts {
-    /// A held chunk, re-verified as it is read (a damaged one is removed
-    /// and answered missing).
-    fn chunk(&self, digest: Digest) -> Option<Vec<u8>> {
+    /// A held chunk, re-verified whole as it is read (a damaged one is
+    /// removed and answered missing). Its bytes are counted as they are
+    /// sent ([`Self::sent`]), so a resumed fetch counts only the bytes
+    /// after `offset`, and a transfer cut short only what was handed over.
+    fn chunk(&self, digest: Digest, _offset: u64) -> Option<Vec<u8>> {
         match self.releases.chunks.get(&digest.0) {
             Ok(found) => {
-                if let Some(bytes) = &found {
+                if found.is_some() {
                     let served = &self.releases.served;
                     served.chunks.fetch_add(1, Ordering::Relaxed);
-                    served
-                        .chunk_bytes
-                        .fetch_add(bytes.len() as u64, Ordering::Relaxed);
                 }
                 found
             }
@@ -212,6 +211,11 @@ impl protocol::quic::ChunkSource for Artifacts {
                 None
             }
         }
+    }
+
+    fn sent(&self, bytes: u64) {
+        let served = &self.releases.served;
+        served.chunk_bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 }
 
@@ -325,8 +329,9 @@ mod tests {
         store.chunks.put_bytes(&sha, chunk).expect("put");
         let bytes = signed(&signing, &[chunk]);
         let release = store.accept(&verifying, &bytes).expect("accepted");
-        assert!(artifacts.chunk(Digest([7; 32])).is_none());
-        assert_eq!(artifacts.chunk(Digest(sha)).as_deref(), Some(chunk));
+        assert!(artifacts.chunk(Digest([7; 32]), 0).is_none());
+        assert_eq!(artifacts.chunk(Digest(sha), 0).as_deref(), Some(chunk));
+        artifacts.sent(chunk.len() as u64);
         assert_eq!(artifacts.get(release.digest), Some(bytes.clone()));
         let served = &store.served;
         assert_eq!(served.chunks.load(Ordering::Relaxed), 1);
@@ -334,9 +339,14 @@ mod tests {
         assert_eq!(chunk_bytes, chunk.len() as u64);
         let signed_bytes = served.signed_bytes.load(Ordering::Relaxed);
         assert_eq!(signed_bytes, bytes.len() as u64);
+        // A resumed fetch counts what is sent: the bytes after its offset.
+        assert_eq!(artifacts.chunk(Digest(sha), 5).as_deref(), Some(chunk));
+        artifacts.sent(chunk.len() as u64 - 5);
+        assert_eq!(served.chunks.load(Ordering::Relaxed), 2);
         let text = served.metrics();
+        let total = 2 * chunk.len() - 5;
         assert!(
-            text.contains(&format!("{{kind=\"chunk\"}} {}\n", chunk.len())),
+            text.contains(&format!("{{kind=\"chunk\"}} {total}\n")),
             "{text}"
         );
         std::fs::remove_dir_all(&dir).ok();
