@@ -28,6 +28,9 @@ pub struct AgentConfig {
     pub bundles: BundleSection,
     #[serde(default)]
     pub timing: TimingSection,
+    /// The disk budget of staged releases.
+    #[serde(default)]
+    pub storage: StorageSection,
     /// Honoured only when the agent runs with `--allow-fault-injection`.
     #[serde(default)]
     pub faults: FaultSection,
@@ -104,6 +107,27 @@ pub struct TlsSection {
 pub struct BundleSection {
     /// The Ed25519 public key bundles must be signed with.
     pub pubkey: PathBuf,
+}
+
+/// `[storage]`: how much disk staged releases may take
+/// (`crate::staging::disk`, issue #23 item 6).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageSection {
+    /// Bytes the releases under `DATA/releases` and their chunks in
+    /// `DATA/chunks` may take together, chunks shared by releases counted
+    /// once. The releases in use and the previous one are kept whatever
+    /// it says; a release that does not fit beside them is refused
+    /// (`no_space`).
+    pub max_bytes: u64,
+}
+
+impl Default for StorageSection {
+    fn default() -> Self {
+        StorageSection {
+            max_bytes: crate::staging::disk::STORAGE_BYTES_MAX_DEFAULT,
+        }
+    }
 }
 
 /// Every field is optional on its own: a missing one takes its
@@ -275,6 +299,11 @@ impl AgentConfig {
                 "section [timing]: intervals must be above 0 ms".into(),
             ));
         }
+        if cfg.storage.max_bytes == 0 {
+            return Err(invalid(
+                "key `storage.max_bytes`: expected a budget above 0 bytes, got 0".into(),
+            ));
+        }
         Ok(cfg)
     }
 }
@@ -329,6 +358,23 @@ pubkey = "bundle-signing.pub"
             cfg.timing.backoff_max_ms,
             TimingSection::default().backoff_max_ms
         );
+    }
+
+    #[test]
+    fn the_storage_budget_defaults_and_refuses_zero() {
+        let cfg = AgentConfig::parse(Path::new("agent.toml"), GOOD).expect("valid");
+        assert_eq!(
+            cfg.storage.max_bytes,
+            crate::staging::disk::STORAGE_BYTES_MAX_DEFAULT
+        );
+        let text = format!("{GOOD}[storage]\nmax_bytes = 1073741824\n");
+        let cfg = AgentConfig::parse(Path::new("agent.toml"), &text).expect("valid");
+        assert_eq!(cfg.storage.max_bytes, 1 << 30);
+        let text = format!("{GOOD}[storage]\nmax_bytes = 0\n");
+        let err = AgentConfig::parse(Path::new("agent.toml"), &text)
+            .expect_err("a zero budget")
+            .to_string();
+        assert!(err.contains("storage.max_bytes"), "{err}");
     }
 
     #[test]

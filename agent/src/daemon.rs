@@ -587,6 +587,11 @@ impl Agent {
         if let Err(e) = staging::verify(&self.key, op.release, &bytes) {
             return Some(self.failed(&op, Stage::Verify, stage_failure(&e), e));
         }
+        // The bundle file and the app file inside it.
+        let needed_bytes = 2 * bytes.len() as u64;
+        if let Err(e) = self.make_room(op.release, needed_bytes).await {
+            return Some(self.failed(&op, Stage::Stage, stage_failure(&e), e));
+        }
         match staging::install(&self.cfg.data_dir, &self.key, op.release, &bytes) {
             Ok(release) => {
                 tracing::info!(
@@ -625,6 +630,10 @@ impl Agent {
             Ok(store) => std::sync::Arc::new(store),
             Err(e) => return self.failed(op, Stage::Fetch, stage_failure(&e), e),
         };
+        let needed_bytes = tree_staging::bytes_to_stage(&release, bytes.len(), &store);
+        if let Err(e) = self.make_room(op.release, needed_bytes).await {
+            return self.failed(op, Stage::Fetch, stage_failure(&e), e);
+        }
         let partials = match tree_staging::open_partials(&data_dir, op.release) {
             Ok(partials) => std::sync::Arc::new(partials),
             Err(e) => return self.failed(op, Stage::Fetch, stage_failure(&e), e),
@@ -687,6 +696,43 @@ impl Agent {
                 e,
             ),
         }
+    }
+
+    /// Makes room within `[storage] max_bytes` for `needed_bytes` of
+    /// `release` before it is staged (`staging::disk::make_room`: the
+    /// releases the model says are in use and the previous one are kept),
+    /// off the async threads; stops and forgets the releases it removed.
+    async fn make_room(&mut self, release: Digest, needed_bytes: u64) -> Result<(), StageError> {
+        let in_use: std::collections::BTreeSet<Digest> =
+            self.journal.state.releases_in_use().collect();
+        let (data_dir, max_bytes) = (self.cfg.data_dir.clone(), self.cfg.storage.max_bytes);
+        let done = tokio::task::spawn_blocking(move || {
+            staging::disk::make_room(&data_dir, &in_use, needed_bytes, max_bytes)
+        })
+        .await
+        .map_err(|e| join_error(release, e))??;
+        for removed in &done.removed {
+            self.releases.remove(removed);
+            if let Some(mut instance) = self.instances.remove(removed) {
+                instance.stop().await;
+            }
+        }
+        if !done.removed.is_empty() || done.chunks_removed > 0 {
+            tracing::info!(
+                "disk budget: removed {} release(s) ({}) and {} chunk(s), {} freed; {} kept of {}",
+                done.removed.len(),
+                done.removed
+                    .iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                done.chunks_removed,
+                staging::disk::bytes_text(done.freed_bytes),
+                staging::disk::bytes_text(done.used_bytes),
+                staging::disk::bytes_text(self.cfg.storage.max_bytes),
+            );
+        }
+        Ok(())
     }
 
     /// The mirrors the controller sent for `release` (none for another).

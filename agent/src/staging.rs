@@ -12,6 +12,9 @@
 /// assembles a tree (a child of this module: it shares its IO helpers).
 pub mod tree;
 
+/// The disk budget and housekeeping of staged releases.
+pub mod disk;
+
 use crate::probe::ProbeExpect;
 use ed25519_dalek::VerifyingKey;
 use model::Digest;
@@ -101,17 +104,28 @@ pub enum StageError {
         #[source]
         source: releases::ReleaseError,
     },
+    /// The release does not fit the agent's `[storage] max_bytes`, even
+    /// with every release not in use removed ([`disk::make_room`]).
+    #[error("no_space: needs {}, budget leaves {}", disk::bytes_text(*.needs), disk::bytes_text(*.left))]
+    NoSpace {
+        /// Bytes the release needs (tree, manifest, chunks not held).
+        needs: u64,
+        /// Bytes the budget leaves once housekeeping ran.
+        left: u64,
+    },
 }
 
 impl StageError {
     /// A refused or mismatched bundle or release manifest fails the same
-    /// way again.
+    /// way again; so does a release larger than the disk budget leaves
+    /// (removing what is not in use already ran).
     pub fn permanent(&self) -> bool {
         matches!(
             self,
             StageError::Refused { .. }
                 | StageError::WrongDigest { .. }
                 | StageError::TreeRefused { .. }
+                | StageError::NoSpace { .. }
         )
     }
 }
@@ -234,11 +248,13 @@ pub fn read_back(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> model::
     let verified = match read_installed(data_dir, key, digest) {
         Ok(verified) => verified,
         Err(StageError::Io { .. }) => return model::ArtifactRead::Unreadable,
-        // Format-2 errors do not come from a bundle read: never reached.
+        // Format-2 and disk budget errors do not come from a bundle read:
+        // never reached.
         Err(
             StageError::TreeRefused { .. }
             | StageError::Tree { .. }
-            | StageError::TreeAltered { .. },
+            | StageError::TreeAltered { .. }
+            | StageError::NoSpace { .. },
         ) => return model::ArtifactRead::Unreadable,
         Err(StageError::WrongDigest { actual, .. }) => return model::ArtifactRead::Digest(actual),
         // The bytes hash to the intended release, so they are it; they can

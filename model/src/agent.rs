@@ -96,6 +96,23 @@ pub struct AgentState {
 }
 
 impl AgentState {
+    /// The releases the agent must keep on disk whatever its disk budget
+    /// (issue #23 item 6): what the route serves, the current op's
+    /// release, and that op's baseline (what a restore puts back; a
+    /// rollback needs it whole). Deleting one of them could leave a
+    /// restore, the recovery table or the route with nothing to act on;
+    /// housekeeping may remove any other release.
+    pub fn releases_in_use(&self) -> impl Iterator<Item = Digest> {
+        let op = self.op.as_ref();
+        [
+            self.serving,
+            op.map(|o| o.release),
+            op.and_then(|o| o.baseline),
+        ]
+        .into_iter()
+        .flatten()
+    }
+
     /// Chunks per release: [`AgentState::release_chunks`], at least one.
     pub fn chunk_count(&self) -> u8 {
         self.release_chunks.max(1)
@@ -811,6 +828,28 @@ mod tests {
         );
         assert_eq!(out.effects, vec![AgentEffect::ObserveStaged]);
         state
+    }
+
+    /// Housekeeping keeps what serves, the op's release and its
+    /// baseline: an accepted op keeps V1 (serving and baseline) and V2.
+    #[test]
+    fn releases_in_use_are_serving_the_op_release_and_its_baseline() {
+        let idle = AgentState {
+            serving: Some(V1),
+            ..AgentState::default()
+        };
+        assert_eq!(idle.releases_in_use().collect::<Vec<_>>(), vec![V1]);
+        let mut state = accepted();
+        assert_eq!(
+            state.releases_in_use().collect::<Vec<_>>(),
+            vec![V1, V2, V1]
+        );
+        // The route moved to V2 mid-op: the baseline V1 is still needed
+        // for a restore.
+        state.serving = Some(V2);
+        let in_use: std::collections::BTreeSet<_> = state.releases_in_use().collect();
+        assert_eq!(in_use, [V1, V2].into());
+        assert!(AgentState::default().releases_in_use().next().is_none());
     }
 
     fn rows(out: &AgentOutput) -> Vec<Row> {

@@ -80,6 +80,20 @@ pub fn open_store(data_dir: &Path, digest: Digest) -> Result<ChunkStore, StageEr
         .map_err(|source| StageError::Tree { digest, source })
 }
 
+/// Bytes staging `release` adds to the disk: the tree's files, the signed
+/// manifest (`manifest_bytes`) and the chunks `store` does not hold by
+/// name (what the disk budget must leave room for).
+pub fn bytes_to_stage(release: &VerifiedRelease, manifest_bytes: usize, store: &ChunkStore) -> u64 {
+    let missing: u64 = release
+        .manifest
+        .unique_chunks()
+        .iter()
+        .filter(|c| !store.has(&c.sha256))
+        .map(|c| u64::from(c.len))
+        .sum();
+    release.manifest.total_bytes() + manifest_bytes as u64 + missing
+}
+
 /// The distinct chunks of `release` that `store` does not hold intact.
 /// Every held chunk is re-read and re-hashed first: a torn one (wrong
 /// bytes, wrong length) is removed and listed, never trusted.
@@ -334,13 +348,16 @@ fn of_release(release: &VerifiedRelease, dir: PathBuf) -> Result<Release, StageE
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use protocol::bundle::ProbeSpec;
     use sha2::{Digest as _, Sha256};
 
     /// A release of `files` (path, bytes), one chunk per file, signed.
-    fn signed(key: &ed25519_dalek::SigningKey, files: &[(&str, &[u8])]) -> (Vec<u8>, Vec<Vec<u8>>) {
+    pub(crate) fn signed(
+        key: &ed25519_dalek::SigningKey,
+        files: &[(&str, &[u8])],
+    ) -> (Vec<u8>, Vec<Vec<u8>>) {
         let entries = files
             .iter()
             .map(|(path, bytes)| releases::Entry {

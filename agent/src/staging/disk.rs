@@ -1,0 +1,330 @@
+//! The agent's disk budget and housekeeping (issue #23 item 6).
+//!
+//! Releases pile up: every rollout stages one more under `DATA/releases`,
+//! and a tree release's chunks stay in `DATA/chunks` (they make the next
+//! release's fetch a delta, and rebuild an altered tree). Before each
+//! staging the agent makes room:
+//!
+//! - it always keeps the releases the model says are in use
+//!   ([`model::AgentState::releases_in_use`]: serving, the op's release,
+//!   its baseline) and the most recently staged other one (the previous
+//!   release, which a rollback names);
+//! - it keeps older releases, newest first, while everything fits
+//!   `[storage] max_bytes` with room for the release about to be staged;
+//! - it removes the rest, and then every chunk no kept tree names;
+//! - if the release to stage does not fit even so, staging fails
+//!   permanently with `no_space: needs N, budget leaves M`, before a byte
+//!   of it is written and before anything is removed (the recovery table
+//!   stops, as for a refused bundle: retrying cannot make room).
+//!
+//! A release directory is renamed aside (`.<hex>.gc-<pid>`, directory
+//! fsynced) before it is removed, so a crash mid-removal never leaves a
+//! half-deleted tree under a release's name; what a crash leaves aside is
+//! removed at the next run. Chunks shared by several releases count once.
+
+use super::tree::{manifest_path, CHUNKS_DIR, MANIFEST_EXTENSION};
+use super::{sync_dir, StageError};
+use model::Digest;
+use releases::manifest::Sha256Bytes;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// Default of the agent's `[storage] max_bytes`: room for a few releases
+/// of the largest size a release may have (`releases` limits a tree to
+/// 16 GiB), on the disk of a typical edge node.
+pub const STORAGE_BYTES_MAX_DEFAULT: u64 = 32 * 1024 * 1024 * 1024;
+
+/// `1.2 GiB`, `300 MiB`, `12 KiB`, `7 B`: sizes as operators read them.
+pub fn bytes_text(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if value < 10.0 {
+        format!("{value:.1} {}", UNITS[unit])
+    } else {
+        format!("{value:.0} {}", UNITS[unit])
+    }
+}
+
+/// Infix of a release directory being removed (never a digest's name).
+const GC_INFIX: &str = ".gc-";
+
+/// One release found on disk.
+#[derive(Debug, Clone)]
+struct Held {
+    digest: Digest,
+    /// Bytes of its directory and, for a tree, its stored manifest.
+    bytes: u64,
+    /// When it was staged (its directory's modification time).
+    staged_at: SystemTime,
+    /// The distinct chunks its stored manifest names (none for format 1).
+    chunks: Vec<(Sha256Bytes, u64)>,
+}
+
+/// What one run of housekeeping did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Housekeeping {
+    /// Releases removed, oldest first.
+    pub removed: Vec<Digest>,
+    /// Chunks removed (named by no kept tree).
+    pub chunks_removed: u64,
+    /// Bytes freed in all.
+    pub freed_bytes: u64,
+    /// Bytes the kept releases and their chunks take now.
+    pub used_bytes: u64,
+}
+
+/// Makes room for a release needing `needed_bytes` more, within
+/// `max_bytes`: see the module's documentation. `in_use` comes from the
+/// model and is never removed.
+pub fn make_room(
+    data_dir: &Path,
+    in_use: &BTreeSet<Digest>,
+    needed_bytes: u64,
+    max_bytes: u64,
+) -> Result<Housekeeping, StageError> {
+    let parent = data_dir.join("releases");
+    remove_set_aside(&parent);
+    let held = list_releases(&parent)?;
+    let chunk_sizes = chunk_sizes(&data_dir.join(CHUNKS_DIR));
+    let keep = choose(&held, in_use, &chunk_sizes, needed_bytes, max_bytes);
+    // Refused before anything is removed: releases are not thrown away
+    // for a staging that cannot happen anyway.
+    let used = used_bytes(&held, &keep, &chunk_sizes);
+    let left = max_bytes.saturating_sub(used);
+    if needed_bytes > left {
+        return Err(StageError::NoSpace {
+            needs: needed_bytes,
+            left,
+        });
+    }
+    let mut done = Housekeeping::default();
+    let mut gone: Vec<&Held> = held.iter().filter(|h| !keep.contains(&h.digest)).collect();
+    gone.sort_by_key(|h| h.staged_at);
+    for h in gone {
+        remove_release(&parent, data_dir, h.digest)?;
+        done.removed.push(h.digest);
+        done.freed_bytes += h.bytes;
+    }
+    let named: BTreeSet<Sha256Bytes> = held
+        .iter()
+        .filter(|h| keep.contains(&h.digest))
+        .flat_map(|h| h.chunks.iter().map(|(sha, _)| *sha))
+        .collect();
+    for (sha, bytes) in &chunk_sizes {
+        if !named.contains(sha) && remove_chunk(data_dir, sha) {
+            done.chunks_removed += 1;
+            done.freed_bytes += bytes;
+        }
+    }
+    done.used_bytes = used;
+    Ok(done)
+}
+
+/// The releases to keep: those in use, the newest other one, then older
+/// ones newest first while the kept set and `needed_bytes` fit
+/// `max_bytes`.
+fn choose(
+    held: &[Held],
+    in_use: &BTreeSet<Digest>,
+    chunk_sizes: &BTreeMap<Sha256Bytes, u64>,
+    needed_bytes: u64,
+    max_bytes: u64,
+) -> BTreeSet<Digest> {
+    let mut keep: BTreeSet<Digest> = held
+        .iter()
+        .map(|h| h.digest)
+        .filter(|d| in_use.contains(d))
+        .collect();
+    let mut others: Vec<&Held> = held.iter().filter(|h| !keep.contains(&h.digest)).collect();
+    others.sort_by_key(|h| std::cmp::Reverse(h.staged_at));
+    let mut others = others.into_iter();
+    if let Some(previous) = others.next() {
+        keep.insert(previous.digest);
+    }
+    for h in others {
+        keep.insert(h.digest);
+        let used = used_bytes(held, &keep, chunk_sizes);
+        if used.saturating_add(needed_bytes) > max_bytes {
+            keep.remove(&h.digest);
+            // Newest first: an older one would be kept before a newer one
+            // it was chosen over; stop at the first that does not fit.
+            break;
+        }
+    }
+    keep
+}
+
+/// Bytes of the kept releases plus the chunks they name, each counted once.
+fn used_bytes(
+    held: &[Held],
+    keep: &BTreeSet<Digest>,
+    chunk_sizes: &BTreeMap<Sha256Bytes, u64>,
+) -> u64 {
+    let kept = held.iter().filter(|h| keep.contains(&h.digest));
+    let mut chunks = BTreeSet::new();
+    let mut bytes = 0_u64;
+    for h in kept {
+        bytes = bytes.saturating_add(h.bytes);
+        for (sha, _) in &h.chunks {
+            if chunks.insert(*sha) {
+                bytes = bytes.saturating_add(chunk_sizes.get(sha).copied().unwrap_or(0));
+            }
+        }
+    }
+    bytes
+}
+
+/// The releases under `parent`: every directory named by a digest.
+fn list_releases(parent: &Path) -> Result<Vec<Held>, StageError> {
+    let entries = match std::fs::read_dir(parent) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(StageError::Io {
+                path: parent.to_path_buf(),
+                source,
+            })
+        }
+    };
+    let mut held = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(digest) = name.to_str().and_then(crate::probe::parse_digest) else {
+            continue;
+        };
+        let Ok(meta) = entry.metadata() else {
+            continue;
+        };
+        if !meta.is_dir() {
+            continue;
+        }
+        held.push(held_release(parent, digest, &meta));
+    }
+    Ok(held)
+}
+
+/// What one release takes: its directory, its stored manifest (a tree)
+/// and the chunks that manifest names.
+fn held_release(parent: &Path, digest: Digest, meta: &std::fs::Metadata) -> Held {
+    let dir = parent.join(digest.to_hex());
+    let manifest = parent.join(format!("{}.{MANIFEST_EXTENSION}", digest.to_hex()));
+    let mut bytes = dir_bytes(&dir);
+    let mut chunks = Vec::new();
+    if let Ok(signed) = std::fs::read(&manifest) {
+        bytes += signed.len() as u64;
+        // Verified when it was staged; here it only says which chunks to
+        // keep, and a chunk wrongly removed is fetched again.
+        if let Ok(release) = releases::read_unverified(&signed) {
+            chunks = release
+                .manifest
+                .unique_chunks()
+                .iter()
+                .map(|c| (c.sha256, u64::from(c.len)))
+                .collect();
+        }
+    }
+    Held {
+        digest,
+        bytes,
+        staged_at: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+        chunks,
+    }
+}
+
+/// Bytes of the regular files under `dir` (not following links).
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut bytes = 0_u64;
+    for entry in entries.flatten() {
+        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+            continue;
+        };
+        if meta.is_dir() {
+            bytes = bytes.saturating_add(dir_bytes(&entry.path()));
+        } else {
+            bytes = bytes.saturating_add(meta.len());
+        }
+    }
+    bytes
+}
+
+/// Every stored chunk and its size (temporary files skipped).
+fn chunk_sizes(dir: &Path) -> BTreeMap<Sha256Bytes, u64> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return BTreeMap::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name();
+            let sha = hex::decode(name.to_str()?).ok()?;
+            let sha = Sha256Bytes::try_from(sha.as_slice()).ok()?;
+            Some((sha, entry.metadata().ok()?.len()))
+        })
+        .collect()
+}
+
+/// Removes a release: its directory is renamed aside (and the parent
+/// fsynced) first, then its stored manifest, then the directory set aside.
+fn remove_release(parent: &Path, data_dir: &Path, digest: Digest) -> Result<(), StageError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| StageError::Io { path, source }
+    };
+    let dir = parent.join(digest.to_hex());
+    let aside = parent.join(format!(
+        ".{}{GC_INFIX}{}",
+        digest.to_hex(),
+        std::process::id()
+    ));
+    std::fs::rename(&dir, &aside).map_err(io(&dir))?;
+    sync_dir(parent).map_err(io(parent))?;
+    let manifest = manifest_path(data_dir, digest);
+    match std::fs::remove_file(&manifest) {
+        Ok(()) => sync_dir(parent).map_err(io(parent))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => {
+            return Err(StageError::Io {
+                path: manifest,
+                source,
+            })
+        }
+    }
+    std::fs::remove_dir_all(&aside).map_err(io(&aside))?;
+    Ok(())
+}
+
+/// Removes the directories an earlier run set aside and did not finish
+/// removing. Best effort.
+fn remove_set_aside(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if name.to_string_lossy().contains(GC_INFIX) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// Removes one chunk; whether it was removed.
+fn remove_chunk(data_dir: &Path, sha: &Sha256Bytes) -> bool {
+    let path: PathBuf = data_dir.join(CHUNKS_DIR).join(hex::encode(sha));
+    std::fs::remove_file(path).is_ok()
+}
+
+#[cfg(test)]
+#[path = "disk/tests.rs"]
+mod tests;
