@@ -958,24 +958,34 @@ async fn fetch_one_chunk(
     Ok(())
 }
 
-/// The verified bytes of one chunk. With bytes kept from an attempt cut
-/// short, only the rest is asked of the controller (the one source that
-/// serves from an offset); a kept prefix that makes the hash wrong is
-/// thrown away and the chunk fetched whole. Otherwise the mirrors first,
-/// then the controller.
+/// The verified bytes of one chunk: the mirrors first, then the
+/// controller. Bytes kept from an attempt a crash cut short
+/// (`DATA/chunks-partial`) are resumed after: a mirror is asked for the
+/// rest with `Range` (one that ignores it sends the whole chunk), the
+/// controller with `FetchChunkFrom`. A kept prefix that makes the hash
+/// wrong is thrown away and the chunk fetched whole.
 async fn chunk_bytes(
     sources: &ChunkSources,
     chunk: &releases::ChunkRef,
 ) -> Result<Vec<u8>, ChunkFetchError> {
     use protocol::quic::TransportError;
-    let prefix = sources.partials.prefix(chunk);
-    if prefix.is_empty() {
-        if let Some(bytes) = sources.mirrors.fetch(chunk).await {
-            return Ok(bytes);
-        }
-    } else {
+    let mut prefix = sources.partials.prefix(chunk);
+    if !prefix.is_empty() {
+        tracing::info!(
+            "chunk {}: resuming after {} kept bytes",
+            chunk.hex(),
+            prefix.len()
+        );
+    }
+    let mirrored = sources
+        .mirrors
+        .fetch(chunk, &mut prefix, &sources.partials)
+        .await;
+    if let Some(bytes) = mirrored {
+        return Ok(bytes);
+    }
+    if !prefix.is_empty() {
         let kept = prefix.len();
-        tracing::info!("chunk {}: resuming after {kept} kept bytes", chunk.hex());
         match from_controller(sources, chunk, prefix).await {
             Err(e @ TransportError::ChunkDigestMismatch { .. }) => {
                 tracing::warn!("chunk {}: {kept} kept bytes and the rest do not verify ({e}): fetching it whole", chunk.hex());

@@ -34,7 +34,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
 use protocol::frame::{SourceTally, MIRRORS_MAX, MIRROR_URL_BYTES_MAX};
-use releases::ChunkRef;
+use releases::{ChunkRef, PartialChunks};
 use sha2::{Digest as _, Sha256};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -162,36 +162,64 @@ pub fn client(bounds: Bounds) -> MirrorClient {
     Client::builder(TokioExecutor::new()).build(connector)
 }
 
+/// What a fetch hands its caller as the body arrives (the agent appends
+/// it to the chunk's partial file, so a crash keeps it).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Piece<'a> {
+    /// The mirror answered the whole chunk although only the bytes after
+    /// a kept prefix were asked for (it ignores `Range`, as
+    /// `python3 -m http.server` does): the kept bytes are dropped, the
+    /// pieces that follow start the chunk.
+    Restart,
+    /// The next bytes of the chunk.
+    Bytes(&'a [u8]),
+}
+
 /// Asks `mirror` for `chunk`: `Ok` only with exactly the manifest's bytes.
-/// At most `chunk.len` bytes are held; reading stops at the first byte
-/// more.
+/// With a kept `prefix` (bytes of an attempt a crash cut short) only the
+/// rest is asked for (`Range: bytes=N-`); a `206` answer continues the
+/// prefix, a `200` replaces it ([`Piece::Restart`]); either way the whole
+/// chunk is hashed, so a wrong prefix fails like wrong bytes. Each piece
+/// of the body goes to `piece` as it arrives. At most `chunk.len` bytes
+/// are held; reading stops at the first byte more.
 pub async fn fetch_chunk(
     client: &MirrorClient,
     mirror: &Mirror,
     chunk: &ChunkRef,
     bounds: Bounds,
+    mut prefix: Vec<u8>,
+    mut piece: impl FnMut(Piece<'_>),
 ) -> Result<Vec<u8>, MirrorError> {
     let deadline = Instant::now() + bounds.chunk;
     let expected = u64::from(chunk.len);
-    let response = step(client.get(mirror.chunk_uri(chunk)?), bounds, deadline)
+    if prefix.len() as u64 >= expected {
+        prefix.clear();
+        piece(Piece::Restart);
+    }
+    let kept = prefix.len() as u64;
+    let mut request = hyper::Request::get(mirror.chunk_uri(chunk)?);
+    if kept > 0 {
+        request = request.header(hyper::header::RANGE, format!("bytes={kept}-"));
+    }
+    let request = request
+        .body(Empty::new())
+        .map_err(|e| MirrorError::Request(e.to_string()))?;
+    let response = step(client.request(request), bounds, deadline)
         .await?
         .map_err(|e| MirrorError::Request(e.to_string()))?;
-    if response.status() != hyper::StatusCode::OK {
-        return Err(MirrorError::Status(response.status().as_u16()));
-    }
-    // A declared length tells early what the body would show at its end.
-    let declared = response
-        .headers()
-        .get(hyper::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    match declared {
-        Some(got) if got > expected => return Err(MirrorError::TooLong { expected }),
-        Some(got) if got < expected => return Err(MirrorError::Truncated { got, expected }),
-        _ => {}
-    }
+    let mut bytes = match response.status() {
+        hyper::StatusCode::PARTIAL_CONTENT if kept > 0 => prefix,
+        hyper::StatusCode::OK => {
+            if kept > 0 {
+                piece(Piece::Restart);
+            }
+            Vec::new()
+        }
+        other => return Err(MirrorError::Status(other.as_u16())),
+    };
+    check_declared_length(&response, expected - bytes.len() as u64, expected)?;
+    bytes.reserve_exact(chunk.len as usize - bytes.len());
     let mut body = response.into_body();
-    let mut bytes = Vec::with_capacity(chunk.len as usize);
     while let Some(frame) = step(body.frame(), bounds, deadline).await? {
         // A body that breaks off (a reset, a close before the declared
         // length) is an answer cut short.
@@ -205,6 +233,7 @@ pub async fn fetch_chunk(
         if bytes.len() as u64 + data.len() as u64 > expected {
             return Err(MirrorError::TooLong { expected });
         }
+        piece(Piece::Bytes(&data));
         bytes.extend_from_slice(&data);
     }
     if (bytes.len() as u64) < expected {
@@ -220,6 +249,28 @@ pub async fn fetch_chunk(
         });
     }
     Ok(bytes)
+}
+
+/// A declared length tells early what the body would show at its end:
+/// `want` more bytes make the chunk's `expected`.
+fn check_declared_length<B>(
+    response: &hyper::Response<B>,
+    want: u64,
+    expected: u64,
+) -> Result<(), MirrorError> {
+    let declared = response
+        .headers()
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    match declared {
+        Some(got) if got > want => Err(MirrorError::TooLong { expected }),
+        Some(got) if got < want => Err(MirrorError::Truncated {
+            got: expected - want + got,
+            expected,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Awaits one step of a fetch: at most the stall bound, and never past
@@ -239,6 +290,52 @@ async fn step<T>(
         (bounds.stall, MirrorError::Stalled { ms })
     };
     tokio::time::timeout(wait, future).await.map_err(|_| error)
+}
+
+/// Keeps a mirror's pieces in the chunk's partial file, counting them.
+struct Keep<'a> {
+    partials: &'a PartialChunks,
+    chunk: &'a ChunkRef,
+    /// `None` once the file could not be opened or written: the fetch
+    /// goes on, a later crash only costs a longer refetch.
+    writer: Option<releases::partial::PartialWriter>,
+    /// Bytes the mirror sent.
+    sent: u64,
+}
+
+impl<'a> Keep<'a> {
+    fn new(partials: &'a PartialChunks, chunk: &'a ChunkRef, kept: u64) -> Keep<'a> {
+        Keep {
+            partials,
+            chunk,
+            writer: Self::open(partials, chunk, kept),
+            sent: 0,
+        }
+    }
+
+    fn open(
+        partials: &PartialChunks,
+        chunk: &ChunkRef,
+        kept: u64,
+    ) -> Option<releases::partial::PartialWriter> {
+        partials
+            .writer(chunk, kept)
+            .map_err(|e| tracing::warn!("not keeping partial bytes: {e}"))
+            .ok()
+    }
+
+    fn take(&mut self, piece: Piece<'_>) {
+        match piece {
+            Piece::Restart => self.writer = Self::open(self.partials, self.chunk, 0),
+            Piece::Bytes(bytes) => {
+                self.sent += bytes.len() as u64;
+                if let Some(Err(e)) = self.writer.as_mut().map(|w| w.append(bytes)) {
+                    tracing::warn!("not keeping more partial bytes: {e}");
+                    self.writer = None;
+                }
+            }
+        }
+    }
 }
 
 /// Per source: served chunks and bytes, failures, failures in a row.
@@ -297,15 +394,37 @@ impl Mirrors {
 
     /// `chunk` from the first mirror that gives exactly its bytes, each
     /// failure logged and tallied; `None` when none did (the caller asks
-    /// the controller and calls [`Mirrors::served_by_controller`]).
-    pub async fn fetch(&self, chunk: &ChunkRef) -> Option<Vec<u8>> {
+    /// the controller and calls [`Mirrors::served_by_controller`]). The
+    /// first mirror is asked only for what follows `prefix` (bytes kept
+    /// by an attempt a crash cut short); the body is appended to the
+    /// chunk's partial file in `partials` as it arrives. A failed attempt
+    /// forgets the partial bytes (`prefix` is emptied): the next source
+    /// is asked for the whole chunk. Tallies count the bytes each source
+    /// sent.
+    pub async fn fetch(
+        &self,
+        chunk: &ChunkRef,
+        prefix: &mut Vec<u8>,
+        partials: &PartialChunks,
+    ) -> Option<Vec<u8>> {
         for (i, mirror) in self.mirrors.iter().enumerate() {
             if self.skipped(i) {
                 continue;
             }
-            match fetch_chunk(&self.client, mirror, chunk, self.bounds).await {
+            let kept = prefix.len() as u64;
+            let mut keep = Keep::new(partials, chunk, kept);
+            let fetched = fetch_chunk(
+                &self.client,
+                mirror,
+                chunk,
+                self.bounds,
+                prefix.clone(),
+                |p| keep.take(p),
+            )
+            .await;
+            match fetched {
                 Ok(bytes) => {
-                    self.record(i, Some(bytes.len() as u64));
+                    self.record(i, Some(keep.sent));
                     return Some(bytes);
                 }
                 Err(e) => {
@@ -315,6 +434,8 @@ impl Mirrors {
                         mirror.label
                     );
                     self.record(i, None);
+                    partials.remove(chunk);
+                    prefix.clear();
                 }
             }
         }

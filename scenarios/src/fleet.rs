@@ -37,6 +37,10 @@ pub const RELAY_PORT: u16 = 7001;
 pub const API_PORT: u16 = 7800;
 /// Each node's public route port.
 pub const PUBLIC_PORT: u16 = 8080;
+/// How long one operator command may take (most answer in milliseconds).
+pub const CLI_MS: u64 = 20_000;
+/// The port of a scenario's plain-HTTP mirrors ([`Fleet::start_mirror`]).
+pub const MIRROR_PORT: u16 = 8000;
 /// Default deadline of one wait.
 pub const WAIT_MS: u64 = 45_000;
 
@@ -245,6 +249,12 @@ impl Fleet {
         let digest = bundle::bundle_digest(&bytes);
         self.releases.insert(version.to_string(), (digest, path));
         Ok((digest, bytes))
+    }
+
+    /// Names `digest` as release `version` (uploaded by the scenario itself,
+    /// e.g. a tree release), so [`Fleet::assert_serves`] knows it.
+    pub fn note_release(&mut self, version: &str, digest: Digest, path: PathBuf) {
+        self.releases.insert(version.to_string(), (digest, path));
     }
 
     /// The operator's API client (the controller's address and token).
@@ -543,13 +553,96 @@ impl Fleet {
         std::fs::read_to_string(self.dir.join(format!("logs/{name}.{n}.log"))).unwrap_or_default()
     }
 
+    /// Run the CLI from the root namespace for a command that talks to no
+    /// controller (`bundle sign --dir`, `bundle export`): (exit code,
+    /// stdout, stderr), within `ms`.
+    pub async fn cli_offline(
+        &self,
+        args: &[&str],
+        ms: u64,
+    ) -> anyhow::Result<(i32, String, String)> {
+        let mut cmd = Command::new(&self.bins.fleetweft);
+        cmd.args(args).stdin(Stdio::null()).kill_on_drop(true);
+        let out = tokio::time::timeout(Duration::from_millis(ms), cmd.output())
+            .await
+            .with_context(|| format!("fleetweft {} took over {ms} ms", args.join(" ")))??;
+        Ok((
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    }
+
+    /// A plain-HTTP mirror on `host` (an extra host of the scenario), port
+    /// [`MIRROR_PORT`], serving `root` (`GET /fleet/chunks/<sha256>` is
+    /// `root/fleet/chunks/<sha256>`) as `mode` says: `good`, `corrupt`
+    /// (the first byte of every chunk flipped) or `stall` (headers and
+    /// 1,000 bytes, then nothing). It prints `served NAME LEN` per chunk
+    /// it sent whole. Returns its base URL.
+    pub fn start_mirror(&mut self, host: &str, mode: &str, root: &Path) -> anyhow::Result<String> {
+        let ns = self.net.host(host)?.ns.clone();
+        let ip = self.net.host(host)?.ip.clone();
+        let script = [
+            "import http.server, os, sys, time".to_string(),
+            "root, mode, port = sys.argv[1], sys.argv[2], int(sys.argv[3])".to_string(),
+            "class H(http.server.BaseHTTPRequestHandler):".to_string(),
+            "    def do_GET(self):".to_string(),
+            "        name = self.path.rsplit('/', 1)[-1]".to_string(),
+            "        path = os.path.join(root, 'fleet', 'chunks', name)".to_string(),
+            "        if not self.path.startswith('/fleet/chunks/') or not os.path.isfile(path):".to_string(),
+            "            self.send_response(404); self.send_header('Content-Length', '0'); self.end_headers(); return".to_string(),
+            "        data = open(path, 'rb').read()".to_string(),
+            "        if mode == 'corrupt':".to_string(),
+            "            data = bytes([data[0] ^ 0xff]) + data[1:]".to_string(),
+            "        self.send_response(200)".to_string(),
+            "        self.send_header('Content-Length', str(len(data)))".to_string(),
+            "        self.end_headers()".to_string(),
+            "        if mode == 'stall':".to_string(),
+            "            self.wfile.write(data[:1000]); self.wfile.flush(); time.sleep(3600); return".to_string(),
+            "        self.wfile.write(data)".to_string(),
+            "        print('served', name, len(data), flush=True)".to_string(),
+            "    def log_message(self, *a):".to_string(),
+            "        pass".to_string(),
+            "s = http.server.ThreadingHTTPServer(('0.0.0.0', port), H)".to_string(),
+            "s.daemon_threads = True".to_string(),
+            "s.serve_forever()".to_string(),
+        ]
+        .join("\n");
+        let path = self.dir.join(format!("mirror-{host}.py"));
+        std::fs::write(&path, script)?;
+        let python = PathBuf::from("/usr/bin/python3");
+        let args = [
+            path.display().to_string(),
+            root.display().to_string(),
+            mode.to_string(),
+            MIRROR_PORT.to_string(),
+        ];
+        self.spawn_in(&format!("mirror-{host}"), &ns, &python, &args)?;
+        Ok(format!("http://{ip}:{MIRROR_PORT}/fleet"))
+    }
+
     /// Run the operator CLI from the root namespace: (exit code, stdout).
     pub async fn cli(&self, args: &[&str]) -> anyhow::Result<(i32, String)> {
         self.cli_at(&self.controller_url(), args).await
     }
 
+    /// [`Fleet::cli`] allowed `ms` (a large upload).
+    pub async fn cli_within(&self, args: &[&str], ms: u64) -> anyhow::Result<(i32, String)> {
+        self.cli_at_within(&self.controller_url(), args, ms).await
+    }
+
     /// [`Fleet::cli`] against the API URL(s) `url`.
     async fn cli_at(&self, url: &str, args: &[&str]) -> anyhow::Result<(i32, String)> {
+        self.cli_at_within(url, args, CLI_MS).await
+    }
+
+    /// [`Fleet::cli_at`] allowed `ms`.
+    async fn cli_at_within(
+        &self,
+        url: &str,
+        args: &[&str],
+        ms: u64,
+    ) -> anyhow::Result<(i32, String)> {
         let mut cmd = Command::new(&self.bins.fleetweft);
         cmd.args(args)
             .arg("--controller")
@@ -558,7 +651,7 @@ impl Fleet {
             .arg(self.pki.operator_token())
             .stdin(Stdio::null())
             .kill_on_drop(true);
-        let out = tokio::time::timeout(Duration::from_secs(20), cmd.output())
+        let out = tokio::time::timeout(Duration::from_millis(ms), cmd.output())
             .await
             .with_context(|| format!("fleetweft {} hung", args.join(" ")))??;
         let code = out.status.code().unwrap_or(-1);
@@ -725,6 +818,18 @@ impl Fleet {
         canary: &str,
         followers: &[&str],
     ) -> anyhow::Result<String> {
+        self.start_rollout_with_slots(release, canary, followers, 1)
+            .await
+    }
+
+    /// [`Fleet::start_rollout_api`] with `slots`.
+    pub async fn start_rollout_with_slots(
+        &self,
+        release: Digest,
+        canary: &str,
+        followers: &[&str],
+        slots: u16,
+    ) -> anyhow::Result<String> {
         let _: serde_json::Value = self
             .api
             .post_json(
@@ -733,7 +838,7 @@ impl Fleet {
                     "release": release.to_hex(),
                     "canary": canary,
                     "followers": followers,
-                    "slots": 1,
+                    "slots": slots,
                 }),
             )
             .await

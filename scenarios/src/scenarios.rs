@@ -57,6 +57,7 @@ macro_rules! body {
 
 mod ha;
 mod ha_snapshots;
+mod trees;
 
 /// Every scenario, in issue order.
 pub fn all() -> Vec<Scenario> {
@@ -84,6 +85,7 @@ pub fn all() -> Vec<Scenario> {
     ];
     all.extend(ha::all());
     all.extend(ha_snapshots::all());
+    all.extend(trees::all());
     all
 }
 

@@ -26,6 +26,9 @@ enum Serve {
     Trickle { len: usize, every_ms: u64 },
     /// 404.
     Missing,
+    /// Honours `Range: bytes=N-` (206 with the bytes after N), else 200
+    /// with all of them.
+    Ranged(Vec<u8>),
 }
 
 /// A server on loopback answering every request with `serve`; returns
@@ -55,6 +58,11 @@ async fn answer(mut socket: tokio::net::TcpStream, serve: Serve) {
             _ => return,
         }
     }
+    let range_start = String::from_utf8_lossy(&head).lines().find_map(|l| {
+        let l = l.to_ascii_lowercase();
+        l.strip_prefix("range: bytes=")
+            .and_then(|r| r.trim_end_matches('-').parse::<usize>().ok())
+    });
     let ok = |len: Option<usize>| match len {
         Some(n) => format!("HTTP/1.1 200 OK\r\ncontent-length: {n}\r\n\r\n"),
         None => "HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n".to_string(),
@@ -64,6 +72,23 @@ async fn answer(mut socket: tokio::net::TcpStream, serve: Serve) {
             let _ = socket.write_all(ok(Some(b.len())).as_bytes()).await;
             socket.write_all(&b).await
         }
+        Serve::Ranged(b) => match range_start {
+            Some(from) if from < b.len() => {
+                let rest = &b[from..];
+                let head = format!(
+                    "HTTP/1.1 206 Partial Content\r\ncontent-length: {}\r\ncontent-range: bytes {from}-{}/{}\r\n\r\n",
+                    rest.len(),
+                    b.len() - 1,
+                    b.len()
+                );
+                let _ = socket.write_all(head.as_bytes()).await;
+                socket.write_all(rest).await
+            }
+            _ => {
+                let _ = socket.write_all(ok(Some(b.len())).as_bytes()).await;
+                socket.write_all(&b).await
+            }
+        },
         Serve::Cut { len, body } => {
             let _ = socket.write_all(ok(Some(len)).as_bytes()).await;
             socket.write_all(&body).await
@@ -124,7 +149,15 @@ const TEST_BOUNDS: Bounds = Bounds {
 async fn one(serve: Serve, chunk: &ChunkRef) -> Result<Vec<u8>, MirrorError> {
     let (url, _) = server(serve).await;
     let mirror = Mirror::parse(0, &url).expect("mirror URL");
-    fetch_chunk(&client(TEST_BOUNDS), &mirror, chunk, TEST_BOUNDS).await
+    fetch_chunk(
+        &client(TEST_BOUNDS),
+        &mirror,
+        chunk,
+        TEST_BOUNDS,
+        Vec::new(),
+        |_| {},
+    )
+    .await
 }
 
 const BODY: &[u8] = b"the chunk's true bytes, as the manifest names them";
@@ -238,8 +271,11 @@ async fn chunks_fall_back_in_order_and_a_failing_mirror_is_skipped() {
     let (bad, bad_hits) = server(Serve::Bytes(wrong)).await;
     let (good, good_hits) = server(Serve::Bytes(BODY.to_vec())).await;
     let mirrors = Mirrors::new(&[bad, good], TEST_BOUNDS);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let partials = PartialChunks::open(dir.path()).expect("partials");
     for _ in 0..5 {
-        assert_eq!(mirrors.fetch(&chunk).await, Some(BODY.to_vec()));
+        let got = mirrors.fetch(&chunk, &mut Vec::new(), &partials).await;
+        assert_eq!(got, Some(BODY.to_vec()));
     }
     // The corrupting mirror was asked until it failed the bound in a row.
     assert_eq!(
@@ -266,10 +302,76 @@ async fn no_good_mirror_leaves_the_chunk_to_the_controller() {
     let (missing, _) = server(Serve::Missing).await;
     // Nothing listens on port 9 of loopback: refused at once.
     let mirrors = Mirrors::new(&[missing, "http://127.0.0.1:9".into()], TEST_BOUNDS);
-    assert_eq!(mirrors.fetch(&chunk).await, None);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let partials = PartialChunks::open(dir.path()).expect("partials");
+    assert_eq!(
+        mirrors.fetch(&chunk, &mut Vec::new(), &partials).await,
+        None
+    );
     let tally = mirrors.tally();
     assert_eq!(tally.iter().map(|t| t.failures).sum::<u64>(), 2);
-    assert!(Mirrors::new(&[], TEST_BOUNDS).fetch(&chunk).await.is_none());
+    let none = Mirrors::new(&[], TEST_BOUNDS);
+    assert!(none
+        .fetch(&chunk, &mut Vec::new(), &partials)
+        .await
+        .is_none());
+}
+
+/// A fetch a crash cut short resumes after its kept bytes: a mirror that
+/// honours `Range` sends only the rest (tallied as such), one that does
+/// not sends the whole chunk, which replaces the kept bytes; a wrong
+/// prefix fails like wrong bytes and the next mirror is asked for the
+/// whole chunk, the partial file forgotten.
+#[tokio::test]
+async fn a_kept_prefix_is_resumed_with_range_and_checked_whole() {
+    let chunk = chunk_of(BODY);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let partials = PartialChunks::open(dir.path()).expect("partials");
+    let kept = 10;
+    let (ranged, _) = server(Serve::Ranged(BODY.to_vec())).await;
+    let mirrors = Mirrors::new(std::slice::from_ref(&ranged), TEST_BOUNDS);
+    let mut prefix = BODY[..kept].to_vec();
+    let got = mirrors.fetch(&chunk, &mut prefix, &partials).await;
+    assert_eq!(got.as_deref(), Some(BODY));
+    assert_eq!(
+        mirrors.tally()[0].bytes,
+        (BODY.len() - kept) as u64,
+        "only the rest travelled"
+    );
+    assert_eq!(
+        partials.prefix(&chunk),
+        BODY,
+        "the partial file holds the whole chunk"
+    );
+    partials.remove(&chunk);
+
+    let (plain, _) = server(Serve::Bytes(BODY.to_vec())).await;
+    let mirrors = Mirrors::new(&[plain], TEST_BOUNDS);
+    let mut prefix = BODY[..kept].to_vec();
+    let got = mirrors.fetch(&chunk, &mut prefix, &partials).await;
+    assert_eq!(got.as_deref(), Some(BODY));
+    assert_eq!(mirrors.tally()[0].bytes, BODY.len() as u64);
+    assert_eq!(
+        partials.prefix(&chunk),
+        BODY,
+        "the restart replaced the kept bytes"
+    );
+    partials.remove(&chunk);
+
+    let mut wrong = BODY[..kept].to_vec();
+    wrong[0] ^= 1;
+    let (second, _) = server(Serve::Ranged(BODY.to_vec())).await;
+    let mirrors = Mirrors::new(&[ranged, second], TEST_BOUNDS);
+    let got = mirrors.fetch(&chunk, &mut wrong, &partials).await;
+    assert_eq!(got.as_deref(), Some(BODY));
+    let tally = mirrors.tally();
+    assert_eq!((tally[0].failures, tally[1].chunks), (1, 1), "{tally:?}");
+    assert_eq!(
+        tally[1].bytes,
+        BODY.len() as u64,
+        "the second was asked for all of it"
+    );
+    assert!(wrong.is_empty(), "the wrong prefix was dropped");
 }
 
 #[test]

@@ -20,11 +20,17 @@
 //!   chunks are in) against `cp -r` plus `sha256sum` of the same tree on the
 //!   same disk: `stage_ratio_to_copy`.
 //!
+//! - mirror: the release is laid out with `fleetweft bundle export` and
+//!   served by `python3 -m http.server` (any plain HTTP server); one more
+//!   agent, whose node the controller's config gives that mirror
+//!   (`[[artifacts.site]]`, label `site=bench-mirror`), is rolled the
+//!   release: `mirror_controller_share` is what the controller sent it
+//!   over the bytes it moved (issue #23: at most 2%).
+//!
 //! Memory is each process's `VmHWM` (peak resident, reset through
 //! `/proc/PID/clear_refs` before the phase) beside its `VmRSS` just before
 //! the phase ("idle"): per controller and per agent process. Egress is the
 //! controller's `/metrics` counters (artifact bytes before QUIC framing).
-//! Mirrors do not exist yet: `mirror_egress_bytes` is 0.
 //!
 //! Progress goes to stderr; the figures to stdout (`--json`: one object).
 //! Disk: about `release_bytes` × (4 + 2 × agents) at the peak (tree,
@@ -137,9 +143,15 @@ async fn run(args: &Args, dir: &Path) -> anyhow::Result<serde_json::Value> {
         WAIT_PER_GIB.mul_f64((args.release_bytes as f64 / releases::limits::GIB as f64).max(1.0));
     let mut nodes: Vec<String> = (0..n).map(|i| format!("node-{i}")).collect();
     nodes.push("node-resume".into());
-    let resume = n;
+    nodes.push("node-mirror".into());
+    let (resume, mirrored) = (n, n + 1);
     let started = Instant::now();
-    let mut fleet = Fleet::start(dir, nodes).await?;
+    let mirror_port = demo::ports::free_port().context("picking the mirror's port")?;
+    let mirror_url = format!("http://127.0.0.1:{mirror_port}/fleet");
+    let extra = format!(
+        "\n[[artifacts.site]]\nlabels = {{ {MIRROR_LABEL} = \"{MIRROR_SITE}\" }}\nmirrors = [\"{mirror_url}\"]\n"
+    );
+    let mut fleet = Fleet::start(dir, nodes, &extra).await?;
     for i in 0..n {
         fleet.start_agent(i)?;
     }
@@ -163,11 +175,25 @@ async fn run(args: &Args, dir: &Path) -> anyhow::Result<serde_json::Value> {
     let moved = transfer(&mut fleet, &signed, &all, wait).await?;
     let release = moved.release;
     let unique_bytes = moved.unique_bytes;
+    let mirror_root = dir.join("mirror-root");
+    export(&signed, &mirror_root.join("fleet"))?;
     remove(&signed)?;
     remove(&tree)?;
     let resumed = kill_at_half(&mut fleet, resume, release, unique_bytes, wait).await?;
     fleet.kill_agent(resume).await?;
     remove(&fleet.data_dir(resume))?;
+    let mirror = from_mirror(
+        &mut fleet,
+        mirrored,
+        release,
+        &mirror_root,
+        mirror_port,
+        wait,
+    )
+    .await?;
+    fleet.kill_agent(mirrored).await?;
+    remove(&fleet.data_dir(mirrored))?;
+    remove(&mirror_root)?;
     let delta = delta(&mut fleet, dir, &sizes, wait).await?;
 
     out.insert("release_bytes".into(), args.release_bytes.into());
@@ -191,18 +217,13 @@ async fn run(args: &Args, dir: &Path) -> anyhow::Result<serde_json::Value> {
         "controller_egress_bytes".into(),
         moved.served.bytes().into(),
     );
-    out.insert("mirror_egress_bytes".into(), 0.into());
-    out.insert(
-        "mirrors".into(),
-        "none yet (issue #23 item 5): every byte from the controller".into(),
-    );
     for (key, value) in moved.memory {
         out.insert(key, value);
     }
     out.insert("stage_s".into(), round(stage_s).into());
     out.insert("copy_and_hash_s".into(), round(copy_s).into());
     out.insert("stage_ratio_to_copy".into(), round(stage_s / copy_s).into());
-    for (key, value) in resumed.into_iter().chain(delta) {
+    for (key, value) in resumed.into_iter().chain(mirror).chain(delta) {
         out.insert(key, value);
     }
     out.insert(
@@ -500,6 +521,81 @@ async fn kill_at_half(
             "chunk_bytes_max".into(),
             protocol::quic::CHUNK_BYTES_MAX.into(),
         ),
+    ])
+}
+
+/// The node label that gives a node the bench's mirror.
+const MIRROR_LABEL: &str = "site";
+/// Its value.
+const MIRROR_SITE: &str = "bench-mirror";
+
+/// `fleetweft bundle export SIGNED --out OUT`: the release laid out for a
+/// mirror (the operator's command, as a child process).
+fn export(signed: &Path, out: &Path) -> anyhow::Result<()> {
+    let (fleetweft, _) = fleet::binaries()?;
+    let status = std::process::Command::new(fleetweft)
+        .args(["bundle", "export"])
+        .arg(signed)
+        .arg("--out")
+        .arg(out)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .context("running fleetweft bundle export")?;
+    if !status.success() {
+        bail!("fleetweft bundle export failed: {status}");
+    }
+    Ok(())
+}
+
+/// Serves `root` with `python3 -m http.server` on loopback `port`, labels
+/// the agent `i` for the bench's mirror, rolls `release` to it and
+/// measures what the controller sent it against what it moved.
+async fn from_mirror(
+    fleet: &mut Fleet,
+    i: usize,
+    release: Digest,
+    root: &Path,
+    port: u16,
+    wait: Duration,
+) -> anyhow::Result<Vec<(String, serde_json::Value)>> {
+    let server = tokio::process::Command::new("python3")
+        .args(["-m", "http.server", "--bind", "127.0.0.1"])
+        .arg(port.to_string())
+        .arg("--directory")
+        .arg(root)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting python3 -m http.server (the mirror)")?;
+    fleet.start_agent(i)?;
+    fleet.wait_connected(&[i], Duration::from_secs(60)).await?;
+    fleet.label(i, MIRROR_LABEL, MIRROR_SITE).await?;
+    let before = fleet.served().await?;
+    let took = Instant::now();
+    let id = fleet.start_rollout(release, i, &[]).await?;
+    fleet.wait_completed(&id, wait).await?;
+    let wall_s = took.elapsed().as_secs_f64();
+    drop(server);
+    let served = fleet.served().await?.since(before);
+    let data = fleet.data_dir(i);
+    let moved = procfs::dir_bytes(&data.join(agent::staging::tree::CHUNKS_DIR));
+    let share = served.bytes() as f64 / moved.max(1) as f64;
+    eprintln!(
+        "mirror: {} MiB moved in {wall_s:.1} s, the controller sent {} bytes ({:.4}%)",
+        moved / MIB,
+        served.bytes(),
+        share * 100.0
+    );
+    Ok(vec![
+        ("mirror_moved_bytes".into(), moved.into()),
+        ("mirror_controller_bytes".into(), served.bytes().into()),
+        ("mirror_controller_chunks".into(), served.chunks.into()),
+        (
+            "mirror_controller_share".into(),
+            ((share * 1e6).round() / 1e6).into(),
+        ),
+        ("mirror_wall_s".into(), round(wall_s).into()),
     ])
 }
 

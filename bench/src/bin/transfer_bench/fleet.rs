@@ -53,7 +53,8 @@ pub fn binaries() -> anyhow::Result<(PathBuf, PathBuf)> {
 impl Fleet {
     /// Writes PKI, keys and configs for `nodes` in `dir` and starts the
     /// controller; agents start with [`Fleet::start_agent`].
-    pub async fn start(dir: &Path, nodes: Vec<String>) -> anyhow::Result<Fleet> {
+    /// `extra_toml` is appended to the controller's config.
+    pub async fn start(dir: &Path, nodes: Vec<String>, extra_toml: &str) -> anyhow::Result<Fleet> {
         let (fleetweft, agent_exe) = binaries()?;
         let port = || demo::ports::free_port().context("picking a free port");
         let mut layout = FleetLayout {
@@ -78,7 +79,7 @@ impl Fleet {
         let toml = toml.replace(
             &default_timeout,
             &format!("op_timeout_ms = {OP_TIMEOUT_MS}"),
-        );
+        ) + extra_toml;
         let config = layout.controller_config();
         std::fs::write(&config, toml).with_context(|| format!("writing {}", config.display()))?;
         for (node, public_port) in layout.nodes.iter().zip(&layout.public_ports) {
@@ -269,6 +270,20 @@ impl Fleet {
                 bail!("rollout {id}: op {} ended {:?}", op.id, op.outcome);
             }
         }
+        Ok(())
+    }
+
+    /// Sets the label `key=value` on node `i`.
+    pub async fn label(&self, i: usize, key: &str, value: &str) -> anyhow::Result<()> {
+        let node = &self.layout.nodes[i];
+        let _: serde_json::Value = self
+            .api
+            .post_json(
+                &format!("/api/nodes/{node}/labels"),
+                &serde_json::json!({"set": {key: value}}),
+            )
+            .await
+            .with_context(|| format!("labelling {node}"))?;
         Ok(())
     }
 
