@@ -589,7 +589,10 @@ impl Agent {
         }
         // The bundle file and the app file inside it.
         let needed_bytes = 2 * bytes.len() as u64;
-        if let Err(e) = self.make_room(op.release, needed_bytes).await {
+        if let Err(e) = self
+            .make_room(op.release, needed_bytes, Default::default())
+            .await
+        {
             return Some(self.failed(&op, Stage::Stage, stage_failure(&e), e));
         }
         match staging::install(&self.cfg.data_dir, &self.key, op.release, &bytes) {
@@ -631,7 +634,13 @@ impl Agent {
             Err(e) => return self.failed(op, Stage::Fetch, stage_failure(&e), e),
         };
         let needed_bytes = tree_staging::bytes_to_stage(&release, bytes.len(), &store);
-        if let Err(e) = self.make_room(op.release, needed_bytes).await {
+        let chunks = release
+            .manifest
+            .unique_chunks()
+            .iter()
+            .map(|c| c.sha256)
+            .collect();
+        if let Err(e) = self.make_room(op.release, needed_bytes, chunks).await {
             return self.failed(op, Stage::Fetch, stage_failure(&e), e);
         }
         let partials = match tree_staging::open_partials(&data_dir, op.release) {
@@ -699,15 +708,25 @@ impl Agent {
     }
 
     /// Makes room within `[storage] max_bytes` for `needed_bytes` of
-    /// `release` before it is staged (`staging::disk::make_room`: the
-    /// releases the model says are in use and the previous one are kept),
-    /// off the async threads; stops and forgets the releases it removed.
-    async fn make_room(&mut self, release: Digest, needed_bytes: u64) -> Result<(), StageError> {
+    /// `release` (whose `chunks` already held are kept) before it is
+    /// staged (`staging::disk::make_room`: the releases the model says are
+    /// in use and the previous one are kept), off the async threads;
+    /// stops and forgets the releases it removed.
+    async fn make_room(
+        &mut self,
+        release: Digest,
+        needed_bytes: u64,
+        chunks: std::collections::BTreeSet<releases::manifest::Sha256Bytes>,
+    ) -> Result<(), StageError> {
         let in_use: std::collections::BTreeSet<Digest> =
             self.journal.state.releases_in_use().collect();
         let (data_dir, max_bytes) = (self.cfg.data_dir.clone(), self.cfg.storage.max_bytes);
         let done = tokio::task::spawn_blocking(move || {
-            staging::disk::make_room(&data_dir, &in_use, needed_bytes, max_bytes)
+            let incoming = staging::disk::Incoming {
+                needed_bytes,
+                chunks: &chunks,
+            };
+            staging::disk::make_room(&data_dir, &in_use, incoming, max_bytes)
         })
         .await
         .map_err(|e| join_error(release, e))??;

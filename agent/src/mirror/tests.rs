@@ -330,7 +330,12 @@ async fn a_kept_prefix_is_resumed_with_range_and_checked_whole() {
     let kept = 10;
     let (ranged, _) = server(Serve::Ranged(BODY.to_vec())).await;
     let mirrors = Mirrors::new(std::slice::from_ref(&ranged), TEST_BOUNDS);
-    let mut prefix = BODY[..kept].to_vec();
+    // What a crash left: the first bytes in the partial file.
+    let mut writer = partials.writer(&chunk, 0).expect("writer");
+    writer.append(&BODY[..kept]).expect("append");
+    drop(writer);
+    let mut prefix = partials.prefix(&chunk);
+    assert_eq!(prefix, BODY[..kept]);
     let got = mirrors.fetch(&chunk, &mut prefix, &partials).await;
     assert_eq!(got.as_deref(), Some(BODY));
     assert_eq!(

@@ -82,23 +82,40 @@ pub struct Housekeeping {
     pub used_bytes: u64,
 }
 
-/// Makes room for a release needing `needed_bytes` more, within
-/// `max_bytes`: see the module's documentation. `in_use` comes from the
-/// model and is never removed.
+/// The release about to be staged.
+#[derive(Debug, Clone, Copy)]
+pub struct Incoming<'a> {
+    /// Bytes staging it adds (its files, its manifest, the chunks not
+    /// held yet).
+    pub needed_bytes: u64,
+    /// Its chunks (none for format 1): those already held (an attempt a
+    /// crash cut short fetched them) are kept and count as used.
+    pub chunks: &'a BTreeSet<Sha256Bytes>,
+}
+
+/// Makes room for the `incoming` release within `max_bytes`: see the
+/// module's documentation. `in_use` comes from the model and is never
+/// removed.
 pub fn make_room(
     data_dir: &Path,
     in_use: &BTreeSet<Digest>,
-    needed_bytes: u64,
+    incoming: Incoming<'_>,
     max_bytes: u64,
 ) -> Result<Housekeeping, StageError> {
     let parent = data_dir.join("releases");
     remove_set_aside(&parent);
     let held = list_releases(&parent)?;
     let chunk_sizes = chunk_sizes(&data_dir.join(CHUNKS_DIR));
-    let keep = choose(&held, in_use, &chunk_sizes, needed_bytes, max_bytes);
+    let sizes = Sizes {
+        held: &held,
+        chunks: &chunk_sizes,
+        incoming: incoming.chunks,
+    };
+    let needed_bytes = incoming.needed_bytes;
+    let keep = choose(&sizes, in_use, needed_bytes, max_bytes);
     // Refused before anything is removed: releases are not thrown away
     // for a staging that cannot happen anyway.
-    let used = used_bytes(&held, &keep, &chunk_sizes);
+    let used = sizes.used_bytes(&keep);
     let left = max_bytes.saturating_sub(used);
     if needed_bytes > left {
         return Err(StageError::NoSpace {
@@ -118,6 +135,7 @@ pub fn make_room(
         .iter()
         .filter(|h| keep.contains(&h.digest))
         .flat_map(|h| h.chunks.iter().map(|(sha, _)| *sha))
+        .chain(incoming.chunks.iter().copied())
         .collect();
     for (sha, bytes) in &chunk_sizes {
         if !named.contains(sha) && remove_chunk(data_dir, sha) {
@@ -133,12 +151,12 @@ pub fn make_room(
 /// ones newest first while the kept set and `needed_bytes` fit
 /// `max_bytes`.
 fn choose(
-    held: &[Held],
+    sizes: &Sizes<'_>,
     in_use: &BTreeSet<Digest>,
-    chunk_sizes: &BTreeMap<Sha256Bytes, u64>,
     needed_bytes: u64,
     max_bytes: u64,
 ) -> BTreeSet<Digest> {
+    let held = sizes.held;
     let mut keep: BTreeSet<Digest> = held
         .iter()
         .map(|h| h.digest)
@@ -152,7 +170,7 @@ fn choose(
     }
     for h in others {
         keep.insert(h.digest);
-        let used = used_bytes(held, &keep, chunk_sizes);
+        let used = sizes.used_bytes(&keep);
         if used.saturating_add(needed_bytes) > max_bytes {
             keep.remove(&h.digest);
             // Newest first: an older one would be kept before a newer one
@@ -163,24 +181,33 @@ fn choose(
     keep
 }
 
-/// Bytes of the kept releases plus the chunks they name, each counted once.
-fn used_bytes(
-    held: &[Held],
-    keep: &BTreeSet<Digest>,
-    chunk_sizes: &BTreeMap<Sha256Bytes, u64>,
-) -> u64 {
-    let kept = held.iter().filter(|h| keep.contains(&h.digest));
-    let mut chunks = BTreeSet::new();
-    let mut bytes = 0_u64;
-    for h in kept {
-        bytes = bytes.saturating_add(h.bytes);
-        for (sha, _) in &h.chunks {
+/// What is on disk, for counting.
+struct Sizes<'a> {
+    held: &'a [Held],
+    /// Every stored chunk and its size.
+    chunks: &'a BTreeMap<Sha256Bytes, u64>,
+    /// The chunks of the release about to be staged.
+    incoming: &'a BTreeSet<Sha256Bytes>,
+}
+
+impl Sizes<'_> {
+    /// Bytes of the `keep` releases plus the chunks they and the incoming
+    /// release name, each chunk counted once.
+    fn used_bytes(&self, keep: &BTreeSet<Digest>) -> u64 {
+        let kept = self.held.iter().filter(|h| keep.contains(&h.digest));
+        let mut chunks = BTreeSet::new();
+        let mut bytes = 0_u64;
+        let named = kept
+            .clone()
+            .flat_map(|h| h.chunks.iter().map(|(sha, _)| sha))
+            .chain(self.incoming.iter());
+        for sha in named {
             if chunks.insert(*sha) {
-                bytes = bytes.saturating_add(chunk_sizes.get(sha).copied().unwrap_or(0));
+                bytes = bytes.saturating_add(self.chunks.get(sha).copied().unwrap_or(0));
             }
         }
+        kept.fold(bytes, |sum, h| sum.saturating_add(h.bytes))
     }
-    bytes
 }
 
 /// The releases under `parent`: every directory named by a digest.

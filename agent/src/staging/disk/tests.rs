@@ -36,6 +36,16 @@ fn chunk_held(data: &Path, bytes: &[u8]) -> bool {
 
 const KIB: usize = 1024;
 
+static NO_CHUNKS: BTreeSet<Sha256Bytes> = BTreeSet::new();
+
+/// A format-1 release needing `needed_bytes` (no chunks).
+fn incoming(needed_bytes: u64) -> Incoming<'static> {
+    Incoming {
+        needed_bytes,
+        chunks: &NO_CHUNKS,
+    }
+}
+
 /// Four releases of 20 KiB (files and chunks: about 40 KiB each on disk),
 /// one in use: the in-use one and the newest other are kept whatever the
 /// budget; older ones only while they fit; a chunk shared with a kept
@@ -59,13 +69,14 @@ fn housekeeping_keeps_what_is_in_use_and_the_previous_then_what_fits() {
     let in_use = BTreeSet::from([serving]);
 
     // A generous budget removes nothing.
-    let done = make_room(data, &in_use, 0, 10 << 20).expect("room");
+    let done = make_room(data, &in_use, incoming(0), 10 << 20).expect("room");
     assert!(done.removed.is_empty(), "{done:?}");
     assert_eq!(done.chunks_removed, 0);
 
     // Room for 100 KiB more within 250 KiB: serving and previous (about
     // 40 KiB each) stay, and of the older ones only the newer fits.
-    let done = make_room(data, &in_use, 100 * KIB as u64, 250 * KIB as u64).expect("room");
+    let done =
+        make_room(data, &in_use, incoming(100 * KIB as u64), 250 * KIB as u64).expect("room");
     assert_eq!(done.removed, vec![oldest], "{done:?}");
     assert_eq!(done.chunks_removed, 2, "the oldest's two chunks");
     assert!(!chunk_held(data, &a) && !chunk_held(data, &shared));
@@ -78,7 +89,7 @@ fn housekeeping_keeps_what_is_in_use_and_the_previous_then_what_fits() {
 
     // A budget below what is in use: the release is refused, naming both
     // sizes, before anything is removed.
-    let err = make_room(data, &in_use, 1 << 20, 1).expect_err("no space");
+    let err = make_room(data, &in_use, incoming(1 << 20), 1).expect_err("no space");
     assert!(
         matches!(err, StageError::NoSpace { needs, left: 0 } if needs == 1 << 20),
         "{err:?}"
@@ -96,6 +107,36 @@ fn housekeeping_keeps_what_is_in_use_and_the_previous_then_what_fits() {
     }
 }
 
+/// The chunks a staging cut short by a crash already fetched belong to no
+/// installed release yet: housekeeping before the next attempt keeps
+/// them (and counts them), removing only chunks nothing names.
+#[test]
+fn the_incoming_release_keeps_the_chunks_it_already_holds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path();
+    let (store, _) = releases::ChunkStore::open(&data.join(CHUNKS_DIR)).expect("store");
+    let fetched = vec![7u8; 30 * KIB];
+    let stray = vec![8u8; 10 * KIB];
+    let fetched_sha: Sha256Bytes = Sha256::digest(&fetched).into();
+    store.put_bytes(&fetched_sha, &fetched).expect("put");
+    store
+        .put_bytes(&Sha256::digest(&stray).into(), &stray)
+        .expect("put");
+    let chunks = BTreeSet::from([fetched_sha, [9; 32]]);
+    let incoming = Incoming {
+        needed_bytes: 5 * KIB as u64,
+        chunks: &chunks,
+    };
+    let done = make_room(data, &BTreeSet::new(), incoming, 1 << 20).expect("room");
+    assert_eq!(done.chunks_removed, 1, "only the stray chunk: {done:?}");
+    assert!(chunk_held(data, &fetched) && !chunk_held(data, &stray));
+    assert_eq!(
+        done.used_bytes,
+        30 * KIB as u64,
+        "the held chunk counts as used"
+    );
+}
+
 /// A removal cut short by a crash leaves the directory set aside, never
 /// under the release's name; the next run removes it.
 #[test]
@@ -107,7 +148,7 @@ fn a_directory_set_aside_is_removed_by_the_next_run() {
         .join(format!(".{}{GC_INFIX}7", "ab".repeat(32)));
     std::fs::create_dir_all(aside.join("sub")).expect("aside");
     std::fs::write(aside.join("sub/file"), b"x").expect("file");
-    let done = make_room(data, &BTreeSet::new(), 0, 1 << 20).expect("room");
+    let done = make_room(data, &BTreeSet::new(), incoming(0), 1 << 20).expect("room");
     assert!(done.removed.is_empty());
     assert!(!aside.exists());
 }
