@@ -220,7 +220,7 @@ async fn sign_upload_export(
     ensure!(code == 0, "bundle upload: {stdout}");
     let digest = stdout
         .split_whitespace()
-        .find_map(agent::probe::parse_digest)
+        .find_map(|word| agent::probe::parse_digest(word.trim_end_matches(':')))
         .with_context(|| format!("bundle upload printed no release digest: {stdout}"))?;
     let fleet_dir = root.join("fleet").display().to_string();
     let export = ["bundle", "export", &out_s, "--out", &fleet_dir, "--json"];
