@@ -100,13 +100,23 @@ async fn tree_release(f: &mut Fleet) -> anyhow::Result<String> {
         f.assert_serves(node, "t1").await?;
     }
 
-    write_tree(&tree, "body { color: navy }\n")?;
-    let t2 = sign_upload_export(f, &tree, "t2", &root).await?;
-    let id2 = f
+    roll_one_file_change(f, &tree, &root).await?;
+    Ok(format!(
+        "t1 ({} distinct bytes) on 3 nodes, node-a killed mid-fetch ({kept} bytes kept in flight, {twice} sent twice); t2 fetched 1 chunk per node",
+        t1.unique_bytes
+    ))
+}
+
+/// t2 changes `static/app.css` only: each node fetches that one chunk,
+/// and the rollout is verified.
+async fn roll_one_file_change(f: &mut Fleet, tree: &Path, root: &Path) -> anyhow::Result<()> {
+    write_tree(tree, "body { color: navy }\n")?;
+    let t2 = sign_upload_export(f, tree, "t2", root).await?;
+    let id = f
         .start_rollout_with_slots(t2.digest, "node-a", &["node-b", "node-c"], 2)
         .await?;
     f.wait("t2 everywhere", TREE_ROLLOUT_MS, |s| {
-        rollout_is(s, &id2, "completed")
+        rollout_is(s, &id, "completed")
     })
     .await?;
     for node in NODES {
@@ -116,11 +126,7 @@ async fn tree_release(f: &mut Fleet) -> anyhow::Result<String> {
             "{node} fetched {fetched} chunks of t2, which changed one small file"
         );
     }
-    check_verified(f, &id2).await?;
-    Ok(format!(
-        "t1 ({} distinct bytes) on 3 nodes, node-a killed mid-fetch ({kept} bytes kept in flight, {twice} sent twice); t2 fetched 1 chunk per node",
-        t1.unique_bytes
-    ))
+    check_verified(f, &id).await
 }
 
 /// A signed, uploaded and exported tree release.
