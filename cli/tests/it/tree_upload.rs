@@ -250,3 +250,71 @@ fn a_format_one_bundle_still_uploads_and_a_foreign_manifest_is_refused() {
     upload_json(&ctl, &out);
     assert_eq!(fs::read_dir(&releases).expect("releases").count(), 1);
 }
+
+/// One HTTP/1.1 request on `conn`, its answer read whole: (status, body).
+fn exchange(conn: &mut std::net::TcpStream, head: &str, body: &[u8]) -> (u16, String) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    // Written beside the reading: the server may answer before it has
+    // read the body, and a body larger than the socket buffers would
+    // block a writer that waits for it.
+    let mut writer = conn.try_clone().expect("clone");
+    let request = [head.as_bytes(), body].concat();
+    let sent = std::thread::spawn(move || writer.write_all(&request).is_ok());
+    let mut reader = BufReader::new(conn.try_clone().expect("clone"));
+    let mut status_line = String::new();
+    reader.read_line(&mut status_line).expect("status line");
+    let status = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status line, the connection closed: {status_line:?}"));
+    let mut len = 0usize;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("header");
+        if line == "\r\n" || line.is_empty() {
+            break;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().expect("length");
+        }
+    }
+    let mut answer = vec![0u8; len];
+    reader.read_exact(&mut answer).expect("answer body");
+    assert!(
+        sent.join().expect("writer"),
+        "the request could not be sent whole"
+    );
+    (status, text(&answer))
+}
+
+/// A chunk sent again, which the controller already holds, is answered
+/// after its body is read: the connection stays open for the next
+/// request. Answering with the body unread made the server close the
+/// connection, and a client that had pooled it failed its next request
+/// (`POST /api/releases` after re-sent chunks, "SendRequest").
+#[test]
+fn a_chunk_sent_again_leaves_the_connection_usable() {
+    use sha2::Digest as _;
+    let ctl = Controller::start();
+    // The largest chunk: more than the socket buffers hold.
+    let chunk: Vec<u8> = (0..releases::limits::CHUNK_BYTES_MAX)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+        .collect();
+    let sha = hex::encode(sha2::Sha256::digest(&chunk));
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", ctl.port)).expect("connect");
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .expect("timeout");
+    let put = format!(
+        "PUT /api/chunks/{sha} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {}\r\ncontent-type: application/octet-stream\r\ncontent-length: {}\r\n\r\n",
+        ctl.token,
+        chunk.len()
+    );
+    for attempt in 0..3 {
+        let (status, body) = exchange(&mut conn, &put, &chunk);
+        assert_eq!(status, 200, "attempt {attempt}: {body}");
+    }
+    let get = "GET /api/status HTTP/1.1\r\nhost: x\r\n\r\n";
+    let (status, body) = exchange(&mut conn, get, b"");
+    assert_eq!(status, 200, "{body}");
+}

@@ -85,15 +85,18 @@ async fn put_chunk(
         )
     });
     let mut frames = body.into_data_stream();
+    let mut stopped_early = false;
     while let Some(frame) = frames.next().await {
         let frame = frame.map_err(|e| io::Error::other(e.to_string()));
         // The writer stopped (done, over the limit, failed): its answer says why.
         if tx.send(frame).await.is_err() {
+            stopped_early = true;
             break;
         }
     }
     drop(tx);
-    match writer.await {
+    let drained = !stopped_early || drain(&mut frames).await;
+    let mut response = match writer.await {
         Ok(Ok(bytes)) => Json(ChunkReply {
             sha256: name,
             bytes,
@@ -101,7 +104,39 @@ async fn put_chunk(
         .into_response(),
         Ok(Err(e)) => chunk_error(e).into_response(),
         Err(e) => ApiError::Internal(format!("storing the chunk: {e}")).into_response(),
+    };
+    if !drained {
+        response.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
     }
+    response
+}
+
+/// Reads and drops what is left of a request body the writer stopped
+/// reading (a chunk already held is not read again), at most
+/// [`CHUNK_BYTES_MAX`] bytes: answering with the body unread makes the
+/// server close the connection after the answer, and a client that had
+/// pooled it fails its next request on it ("connection closed before the
+/// message completed"; seen as a flaky `POST /api/releases` after
+/// re-uploaded chunks). False when more was left: the answer then says
+/// `Connection: close`.
+async fn drain<S>(frames: &mut S) -> bool
+where
+    S: futures_util::Stream<Item = Result<Bytes, axum::Error>> + Unpin,
+{
+    let mut left = u64::from(CHUNK_BYTES_MAX);
+    while let Some(frame) = frames.next().await {
+        let Ok(frame) = frame else {
+            return false;
+        };
+        match left.checked_sub(frame.len() as u64) {
+            Some(rest) => left = rest,
+            None => return false,
+        }
+    }
+    true
 }
 
 /// `POST /api/releases`: accept a signed format-2 manifest.
