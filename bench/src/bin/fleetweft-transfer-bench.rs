@@ -568,6 +568,7 @@ async fn from_mirror(
         .kill_on_drop(true)
         .spawn()
         .context("starting python3 -m http.server (the mirror)")?;
+    wait_listening(port).await?;
     fleet.start_agent(i)?;
     fleet.wait_connected(&[i], Duration::from_secs(60)).await?;
     fleet.label(i, MIRROR_LABEL, MIRROR_SITE).await?;
@@ -597,6 +598,22 @@ async fn from_mirror(
         ),
         ("mirror_wall_s".into(), round(wall_s).into()),
     ])
+}
+
+/// Waits until something accepts connections on loopback `port` (the
+/// mirror's server has started), at most 10 s.
+async fn wait_listening(port: u16) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        if Instant::now() > deadline {
+            bail!("the mirror did not listen on port {port} within 10 s");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
 }
 
 /// Rewrites one 10 MiB file of the tree, signs and uploads the new release
