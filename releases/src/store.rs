@@ -162,6 +162,31 @@ impl ChunkStore {
         Err(ReleaseError::TornChunk { path, reason })
     }
 
+    /// Every stored chunk: its digest, length and when it was last written.
+    /// Temporary files and names that are not a chunk's are skipped.
+    pub fn entries(&self) -> Result<Vec<StoredChunk>, ReleaseError> {
+        let mut chunks = Vec::new();
+        for entry in fs::read_dir(&self.dir).map_err(io_err(&self.dir))? {
+            let entry = entry.map_err(io_err(&self.dir))?;
+            let name = entry.file_name();
+            let Some(digest) = name.to_str().and_then(chunk_name) else {
+                continue;
+            };
+            let path = entry.path();
+            let meta = entry.metadata().map_err(io_err(&path))?;
+            if meta.is_file() {
+                let modified = meta.modified().map_err(io_err(&path))?;
+                let bytes = meta.len();
+                chunks.push(StoredChunk {
+                    digest,
+                    bytes,
+                    modified,
+                });
+            }
+        }
+        Ok(chunks)
+    }
+
     /// Removes the chunk `digest` if present (garbage collection).
     pub fn remove(&self, digest: &Sha256Bytes) -> Result<(), ReleaseError> {
         let path = self.path(digest);
@@ -170,6 +195,25 @@ impl ChunkStore {
             _ => Ok(()),
         }
     }
+}
+
+/// One chunk found in the store by [`ChunkStore::entries`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoredChunk {
+    /// Its name.
+    pub digest: Sha256Bytes,
+    /// Its length on disk.
+    pub bytes: u64,
+    /// When it was last written (its file's modification time).
+    pub modified: std::time::SystemTime,
+}
+
+/// The digest a chunk file's name spells: 64 lowercase hex digits.
+fn chunk_name(name: &str) -> Option<Sha256Bytes> {
+    let hex_digits =
+        name.len() == 64 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    let bytes = hex_digits.then(|| hex::decode(name).ok()).flatten()?;
+    Sha256Bytes::try_from(bytes.as_slice()).ok()
 }
 
 /// Writes `reader` to the new file `tmp`, hashing as it goes; fsyncs it

@@ -11,6 +11,7 @@ use common::{fields, fixed_key};
 use releases::limits::CHUNK_BYTES_MAX;
 use releases::tree::{self, assemble, sign_dir, store_sink, verify_dir, verify_store};
 use releases::{manifest, ChunkStore, Mode, ReleaseError};
+use sha2::Digest as _;
 
 fn noise(len: usize, seed: u64) -> Vec<u8> {
     let mut state = seed.wrapping_add(1);
@@ -289,4 +290,47 @@ fn format_1_bundle_reads_as_a_tree_of_one_file() {
     }
     assemble(m, &store, &temp.path().join("r")).expect("assemble");
     assert_eq!(fs::read(temp.path().join("r/server")).expect("read"), app);
+}
+
+/// What garbage collection walks: the chunks stored, nothing else of the
+/// directory (a chunk being written, a stray file), and a removed chunk is
+/// gone from the listing.
+#[test]
+fn entries_list_the_stored_chunks_and_only_them() {
+    let temp = tempfile::tempdir().expect("temp");
+    let dir = temp.path().join("chunks");
+    let (store, _) = ChunkStore::open(&dir).expect("store");
+    let chunks: [&[u8]; 2] = [b"one chunk", b"another chunk"];
+    let digests: Vec<[u8; 32]> = chunks
+        .iter()
+        .map(|c| {
+            let digest: [u8; 32] = sha2::Sha256::digest(c).into();
+            store.put_bytes(&digest, c).expect("put");
+            digest
+        })
+        .collect();
+    fs::write(dir.join(".tmp-half-written"), b"x").expect("temp file");
+    fs::write(dir.join("README"), b"not a chunk").expect("stray");
+    let mut listed: Vec<_> = store
+        .entries()
+        .expect("entries")
+        .iter()
+        .map(|c| (c.digest, c.bytes))
+        .collect();
+    listed.sort();
+    let mut expected: Vec<_> = digests
+        .iter()
+        .zip(chunks)
+        .map(|(d, c)| (*d, c.len() as u64))
+        .collect();
+    expected.sort();
+    assert_eq!(listed, expected);
+    store.remove(&digests[0]).expect("remove");
+    let left: Vec<_> = store
+        .entries()
+        .expect("entries")
+        .iter()
+        .map(|c| c.digest)
+        .collect();
+    assert_eq!(left, [digests[1]]);
 }

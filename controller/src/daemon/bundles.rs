@@ -2,6 +2,7 @@
 //! digest, written so that a durable `RolloutStarted` never refers to a file
 //! a crash can take back.
 
+use super::release_store::parse_chunk_name;
 use model::Digest;
 use protocol::quic::BundleStore;
 use std::fs::{self, File};
@@ -72,6 +73,36 @@ impl BundleDir {
             return Err(e);
         }
         Ok(path)
+    }
+}
+
+impl BundleDir {
+    /// The digests stored here, read from the file names (files of another
+    /// extension or name are skipped).
+    pub fn digests(&self) -> io::Result<Vec<Digest>> {
+        let suffix = format!(".{}", self.extension);
+        let mut digests = Vec::new();
+        for entry in fs::read_dir(&self.dir)? {
+            let name = entry?.file_name();
+            let stem = name.to_str().and_then(|n| n.strip_suffix(suffix.as_str()));
+            if let Some(digest) = stem.and_then(|s| parse_chunk_name(s).ok()) {
+                digests.push(Digest(digest));
+            }
+        }
+        Ok(digests)
+    }
+
+    /// Removes the file of `digest` durably (the directory fsynced after
+    /// the unlink). `false` when there was none.
+    pub fn remove(&self, digest: Digest) -> io::Result<bool> {
+        match fs::remove_file(self.path(digest)) {
+            Ok(()) => {
+                sync_dir(&self.dir)?;
+                Ok(true)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 }
 

@@ -23,6 +23,7 @@ pub mod probe;
 pub mod rate;
 pub mod readback;
 pub mod release_api;
+pub mod release_gc;
 pub mod release_store;
 pub mod state;
 pub mod stream;

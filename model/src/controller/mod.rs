@@ -5,6 +5,7 @@ pub mod apply;
 pub mod effects;
 pub mod event;
 pub mod input;
+pub mod release_use;
 pub mod roster;
 pub mod snapshot;
 pub mod state;
@@ -14,6 +15,7 @@ pub use apply::{apply, referents_exist, MissingReferent};
 pub use effects::{current_command, effects, Effect};
 pub use event::Event;
 pub use input::Input;
+pub use release_use::ReleaseUse;
 pub use roster::{Labels, Roster, RosterEntry, RosterLimit};
 pub use state::*;
 pub use step::{
