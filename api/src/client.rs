@@ -264,6 +264,15 @@ impl ApiClient {
         self.send_bytes("PUT", path, body).await
     }
 
+    /// DELETE what `path` names and decode the JSON answer.
+    pub async fn delete<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+    ) -> Result<T, ClientError> {
+        let answer = self.call("DELETE", path, Bytes::new(), None).await?;
+        self.decode(path, &answer)
+    }
+
     fn decode<T: serde::de::DeserializeOwned>(
         &self,
         path: &str,

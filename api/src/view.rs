@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 pub mod ahead;
 pub mod describe;
 pub mod error;
+pub mod releases;
 pub mod report;
 pub mod snapshot;
 pub mod storage;
@@ -28,6 +29,7 @@ pub mod words;
 
 pub use describe::describe;
 pub use error::{ErrorBody, QueryError};
+pub use releases::{ReleaseDto, ReleaseList, ReleaseUseDto, RemoveReply};
 pub use wire::*;
 
 /// Items in a page when the request gives no `limit`.

@@ -9,6 +9,7 @@ pub mod deep;
 pub mod ops;
 pub mod outcome;
 pub mod release_export;
+pub mod release_list;
 pub mod release_tree;
 pub mod release_upload;
 pub mod watch;

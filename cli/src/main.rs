@@ -632,6 +632,25 @@ enum BundleCommand {
         #[command(flatten)]
         api: ApiArgs,
     },
+    /// List the releases the controller stores (format-1 bundles and
+    /// format-2 trees), their sizes and chunks, and what still names each
+    /// (a rollout, nodes running it, unsettled ops): a release nothing
+    /// names says `no` and `bundle rm` can remove it.
+    List {
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Remove a stored release nothing names, then its chunks no other
+    /// release names (and chunks no release names that are older than a
+    /// day). Refused, with what names it, while a rollout deploys it, a
+    /// node runs it or an unsettled op moves a node to or from it.
+    Rm {
+        /// The release digest, or a prefix of at least 6 hex digits that
+        /// names one stored release.
+        digest: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
     /// Lay a format-2 release out for a plain HTTP mirror: every chunk at
     /// `OUT/chunks/<sha256>` and the signed manifest at
     /// `OUT/<digest>.release`. Each chunk is verified as it is written
@@ -1045,6 +1064,12 @@ fn main() -> ExitCode {
             ))),
             BundleCommand::Upload { bundle, api } => Ok(api_command(&api, |c, json| async move {
                 cli::release_upload::upload(&c, &bundle, json).await
+            })),
+            BundleCommand::List { api } => Ok(api_command(&api, |c, json| async move {
+                cli::release_list::list(&c, json).await
+            })),
+            BundleCommand::Rm { digest, api } => Ok(api_command(&api, |c, json| async move {
+                cli::release_list::remove(&c, &digest, json).await
             })),
         },
         Command::Controller {

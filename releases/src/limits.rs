@@ -51,3 +51,22 @@ pub const CHUNKS_MAX: usize = (RELEASE_BYTES_MAX / CHUNK_BYTES_MIN as u64) as us
 // cannot name this crate (the signed file's bound is asserted beside
 // `manifest::RELEASE_FILE_BYTES_MAX`).
 const _: () = assert!(CHUNK_BYTES_MAX as u64 == protocol::quic::CHUNK_BYTES_MAX);
+
+/// `1.2 GiB`, `300 MiB`, `12 KiB`, `7 B`: sizes as operators read them.
+pub fn bytes_text(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if value < 10.0 {
+        format!("{value:.1} {}", UNITS[unit])
+    } else {
+        format!("{value:.0} {}", UNITS[unit])
+    }
+}

@@ -35,24 +35,8 @@ use std::time::SystemTime;
 /// 16 GiB), on the disk of a typical edge node.
 pub const STORAGE_BYTES_MAX_DEFAULT: u64 = 32 * 1024 * 1024 * 1024;
 
-/// `1.2 GiB`, `300 MiB`, `12 KiB`, `7 B`: sizes as operators read them.
-pub fn bytes_text(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if value < 10.0 {
-        format!("{value:.1} {}", UNITS[unit])
-    } else {
-        format!("{value:.0} {}", UNITS[unit])
-    }
-}
+/// Sizes as operators read them: the one formatter, in `releases`.
+pub use releases::limits::bytes_text;
 
 /// Infix of a release directory being removed (never a digest's name).
 const GC_INFIX: &str = ".gc-";

@@ -47,6 +47,7 @@ mod pki_bundle_cli;
 mod power_loss;
 mod quickstart;
 mod readback;
+mod release_gc;
 mod roster;
 mod schemathesis;
 mod snapshots;

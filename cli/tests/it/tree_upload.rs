@@ -22,7 +22,7 @@ fn offline(args: &[&str]) -> Output {
         .expect("run fleetweft")
 }
 
-fn assert_ok(out: &Output) {
+pub(crate) fn assert_ok(out: &Output) {
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -34,7 +34,7 @@ fn assert_ok(out: &Output) {
 
 /// A small tree with one file of several chunks, signed with the
 /// controller's key into `temp/out`: (out, the release digest).
-fn signed_release(ctl: &Controller, temp: &Path) -> (PathBuf, String) {
+pub(crate) fn signed_release(ctl: &Controller, temp: &Path) -> (PathBuf, String) {
     let tree = temp.join("app");
     fs::create_dir_all(tree.join("static")).expect("dirs");
     fs::write(tree.join("run.sh"), "#!/bin/sh\nexec ./serve\n").expect("run");
@@ -71,7 +71,7 @@ fn signed_release(ctl: &Controller, temp: &Path) -> (PathBuf, String) {
 }
 
 /// The chunk names in `out/chunks`, sorted.
-fn chunk_names(dir: &Path) -> Vec<String> {
+pub(crate) fn chunk_names(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(dir)
         .expect("chunks")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
@@ -80,7 +80,7 @@ fn chunk_names(dir: &Path) -> Vec<String> {
     names
 }
 
-fn upload_json(ctl: &Controller, path: &Path) -> serde_json::Value {
+pub(crate) fn upload_json(ctl: &Controller, path: &Path) -> serde_json::Value {
     let out = ctl.cli(&["bundle", "upload", &s(path), "--json"], Some(&ctl.token));
     assert_ok(&out);
     serde_json::from_slice(&out.stdout).expect("json")

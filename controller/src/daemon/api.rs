@@ -169,6 +169,8 @@ async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
         Ok(parsed) => parsed,
         Err(why) => return bad_request(why),
     };
+    // Held until the rollout is recorded: a removal waits, then sees it.
+    let _gate = api.release_gate.read().await;
     if !api.bundles.path(release).exists() && !api.releases.knows(release) {
         return ApiError::NotFound("field `release`: no such bundle or release uploaded".into())
             .into_response();

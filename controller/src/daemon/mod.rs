@@ -124,6 +124,7 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
         key: Arc::new(key),
         streams: Default::default(),
         mirrors,
+        release_gate: Default::default(),
     };
     match opened.campaign {
         None => lead(api.clone(), hooks).await?,

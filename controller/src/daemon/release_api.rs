@@ -4,9 +4,10 @@
 //! manifest is posted last and accepted only when every chunk is held.
 
 use super::error::{ApiError, Path};
+use super::release_gc;
 use super::release_store::{parse_chunk_name, AcceptError};
 use super::state::{unauthorized, Api};
-use super::view::{ChunkReply, ErrorBody, UploadReply};
+use super::view::{self, ChunkReply, ErrorBody, ReleaseDto, ReleaseList, RemoveReply, UploadReply};
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
@@ -28,7 +29,8 @@ const FRAMES_IN_FLIGHT: usize = 4;
 pub fn routes() -> OpenApiRouter<Api> {
     OpenApiRouter::new()
         .routes(routes!(has_chunk, put_chunk))
-        .routes(routes!(post_release))
+        .routes(routes!(list_releases, post_release))
+        .routes(routes!(remove_release))
 }
 
 /// `HEAD /api/chunks/{sha256}`: whether the chunk is held.
@@ -159,6 +161,8 @@ async fn post_release(State(api): State<Api>, headers: HeaderMap, body: Body) ->
     };
     let releases = api.releases.clone();
     let key = api.key.clone();
+    // A removal's sweep must see this manifest before it judges a chunk.
+    let _gate = api.release_gate.read().await;
     let accepted = tokio::task::spawn_blocking(move || releases.accept(&key, &bytes)).await;
     let release = match accepted {
         Ok(Ok(release)) => release,
@@ -177,6 +181,125 @@ async fn post_release(State(api): State<Api>, headers: HeaderMap, body: Body) ->
         version: release.manifest.version,
     })
     .into_response()
+}
+
+/// `GET /api/releases`: every stored release and what names it.
+#[utoipa::path(get, path = "/api/releases", tag = "reads",
+    responses(
+        (status = 200, description = "the stored releases, format-1 bundles first, and the chunk store's totals", body = ReleaseList),
+        (status = 500, description = "the stores could not be read", body = ErrorBody),
+        (status = 503, description = "the controller core stopped", body = ErrorBody),
+    ))]
+async fn list_releases(State(api): State<Api>) -> Response {
+    let Some(snap) = api.core.snapshot().await else {
+        return ApiError::Unavailable.into_response();
+    };
+    let (bundles, releases, key) = (api.bundles.clone(), api.releases.clone(), api.key.clone());
+    let listed = tokio::task::spawn_blocking(move || {
+        let stored = release_gc::list(&bundles, &releases, &key)?;
+        let chunks = releases.chunks.entries().map_err(io::Error::other)?;
+        io::Result::Ok((stored, chunks))
+    })
+    .await;
+    let (stored, chunks) = match listed {
+        Ok(Ok(listed)) => listed,
+        Ok(Err(e)) => return ApiError::Internal(format!("listing releases: {e}")).into_response(),
+        Err(e) => return ApiError::Internal(format!("listing releases: {e}")).into_response(),
+    };
+    let mut uses = snap.state.release_uses();
+    let roster = &snap.state.roster;
+    let releases = stored
+        .into_iter()
+        .map(|s| {
+            let in_use = uses
+                .remove(&s.digest)
+                .map(|u| view::releases::release_use(roster, &u));
+            release_dto(s, in_use)
+        })
+        .collect();
+    Json(ReleaseList {
+        releases,
+        chunks: chunks.len() as u64,
+        chunk_bytes: chunks.iter().map(|c| c.bytes).sum(),
+    })
+    .into_response()
+}
+
+/// `DELETE /api/releases/{digest}`: remove a release nothing names.
+#[utoipa::path(delete, path = "/api/releases/{digest}", tag = "writes", security(("bearer" = [])),
+    params(("digest" = String, Path, description = "the release digest, 64 lowercase hex digits")),
+    responses(
+        (status = 200, description = "removed (the signed file unlinked and its directory fsynced, then its chunks no other release names)", body = RemoveReply),
+        (status = 400, description = "not a release digest", body = ErrorBody),
+        (status = 401, description = "missing or wrong operator token; nothing removed", body = ErrorBody),
+        (status = 404, description = "no such release stored", body = ErrorBody),
+        (status = 409, description = "a rollout, a node or an op still names it: the message says which; nothing removed", body = ErrorBody),
+        (status = 503, description = "the controller core stopped", body = ErrorBody),
+    ))]
+async fn remove_release(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Response {
+    if let Some(rejection) = unauthorized(&api, &headers) {
+        return rejection;
+    }
+    let digest = match parse_chunk_name(&name) {
+        Ok(d) => model::Digest(d),
+        Err(why) => {
+            return ApiError::BadRequest(why.replace("`sha256`", "`digest`")).into_response()
+        }
+    };
+    // No rollout starts and no manifest is accepted until this is done.
+    let _gate = api.release_gate.write().await;
+    let Some(snap) = api.core.snapshot().await else {
+        return ApiError::Unavailable.into_response();
+    };
+    if let Some(uses) = snap.state.release_use(digest) {
+        let words = view::releases::release_use(&snap.state.roster, &uses).text;
+        let why = format!("release {name} is in use, nothing removed: {words}");
+        return ApiError::Conflict(why).into_response();
+    }
+    let (bundles, releases, key) = (api.bundles.clone(), api.releases.clone(), api.key.clone());
+    let now = std::time::SystemTime::now();
+    let removed = tokio::task::spawn_blocking(move || {
+        release_gc::remove(&bundles, &releases, &key, digest, now)
+    })
+    .await;
+    match removed {
+        Ok(Ok(Some(r))) => {
+            tracing::info!(
+                "removed release {name}: {} chunk(s), {} orphan(s)",
+                r.chunks_removed,
+                r.orphans_removed
+            );
+            Json(RemoveReply {
+                release: release_dto(r.release, None),
+                chunks_removed: r.chunks_removed,
+                chunk_bytes_freed: r.chunk_bytes_freed,
+                orphans_removed: r.orphans_removed,
+                orphan_bytes_freed: r.orphan_bytes_freed,
+                sweep_problem: r.sweep_problem,
+            })
+            .into_response()
+        }
+        Ok(Ok(None)) => ApiError::NotFound(format!("no release {name} is stored")).into_response(),
+        Ok(Err(e)) => ApiError::Internal(format!("removing release {name}: {e}")).into_response(),
+        Err(e) => ApiError::Internal(format!("removing release {name}: {e}")).into_response(),
+    }
+}
+
+fn release_dto(s: release_gc::Stored, in_use: Option<view::ReleaseUseDto>) -> ReleaseDto {
+    ReleaseDto {
+        digest: s.digest.to_hex(),
+        format: s.format,
+        name: s.name,
+        version: s.version,
+        content_bytes: s.content_bytes,
+        chunks: s.chunks,
+        problem: s.problem,
+        in_use,
+    }
 }
 
 /// The `Content-Length` the client declared, if any.

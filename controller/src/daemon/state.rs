@@ -32,6 +32,12 @@ pub struct Api {
     pub streams: StreamSlots,
     /// Node mirrors and where agents' chunks came from (`[artifacts]`).
     pub mirrors: Arc<super::mirrors::Mirrors>,
+    /// Held for reading by what makes a stored release needed (starting a
+    /// rollout on it, accepting a manifest whose chunks are held) and for
+    /// writing by removing one (`DELETE /api/releases/{digest}`), so a
+    /// removal never races a rollout that names the release or a manifest
+    /// that names a chunk the sweep is about to drop.
+    pub release_gate: Arc<tokio::sync::RwLock<()>>,
 }
 
 /// Most event streams open at once; one more is refused with 503.

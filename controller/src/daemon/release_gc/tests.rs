@@ -1,7 +1,7 @@
 use super::*;
 use ed25519_dalek::SigningKey;
-use sha2::Digest as _;
 use protocol::bundle::ProbeSpec;
+use sha2::Digest as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
