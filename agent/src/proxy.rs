@@ -4,7 +4,7 @@
 //! process, is what users get, so route probes go through here.
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{Either, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
@@ -16,9 +16,11 @@ use tokio::net::TcpListener;
 
 /// The header naming the release that answered.
 pub const RELEASE_HEADER: &str = "x-fleetweft-release";
-/// Upper bound on a proxied response body.
-pub const PROXY_BODY_BYTES_MAX: usize = 1024 * 1024;
-/// How long the proxy waits for the app.
+/// How long the proxy waits for the app's answer to begin (its status and
+/// headers). Bodies are streamed both ways as they come, never buffered:
+/// what the proxy holds of one is one frame at a time (hyper's flow
+/// control), so a release can serve answers and take uploads of any size
+/// (issue #23 item 2), and a long answer is not cut.
 pub const PROXY_TIMEOUT_MS: u64 = 5_000;
 
 /// Where the public route forwards to.
@@ -52,7 +54,11 @@ impl Route {
     }
 }
 
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
+type HttpClient = Client<HttpConnector, Incoming>;
+
+/// What the route answers: a short text of its own, or the app's body as
+/// it streams.
+type RouteBody = Either<Full<Bytes>, Incoming>;
 
 /// Serve the public route on `listener` until the task is dropped.
 pub async fn serve(listener: TcpListener, route: Route) {
@@ -76,17 +82,13 @@ pub async fn serve(listener: TcpListener, route: Route) {
     }
 }
 
-fn plain(status: StatusCode, text: &str) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(text.to_string())));
+fn plain(status: StatusCode, text: &str) -> Response<RouteBody> {
+    let mut response = Response::new(Either::Left(Full::new(Bytes::from(text.to_string()))));
     *response.status_mut() = status;
     response
 }
 
-async fn forward(
-    req: Request<Incoming>,
-    route: Route,
-    client: HttpClient,
-) -> Response<Full<Bytes>> {
+async fn forward(req: Request<Incoming>, route: Route, client: HttpClient) -> Response<RouteBody> {
     let Some(backend) = route.current() else {
         // Also what a restarting agent answers until its route is rebuilt:
         // say only what is true (nothing serves here now), not why.
@@ -103,10 +105,7 @@ async fn forward(
         return plain(StatusCode::BAD_REQUEST, "bad path\n");
     };
     let (parts, body) = req.into_parts();
-    let Ok(body) = body.collect().await.map(|b| b.to_bytes()) else {
-        return plain(StatusCode::BAD_REQUEST, "unreadable request body\n");
-    };
-    let mut upstream = Request::new(Full::new(body));
+    let mut upstream = Request::new(body);
     *upstream.method_mut() = parts.method;
     *upstream.uri_mut() = uri;
     for (name, value) in parts.headers.iter() {
@@ -124,15 +123,11 @@ async fn forward(
         return plain(StatusCode::BAD_GATEWAY, "app instance did not answer\n");
     };
     let (mut parts, body) = answer.into_parts();
-    let bytes = match http_body_util::Limited::new(body, PROXY_BODY_BYTES_MAX)
-        .collect()
-        .await
-    {
-        Ok(collected) => collected.to_bytes(),
-        Err(_) => return plain(StatusCode::BAD_GATEWAY, "app answer too large or broken\n"),
-    };
     if let Ok(value) = hyper::header::HeaderValue::from_str(&backend.release.to_hex()) {
         parts.headers.insert(RELEASE_HEADER, value);
     }
-    Response::from_parts(parts, Full::new(bytes))
+    Response::from_parts(parts, Either::Right(body))
 }
+
+#[cfg(test)]
+mod tests;
