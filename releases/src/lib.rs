@@ -32,7 +32,7 @@ pub use manifest::{
     Entry, Manifest, Mode, Probe, ReleaseFields, VerifiedRelease,
 };
 pub use partial::PartialChunks;
-pub use store::{ChunkStore, StoredChunk};
+pub use store::{chunk_name, ChunkStore, StoredChunk};
 
 /// In a release directory (what `fleetweft bundle sign --dir` writes, and
 /// the export layout any plain HTTP server can serve): the signed release

@@ -208,8 +208,9 @@ pub struct StoredChunk {
     pub modified: std::time::SystemTime,
 }
 
-/// The digest a chunk file's name spells: 64 lowercase hex digits.
-fn chunk_name(name: &str) -> Option<Sha256Bytes> {
+/// The digest a chunk's name spells (64 lowercase hex digits, its file
+/// name in a store and in a mirror's layout), or `None`.
+pub fn chunk_name(name: &str) -> Option<Sha256Bytes> {
     let hex_digits =
         name.len() == 64 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
     let bytes = hex_digits.then(|| hex::decode(name).ok()).flatten()?;

@@ -856,7 +856,9 @@ const ROUTER_ROUTES: &[(&str, &str)] = &[
     ("/api/bundles", "post"),
     ("/api/chunks/{sha256}", "head"),
     ("/api/chunks/{sha256}", "put"),
+    ("/api/releases", "get"),
     ("/api/releases", "post"),
+    ("/api/releases/{digest}", "delete"),
     ("/api/rollouts", "get"),
     ("/api/rollouts", "post"),
     ("/api/rollouts/{id}", "get"),
@@ -999,8 +1001,9 @@ fn the_openapi_document_matches_the_router() {
                 .replace("{id}", "r0")
                 .replace("{name}", "node-a")
                 .replace("{op}", "op0")
-                .replace("{sha256}", &"0".repeat(64));
-            let write = method == "post" || method == "put";
+                .replace("{sha256}", &"0".repeat(64))
+                .replace("{digest}", &"0".repeat(64));
+            let write = method == "post" || method == "put" || method == "delete";
             // The event stream is the one guarded read: each holds one of
             // STREAMS_MAX slots, which anonymous clients must not exhaust.
             let guarded = write || path == "/api/events/stream";

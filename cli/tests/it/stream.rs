@@ -51,6 +51,12 @@ fn the_stream_follows_appends_and_resumes_without_gap_or_duplicate() {
         .expect("400");
     assert_eq!(bad.0, 400, "{}", bad.1);
     assert!(bad.1.contains("Last-Event-ID"), "{}", bad.1);
+    // `after` out of range is refused even beside a valid header (which
+    // wins over it): schemathesis found it accepted.
+    let path = "/api/events/stream?follow=false&after=9223372036854775808";
+    let over = sse::open(ctl.port, path, t, Some("0")).err().expect("400");
+    assert_eq!(over.0, 400, "{}", over.1);
+    assert!(over.1.contains("`after`"), "{}", over.1);
     let unknown = sse::open(ctl.port, "/api/events/stream?rollout=r9", t, None)
         .err()
         .expect("404");

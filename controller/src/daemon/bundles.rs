@@ -2,7 +2,6 @@
 //! digest, written so that a durable `RolloutStarted` never refers to a file
 //! a crash can take back.
 
-use super::release_store::parse_chunk_name;
 use model::Digest;
 use protocol::quic::BundleStore;
 use std::fs::{self, File};
@@ -85,7 +84,7 @@ impl BundleDir {
         for entry in fs::read_dir(&self.dir)? {
             let name = entry?.file_name();
             let stem = name.to_str().and_then(|n| n.strip_suffix(suffix.as_str()));
-            if let Some(digest) = stem.and_then(|s| parse_chunk_name(s).ok()) {
+            if let Some(digest) = stem.and_then(releases::chunk_name) {
                 digests.push(Digest(digest));
             }
         }

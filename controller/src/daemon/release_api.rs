@@ -35,7 +35,7 @@ pub fn routes() -> OpenApiRouter<Api> {
 
 /// `HEAD /api/chunks/{sha256}`: whether the chunk is held.
 #[utoipa::path(head, path = "/api/chunks/{sha256}", tag = "reads",
-    params(("sha256" = String, Path, description = "the chunk's SHA-256, 64 lowercase hex digits")),
+    params(("sha256" = String, Path, description = "the chunk's SHA-256, 64 lowercase hex digits", pattern = "^[0-9a-f]{64}$")),
     responses(
         (status = 200, description = "held (verified when it landed)"),
         (status = 400, description = "not a chunk name"),
@@ -51,7 +51,7 @@ async fn has_chunk(State(api): State<Api>, Path(name): Path<String>) -> Response
 
 /// `PUT /api/chunks/{sha256}`: store one chunk, streamed.
 #[utoipa::path(put, path = "/api/chunks/{sha256}", tag = "writes", security(("bearer" = [])),
-    params(("sha256" = String, Path, description = "the chunk's SHA-256, 64 lowercase hex digits")),
+    params(("sha256" = String, Path, description = "the chunk's SHA-256, 64 lowercase hex digits", pattern = "^[0-9a-f]{64}$")),
     request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "the chunk's bytes, at most 4 MiB"),
     responses(
         (status = 200, description = "held: stored now (fsynced) or already", body = ChunkReply),
@@ -227,7 +227,7 @@ async fn list_releases(State(api): State<Api>) -> Response {
 
 /// `DELETE /api/releases/{digest}`: remove a release nothing names.
 #[utoipa::path(delete, path = "/api/releases/{digest}", tag = "writes", security(("bearer" = [])),
-    params(("digest" = String, Path, description = "the release digest, 64 lowercase hex digits")),
+    params(("digest" = String, Path, description = "the release digest, 64 lowercase hex digits", pattern = "^[0-9a-f]{64}$")),
     responses(
         (status = 200, description = "removed (the signed file unlinked and its directory fsynced, then its chunks no other release names)", body = RemoveReply),
         (status = 400, description = "not a release digest", body = ErrorBody),

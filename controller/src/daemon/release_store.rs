@@ -221,10 +221,7 @@ impl protocol::quic::ChunkSource for Artifacts {
 
 /// Decodes a chunk name: 64 lowercase hex digits.
 pub fn parse_chunk_name(text: &str) -> Result<Sha256Bytes, String> {
-    let ok = text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-    let bytes = ok.then(|| hex::decode(text).ok()).flatten();
-    bytes
-        .and_then(|b| Sha256Bytes::try_from(b.as_slice()).ok())
+    releases::chunk_name(text)
         .ok_or_else(|| format!("path `sha256`: {text:?} is not 64 lowercase hex digits"))
 }
 

@@ -130,6 +130,13 @@ async fn open(api: &Api, headers: &HeaderMap, q: &StreamQuery) -> Result<Follow,
     let header = headers
         .get("last-event-id")
         .filter(|value| !value.as_bytes().iter().all(u8::is_ascii_whitespace));
+    // Checked even when the header wins: a malformed request is refused
+    // whatever else it carries.
+    if q.after.is_some_and(|a| a > super::view::INT64_MAX) {
+        return Err(ApiError::BadRequest(
+            "parameter `after`: over the int64 range".into(),
+        ));
+    }
     let after = match header {
         Some(value) => Some(
             value
@@ -145,11 +152,6 @@ async fn open(api: &Api, headers: &HeaderMap, q: &StreamQuery) -> Result<Follow,
         ),
         None => q.after,
     };
-    if after.is_some_and(|a| a > super::view::INT64_MAX) {
-        return Err(ApiError::BadRequest(
-            "parameter `after`: over the int64 range".into(),
-        ));
-    }
     let rx = api.core.subscribe();
     let filter = match &q.rollout {
         None => None,
