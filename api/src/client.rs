@@ -401,27 +401,56 @@ pub use crate::view::RouteAnswer;
 /// GET `http://{addr}{path}` on a node's public route; `None` when nothing
 /// answered within [`ROUTE_TIMEOUT_MS`].
 pub async fn get_route(addr: std::net::SocketAddr, path: &str) -> Option<RouteAnswer> {
-    let client: Client<HttpConnector, http_body_util::Empty<Bytes>> =
-        Client::builder(TokioExecutor::new()).build_http();
-    let uri: hyper::Uri = format!("http://{addr}{path}").parse().ok()?;
-    let answer = tokio::time::timeout(Duration::from_millis(ROUTE_TIMEOUT_MS), client.get(uri))
-        .await
-        .ok()?
-        .ok()?;
-    let status = answer.status().as_u16();
-    let identity = answer
-        .headers()
-        .get("x-fleetweft-release")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    let body = http_body_util::Limited::new(answer.into_body(), ROUTE_BODY_BYTES_MAX)
-        .collect()
-        .await
-        .ok()?
-        .to_bytes();
-    Some(RouteAnswer {
-        status,
-        identity,
-        body: String::from_utf8_lossy(&body).trim().to_string(),
-    })
+    RouteClient::new().get(addr, path).await
+}
+
+/// A client of public routes that keeps its connections open between
+/// requests (as a browser or a service client does), so many requests
+/// share a few connections: what a load generator sends.
+#[derive(Clone)]
+pub struct RouteClient {
+    client: Client<HttpConnector, http_body_util::Empty<Bytes>>,
+}
+
+impl Default for RouteClient {
+    fn default() -> Self {
+        RouteClient::new()
+    }
+}
+
+impl RouteClient {
+    /// A client with an empty connection pool.
+    pub fn new() -> RouteClient {
+        RouteClient {
+            client: Client::builder(TokioExecutor::new()).build_http(),
+        }
+    }
+
+    /// GET `http://{addr}{path}`; `None` when nothing answered within
+    /// [`ROUTE_TIMEOUT_MS`] or the body was over [`ROUTE_BODY_BYTES_MAX`].
+    pub async fn get(&self, addr: std::net::SocketAddr, path: &str) -> Option<RouteAnswer> {
+        let uri: hyper::Uri = format!("http://{addr}{path}").parse().ok()?;
+        let timeout = Duration::from_millis(ROUTE_TIMEOUT_MS);
+        let answer = tokio::time::timeout(timeout, self.client.get(uri))
+            .await
+            .ok()?
+            .ok()?;
+        let status = answer.status().as_u16();
+        let identity = answer
+            .headers()
+            .get("x-fleetweft-release")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let body = http_body_util::Limited::new(answer.into_body(), ROUTE_BODY_BYTES_MAX).collect();
+        let body = tokio::time::timeout(timeout, body)
+            .await
+            .ok()?
+            .ok()?
+            .to_bytes();
+        Some(RouteAnswer {
+            status,
+            identity,
+            body: String::from_utf8_lossy(&body).trim().to_string(),
+        })
+    }
 }
