@@ -17,6 +17,13 @@
 //! switch (its first v2 answer), and answers of v1 after a route's first v2
 //! answer (a route that flapped back).
 //!
+//! Then v3 is rolled out under the same load with a canary whose app
+//! answers a healthy `200` with the wrong body (node-0's agent runs with
+//! `[faults] answer_wrongly`): how many wrong answers users of the
+//! canary's route got and over how long (from the first to the last sent),
+//! what else failed there, and what failed on the followers' routes (none
+//! should: the canary's failure stops the rollout before them).
+//!
 //! `cargo build --release --bin fleetweft --bin fleetweft-agent --bin fleetweft-switch-bench`
 //! `target/release/fleetweft-switch-bench --json`
 
@@ -29,7 +36,6 @@ use anyhow::{bail, Context};
 use api::client::RouteClient;
 use clap::Parser;
 use fleet::Fleet;
-use model::Digest;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -116,13 +122,22 @@ async fn main() -> anyhow::Result<()> {
 async fn run(args: &Args, dir: &std::path::Path) -> anyhow::Result<serde_json::Value> {
     let nodes: Vec<String> = (0..args.agents).map(|i| format!("node-{i}")).collect();
     let mut fleet = Fleet::start(dir, nodes, "").await?;
+    let signed = [
+        sign(&fleet, "v1")?,
+        sign(&fleet, "v2")?,
+        sign(&fleet, "v3")?,
+    ];
+    let [v1, v2, v3] = signed.clone().map(|b| protocol::bundle::bundle_digest(&b));
+    // The wrong-answer canary: node-0's app answers `goodbye from v3`.
+    fleet.answer_wrongly(0, v3)?;
     let all: Vec<usize> = (0..args.agents).collect();
     for i in &all {
         fleet.start_agent(*i)?;
     }
     fleet.wait_connected(&all, Duration::from_secs(60)).await?;
-    let v1 = upload(&fleet, "v1").await?;
-    let v2 = upload(&fleet, "v2").await?;
+    for bytes in signed {
+        upload(&fleet, bytes).await?;
+    }
     eprintln!("rolling v1 out to {} node(s)", args.agents);
     let rollout = fleet.start_rollout(v1, 0, &all[1..]).await?;
     fleet
@@ -163,6 +178,25 @@ async fn run(args: &Args, dir: &std::path::Path) -> anyhow::Result<serde_json::V
         args.after_s
     );
     tokio::time::sleep(Duration::from_secs(args.after_s)).await;
+    let verdict = fleet.proof_verdict(&rollout).await?;
+    let canary_from_ms = ms_since(began);
+    eprintln!("rolling v3 out under load: its canary answers wrongly");
+    let bad = fleet.start_rollout(v3, 0, &all[1..]).await?;
+    let moving = ["active", "waiting-approval"];
+    fleet
+        .wait(
+            "the wrong canary's rollout settled",
+            Duration::from_millis(ROLLOUT_TIMEOUT_MS),
+            |view| {
+                view.rollouts
+                    .iter()
+                    .any(|r| r.id == bad && !moving.contains(&r.status.as_str()))
+            },
+        )
+        .await?;
+    let canary_to_ms = ms_since(began);
+    eprintln!("the canary was restored; load for {} s more", args.after_s);
+    tokio::time::sleep(Duration::from_secs(args.after_s)).await;
     for task in &load {
         task.abort();
     }
@@ -175,38 +209,29 @@ async fn run(args: &Args, dir: &std::path::Path) -> anyhow::Result<serde_json::V
         }
     };
     let _ = tokio::time::timeout(Duration::from_secs(10), drain).await;
-    let verdict = fleet.proof_verdict(&rollout).await?;
-    Ok(figures(
-        args,
-        &samples,
-        (rollout_from_ms, rollout_to_ms),
-        &verdict,
-    ))
+    let phases = Phases {
+        rollout_from_ms,
+        rollout_to_ms,
+        canary_from_ms,
+        canary_to_ms,
+    };
+    Ok(figures(args, &samples, &phases, &verdict))
 }
 
-/// Signs the sample app at `version` with the fleet's key and uploads it.
-async fn upload(fleet: &Fleet, version: &str) -> anyhow::Result<Digest> {
+/// The sample app at `version`, signed with the fleet's key.
+fn sign(fleet: &Fleet, version: &str) -> anyhow::Result<Vec<u8>> {
     let key = protocol::bundle::load_signing_key(&fleet.signing_key)
         .with_context(|| format!("reading {}", fleet.signing_key.display()))?;
-    let bytes = demo::sign_hello(&key, version).context("signing the sample app")?;
-    let reply: api::view::UploadReply = fleet
+    demo::sign_hello(&key, version).context("signing the sample app")
+}
+
+async fn upload(fleet: &Fleet, bytes: Vec<u8>) -> anyhow::Result<()> {
+    let _: api::view::UploadReply = fleet
         .api
         .post_bytes("/api/bundles", bytes)
         .await
         .context("uploading the sample app")?;
-    let hex = hex_digest(&reply.digest)?;
-    Ok(hex)
-}
-
-fn hex_digest(text: &str) -> anyhow::Result<Digest> {
-    let bytes = (0..32)
-        .map(|i| u8::from_str_radix(text.get(2 * i..2 * i + 2).unwrap_or("zz"), 16))
-        .collect::<Result<Vec<u8>, _>>()
-        .with_context(|| format!("{text:?} is not a digest"))?;
-    let bytes: [u8; 32] = bytes
-        .try_into()
-        .map_err(|_| anyhow::anyhow!("{text:?} is not 32 bytes"))?;
-    Ok(Digest(bytes))
+    Ok(())
 }
 
 fn ms_since(began: Instant) -> u64 {
@@ -273,35 +298,38 @@ fn percentile_ms(samples: &[&Sample], p: usize) -> f64 {
     latencies[at] as f64 / 1000.0
 }
 
-fn figures(
-    args: &Args,
-    samples: &[Sample],
-    rollout: (u64, u64),
-    verdict: &str,
-) -> serde_json::Value {
-    let answered: Vec<&Sample> = samples.iter().filter(|s| s.outcome.is_ok()).collect();
+/// When each phase began, since the load began.
+struct Phases {
+    rollout_from_ms: u64,
+    rollout_to_ms: u64,
+    canary_from_ms: u64,
+    canary_to_ms: u64,
+}
+
+fn figures(args: &Args, samples: &[Sample], phases: &Phases, verdict: &str) -> serde_json::Value {
+    let (healthy, canary): (Vec<&Sample>, Vec<&Sample>) = samples
+        .iter()
+        .partition(|s| s.sent_ms < phases.canary_from_ms);
+    let answered: Vec<&Sample> = healthy
+        .iter()
+        .copied()
+        .filter(|s| s.outcome.is_ok())
+        .collect();
     let quiet: Vec<&Sample> = answered
         .iter()
         .copied()
-        .filter(|s| s.sent_ms < rollout.0)
+        .filter(|s| s.sent_ms < phases.rollout_from_ms)
         .collect();
+    let rollout = phases.rollout_from_ms..phases.rollout_to_ms;
     let during: Vec<&Sample> = answered
         .iter()
         .copied()
-        .filter(|s| (rollout.0..rollout.1).contains(&s.sent_ms))
+        .filter(|s| rollout.contains(&s.sent_ms))
         .collect();
-    let failures: Vec<&Sample> = samples.iter().filter(|s| s.outcome.is_err()).collect();
-    let reasons: Vec<String> = failures
+    let failures: Vec<&Sample> = healthy
         .iter()
-        .take(REASONS_MAX)
-        .map(|s| {
-            format!(
-                "route {} at {} ms: {}",
-                s.route,
-                s.sent_ms,
-                s.outcome.clone().err().unwrap_or_default()
-            )
-        })
+        .copied()
+        .filter(|s| s.outcome.is_err())
         .collect();
     let (switch, flapped) = switches(args.agents, &answered);
     let near_switch: Vec<&Sample> = answered
@@ -314,16 +342,16 @@ fn figures(
         })
         .collect();
     let max_ms = answered.iter().map(|s| s.latency_us).max().unwrap_or(0) as f64 / 1000.0;
-    serde_json::json!({
+    let mut figures = serde_json::json!({
         "agents": args.agents,
         "rate_per_route": args.rate,
-        "requests": samples.len(),
+        "requests": healthy.len(),
         "failed": failures.len(),
-        "failure_examples": reasons,
+        "failure_examples": examples(&failures),
         "quiet_requests": quiet.len(),
         "quiet_p50_ms": percentile_ms(&quiet, 50),
         "quiet_p99_ms": percentile_ms(&quiet, 99),
-        "rollout_s": (rollout.1 - rollout.0) as f64 / 1000.0,
+        "rollout_s": rollout.end.saturating_sub(rollout.start) as f64 / 1000.0,
         "rollout_requests": during.len(),
         "rollout_p50_ms": percentile_ms(&during, 50),
         "rollout_p99_ms": percentile_ms(&during, 99),
@@ -333,7 +361,62 @@ fn figures(
         "switched_routes": switch.iter().filter(|s| s.is_some()).count(),
         "old_answers_after_switch": flapped,
         "proof": verdict,
-    })
+    });
+    if let Some(object) = figures.as_object_mut() {
+        object.extend(canary_figures(&canary, phases));
+    }
+    figures
+}
+
+/// The wrong-answer canary's phase: its route's wrong answers (and the
+/// span between the first and the last one sent), anything else that
+/// failed there, and what failed on the followers' routes.
+fn canary_figures(
+    canary: &[&Sample],
+    phases: &Phases,
+) -> serde_json::Map<String, serde_json::Value> {
+    let wrong = |s: &&&Sample| s.outcome.as_ref().is_err_and(|why| why.contains("goodbye"));
+    let on_canary: Vec<&Sample> = canary.iter().copied().filter(|s| s.route == 0).collect();
+    let bad: Vec<&Sample> = on_canary.iter().filter(wrong).copied().collect();
+    let other: Vec<&Sample> = on_canary
+        .iter()
+        .copied()
+        .filter(|s| s.outcome.is_err() && !bad.iter().any(|b| std::ptr::eq(*b, *s)))
+        .collect();
+    let followers: Vec<&Sample> = canary
+        .iter()
+        .copied()
+        .filter(|s| s.route != 0 && s.outcome.is_err())
+        .collect();
+    let span_ms = match (bad.first(), bad.last()) {
+        (Some(first), Some(last)) => last.sent_ms - first.sent_ms,
+        _ => 0,
+    };
+    let phase_s = phases.canary_to_ms.saturating_sub(phases.canary_from_ms) as f64 / 1000.0;
+    let mut map = serde_json::Map::new();
+    map.insert("canary_phase_s".into(), phase_s.into());
+    map.insert("canary_requests".into(), on_canary.len().into());
+    map.insert("canary_wrong_answers".into(), bad.len().into());
+    map.insert("canary_wrong_span_ms".into(), span_ms.into());
+    map.insert("canary_other_failures".into(), other.len().into());
+    map.insert("canary_other_examples".into(), examples(&other).into());
+    map.insert(
+        "follower_failures_in_canary_phase".into(),
+        followers.len().into(),
+    );
+    map
+}
+
+/// The first few failures, in words.
+fn examples(failures: &[&Sample]) -> Vec<String> {
+    failures
+        .iter()
+        .take(REASONS_MAX)
+        .map(|s| {
+            let why = s.outcome.clone().err().unwrap_or_default();
+            format!("route {} at {} ms: {why}", s.route, s.sent_ms)
+        })
+        .collect()
 }
 
 /// Per route, when it first answered v2 (by send time), and how many v1
@@ -368,6 +451,12 @@ fn print_table(f: &serde_json::Value) {
         "switched_routes",
         "old_answers_after_switch",
         "proof",
+        "canary_phase_s",
+        "canary_requests",
+        "canary_wrong_answers",
+        "canary_wrong_span_ms",
+        "canary_other_failures",
+        "follower_failures_in_canary_phase",
     ] {
         println!("{key:<26} {}", f[key]);
     }

@@ -39,6 +39,8 @@
 //! `cargo build --release --bin fleetweft --bin fleetweft-agent --bin fleetweft-transfer-bench`
 //! `target/release/fleetweft-transfer-bench --json --release-bytes 4294967296`
 
+// Shared with fleetweft-switch-bench; each uses part of it.
+#[allow(dead_code)]
 #[path = "transfer_bench/fleet.rs"]
 mod fleet;
 #[path = "transfer_bench/procfs.rs"]

@@ -32,6 +32,8 @@ pub struct Fleet {
     agent_exe: PathBuf,
     /// Times each agent was started (names its log).
     starts: Vec<u32>,
+    /// Agents started with `--allow-fault-injection` ([`Fleet::answer_wrongly`]).
+    faulty: Vec<bool>,
 }
 
 /// The binaries beside this one (`target/release`).
@@ -104,6 +106,7 @@ impl Fleet {
             agents: (0..count).map(|_| None).collect(),
             agent_exe,
             starts: vec![0; count],
+            faulty: vec![false; count],
         })
     }
 
@@ -116,8 +119,28 @@ impl Fleet {
             .layout
             .dir
             .join(format!("logs/{node}-{}.log", self.starts[i]));
-        let args = ["--config".to_string(), config.display().to_string()];
+        let mut args = vec!["--config".to_string(), config.display().to_string()];
+        if self.faulty[i] {
+            args.push("--allow-fault-injection".to_string());
+        }
         self.agents[i] = Some(demo::spawn(&self.agent_exe, &args, &log)?);
+        Ok(())
+    }
+
+    /// Before node `i`'s agent starts: its sample app answers a healthy
+    /// `200` with the wrong body when it runs `release` (the agent's
+    /// `[faults] answer_wrongly`, honoured with `--allow-fault-injection`).
+    pub fn answer_wrongly(&mut self, i: usize, release: Digest) -> anyhow::Result<()> {
+        use std::io::Write;
+        let config = self.layout.agent_config(&self.layout.nodes[i]);
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&config)
+            .with_context(|| format!("opening {}", config.display()))?;
+        let faults = format!("\n[faults]\nanswer_wrongly = [\"{}\"]\n", release.to_hex());
+        file.write_all(faults.as_bytes())
+            .with_context(|| format!("writing {}", config.display()))?;
+        self.faulty[i] = true;
         Ok(())
     }
 
