@@ -206,15 +206,20 @@ async fn list_releases(State(api): State<Api>) -> Response {
         Ok(Err(e)) => return ApiError::Internal(format!("listing releases: {e}")).into_response(),
         Err(e) => return ApiError::Internal(format!("listing releases: {e}")).into_response(),
     };
-    let mut uses = snap.state.release_uses();
     let roster = &snap.state.roster;
+    let mut uses: std::collections::BTreeMap<String, _> = snap
+        .state
+        .release_uses()
+        .into_iter()
+        .map(|(digest, uses)| (digest.to_hex(), uses))
+        .collect();
     let releases = stored
         .into_iter()
         .map(|s| {
             let in_use = uses
                 .remove(&s.digest)
                 .map(|u| view::releases::release_use(roster, &u));
-            release_dto(s, in_use)
+            ReleaseDto { in_use, ..s }
         })
         .collect();
     Json(ReleaseList {
@@ -274,7 +279,7 @@ async fn remove_release(
                 r.orphans_removed
             );
             Json(RemoveReply {
-                release: release_dto(r.release, None),
+                release: r.release,
                 chunks_removed: r.chunks_removed,
                 chunk_bytes_freed: r.chunk_bytes_freed,
                 orphans_removed: r.orphans_removed,
@@ -286,19 +291,6 @@ async fn remove_release(
         Ok(Ok(None)) => ApiError::NotFound(format!("no release {name} is stored")).into_response(),
         Ok(Err(e)) => ApiError::Internal(format!("removing release {name}: {e}")).into_response(),
         Err(e) => ApiError::Internal(format!("removing release {name}: {e}")).into_response(),
-    }
-}
-
-fn release_dto(s: release_gc::Stored, in_use: Option<view::ReleaseUseDto>) -> ReleaseDto {
-    ReleaseDto {
-        digest: s.digest.to_hex(),
-        format: s.format,
-        name: s.name,
-        version: s.version,
-        content_bytes: s.content_bytes,
-        chunks: s.chunks,
-        problem: s.problem,
-        in_use,
     }
 }
 

@@ -15,6 +15,7 @@
 
 use super::bundles::BundleDir;
 use super::release_store::ReleaseStore;
+use super::view::ReleaseDto;
 use ed25519_dalek::VerifyingKey;
 use model::Digest;
 use releases::manifest::Sha256Bytes;
@@ -26,24 +27,9 @@ use std::time::{Duration, SystemTime};
 /// one day, longer than an upload is expected to pause between chunks.
 pub const ORPHAN_CHUNK_AGE_MS: u64 = 24 * 60 * 60 * 1000;
 
-/// One stored release as listed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Stored {
-    /// Its release digest.
-    pub digest: Digest,
-    /// 1: a bundle file; 2: a signed manifest and its chunks.
-    pub format: u16,
-    /// The manifest's name (empty when it cannot be read).
-    pub name: String,
-    /// The manifest's version (empty when it cannot be read).
-    pub version: String,
-    /// What it unpacks to: the app file, or the tree's files.
-    pub content_bytes: u64,
-    /// Distinct chunks it names (0 for format 1).
-    pub chunks: u64,
-    /// Why the stored file is not served (unreadable, damaged, refused).
-    pub problem: Option<String>,
-}
+/// One stored release as listed: the API's row ([`ReleaseDto`]), with
+/// `in_use` left for the caller, who asks the model.
+pub type Stored = ReleaseDto;
 
 /// What a removal freed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -152,13 +138,14 @@ fn describe_tree(
 
 fn unread(digest: Digest, format: u16) -> Stored {
     Stored {
-        digest,
+        digest: digest.to_hex(),
         format,
         name: String::new(),
         version: String::new(),
         content_bytes: 0,
         chunks: 0,
         problem: None,
+        in_use: None,
     }
 }
 

@@ -109,20 +109,23 @@ fn the_list_names_both_formats_and_a_damaged_manifest() {
     let listed = list(&f.bundles, &f.store, &f.key.verifying_key()).expect("list");
     let first = &listed[0];
     assert_eq!(
-        (first.digest, first.format, first.name.as_str()),
-        (one, 1, "tiny")
+        (first.digest.as_str(), first.format, first.name.as_str()),
+        (one.to_hex().as_str(), 1, "tiny")
     );
     assert_eq!(first.content_bytes, 12);
     let tree_row = listed
         .iter()
-        .find(|s| s.digest == two)
+        .find(|s| s.digest == two.to_hex())
         .expect("tree listed");
     assert_eq!(
         (tree_row.format, tree_row.chunks, tree_row.content_bytes),
         (2, 2, 9)
     );
     assert_eq!(tree_row.problem, None);
-    let broken = listed.iter().find(|s| s.digest == damaged).expect("listed");
+    let broken = listed
+        .iter()
+        .find(|s| s.digest == damaged.to_hex())
+        .expect("listed");
     assert!(broken.problem.is_some(), "{broken:?}");
     assert_eq!(listed.len(), 3);
     fs::remove_dir_all(&f.dir).ok();
