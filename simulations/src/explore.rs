@@ -11,16 +11,17 @@ use model::controller::ControllerState;
 use serde::Serialize;
 use std::time::Duration;
 
-/// Path length explored by default (the pinned configurations' whole
-/// spaces are 18 to 43 deep from a fresh fleet; a projected state starts
-/// mid-way).
-pub const DEPTH_DEFAULT: usize = 20;
+/// Path length explored by default: a projected start with the default
+/// faults and four nodes is explored to this depth within the default
+/// states_max (the pinned configurations' whole spaces are 18 to 43 deep
+/// from a fresh fleet; a projected state starts mid-way).
+pub const DEPTH_DEFAULT: usize = 12;
 
 /// States generated (repeats included: what stateright counts and
 /// bounds) after which an exploration stops by default: about 3 million
 /// unique worlds, under 3 GB, a minute or two on this project's 2-core
 /// machines.
-pub const STATES_MAX_DEFAULT: usize = 10_000_000;
+pub const STATES_MAX_DEFAULT: usize = 4_000_000;
 
 /// Wall time after which an exploration stops by default, in seconds.
 pub const TIME_MAX_S_DEFAULT: u64 = 100;

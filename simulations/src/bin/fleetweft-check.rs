@@ -126,7 +126,7 @@ struct Args {
     #[arg(long, default_value_t = simulations::explore::TIME_MAX_S_DEFAULT)]
     time_max_s: u64,
     /// With --from-log: nodes projected, canary included (1..=5).
-    #[arg(long, default_value_t = simulations::projection::NODES_MAX)]
+    #[arg(long, default_value_t = simulations::projection::NODES_DEFAULT)]
     nodes_max: usize,
     /// With --from-log: followers not yet granted projected after the
     /// granted ones.
