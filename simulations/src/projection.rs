@@ -239,16 +239,31 @@ fn select<'a>(
         return Err(ProjectionError::NoRoom);
     }
     let plan = &r.plan;
-    let position: BTreeMap<NodeId, usize> =
-        plan.followers.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+    let position: BTreeMap<NodeId, usize> = plan
+        .followers
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (*n, i))
+        .collect();
     let ops: Vec<&Op> = r.ops.iter().filter_map(|id| state.op(*id)).collect();
     let named = match r.paused {
         Some(PauseReason::ProbeFailed { op } | PauseReason::FailureBudget { op }) => Some(op),
         _ => None,
     };
     // The order of preference among followers' ops.
-    let mut wanted: Vec<&Op> = ops.iter().copied().filter(|o| o.node != plan.canary).collect();
-    wanted.sort_by_key(|o| (Some(o.id) != named, !o.is_unknown(), !o.occupies_slot(), o.id));
+    let mut wanted: Vec<&Op> = ops
+        .iter()
+        .copied()
+        .filter(|o| o.node != plan.canary)
+        .collect();
+    wanted.sort_by_key(|o| {
+        (
+            Some(o.id) != named,
+            !o.is_unknown(),
+            !o.occupies_slot(),
+            o.id,
+        )
+    });
     let mut followers = Vec::new();
     let mut kept = Vec::new();
     let mut dropped_live = Vec::new();
@@ -321,9 +336,12 @@ pub fn project(
     limits: Limits,
 ) -> Result<Projection, ProjectionError> {
     let r = state.active_rollout().ok_or_else(|| {
-        let last = state.rollouts.back().map_or("no rollout at all".to_string(), |r| {
-            format!("the latest rollout, {}, is {:?}", r.id, r.status).to_lowercase()
-        });
+        let last = state
+            .rollouts
+            .back()
+            .map_or("no rollout at all".to_string(), |r| {
+                format!("the latest rollout, {}, is {:?}", r.id, r.status).to_lowercase()
+            });
         ProjectionError::NothingLive(last)
     })?;
     let selection = select(state, r, limits)?;
@@ -411,7 +429,11 @@ fn left_out(state: &ControllerState, r: &Rollout, s: &Selection) -> Vec<String> 
 /// At most a few ids, then a count.
 fn list(ops: &[OpId]) -> String {
     const SHOWN_MAX: usize = 5;
-    let shown: Vec<String> = ops.iter().take(SHOWN_MAX).map(ToString::to_string).collect();
+    let shown: Vec<String> = ops
+        .iter()
+        .take(SHOWN_MAX)
+        .map(ToString::to_string)
+        .collect();
     match ops.len() > SHOWN_MAX {
         true => format!("{}, … {} more", shown.join(", "), ops.len() - SHOWN_MAX),
         false => shown.join(", "),
@@ -444,8 +466,16 @@ fn project_controller(
     }
     for (real, id) in nodes {
         let record = state.nodes.get(real).cloned().unwrap_or_default();
-        let live_op = ctrl.ops.values().find(|o| o.node == *id && o.occupies_slot());
-        let last_op = ctrl.ops.values().filter(|o| o.node == *id).map(|o| o.id).max();
+        let live_op = ctrl
+            .ops
+            .values()
+            .find(|o| o.node == *id && o.occupies_slot());
+        let last_op = ctrl
+            .ops
+            .values()
+            .filter(|o| o.node == *id)
+            .map(|o| o.id)
+            .max();
         let record = NodeRecord {
             live_op: live_op.map(|o| o.id),
             last_op,
@@ -477,7 +507,10 @@ fn project_rollout(s: &Selection, ctrl: &ControllerState, ops: &BTreeMap<OpId, O
     let kept: Vec<&Op> = ctrl.ops.values().collect();
     let occupied = kept.iter().filter(|o| o.occupies_slot()).count() as u32;
     let settled = kept.len() as u32 - occupied;
-    let not_passed = kept.iter().filter(|o| !o.occupies_slot() && !o.passed()).count() as u32;
+    let not_passed = kept
+        .iter()
+        .filter(|o| !o.occupies_slot() && !o.passed())
+        .count() as u32;
     let followers_granted = kept.iter().filter(|o| o.node != NodeId(0)).count() as u32;
     let (policy, wave_approvals) = project_policy(r, &s.followers, followers_granted);
     Rollout {
@@ -530,7 +563,9 @@ fn project_policy(r: &Rollout, followers: &[usize], granted: u32) -> (Policy, u3
         wave_ends: ends,
         ..Policy::clone(real)
     };
-    let lost = r.current_wave().saturating_sub(policy.current_wave(granted));
+    let lost = r
+        .current_wave()
+        .saturating_sub(policy.current_wave(granted));
     (policy, r.wave_approvals.saturating_sub(lost))
 }
 
@@ -566,16 +601,17 @@ fn project_world(
     for (real, id) in nodes {
         let record = state.nodes.get(real).cloned().unwrap_or_default();
         let before = record.confirmed.or(record.reported_serving);
-        let op = world
-            .durable
-            .ops
-            .values()
-            .find(|o| o.node == *id)
-            .cloned();
+        let op = world.durable.ops.values().find(|o| o.node == *id).cloned();
         let agent = agent_for(op.as_ref(), before, cfg.chunks);
         let index = id.0 as usize;
         world.agents[index] = agent;
-        if matches!(agent.op, Some(AgentOp { stage: AgentStage::AwaitingDecision, .. })) {
+        if matches!(
+            agent.op,
+            Some(AgentOp {
+                stage: AgentStage::AwaitingDecision,
+                ..
+            })
+        ) {
             world.artifacts[index] = Artifact::Good;
         }
         if let Some(o) = op.filter(|o| o.occupies_slot()) {
@@ -654,9 +690,9 @@ fn agent_for(op: Option<&Op>, before: Option<Digest>, chunks: u8) -> AgentState 
 fn settled_serving(o: &Op, outcome: Outcome, before: Option<Digest>) -> Option<Digest> {
     match outcome {
         Outcome::Verified | Outcome::Resolved(Resolution::ConfirmNew) => Some(o.release),
-        Outcome::RolledBack | Outcome::NotApplied | Outcome::Resolved(Resolution::ConfirmBaseline) => {
-            o.baseline.or(before)
-        }
+        Outcome::RolledBack
+        | Outcome::NotApplied
+        | Outcome::Resolved(Resolution::ConfirmBaseline) => o.baseline.or(before),
         // Abandoned: the record says nothing; the last claim stands.
         Outcome::Resolved(Resolution::Abandon) => before,
     }
@@ -695,7 +731,11 @@ fn in_flight(world: &mut World, o: &Op) {
 /// Deliver the decision to each node the log shows acted on it, by the
 /// checker's own step (the agent switches or aborts, probes and reports;
 /// a release the log saw answer wrongly answers wrongly here too).
-fn past_the_decision(world: World, cfg: &CheckConfig, acted_on: &[Op]) -> Result<World, ProjectionError> {
+fn past_the_decision(
+    world: World,
+    cfg: &CheckConfig,
+    acted_on: &[Op],
+) -> Result<World, ProjectionError> {
     let model = FleetModel::new(cfg.clone());
     let mut world = world;
     for o in acted_on {
@@ -825,7 +865,11 @@ mod tests {
 
     /// Deliver the first message in flight that `pick` chooses.
     fn deliver(model: &FleetModel, world: &World, pick: impl Fn(&Msg) -> bool) -> World {
-        let msg = *world.net.iter().find(|m| pick(m)).expect("such a message in flight");
+        let msg = *world
+            .net
+            .iter()
+            .find(|m| pick(m))
+            .expect("such a message in flight");
         act(model, world, Action::Deliver { msg, fault: None })
     }
 
@@ -857,7 +901,11 @@ mod tests {
         let p = project(&w.durable, &CheckConfig::default(), Limits::default()).unwrap();
         let ctrl = &p.world.durable;
         let r = &ctrl.rollouts[0];
-        assert_eq!(r.paused, Some(PauseReason::Operator), "the pause was dropped");
+        assert_eq!(
+            r.paused,
+            Some(PauseReason::Operator),
+            "the pause was dropped"
+        );
         let op = ctrl.op(OpId(0)).expect("the live op was dropped");
         assert!(op.is_unknown(), "the op is no longer UNKNOWN");
         assert_eq!(op.decision, Some(Decision::Commit));
@@ -869,10 +917,19 @@ mod tests {
         // The earliest agent the log allows: staged, awaiting the
         // decision, which is in flight again.
         let agent = &p.world.agents[0];
-        assert!(matches!(agent.op.map(|o| o.stage), Some(AgentStage::AwaitingDecision)));
+        assert!(matches!(
+            agent.op.map(|o| o.stage),
+            Some(AgentStage::AwaitingDecision)
+        ));
         assert!(p.world.net.iter().any(|m| matches!(
             m,
-            Msg::ToAgent(_, ToAgent::CommitReply { decision: Decision::Commit, .. })
+            Msg::ToAgent(
+                _,
+                ToAgent::CommitReply {
+                    decision: Decision::Commit,
+                    ..
+                }
+            )
         )));
         assert_eq!(p.world.ghost.were_unknown, 1);
         invariants::check_state(ctrl).unwrap();
@@ -952,7 +1009,11 @@ mod tests {
     #[test]
     fn nothing_under_way_is_refused_by_name() {
         let model = fleet(1, 1);
-        let err = project(&model.initial().durable, &CheckConfig::default(), Limits::default());
+        let err = project(
+            &model.initial().durable,
+            &CheckConfig::default(),
+            Limits::default(),
+        );
         assert!(matches!(err, Err(ProjectionError::NothingLive(_))));
     }
 
@@ -978,7 +1039,11 @@ mod tests {
         };
         let p = project(&w.durable, &base, Limits::default()).unwrap();
         let report = run_bounded(&p.model(), &options, &small_bounds());
-        assert!(report.failures().next().is_none(), "{:?}", report.properties);
+        assert!(
+            report.failures().next().is_none(),
+            "{:?}",
+            report.properties
+        );
         assert!(report.unique_states > 10, "{}", report.unique_states);
         // A decision made anew on the retried commit request (S6).
         let mut cfg = base.clone();

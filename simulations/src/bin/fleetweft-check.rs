@@ -115,9 +115,11 @@ struct Args {
     /// sequence (as `fleetweft log show` numbers events), not the end.
     #[arg(long, value_name = "SEQ")]
     until: Option<u64>,
-    /// With --from-log: path length explored.
-    #[arg(long, default_value_t = simulations::explore::DEPTH_DEFAULT)]
-    depth: usize,
+    /// With --from-log: path length explored (default: from 10, deeper
+    /// by 2 while the next level fits in --states-max and --time-max-s,
+    /// up to 40).
+    #[arg(long)]
+    depth: Option<usize>,
     /// With --from-log: states generated (repeats included) after which
     /// the exploration stops.
     #[arg(long, default_value_t = simulations::explore::STATES_MAX_DEFAULT)]
@@ -137,7 +139,7 @@ struct Args {
 /// `--from-log DATA`: load and verify the log, project its live part,
 /// explore from there within the bounds, and tell what can go wrong.
 fn from_log(args: &Args, data: &str, cfg: &CheckConfig) -> anyhow::Result<ExitCode> {
-    use simulations::explore::{explore, refusal};
+    use simulations::explore::{explore, refusal, Depth, DEPTH_MAX_DEFAULT};
     use simulations::projection::{Limits, ProjectionError, NODES_MAX};
     if let Some(why) = refusal(cfg) {
         anyhow::bail!("--from-log: {why}");
@@ -149,7 +151,9 @@ fn from_log(args: &Args, data: &str, cfg: &CheckConfig) -> anyhow::Result<ExitCo
     let loaded = std::time::Instant::now();
     let state = logtools::copy::state_at(&location, args.until)
         .with_context(|| format!("reading the controller log {data}"))?;
-    let at = args.until.map_or(String::new(), |seq| format!(" up to #{seq}"));
+    let at = args
+        .until
+        .map_or(String::new(), |seq| format!(" up to #{seq}"));
     eprintln!(
         "loaded {data}{at}: {} rollouts, {} nodes, {} ops granted, in {:.1}s",
         state.rollouts.len(),
@@ -161,8 +165,12 @@ fn from_log(args: &Args, data: &str, cfg: &CheckConfig) -> anyhow::Result<ExitCo
         nodes_max: args.nodes_max,
         upcoming_max: args.upcoming,
     };
+    let (depth, depth_max) = match args.depth {
+        Some(d) => (Depth::Fixed(d.max(1)), d.max(1)),
+        None => (Depth::Deepen, DEPTH_MAX_DEFAULT),
+    };
     let bounds = simulations::run::Bounds {
-        depth_max: args.depth.max(1),
+        depth_max,
         states_max: args.states_max.max(1),
         time_max: std::time::Duration::from_secs(args.time_max_s.max(1)),
     };
@@ -170,7 +178,7 @@ fn from_log(args: &Args, data: &str, cfg: &CheckConfig) -> anyhow::Result<ExitCo
         threads: args.threads,
         progress: true,
     };
-    let explored = match explore(&state, cfg, limits, bounds, &options) {
+    let explored = match explore(&state, cfg, limits, bounds, depth, &options) {
         Ok(e) => e,
         Err(ProjectionError::NothingLive(why)) => {
             println!("nothing to explore from here: {why}");
