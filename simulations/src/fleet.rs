@@ -239,6 +239,14 @@ impl FleetModel {
         FleetModel { cfg, start: None }
     }
 
+    /// Step 0 of a counterexample: how its start reads.
+    pub fn start_words(&self) -> &'static str {
+        match self.start {
+            Some(_) => "0. the projected start (above): the live part of the real log",
+            None => "0. every node serves v1 and has said so to the controller",
+        }
+    }
+
     /// A model that starts from `world` (a projected real state) rather
     /// than from a fresh fleet.
     pub fn from_world(cfg: CheckConfig, world: World) -> Self {
