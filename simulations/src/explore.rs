@@ -217,3 +217,84 @@ fn stopped_by(report: &Report, bounds: &Bounds) -> Option<String> {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Faults;
+    use crate::fleet::{Action, FleetModel};
+    use crate::world::Msg;
+    use model::{OpId, RolloutId};
+
+    /// A canary granted, its commit decided and the reply lost, the
+    /// rollout paused: the controller's state.
+    fn lost_reply() -> ControllerState {
+        let model = FleetModel::new(CheckConfig {
+            followers: 1,
+            faults: Faults::none(),
+            max_faults: 0,
+            ..CheckConfig::default()
+        });
+        let mut w = model.transition(&model.initial(), Action::Start, &mut None);
+        for to_agent in [true, false] {
+            let msg = *w
+                .net
+                .iter()
+                .find(|m| matches!(m, Msg::ToAgent(..)) == to_agent)
+                .expect("a message");
+            w = model.transition(&w, Action::Deliver { msg, fault: None }, &mut None);
+        }
+        let reply = *w.net.iter().next().expect("the reply");
+        w = model.transition(&w, Action::Drop(reply), &mut None);
+        w = model.transition(&w, Action::Pause(RolloutId(0)), &mut None);
+        assert!(w.durable.op(OpId(0)).is_some_and(|o| o.decision.is_some()));
+        w.durable
+    }
+
+    #[test]
+    fn deepening_stops_where_the_space_ends_and_tells_it() {
+        let base = CheckConfig {
+            faults: Faults::none().with(Fault::Loss),
+            ..CheckConfig::default()
+        };
+        let options = RunOptions {
+            threads: 1,
+            progress: false,
+        };
+        let e = explore(
+            &lost_reply(),
+            &base,
+            Limits::default(),
+            Bounds::default(),
+            Depth::Deepen,
+            &options,
+        )
+        .unwrap();
+        assert!(!e.broken());
+        assert!(e.stopped.is_none());
+        // The space ran out before the depth: every state was explored.
+        assert!(e.report.max_depth < e.depth_max, "{}", e.text());
+        let text = e.text();
+        assert!(
+            text.contains("every state reachable from here explored"),
+            "{text}"
+        );
+        assert!(text.contains("paused (by an operator)"), "{text}");
+        // A fixed depth short of the space says so.
+        let short = explore(
+            &lost_reply(),
+            &base,
+            Limits::default(),
+            Bounds::default(),
+            Depth::Fixed(3),
+            &options,
+        )
+        .unwrap();
+        assert_eq!(short.report.max_depth, 3);
+        assert!(
+            short.text().contains("no violation within depth 3"),
+            "{}",
+            short.text()
+        );
+    }
+}

@@ -501,7 +501,12 @@ fn project_rollout(s: &Selection, ctrl: &ControllerState, ops: &BTreeMap<OpId, O
         release: r.plan.release,
         canary: NodeId(0),
         followers: (1..=s.followers.len() as u32).map(NodeId).collect(),
-        slots_max: r.plan.slots_max - s.dropped_live.len() as u16,
+        // S1 (checked on the whole log) keeps the dropped ops within the
+        // slots; saturating all the same, a log is data.
+        slots_max: r
+            .plan
+            .slots_max
+            .saturating_sub(u16::try_from(s.dropped_live.len()).unwrap_or(u16::MAX)),
         approval_after_canary: r.plan.approval_after_canary,
     };
     let kept: Vec<&Op> = ctrl.ops.values().collect();
