@@ -156,7 +156,8 @@ fn lost_reply_log(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("fromlog-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let (log, _) = eventlog::EventLog::<model::controller::Event>::open(&dir).expect("a new log");
-    log.append(events).expect("appended");
+    let durable = log.append(events).expect("appended");
+    assert!(!durable.into_inner().is_empty(), "the story wrote events");
     drop(log);
     dir
 }
