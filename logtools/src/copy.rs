@@ -382,6 +382,33 @@ pub fn verify_location(location: &LogLocation) -> Result<LogSummary, InspectErro
     }
 }
 
+/// The state the controller log at `location` folds to, every event
+/// checked against the rules (`fleetweft-check --from-log`). A sled
+/// location may be the log directory or the controller's data directory
+/// holding it. With `until`, the state right after that sequence. Reads
+/// only.
+pub fn state_at(
+    location: &LogLocation,
+    until: Option<u64>,
+) -> Result<model::controller::ControllerState, InspectError> {
+    match location {
+        LogLocation::Sled(dir) => {
+            let dir = crate::inspect::locate(dir, crate::inspect::LogKind::Controller)?;
+            Ok(crate::inspect::controller_state(dir, until)?.0)
+        }
+        LogLocation::Etcd { .. } => {
+            let config = location.etcd_config().ok_or_else(|| {
+                InspectError::Uninspectable(eventlog::VerifyError::Storage(
+                    StorageError::EtcdConfig("internal: no etcd config".into()),
+                ))
+            })?;
+            let storage = open_etcd_read_only(&config)
+                .map_err(|err| InspectError::Uninspectable(eventlog::VerifyError::Storage(err)))?;
+            Ok(crate::inspect::controller_state_in(&storage, &location.name(), until)?.0)
+        }
+    }
+}
+
 /// Opens an etcd log read-only (for `log verify|show --etcd`).
 pub fn open_etcd_read_only(config: &EtcdConfig) -> Result<EtcdStorage, StorageError> {
     let client = EtcdClient::connect(config)?;

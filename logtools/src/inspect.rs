@@ -401,8 +401,59 @@ pub fn visit_events_in(
     )
 }
 
+/// The state a sound controller log in `dir` folds to (every event
+/// checked against the rules on the way, as `log verify` does), with the
+/// verification's report: what `fleetweft-check --from-log` projects.
+/// With `until`, the fold stops after that sequence (the state as it
+/// stood then); the whole log is still verified. Never writes to `dir`.
+pub fn controller_state(
+    dir: impl AsRef<Path>,
+    until: Option<u64>,
+) -> Result<(ControllerState, VerifyReport), InspectError> {
+    let mut events: Vec<(u64, Event)> = Vec::new();
+    let report = walk_as::<Event, Record>(dir.as_ref(), LogKind::Controller, |sequence, event| {
+        if until.is_none_or(|last| sequence <= last) {
+            events.push((sequence, event));
+        }
+    })?;
+    let state = fold_checked(&report, &events)?;
+    Ok((state, report))
+}
+
+/// [`controller_state`] of a log in any storage, e.g. etcd; `name` names
+/// it in errors. Reads only.
+pub fn controller_state_in(
+    storage: &dyn LogStorage,
+    name: &str,
+    until: Option<u64>,
+) -> Result<(ControllerState, VerifyReport), InspectError> {
+    let mut events: Vec<(u64, Event)> = Vec::new();
+    let report = walk_with::<Event, Record>(
+        Path::new(name),
+        LogKind::Controller,
+        |check| verify_storage_with(storage, check),
+        |sequence, event| {
+            if until.is_none_or(|last| sequence <= last) {
+                events.push((sequence, event));
+            }
+        },
+    )?;
+    let state = fold_checked(&report, &events)?;
+    Ok((state, report))
+}
+
 /// Replays a verified controller history through the rules.
 fn check_rules(report: &VerifyReport, events: &[(u64, Event)]) -> Result<LogSummary, InspectError> {
+    let state = fold_checked(report, events)?;
+    Ok(summarize(report, &state))
+}
+
+/// The fold of a verified controller history, every event checked
+/// against the rules; a log whose head was archived needs the archive.
+fn fold_checked(
+    report: &VerifyReport,
+    events: &[(u64, Event)],
+) -> Result<ControllerState, InspectError> {
     if report.first_live > 0 {
         return Err(InspectError::NeedsArchive {
             first_live: report.first_live,
@@ -417,7 +468,7 @@ fn check_rules(report: &VerifyReport, events: &[(u64, Event)]) -> Result<LogSumm
                 violation: err.violation,
             }
         })?;
-    Ok(summarize(report, &state))
+    Ok(state)
 }
 
 /// Calls `visit` with every event from sequence `from` on, in order, while

@@ -95,10 +95,7 @@ impl Steps {
     pub fn new(model: &FleetModel, path: &[(World, Option<Action>)]) -> Steps {
         let mut chart = Chart::new();
         let lanes = Lanes::new(&mut chart, model, path);
-        chart.note_all(
-            "0. every node serves v1 and has said so to the controller",
-            Tone::Plain,
-        );
+        chart.note_all(model.start_words(), Tone::Plain);
         Steps {
             chart,
             lanes,

@@ -168,6 +168,10 @@ pub enum Action {
 #[derive(Clone, Debug)]
 pub struct FleetModel {
     pub cfg: CheckConfig,
+    /// The world to start from instead of [`FleetModel::initial`]'s
+    /// fresh fleet: a real state projected by [`crate::projection`]
+    /// (`--from-log`). Shared: the checker clones the model per thread.
+    pub start: Option<std::sync::Arc<World>>,
 }
 
 /// A narrator collects what a transition does, in domain words and with
@@ -232,7 +236,24 @@ fn say_durable(narration: &mut Narration) {
 impl FleetModel {
     /// A model of the given configuration.
     pub fn new(cfg: CheckConfig) -> Self {
-        FleetModel { cfg }
+        FleetModel { cfg, start: None }
+    }
+
+    /// Step 0 of a counterexample: how its start reads.
+    pub fn start_words(&self) -> &'static str {
+        match self.start {
+            Some(_) => "0. the projected start (above): the live part of the real log",
+            None => "0. every node serves v1 and has said so to the controller",
+        }
+    }
+
+    /// A model that starts from `world` (a projected real state) rather
+    /// than from a fresh fleet.
+    pub fn from_world(cfg: CheckConfig, world: World) -> Self {
+        FleetModel {
+            cfg,
+            start: Some(std::sync::Arc::new(world)),
+        }
     }
 
     /// Every node, canary (index 0) first.
@@ -262,8 +283,12 @@ impl FleetModel {
     }
 
     /// The initial world: every node serves v1 and said so; the operator's
-    /// first action is to start the rollout to v2.
+    /// first action is to start the rollout to v2. A model made by
+    /// [`FleetModel::from_world`] starts from its given world instead.
     pub fn initial(&self) -> World {
+        if let Some(start) = &self.start {
+            return World::clone(start);
+        }
         let count = self.cfg.followers as usize + 1;
         let mut world = World {
             durable: Default::default(),

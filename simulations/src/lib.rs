@@ -4,17 +4,21 @@
 //! faulty environment ([`fleet`]), the rules as properties
 //! ([`properties`]), liveness under weak fairness ([`liveness`], told as
 //! lassos by [`lasso`]), named mutants that must be caught ([`mutants`]), and the
-//! runner behind the `fleetweft-check` binary ([`run`]).
+//! runner behind the `fleetweft-check` binary ([`run`]), and "explore from
+//! here": a real controller state projected onto the checker's world
+//! ([`projection`], [`explore`]).
 
 pub mod config;
 pub mod diagram;
 pub mod durable_log;
+pub mod explore;
 pub mod fleet;
 pub mod gallery;
 pub mod lasso;
 pub mod leads_to;
 pub mod liveness;
 pub mod mutants;
+pub mod projection;
 pub mod properties;
 pub mod run;
 pub mod symmetry;

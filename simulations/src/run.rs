@@ -65,7 +65,7 @@ pub fn run(cfg: &CheckConfig, options: &RunOptions) -> Report {
             properties: Vec::new(),
             liveness: None,
         },
-        _ => run_safety(cfg, options),
+        _ => run_safety(FleetModel::new(cfg.clone()), options, None),
     };
     let safe = report.failures().next().is_none();
     if cfg.liveness != LivenessCheck::Off && safe {
@@ -108,15 +108,43 @@ fn add_liveness(cfg: &CheckConfig, options: &RunOptions, report: &mut Report) {
     }
 }
 
+/// Bounds that make an exploration finish whatever the space's size
+/// (`--from-log`: a real state may open a space far larger than the
+/// pinned configurations').
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    /// States of a path beyond which nothing is expanded.
+    pub depth_max: usize,
+    /// States generated (repeats included, as stateright counts them)
+    /// after which the exploration stops; it may overshoot by a block.
+    pub states_max: usize,
+    /// Wall time after which the exploration stops.
+    pub time_max: Duration,
+}
+
+/// The safety properties explored from `model`'s initial world (a
+/// projected real state) within `bounds`, breadth first, stopping at the
+/// first safety failure. Liveness is not checked (its graph is kept
+/// whole, which the bounds would cut).
+pub fn run_bounded(model: &FleetModel, options: &RunOptions, bounds: &Bounds) -> Report {
+    run_safety(model.clone(), options, Some(bounds))
+}
+
 /// The safety and reachability properties, by stateright's checker.
-fn run_safety(cfg: &CheckConfig, options: &RunOptions) -> Report {
-    let model = FleetModel::new(cfg.clone());
+fn run_safety(model: FleetModel, options: &RunOptions, bounds: Option<&Bounds>) -> Report {
+    let cfg = model.cfg.clone();
     let started = Instant::now();
-    let builder = model
+    let mut builder = model
         .clone()
         .checker()
         .threads(options.threads.max(1))
         .finish_when(HasDiscoveries::AnyFailures);
+    if let Some(b) = bounds {
+        builder = builder
+            .target_max_depth(b.depth_max)
+            .target_state_count(b.states_max)
+            .timeout(b.time_max);
+    }
     // stateright reduces symmetry in its depth-first checker only; the
     // counterexample is shortened breadth first afterwards either way.
     let checker = if cfg.symmetry {

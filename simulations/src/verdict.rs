@@ -46,7 +46,7 @@ pub fn tell(
     path: Vec<(World, Option<Action>)>,
     loop_at: Option<(usize, &str)>,
 ) -> (Vec<String>, crate::diagram::Steps, Option<World>) {
-    let mut steps = vec!["0. every node serves v1 and has said so to the controller".to_string()];
+    let mut steps = vec![model.start_words().to_string()];
     let mut chart = crate::diagram::Steps::new(model, &path);
     let mut last: Option<World> = None;
     for (index, (world, action)) in path.into_iter().enumerate() {

@@ -289,6 +289,7 @@ fn rollout_entry(
                 "roll back: start a rollout of the previous release over {}'s nodes: fleetweft rollout start --bundle PREVIOUS.bundle --canary {canary} --followers ... --slots K",
                 r.id
             ),
+            explore_option(r.id),
         ],
         check_command: format!("fleetweft probe {canary}"),
         since_sequence: index.waiting.get(&r.id).copied(),
@@ -511,11 +512,24 @@ fn op_options(state: &ControllerState, op: &Op, name: &str, baseline: &str) -> V
             "roll back: nothing to put back, {name} never got a commit for {id} (it keeps serving the baseline {baseline}); resolve below"
         )
     };
-    vec![
+    let mut options = vec![
         format!("keep paused: leave {id} holding its slot and wait for {name}"),
         roll_back,
         resolve,
-    ]
+    ];
+    if op.is_unknown() && state.active == Some(op.rollout) {
+        options.push(explore_option(op.rollout));
+    }
+    options
+}
+
+/// The option "explore from here" of a paused or waiting rollout and of
+/// an UNKNOWN op: the model checker from the live state (issue #27 item
+/// 3), which tells each rule a path from here can break.
+fn explore_option(rollout: RolloutId) -> String {
+    format!(
+        "explore from here: what can still go wrong, every interleaving of faults and operator inputs from the current state: GET /api/rollouts/{rollout}/explore (or fleetweft-check --from-log DATA on a copy of the log)"
+    )
 }
 
 /// "Since when" for an unsettled op, in words.

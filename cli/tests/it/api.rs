@@ -870,6 +870,7 @@ const ROUTER_ROUTES: &[(&str, &str)] = &[
     ("/api/rollouts/{id}/resume", "post"),
     ("/api/rollouts/{id}/approve", "post"),
     ("/api/rollouts/{id}/proof", "get"),
+    ("/api/rollouts/{id}/explore", "get"),
     ("/api/nodes/{name}/proof", "get"),
     ("/api/nodes/{name}/probe", "post"),
     ("/api/nodes/{name}/observe", "post"),

@@ -23,6 +23,7 @@ pub fn routes() -> OpenApiRouter<Api> {
         .merge(super::release_api::routes())
         .merge(super::dashboard::routes())
         .merge(super::stream::routes())
+        .merge(super::explore::routes())
 }
 
 /// The OpenAPI document, generated from the handlers and the DTOs.

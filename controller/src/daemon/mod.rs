@@ -11,6 +11,7 @@ pub mod core;
 pub mod dashboard;
 pub mod deadlines;
 pub mod error;
+pub mod explore;
 pub mod fatal;
 pub mod ha;
 pub mod housekeeping;

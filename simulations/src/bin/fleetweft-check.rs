@@ -104,6 +104,101 @@ struct Args {
     /// `sequenceDiagram` text. Nothing is written when no rule broke.
     #[arg(long, value_name = "FILE")]
     diagram: Option<std::path::PathBuf>,
+    /// Explore from a real controller log: a data or log directory (sled)
+    /// or `etcd://HOST:PORT[,...]/PREFIX`. The live part of its state (the
+    /// active or paused rollout, its live ops, the nodes they touch) is
+    /// projected onto the checker's world and every interleaving of the
+    /// faults and operator inputs is explored from there.
+    #[arg(long, value_name = "DATA")]
+    from_log: Option<String>,
+    /// With --from-log: explore from the state right after this log
+    /// sequence (as `fleetweft log show` numbers events), not the end.
+    #[arg(long, value_name = "SEQ")]
+    until: Option<u64>,
+    /// With --from-log: path length explored (default: from 10, deeper
+    /// by 2 while the next level fits in --states-max and --time-max-s,
+    /// up to 40).
+    #[arg(long)]
+    depth: Option<usize>,
+    /// With --from-log: states generated (repeats included) after which
+    /// the exploration stops.
+    #[arg(long, default_value_t = simulations::explore::STATES_MAX_DEFAULT)]
+    states_max: usize,
+    /// With --from-log: seconds after which the exploration stops.
+    #[arg(long, default_value_t = simulations::explore::TIME_MAX_S_DEFAULT)]
+    time_max_s: u64,
+    /// With --from-log: nodes projected, canary included (1..=5).
+    #[arg(long, default_value_t = simulations::projection::NODES_DEFAULT)]
+    nodes_max: usize,
+    /// With --from-log: followers not yet granted projected after the
+    /// granted ones.
+    #[arg(long, default_value_t = simulations::projection::UPCOMING_MAX)]
+    upcoming: usize,
+}
+
+/// `--from-log DATA`: load and verify the log, project its live part,
+/// explore from there within the bounds, and tell what can go wrong.
+fn from_log(args: &Args, data: &str, cfg: &CheckConfig) -> anyhow::Result<ExitCode> {
+    use simulations::explore::{explore, refusal, Depth, DEPTH_MAX_DEFAULT};
+    use simulations::projection::{Limits, ProjectionError, NODES_MAX};
+    if let Some(why) = refusal(cfg) {
+        anyhow::bail!("--from-log: {why}");
+    }
+    if args.nodes_max == 0 || args.nodes_max > NODES_MAX {
+        anyhow::bail!("--nodes-max: {} is outside 1..={NODES_MAX}", args.nodes_max);
+    }
+    let location = logtools::copy::LogLocation::parse(data).map_err(anyhow::Error::msg)?;
+    let loaded = std::time::Instant::now();
+    let state = logtools::copy::state_at(&location, args.until)
+        .with_context(|| format!("reading the controller log {data}"))?;
+    let at = args
+        .until
+        .map_or(String::new(), |seq| format!(" up to #{seq}"));
+    eprintln!(
+        "loaded {data}{at}: {} rollouts, {} nodes, {} ops granted, in {:.1}s",
+        state.rollouts.len(),
+        state.nodes.len(),
+        state.ops_granted(),
+        loaded.elapsed().as_secs_f64()
+    );
+    let limits = Limits {
+        nodes_max: args.nodes_max,
+        upcoming_max: args.upcoming,
+    };
+    let (depth, depth_max) = match args.depth {
+        Some(d) => (Depth::Fixed(d.max(1)), d.max(1)),
+        None => (Depth::Deepen, DEPTH_MAX_DEFAULT),
+    };
+    let bounds = simulations::run::Bounds {
+        depth_max,
+        states_max: args.states_max.max(1),
+        time_max: std::time::Duration::from_secs(args.time_max_s.max(1)),
+    };
+    let options = RunOptions {
+        threads: args.threads,
+        progress: true,
+    };
+    let explored = match explore(&state, cfg, limits, bounds, depth, &options) {
+        Ok(e) => e,
+        Err(ProjectionError::NothingLive(why)) => {
+            println!("nothing to explore from here: {why}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&explored)?);
+    } else {
+        print!("{}", explored.text());
+    }
+    if let Some(path) = &args.diagram {
+        write_diagram(&explored.report, path)?;
+    }
+    Ok(if explored.broken() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// `--diagram FILE`: the first counterexample's chart, SVG or Mermaid by
@@ -243,6 +338,9 @@ fn main() -> ExitCode {
 }
 
 fn real_main(args: &Args, cfg: CheckConfig) -> anyhow::Result<ExitCode> {
+    if let Some(data) = &args.from_log {
+        return from_log(args, data, &cfg);
+    }
     if let Some(addr) = &args.explore {
         eprintln!("serving stateright Explorer on http://{addr} ({cfg})");
         FleetModel::new(cfg)
