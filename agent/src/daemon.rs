@@ -513,7 +513,36 @@ impl Agent {
                     None => self.route.switch(None),
                 }
             }
+            AgentEvent::Closed { .. } => self.retire_idle_instances(),
             _ => {}
+        }
+    }
+
+    /// Once an op is closed, the instances of releases the model no longer
+    /// names (`AgentState::releases_in_use`) and the route does not
+    /// forward to are drained and stopped in the background
+    /// ([`Instance::retire`]): without it every release ever run kept a
+    /// process up until the disk budget removed the release. A later op of
+    /// such a release starts it again.
+    fn retire_idle_instances(&mut self) {
+        let mut keep: std::collections::BTreeSet<Digest> =
+            self.journal.state.releases_in_use().collect();
+        keep.extend(self.route.current().map(|b| b.release));
+        let idle: Vec<Digest> = self
+            .instances
+            .keys()
+            .filter(|r| !keep.contains(r))
+            .copied()
+            .collect();
+        for release in idle {
+            let Some(instance) = self.instances.remove(&release) else {
+                continue;
+            };
+            let route = self.route.clone();
+            tokio::spawn(async move {
+                let ended = instance.retire(|port| route.in_flight(port)).await;
+                tracing::info!("retired the instance of {release}: {ended:?}");
+            });
         }
     }
 

@@ -10,7 +10,10 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use model::Digest;
-use std::sync::{Arc, RwLock};
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, RwLock};
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::net::TcpListener;
 
@@ -30,10 +33,32 @@ pub struct Backend {
     pub release: Digest,
 }
 
-/// The switch: which backend the public route serves. Cheap to clone.
+/// The switch: which backend the public route serves, and how many
+/// requests each backend still has in flight. Cheap to clone.
 #[derive(Clone, Debug, Default)]
 pub struct Route {
     current: Arc<RwLock<Option<Backend>>>,
+    in_flight: Arc<Mutex<HashMap<u16, usize>>>,
+}
+
+/// One request forwarded to a backend port, counted until it is dropped:
+/// with the answer's body, so a streamed answer counts until it ends.
+#[derive(Debug)]
+pub struct InFlight {
+    counts: Arc<Mutex<HashMap<u16, usize>>>,
+    port: u16,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = counts.get_mut(&self.port) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                counts.remove(&self.port);
+            }
+        }
+    }
 }
 
 impl Route {
@@ -52,13 +77,56 @@ impl Route {
             Err(poisoned) => *poisoned.into_inner(),
         }
     }
+
+    /// Requests forwarded to `port` whose answer has not ended: what a
+    /// backend taken off the route still owes its clients.
+    pub fn in_flight(&self, port: u16) -> usize {
+        let counts = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        counts.get(&port).copied().unwrap_or(0)
+    }
+
+    /// Counts one request to `port` until the guard is dropped.
+    fn enter(&self, port: u16) -> InFlight {
+        let mut counts = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        *counts.entry(port).or_insert(0) += 1;
+        InFlight {
+            counts: self.in_flight.clone(),
+            port,
+        }
+    }
+}
+
+/// An answer's body that keeps its request counted until it ends.
+pub struct Counted {
+    body: Incoming,
+    _in_flight: InFlight,
+}
+
+impl hyper::body::Body for Counted {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, hyper::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 type HttpClient = Client<HttpConnector, Incoming>;
 
 /// What the route answers: a short text of its own, or the app's body as
 /// it streams.
-type RouteBody = Either<Full<Bytes>, Incoming>;
+type RouteBody = Either<Full<Bytes>, Counted>;
 
 /// Serve the public route on `listener` until the task is dropped.
 pub async fn serve(listener: TcpListener, route: Route) {
@@ -104,6 +172,7 @@ async fn forward(req: Request<Incoming>, route: Route, client: HttpClient) -> Re
     let Ok(uri) = format!("http://127.0.0.1:{}{}", backend.port, path).parse::<hyper::Uri>() else {
         return plain(StatusCode::BAD_REQUEST, "bad path\n");
     };
+    let in_flight = route.enter(backend.port);
     let (parts, body) = req.into_parts();
     let mut upstream = Request::new(body);
     *upstream.method_mut() = parts.method;
@@ -126,6 +195,10 @@ async fn forward(req: Request<Incoming>, route: Route, client: HttpClient) -> Re
     if let Ok(value) = hyper::header::HeaderValue::from_str(&backend.release.to_hex()) {
         parts.headers.insert(RELEASE_HEADER, value);
     }
+    let body = Counted {
+        body,
+        _in_flight: in_flight,
+    };
     Response::from_parts(parts, Either::Right(body))
 }
 

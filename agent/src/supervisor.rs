@@ -13,6 +13,14 @@ use tokio::process::{Child, Command};
 pub const APP_START_TIMEOUT_MS: u64 = 10_000;
 /// How often a starting app is tried for a listener, in milliseconds.
 const LISTEN_POLL_MS: u64 = 50;
+/// How long an instance taken off the route may finish the requests it
+/// still has in flight before it is told to stop, in milliseconds.
+pub const DRAIN_GRACE_MS: u64 = 10_000;
+/// How long a stopping instance has between SIGTERM and SIGKILL, in
+/// milliseconds.
+pub const STOP_GRACE_MS: u64 = 5_000;
+/// How often a draining or stopping instance is looked at, in milliseconds.
+const RETIRE_POLL_MS: u64 = 50;
 /// Restarts tolerated within [`RESTART_WINDOW_MS`] before the instance is
 /// declared to be in a restart loop and left down. The same bound proofs
 /// judge recorded restart counts against, hence shared through `model`.
@@ -221,6 +229,50 @@ impl Instance {
     pub async fn stop(&mut self) {
         let _ = self.child.kill().await;
     }
+
+    /// Retire an instance the route no longer forwards to (issue #24 item
+    /// 3): wait until `in_flight` says its requests are done (at most
+    /// [`DRAIN_GRACE_MS`]), then SIGTERM, then SIGKILL if it is still up
+    /// after [`STOP_GRACE_MS`]. Returns how it ended, for the log.
+    pub async fn retire(mut self, in_flight: impl Fn(u16) -> usize) -> Retired {
+        let poll = Duration::from_millis(RETIRE_POLL_MS);
+        let drain_until = Instant::now() + Duration::from_millis(DRAIN_GRACE_MS);
+        let mut left = in_flight(self.port);
+        while left > 0 && Instant::now() < drain_until {
+            tokio::time::sleep(poll).await;
+            left = in_flight(self.port);
+        }
+        let Some(pid) = self.child.id().and_then(|p| libc::pid_t::try_from(p).ok()) else {
+            return Retired::AlreadyGone;
+        };
+        // SAFETY: kill(2) on our own child's pid, which `child` has not
+        // reaped yet (`id()` is `Some`), so the pid cannot name another
+        // process.
+        unsafe {
+            libc::kill(pid, libc::SIGTERM);
+        }
+        let stop_until = Instant::now() + Duration::from_millis(STOP_GRACE_MS);
+        while Instant::now() < stop_until {
+            if !self.is_alive() {
+                return Retired::Terminated { cut_short: left };
+            }
+            tokio::time::sleep(poll).await;
+        }
+        self.stop().await;
+        Retired::Killed { cut_short: left }
+    }
+}
+
+/// How a retired instance ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retired {
+    /// It had exited already.
+    AlreadyGone,
+    /// It exited on SIGTERM; `cut_short` requests were still in flight
+    /// when the drain grace ran out (0: all finished).
+    Terminated { cut_short: usize },
+    /// It ignored SIGTERM for [`STOP_GRACE_MS`] and was killed.
+    Killed { cut_short: usize },
 }
 
 /// One look at a supervised process, recorded with a route observation
@@ -381,7 +433,44 @@ fn spawn(spec: &AppSpec, port: u16) -> Result<Child, SuperviseError> {
 
 #[cfg(test)]
 mod tests {
-    use super::listener_owned_by;
+    use super::*;
+
+    /// An instance retired while a request is in flight waits for it, then
+    /// stops on SIGTERM (a Python server exits on it), well before the
+    /// SIGKILL bound.
+    #[tokio::test]
+    async fn a_retired_instance_drains_then_stops_on_sigterm() {
+        let dir = tempfile::tempdir().expect("temp");
+        let spec = AppSpec {
+            release: Digest::repeat(9),
+            dir: dir.path().to_path_buf(),
+            run: [
+                "sh",
+                "-c",
+                "exec python3 -m http.server --bind 127.0.0.1 $PORT",
+            ]
+            .map(String::from)
+            .to_vec(),
+            env: Vec::new(),
+        };
+        let mut instance = Instance::start(spec).await.expect("starts");
+        assert!(instance.is_alive());
+        let pid = instance.child.id().expect("pid");
+        let begun = Instant::now();
+        let held = Duration::from_millis(300);
+        let in_flight = move |_port: u16| usize::from(begun.elapsed() < held);
+        let ended = instance.retire(in_flight).await;
+        assert!(begun.elapsed() >= held, "stopped before its request ended");
+        assert!(
+            begun.elapsed() < Duration::from_millis(STOP_GRACE_MS),
+            "needed SIGKILL"
+        );
+        assert_eq!(ended, Retired::Terminated { cut_short: 0 });
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "reaped"
+        );
+    }
 
     /// A listener is told apart by who holds it: this is what keeps a start
     /// from mistaking another process's socket on the chosen port for the

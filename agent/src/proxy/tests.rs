@@ -235,3 +235,40 @@ async fn no_backend_is_503_and_a_silent_app_is_502_without_an_identity() {
     assert!(text.starts_with("http/1.1 502"), "{text}");
     assert!(!text.contains(RELEASE_HEADER), "{text}");
 }
+
+/// A request counts against its backend until its answer's body ended:
+/// what lets a retired instance finish its streamed answers first.
+#[tokio::test]
+async fn a_request_counts_in_flight_until_its_answer_ends() {
+    let (go, more) = oneshot::channel();
+    let app = app_answering(BIG_BYTES, b"first-bytes", more).await;
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let route = Route::default();
+    route.switch(Some(Backend {
+        port: app,
+        release: RELEASE,
+    }));
+    tokio::spawn(serve(listener, route.clone()));
+    assert_eq!(route.in_flight(app), 0);
+    let request = b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let mut conn = ask(port, request).await;
+    let first = read_until(&mut conn, b"first-bytes");
+    tokio::time::timeout(Duration::from_millis(WAIT_MS), first)
+        .await
+        .expect("first bytes");
+    // Taken off the route, the backend still owes the rest of the answer.
+    route.switch(None);
+    assert_eq!(route.in_flight(app), 1);
+    let _ = go.send(());
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_millis(WAIT_MS), conn.read_to_end(&mut rest))
+        .await
+        .expect("in time")
+        .expect("read");
+    let deadline = std::time::Instant::now() + Duration::from_millis(WAIT_MS);
+    while route.in_flight(app) > 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(route.in_flight(app), 0, "the answer ended");
+}
