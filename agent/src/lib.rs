@@ -10,6 +10,7 @@ pub mod config;
 pub mod daemon;
 pub mod dial;
 pub mod journal;
+pub mod listeners;
 pub mod liveness;
 pub mod mirror;
 pub mod probe;

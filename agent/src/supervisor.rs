@@ -125,10 +125,11 @@ impl Instance {
     /// Where `/proc` is readable, the listening socket must belong to the
     /// child; elsewhere a connect while the child is alive has to do.
     ///
-    /// A connect is tried first and `/proc` read only once something
-    /// answers, off the async threads: `/proc/net/tcp` lists every socket
-    /// of the network namespace, and on a node under load (33,000 sockets
-    /// in TIME_WAIT after a minute at 600 requests/s to HTTP/1.0 apps) one
+    /// A connect is tried first and the owner checked only once something
+    /// answers, off the async threads, with the listeners asked of netlink
+    /// ([`crate::listeners`]): `/proc/net/tcp` lists every socket of the
+    /// network namespace, and on a node under load (33,000 sockets in
+    /// TIME_WAIT after a minute at 600 requests/s to HTTP/1.0 apps) one
     /// read takes 0.6 s. Read on every 50 ms poll, on the agent's runtime,
     /// it made a start take seconds (`fleetweft-switch-bench`).
     async fn wait_listening(&mut self) -> Result<(), SuperviseError> {
@@ -308,6 +309,33 @@ pub const START_ATTEMPTS_MAX: u32 = 3;
 /// `/proc` cannot tell (not Linux, or not readable), so the caller falls
 /// back to connecting.
 fn listener_owned_by(pid: u32, port: u16) -> Option<bool> {
+    // Netlink names the listeners alone; the `/proc` tables list every
+    // socket of the namespace, so they are read only when netlink cannot
+    // answer or finds none (a caller asks once something answered).
+    let listening = match crate::listeners::listening_inodes(port) {
+        Some(inodes) if !inodes.is_empty() => inodes
+            .iter()
+            .map(|inode| format!("socket:[{inode}]"))
+            .collect(),
+        _ => listening_in_proc_tables(port)?,
+    };
+    if listening.is_empty() {
+        return Some(false);
+    }
+    let holds = |p: u32| {
+        std::fs::read_dir(format!("/proc/{p}/fd")).is_ok_and(|fds| {
+            fds.flatten().any(|fd| {
+                std::fs::read_link(fd.path())
+                    .is_ok_and(|target| listening.iter().any(|l| target.as_os_str() == l.as_str()))
+            })
+        })
+    };
+    Some(family_of(pid).into_iter().any(holds))
+}
+
+/// The `socket:[inode]` names of the sockets listening on `port`, from
+/// `/proc/net/tcp{,6}`; `None` when neither table is readable.
+fn listening_in_proc_tables(port: u16) -> Option<Vec<String>> {
     // Inodes of sockets in LISTEN state (0A) on `port`, IPv4 and IPv6.
     let mut listening = Vec::new();
     let mut readable = false;
@@ -332,21 +360,7 @@ fn listener_owned_by(pid: u32, port: u16) -> Option<bool> {
             }
         }
     }
-    if !readable {
-        return None;
-    }
-    if listening.is_empty() {
-        return Some(false);
-    }
-    let holds = |p: u32| {
-        std::fs::read_dir(format!("/proc/{p}/fd")).is_ok_and(|fds| {
-            fds.flatten().any(|fd| {
-                std::fs::read_link(fd.path())
-                    .is_ok_and(|target| listening.iter().any(|l| target.as_os_str() == l.as_str()))
-            })
-        })
-    };
-    Some(family_of(pid).into_iter().any(holds))
+    readable.then_some(listening)
 }
 
 /// `pid` and its descendants, from the parent ids in `/proc/*/stat`.
