@@ -53,6 +53,7 @@ mod schemathesis;
 mod snapshots;
 mod stream;
 mod surfaces;
+mod switch_bench;
 mod tree_bundle_cli;
 mod tree_mirrors;
 mod tree_resume;
