@@ -233,7 +233,7 @@ fn archiving_past_the_snapshot_or_the_durable_end_is_refused_and_writes_nothing(
     // the older intact one, so that one bounds archiving.
     log.put_snapshot(300, &encode(300)).expect("snapshot");
     log.close().expect("close");
-    let db = sled_config(&dir).open().expect("raw open");
+    let db = raw_open(&dir);
     let tree = db.open_tree("snapshots").expect("tree");
     let mut record = tree
         .get(600u64.to_be_bytes())
@@ -538,4 +538,20 @@ fn archive_throughput_for_a_million_events() {
         verified.log.entries,
         verified.log.entries as f64 / elapsed.as_secs_f64()
     );
+}
+
+/// Opens the log's sled database directly, waiting (bounded) while the
+/// background threads of the log just closed still hold sled's lock, as
+/// `eventlog`'s own open does (`sled_dir::wait_for_lock_release`): without
+/// the wait this test failed once in a full run with "could not acquire
+/// lock".
+fn raw_open(dir: &Path) -> sled::Db {
+    let deadline = Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match sled_config(dir).open() {
+            Ok(db) => return db,
+            Err(e) if Instant::now() >= deadline => panic!("raw open: {e:?}"),
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+        }
+    }
 }
