@@ -18,6 +18,11 @@ const RELEASE: Digest = Digest::repeat(7);
 
 /// The route on a fresh port, pointed at `app_port`.
 async fn route_to(app_port: u16) -> u16 {
+    route_with_handle(app_port).await.0
+}
+
+/// The route's port and the route itself (to switch it, count in flight).
+async fn route_with_handle(app_port: u16) -> (u16, Route) {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let port = listener.local_addr().expect("addr").port();
     let route = Route::default();
@@ -25,8 +30,8 @@ async fn route_to(app_port: u16) -> u16 {
         port: app_port,
         release: RELEASE,
     }));
-    tokio::spawn(serve(listener, route));
-    port
+    tokio::spawn(serve(listener, route.clone()));
+    (port, route)
 }
 
 /// Reads one request head from `conn`, returning its Content-Length.
@@ -242,14 +247,7 @@ async fn no_backend_is_503_and_a_silent_app_is_502_without_an_identity() {
 async fn a_request_counts_in_flight_until_its_answer_ends() {
     let (go, more) = oneshot::channel();
     let app = app_answering(BIG_BYTES, b"first-bytes", more).await;
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let route = Route::default();
-    route.switch(Some(Backend {
-        port: app,
-        release: RELEASE,
-    }));
-    tokio::spawn(serve(listener, route.clone()));
+    let (port, route) = route_with_handle(app).await;
     assert_eq!(route.in_flight(app), 0);
     let request = b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     let mut conn = ask(port, request).await;
