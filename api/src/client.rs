@@ -17,6 +17,10 @@ pub const CALL_TIMEOUT_MS: u64 = 10_000;
 /// Most pages [`ApiClient::all_pages`] reads (a million items).
 pub const LIST_PAGES_MAX: usize = 1_000;
 
+/// Most reads [`ApiClient::fleet_view`] makes to see the fleet at one
+/// log sequence.
+pub const FLEET_VIEW_READS_MAX: usize = 5;
+
 /// The whole fleet as read by [`ApiClient::fleet_view`]: the summary plus
 /// every rollout, node and op (small fleets only).
 #[derive(Clone, Debug)]
@@ -197,7 +201,26 @@ impl ApiClient {
     /// The status summary and every rollout, node and op, read page by
     /// page: what a test or the demo checks on a small fleet. Not for
     /// 10,000 nodes: use the summary and one page there.
+    ///
+    /// The parts come from several requests, so the whole is read again
+    /// while the log moved on between the first request and a last
+    /// `/api/status` (at most [`FLEET_VIEW_READS_MAX`] reads): a check
+    /// across parts (an op settled, its rollout paused) then sees one
+    /// moment. A fleet that never stops moving gets the last read.
     pub async fn fleet_view(&self) -> Result<FleetView, ClientError> {
+        let mut view = self.fleet_view_once().await?;
+        for _ in 1..FLEET_VIEW_READS_MAX {
+            let now: crate::view::StatusDto = self.get("/api/status").await?;
+            if now.last_sequence == view.last_sequence {
+                break;
+            }
+            view = self.fleet_view_once().await?;
+        }
+        Ok(view)
+    }
+
+    /// One read of every part, which may straddle new events.
+    async fn fleet_view_once(&self) -> Result<FleetView, ClientError> {
         let status: crate::view::StatusDto = self.get("/api/status").await?;
         let rollouts = self.get("/api/rollouts").await?;
         let nodes = self.all_pages("/api/nodes", "").await?;

@@ -10,8 +10,8 @@ pub use ha::{leadership_runs, runs_text, Archiving, Layout, CONTROLLER_HOSTS, LE
 
 use crate::net::{self, Net, ETCD_EXE, SUBNET};
 use anyhow::{anyhow, bail, ensure, Context};
-use api::client::FleetView;
 use api::client::{ApiClient, RouteAnswer};
+use api::client::{FleetView, FLEET_VIEW_READS_MAX};
 use api::view::{EventDto, NodeDto, OpDto, Page, RolloutDto, StatusDto};
 use model::controller::Event;
 use model::Digest;
@@ -671,7 +671,31 @@ impl Fleet {
     /// three controllers, all of it is read from the one that leads now (a
     /// standby's view may lag, or be stale while its etcd member is down);
     /// no leader is an error (a wait polls again).
+    ///
+    /// The lists come from several requests, so the view is read again
+    /// while the log moved on between its first and its last request (up
+    /// to [`FLEET_VIEW_READS_MAX`] times): a check across lists (an op's
+    /// outcome and its rollout's status) must not see the op newer than
+    /// the rollout. Scenario 5 failed once on exactly that.
     pub async fn status(&self) -> anyhow::Result<FleetView> {
+        let mut view = self.status_once().await?;
+        for _ in 1..FLEET_VIEW_READS_MAX {
+            let url = self.read_url().await?;
+            let now: StatusDto = self
+                .read_api(&url)
+                .get("/api/status")
+                .await
+                .map_err(|e| anyhow!("status: {e}"))?;
+            if now.last_sequence == view.last_sequence {
+                return Ok(view);
+            }
+            view = self.status_once().await?;
+        }
+        Ok(view)
+    }
+
+    /// One read of every list, which may straddle new events.
+    async fn status_once(&self) -> anyhow::Result<FleetView> {
         let url = self.read_url().await?;
         let (_, out) = self.cli_at(&url, &["status", "--json"]).await?;
         let summary: StatusDto =
