@@ -24,6 +24,7 @@ pub mod run;
 pub mod symmetry;
 pub mod verdict;
 pub mod world;
+pub mod yardstick;
 
 pub use config::{CheckConfig, Fault, Faults, LivenessCheck};
 pub use fleet::{Action, FleetModel};

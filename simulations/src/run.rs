@@ -362,6 +362,15 @@ pub fn first_diagram(report: &Report) -> Option<&seqchart::Chart> {
     report.failures().find_map(|p| p.diagram.as_ref())
 }
 
+/// The process's peak resident memory (`VmHWM` of `/proc/self/status`),
+/// where Linux tells it.
+pub fn peak_memory_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// The human summary.
 pub fn summary(report: &Report) -> String {
     let mut out = String::new();
@@ -374,6 +383,13 @@ pub fn summary(report: &Report) -> String {
         report.elapsed_ms as f64 / 1000.0,
         report.states_per_sec
     ));
+    if let Some(peak) = peak_memory_bytes() {
+        out.push_str(&format!(
+            "peak memory: {} MiB, {} bytes per unique state\n",
+            peak / (1 << 20),
+            peak / (report.unique_states.max(1) as u64)
+        ));
+    }
     if let Some(l) = &report.liveness {
         out.push_str(&format!(
             "liveness graph: {} states, {} edges, {:.1}s (weak fairness of delivery, timers and agent steps)\n",
