@@ -260,6 +260,7 @@ mod tests {
         let options = RunOptions {
             threads: 1,
             progress: false,
+            order: Default::default(),
         };
         let e = explore(
             &lost_reply(),

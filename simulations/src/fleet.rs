@@ -286,6 +286,17 @@ impl FleetModel {
     /// first action is to start the rollout to v2. A model made by
     /// [`FleetModel::from_world`] starts from its given world instead.
     pub fn initial(&self) -> World {
+        let mut world = self.initial_unchecked();
+        // The state rules are recorded where the controller's state changes;
+        // the initial one (a projected real state, with `--from-log`) did
+        // not come through a step.
+        let state = world.controller().into_owned();
+        world.record(invariants::check_state(&state));
+        world.record(invariants::l1_nothing_left_ends(&state));
+        world
+    }
+
+    fn initial_unchecked(&self) -> World {
         if let Some(start) = &self.start {
             return World::clone(start);
         }
@@ -421,6 +432,7 @@ impl FleetModel {
         // A batch is appended and applied atomically, so state rules are
         // checked on the state it leads to, not between its events.
         world.record(invariants::check_state(&state));
+        world.record(invariants::l1_nothing_left_ends(&state));
         if reply_before_persist(self.cfg.mutant) {
             world.unflushed.extend(events);
         } else {

@@ -23,6 +23,7 @@ pub fn check_mutant(mutant: Mutant) -> Report {
         &RunOptions {
             threads: 1,
             progress: false,
+            order: Default::default(),
         },
     )
 }

@@ -1041,6 +1041,7 @@ mod tests {
         let options = RunOptions {
             threads: 1,
             progress: false,
+            order: Default::default(),
         };
         let p = project(&w.durable, &base, Limits::default()).unwrap();
         let report = run_bounded(&p.model(), &options, &small_bounds());

@@ -13,6 +13,7 @@ fn options() -> RunOptions {
     RunOptions {
         threads: 2,
         progress: false,
+        order: Default::default(),
     }
 }
 

@@ -12,6 +12,7 @@ fn options() -> RunOptions {
     RunOptions {
         threads: 1,
         progress: false,
+        order: Default::default(),
     }
 }
 

@@ -189,6 +189,7 @@ fn run(
     let options = RunOptions {
         threads: 1,
         progress: false,
+        order: Default::default(),
     };
     explore(
         state,

@@ -90,6 +90,11 @@ struct Args {
     /// Worker threads.
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// Search breadth first, keeping the whole frontier in memory (the
+    /// default is depth first: the same states and verdicts, a fraction of
+    /// the memory; a counterexample is shortened breadth first either way).
+    #[arg(long)]
+    breadth_first: bool,
     /// Serve stateright's Explorer on this address (e.g. 127.0.0.1:3000).
     #[arg(long)]
     explore: Option<String>,
@@ -177,6 +182,7 @@ fn from_log(args: &Args, data: &str, cfg: &CheckConfig) -> anyhow::Result<ExitCo
     let options = RunOptions {
         threads: args.threads,
         progress: true,
+        order: Default::default(),
     };
     let explored = match explore(&state, cfg, limits, bounds, depth, &options) {
         Ok(e) => e,
@@ -357,12 +363,20 @@ fn real_main(args: &Args, cfg: CheckConfig) -> anyhow::Result<ExitCode> {
         &RunOptions {
             threads: args.threads,
             progress: true,
+            order: if args.breadth_first {
+                simulations::run::SearchOrder::BreadthFirst
+            } else {
+                simulations::run::SearchOrder::DepthFirst
+            },
         },
     );
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", simulations::run::summary(&report));
+        if let Some(line) = simulations::run::peak_memory_line(&report) {
+            println!("{line}");
+        }
     }
     if let Some(path) = &args.markdown {
         let text = match cfg.mutant {
