@@ -5,7 +5,6 @@ use model::controller::{
     ControllerState, Op, OpPhase, Outcome, Resolution, Rollout, ROLLOUTS_REMEMBERED,
 };
 use model::{NodeId, OpId};
-use std::collections::{BTreeMap, BTreeSet};
 
 /// S1: per rollout, the ops holding a slot (granted and not settled, UNKNOWN
 /// included) never exceed the plan's `slots_max`.
@@ -30,31 +29,56 @@ pub fn s1_slot_bound(state: &ControllerState) -> Result<(), Violation> {
 /// routes reports and probes by `live_op`, so a record that disagrees with
 /// the ops is as bad as a second op.
 pub fn s2_one_live_op_per_node(state: &ControllerState) -> Result<(), Violation> {
-    let mut unsettled: BTreeMap<NodeId, Vec<OpId>> = BTreeMap::new();
-    for op in state.ops.values().filter(|o| o.occupies_slot()) {
-        unsettled.entry(op.node).or_default().push(op.id);
-    }
-    for (node, ops) in &unsettled {
-        if ops.len() > 1 {
-            let names: Vec<String> = ops.iter().map(|o| o.to_string()).collect();
+    // (node, op) of every unsettled op, by node then op: one vector, no map
+    // (the model checker runs this after every batch it explores).
+    let mut unsettled: Vec<(NodeId, OpId)> = state
+        .ops
+        .values()
+        .filter(|o| o.occupies_slot())
+        .map(|o| (o.node, o.id))
+        .collect();
+    unsettled.sort_unstable();
+    for group in unsettled.chunk_by(|a, b| a.0 == b.0) {
+        if group.len() > 1 {
+            let names: Vec<String> = group.iter().map(|(_, o)| o.to_string()).collect();
             return broken(
                 Rule::S2,
                 format!(
-                    "{node} has {} unsettled ops: {}",
-                    ops.len(),
+                    "{} has {} unsettled ops: {}",
+                    group[0].0,
+                    group.len(),
                     names.join(", ")
                 ),
             );
         }
     }
-    let nodes: BTreeSet<NodeId> = unsettled
-        .keys()
-        .chain(state.nodes.keys())
-        .copied()
-        .collect();
-    for node in nodes {
-        let actual = unsettled.get(&node).map(|ops| ops[0]);
-        let recorded = state.nodes.get(&node).and_then(|n| n.live_op);
+    // Each node once (no node has two now), in node order: those with an
+    // unsettled op or a record, merged.
+    let mut ops = unsettled.iter().peekable();
+    let mut records = state.nodes.iter().peekable();
+    loop {
+        let (node, actual, recorded) = match (ops.peek(), records.peek()) {
+            (None, None) => return Ok(()),
+            (Some(&&(n, o)), Some((rn, _))) if n < **rn => {
+                ops.next();
+                (n, Some(o), None)
+            }
+            (Some(&&(n, o)), Some((rn, rec))) if n == **rn => {
+                let live = rec.live_op;
+                ops.next();
+                records.next();
+                (n, Some(o), live)
+            }
+            (Some(&&(n, o)), None) => {
+                ops.next();
+                (n, Some(o), None)
+            }
+            (_, Some((rn, rec))) => {
+                let (n, live) = (**rn, rec.live_op);
+                records.next();
+                (n, None, live)
+            }
+        };
         let detail = match (recorded, actual) {
             (None, Some(a)) => format!("{node} records no live op but {a} is unsettled on it"),
             (Some(r), None) => format!("{node} records live op {r} but has no unsettled op"),
@@ -65,7 +89,6 @@ pub fn s2_one_live_op_per_node(state: &ControllerState) -> Result<(), Violation>
         };
         return broken(Rule::S2, detail);
     }
-    Ok(())
 }
 
 /// The canary op of a rollout: the op it granted to the plan's canary node.

@@ -248,7 +248,7 @@ mod tests {
         w = model.transition(&w, Action::Drop(reply), &mut None);
         w = model.transition(&w, Action::Pause(RolloutId(0)), &mut None);
         assert!(w.durable.op(OpId(0)).is_some_and(|o| o.decision.is_some()));
-        w.durable
+        w.durable.to_owned_value()
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::mutants::{
     agent_step_as, append_fenced, archive_covers, controller_step, node_proof, recovery_events,
     reply_before_persist, snapshot_trusted,
 };
+use crate::world::Hashed;
 use crate::world::{App, Artifact, ChunkDisk, ChunkLeft, Ghost, Msg, World};
 use invariants::{Rule, Violation};
 use model::agent::{
@@ -392,6 +393,11 @@ impl FleetModel {
         events: Vec<Event>,
         narration: &mut Narration,
     ) {
+        if events.is_empty() && world.unflushed.is_empty() {
+            // Nothing appended, nothing applied, nothing sent: the state is
+            // the durable one, already checked and hashed when it was made.
+            return;
+        }
         let mut state = before;
         let mut outbox = Vec::new();
         // What the fold took, for the log a restart reads (`snapshot`).
@@ -437,7 +443,7 @@ impl FleetModel {
             world.unflushed.extend(events);
         } else {
             // The batch is durable (appended and flushed) before any effect.
-            world.durable = state;
+            world.durable = Hashed::new(state);
             say_durable(narration);
             if let Some(log) = world.log.as_mut() {
                 log.append(applied);
@@ -512,7 +518,7 @@ impl FleetModel {
         say(narration, Place::Controller, || {
             "   deposed leader appends to the shared log:".to_string()
         });
-        let log = world.durable.clone();
+        let log = world.durable.to_owned_value();
         self.controller_events(world, log, events, narration);
     }
 
@@ -1197,9 +1203,11 @@ impl FleetModel {
             }
             Action::Flush => {
                 let flushed = std::mem::take(&mut next.unflushed);
+                let mut durable = next.durable.to_owned_value();
                 for event in &flushed {
-                    apply(&mut next.durable, event);
+                    apply(&mut durable, event);
                 }
+                next.durable = Hashed::new(durable);
                 if let Some(log) = next.log.as_mut() {
                     log.append(flushed);
                 }
@@ -1348,7 +1356,7 @@ impl FleetModel {
     /// from the log as it reads it, or the path ends on D1.
     fn restart_state(&self, world: &mut World, narration: &mut Narration) -> ControllerState {
         self.check_restart(world, true, narration);
-        world.durable.clone()
+        world.durable.to_owned_value()
     }
 
     /// (`snapshot`) D1: rebuild the state from the log as a restart reads

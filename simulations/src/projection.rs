@@ -585,7 +585,7 @@ fn project_world(
 ) -> Result<World, ProjectionError> {
     let count = nodes.len();
     let mut world = World {
-        durable: ctrl,
+        durable: crate::world::Hashed::new(ctrl),
         log: None,
         deposed: None,
         unflushed: Vec::new(),

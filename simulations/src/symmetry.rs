@@ -218,7 +218,7 @@ pub fn rename_world(world: &World, r: &Renaming) -> World {
         chunks[to] = world.chunks[i];
     }
     World {
-        durable: rename_controller(&world.durable, r),
+        durable: crate::world::Hashed::new(rename_controller(&world.durable, r)),
         deposed: world.deposed.as_ref().map(|d| rename_controller(d, r)),
         // Never renamed: symmetry is refused with the snapshot fault.
         log: world.log.clone(),

@@ -11,7 +11,8 @@ use model::controller::{apply, ControllerState, Event};
 use model::recovery::ChunkReading;
 use model::{ArtifactRead, Digest, NodeId, ProbeVerdict, RouteObservation, ToAgent, ToController};
 use std::borrow::Cow;
-use std::collections::BTreeSet;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 /// How the app instance behind a node's public route really behaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -207,12 +208,160 @@ pub struct Ghost {
     pub chunk_refetched: bool,
 }
 
+/// A value shared behind an `Arc` with its hash computed once, when it is
+/// made. The checker clones, hashes and compares a whole world for every
+/// step it explores, and most steps (deliveries to agents, faults) leave
+/// the controller's state as it was: with this, that state costs one
+/// pointer copy to clone, one `u64` to hash and (mostly) one comparison of
+/// hashes to compare, instead of a walk over every op and node. It is
+/// hashed again only when it changes ([`Hashed::new`]).
+#[derive(Clone)]
+pub struct Hashed<T> {
+    value: Arc<T>,
+    hash: u64,
+}
+
+impl<T: Hash> Hashed<T> {
+    /// `value` and its hash.
+    pub fn new(value: T) -> Hashed<T> {
+        // Fixed keys: the same state hashes the same in every run.
+        let hash = ahash::RandomState::with_seeds(1, 2, 3, 4).hash_one(&value);
+        Hashed {
+            value: Arc::new(value),
+            hash,
+        }
+    }
+
+    /// The value, owned (cloned when shared).
+    pub fn to_owned_value(&self) -> T
+    where
+        T: Clone,
+    {
+        T::clone(&self.value)
+    }
+}
+
+impl<T> std::ops::Deref for Hashed<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}
+
+impl<T: Hash + Default> Default for Hashed<T> {
+    fn default() -> Hashed<T> {
+        Hashed::new(T::default())
+    }
+}
+
+impl<T> Hash for Hashed<T> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl<T: PartialEq> PartialEq for Hashed<T> {
+    fn eq(&self, other: &Hashed<T>) -> bool {
+        self.hash == other.hash
+            && (Arc::ptr_eq(&self.value, &other.value) || self.value == other.value)
+    }
+}
+
+impl<T: Eq> Eq for Hashed<T> {}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for Hashed<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.value.fmt(f)
+    }
+}
+
+/// The messages in flight: a set kept as a sorted vector. A world is
+/// cloned for every step the checker takes and holds a handful of
+/// messages; a vector clones with one allocation where a `BTreeSet`
+/// allocates a node, and it hashes and compares the same sequence.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct MsgSet(Vec<Msg>);
+
+impl MsgSet {
+    /// Add `msg`; false if it was in flight already.
+    pub fn insert(&mut self, msg: Msg) -> bool {
+        match self.0.binary_search(&msg) {
+            Ok(_) => false,
+            Err(at) => {
+                self.0.insert(at, msg);
+                true
+            }
+        }
+    }
+
+    /// Take `msg` out; false if it was not in flight.
+    pub fn remove(&mut self, msg: &Msg) -> bool {
+        match self.0.binary_search(msg) {
+            Ok(at) => {
+                self.0.remove(at);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Whether `msg` is in flight.
+    pub fn contains(&self, msg: &Msg) -> bool {
+        self.0.binary_search(msg).is_ok()
+    }
+
+    /// The messages, in order.
+    pub fn iter(&self) -> std::slice::Iter<'_, Msg> {
+        self.0.iter()
+    }
+
+    /// How many.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Drop them all.
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// Keep those `keep` says.
+    pub fn retain(&mut self, keep: impl FnMut(&Msg) -> bool) {
+        self.0.retain(keep);
+    }
+}
+
+impl FromIterator<Msg> for MsgSet {
+    fn from_iter<I: IntoIterator<Item = Msg>>(iter: I) -> MsgSet {
+        let mut v: Vec<Msg> = iter.into_iter().collect();
+        v.sort_unstable();
+        v.dedup();
+        MsgSet(v)
+    }
+}
+
+impl<'a> IntoIterator for &'a MsgSet {
+    type Item = &'a Msg;
+    type IntoIter = std::slice::Iter<'a, Msg>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
 /// One state of the checked system.
+// `==` is written out (below) only to compare in a cheaper order; it is
+// field for field what the derive would be, so it agrees with this `Hash`.
+#[allow(clippy::derived_hash_with_manual_eq)]
 #[derive(Clone, Debug, Eq, Hash)]
 pub struct World {
     /// The controller state folded from the durable log: the fold of every
     /// durable event from genesis, the ground truth a restart must rebuild.
-    pub durable: ControllerState,
+    pub durable: Hashed<ControllerState>,
     /// (`snapshot`) The log as a restart reads it: entries not archived and
     /// snapshots. `None` without that fault (a restart starts from
     /// `durable`), which keeps the other configurations' spaces as they
@@ -236,7 +385,7 @@ pub struct World {
     /// (`--chunks` 2 or more) Each node's chunk store, by node index.
     pub chunks: Vec<ChunkDisk>,
     /// Messages in flight (a set: identical copies are one message).
-    pub net: BTreeSet<Msg>,
+    pub net: MsgSet,
     /// Partitioned nodes, one bit per node index.
     pub partitioned: u8,
     pub faults_used: u8,
@@ -306,7 +455,7 @@ impl World {
         if self.unflushed.is_empty() {
             Cow::Borrowed(&self.durable)
         } else {
-            let mut state = self.durable.clone();
+            let mut state = self.durable.to_owned_value();
             for event in &self.unflushed {
                 apply(&mut state, event);
             }
