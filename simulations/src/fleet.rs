@@ -26,6 +26,9 @@ use model::controller::{
 use model::recovery::{Exit, Row, StageFailure};
 use model::{Decision, Digest, NodeId, OpId, Plan, RolloutId, ToAgent};
 use proof::{Fresh, ProofMode, Verdict};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// The release every node serves at the start.
 pub const V1: Digest = Digest::repeat(1);
@@ -180,6 +183,43 @@ pub struct FleetModel {
 /// state matters (the checker's hot path). The numbered text of a
 /// counterexample reads the words; its sequence diagram reads the places.
 pub type Narration = Option<Vec<Told>>;
+
+/// A batch of controller events folded into the state they lead to, with
+/// what the checks found and what the controller sends: what
+/// [`FleetModel::controller`] carries out in a world.
+struct Batch {
+    /// The state after the batch.
+    state: Hashed<model::controller::ControllerState>,
+    /// Every event the core decided (a mutant's may break W1).
+    events: Vec<Event>,
+    /// The events folded, each with whether it settled a decided op of a
+    /// paused rollout (the ghost's `settled_while_paused`).
+    folded: Vec<(Event, bool)>,
+    /// The commands the effects send, in order.
+    sends: Vec<(NodeId, ToAgent)>,
+    /// The first rule a check of an event or of the resulting state broke.
+    violation: Option<Violation>,
+}
+
+/// What the controller did with one input in one state.
+#[derive(Clone)]
+enum Reaction {
+    Refused,
+    Unchanged,
+    Changed(Arc<Batch>),
+}
+
+/// Most (mutant, state, input) reactions one checker thread remembers; the
+/// memo is emptied when full (bounded memory whatever the run's size).
+const CONTROLLER_MEMO_ENTRIES_MAX: usize = 1 << 16;
+
+type MemoKey = (Option<crate::mutants::Mutant>, u64, Input);
+
+thread_local! {
+    /// [`FleetModel::controller_remembered`]'s memo, per checker thread.
+    static CONTROLLER_MEMO: RefCell<HashMap<MemoKey, (Hashed<model::controller::ControllerState>, Reaction)>> =
+        RefCell::new(HashMap::new());
+}
 
 /// One thing a transition did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -375,15 +415,70 @@ impl FleetModel {
     /// way the runtime does: append, flush, apply, then send (S7). Returns
     /// whether the controller accepted it (a refusal changes nothing).
     pub fn controller(&self, world: &mut World, input: Input, narration: &mut Narration) -> bool {
-        let before = world.controller().into_owned();
-        let Ok(events) = controller_step(self.cfg.mutant, &before, &input) else {
+        if narration.is_none()
+            && world.unflushed.is_empty()
+            && !reply_before_persist(self.cfg.mutant)
+        {
+            return self.controller_remembered(world, input);
+        }
+        let current = world.controller();
+        let Ok(events) = controller_step(self.cfg.mutant, &current, &input) else {
             say(narration, Place::Controller, || {
                 "   controller refuses it".to_string()
             });
             return false;
         };
-        self.controller_events(world, before, events, narration);
+        // An input that yields no event leaves the state as it is: no copy.
+        if !events.is_empty() {
+            let before = current.into_owned();
+            self.controller_events(world, before, events, narration);
+        }
         true
+    }
+
+    /// [`FleetModel::controller`] through a per-thread memo: what the core
+    /// does with an input depends on its state and the input alone, and the
+    /// search meets the same pair again and again (the same delivery to the
+    /// controller, with other messages or agents in another order). A hit
+    /// is checked against the whole state (its hash first), never trusted
+    /// on the hash alone.
+    fn controller_remembered(&self, world: &mut World, input: Input) -> bool {
+        let key = (self.cfg.mutant, world.durable.hash_value(), input);
+        let known = CONTROLLER_MEMO.with(|memo| {
+            memo.borrow()
+                .get(&key)
+                .filter(|(before, _)| *before == world.durable)
+                .map(|(_, reaction)| reaction.clone())
+        });
+        let reaction = match known {
+            Some(reaction) => reaction,
+            None => {
+                let reaction = match controller_step(self.cfg.mutant, &world.durable, &key.2) {
+                    Err(_) => Reaction::Refused,
+                    Ok(events) if events.is_empty() => Reaction::Unchanged,
+                    Ok(events) => {
+                        let before = world.durable.to_owned_value();
+                        Reaction::Changed(Arc::new(self.fold_batch(before, events, &mut None)))
+                    }
+                };
+                CONTROLLER_MEMO.with(|memo| {
+                    let mut memo = memo.borrow_mut();
+                    if memo.len() >= CONTROLLER_MEMO_ENTRIES_MAX {
+                        memo.clear();
+                    }
+                    memo.insert(key, (world.durable.clone(), reaction.clone()));
+                });
+                reaction
+            }
+        };
+        match reaction {
+            Reaction::Refused => false,
+            Reaction::Unchanged => true,
+            Reaction::Changed(batch) => {
+                self.land(world, &batch, &mut None);
+                true
+            }
+        }
     }
 
     fn controller_events(
@@ -398,12 +493,31 @@ impl FleetModel {
             // the durable one, already checked and hashed when it was made.
             return;
         }
+        let batch = self.fold_batch(before, events, narration);
+        self.land(world, &batch, narration);
+    }
+
+    /// Fold a batch into `before` as the runtime does, checking each event
+    /// and the state it leads to: a function of the state and the events
+    /// alone (the world is not read), so [`FleetModel::controller_remembered`]
+    /// may keep it.
+    fn fold_batch(
+        &self,
+        before: model::controller::ControllerState,
+        events: Vec<Event>,
+        narration: &mut Narration,
+    ) -> Batch {
         let mut state = before;
-        let mut outbox = Vec::new();
-        // What the fold took, for the log a restart reads (`snapshot`).
-        let mut applied = Vec::new();
+        let mut violation = Ok(());
+        let mut note = |result: Result<(), Violation>| {
+            if violation.is_ok() {
+                violation = result;
+            }
+        };
+        let mut folded = Vec::new();
+        let mut sends = Vec::new();
         for event in &events {
-            world.record(invariants::check_event(&state, event));
+            note(invariants::check_event(&state, event));
             let paused = match event {
                 Event::OpSettled { op, .. } => state
                     .op(*op)
@@ -417,10 +531,13 @@ impl FleetModel {
                 continue;
             }
             apply(&mut state, event);
-            if world.log.is_some() {
-                applied.push(event.clone());
-            }
-            self.note_ghost(world, &state, event, paused);
+            let settled_while_paused = match event {
+                Event::OpSettled { op, .. } => {
+                    paused && state.op_summary(*op).is_some_and(|o| o.decision.is_some())
+                }
+                _ => false,
+            };
+            folded.push((event.clone(), settled_while_paused));
             say(narration, Place::Appends, || {
                 let mut line = format!("   controller: {event}");
                 if let Event::OpGranted { rollout, .. } = event {
@@ -433,30 +550,48 @@ impl FleetModel {
                 }
                 line
             });
-            outbox.extend(effects(&state, event));
+            sends.extend(effects(&state, event).into_iter().filter_map(|e| match e {
+                Effect::Send { to, msg } => Some((to, msg)),
+                _ => None,
+            }));
         }
         // A batch is appended and applied atomically, so state rules are
         // checked on the state it leads to, not between its events.
-        world.record(invariants::check_state(&state));
-        world.record(invariants::l1_nothing_left_ends(&state));
+        note(invariants::check_state(&state));
+        note(invariants::l1_nothing_left_ends(&state));
+        Batch {
+            state: Hashed::new(state),
+            events,
+            folded,
+            sends,
+            violation: violation.err(),
+        }
+    }
+
+    /// Carry a folded batch out in `world`: record, flush, then send.
+    fn land(&self, world: &mut World, batch: &Batch, narration: &mut Narration) {
+        if let Some(v) = &batch.violation {
+            world.record(Err(v.clone()));
+        }
+        for (event, settled_while_paused) in &batch.folded {
+            self.note_ghost(world, event, *settled_while_paused);
+        }
         if reply_before_persist(self.cfg.mutant) {
-            world.unflushed.extend(events);
+            world.unflushed.extend(batch.events.iter().cloned());
         } else {
             // The batch is durable (appended and flushed) before any effect.
-            world.durable = Hashed::new(state);
+            world.durable = batch.state.clone();
             say_durable(narration);
             if let Some(log) = world.log.as_mut() {
-                log.append(applied);
+                log.append(batch.folded.iter().map(|(e, _)| e.clone()));
             }
         }
-        for effect in outbox {
-            if let Effect::Send { to, msg } = effect {
-                world.record(invariants::s7_persist_before_reply(&world.durable, &msg));
-                say(narration, Place::Sends(to), || {
-                    format!("   controller sends {} to {to}", describe_command(&msg))
-                });
-                world.net.insert(Msg::ToAgent(to, msg));
-            }
+        for (to, msg) in &batch.sends {
+            world.record(invariants::s7_persist_before_reply(&world.durable, msg));
+            say(narration, Place::Sends(*to), || {
+                format!("   controller sends {} to {to}", describe_command(msg))
+            });
+            world.net.insert(Msg::ToAgent(*to, *msg));
         }
     }
 
@@ -522,20 +657,14 @@ impl FleetModel {
         self.controller_events(world, log, events, narration);
     }
 
-    fn note_ghost(
-        &self,
-        world: &mut World,
-        state: &model::controller::ControllerState,
-        event: &Event,
-        was_paused: bool,
-    ) {
+    fn note_ghost(&self, world: &mut World, event: &Event, settled_while_paused: bool) {
         match event {
             Event::OpUnknown { op, .. } => world.ghost.were_unknown |= 1 << op.0,
             Event::OpSettled { op, outcome } => {
                 if world.ghost.were_unknown & (1 << op.0) != 0 {
                     world.ghost.unknown_settled = true;
                 }
-                if was_paused && state.op_summary(*op).is_some_and(|o| o.decision.is_some()) {
+                if settled_while_paused {
                     world.ghost.settled_while_paused = true;
                 }
                 if *outcome == Outcome::RolledBack {

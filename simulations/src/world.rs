@@ -232,6 +232,11 @@ impl<T: Hash> Hashed<T> {
         }
     }
 
+    /// The hash computed when the value was made.
+    pub fn hash_value(&self) -> u64 {
+        self.hash
+    }
+
     /// The value, owned (cloned when shared).
     pub fn to_owned_value(&self) -> T
     where
