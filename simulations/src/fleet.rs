@@ -217,8 +217,8 @@ type MemoKey = (Option<crate::mutants::Mutant>, u64, Input);
 
 thread_local! {
     /// [`FleetModel::controller_remembered`]'s memo, per checker thread.
-    static CONTROLLER_MEMO: RefCell<HashMap<MemoKey, (Hashed<model::controller::ControllerState>, Reaction)>> =
-        RefCell::new(HashMap::new());
+    static CONTROLLER_MEMO: RefCell<HashMap<MemoKey, (Hashed<model::controller::ControllerState>, Reaction), ahash::RandomState>> =
+        const { RefCell::new(HashMap::with_hasher(ahash::RandomState::with_seeds(9, 10, 11, 12))) };
 }
 
 /// One thing a transition did.
@@ -440,14 +440,13 @@ impl FleetModel {
     /// does with an input depends on its state and the input alone, and the
     /// search meets the same pair again and again (the same delivery to the
     /// controller, with other messages or agents in another order). A hit
-    /// is checked against the whole state (its hash first), never trusted
-    /// on the hash alone.
+    /// must be the same state by [`Hashed::same_as`] (128 bits of hash).
     fn controller_remembered(&self, world: &mut World, input: Input) -> bool {
         let key = (self.cfg.mutant, world.durable.hash_value(), input);
         let known = CONTROLLER_MEMO.with(|memo| {
             memo.borrow()
                 .get(&key)
-                .filter(|(before, _)| *before == world.durable)
+                .filter(|(before, _)| before.same_as(&world.durable))
                 .map(|(_, reaction)| reaction.clone())
         });
         let reaction = match known {
@@ -602,7 +601,7 @@ impl FleetModel {
     /// Unlike a crash, nothing in flight is lost: the old leader's messages
     /// may still arrive, and agents' messages may still reach it.
     fn failover(&self, world: &mut World, narration: &mut Narration) {
-        world.deposed = Some(world.controller().into_owned());
+        world.deposed = Some(Box::new(world.controller().into_owned()));
         world.unflushed.clear();
         let recovered = self.restart_state(world, narration);
         let events = recovery_events(self.cfg.mutant, &recovered);
@@ -622,7 +621,7 @@ impl FleetModel {
     /// appended, nothing released, and it stops acting. `unfenced-append`
     /// lets the append through into the shared log.
     fn deposed(&self, world: &mut World, input: Input, narration: &mut Narration) {
-        let Some(stale) = world.deposed.clone() else {
+        let Some(stale) = world.deposed.as_deref().cloned() else {
             return;
         };
         let events = match controller_step(self.cfg.mutant, &stale, &input) {
@@ -649,7 +648,7 @@ impl FleetModel {
                 apply(&mut own, event);
             }
         }
-        world.deposed = Some(own);
+        world.deposed = Some(Box::new(own));
         say(narration, Place::Controller, || {
             "   deposed leader appends to the shared log:".to_string()
         });

@@ -219,7 +219,10 @@ pub fn rename_world(world: &World, r: &Renaming) -> World {
     }
     World {
         durable: crate::world::Hashed::new(rename_controller(&world.durable, r)),
-        deposed: world.deposed.as_ref().map(|d| rename_controller(d, r)),
+        deposed: world
+            .deposed
+            .as_ref()
+            .map(|d| Box::new(rename_controller(d, r))),
         // Never renamed: symmetry is refused with the snapshot fault.
         log: world.log.clone(),
         unflushed: world.unflushed.clone(),

@@ -1,8 +1,9 @@
 //! The checker's speed against a yardstick, in one sitting (issue #27 item
-//! 4): stateright's own two-phase-commit example with 9 resource managers
-//! (`simulations::yardstick`) runs in this process for `--seconds`, then
-//! `fleetweft-check` (the binary beside this one) runs a configuration of
-//! ours in a child process, and the two alternate for `--rounds`. Prints
+//! 4): `fleetweft-check` (the binary beside this one) runs a configuration
+//! of ours in a child process, then stateright's own two-phase-commit
+//! example with 9 resource managers (`simulations::yardstick`) runs in this
+//! process for as long (or `--seconds`), and the two alternate for
+//! `--rounds`. Prints
 //! each run's states generated per second, the peak memory of ours, and
 //! the ratio of the medians. Machines are noisy: compare the ratio, not
 //! the rates. Asserts nothing about time.
@@ -21,16 +22,19 @@ use simulations::yardstick::TwoPhaseSys;
 #[derive(Parser)]
 #[command(about = "fleetweft-check's states per second against stateright's 2pc example")]
 struct Args {
-    /// Seconds the yardstick runs each round.
-    #[arg(long, default_value_t = 25)]
-    seconds: u64,
+    /// Seconds the yardstick runs each round (default: as long as our run
+    /// took in that round, so both are measured over the same time: the
+    /// yardstick's rate falls as its visited set grows, from 4.6M states/s
+    /// over 10 s to 3.4M over 25 s on this machine).
+    #[arg(long)]
+    seconds: Option<f64>,
     /// Resource managers of the yardstick.
     #[arg(long, default_value_t = 9)]
     rms: usize,
     /// Worker threads, for both.
     #[arg(long, default_value_t = 2)]
     threads: usize,
-    /// Rounds (yardstick, then ours); the medians are compared.
+    /// Rounds (ours, then the yardstick); the medians are compared.
     #[arg(long, default_value_t = 1)]
     rounds: usize,
     /// Arguments for fleetweft-check (default: its default configuration).
@@ -59,15 +63,6 @@ fn main() -> anyhow::Result<()> {
     }
     let (mut theirs, mut ours) = (Vec::new(), Vec::new());
     for round in 1..=args.rounds {
-        let y = yardstick(&args);
-        println!(
-            "round {round}: 2pc ({} rms): {} states ({} unique) in {:.1} s: {:.0} states/s",
-            args.rms,
-            y.generated,
-            y.unique,
-            y.secs,
-            y.rate()
-        );
         let f = fleet(&args)?;
         println!(
             "round {round}: fleetweft-check {}: {} states ({} unique) in {:.1} s: {:.0} states/s, peak {} MiB ({} bytes per unique state)",
@@ -78,6 +73,15 @@ fn main() -> anyhow::Result<()> {
             f.rate(),
             f.peak_bytes.unwrap_or(0) >> 20,
             f.peak_bytes.unwrap_or(0) / f.unique.max(1)
+        );
+        let y = yardstick(&args, args.seconds.unwrap_or(f.secs).max(1.0));
+        println!(
+            "round {round}: 2pc ({} rms): {} states ({} unique) in {:.1} s: {:.0} states/s",
+            args.rms,
+            y.generated,
+            y.unique,
+            y.secs,
+            y.rate()
         );
         theirs.push(y.rate());
         ours.push(f.rate());
@@ -93,12 +97,12 @@ fn main() -> anyhow::Result<()> {
 
 /// The yardstick for `--seconds`, depth first as the example's `check`
 /// runs it (its figures in the issue were taken that way).
-fn yardstick(args: &Args) -> Run {
+fn yardstick(args: &Args, seconds: f64) -> Run {
     let started = Instant::now();
     let checker = TwoPhaseSys { rms: 0..args.rms }
         .checker()
         .threads(args.threads)
-        .timeout(Duration::from_secs(args.seconds))
+        .timeout(Duration::from_secs_f64(seconds))
         .spawn_dfs()
         .join();
     Run {
