@@ -54,7 +54,7 @@ fn an_installed_release_is_whole_after_a_power_cut() {
     install(&data, &verifying, digest, &bytes).expect("install");
     let report = mount.cut();
     assert!(
-        matches!(observe(&data, &verifying, digest), Installed::ReVerified(_)),
+        matches!(observe(&data, &verifying, model::platform::Arch::current(), digest), Installed::ReVerified(_)),
         "after the cut the installed release must re-verify; the cut dropped {:?}",
         report.details
     );
@@ -77,7 +77,12 @@ fn install_survives_a_cut_at_every_sync_point() {
     let write =
         |mnt: &std::path::Path| install(&mnt.join("data"), &verifying, digest, &bytes).is_ok();
     let check = |mnt: &std::path::Path, point: CutPoint, ok: bool| {
-        let seen = observe(&mnt.join("data"), &verifying, digest);
+        let seen = observe(
+            &mnt.join("data"),
+            &verifying,
+            model::platform::Arch::current(),
+            digest,
+        );
         match seen {
             Installed::ReVerified(_) => {}
             Installed::Absent if !ok => {}

@@ -1254,6 +1254,7 @@ impl FleetModel {
                     Input::StartStaged {
                         plan,
                         policy: self.policy(),
+                        arches: model::platform::ReleaseArches::Any,
                     }
                 } else {
                     Input::StartRollout { plan }
@@ -1699,6 +1700,9 @@ fn describe_msg(msg: &Msg) -> String {
             } => format!("report {kind:?} for {op} from {node}: {observation}"),
             model::ToController::Rejected { op, generation, .. } => {
                 format!("stale-command rejection for {op} ({generation}) from {node}")
+            }
+            model::ToController::Platform { platform } => {
+                format!("{node} runs on {platform}")
             }
         },
     }

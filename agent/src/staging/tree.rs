@@ -20,6 +20,7 @@ use super::{release_dir, sync_dir, write_synced, Release, StageError};
 use ed25519_dalek::VerifyingKey;
 use model::Digest;
 use releases::readback::{verify_dir_cached, ReadBackCache};
+use model::platform::Arch;
 use releases::{ChunkRef, ChunkStore, ReleaseError, VerifiedRelease};
 use std::path::{Path, PathBuf};
 
@@ -47,9 +48,14 @@ pub fn is_installed_tree(data_dir: &Path, digest: Digest) -> bool {
 }
 
 /// Checks fetched `bytes` as the release `digest`: they must hash to it and
-/// verify under `key`. Both failures are permanent.
+/// verify under `key`. Both failures are permanent. The manifest returned
+/// is the tree a node of `arch` stages ([`releases::Manifest::into_arch`]:
+/// the common files and its architecture's tree, when the release has
+/// per-architecture trees); a release without a tree for `arch` is refused,
+/// permanently, before anything is fetched (issue #24 item 5).
 pub fn verify(
     key: &VerifyingKey,
+    arch: Arch,
     digest: Digest,
     bytes: &[u8],
 ) -> Result<VerifiedRelease, StageError> {
@@ -57,7 +63,12 @@ pub fn verify(
     if actual != digest {
         return Err(StageError::WrongDigest { digest, actual });
     }
-    releases::verify(key, bytes).map_err(|source| StageError::TreeRefused { digest, source })
+    let refused = |source| StageError::TreeRefused { digest, source };
+    let verified = releases::verify(key, bytes).map_err(refused)?;
+    Ok(VerifiedRelease {
+        manifest: verified.manifest.into_arch(arch).map_err(refused)?,
+        digest: verified.digest,
+    })
 }
 
 /// Partly fetched chunks, kept across a restart ([`releases::PartialChunks`]).
@@ -137,6 +148,7 @@ pub fn missing_chunks(
 pub fn install(
     data_dir: &Path,
     key: &VerifyingKey,
+    arch: Arch,
     release: &VerifiedRelease,
     bytes: &[u8],
     store: &ChunkStore,
@@ -145,7 +157,7 @@ pub fn install(
     let dir = release_dir(data_dir, digest);
     let manifest_file = manifest_path(data_dir, digest);
     if dir.exists() && manifest_file.is_file() {
-        return load(data_dir, key, digest);
+        return load(data_dir, key, arch, digest);
     }
     let parent = super::releases_parent(data_dir)?;
     let io = |path: &Path| {
@@ -189,8 +201,13 @@ fn remove_stale_staging(parent: &Path, digest: Digest) {
 /// tree that does not is rebuilt from the verified chunks in the agent's
 /// store ([`repair`]), as a format-1 release's app file is rewritten from
 /// its bundle; when that cannot be done it is `TreeAltered`.
-pub fn load(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> Result<Release, StageError> {
-    let release = read_manifest(data_dir, key, digest)?;
+pub fn load(
+    data_dir: &Path,
+    key: &VerifyingKey,
+    arch: Arch,
+    digest: Digest,
+) -> Result<Release, StageError> {
+    let release = read_manifest(data_dir, key, arch, digest)?;
     let dir = release_dir(data_dir, digest);
     if let Err(source) = releases::tree::verify_dir(&release.manifest, &dir) {
         tracing::warn!("release {digest}: the installed tree was altered ({source}): rebuilding it from its chunks");
@@ -243,8 +260,13 @@ fn repair(data_dir: &Path, release: &VerifiedRelease, dir: &Path) -> Result<(), 
 /// what is there when the stored manifest hashes to something else. Every
 /// byte of the tree is hashed (see [`read_back_cached`] for the bounded
 /// read-back a running agent does).
-pub fn read_back(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> model::ArtifactRead {
-    read_back_with(data_dir, key, digest, &mut ReadBackCache::default(), 0)
+pub fn read_back(
+    data_dir: &Path,
+    key: &VerifyingKey,
+    arch: Arch,
+    digest: Digest,
+) -> model::ArtifactRead {
+    read_back_with(data_dir, key, arch, digest, &mut ReadBackCache::default(), 0)
 }
 
 /// Bytes of chunks each read-back of a tree re-hashes besides the files
@@ -270,6 +292,7 @@ pub struct ReadBacks(std::sync::Mutex<std::collections::HashMap<Digest, ReadBack
 pub fn read_back_cached(
     data_dir: &Path,
     key: &VerifyingKey,
+    arch: Arch,
     digest: Digest,
     caches: &ReadBacks,
 ) -> model::ArtifactRead {
@@ -279,19 +302,27 @@ pub fn read_back_cached(
         map.clear();
     }
     let cache = map.entry(digest).or_default();
-    read_back_with(data_dir, key, digest, cache, READBACK_REHASH_BYTES_MAX)
+    read_back_with(data_dir, key, arch, digest, cache, READBACK_REHASH_BYTES_MAX)
 }
 
 fn read_back_with(
     data_dir: &Path,
     key: &VerifyingKey,
+    arch: Arch,
     digest: Digest,
     cache: &mut ReadBackCache,
     rehash_bytes_max: u64,
 ) -> model::ArtifactRead {
-    let release = match read_manifest(data_dir, key, digest) {
+    let release = match read_manifest(data_dir, key, arch, digest) {
         Ok(release) => release,
         Err(StageError::WrongDigest { actual, .. }) => return model::ArtifactRead::Digest(actual),
+        // The release has no tree for this node's architecture (its
+        // declared architecture changed since it was staged): whatever
+        // tree is there is not one this node may serve.
+        Err(StageError::TreeRefused {
+            source: ReleaseError::NoTreeForArch { .. },
+            ..
+        }) => return model::ArtifactRead::AppFileAltered(digest),
         // The bytes hash to the intended release, so they are it; they can
         // only stop verifying if the trusted key changed.
         Err(StageError::TreeRefused { .. }) => return model::ArtifactRead::Digest(digest),
@@ -317,6 +348,7 @@ fn read_back_with(
 fn read_manifest(
     data_dir: &Path,
     key: &VerifyingKey,
+    arch: Arch,
     digest: Digest,
 ) -> Result<VerifiedRelease, StageError> {
     let path = manifest_path(data_dir, digest);
@@ -324,7 +356,7 @@ fn read_manifest(
         ReleaseError::Io { path, source } => StageError::Io { path, source },
         source => StageError::TreeRefused { digest, source },
     })?;
-    verify(key, digest, &bytes)
+    verify(key, arch, digest, &bytes)
 }
 
 /// The runnable view of a verified tree release installed in `dir`.
@@ -394,7 +426,7 @@ pub(crate) mod tests {
         let files: [(&str, &[u8]); 2] = [("app.py", b"print('hi')"), ("static/a.css", b"body{}")];
         let (bytes, contents) = signed(&signing, &files);
         let digest = releases::release_digest(&bytes);
-        let release = verify(&verifying, digest, &bytes).expect("verifies");
+        let release = verify(&verifying, Arch::current(), digest, &bytes).expect("verifies");
         let store = open_store(data, digest).expect("store");
         assert_eq!(missing_chunks(&release, &store).expect("missing").len(), 2);
         // One chunk is held but torn: it is listed again, and removed.
@@ -425,22 +457,22 @@ pub(crate) mod tests {
         );
         assert!(is_installed_tree(data, digest));
         assert_eq!(
-            read_back(data, &verifying, digest),
+            read_back(data, &verifying, Arch::current(), digest),
             model::ArtifactRead::Digest(digest)
         );
-        assert!(crate::staging::load(data, &verifying, digest).is_ok());
+        assert!(crate::staging::load(data, &verifying, Arch::current(), digest).is_ok());
         let caches = ReadBacks::default();
         assert_eq!(
-            read_back_cached(data, &verifying, digest, &caches),
+            read_back_cached(data, &verifying, Arch::current(), digest, &caches),
             model::ArtifactRead::Digest(digest)
         );
         std::fs::write(tree.join("static/a.css"), b"body{x}").expect("tamper");
         assert_eq!(
-            read_back(data, &verifying, digest),
+            read_back(data, &verifying, Arch::current(), digest),
             model::ArtifactRead::AppFileAltered(digest)
         );
         assert_eq!(
-            read_back_cached(data, &verifying, digest, &caches),
+            read_back_cached(data, &verifying, Arch::current(), digest, &caches),
             model::ArtifactRead::AppFileAltered(digest)
         );
         // At load (a start, or recovery's observation) the altered tree is
@@ -448,7 +480,7 @@ pub(crate) mod tests {
         std::fs::write(tree.join("app.py"), b"print('HI')").expect("same-size edit");
         std::fs::write(tree.join("extra.txt"), b"x").expect("extra file");
         assert!(matches!(
-            crate::staging::observe(data, &verifying, digest),
+            crate::staging::observe(data, &verifying, Arch::current(), digest),
             crate::staging::Installed::ReVerified(_)
         ));
         assert_eq!(
@@ -461,7 +493,7 @@ pub(crate) mod tests {
         );
         assert!(!tree.join("extra.txt").exists());
         assert_eq!(
-            read_back(data, &verifying, digest),
+            read_back(data, &verifying, Arch::current(), digest),
             model::ArtifactRead::Digest(digest)
         );
         // Without its chunks it cannot be rebuilt: reported, and the
@@ -469,7 +501,7 @@ pub(crate) mod tests {
         store.remove(&first).expect("remove a chunk");
         std::fs::write(tree.join("static/a.css"), b"body{y}").expect("tamper");
         assert!(matches!(
-            crate::staging::observe(data, &verifying, digest),
+            crate::staging::observe(data, &verifying, Arch::current(), digest),
             crate::staging::Installed::Unknown(StageError::TreeAltered { .. })
         ));
         assert_eq!(

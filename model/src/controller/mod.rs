@@ -19,7 +19,7 @@ pub use release_use::ReleaseUse;
 pub use roster::{Labels, Roster, RosterEntry, RosterLimit};
 pub use state::*;
 pub use step::{
-    decision_for, operator_actions, progress, rollout_actions, step, step_in_place, Fold,
+    check_arches, decision_for, operator_actions, progress, rollout_actions, step, step_in_place, Fold,
     OperatorAction, Refusal, RolloutAction,
 };
 
