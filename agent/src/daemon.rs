@@ -811,19 +811,19 @@ impl Agent {
     /// third axis.
     fn observe_staged(&mut self) -> Option<AgentInput> {
         let op = self.journal.state.op?;
-        let observed = match staging::observe(&self.cfg.data_dir, &self.key, self.arch(), op.release)
-        {
-            Installed::ReVerified(release) => {
-                self.releases.insert(op.release, *release);
-                Observed::ReVerified
-            }
-            Installed::Absent => Observed::Absent,
-            Installed::Unknown(e) => {
-                tracing::warn!(op = %op.id, "the staged {} does not verify: {e}", op.release);
-                self.last_failure = Some(e.to_string());
-                Observed::Unknown
-            }
-        };
+        let observed =
+            match staging::observe(&self.cfg.data_dir, &self.key, self.arch(), op.release) {
+                Installed::ReVerified(release) => {
+                    self.releases.insert(op.release, *release);
+                    Observed::ReVerified
+                }
+                Installed::Absent => Observed::Absent,
+                Installed::Unknown(e) => {
+                    tracing::warn!(op = %op.id, "the staged {} does not verify: {e}", op.release);
+                    self.last_failure = Some(e.to_string());
+                    Observed::Unknown
+                }
+            };
         Some(AgentInput::StageObserved(observed))
     }
 

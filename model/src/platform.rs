@@ -150,7 +150,9 @@ impl fmt::Display for Platform {
 }
 
 /// A set of architectures with trees (a bit per [`Arch::WITH_TREES`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct ArchSet(u8);
 
 impl ArchSet {
@@ -166,7 +168,9 @@ impl ArchSet {
 
     /// Its architectures, in [`Arch::WITH_TREES`] order.
     pub fn iter(self) -> impl Iterator<Item = Arch> {
-        Arch::WITH_TREES.into_iter().filter(move |a| self.contains(*a))
+        Arch::WITH_TREES
+            .into_iter()
+            .filter(move |a| self.contains(*a))
     }
 }
 
@@ -182,7 +186,9 @@ impl fmt::Display for ArchSet {
 }
 
 /// Which architectures a release runs on.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub enum ReleaseArches {
     /// Architecture-independent (a format-1 bundle, or a tree without
     /// per-architecture trees): any node may run it, whatever its

@@ -166,7 +166,9 @@ fn a_node_whose_architecture_is_not_known_runs_only_releases_for_any() {
     let refusal = step(&state, &start(2, only(&[Arch::X86_64, Arch::Aarch64])))
         .expect_err("an unknown architecture is refused");
     assert!(
-        refusal.to_string().contains("edge-1 (architecture unknown)"),
+        refusal
+            .to_string()
+            .contains("edge-1 (architecture unknown)"),
         "{refusal}"
     );
     // A release without per-architecture trees runs anywhere, as before.
@@ -186,8 +188,8 @@ fn a_node_whose_architecture_is_not_known_runs_only_releases_for_any() {
 #[test]
 fn a_node_of_another_architecture_is_refused_even_as_the_canary() {
     let (state, _) = fleet(&[Some(Arch::Other), Some(Arch::X86_64)]);
-    let refusal = step(&state, &start(2, only(&[Arch::X86_64, Arch::Aarch64])))
-        .expect_err("refused");
+    let refusal =
+        step(&state, &start(2, only(&[Arch::X86_64, Arch::Aarch64]))).expect_err("refused");
     assert!(refusal.to_string().contains("edge-0 (other)"), "{refusal}");
 }
 

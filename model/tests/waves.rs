@@ -48,11 +48,14 @@ fn started(policy: Policy) -> ControllerState {
         slots_max: 10,
         approval_after_canary: false,
     };
-    feed(&mut state, Input::StartStaged {
+    feed(
+        &mut state,
+        Input::StartStaged {
             plan,
             policy,
             arches: model::platform::ReleaseArches::Any,
-        });
+        },
+    );
     state
 }
 

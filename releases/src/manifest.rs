@@ -375,7 +375,11 @@ fn merge_entries(common: Vec<Entry>, own: Vec<Entry>) -> Vec<Entry> {
             (None, Some(_)) => false,
             (None, None) => return merged,
         };
-        let next = if take_common { common.next() } else { own.next() };
+        let next = if take_common {
+            common.next()
+        } else {
+            own.next()
+        };
         merged.extend(next);
     }
 }
@@ -459,10 +463,12 @@ pub fn encode_manifest(manifest: &Manifest) -> Result<Vec<u8>, ReleaseError> {
         entries: &manifest.entries,
         key_id: manifest.key_id,
     };
-    let encoding = |e: bincode::error::EncodeError| ReleaseError::Malformed(format!("encoding: {e}"));
+    let encoding =
+        |e: bincode::error::EncodeError| ReleaseError::Malformed(format!("encoding: {e}"));
     let mut bytes = bincode::serde::encode_to_vec(&wire, config()).map_err(encoding)?;
     if manifest.format == MANIFEST_FORMAT_ARCH {
-        let trees = bincode::serde::encode_to_vec(&manifest.arch_trees, config()).map_err(encoding)?;
+        let trees =
+            bincode::serde::encode_to_vec(&manifest.arch_trees, config()).map_err(encoding)?;
         bytes.extend_from_slice(&trees);
     }
     over_limit(

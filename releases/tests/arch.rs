@@ -50,8 +50,14 @@ fn each_node_stages_the_common_files_and_its_own_tree() {
     write(&arm, "lib/extra.so", b"arm only");
     let (store, _) = ChunkStore::open(&temp.path().join("chunks")).expect("store");
     let roots = [(Arch::Aarch64, arm.clone()), (Arch::X86_64, x86.clone())];
-    let bytes = sign_dir_arches(&fixed_key(), fields(), &common, &roots, &mut store_sink(&store))
-        .expect("sign");
+    let bytes = sign_dir_arches(
+        &fixed_key(),
+        fields(),
+        &common,
+        &roots,
+        &mut store_sink(&store),
+    )
+    .expect("sign");
     let release = manifest::verify(&fixed_key().verifying_key(), &bytes).expect("verify");
     let m = release.manifest;
     assert_eq!(m.format, MANIFEST_FORMAT_ARCH);
@@ -59,7 +65,11 @@ fn each_node_stages_the_common_files_and_its_own_tree() {
         m.arches(),
         ReleaseArches::Only(ArchSet::of([Arch::X86_64, Arch::Aarch64]))
     );
-    assert_eq!(m.unique_chunks().len(), 4, "every tree's chunks are the release's");
+    assert_eq!(
+        m.unique_chunks().len(),
+        4,
+        "every tree's chunks are the release's"
+    );
 
     let for_x86 = m.clone().into_arch(Arch::X86_64).expect("x86_64 tree");
     let paths: Vec<&str> = for_x86.entries.iter().map(|e| e.path.as_str()).collect();
@@ -81,7 +91,13 @@ fn each_node_stages_the_common_files_and_its_own_tree() {
     assert!(verify_dir(&for_x86, &staged_arm).is_err());
 
     let err = m.into_arch(Arch::Other).expect_err("no tree for other");
-    assert!(matches!(err, ReleaseError::NoTreeForArch { arch: Arch::Other, .. }));
+    assert!(matches!(
+        err,
+        ReleaseError::NoTreeForArch {
+            arch: Arch::Other,
+            ..
+        }
+    ));
     assert!(err.to_string().contains("x86_64, aarch64"), "{err}");
 }
 
@@ -112,15 +128,21 @@ fn architecture_trees_that_break_a_rule_are_refused() {
     // Twice, or out of order.
     let e = bad(vec![tree(Arch::X86_64, vec![]), tree(Arch::X86_64, vec![])]);
     assert!(matches!(e, ReleaseError::BadArchTrees(_)), "{e}");
-    let e = bad(vec![tree(Arch::Aarch64, vec![]), tree(Arch::X86_64, vec![])]);
+    let e = bad(vec![
+        tree(Arch::Aarch64, vec![]),
+        tree(Arch::X86_64, vec![]),
+    ]);
     assert!(matches!(e, ReleaseError::BadArchTrees(_)), "{e}");
     // A path in both the common files and a tree.
     let e = bad(vec![tree(Arch::X86_64, vec![entry("app.py", 2)])]);
     assert!(matches!(e, ReleaseError::DuplicatePath { .. }), "{e}");
     // A file of a tree that is a directory of a common file.
     let mut common = vec![entry("bin/tool", 1)];
-    let e = signed(common.clone(), vec![tree(Arch::Aarch64, vec![entry("bin", 2)])])
-        .expect_err("file and directory");
+    let e = signed(
+        common.clone(),
+        vec![tree(Arch::Aarch64, vec![entry("bin", 2)])],
+    )
+    .expect_err("file and directory");
     assert!(matches!(e, ReleaseError::FileIsDirectory { .. }), "{e}");
     // A tree's own entries out of order.
     common.clear();
@@ -151,5 +173,8 @@ fn the_format_number_must_match_whether_there_are_trees() {
     m.arch_trees.clear();
     assert!(matches!(m.validate(), Err(ReleaseError::BadArchTrees(_))));
     m.format = 4;
-    assert!(matches!(m.validate(), Err(ReleaseError::UnsupportedFormat(4))));
+    assert!(matches!(
+        m.validate(),
+        Err(ReleaseError::UnsupportedFormat(4))
+    ));
 }

@@ -10,8 +10,8 @@ mod common;
 use std::path::PathBuf;
 
 use common::{fields, fixed_key};
-use protocol::bundle::JsonField;
 use model::platform::Arch;
+use protocol::bundle::JsonField;
 use releases::manifest::{
     self, ArchTree, ChunkRef, Entry, Mode, MANIFEST_FORMAT, MANIFEST_FORMAT_ARCH,
 };
@@ -98,7 +98,9 @@ fn golden_arch_release() -> Vec<u8> {
 /// Compares `bytes` with the golden file `name`, writing it first when
 /// `FLEETWEFT_BLESS` is set and it does not exist; returns the golden bytes.
 fn golden_bytes(name: &str, bytes: &[u8]) -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
     if std::env::var_os("FLEETWEFT_BLESS").is_some() && !path.exists() {
         std::fs::write(&path, to_hex(bytes)).expect("write the golden file");
     }

@@ -18,9 +18,9 @@
 
 use super::{release_dir, sync_dir, write_synced, Release, StageError};
 use ed25519_dalek::VerifyingKey;
+use model::platform::Arch;
 use model::Digest;
 use releases::readback::{verify_dir_cached, ReadBackCache};
-use model::platform::Arch;
 use releases::{ChunkRef, ChunkStore, ReleaseError, VerifiedRelease};
 use std::path::{Path, PathBuf};
 
@@ -266,7 +266,14 @@ pub fn read_back(
     arch: Arch,
     digest: Digest,
 ) -> model::ArtifactRead {
-    read_back_with(data_dir, key, arch, digest, &mut ReadBackCache::default(), 0)
+    read_back_with(
+        data_dir,
+        key,
+        arch,
+        digest,
+        &mut ReadBackCache::default(),
+        0,
+    )
 }
 
 /// Bytes of chunks each read-back of a tree re-hashes besides the files
@@ -302,7 +309,14 @@ pub fn read_back_cached(
         map.clear();
     }
     let cache = map.entry(digest).or_default();
-    read_back_with(data_dir, key, arch, digest, cache, READBACK_REHASH_BYTES_MAX)
+    read_back_with(
+        data_dir,
+        key,
+        arch,
+        digest,
+        cache,
+        READBACK_REHASH_BYTES_MAX,
+    )
 }
 
 fn read_back_with(
@@ -447,7 +461,8 @@ pub(crate) mod tests {
             .join("releases")
             .join(format!(".{}.staging-1", digest.to_hex()));
         std::fs::create_dir_all(stale.join("static")).expect("stale staging dir");
-        let installed = install(data, &verifying, &release, &bytes, &store).expect("install");
+        let installed =
+            install(data, &verifying, Arch::current(), &release, &bytes, &store).expect("install");
         assert!(!stale.exists(), "the stale staging directory was removed");
         assert_eq!(installed.run, vec!["python3", "app.py"]);
         let tree = release_dir(data, digest);
@@ -520,10 +535,109 @@ pub(crate) mod tests {
         let (_, stranger) = protocol::bundle::keygen();
         let (bytes, _) = signed(&signing, &[("app.py", b"x")]);
         let digest = releases::release_digest(&bytes);
-        let e = verify(&stranger, digest, &bytes).expect_err("foreign key");
+        let e = verify(&stranger, Arch::current(), digest, &bytes).expect_err("foreign key");
         assert!(matches!(e, StageError::TreeRefused { .. }) && e.permanent());
-        let e = verify(&stranger, Digest::repeat(9), &bytes).expect_err("wrong digest");
+        let e = verify(&stranger, Arch::current(), Digest::repeat(9), &bytes)
+            .expect_err("wrong digest");
         assert!(matches!(e, StageError::WrongDigest { .. }) && e.permanent());
         assert!(is_tree_release(&bytes));
+    }
+
+    /// A release with a common `app.py` and a `bin/native` per
+    /// architecture (`x86_64` and `aarch64`), one chunk per file, signed.
+    fn signed_arches(key: &ed25519_dalek::SigningKey) -> Vec<u8> {
+        let entry = |path: &str, bytes: &[u8]| releases::Entry {
+            path: path.into(),
+            mode: releases::Mode::File,
+            size: bytes.len() as u64,
+            sha256: Sha256::digest(bytes).into(),
+            chunks: vec![ChunkRef {
+                sha256: Sha256::digest(bytes).into(),
+                len: bytes.len() as u32,
+            }],
+        };
+        let trees = vec![
+            releases::ArchTree {
+                arch: Arch::X86_64,
+                entries: vec![entry("bin/native", b"x86")],
+            },
+            releases::ArchTree {
+                arch: Arch::Aarch64,
+                entries: vec![entry("bin/native", b"arm!")],
+            },
+        ];
+        let fields = releases::ReleaseFields {
+            name: "t".into(),
+            version: "v3".into(),
+            run: vec!["python3".into(), "app.py".into()],
+            probe: ProbeSpec {
+                path: "/".into(),
+                expect_status: 200,
+                expect_body: "hi".into(),
+                expect_json: None,
+            },
+        };
+        let common = vec![entry("app.py", b"print('hi')")];
+        releases::sign_arches(key, fields, common, trees).expect("sign")
+    }
+
+    #[test]
+    fn an_agent_stages_only_its_own_architecture_s_tree() {
+        let (signing, verifying) = protocol::bundle::keygen();
+        let bytes = signed_arches(&signing);
+        let digest = releases::release_digest(&bytes);
+        for (arch, native) in [(Arch::X86_64, &b"x86"[..]), (Arch::Aarch64, &b"arm!"[..])] {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let data = dir.path();
+            let release = verify(&verifying, arch, digest, &bytes).expect("verifies");
+            let store = open_store(data, digest).expect("store");
+            let missing = missing_chunks(&release, &store).expect("missing");
+            assert_eq!(missing.len(), 2, "{arch}: app.py and its own binary only");
+            for content in [&b"print('hi')"[..], native] {
+                store
+                    .put_bytes(&Sha256::digest(content).into(), content)
+                    .expect("put");
+            }
+            install(data, &verifying, arch, &release, &bytes, &store).expect("install");
+            let tree = release_dir(data, digest);
+            assert_eq!(
+                std::fs::read(tree.join("bin/native")).expect("read"),
+                native
+            );
+            assert_eq!(
+                read_back(data, &verifying, arch, digest),
+                model::ArtifactRead::Digest(digest)
+            );
+            // Read back as the other architecture, the tree is not its own.
+            let other = if arch == Arch::X86_64 {
+                Arch::Aarch64
+            } else {
+                Arch::X86_64
+            };
+            assert_eq!(
+                read_back(data, &verifying, other, digest),
+                model::ArtifactRead::AppFileAltered(digest)
+            );
+        }
+    }
+
+    #[test]
+    fn a_release_without_a_tree_for_the_agent_s_architecture_is_refused_for_good() {
+        let (signing, verifying) = protocol::bundle::keygen();
+        let bytes = signed_arches(&signing);
+        let digest = releases::release_digest(&bytes);
+        let e = verify(&verifying, Arch::Other, digest, &bytes).expect_err("no tree");
+        assert!(e.permanent(), "{e}");
+        assert!(
+            matches!(
+                e,
+                StageError::TreeRefused {
+                    source: ReleaseError::NoTreeForArch { .. },
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("no tree for other"), "{e}");
     }
 }

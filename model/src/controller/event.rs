@@ -217,7 +217,10 @@ pub enum Event {
     /// it differs from what the node's record holds, so a reconnection
     /// adds nothing. The node's `arch` label; a plan over a node whose
     /// architecture a release has no tree for is refused. Appended last.
-    NodePlatform { node: NodeId, platform: Platform },
+    NodePlatform {
+        node: NodeId,
+        platform: Platform,
+    },
 }
 
 impl fmt::Display for Event {

@@ -505,7 +505,11 @@ pub fn check_arches(
     let mut nodes = Vec::new();
     let mut count: u32 = 0;
     for node in plan.nodes() {
-        let arch = state.nodes.get(&node).and_then(|r| r.platform).map(|p| p.arch);
+        let arch = state
+            .nodes
+            .get(&node)
+            .and_then(|r| r.platform)
+            .map(|p| p.arch);
         if arches.admits(arch) {
             continue;
         }
