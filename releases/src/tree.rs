@@ -300,10 +300,11 @@ pub(crate) fn verify_file(
     Ok(())
 }
 
-/// Checks that `store` holds every chunk of `manifest`, each re-verified
-/// (a damaged one is removed and reported). One chunk in memory at a time.
+/// Checks that `store` holds every chunk of `manifest` (every
+/// architecture tree's too), each re-verified (a damaged one is removed and
+/// reported). One chunk in memory at a time.
 pub fn verify_store(manifest: &Manifest, store: &ChunkStore) -> Result<(), ReleaseError> {
-    for entry in &manifest.entries {
+    for entry in manifest.all_entries() {
         for chunk in &entry.chunks {
             let bytes = store
                 .get(&chunk.sha256)?
