@@ -34,6 +34,11 @@ pub struct AgentConfig {
     /// Honoured only when the agent runs with `--allow-fault-injection`.
     #[serde(default)]
     pub faults: FaultSection,
+    /// What the agent says it runs on (issue #24 item 5): this machine's
+    /// architecture and system unless `--arch` / `--os` declare others
+    /// (to simulate a mixed fleet on one machine). Not read from the file.
+    #[serde(skip, default = "model::platform::Platform::current")]
+    pub platform: model::platform::Platform,
 }
 
 #[derive(Clone, Debug, Deserialize)]

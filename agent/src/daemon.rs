@@ -21,7 +21,7 @@ use anyhow::Context;
 use ed25519_dalek::VerifyingKey;
 use model::agent::{agent_step, AgentEffect, AgentInput, AgentOp, AgentStage};
 use model::recovery::{Observed, StageFailure};
-use model::Digest;
+use model::{Digest, ToController};
 use protocol::frame::{FrameBody, READBACK_INTERVAL_MIN_MS};
 use protocol::quic::{AgentConnection, Backoff, ControlSender};
 use protocol::tls::ClientIdentity;
@@ -169,6 +169,11 @@ impl Agent {
         let (observation, _) = self.probe_route().await;
         tracing::info!(node = %self.cfg.node, ?serving, %observation, "reconstructed what serves");
         self.feed(AgentInput::Restarted { serving }, None).await
+    }
+
+    /// The architecture this agent declares (and stages trees for).
+    fn arch(&self) -> model::platform::Arch {
+        self.cfg.platform.arch
     }
 
     /// Find the leader, serve the session, back off, forever.
@@ -458,6 +463,16 @@ impl Agent {
                             tx.send(&FrameBody::ToController(msg))
                                 .await
                                 .context("sending to the controller")?;
+                            // What it runs on goes with every Hello (its
+                            // own message: Hello's encoding is pinned).
+                            if matches!(msg, ToController::Hello { .. }) {
+                                let platform = self.cfg.platform;
+                                tx.send(&FrameBody::ToController(ToController::Platform {
+                                    platform,
+                                }))
+                                .await
+                                .context("sending the platform to the controller")?;
+                            }
                         }
                     }
                 }
@@ -549,7 +564,7 @@ impl Agent {
     /// A running instance of `release` (verified from disk if needed).
     async fn ready(&mut self, release: Digest) -> anyhow::Result<Backend> {
         if !self.releases.contains_key(&release) {
-            let loaded = staging::load(&self.cfg.data_dir, &self.key, release)?;
+            let loaded = staging::load(&self.cfg.data_dir, &self.key, self.arch(), release)?;
             self.releases.insert(release, loaded);
         }
         let spec = {
@@ -653,7 +668,7 @@ impl Agent {
         bytes: Vec<u8>,
     ) -> AgentInput {
         self.hold(HoldPoint::Verify).await;
-        let release = match tree_staging::verify(&self.key, op.release, &bytes) {
+        let release = match tree_staging::verify(&self.key, self.arch(), op.release, &bytes) {
             Ok(release) => release,
             Err(e) => return self.failed(op, Stage::Verify, stage_failure(&e), e),
         };
@@ -705,9 +720,9 @@ impl Agent {
             op.release,
             sources_text(&mirrors.tally())
         );
-        let key = self.key;
+        let (key, arch) = (self.key, self.arch());
         let installed = tokio::task::spawn_blocking(move || {
-            tree_staging::install(&data_dir, &key, &release, &bytes, &store)
+            tree_staging::install(&data_dir, &key, arch, &release, &bytes, &store)
         })
         .await;
         match installed {
@@ -796,18 +811,19 @@ impl Agent {
     /// third axis.
     fn observe_staged(&mut self) -> Option<AgentInput> {
         let op = self.journal.state.op?;
-        let observed = match staging::observe(&self.cfg.data_dir, &self.key, op.release) {
-            Installed::ReVerified(release) => {
-                self.releases.insert(op.release, *release);
-                Observed::ReVerified
-            }
-            Installed::Absent => Observed::Absent,
-            Installed::Unknown(e) => {
-                tracing::warn!(op = %op.id, "the staged {} does not verify: {e}", op.release);
-                self.last_failure = Some(e.to_string());
-                Observed::Unknown
-            }
-        };
+        let observed =
+            match staging::observe(&self.cfg.data_dir, &self.key, self.arch(), op.release) {
+                Installed::ReVerified(release) => {
+                    self.releases.insert(op.release, *release);
+                    Observed::ReVerified
+                }
+                Installed::Absent => Observed::Absent,
+                Installed::Unknown(e) => {
+                    tracing::warn!(op = %op.id, "the staged {} does not verify: {e}", op.release);
+                    self.last_failure = Some(e.to_string());
+                    Observed::Unknown
+                }
+            };
         Some(AgentInput::StageObserved(observed))
     }
 
@@ -867,10 +883,10 @@ impl Agent {
     /// (`staging::tree::READBACK_REHASH_BYTES_MAX`), which on a large
     /// release is still longer than a keep-alive should wait.
     async fn read_back_artifact(&self, release: Digest) -> model::ArtifactRead {
-        let (data_dir, key) = (self.cfg.data_dir.clone(), self.key);
+        let (data_dir, key, arch) = (self.cfg.data_dir.clone(), self.key, self.arch());
         let caches = self.read_backs.clone();
         let read = tokio::task::spawn_blocking(move || {
-            staging::read_back_cached(&data_dir, &key, release, &caches)
+            staging::read_back_cached(&data_dir, &key, arch, release, &caches)
         })
         .await;
         read.unwrap_or_else(|e| {

@@ -22,7 +22,10 @@ async fn main() -> ExitCode {
         .init();
     let args = Args::parse();
     let cfg = match agent::config::AgentConfig::load(&args.config) {
-        Ok(c) => c,
+        Ok(c) => agent::config::AgentConfig {
+            platform: args.platform(),
+            ..c
+        },
         Err(e) => {
             eprintln!("fleetweft-agent: {e}");
             return ExitCode::from(2);

@@ -17,6 +17,7 @@ pub mod disk;
 
 use crate::probe::ProbeExpect;
 use ed25519_dalek::VerifyingKey;
+use model::platform::Arch;
 use model::Digest;
 use protocol::bundle::{self, BundleError, Manifest};
 use std::io::Write;
@@ -181,14 +182,14 @@ pub enum Installed {
 
 /// Observe the installed release `digest`, never trusting its presence:
 /// see [`Installed`].
-pub fn observe(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> Installed {
+pub fn observe(data_dir: &Path, key: &VerifyingKey, arch: Arch, digest: Digest) -> Installed {
     let dir = release_dir(data_dir, digest);
     match std::fs::symlink_metadata(&dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Installed::Absent,
         Err(source) => return Installed::Unknown(StageError::Io { path: dir, source }),
         Ok(_) => {}
     }
-    match load(data_dir, key, digest) {
+    match load(data_dir, key, arch, digest) {
         Ok(release) => Installed::ReVerified(Box::new(release)),
         Err(e) => Installed::Unknown(e),
     }
@@ -206,7 +207,7 @@ pub fn install(
     let verified = verify(key, digest, bytes)?;
     let dir = release_dir(data_dir, digest);
     if dir.exists() {
-        return load(data_dir, key, digest);
+        return load(data_dir, key, Arch::current(), digest);
     }
     let parent = releases_parent(data_dir)?;
     let io = |path: &Path| {
@@ -241,9 +242,14 @@ pub fn install(
 /// - bundle intact but the app file differs =>
 ///   [`model::ArtifactRead::AppFileAltered`] (read something else);
 /// - otherwise `Digest(digest)`.
-pub fn read_back(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> model::ArtifactRead {
+pub fn read_back(
+    data_dir: &Path,
+    key: &VerifyingKey,
+    arch: Arch,
+    digest: Digest,
+) -> model::ArtifactRead {
     if tree::is_installed_tree(data_dir, digest) {
-        return tree::read_back(data_dir, key, digest);
+        return tree::read_back(data_dir, key, arch, digest);
     }
     let verified = match read_installed(data_dir, key, digest) {
         Ok(verified) => verified,
@@ -276,19 +282,25 @@ pub fn read_back(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> model::
 pub fn read_back_cached(
     data_dir: &Path,
     key: &VerifyingKey,
+    arch: Arch,
     digest: Digest,
     caches: &tree::ReadBacks,
 ) -> model::ArtifactRead {
     if tree::is_installed_tree(data_dir, digest) {
-        return tree::read_back_cached(data_dir, key, digest, caches);
+        return tree::read_back_cached(data_dir, key, arch, digest, caches);
     }
-    read_back(data_dir, key, digest)
+    read_back(data_dir, key, arch, digest)
 }
 
 /// Load an installed release, re-verifying its bundle and its app file.
-pub fn load(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> Result<Release, StageError> {
+pub fn load(
+    data_dir: &Path,
+    key: &VerifyingKey,
+    arch: Arch,
+    digest: Digest,
+) -> Result<Release, StageError> {
     if tree::is_installed_tree(data_dir, digest) {
-        return tree::load(data_dir, key, digest);
+        return tree::load(data_dir, key, arch, digest);
     }
     let verified = read_installed(data_dir, key, digest)?;
     let dir = release_dir(data_dir, digest);
@@ -383,7 +395,7 @@ mod tests {
         let bytes = signed(&signing);
         let digest = bundle::bundle_digest(&bytes);
         assert!(matches!(
-            observe(dir.path(), &verifying, digest),
+            observe(dir.path(), &verifying, Arch::current(), digest),
             Installed::Absent
         ));
         // A crash mid-install leaves only the temporary directory: absent.
@@ -394,12 +406,12 @@ mod tests {
         std::fs::create_dir_all(&tmp).expect("tmp dir");
         std::fs::write(tmp.join(BUNDLE_FILE), &bytes[..bytes.len() / 2]).expect("half");
         assert!(matches!(
-            observe(dir.path(), &verifying, digest),
+            observe(dir.path(), &verifying, Arch::current(), digest),
             Installed::Absent
         ));
         install(dir.path(), &verifying, digest, &bytes).expect("install");
         assert!(matches!(
-            observe(dir.path(), &verifying, digest),
+            observe(dir.path(), &verifying, Arch::current(), digest),
             Installed::ReVerified(r) if r.digest == digest
         ));
         // The directory is there but its bundle changed: not good, not
@@ -409,13 +421,13 @@ mod tests {
         changed[0] ^= 1;
         std::fs::write(&file, &changed).expect("tamper");
         assert!(matches!(
-            observe(dir.path(), &verifying, digest),
+            observe(dir.path(), &verifying, Arch::current(), digest),
             Installed::Unknown(StageError::WrongDigest { .. })
         ));
         // The directory is there but its bundle is gone: unknown too.
         std::fs::remove_file(&file).expect("remove");
         assert!(matches!(
-            observe(dir.path(), &verifying, digest),
+            observe(dir.path(), &verifying, Arch::current(), digest),
             Installed::Unknown(StageError::Io { .. })
         ));
     }
@@ -442,12 +454,12 @@ mod tests {
         let bytes = signed(&signing);
         let digest = bundle::bundle_digest(&bytes);
         assert_eq!(
-            read_back(dir.path(), &verifying, digest),
+            read_back(dir.path(), &verifying, Arch::current(), digest),
             model::ArtifactRead::Unreadable
         );
         install(dir.path(), &verifying, digest, &bytes).expect("install");
         assert_eq!(
-            read_back(dir.path(), &verifying, digest),
+            read_back(dir.path(), &verifying, Arch::current(), digest),
             model::ArtifactRead::Digest(digest)
         );
         // The app file that runs is changed behind the agent's back: the
@@ -456,23 +468,23 @@ mod tests {
         let original = std::fs::read(&app_file).expect("app file");
         std::fs::write(&app_file, b"print('not the signed app')").expect("tamper app");
         assert_eq!(
-            read_back(dir.path(), &verifying, digest),
+            read_back(dir.path(), &verifying, Arch::current(), digest),
             model::ArtifactRead::AppFileAltered(digest)
         );
         // Loading the release (what every start does) rewrites it from the
         // verified bundle; the read-back agrees again.
-        load(dir.path(), &verifying, digest).expect("load");
+        load(dir.path(), &verifying, Arch::current(), digest).expect("load");
         assert_eq!(std::fs::read(&app_file).expect("app file"), original);
         assert_eq!(
-            read_back(dir.path(), &verifying, digest),
+            read_back(dir.path(), &verifying, Arch::current(), digest),
             model::ArtifactRead::Digest(digest)
         );
         std::fs::remove_file(&app_file).expect("remove app");
         assert_eq!(
-            read_back(dir.path(), &verifying, digest),
+            read_back(dir.path(), &verifying, Arch::current(), digest),
             model::ArtifactRead::Unreadable
         );
-        load(dir.path(), &verifying, digest).expect("load");
+        load(dir.path(), &verifying, Arch::current(), digest).expect("load");
         // The bundle changed on disk behind the agent's back: the read-back
         // reports the digest of what is there.
         let file = release_dir(dir.path(), digest).join(BUNDLE_FILE);
@@ -480,12 +492,12 @@ mod tests {
         changed[0] ^= 1;
         std::fs::write(&file, &changed).expect("tamper");
         assert_eq!(
-            read_back(dir.path(), &verifying, digest),
+            read_back(dir.path(), &verifying, Arch::current(), digest),
             model::ArtifactRead::Digest(bundle::bundle_digest(&changed))
         );
         std::fs::remove_file(&file).expect("remove");
         assert_eq!(
-            read_back(dir.path(), &verifying, digest),
+            read_back(dir.path(), &verifying, Arch::current(), digest),
             model::ArtifactRead::Unreadable
         );
     }

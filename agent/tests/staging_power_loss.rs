@@ -54,11 +54,14 @@ fn an_installed_release_is_whole_after_a_power_cut() {
     install(&data, &verifying, digest, &bytes).expect("install");
     let report = mount.cut();
     assert!(
-        matches!(observe(&data, &verifying, digest), Installed::ReVerified(_)),
+        matches!(
+            observe(&data, &verifying, model::platform::Arch::current(), digest),
+            Installed::ReVerified(_)
+        ),
         "after the cut the installed release must re-verify; the cut dropped {:?}",
         report.details
     );
-    load(&data, &verifying, digest).expect("load after the cut");
+    load(&data, &verifying, model::platform::Arch::current(), digest).expect("load after the cut");
 }
 
 /// Every crash point of `install` (a cut at each of its syncs, and one
@@ -77,7 +80,12 @@ fn install_survives_a_cut_at_every_sync_point() {
     let write =
         |mnt: &std::path::Path| install(&mnt.join("data"), &verifying, digest, &bytes).is_ok();
     let check = |mnt: &std::path::Path, point: CutPoint, ok: bool| {
-        let seen = observe(&mnt.join("data"), &verifying, digest);
+        let seen = observe(
+            &mnt.join("data"),
+            &verifying,
+            model::platform::Arch::current(),
+            digest,
+        );
         match seen {
             Installed::ReVerified(_) => {}
             Installed::Absent if !ok => {}
@@ -115,7 +123,15 @@ fn load_rewrites_an_altered_app_file_old_or_new_at_every_crash_point() {
     let setup = |backing: &std::path::Path| {
         lazyfs::enumerate::copy_tree(template.path(), &backing.join("data")).expect("copy")
     };
-    let write = |mnt: &std::path::Path| load(&mnt.join("data"), &verifying, digest).is_ok();
+    let write = |mnt: &std::path::Path| {
+        load(
+            &mnt.join("data"),
+            &verifying,
+            model::platform::Arch::current(),
+            digest,
+        )
+        .is_ok()
+    };
     let check = |mnt: &std::path::Path, point: CutPoint, ok: bool| {
         let app = std::fs::read(mnt.join("data").join(&app_rel)).expect("the app file survives");
         let signed_app = b"print('hello')\n".to_vec();

@@ -197,6 +197,13 @@ pub struct NodeDto {
     /// Its one state word ([`NodeState`]): what `/api/nodes?state=` matches.
     #[serde(default)]
     pub state: String,
+    /// Its `arch` label: the CPU architecture its agent said it runs on
+    /// (`x86_64`, `aarch64`, `other`); `None` until its agent said.
+    #[serde(default)]
+    pub arch: Option<String>,
+    /// The operating system its agent said it runs on; `None` until said.
+    #[serde(default)]
+    pub os: Option<String>,
 }
 
 /// A recorded observation of a node.
@@ -775,6 +782,8 @@ pub fn node_dto(snap: &Snapshot, id: NodeId) -> Option<NodeDto> {
             observation: seen.observation,
         }),
         state: NodeState::of(s, id).as_str().to_string(),
+        arch: record.platform.map(|p| p.arch.name().to_string()),
+        os: record.platform.map(|p| p.os.name().to_string()),
     })
 }
 

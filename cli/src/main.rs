@@ -585,6 +585,14 @@ enum BundleCommand {
         /// plain HTTP server can serve. Needs `--run`.
         #[arg(long, requires = "run")]
         dir: Option<PathBuf>,
+        /// A tree for one architecture, as ARCH=DIR (`x86_64` or
+        /// `aarch64`; repeat for each): a node of that architecture stages
+        /// `--dir`'s files together with DIR's, and a rollout over a node
+        /// of an architecture with no tree is refused (format 3; without
+        /// any, the release is format 2 and runs on every architecture).
+        #[arg(long = "arch-dir", value_name = "ARCH=DIR", requires = "dir",
+              value_parser = parse_arch_dir)]
+        arch_dirs: Vec<(model::platform::Arch, PathBuf)>,
         /// Release name.
         #[arg(long)]
         name: String,
@@ -1011,6 +1019,7 @@ fn main() -> ExitCode {
                 key,
                 app,
                 dir,
+                arch_dirs,
                 name,
                 version,
                 probe_path,
@@ -1028,7 +1037,10 @@ fn main() -> ExitCode {
                 };
                 match (app, dir) {
                     (Some(app), _) => bundle_sign(&key, &app, name, version, probe, run, &out),
-                    (None, dir) => bundle_sign_tree(&key, dir, name, version, probe, run, &out),
+                    (None, dir) => {
+                        let source = TreeSource { dir, arch_dirs };
+                        bundle_sign_tree(&key, source, name, version, probe, run, &out)
+                    }
                 }
             }
             BundleCommand::Verify {
@@ -2290,17 +2302,37 @@ fn bundle_sign(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `bundle sign --dir`: a format-2 release directory at `out`.
+/// What `bundle sign --dir` signs: the common tree and the trees of each
+/// architecture (`--arch-dir`).
+struct TreeSource {
+    dir: Option<PathBuf>,
+    arch_dirs: Vec<(model::platform::Arch, PathBuf)>,
+}
+
+/// `--arch-dir`'s value: `ARCH=DIR`.
+fn parse_arch_dir(text: &str) -> Result<(model::platform::Arch, PathBuf), String> {
+    let (arch, dir) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?}: expected ARCH=DIR, e.g. aarch64=./build-arm64"))?;
+    let arch = agent::cli::parse_arch(arch)?;
+    if dir.is_empty() {
+        return Err(format!("{text:?}: the directory is empty"));
+    }
+    Ok((arch, PathBuf::from(dir)))
+}
+
+/// `bundle sign --dir`: a format-2 release directory at `out` (format 3
+/// with `--arch-dir`).
 fn bundle_sign_tree(
     key: &Path,
-    dir: Option<PathBuf>,
+    source: TreeSource,
     name: String,
     version: String,
     probe: ProbeSpec,
     run: Option<String>,
     out: &Path,
 ) -> anyhow::Result<ExitCode> {
-    let dir = dir.context("give --app FILE or --dir DIR")?;
+    let dir = source.dir.context("give --app FILE or --dir DIR")?;
     let run = run.context("--dir needs --run CMD (the command that starts the app)")?;
     let fields = releases::ReleaseFields {
         name,
@@ -2308,7 +2340,7 @@ fn bundle_sign_tree(
         run: run.split_whitespace().map(str::to_string).collect(),
         probe,
     };
-    let digest = cli::release_tree::sign_tree(key, &dir, fields, out)?;
+    let digest = cli::release_tree::sign_tree_arches(key, &dir, &source.arch_dirs, fields, out)?;
     println!("{}", digest.to_hex());
     Ok(ExitCode::SUCCESS)
 }

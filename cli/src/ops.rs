@@ -287,6 +287,7 @@ pub fn render_nodes(page: &Page<NodeDto>) -> String {
             vec![
                 n.name.clone(),
                 n.state.clone(),
+                n.arch.clone().unwrap_or_else(|| "?".into()),
                 if n.connected { "yes" } else { "no" }.to_string(),
                 n.confirmed.as_deref().map_or("-".into(), short),
                 n.reported_serving.as_deref().map_or("-".into(), short),
@@ -302,6 +303,7 @@ pub fn render_nodes(page: &Page<NodeDto>) -> String {
         &[
             "NODE",
             "STATE",
+            "ARCH",
             "CONNECTED",
             "CONFIRMED",
             "REPORTED",

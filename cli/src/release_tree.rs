@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use protocol::bundle::{self, ProbeSpec};
 use releases::manifest::{self, Manifest, VerifiedRelease};
-use releases::tree::{sign_dir, store_sink, verify_dir, verify_store};
+use releases::tree::{sign_dir_arches, store_sink, verify_dir, verify_store};
 use releases::{ChunkStore, ReleaseFields, EXPORT_CHUNKS_DIR, EXPORT_MANIFEST_FILE};
 
 /// Bytes read to tell a format-1 bundle from a format-2 release.
@@ -27,6 +27,19 @@ const MAGIC_PROBE_BYTES: usize = 32;
 pub fn sign_tree(
     key_path: &Path,
     dir: &Path,
+    fields: ReleaseFields,
+    out: &Path,
+) -> anyhow::Result<model::Digest> {
+    sign_tree_arches(key_path, dir, &[], fields, out)
+}
+
+/// [`sign_tree`] with a tree per architecture beside the common `dir`
+/// (`arch_dirs`: architecture, its directory): a format-3 release when
+/// there is any, else exactly [`sign_tree`]'s format 2.
+pub fn sign_tree_arches(
+    key_path: &Path,
+    dir: &Path,
+    arch_dirs: &[(model::platform::Arch, PathBuf)],
     fields: ReleaseFields,
     out: &Path,
 ) -> anyhow::Result<model::Digest> {
@@ -45,7 +58,7 @@ pub fn sign_tree(
         name.to_string_lossy(),
         std::process::id()
     ));
-    let signed = write_release_dir(key_path, dir, fields, &staging).and_then(|digest| {
+    let signed = write_release_dir(key_path, dir, arch_dirs, fields, &staging).and_then(|digest| {
         fs::rename(&staging, out).with_context(|| format!("renaming to {}", out.display()))?;
         File::open(parent)
             .and_then(|d| d.sync_all())
@@ -62,13 +75,14 @@ pub fn sign_tree(
 fn write_release_dir(
     key_path: &Path,
     dir: &Path,
+    arch_dirs: &[(model::platform::Arch, PathBuf)],
     fields: ReleaseFields,
     staging: &Path,
 ) -> anyhow::Result<model::Digest> {
     let key = bundle::load_signing_key(key_path)?;
     fs::create_dir(staging).with_context(|| format!("creating {}", staging.display()))?;
     let (store, _) = ChunkStore::open(&staging.join(EXPORT_CHUNKS_DIR))?;
-    let bytes = sign_dir(&key, fields, dir, &mut store_sink(&store))
+    let bytes = sign_dir_arches(&key, fields, dir, arch_dirs, &mut store_sink(&store))
         .with_context(|| format!("signing {}", dir.display()))?;
     let manifest_path = staging.join(EXPORT_MANIFEST_FILE);
     let mut file = File::create(&manifest_path)
@@ -188,6 +202,7 @@ pub fn inspect(path: &Path, pubkey: Option<&Path>, json: bool) -> anyhow::Result
     writeln!(out, "signature: {signature}")?;
     writeln!(out, "run:       {}", m.run.join(" "))?;
     writeln!(out, "probe:     {}", probe_text(&probe))?;
+    writeln!(out, "arches:    {}", arches_text(m))?;
     writeln!(
         out,
         "files:     {}, {} bytes",
@@ -239,7 +254,38 @@ fn inspect_json(release: &VerifiedRelease, checked: bool, probe: &ProbeSpec) -> 
         "chunks": m.chunk_count(),
         "distinct_chunks": m.unique_chunks().len(),
         "entries": entries,
+        "arches": arches_json(m),
     })
+}
+
+/// `any` for a release without architecture trees; else each tree's
+/// architecture with its file count, e.g. `x86_64 (2 files), aarch64 (2 files)`.
+fn arches_text(m: &Manifest) -> String {
+    if m.arch_trees.is_empty() {
+        return "any (no per-architecture trees)".into();
+    }
+    let trees: Vec<String> = m
+        .arch_trees
+        .iter()
+        .map(|t| format!("{} ({} files)", t.arch, t.entries.len()))
+        .collect();
+    trees.join(", ")
+}
+
+/// The architecture trees as JSON: `null` when the release runs anywhere.
+fn arches_json(m: &Manifest) -> serde_json::Value {
+    if m.arch_trees.is_empty() {
+        return serde_json::Value::Null;
+    }
+    m.arch_trees
+        .iter()
+        .map(|t| {
+            serde_json::json!({
+                "arch": t.arch.name(),
+                "files": t.entries.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(),
+            })
+        })
+        .collect()
 }
 
 /// Whether `path` is a format-2 release (so `bundle verify` takes the
@@ -269,7 +315,7 @@ pub fn verify_release(
         .with_context(|| format!("release {} refused", file.display()))?;
     let checked = match tree {
         Some(dir) => {
-            verify_dir(&verified.manifest, dir)
+            verify_unpacked(&verified.manifest, dir)
                 .with_context(|| format!("tree {} refused", dir.display()))?;
             "tree"
         }
@@ -281,6 +327,24 @@ pub fn verify_release(
         }
     };
     Ok((verified, checked))
+}
+
+/// Checks an unpacked tree `dir` against `manifest`: the whole tree of a
+/// release without architecture trees; with them, the tree of one of its
+/// architectures (the common files and that architecture's), whichever
+/// matches (the error of the last one tried when none does).
+fn verify_unpacked(manifest: &Manifest, dir: &Path) -> anyhow::Result<()> {
+    let model::platform::ReleaseArches::Only(arches) = manifest.arches() else {
+        return Ok(verify_dir(manifest, dir)?);
+    };
+    let mut last = None;
+    for arch in arches.iter() {
+        match verify_dir(&manifest.clone().into_arch(arch)?, dir) {
+            Ok(()) => return Ok(()),
+            Err(e) => last = Some(anyhow::anyhow!("as the {arch} tree: {e}")),
+        }
+    }
+    Err(last.unwrap_or_else(|| anyhow::anyhow!("the release has no architecture tree")))
 }
 
 /// The lines `bundle verify` prints for a verified release.

@@ -83,6 +83,8 @@ pub struct SimNode {
     pub key: PathBuf,
     /// What it does wrong.
     pub faults: Faults,
+    /// What it says it runs on, after every `Hello`.
+    pub platform: model::platform::Platform,
 }
 
 /// Why a session ended.
@@ -392,6 +394,16 @@ impl Agent {
                     tx.send(&FrameBody::ToController(msg))
                         .await
                         .context("sending to the controller")?;
+                    // What it runs on goes with every Hello, as the real
+                    // agent sends it.
+                    if matches!(msg, ToController::Hello { .. }) {
+                        let platform = self.node.platform;
+                        tx.send(&FrameBody::ToController(ToController::Platform {
+                            platform,
+                        }))
+                        .await
+                        .context("sending the platform to the controller")?;
+                    }
                 }
                 None
             }

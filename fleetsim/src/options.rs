@@ -85,6 +85,29 @@ pub struct Options {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Architectures the agents declare, comma-separated, given out in
+    /// turn (`aarch64,x86_64`: even nodes aarch64, odd ones x86_64), to
+    /// simulate a mixed fleet (issue #24 item 5). Default: this machine's.
+    #[arg(long, value_delimiter = ',', value_parser = parse_arch)]
+    pub arch: Vec<model::platform::Arch>,
+}
+
+impl Options {
+    /// The platform node `index` declares: this machine's, with the
+    /// architecture of `--arch` in turn when given.
+    pub fn platform(&self, index: usize) -> model::platform::Platform {
+        let mut platform = model::platform::Platform::current();
+        if !self.arch.is_empty() {
+            platform.arch = self.arch[index % self.arch.len()];
+        }
+        platform
+    }
+}
+
+/// `--arch`'s values: `x86_64` or `aarch64` (also `amd64`, `arm64`).
+fn parse_arch(text: &str) -> Result<model::platform::Arch, String> {
+    model::platform::Arch::parse_tree_arch(text)
+        .ok_or_else(|| format!("{text:?} is not x86_64 or aarch64 (nor amd64, arm64)"))
 }
 
 /// A switch latency distribution, in milliseconds.

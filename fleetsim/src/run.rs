@@ -256,6 +256,7 @@ async fn connect_all(
             cert: pki.node_cert(name),
             key: pki.node_key(name),
             faults: fleet.faults[index],
+            platform: options.platform(index),
         };
         let shared = fleet.shared.clone();
         fleet

@@ -357,6 +357,7 @@ mod tests {
                 max_failed: Some(0),
                 max_unknown,
             },
+            arches: model::platform::ReleaseArches::Any,
         });
         w.switch(0, pass(V2));
         w.switch(1, wrong(V2));
@@ -490,6 +491,7 @@ mod tests {
                 max_failed: None,
                 max_unknown: Some(1),
             },
+            arches: model::platform::ReleaseArches::Any,
         });
         w.input(Input::Timeout { op: OpId(0) });
         let unknown = w

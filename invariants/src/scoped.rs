@@ -88,6 +88,7 @@ fn names(event: &Event) -> (Option<RolloutId>, Option<OpId>, Option<NodeId>) {
         | Event::ForgottenOpIgnored { node, op } => (None, Some(*op), Some(*node)),
         Event::NodeObserved { node, .. }
         | Event::NodeHello { node, .. }
+        | Event::NodePlatform { node, .. }
         | Event::NodeQuarantined { node, .. }
         | Event::NodeReleased { node }
         | Event::CertRevoked { node, .. }

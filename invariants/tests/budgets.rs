@@ -44,7 +44,14 @@ fn started(policy: Policy) -> ControllerState {
             },
         );
     }
-    feed(&mut state, Input::StartStaged { plan, policy });
+    feed(
+        &mut state,
+        Input::StartStaged {
+            plan,
+            policy,
+            arches: model::platform::ReleaseArches::Any,
+        },
+    );
     state
 }
 
@@ -172,7 +179,15 @@ fn over_budget_history() -> (ControllerState, Vec<Event>) {
         max_failed: Some(0),
         ..Policy::default()
     };
-    logged(&mut state, &mut log, Input::StartStaged { plan, policy });
+    logged(
+        &mut state,
+        &mut log,
+        Input::StartStaged {
+            plan,
+            policy,
+            arches: model::platform::ReleaseArches::Any,
+        },
+    );
     let wrong = RouteObservation::new(ProbeVerdict::WrongAnswer, Some(V2), true);
     for (op, answer) in [(0, RouteObservation::passing(V2)), (1, wrong)] {
         let node = NodeId(op);

@@ -218,6 +218,7 @@ fn cause_of(event: &Event) -> Cause {
         Event::RolloutPolicySet { .. } => Cause::Operator("set the policy"),
         Event::RolloutFollowersAdded { .. } => Cause::Operator("add followers"),
         Event::NodeHello { node, .. } => Cause::Node(*node, "hello"),
+        Event::NodePlatform { node, .. } => Cause::Node(*node, "platform"),
         Event::LateReportIgnored { node, .. } => Cause::Node(*node, "late report"),
         Event::StaleCommandRejected { node, .. } => Cause::Node(*node, "stale-command rejection"),
         Event::ForeignMessageIgnored { node, .. } => {

@@ -27,6 +27,7 @@ pub mod identity;
 pub mod ids;
 pub mod msg;
 pub mod plan;
+pub mod platform;
 pub mod recovery;
 
 pub use evidence::{ArtifactRead, ProbeVerdict, RouteObservation};

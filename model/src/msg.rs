@@ -3,6 +3,7 @@
 
 use crate::evidence::RouteObservation;
 use crate::ids::{Digest, Generation, OpId};
+use crate::platform::Platform;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -153,4 +154,9 @@ pub enum ToController {
         generation: Generation,
         accepted: Generation,
     },
+    /// Sent right after every `Hello` (issue #24 item 5): the architecture
+    /// and operating system the agent runs on (or was told to declare).
+    /// Its own message, not a field of `Hello`, so `Hello`'s encoding and
+    /// an older agent's messages stay as they were. Appended last.
+    Platform { platform: Platform },
 }

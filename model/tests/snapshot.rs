@@ -69,6 +69,13 @@ fn golden_events() -> Vec<Event> {
             serving: Some(V1),
             generation: Generation(0),
         },
+        Event::NodePlatform {
+            node: a,
+            platform: model::platform::Platform {
+                arch: model::platform::Arch::Aarch64,
+                os: model::platform::Os::Linux,
+            },
+        },
         Event::RolloutStarted {
             rollout: r0,
             plan: Plan {

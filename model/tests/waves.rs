@@ -48,7 +48,14 @@ fn started(policy: Policy) -> ControllerState {
         slots_max: 10,
         approval_after_canary: false,
     };
-    feed(&mut state, Input::StartStaged { plan, policy });
+    feed(
+        &mut state,
+        Input::StartStaged {
+            plan,
+            policy,
+            arches: model::platform::ReleaseArches::Any,
+        },
+    );
     state
 }
 
@@ -190,6 +197,7 @@ fn a_policy_that_does_not_fit_its_plan_is_refused() {
             &Input::StartStaged {
                 plan: plan.clone(),
                 policy: waves(ends.clone()),
+                arches: model::platform::ReleaseArches::Any,
             },
         );
         assert!(
@@ -207,6 +215,7 @@ fn a_policy_that_does_not_fit_its_plan_is_refused() {
         &Input::StartStaged {
             plan: long_plan,
             policy: waves(at_limit),
+            arches: model::platform::ReleaseArches::Any,
         }
     )
     .is_ok());

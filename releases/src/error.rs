@@ -157,7 +157,7 @@ pub enum ReleaseError {
     #[error("{0} unexpected bytes after the {1}")]
     TrailingBytes(u64, &'static str),
     /// A manifest format this code does not read.
-    #[error("unsupported manifest format {0} (this code reads format 2)")]
+    #[error("unsupported manifest format {0} (this code reads formats 2 and 3)")]
     UnsupportedFormat(u16),
     /// The signature is all zeros.
     #[error("release manifest is unsigned")]
@@ -215,6 +215,19 @@ pub enum ReleaseError {
     /// The destination already exists.
     #[error("{0} already exists; refusing to replace it")]
     Exists(PathBuf),
+    /// The per-architecture trees break a rule (format 3): none, one for
+    /// an architecture no tree can be for, out of order or twice, or a
+    /// format that does not match whether there are any.
+    #[error("architecture trees: {0}")]
+    BadArchTrees(String),
+    /// The release carries trees for some architectures, not this one.
+    #[error("the release has no tree for {arch} (it has trees for {has})")]
+    NoTreeForArch {
+        /// The architecture asked for.
+        arch: model::platform::Arch,
+        /// The architectures it has trees for.
+        has: model::platform::ArchSet,
+    },
 }
 
 /// Shorthand: an I/O error on `path`.

@@ -28,8 +28,8 @@ pub mod v1;
 
 pub use error::{PathProblem, ReleaseError};
 pub use manifest::{
-    decode_manifest, encode_manifest, read_unverified, release_digest, sign, verify, ChunkRef,
-    Entry, Manifest, Mode, Probe, ReleaseFields, VerifiedRelease,
+    decode_manifest, encode_manifest, read_unverified, release_digest, sign, sign_arches, verify,
+    ArchTree, ChunkRef, Entry, Manifest, Mode, Probe, ReleaseFields, VerifiedRelease,
 };
 pub use partial::PartialChunks;
 pub use store::{chunk_name, ChunkStore, StoredChunk};

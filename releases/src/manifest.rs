@@ -20,8 +20,23 @@
 //! Entries are strictly ascending by path bytes: the encoding of one tree is
 //! unique, and a duplicate path cannot be expressed. Only files are listed;
 //! directories are implied by paths (an empty directory is not released).
+//!
+//! # One release for every architecture (format 3, issue #24 item 5)
+//!
+//! A manifest whose `format` is 3 carries, after the format-2 fields, a
+//! list of per-architecture trees ([`ArchTree`]: `x86_64`, `aarch64`, at
+//! most one each, in that order). The release file's framing, magic and
+//! signature domain are the format-2 ones: the format number is inside the
+//! signed bytes, so a format-3 manifest never reads as a format-2 one. A
+//! node of architecture A stages the common `entries` together with A's
+//! tree ([`Manifest::into_arch`]: one tree, checked as a format-2 tree is);
+//! a node whose architecture has no tree is refused. A manifest without
+//! architecture trees is written as format 2, byte for byte as before, and
+//! runs on every architecture. Pinned by `tests/golden.rs`
+//! (`release_v3_arch.hex`).
 
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
+use model::platform::{Arch, ArchSet, ReleaseArches};
 use model::Digest;
 use protocol::bundle::{self, JsonField, ProbeSpec};
 use serde::{Deserialize, Serialize};
@@ -41,8 +56,12 @@ pub const RELEASE_FILE_BYTES_MAX: u64 =
 // The largest signed release file fits the QUIC transfer's bound for a
 // signed file (`protocol::quic`, which cannot name this crate).
 const _: () = assert!(RELEASE_FILE_BYTES_MAX <= protocol::quic::SIGNED_FILE_BYTES_MAX);
-/// The manifest format this module writes and reads.
+/// The manifest format this module writes and reads for a release without
+/// per-architecture trees.
 pub const MANIFEST_FORMAT: u16 = 2;
+/// The manifest format of a release with per-architecture trees: format 2's
+/// fields followed by the trees ([`ArchTree`]).
+pub const MANIFEST_FORMAT_ARCH: u16 = 3;
 /// Prefix of the signed message: a release signature is never a valid
 /// signature over a format-1 manifest or anything else.
 const SIGNATURE_DOMAIN: &[u8] = b"fleetweft-release-manifest-v2\0";
@@ -177,33 +196,151 @@ pub struct Manifest {
     pub entries: Vec<Entry>,
     /// Id of the signing key ([`protocol::bundle::key_id`]).
     pub key_id: [u8; 8],
+    /// Per-architecture trees (format 3 only; empty in format 2): each
+    /// node stages `entries` together with its architecture's tree.
+    pub arch_trees: Vec<ArchTree>,
+}
+
+/// The files only nodes of one architecture stage, besides the common
+/// entries.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchTree {
+    /// The architecture (`x86_64` or `aarch64`).
+    pub arch: Arch,
+    /// Its files, strictly ascending by path bytes; merged with the common
+    /// entries they form one valid tree (no path twice, no file that is
+    /// also a directory).
+    pub entries: Vec<Entry>,
+}
+
+/// The format-2 fields as they are encoded, in order (a format-3 manifest
+/// is these followed by its `Vec<ArchTree>`).
+#[derive(Serialize)]
+struct WireRef<'a> {
+    format: u16,
+    name: &'a str,
+    version: &'a str,
+    run: &'a [String],
+    probe: &'a Probe,
+    entries: &'a [Entry],
+    key_id: [u8; 8],
+}
+
+/// [`WireRef`], decoded.
+#[derive(Deserialize)]
+struct Wire {
+    format: u16,
+    name: String,
+    version: String,
+    run: Vec<String>,
+    probe: Probe,
+    entries: Vec<Entry>,
+    key_id: [u8; 8],
 }
 
 impl Manifest {
-    /// Sum of the entries' sizes, in bytes.
+    /// Every entry: the common ones, then each architecture tree's.
+    pub fn all_entries(&self) -> impl Iterator<Item = &Entry> {
+        let trees = self.arch_trees.iter().flat_map(|t| t.entries.iter());
+        self.entries.iter().chain(trees)
+    }
+
+    /// Sum of the sizes of every entry (every architecture tree's too), in
+    /// bytes.
     pub fn total_bytes(&self) -> u64 {
-        self.entries.iter().map(|e| e.size).sum()
+        self.all_entries().map(|e| e.size).sum()
     }
 
     /// Number of chunk references (a chunk named twice counts twice).
     pub fn chunk_count(&self) -> usize {
-        self.entries.iter().map(|e| e.chunks.len()).sum()
+        self.all_entries().map(|e| e.chunks.len()).sum()
     }
 
-    /// The distinct chunks, each once, in first-use order.
+    /// The distinct chunks of every tree, each once, in first-use order
+    /// (what the controller's store must hold; a node fetches those of
+    /// [`Manifest::into_arch`]).
     pub fn unique_chunks(&self) -> Vec<ChunkRef> {
         let mut seen = std::collections::HashSet::new();
-        let all = self.entries.iter().flat_map(|e| e.chunks.iter());
+        let all = self.all_entries().flat_map(|e| e.chunks.iter());
         all.filter(|c| seen.insert(c.sha256)).copied().collect()
     }
 
     /// Checks every rule but the signature: the format, the fields shared
-    /// with format 1, the paths and every limit.
+    /// with format 1, the paths and every limit; in format 3, the
+    /// architecture trees and the tree each node of one would stage.
     pub fn validate(&self) -> Result<(), ReleaseError> {
-        if self.format != MANIFEST_FORMAT {
-            return Err(ReleaseError::UnsupportedFormat(self.format));
+        match (self.format, self.arch_trees.is_empty()) {
+            (MANIFEST_FORMAT, true) => self.validate_tree(),
+            (MANIFEST_FORMAT_ARCH, false) => self.validate_arch_trees(),
+            (MANIFEST_FORMAT, false) => Err(ReleaseError::BadArchTrees(format!(
+                "format {MANIFEST_FORMAT} has none (format {MANIFEST_FORMAT_ARCH} carries them)"
+            ))),
+            (MANIFEST_FORMAT_ARCH, true) => Err(ReleaseError::BadArchTrees(format!(
+                "format {MANIFEST_FORMAT_ARCH} needs at least one"
+            ))),
+            (other, _) => Err(ReleaseError::UnsupportedFormat(other)),
         }
-        self.validate_tree()
+    }
+
+    /// The architectures this release runs on: any, or only those it has
+    /// a tree for.
+    pub fn arches(&self) -> ReleaseArches {
+        if self.arch_trees.is_empty() {
+            ReleaseArches::Any
+        } else {
+            ReleaseArches::Only(ArchSet::of(self.arch_trees.iter().map(|t| t.arch)))
+        }
+    }
+
+    /// The tree a node of `arch` stages: the manifest itself when it has
+    /// no architecture trees; otherwise the common entries merged with
+    /// `arch`'s tree, as a format-2 tree without architecture trees (what
+    /// staging, assembly and every read-back check the node's directory
+    /// against). `NoTreeForArch` when the release has no tree for `arch`.
+    pub fn into_arch(mut self, arch: Arch) -> Result<Manifest, ReleaseError> {
+        if self.arch_trees.is_empty() {
+            return Ok(self);
+        }
+        let has = ArchSet::of(self.arch_trees.iter().map(|t| t.arch));
+        let at = self
+            .arch_trees
+            .iter()
+            .position(|t| t.arch == arch)
+            .ok_or(ReleaseError::NoTreeForArch { arch, has })?;
+        let own = self.arch_trees.swap_remove(at).entries;
+        self.arch_trees = Vec::new();
+        self.format = MANIFEST_FORMAT;
+        self.entries = merge_entries(std::mem::take(&mut self.entries), own);
+        Ok(self)
+    }
+
+    /// Format 3: one tree per architecture at most, `x86_64` before
+    /// `aarch64`, none for another; each node's merged tree keeps every
+    /// rule of a format-2 tree, and the whole manifest (every tree counted)
+    /// keeps the release limits.
+    fn validate_arch_trees(&self) -> Result<(), ReleaseError> {
+        let arches: Vec<Arch> = self.arch_trees.iter().map(|t| t.arch).collect();
+        if let Some(bad) = arches.iter().find(|a| !Arch::WITH_TREES.contains(a)) {
+            return Err(ReleaseError::BadArchTrees(format!(
+                "no tree can be for {bad} (only x86_64 and aarch64)"
+            )));
+        }
+        if arches.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(ReleaseError::BadArchTrees(
+                "out of order or twice (x86_64 first, then aarch64, each once)".into(),
+            ));
+        }
+        let all = || self.all_entries();
+        over_limit("entries", all().count() as u64, ENTRIES_MAX as u64)?;
+        let total = all().fold(0u64, |sum, e| sum.saturating_add(e.size));
+        over_limit("release bytes", total, RELEASE_BYTES_MAX)?;
+        let chunks: u64 = all().map(|e| e.chunks.len() as u64).sum();
+        over_limit("chunks", chunks, CHUNKS_MAX as u64)?;
+        for tree in &self.arch_trees {
+            crate::path::validate_tree_paths(tree.entries.iter().map(|e| e.path.as_str()))?;
+            self.clone().into_arch(tree.arch)?.validate_tree()?;
+        }
+        Ok(())
     }
 
     /// [`Manifest::validate`] without the format check: what a tree view
@@ -222,6 +359,28 @@ impl Manifest {
         }
         over_limit("release bytes", total, RELEASE_BYTES_MAX)?;
         over_limit("chunks", chunks, CHUNKS_MAX as u64)
+    }
+}
+
+/// Two lists each ascending by path bytes, merged in that order (a path in
+/// both stays twice, for [`crate::path::validate_tree_paths`] to refuse).
+fn merge_entries(common: Vec<Entry>, own: Vec<Entry>) -> Vec<Entry> {
+    let mut merged = Vec::with_capacity(common.len() + own.len());
+    let mut common = common.into_iter().peekable();
+    let mut own = own.into_iter().peekable();
+    loop {
+        let take_common = match (common.peek(), own.peek()) {
+            (Some(c), Some(o)) => c.path.as_bytes() <= o.path.as_bytes(),
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return merged,
+        };
+        let next = if take_common {
+            common.next()
+        } else {
+            own.next()
+        };
+        merged.extend(next);
     }
 }
 
@@ -292,10 +451,26 @@ fn config() -> Config {
     bincode::config::standard().with_limit::<MANIFEST_DECODE_BYTES_MAX>()
 }
 
-/// Encodes a manifest (no validation, no signature).
+/// Encodes a manifest (no validation, no signature): the format-2 fields,
+/// then, in format 3, the architecture trees.
 pub fn encode_manifest(manifest: &Manifest) -> Result<Vec<u8>, ReleaseError> {
-    let bytes = bincode::serde::encode_to_vec(manifest, config())
-        .map_err(|e| ReleaseError::Malformed(format!("encoding: {e}")))?;
+    let wire = WireRef {
+        format: manifest.format,
+        name: &manifest.name,
+        version: &manifest.version,
+        run: &manifest.run,
+        probe: &manifest.probe,
+        entries: &manifest.entries,
+        key_id: manifest.key_id,
+    };
+    let encoding =
+        |e: bincode::error::EncodeError| ReleaseError::Malformed(format!("encoding: {e}"));
+    let mut bytes = bincode::serde::encode_to_vec(&wire, config()).map_err(encoding)?;
+    if manifest.format == MANIFEST_FORMAT_ARCH {
+        let trees =
+            bincode::serde::encode_to_vec(&manifest.arch_trees, config()).map_err(encoding)?;
+        bytes.extend_from_slice(&trees);
+    }
     over_limit(
         "manifest bytes",
         bytes.len() as u64,
@@ -312,8 +487,26 @@ pub fn decode_manifest(bytes: &[u8]) -> Result<Manifest, ReleaseError> {
         bytes.len() as u64,
         MANIFEST_BYTES_MAX as u64,
     )?;
-    let (manifest, used): (Manifest, usize) = bincode::serde::decode_from_slice(bytes, config())
-        .map_err(|e| ReleaseError::Malformed(e.to_string()))?;
+    let malformed = |e: bincode::error::DecodeError| ReleaseError::Malformed(e.to_string());
+    let (wire, mut used): (Wire, usize) =
+        bincode::serde::decode_from_slice(bytes, config()).map_err(malformed)?;
+    let mut arch_trees = Vec::new();
+    if wire.format == MANIFEST_FORMAT_ARCH {
+        let (trees, more) =
+            bincode::serde::decode_from_slice(&bytes[used..], config()).map_err(malformed)?;
+        arch_trees = trees;
+        used += more;
+    }
+    let manifest = Manifest {
+        format: wire.format,
+        name: wire.name,
+        version: wire.version,
+        run: wire.run,
+        probe: wire.probe,
+        entries: wire.entries,
+        key_id: wire.key_id,
+        arch_trees,
+    };
     if used != bytes.len() {
         return Err(ReleaseError::TrailingBytes(
             (bytes.len() - used) as u64,
@@ -338,14 +531,31 @@ pub fn sign(
     fields: ReleaseFields,
     entries: Vec<Entry>,
 ) -> Result<Vec<u8>, ReleaseError> {
+    sign_arches(key, fields, entries, Vec::new())
+}
+
+/// [`sign`] with per-architecture trees: format 3 when `arch_trees` is not
+/// empty, else exactly [`sign`]'s format 2.
+pub fn sign_arches(
+    key: &SigningKey,
+    fields: ReleaseFields,
+    entries: Vec<Entry>,
+    arch_trees: Vec<ArchTree>,
+) -> Result<Vec<u8>, ReleaseError> {
+    let format = if arch_trees.is_empty() {
+        MANIFEST_FORMAT
+    } else {
+        MANIFEST_FORMAT_ARCH
+    };
     let manifest = Manifest {
-        format: MANIFEST_FORMAT,
+        format,
         name: fields.name,
         version: fields.version,
         run: fields.run,
         probe: Probe::from_spec(&fields.probe),
         entries,
         key_id: bundle::key_id(&key.verifying_key()),
+        arch_trees,
     };
     manifest.validate()?;
     let bytes = encode_manifest(&manifest)?;

@@ -163,6 +163,30 @@ pub fn sign_dir(
     manifest::sign(key, fields, entries)
 }
 
+/// Signs `root` (the files every node stages) with a tree per
+/// architecture (`arch_roots`: each architecture's own files, e.g. its
+/// binaries) as a format-3 release; with no `arch_roots`, exactly
+/// [`sign_dir`]. Each node stages `root` merged with its architecture's
+/// tree, so a path may not be in both.
+pub fn sign_dir_arches(
+    key: &SigningKey,
+    fields: ReleaseFields,
+    root: &Path,
+    arch_roots: &[(model::platform::Arch, PathBuf)],
+    sink: &mut Sink<'_>,
+) -> Result<Vec<u8>, ReleaseError> {
+    let entries = tree_entries(root, sink)?;
+    let mut trees = Vec::with_capacity(arch_roots.len());
+    for (arch, dir) in arch_roots {
+        trees.push(crate::ArchTree {
+            arch: *arch,
+            entries: tree_entries(dir, sink)?,
+        });
+    }
+    trees.sort_by_key(|t| t.arch);
+    manifest::sign_arches(key, fields, entries, trees)
+}
+
 /// A sink that stores each chunk in `store` (once).
 pub fn store_sink(
     store: &ChunkStore,
@@ -276,10 +300,11 @@ pub(crate) fn verify_file(
     Ok(())
 }
 
-/// Checks that `store` holds every chunk of `manifest`, each re-verified
-/// (a damaged one is removed and reported). One chunk in memory at a time.
+/// Checks that `store` holds every chunk of `manifest` (every
+/// architecture tree's too), each re-verified (a damaged one is removed and
+/// reported). One chunk in memory at a time.
 pub fn verify_store(manifest: &Manifest, store: &ChunkStore) -> Result<(), ReleaseError> {
-    for entry in &manifest.entries {
+    for entry in manifest.all_entries() {
         for chunk in &entry.chunks {
             let bytes = store
                 .get(&chunk.sha256)?

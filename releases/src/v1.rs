@@ -52,6 +52,7 @@ pub fn tree_of_bundle(bundle: &VerifiedBundle) -> Result<V1Tree, ReleaseError> {
             chunks: chunked.chunks,
         }],
         key_id: m.key_id,
+        arch_trees: Vec::new(),
     };
     manifest.validate_tree()?;
     Ok(V1Tree {

@@ -10,8 +10,11 @@ mod common;
 use std::path::PathBuf;
 
 use common::{fields, fixed_key};
+use model::platform::Arch;
 use protocol::bundle::JsonField;
-use releases::manifest::{self, ChunkRef, Entry, Mode, MANIFEST_FORMAT};
+use releases::manifest::{
+    self, ArchTree, ChunkRef, Entry, Mode, MANIFEST_FORMAT, MANIFEST_FORMAT_ARCH,
+};
 
 fn golden_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -58,6 +61,96 @@ fn golden_release() -> Vec<u8> {
         },
     ];
     manifest::sign(&fixed_key(), f, entries).expect("sign")
+}
+
+/// The golden release with a tree per architecture (format 3): the common
+/// entries of [`golden_release`], a binary per architecture.
+fn golden_arch_release() -> Vec<u8> {
+    let bytes = golden_release();
+    let common = manifest::verify(&fixed_key().verifying_key(), &bytes)
+        .expect("golden verifies")
+        .manifest;
+    let binary = |fill: u8, len: u32| Entry {
+        path: "bin/native".into(),
+        mode: Mode::Executable,
+        size: len.into(),
+        sha256: [fill; 32],
+        chunks: vec![ChunkRef {
+            sha256: [fill; 32],
+            len,
+        }],
+    };
+    let trees = vec![
+        ArchTree {
+            arch: Arch::X86_64,
+            entries: vec![binary(0x86, 7)],
+        },
+        ArchTree {
+            arch: Arch::Aarch64,
+            entries: vec![binary(0xa6, 9)],
+        },
+    ];
+    let mut f = fields();
+    f.probe = common.probe.to_spec().expect("probe");
+    manifest::sign_arches(&fixed_key(), f, common.entries, trees).expect("sign")
+}
+
+/// Compares `bytes` with the golden file `name`, writing it first when
+/// `FLEETWEFT_BLESS` is set and it does not exist; returns the golden bytes.
+fn golden_bytes(name: &str, bytes: &[u8]) -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("FLEETWEFT_BLESS").is_some() && !path.exists() {
+        std::fs::write(&path, to_hex(bytes)).expect("write the golden file");
+    }
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; bless with FLEETWEFT_BLESS=1", path.display()));
+    hex::decode(text.split_whitespace().collect::<String>()).expect("hex")
+}
+
+#[test]
+fn the_per_architecture_release_matches_its_golden_bytes() {
+    let bytes = golden_arch_release();
+    let golden = golden_bytes("release_v3_arch.hex", &bytes);
+    let verified =
+        manifest::verify(&fixed_key().verifying_key(), &golden).expect("golden verifies");
+    assert_eq!(verified.manifest.format, MANIFEST_FORMAT_ARCH);
+    assert_eq!(verified.manifest.arch_trees.len(), 2);
+    assert!(
+        bytes == golden,
+        "the format-3 encoding changed (see the module docs).\nnow:\n{}",
+        to_hex(&bytes)
+    );
+    // The format-2 fields come first, byte for byte as format 2 encodes
+    // them (only the format number differs): a format-2 reader cannot
+    // mistake it, since the number is signed.
+    let v2 = golden_release();
+    let v2_manifest = manifest::split(&v2).expect("split").manifest;
+    let v3_manifest = manifest::split(&golden).expect("split").manifest;
+    assert_eq!(v2_manifest[0], 2);
+    assert_eq!(v3_manifest[0], 3);
+    assert_eq!(v2_manifest[1..], v3_manifest[1..v2_manifest.len()]);
+}
+
+#[test]
+fn a_per_architecture_release_stays_signed_over_its_exact_bytes() {
+    let bytes = golden_arch_release();
+    let key = fixed_key().verifying_key();
+    let parts = manifest::split(&bytes).expect("split");
+    let start = manifest::MAGIC.len() + 4;
+    // Every byte of the architecture trees is signed: flip the last one
+    // (the aarch64 binary's chunk length) and the signature breaks.
+    let mut flipped = bytes.clone();
+    flipped[start + parts.manifest.len() - 1] ^= 1;
+    assert!(manifest::verify(&key, &flipped).is_err());
+    // Relabelled as format 2, the trees are trailing bytes.
+    let mut relabelled = bytes.clone();
+    relabelled[start] = 2;
+    assert!(matches!(
+        manifest::verify(&key, &relabelled),
+        Err(releases::ReleaseError::TrailingBytes(..))
+    ));
 }
 
 fn to_hex(bytes: &[u8]) -> String {

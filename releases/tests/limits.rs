@@ -137,6 +137,7 @@ fn manifest_of_len(target: usize) -> Manifest {
         probe: releases::Probe::from_spec(&fields().probe),
         entries: vec![],
         key_id: [0; 8],
+        arch_trees: vec![],
     };
     let full = entry_cost(PATH_BYTES_MAX);
     // The entry count's varint grows to 3 bytes: leave room for it.

@@ -1402,6 +1402,7 @@ impl FleetModel {
                     Input::StartStaged {
                         plan,
                         policy: self.policy(),
+                        arches: model::platform::ReleaseArches::Any,
                     }
                 } else {
                     Input::StartRollout { plan }
@@ -1847,6 +1848,9 @@ fn describe_msg(msg: &Msg) -> String {
             } => format!("report {kind:?} for {op} from {node}: {observation}"),
             model::ToController::Rejected { op, generation, .. } => {
                 format!("stale-command rejection for {op} ({generation}) from {node}")
+            }
+            model::ToController::Platform { platform } => {
+                format!("{node} runs on {platform}")
             }
         },
     }

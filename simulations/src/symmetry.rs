@@ -298,6 +298,7 @@ fn rename_command(cmd: ToAgent, r: &Renaming) -> ToAgent {
 fn rename_report(msg: ToController, r: &Renaming) -> ToController {
     match msg {
         hello @ ToController::Hello { .. } => hello,
+        platform @ ToController::Platform { .. } => platform,
         ToController::CommitRequest { op } => ToController::CommitRequest { op: r.op(op) },
         ToController::Report {
             op,

@@ -18,6 +18,7 @@
 
 use super::{release_dir, sync_dir, write_synced, Release, StageError};
 use ed25519_dalek::VerifyingKey;
+use model::platform::Arch;
 use model::Digest;
 use releases::readback::{verify_dir_cached, ReadBackCache};
 use releases::{ChunkRef, ChunkStore, ReleaseError, VerifiedRelease};
@@ -47,9 +48,14 @@ pub fn is_installed_tree(data_dir: &Path, digest: Digest) -> bool {
 }
 
 /// Checks fetched `bytes` as the release `digest`: they must hash to it and
-/// verify under `key`. Both failures are permanent.
+/// verify under `key`. Both failures are permanent. The manifest returned
+/// is the tree a node of `arch` stages ([`releases::Manifest::into_arch`]:
+/// the common files and its architecture's tree, when the release has
+/// per-architecture trees); a release without a tree for `arch` is refused,
+/// permanently, before anything is fetched (issue #24 item 5).
 pub fn verify(
     key: &VerifyingKey,
+    arch: Arch,
     digest: Digest,
     bytes: &[u8],
 ) -> Result<VerifiedRelease, StageError> {
@@ -57,7 +63,12 @@ pub fn verify(
     if actual != digest {
         return Err(StageError::WrongDigest { digest, actual });
     }
-    releases::verify(key, bytes).map_err(|source| StageError::TreeRefused { digest, source })
+    let refused = |source| StageError::TreeRefused { digest, source };
+    let verified = releases::verify(key, bytes).map_err(refused)?;
+    Ok(VerifiedRelease {
+        manifest: verified.manifest.into_arch(arch).map_err(refused)?,
+        digest: verified.digest,
+    })
 }
 
 /// Partly fetched chunks, kept across a restart ([`releases::PartialChunks`]).
@@ -137,6 +148,7 @@ pub fn missing_chunks(
 pub fn install(
     data_dir: &Path,
     key: &VerifyingKey,
+    arch: Arch,
     release: &VerifiedRelease,
     bytes: &[u8],
     store: &ChunkStore,
@@ -145,7 +157,7 @@ pub fn install(
     let dir = release_dir(data_dir, digest);
     let manifest_file = manifest_path(data_dir, digest);
     if dir.exists() && manifest_file.is_file() {
-        return load(data_dir, key, digest);
+        return load(data_dir, key, arch, digest);
     }
     let parent = super::releases_parent(data_dir)?;
     let io = |path: &Path| {
@@ -189,8 +201,13 @@ fn remove_stale_staging(parent: &Path, digest: Digest) {
 /// tree that does not is rebuilt from the verified chunks in the agent's
 /// store ([`repair`]), as a format-1 release's app file is rewritten from
 /// its bundle; when that cannot be done it is `TreeAltered`.
-pub fn load(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> Result<Release, StageError> {
-    let release = read_manifest(data_dir, key, digest)?;
+pub fn load(
+    data_dir: &Path,
+    key: &VerifyingKey,
+    arch: Arch,
+    digest: Digest,
+) -> Result<Release, StageError> {
+    let release = read_manifest(data_dir, key, arch, digest)?;
     let dir = release_dir(data_dir, digest);
     if let Err(source) = releases::tree::verify_dir(&release.manifest, &dir) {
         tracing::warn!("release {digest}: the installed tree was altered ({source}): rebuilding it from its chunks");
@@ -243,8 +260,20 @@ fn repair(data_dir: &Path, release: &VerifiedRelease, dir: &Path) -> Result<(), 
 /// what is there when the stored manifest hashes to something else. Every
 /// byte of the tree is hashed (see [`read_back_cached`] for the bounded
 /// read-back a running agent does).
-pub fn read_back(data_dir: &Path, key: &VerifyingKey, digest: Digest) -> model::ArtifactRead {
-    read_back_with(data_dir, key, digest, &mut ReadBackCache::default(), 0)
+pub fn read_back(
+    data_dir: &Path,
+    key: &VerifyingKey,
+    arch: Arch,
+    digest: Digest,
+) -> model::ArtifactRead {
+    read_back_with(
+        data_dir,
+        key,
+        arch,
+        digest,
+        &mut ReadBackCache::default(),
+        0,
+    )
 }
 
 /// Bytes of chunks each read-back of a tree re-hashes besides the files
@@ -270,6 +299,7 @@ pub struct ReadBacks(std::sync::Mutex<std::collections::HashMap<Digest, ReadBack
 pub fn read_back_cached(
     data_dir: &Path,
     key: &VerifyingKey,
+    arch: Arch,
     digest: Digest,
     caches: &ReadBacks,
 ) -> model::ArtifactRead {
@@ -279,19 +309,34 @@ pub fn read_back_cached(
         map.clear();
     }
     let cache = map.entry(digest).or_default();
-    read_back_with(data_dir, key, digest, cache, READBACK_REHASH_BYTES_MAX)
+    read_back_with(
+        data_dir,
+        key,
+        arch,
+        digest,
+        cache,
+        READBACK_REHASH_BYTES_MAX,
+    )
 }
 
 fn read_back_with(
     data_dir: &Path,
     key: &VerifyingKey,
+    arch: Arch,
     digest: Digest,
     cache: &mut ReadBackCache,
     rehash_bytes_max: u64,
 ) -> model::ArtifactRead {
-    let release = match read_manifest(data_dir, key, digest) {
+    let release = match read_manifest(data_dir, key, arch, digest) {
         Ok(release) => release,
         Err(StageError::WrongDigest { actual, .. }) => return model::ArtifactRead::Digest(actual),
+        // The release has no tree for this node's architecture (its
+        // declared architecture changed since it was staged): whatever
+        // tree is there is not one this node may serve.
+        Err(StageError::TreeRefused {
+            source: ReleaseError::NoTreeForArch { .. },
+            ..
+        }) => return model::ArtifactRead::AppFileAltered(digest),
         // The bytes hash to the intended release, so they are it; they can
         // only stop verifying if the trusted key changed.
         Err(StageError::TreeRefused { .. }) => return model::ArtifactRead::Digest(digest),
@@ -317,6 +362,7 @@ fn read_back_with(
 fn read_manifest(
     data_dir: &Path,
     key: &VerifyingKey,
+    arch: Arch,
     digest: Digest,
 ) -> Result<VerifiedRelease, StageError> {
     let path = manifest_path(data_dir, digest);
@@ -324,7 +370,7 @@ fn read_manifest(
         ReleaseError::Io { path, source } => StageError::Io { path, source },
         source => StageError::TreeRefused { digest, source },
     })?;
-    verify(key, digest, &bytes)
+    verify(key, arch, digest, &bytes)
 }
 
 /// The runnable view of a verified tree release installed in `dir`.
@@ -394,7 +440,7 @@ pub(crate) mod tests {
         let files: [(&str, &[u8]); 2] = [("app.py", b"print('hi')"), ("static/a.css", b"body{}")];
         let (bytes, contents) = signed(&signing, &files);
         let digest = releases::release_digest(&bytes);
-        let release = verify(&verifying, digest, &bytes).expect("verifies");
+        let release = verify(&verifying, Arch::current(), digest, &bytes).expect("verifies");
         let store = open_store(data, digest).expect("store");
         assert_eq!(missing_chunks(&release, &store).expect("missing").len(), 2);
         // One chunk is held but torn: it is listed again, and removed.
@@ -415,7 +461,8 @@ pub(crate) mod tests {
             .join("releases")
             .join(format!(".{}.staging-1", digest.to_hex()));
         std::fs::create_dir_all(stale.join("static")).expect("stale staging dir");
-        let installed = install(data, &verifying, &release, &bytes, &store).expect("install");
+        let installed =
+            install(data, &verifying, Arch::current(), &release, &bytes, &store).expect("install");
         assert!(!stale.exists(), "the stale staging directory was removed");
         assert_eq!(installed.run, vec!["python3", "app.py"]);
         let tree = release_dir(data, digest);
@@ -425,22 +472,22 @@ pub(crate) mod tests {
         );
         assert!(is_installed_tree(data, digest));
         assert_eq!(
-            read_back(data, &verifying, digest),
+            read_back(data, &verifying, Arch::current(), digest),
             model::ArtifactRead::Digest(digest)
         );
-        assert!(crate::staging::load(data, &verifying, digest).is_ok());
+        assert!(crate::staging::load(data, &verifying, Arch::current(), digest).is_ok());
         let caches = ReadBacks::default();
         assert_eq!(
-            read_back_cached(data, &verifying, digest, &caches),
+            read_back_cached(data, &verifying, Arch::current(), digest, &caches),
             model::ArtifactRead::Digest(digest)
         );
         std::fs::write(tree.join("static/a.css"), b"body{x}").expect("tamper");
         assert_eq!(
-            read_back(data, &verifying, digest),
+            read_back(data, &verifying, Arch::current(), digest),
             model::ArtifactRead::AppFileAltered(digest)
         );
         assert_eq!(
-            read_back_cached(data, &verifying, digest, &caches),
+            read_back_cached(data, &verifying, Arch::current(), digest, &caches),
             model::ArtifactRead::AppFileAltered(digest)
         );
         // At load (a start, or recovery's observation) the altered tree is
@@ -448,7 +495,7 @@ pub(crate) mod tests {
         std::fs::write(tree.join("app.py"), b"print('HI')").expect("same-size edit");
         std::fs::write(tree.join("extra.txt"), b"x").expect("extra file");
         assert!(matches!(
-            crate::staging::observe(data, &verifying, digest),
+            crate::staging::observe(data, &verifying, Arch::current(), digest),
             crate::staging::Installed::ReVerified(_)
         ));
         assert_eq!(
@@ -461,7 +508,7 @@ pub(crate) mod tests {
         );
         assert!(!tree.join("extra.txt").exists());
         assert_eq!(
-            read_back(data, &verifying, digest),
+            read_back(data, &verifying, Arch::current(), digest),
             model::ArtifactRead::Digest(digest)
         );
         // Without its chunks it cannot be rebuilt: reported, and the
@@ -469,7 +516,7 @@ pub(crate) mod tests {
         store.remove(&first).expect("remove a chunk");
         std::fs::write(tree.join("static/a.css"), b"body{y}").expect("tamper");
         assert!(matches!(
-            crate::staging::observe(data, &verifying, digest),
+            crate::staging::observe(data, &verifying, Arch::current(), digest),
             crate::staging::Installed::Unknown(StageError::TreeAltered { .. })
         ));
         assert_eq!(
@@ -488,10 +535,109 @@ pub(crate) mod tests {
         let (_, stranger) = protocol::bundle::keygen();
         let (bytes, _) = signed(&signing, &[("app.py", b"x")]);
         let digest = releases::release_digest(&bytes);
-        let e = verify(&stranger, digest, &bytes).expect_err("foreign key");
+        let e = verify(&stranger, Arch::current(), digest, &bytes).expect_err("foreign key");
         assert!(matches!(e, StageError::TreeRefused { .. }) && e.permanent());
-        let e = verify(&stranger, Digest::repeat(9), &bytes).expect_err("wrong digest");
+        let e = verify(&stranger, Arch::current(), Digest::repeat(9), &bytes)
+            .expect_err("wrong digest");
         assert!(matches!(e, StageError::WrongDigest { .. }) && e.permanent());
         assert!(is_tree_release(&bytes));
+    }
+
+    /// A release with a common `app.py` and a `bin/native` per
+    /// architecture (`x86_64` and `aarch64`), one chunk per file, signed.
+    fn signed_arches(key: &ed25519_dalek::SigningKey) -> Vec<u8> {
+        let entry = |path: &str, bytes: &[u8]| releases::Entry {
+            path: path.into(),
+            mode: releases::Mode::File,
+            size: bytes.len() as u64,
+            sha256: Sha256::digest(bytes).into(),
+            chunks: vec![ChunkRef {
+                sha256: Sha256::digest(bytes).into(),
+                len: bytes.len() as u32,
+            }],
+        };
+        let trees = vec![
+            releases::ArchTree {
+                arch: Arch::X86_64,
+                entries: vec![entry("bin/native", b"x86")],
+            },
+            releases::ArchTree {
+                arch: Arch::Aarch64,
+                entries: vec![entry("bin/native", b"arm!")],
+            },
+        ];
+        let fields = releases::ReleaseFields {
+            name: "t".into(),
+            version: "v3".into(),
+            run: vec!["python3".into(), "app.py".into()],
+            probe: ProbeSpec {
+                path: "/".into(),
+                expect_status: 200,
+                expect_body: "hi".into(),
+                expect_json: None,
+            },
+        };
+        let common = vec![entry("app.py", b"print('hi')")];
+        releases::sign_arches(key, fields, common, trees).expect("sign")
+    }
+
+    #[test]
+    fn an_agent_stages_only_its_own_architecture_s_tree() {
+        let (signing, verifying) = protocol::bundle::keygen();
+        let bytes = signed_arches(&signing);
+        let digest = releases::release_digest(&bytes);
+        for (arch, native) in [(Arch::X86_64, &b"x86"[..]), (Arch::Aarch64, &b"arm!"[..])] {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let data = dir.path();
+            let release = verify(&verifying, arch, digest, &bytes).expect("verifies");
+            let store = open_store(data, digest).expect("store");
+            let missing = missing_chunks(&release, &store).expect("missing");
+            assert_eq!(missing.len(), 2, "{arch}: app.py and its own binary only");
+            for content in [&b"print('hi')"[..], native] {
+                store
+                    .put_bytes(&Sha256::digest(content).into(), content)
+                    .expect("put");
+            }
+            install(data, &verifying, arch, &release, &bytes, &store).expect("install");
+            let tree = release_dir(data, digest);
+            assert_eq!(
+                std::fs::read(tree.join("bin/native")).expect("read"),
+                native
+            );
+            assert_eq!(
+                read_back(data, &verifying, arch, digest),
+                model::ArtifactRead::Digest(digest)
+            );
+            // Read back as the other architecture, the tree is not its own.
+            let other = if arch == Arch::X86_64 {
+                Arch::Aarch64
+            } else {
+                Arch::X86_64
+            };
+            assert_eq!(
+                read_back(data, &verifying, other, digest),
+                model::ArtifactRead::AppFileAltered(digest)
+            );
+        }
+    }
+
+    #[test]
+    fn a_release_without_a_tree_for_the_agent_s_architecture_is_refused_for_good() {
+        let (signing, verifying) = protocol::bundle::keygen();
+        let bytes = signed_arches(&signing);
+        let digest = releases::release_digest(&bytes);
+        let e = verify(&verifying, Arch::Other, digest, &bytes).expect_err("no tree");
+        assert!(e.permanent(), "{e}");
+        assert!(
+            matches!(
+                e,
+                StageError::TreeRefused {
+                    source: ReleaseError::NoTreeForArch { .. },
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("no tree for other"), "{e}");
     }
 }

@@ -181,12 +181,13 @@ pub fn event_kind(event: &Event) -> &'static str {
         Event::RolloutPolicySet { .. } => "rollout-policy-set",
         Event::RolloutFollowersAdded { .. } => "rollout-followers-added",
         Event::ForgottenOpIgnored { .. } => "forgotten-op-ignored",
+        Event::NodePlatform { .. } => "node-platform",
     }
 }
 
 /// Every event kind word, in the model's variant order (what a webhook's
 /// `events` list may name).
-pub const EVENT_KINDS: [&str; 32] = [
+pub const EVENT_KINDS: [&str; 33] = [
     "rollout-started",
     "rollout-superseded",
     "rollout-paused",
@@ -219,6 +220,7 @@ pub const EVENT_KINDS: [&str; 32] = [
     "rollout-policy-set",
     "rollout-followers-added",
     "forgotten-op-ignored",
+    "node-platform",
 ];
 
 #[cfg(test)]

@@ -52,6 +52,14 @@ fn labels() -> BTreeMap<String, String> {
     ])
 }
 
+/// A platform other than the default machine's, so both fields are pinned.
+fn platform() -> model::platform::Platform {
+    model::platform::Platform {
+        arch: model::platform::Arch::Aarch64,
+        os: model::platform::Os::Linux,
+    }
+}
+
 fn event_variant(e: &Event) -> &'static str {
     match e {
         Event::RolloutStarted { .. } => "RolloutStarted",
@@ -86,6 +94,7 @@ fn event_variant(e: &Event) -> &'static str {
         Event::RolloutPolicySet { .. } => "RolloutPolicySet",
         Event::RolloutFollowersAdded { .. } => "RolloutFollowersAdded",
         Event::ForgottenOpIgnored { .. } => "ForgottenOpIgnored",
+        Event::NodePlatform { .. } => "NodePlatform",
     }
 }
 
@@ -221,6 +230,10 @@ fn events() -> Vec<Event> {
             followers: vec![NODE, NodeId(70_000)],
         },
         Event::ForgottenOpIgnored { node: NODE, op: OP },
+        Event::NodePlatform {
+            node: NODE,
+            platform: platform(),
+        },
     ]
 }
 
@@ -327,6 +340,7 @@ fn frame_variant(f: &FrameBody) -> String {
                 ToController::CommitRequest { .. } => "CommitRequest",
                 ToController::Report { .. } => "Report",
                 ToController::Rejected { .. } => "Rejected",
+                ToController::Platform { .. } => "Platform",
             },
         ),
         FrameBody::FetchBundle { .. } => "FetchBundle".into(),
@@ -380,6 +394,9 @@ fn frames() -> Vec<FrameBody> {
             op: OP,
             generation: Generation(4),
             accepted: GEN,
+        }),
+        FrameBody::ToController(ToController::Platform {
+            platform: platform(),
         }),
         FrameBody::FetchBundle { digest: V2 },
         FrameBody::BundleFollows { len: 70_000 },

@@ -22,6 +22,7 @@ mod fleet;
 mod sse;
 
 mod api;
+mod arch_rollout;
 mod archiving;
 mod batch;
 mod cli;

@@ -62,6 +62,13 @@ pub(crate) async fn start(dir: PathBuf) -> Fleet {
 
 /// [`start`], with `extra` appended to the controller's config.
 pub(crate) async fn start_with(dir: PathBuf, extra: &str) -> Fleet {
+    let agents: Vec<(&str, &[&str])> = AGENTS.iter().map(|n| (*n, &[][..])).collect();
+    start_agents(dir, extra, &agents).await
+}
+
+/// [`start_with`], starting the agents of `agents` (node name, extra
+/// arguments such as `--arch aarch64`) instead of [`AGENTS`].
+pub(crate) async fn start_agents(dir: PathBuf, extra: &str, agents: &[(&str, &[&str])]) -> Fleet {
     std::fs::create_dir_all(dir.join("logs")).expect("logs dir");
     let log = std::fs::File::create(dir.join("logs/controller.log")).expect("controller log");
     let _ = tracing_subscriber::fmt()
@@ -90,12 +97,13 @@ pub(crate) async fn start_with(dir: PathBuf, extra: &str) -> Fleet {
     tokio::spawn(daemon.serve());
     let exe = agent_binary();
     let mut children = Vec::new();
-    for node in AGENTS {
-        let i = NODES.iter().position(|n| *n == node).expect("a fleet node");
+    for (node, more) in agents {
+        let i = NODES.iter().position(|n| n == node).expect("a fleet node");
         let config = demo::write_agent_config(&dir, &pki, node, quic_port, public_ports[i], None)
             .expect("agent config");
         let log = dir.join(format!("logs/{node}.log"));
-        let args = ["--config".to_string(), config.display().to_string()];
+        let mut args = vec!["--config".to_string(), config.display().to_string()];
+        args.extend(more.iter().map(|a| a.to_string()));
         children.push(demo::spawn(&exe, &args, &log).expect("start agent"));
     }
     let api = ApiClient::new(format!("http://127.0.0.1:{api_port}"), Some(token));
@@ -124,6 +132,17 @@ impl Fleet {
     /// Signs `tree` as `version` (chunks into `out/chunks`), uploads every
     /// chunk and then the manifest; returns the release digest.
     pub(crate) async fn sign_and_upload(&self, tree: &Path, version: &str) -> Digest {
+        self.sign_and_upload_arches(tree, &[], version).await
+    }
+
+    /// [`Fleet::sign_and_upload`] with a tree per architecture
+    /// (`arch_trees`: architecture, its directory) beside the common `tree`.
+    pub(crate) async fn sign_and_upload_arches(
+        &self,
+        tree: &Path,
+        arch_trees: &[(model::platform::Arch, PathBuf)],
+        version: &str,
+    ) -> Digest {
         let out = self.dir.join(format!("signed-{version}"));
         let (store, _) = ChunkStore::open(&out.join("chunks")).expect("chunk dir");
         let fields = ReleaseFields {
@@ -139,7 +158,8 @@ impl Fleet {
         };
         let mut sink = releases::tree::store_sink(&store);
         let manifest =
-            releases::tree::sign_dir(&self.signing, fields, tree, &mut sink).expect("sign");
+            releases::tree::sign_dir_arches(&self.signing, fields, tree, arch_trees, &mut sink)
+                .expect("sign");
         std::fs::write(out.join(releases::EXPORT_MANIFEST_FILE), &manifest).expect("manifest");
         for entry in std::fs::read_dir(store.dir()).expect("chunks") {
             let entry = entry.expect("chunk");

@@ -13,6 +13,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use model::controller::{Input, Resolution};
+use model::platform::ReleaseArches;
 use model::{Digest, NodeId, OpId, Plan, RolloutId};
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
@@ -189,6 +190,10 @@ async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
         Ok(policy) => policy,
         Err(why) => return bad_request(why),
     };
+    let arches = match release_arches(&api, release) {
+        Ok(arches) => arches,
+        Err(e) => return e.into_response(),
+    };
     let plan = Plan {
         release,
         canary,
@@ -196,7 +201,26 @@ async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
         slots_max: request.slots,
         approval_after_canary: request.approve_after_canary,
     };
-    respond(&api, Input::StartStaged { plan, policy }).await
+    let input = Input::StartStaged {
+        plan,
+        policy,
+        arches,
+    };
+    respond(&api, input).await
+}
+
+/// The architectures `release` runs on, from its signed manifest: a
+/// format-1 bundle and a tree without per-architecture trees run on any;
+/// a tree with them only on those (the model refuses a plan over a node
+/// of another architecture, or of one not known yet: issue #24 item 5).
+fn release_arches(api: &Api, release: Digest) -> Result<ReleaseArches, ApiError> {
+    if !api.releases.knows(release) {
+        return Ok(ReleaseArches::Any);
+    }
+    api.releases
+        .read(&api.key, release)
+        .map(|verified| verified.manifest.arches())
+        .map_err(|e| ApiError::Internal(format!("reading the release's manifest: {e}")))
 }
 
 /// The plan's canary and followers. Named nodes must be enrolled; a

@@ -599,6 +599,8 @@ mod tests {
             public: "127.0.0.1:8080".into(),
             retired: false,
             state: if drifted { "drifted" } else { "idle" }.into(),
+            arch: Some("x86_64".into()),
+            os: Some("linux".into()),
         }
     }
 

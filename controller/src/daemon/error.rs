@@ -153,7 +153,8 @@ pub fn refusal_status(refusal: &Refusal) -> StatusCode {
         | Refusal::NodeRetired(_)
         | Refusal::NodeHasLiveOp { .. }
         | Refusal::PlanNodeRetired(_)
-        | Refusal::OverBudget(_) => StatusCode::CONFLICT,
+        | Refusal::OverBudget(_)
+        | Refusal::NoTreeForArch { .. } => StatusCode::CONFLICT,
     }
 }
 

@@ -149,6 +149,7 @@ pub fn referents_exist(state: &ControllerState, event: &Event) -> Result<(), Mis
         Event::CommitReplayed { .. }
         | Event::NodeObserved { .. }
         | Event::NodeHello { .. }
+        | Event::NodePlatform { .. }
         | Event::LateReportIgnored { .. }
         | Event::StaleCommandRejected { .. }
         | Event::ForeignMessageIgnored { .. }
@@ -431,6 +432,9 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
         }
         Event::NodeHello { node, serving, .. } => {
             state.nodes.entry(*node).or_default().reported_serving = *serving;
+        }
+        Event::NodePlatform { node, platform } => {
+            state.nodes.entry(*node).or_default().platform = Some(*platform);
         }
         Event::NodeQuarantined {
             node,

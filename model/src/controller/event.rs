@@ -7,6 +7,7 @@ use crate::evidence::RouteObservation;
 use crate::ids::{Digest, Generation, NodeId, OpId, RolloutId};
 use crate::msg::{Decision, ReportKind};
 use crate::plan::{Plan, Policy};
+use crate::platform::Platform;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -212,6 +213,14 @@ pub enum Event {
         node: NodeId,
         op: OpId,
     },
+    /// An agent said what it runs on (issue #24 item 5): recorded only when
+    /// it differs from what the node's record holds, so a reconnection
+    /// adds nothing. The node's `arch` label; a plan over a node whose
+    /// architecture a release has no tree for is refused. Appended last.
+    NodePlatform {
+        node: NodeId,
+        platform: Platform,
+    },
 }
 
 impl fmt::Display for Event {
@@ -398,6 +407,9 @@ impl fmt::Display for Event {
                 f,
                 "{node} spoke about {op}, settled long ago and forgotten by the state: acknowledged, ignored"
             ),
+            Event::NodePlatform { node, platform } => {
+                write!(f, "{node} runs on {platform}")
+            }
         }
     }
 }

@@ -13,8 +13,15 @@ use serde::{Deserialize, Serialize};
 pub enum Input {
     /// Operator: start a rollout (supersedes the active one, if any).
     StartRollout { plan: Plan },
-    /// Operator: start a rollout in waves and with failure budgets.
-    StartStaged { plan: Plan, policy: Policy },
+    /// Operator: start a rollout in waves and with failure budgets, of a
+    /// release that runs on `arches` (the runtime reads them from the
+    /// release's manifest; a plan selecting a node outside them is
+    /// refused, `step::check_arches`).
+    StartStaged {
+        plan: Plan,
+        policy: Policy,
+        arches: crate::platform::ReleaseArches,
+    },
     /// Operator: stop new grants.
     Pause { rollout: RolloutId },
     /// Operator: allow grants again.

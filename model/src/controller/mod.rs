@@ -19,8 +19,8 @@ pub use release_use::ReleaseUse;
 pub use roster::{Labels, Roster, RosterEntry, RosterLimit};
 pub use state::*;
 pub use step::{
-    decision_for, operator_actions, progress, rollout_actions, step, step_in_place, Fold,
-    OperatorAction, Refusal, RolloutAction,
+    check_arches, decision_for, operator_actions, progress, rollout_actions, step, step_in_place,
+    Fold, OperatorAction, Refusal, RolloutAction,
 };
 
 /// Rebuild a controller state by folding events in order: what a restart

@@ -40,7 +40,10 @@ pub const SNAPSHOT_MAGIC: [u8; 8] = *b"FWCSTATE";
 ///   folding on from it would differ from a fold from genesis.
 /// - 3: the drifted-node index (`ControllerState::drifted`): a version-2
 ///   state would decode without it and miscount drifted nodes.
-pub const SNAPSHOT_FORMAT_VERSION: u16 = 3;
+/// - 4: a node's platform (`NodeRecord::platform`, issue #24 item 5): a
+///   version-3 state has no field for it; a start that finds one folds
+///   from an older snapshot or from genesis and writes a version-4 one.
+pub const SNAPSHOT_FORMAT_VERSION: u16 = 4;
 
 /// Bytes before the bincode body: magic and version.
 pub const SNAPSHOT_HEADER_BYTES: usize = SNAPSHOT_MAGIC.len() + 2;

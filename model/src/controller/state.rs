@@ -392,6 +392,11 @@ pub struct NodeRecord {
     /// evidence is newer.
     #[serde(default)]
     pub observed: Option<NodeObservation>,
+    /// What the agent last said it runs on (`NodePlatform`); `None` until
+    /// it says (an agent older than issue #24 item 5 never does). Two
+    /// bytes: the node's `arch` label.
+    #[serde(default)]
+    pub platform: Option<crate::platform::Platform>,
 }
 
 impl NodeRecord {

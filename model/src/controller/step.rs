@@ -13,6 +13,7 @@ use crate::evidence::{ProbeVerdict, RouteObservation};
 use crate::ids::{NodeId, OpId, RolloutId};
 use crate::msg::{Decision, ReportKind, ToController};
 use crate::plan::{Plan, PlanError, Policy, FOLLOWERS_PER_EVENT_MAX};
+use crate::platform::{ArchMismatch, ArchSet, ReleaseArches, ARCH_MISMATCHES_NAMED_MAX};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fmt;
@@ -84,6 +85,15 @@ pub enum Refusal {
     PlanNodeRetired(NodeId),
     /// Resume a rollout that is over its failure budget (B1). Appended last.
     OverBudget(RolloutId),
+    /// A plan selects nodes the release has no tree for (issue #24 item
+    /// 5): `nodes` names the first [`crate::platform::ARCH_MISMATCHES_NAMED_MAX`]
+    /// of them with their recorded architecture (or that it is not known),
+    /// `count` is how many there are. Appended last.
+    NoTreeForArch {
+        release: ArchSet,
+        nodes: Vec<ArchMismatch>,
+        count: u32,
+    },
 }
 
 impl fmt::Display for Refusal {
@@ -150,6 +160,24 @@ impl fmt::Display for Refusal {
             Refusal::RosterLimit(limit) => write!(f, "{limit}"),
             Refusal::PlanNodeRetired(node) => {
                 write!(f, "the plan names {node}, which is retired")
+            }
+            Refusal::NoTreeForArch {
+                release,
+                nodes,
+                count,
+            } => {
+                let named: Vec<String> = nodes.iter().map(|n| n.to_string()).collect();
+                write!(
+                    f,
+                    "the release has trees for {release} only; the plan selects {count} node(s) \
+                     without one: {}",
+                    named.join(", ")
+                )?;
+                let more = (*count as usize).saturating_sub(nodes.len());
+                if more > 0 {
+                    write!(f, " and {more} more")?;
+                }
+                Ok(())
             }
             Refusal::OverBudget(r) => write!(
                 f,
@@ -245,8 +273,12 @@ pub fn decision_for(state: &ControllerState, op: &OpSummary) -> Decision {
 
 fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal> {
     match input {
-        Input::StartRollout { plan } => start(state, plan, &Policy::default()),
-        Input::StartStaged { plan, policy } => start(state, plan, policy),
+        Input::StartRollout { plan } => start(state, plan, &Policy::default(), ReleaseArches::Any),
+        Input::StartStaged {
+            plan,
+            policy,
+            arches,
+        } => start(state, plan, policy, *arches),
         Input::Pause { rollout } => {
             let r = active(state, *rollout)?;
             if r.paused.is_some() {
@@ -390,12 +422,18 @@ fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal>
 
 /// Start a rollout: supersede the active one (aborting its undecided ops),
 /// then record the plan and, when not the default, its policy.
-fn start(state: &ControllerState, plan: &Plan, policy: &Policy) -> Result<Vec<Event>, Refusal> {
+fn start(
+    state: &ControllerState,
+    plan: &Plan,
+    policy: &Policy,
+    arches: ReleaseArches,
+) -> Result<Vec<Event>, Refusal> {
     plan.validate()?;
     policy.validate(plan)?;
     if let Some(node) = plan.nodes().find(|n| state.roster.is_retired(*n)) {
         return Err(Refusal::PlanNodeRetired(node));
     }
+    check_arches(state, plan, arches)?;
     let rollout = RolloutId(state.rollouts.len() as u32);
     let mut events = Vec::new();
     if let Some(active) = state.active_rollout() {
@@ -449,6 +487,48 @@ fn start(state: &ControllerState, plan: &Plan, policy: &Policy) -> Result<Vec<Ev
         });
     }
     Ok(events)
+}
+
+/// Every node `plan` selects must be one `arches` admits (issue #24 item
+/// 5), before anything is recorded or granted: a node whose recorded
+/// architecture the release has no tree for, or whose architecture is not
+/// known yet, is refused by name ([`ReleaseArches::admits`]). An
+/// architecture-independent release admits every node.
+pub fn check_arches(
+    state: &ControllerState,
+    plan: &Plan,
+    arches: ReleaseArches,
+) -> Result<(), Refusal> {
+    let ReleaseArches::Only(release) = arches else {
+        return Ok(());
+    };
+    let mut nodes = Vec::new();
+    let mut count: u32 = 0;
+    for node in plan.nodes() {
+        let arch = state
+            .nodes
+            .get(&node)
+            .and_then(|r| r.platform)
+            .map(|p| p.arch);
+        if arches.admits(arch) {
+            continue;
+        }
+        count += 1;
+        if nodes.len() < ARCH_MISMATCHES_NAMED_MAX {
+            nodes.push(ArchMismatch {
+                name: state.roster.display_name(node),
+                arch,
+            });
+        }
+    }
+    if count == 0 {
+        return Ok(());
+    }
+    Err(Refusal::NoTreeForArch {
+        release,
+        nodes,
+        count,
+    })
 }
 
 /// An identity conflict quarantines the node once: however long the two
@@ -541,6 +621,14 @@ fn from_agent(state: &ControllerState, node: NodeId, msg: &ToController) -> Vec<
             serving,
             generation,
         }],
+        ToController::Platform { platform } => state
+            .nodes
+            .get(&node)
+            .and_then(|r| r.platform)
+            .ne(&Some(platform))
+            .then_some(Event::NodePlatform { node, platform })
+            .into_iter()
+            .collect(),
         ToController::CommitRequest { op } => match state.op_summary(op) {
             Some(o) if o.node == node => match o.decision {
                 // S6: a stored decision is replayed, never re-decided.

@@ -240,7 +240,7 @@ fn staged_releases(root: &Path, campaign: &mut Campaign, node: &str, cut: u64) {
         let Some(digest) = agent::probe::parse_digest(&name) else {
             continue;
         };
-        match agent::staging::read_back(&data, &key, digest) {
+        match agent::staging::read_back(&data, &key, model::platform::Arch::current(), digest) {
             model::ArtifactRead::Digest(d) if d == digest => {}
             other => {
                 campaign.report.violations += 1;

@@ -15,14 +15,23 @@ fn stage(
     let verifying = key.verifying_key();
     let (bytes, contents) = tree::tests::signed(key, files);
     let digest = releases::release_digest(&bytes);
-    let release = tree::verify(&verifying, digest, &bytes).expect("verifies");
+    let release = tree::verify(&verifying, model::platform::Arch::current(), digest, &bytes)
+        .expect("verifies");
     let store = tree::open_store(data, digest).expect("store");
     for content in &contents {
         store
             .put_bytes(&Sha256::digest(content).into(), content)
             .expect("put");
     }
-    tree::install(data, &verifying, &release, &bytes, &store).expect("install");
+    tree::install(
+        data,
+        &verifying,
+        model::platform::Arch::current(),
+        &release,
+        &bytes,
+        &store,
+    )
+    .expect("install");
     let dir = std::fs::File::open(super::super::release_dir(data, digest)).expect("dir");
     dir.set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(age_s))
         .expect("date the release");
