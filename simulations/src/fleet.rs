@@ -352,11 +352,11 @@ impl FleetModel {
             deposed: None,
             unflushed: Vec::new(),
             agents: vec![
-                AgentState {
+                Hashed::new(AgentState {
                     serving: Some(V1),
                     release_chunks: self.cfg.chunks,
                     ..AgentState::default()
-                };
+                });
                 count
             ],
             apps: vec![App::Correct; count],
@@ -688,7 +688,7 @@ impl FleetModel {
     ) {
         let index = node.0 as usize;
         let out = agent_step_as(self.cfg.mutant, &world.agents[index], input);
-        let mut journal = world.agents[index];
+        let mut journal = *world.agents[index];
         for event in &out.events {
             world.record(invariants::check_agent_event(&journal, event));
             world.record(invariants::s8_switch_agrees_with_record(
@@ -733,7 +733,7 @@ impl FleetModel {
                 format!("   {node} {event}")
             });
         }
-        world.agents[index] = journal;
+        world.agents[index] = Hashed::new(journal);
         for effect in out.effects {
             match effect {
                 AgentEffect::Send(msg) => {

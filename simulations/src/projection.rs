@@ -589,7 +589,7 @@ fn project_world(
         log: None,
         deposed: None,
         unflushed: Vec::new(),
-        agents: vec![AgentState::default(); count],
+        agents: vec![crate::world::Hashed::new(AgentState::default()); count],
         apps: vec![App::Correct; count],
         artifacts: vec![Artifact::Absent; count],
         chunks: vec![ChunkDisk::default(); count],
@@ -609,7 +609,7 @@ fn project_world(
         let op = world.durable.ops.values().find(|o| o.node == *id).cloned();
         let agent = agent_for(op.as_ref(), before, cfg.chunks);
         let index = id.0 as usize;
-        world.agents[index] = agent;
+        world.agents[index] = crate::world::Hashed::new(agent);
         if matches!(
             agent.op,
             Some(AgentOp {

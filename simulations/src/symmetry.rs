@@ -212,7 +212,7 @@ pub fn rename_world(world: &World, r: &Renaming) -> World {
     let mut chunks = world.chunks.clone();
     for i in 0..count {
         let to = r.node(NodeId(i as u32)).0 as usize;
-        agents[to] = rename_agent(&world.agents[i], r);
+        agents[to] = crate::world::Hashed::new(rename_agent(&world.agents[i], r));
         apps[to] = world.apps[i];
         artifacts[to] = world.artifacts[i];
         chunks[to] = world.chunks[i];

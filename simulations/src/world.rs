@@ -397,7 +397,7 @@ pub struct World {
     /// which flush before anything leaves; only `reply-before-persist` uses it.
     pub unflushed: Vec<Event>,
     /// Each agent's journal, by node index.
-    pub agents: Vec<AgentState>,
+    pub agents: Vec<Hashed<AgentState>>,
     /// What each node's route really serves, by node index.
     pub apps: Vec<App>,
     /// What each node's disk really holds of its current op's release
