@@ -399,27 +399,25 @@ pub(crate) mod tests {
     use protocol::bundle::ProbeSpec;
     use sha2::{Digest as _, Sha256};
 
-    /// A release of `files` (path, bytes), one chunk per file, signed.
-    pub(crate) fn signed(
-        key: &ed25519_dalek::SigningKey,
-        files: &[(&str, &[u8])],
-    ) -> (Vec<u8>, Vec<Vec<u8>>) {
-        let entries = files
-            .iter()
-            .map(|(path, bytes)| releases::Entry {
-                path: (*path).into(),
-                mode: releases::Mode::File,
-                size: bytes.len() as u64,
+    /// A file of `bytes` at `path`, in one chunk.
+    fn one_chunk_entry(path: &str, bytes: &[u8]) -> releases::Entry {
+        releases::Entry {
+            path: path.into(),
+            mode: releases::Mode::File,
+            size: bytes.len() as u64,
+            sha256: Sha256::digest(bytes).into(),
+            chunks: vec![ChunkRef {
                 sha256: Sha256::digest(bytes).into(),
-                chunks: vec![ChunkRef {
-                    sha256: Sha256::digest(bytes).into(),
-                    len: bytes.len() as u32,
-                }],
-            })
-            .collect();
-        let fields = releases::ReleaseFields {
+                len: bytes.len() as u32,
+            }],
+        }
+    }
+
+    /// The test release's fields: `python3 app.py`, probed for `hi`.
+    fn test_fields(version: &str) -> releases::ReleaseFields {
+        releases::ReleaseFields {
             name: "t".into(),
-            version: "v2".into(),
+            version: version.into(),
             run: vec!["python3".into(), "app.py".into()],
             probe: ProbeSpec {
                 path: "/".into(),
@@ -427,8 +425,19 @@ pub(crate) mod tests {
                 expect_body: "hi".into(),
                 expect_json: None,
             },
-        };
-        let bytes = releases::sign(key, fields, entries).expect("sign");
+        }
+    }
+
+    /// A release of `files` (path, bytes), one chunk per file, signed.
+    pub(crate) fn signed(
+        key: &ed25519_dalek::SigningKey,
+        files: &[(&str, &[u8])],
+    ) -> (Vec<u8>, Vec<Vec<u8>>) {
+        let entries = files
+            .iter()
+            .map(|(path, bytes)| one_chunk_entry(path, bytes))
+            .collect();
+        let bytes = releases::sign(key, test_fields("v2"), entries).expect("sign");
         (bytes, files.iter().map(|(_, b)| b.to_vec()).collect())
     }
 
@@ -546,39 +555,18 @@ pub(crate) mod tests {
     /// A release with a common `app.py` and a `bin/native` per
     /// architecture (`x86_64` and `aarch64`), one chunk per file, signed.
     fn signed_arches(key: &ed25519_dalek::SigningKey) -> Vec<u8> {
-        let entry = |path: &str, bytes: &[u8]| releases::Entry {
-            path: path.into(),
-            mode: releases::Mode::File,
-            size: bytes.len() as u64,
-            sha256: Sha256::digest(bytes).into(),
-            chunks: vec![ChunkRef {
-                sha256: Sha256::digest(bytes).into(),
-                len: bytes.len() as u32,
-            }],
-        };
         let trees = vec![
             releases::ArchTree {
                 arch: Arch::X86_64,
-                entries: vec![entry("bin/native", b"x86")],
+                entries: vec![one_chunk_entry("bin/native", b"x86")],
             },
             releases::ArchTree {
                 arch: Arch::Aarch64,
-                entries: vec![entry("bin/native", b"arm!")],
+                entries: vec![one_chunk_entry("bin/native", b"arm!")],
             },
         ];
-        let fields = releases::ReleaseFields {
-            name: "t".into(),
-            version: "v3".into(),
-            run: vec!["python3".into(), "app.py".into()],
-            probe: ProbeSpec {
-                path: "/".into(),
-                expect_status: 200,
-                expect_body: "hi".into(),
-                expect_json: None,
-            },
-        };
-        let common = vec![entry("app.py", b"print('hi')")];
-        releases::sign_arches(key, fields, common, trees).expect("sign")
+        let common = vec![one_chunk_entry("app.py", b"print('hi')")];
+        releases::sign_arches(key, test_fields("v3"), common, trees).expect("sign")
     }
 
     #[test]
