@@ -40,6 +40,7 @@
 //! checks it against its ground truth.
 
 mod agent_rules;
+mod deadline_rules;
 mod event_rules;
 mod history;
 mod input_rules;
@@ -57,6 +58,7 @@ pub use agent_rules::{
     check_agent_event, s14_chunks_verified_before_use, s14_recovery_follows_the_table,
     s8_no_stale_apply, s8_switch_agrees_with_record,
 };
+pub use deadline_rules::{t1_batch_deadlines, t1_deadlines_armed};
 pub use event_rules::{
     check_event, s1_grant_within_slots, s3_evidence_releases_slot, s4_grant_order,
     s5_pause_stops_grants, s6_stable_decisions, s8_late_report_changes_nothing,
@@ -151,13 +153,21 @@ pub enum Rule {
     /// every durable event, whatever was archived or torn. Checked by the
     /// model checker against its ground truth (the fold it keeps), as
     /// `log verify --deep` compares each snapshot with the fold. Code `D1`.
-    /// Appended last.
+    /// Appended before the last.
     RestartRebuildsTheFold,
+    /// Deadlines (issue #22 item 2): every op that waits on its agent (it
+    /// holds its slot and silence has not yet made it UNKNOWN) has a
+    /// deadline armed, so silence always ends in UNKNOWN (SPEC §2 S3);
+    /// a grant or a restore arms its op's deadline, settling cancels it,
+    /// and a restart re-arms every waiting op. Checked by the model
+    /// checker on every batch and restart and by the controller on every
+    /// op a batch touches. Code `T1`. Appended last.
+    DeadlineForEveryWait,
 }
 
 impl Rule {
     /// Every rule, in order.
-    pub const ALL: [Rule; 19] = [
+    pub const ALL: [Rule; 20] = [
         Rule::S1,
         Rule::S2,
         Rule::S3,
@@ -177,6 +187,7 @@ impl Rule {
         Rule::RosterHolds,
         Rule::FailureBudget,
         Rule::RestartRebuildsTheFold,
+        Rule::DeadlineForEveryWait,
     ];
 
     /// The rule's code as SPEC §2 writes it: `"S1"` … `"S11"`; `"P1"` for
@@ -202,6 +213,7 @@ impl Rule {
             Rule::RosterHolds => "R1",
             Rule::FailureBudget => "B1",
             Rule::RestartRebuildsTheFold => "D1",
+            Rule::DeadlineForEveryWait => "T1",
         }
     }
 
@@ -227,6 +239,7 @@ impl Rule {
             Rule::RosterHolds => "the roster holds",
             Rule::FailureBudget => "failure budgets",
             Rule::RestartRebuildsTheFold => "a restart rebuilds the fold",
+            Rule::DeadlineForEveryWait => "a deadline for every wait",
         }
     }
 }
@@ -285,7 +298,7 @@ mod tests {
             "S5 pause stops grants, not accounting"
         );
         let codes: Vec<&str> = Rule::ALL.iter().map(|r| r.code()).collect();
-        assert_eq!(codes.len(), 19);
+        assert_eq!(codes.len(), 20);
         assert_eq!(
             Rule::RestartRebuildsTheFold.to_string(),
             "D1 a restart rebuilds the fold"

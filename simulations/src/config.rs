@@ -539,6 +539,10 @@ impl Mutant {
                 cfg.operator = true;
                 cfg.faults = Faults::none();
             }
+            // Every path settles ops: the first settle keeps its deadline.
+            Mutant::SettleKeepsDeadline => {}
+            // A restart while an op is decided and waits on its report.
+            Mutant::RearmSkipsDecided => cfg.faults = cfg.faults.with(Fault::ControllerCrash),
         }
     }
 }

@@ -8,8 +8,8 @@
 use crate::config::{CheckConfig, Fault, LivenessCheck};
 use crate::durable_log::{DurableLog, Snapshot};
 use crate::mutants::{
-    agent_step_as, append_fenced, archive_covers, controller_step, node_proof, recovery_events,
-    reply_before_persist, snapshot_trusted,
+    agent_step_as, append_fenced, archive_covers, check_rearm, controller_step, effects_as,
+    node_proof, recovery_events, reply_before_persist, snapshot_trusted,
 };
 use crate::world::Hashed;
 use crate::world::{App, Artifact, ChunkDisk, ChunkLeft, Ghost, Msg, World};
@@ -20,8 +20,7 @@ use model::agent::{
 };
 use model::chunks::{ChunkSet, CHUNKS_IN_FLIGHT_MAX};
 use model::controller::{
-    apply, effects, ControllerState, Effect, Event, Input, Outcome, Resolution,
-    OBSERVATION_INTERVAL_MIN_MS,
+    apply, ControllerState, Effect, Event, Input, Outcome, Resolution, OBSERVATION_INTERVAL_MIN_MS,
 };
 use model::recovery::{Exit, Row, StageFailure};
 use model::{Decision, Digest, NodeId, OpId, Plan, RolloutId, ToAgent};
@@ -506,7 +505,9 @@ impl FleetModel {
         events: Vec<Event>,
         narration: &mut Narration,
     ) -> Batch {
-        let mut state = before;
+        // imbl maps: the copy T1 compares with shares the original's nodes.
+        let mut state = before.clone();
+        let mut timers = Vec::new();
         let mut violation = Ok(());
         let mut note = |result: Result<(), Violation>| {
             if violation.is_ok() {
@@ -549,11 +550,16 @@ impl FleetModel {
                 }
                 line
             });
-            sends.extend(effects(&state, event).into_iter().filter_map(|e| match e {
-                Effect::Send { to, msg } => Some((to, msg)),
-                _ => None,
-            }));
+            for effect in effects_as(self.cfg.mutant, &state, event) {
+                match effect {
+                    Effect::Send { to, msg } => sends.push((to, msg)),
+                    timer => timers.push(timer),
+                }
+            }
         }
+        note(invariants::t1_batch_deadlines(
+            &before, &state, &events, &timers,
+        ));
         // A batch is appended and applied atomically, so state rules are
         // checked on the state it leads to, not between its events.
         note(invariants::check_state(&state));
@@ -1485,7 +1491,9 @@ impl FleetModel {
     /// from the log as it reads it, or the path ends on D1.
     fn restart_state(&self, world: &mut World, narration: &mut Narration) -> ControllerState {
         self.check_restart(world, true, narration);
-        world.durable.to_owned_value()
+        let state = world.durable.to_owned_value();
+        world.record(check_rearm(self.cfg.mutant, &state));
+        state
     }
 
     /// (`snapshot`) D1: rebuild the state from the log as a restart reads

@@ -5,13 +5,15 @@
 use crate::durable_log::{DurableLog, Snapshot};
 use crate::leads_to::Liveness;
 use invariants::Rule;
+use invariants::Violation;
 use model::agent::{
     agent_step, AgentEffect, AgentEvent, AgentInput, AgentOutput, AgentStage, AgentState,
     StagingStep,
 };
 use model::chunks::ChunkSet;
 use model::controller::{
-    apply, progress, step, ControllerState, Event, Input, OpPhase, Outcome, Refusal, RolloutStatus,
+    apply, effects, progress, step, ControllerState, Effect, Event, Input, OpPhase, Outcome,
+    Refusal, RolloutStatus, Timers,
 };
 use model::recovery::{ChunkReading, Observed, StageFailure};
 use model::{Generation, NodeId, OpId, ProbeVerdict, ToAgent, ToController};
@@ -54,6 +56,8 @@ pub enum Mutant {
     ResumeGrantsNothing,
     StagingRetryNeverReissued,
     PauseFreezesAccounting,
+    SettleKeepsDeadline,
+    RearmSkipsDecided,
 }
 
 /// What a mutant must be caught breaking: a safety rule, or (issue #27
@@ -86,7 +90,7 @@ impl std::fmt::Display for Breaks {
 
 impl Mutant {
     /// Every mutant, in `--list-mutants` order.
-    pub const ALL: [Mutant; 33] = [
+    pub const ALL: [Mutant; 35] = [
         Mutant::ReleaseOnTimeout,
         Mutant::GrantWhilePaused,
         Mutant::RedecideOnRetry,
@@ -120,6 +124,8 @@ impl Mutant {
         Mutant::ResumeGrantsNothing,
         Mutant::StagingRetryNeverReissued,
         Mutant::PauseFreezesAccounting,
+        Mutant::SettleKeepsDeadline,
+        Mutant::RearmSkipsDecided,
     ];
 
     /// The CLI name.
@@ -158,6 +164,8 @@ impl Mutant {
             Mutant::ResumeGrantsNothing => "resume-grants-nothing",
             Mutant::StagingRetryNeverReissued => "staging-retry-never-reissued",
             Mutant::PauseFreezesAccounting => "pause-freezes-accounting",
+            Mutant::SettleKeepsDeadline => "settle-keeps-deadline",
+            Mutant::RearmSkipsDecided => "rearm-skips-decided",
         }
     }
 
@@ -210,6 +218,7 @@ impl Mutant {
             Mutant::LoadUnverifiedSnapshot | Mutant::ArchivePastSnapshot => {
                 Rule::RestartRebuildsTheFold
             }
+            Mutant::SettleKeepsDeadline | Mutant::RearmSkipsDecided => Rule::DeadlineForEveryWait,
             Mutant::ResumeGrantsNothing
             | Mutant::StagingRetryNeverReissued
             | Mutant::PauseFreezesAccounting => {
@@ -321,6 +330,12 @@ impl Mutant {
             }
             Mutant::PauseFreezesAccounting => {
                 "a pause freezes its rollout's ops too: their agents' reports and the controller's probes are ignored until an operator resumes"
+            }
+            Mutant::SettleKeepsDeadline => {
+                "keep a settled op's deadline armed: a late timeout is harmless anyway"
+            }
+            Mutant::RearmSkipsDecided => {
+                "after a restart, re-arm only granted ops: a decided op's agent will report anyway"
             }
         }
     }
@@ -798,6 +813,36 @@ pub fn archive_covers(mutant: Option<Mutant>, log: &DurableLog) -> usize {
         log.newest_verified()
     };
     newest.map_or(0, |s| s.covers)
+}
+
+/// The effects of `event` (the real [`model::controller::effects`]);
+/// `settle-keeps-deadline` drops the cancel of a settled op's deadline.
+pub fn effects_as(mutant: Option<Mutant>, state: &ControllerState, event: &Event) -> Vec<Effect> {
+    let mut out = effects(state, event);
+    if mutant == Some(Mutant::SettleKeepsDeadline) {
+        out.retain(|e| !matches!(e, Effect::CancelTimeout { .. }));
+    }
+    out
+}
+
+/// T1 on a restart: the deadlines a restarted controller arms from the
+/// state it replayed (the real [`Timers::rearm`]) cover every op that
+/// waits on its node. `rearm-skips-decided` re-arms granted ops only. The
+/// times do not matter here (every deadline is a whole timeout from the
+/// restart), only which ops have one.
+pub fn check_rearm(mutant: Option<Mutant>, state: &ControllerState) -> Result<(), Violation> {
+    let mut timers = Timers::new(0);
+    timers.rearm(state, 0);
+    if mutant == Some(Mutant::RearmSkipsDecided) {
+        let decided: Vec<Effect> = state
+            .ops
+            .values()
+            .filter(|o| o.phase != OpPhase::Granted)
+            .map(|o| Effect::CancelTimeout { op: o.id })
+            .collect();
+        timers.handle_effects(0, &decided);
+    }
+    invariants::t1_deadlines_armed(state, state.ops.keys().copied(), |op| timers.is_armed(op))
 }
 
 /// Whether effects leave before the events behind them are durable.

@@ -81,6 +81,7 @@ pub fn property_name(rule: Rule) -> &'static str {
         Rule::RosterHolds => "R1 the roster holds",
         Rule::FailureBudget => "B1 failure budgets",
         Rule::RestartRebuildsTheFold => "D1 a restart rebuilds the fold",
+        Rule::DeadlineForEveryWait => "T1 a deadline for every wait",
     }
 }
 
@@ -208,6 +209,11 @@ pub fn properties(model: &FleetModel) -> Vec<Property<FleetModel>> {
         // Only a configuration with the roster on enrolls and retires.
         Property::<FleetModel>::always(property_name(Rule::RosterHolds), |_, w| {
             holds(w, Rule::RosterHolds)
+        }),
+        // Checked on every batch (its arm and cancel effects) and at every
+        // restart (what the re-armed deadlines cover).
+        Property::<FleetModel>::always(property_name(Rule::DeadlineForEveryWait), |_, w| {
+            holds(w, Rule::DeadlineForEveryWait)
         }),
         Property::<FleetModel>::sometimes("rollout completes", |_, w| {
             w.controller()

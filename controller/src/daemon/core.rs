@@ -5,7 +5,6 @@
 
 use super::annex::Derived;
 use super::config::ControllerConfig;
-use super::deadlines::Deadlines;
 use super::fatal::{deposed, is_deposed, Fatal, FatalCell};
 pub use super::link_msg::LinkMsg;
 use super::readback::ReadBacks;
@@ -415,7 +414,6 @@ struct Core {
     controller: Controller,
     /// The latest events, dense by sequence, for the API's event feed.
     history: VecDeque<(u64, Event)>,
-    timeout: Duration,
     drop_commit_reply: Option<String>,
     links: HashMap<NodeId, Link>,
     /// The nodes in `links`, kept sorted and cheap to share with snapshots.
@@ -424,7 +422,10 @@ struct Core {
     unknown_since: imbl::OrdMap<OpId, SystemTime>,
     log_index: api::report::LogIndex,
     ids: Identities,
-    deadlines: Deadlines,
+    /// The model's op deadlines; `clock` is the monotonic zero of the
+    /// `now_ms` this driver hands them.
+    timers: model::controller::Timers,
+    clock: Instant,
     me: CoreHandle,
     stats: BatchStats,
     ahead: super::ahead::AheadOfLog,
@@ -459,7 +460,7 @@ async fn run(mut core: Core, mut rx: mpsc::Receiver<Command>) {
     loop {
         // One timer for every deadline (quinn-proto style): sleep until
         // the earliest, or until a command arrives.
-        let wake = core.deadlines.poll_timeout();
+        let wake = core.timers.poll_timeout().map(|ms| core.at(ms));
         let standby = core.is_standby();
         let command = tokio::select! {
             biased;
@@ -528,7 +529,6 @@ impl Core {
         } = start;
         warn_ahead(&derived.ahead, controller.state());
         let mut core = Core {
-            timeout: Duration::from_millis(cfg.timing.op_timeout_ms),
             drop_commit_reply: fault_release(cfg, allow_faults),
             links: HashMap::new(),
             connected: imbl::OrdSet::new(),
@@ -536,7 +536,8 @@ impl Core {
             unknown_since: imbl::OrdMap::new(),
             log_index: derived.log_index,
             ids,
-            deadlines: Deadlines::default(),
+            timers: model::controller::Timers::new(cfg.timing.op_timeout_ms),
+            clock: Instant::now(),
             me,
             stats: BatchStats::default(),
             ahead: derived.ahead,
@@ -579,15 +580,30 @@ impl Core {
         self.me.role.role() == super::role::Role::Standby
     }
 
-    /// A restart (or a takeover) re-arms the deadline of every op still
-    /// holding a slot, counting a whole op timeout from now.
+    /// A restart (or a takeover) re-arms deadlines as the model says
+    /// ([`model::controller::Timers::rearm`]).
     fn arm_all(&mut self) {
-        let at = Instant::now() + self.timeout;
-        for op in self.controller.state().ops.values() {
-            if op.occupies_slot() {
-                self.deadlines.arm(op.id, at);
-            }
+        let now_ms = self.now_ms();
+        let state = self.controller.state();
+        self.timers.rearm(state, now_ms);
+        // T1 on every op, once per start.
+        let timers = &self.timers;
+        let armed = invariants::t1_deadlines_armed(state, state.ops.keys().copied(), |op| {
+            timers.is_armed(op)
+        });
+        if let Err(violation) = armed {
+            panic!("deadlines after a restart break a rule: {violation}");
         }
+    }
+
+    /// Milliseconds on this driver's monotonic clock: the model's `now_ms`.
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.clock.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// The instant of `ms` on this driver's monotonic clock.
+    fn at(&self, ms: u64) -> Instant {
+        self.clock + Duration::from_millis(ms)
     }
 
     /// A standby's poll: fold what the leader appended since the last one
@@ -686,7 +702,7 @@ impl Core {
         tracing::info!(
             tail = tail.len(),
             last_sequence = ?self.controller.last_sequence(),
-            deadlines = self.deadlines.len(),
+            deadlines = self.timers.len(),
             snapshot = ?from.snapshot,
             snapshot_tail = from.tail,
             skipped_snapshots = ?skipped,
@@ -698,8 +714,9 @@ impl Core {
     /// Feed every due deadline as a `Timeout` input, ahead of what is queued
     /// (the deadline passed before those inputs are handled).
     fn expire(&mut self, queued: &mut VecDeque<(Input, Option<InputReply>)>) {
-        for op in self.deadlines.expired(Instant::now()).into_iter().rev() {
-            queued.push_front((Input::Timeout { op }, None));
+        let now_ms = self.now_ms();
+        for input in self.timers.handle_timeout(now_ms).into_iter().rev() {
+            queued.push_front((input, None));
         }
     }
 
@@ -753,10 +770,23 @@ impl Core {
         for (sequence, event) in &events {
             tracing::info!(sequence, "{}", describe(roster, event));
         }
+        let now_ms = self.now_ms();
+        self.timers.handle_effects(now_ms, &effects);
+        // T1, kept on in release (TIGER_STYLE): every op the batch touched
+        // that waits on its node has a deadline, and no settled op has one.
+        // O(touched · log n).
+        let timers = &self.timers;
+        let armed = invariants::t1_deadlines_armed(
+            self.controller.state(),
+            batch.touched.ops.iter().copied(),
+            |op| timers.is_armed(op),
+        );
+        if let Err(violation) = armed {
+            panic!("deadlines after a batch break a rule: {violation}");
+        }
         for effect in effects {
-            match effect {
-                Effect::Send { to, msg } => self.send(to, msg),
-                Effect::ArmTimeout { op } => self.deadlines.arm(op, Instant::now() + self.timeout),
+            if let Effect::Send { to, msg } = effect {
+                self.send(to, msg);
             }
         }
         self.fold_durable(&events, Some(&batch.touched));
@@ -973,16 +1003,13 @@ impl Core {
         }
     }
 
-    /// The ops a batch touched: drop the deadline of each that no longer
-    /// holds a slot, and note when each became UNKNOWN (or stopped being).
+    /// The ops a batch touched: note when each became UNKNOWN (or stopped
+    /// being).
     /// O(touched · log n): never a walk over every op.
     fn track_ops(&mut self, touched: &invariants::Touched) {
         let now = SystemTime::now();
         for op in &touched.ops {
             let hot = self.controller.state().op(*op);
-            if !hot.is_some_and(|o| o.occupies_slot()) {
-                self.deadlines.cancel(*op);
-            }
             if hot.is_some_and(|o| o.is_unknown()) {
                 self.unknown_since.entry(*op).or_insert(now);
             } else {
@@ -1095,7 +1122,7 @@ impl Core {
             presented: self.ids.presented.clone(),
             quarantined_peers: self.ids.peers(),
             batches: self.stats,
-            deadlines_armed: self.deadlines.len(),
+            deadlines_armed: self.timers.len(),
             ahead_of_log: self.ahead.nodes().clone(),
             role: self.me.role.role(),
             leader: self.me.role.leader(),

@@ -9,7 +9,6 @@ pub mod bundles;
 pub mod config;
 pub mod core;
 pub mod dashboard;
-pub mod deadlines;
 pub mod error;
 pub mod explore;
 pub mod fatal;

@@ -1,5 +1,5 @@
 //! Effects derived from applied events: what the controller sends and which
-//! deadlines it arms. The runtime performs them only after the event that
+//! deadlines it arms and cancels ([`super::timers::Timers`] performs those). The runtime performs them only after the event that
 //! produced them is durable (S7), in the raft-rs `Ready` style.
 
 use super::event::Event;
@@ -16,6 +16,9 @@ pub enum Effect {
     /// Arm (or re-arm) the deadline after which `op` counts as silent and an
     /// [`super::Input::Timeout`] is fed back.
     ArmTimeout { op: OpId },
+    /// Drop `op`'s deadline: it settled, so silence can no longer make it
+    /// UNKNOWN and a timeout would be a spurious input.
+    CancelTimeout { op: OpId },
 }
 
 /// The effects of `event`, computed on the state *after* applying it.
@@ -34,6 +37,8 @@ fn unfiltered_effects(state: &ControllerState, event: &Event) -> Vec<Effect> {
             out.push(Effect::ArmTimeout { op: *op });
             out
         }
+        // A settled op waits on no deadline any more.
+        Event::OpSettled { op, .. } => vec![Effect::CancelTimeout { op: *op }],
         // Every answer to a commit request carries the stored decision,
         // whatever phase the op has reached since (S6).
         Event::CommitDecided { op, decision } | Event::CommitReplayed { op, decision } => state

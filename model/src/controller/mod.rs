@@ -10,6 +10,7 @@ pub mod roster;
 pub mod snapshot;
 pub mod state;
 pub mod step;
+pub mod timers;
 
 pub use apply::{apply, referents_exist, MissingReferent};
 pub use effects::{current_command, effects, Effect};
@@ -22,6 +23,7 @@ pub use step::{
     check_arches, decision_for, operator_actions, progress, rollout_actions, step, step_in_place,
     Fold, OperatorAction, Refusal, RolloutAction,
 };
+pub use timers::{waits_on_deadline, Timers};
 
 /// Rebuild a controller state by folding events in order: what a restart
 /// does with the durable log.
