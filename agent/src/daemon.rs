@@ -443,13 +443,10 @@ impl Agent {
                         queue.push_back(AgentInput::Probed(observation));
                     }
                     // Offline (just restarted, before the first session)
-                    // the table stays unread: a retry it decides could not
-                    // fetch, yet would spend budget. The core asks again on
-                    // `Connected`.
-                    AgentEffect::ObserveStaged if self.conn.is_some() => {
-                        queue.extend(self.observe_staged())
-                    }
-                    AgentEffect::ObserveStaged => {}
+                    // the core says what still runs (`runs_offline`); it
+                    // asks again for the rest on `Connected`.
+                    effect if self.conn.is_none() && !effect.runs_offline() => {}
+                    AgentEffect::ObserveStaged => queue.extend(self.observe_staged()),
                     AgentEffect::StageArtifact => queue.extend(self.stage_attempt().await),
                     // The core emits a commit request only once the
                     // release is staged: nothing to hold back here.

@@ -289,6 +289,24 @@ pub enum AgentEffect {
     StageArtifact,
 }
 
+impl AgentEffect {
+    /// Whether a driver with no session to the controller carries this
+    /// effect out, or drops it: the core decides, since it is the core
+    /// that asks again (issue #22 item 2). Probing the route and staging
+    /// run offline (a mirror may still serve chunks). Re-reading the
+    /// recovery table does not: a retry it decided could not fetch from
+    /// the controller yet would spend attempt budget, so the table stays
+    /// unread and [`staging_effect`] asks again on `Connected`. A message
+    /// has nothing to travel on; the core re-sends what is owed after
+    /// `Connected` (the hello, the pending report).
+    pub fn runs_offline(self) -> bool {
+        match self {
+            AgentEffect::ProbeRoute | AgentEffect::StageArtifact => true,
+            AgentEffect::ObserveStaged | AgentEffect::Send(_) => false,
+        }
+    }
+}
+
 /// The result of one agent step.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AgentOutput {
@@ -996,7 +1014,9 @@ mod tests {
         feed(&mut state, AgentInput::Staged);
         let out = feed(&mut state, AgentInput::Restarted { serving: Some(V1) });
         assert!(!commit_request(&out), "{out:?}");
-        // A driver that left the table unread (offline) is asked again.
+        // A driver that left the table unread (offline: the core says it
+        // does not run then) is asked again.
+        assert!(!AgentEffect::ObserveStaged.runs_offline());
         let out = feed(&mut state, AgentInput::Connected);
         assert!(out.effects.contains(&AgentEffect::ObserveStaged), "{out:?}");
         let out = feed(&mut state, AgentInput::StageObserved(Observed::ReVerified));
