@@ -41,8 +41,9 @@ pub enum Fault {
     StageError,
     /// An op's deadline fires early, while an answer to or from its node is
     /// still on its way (a slow link, a clock that jumps). Deadlines that
-    /// fire when due or late (after the op settled: the runtime never
-    /// cancels a timer) are not faults and cost nothing; see
+    /// fire when due or late (after the op settled: the runtime cancels
+    /// that timer, but a late one must change nothing) are not faults and
+    /// cost nothing; see
     /// `FleetModel::enabled_deadlines`.
     EarlyTimeout,
     /// (issue #14) A standby takes over from the durable log while the old
@@ -60,11 +61,21 @@ pub enum Fault {
     /// its state from the newest snapshot that verifies and the events
     /// after it (D1). Not in the default set.
     Snapshot,
+    /// (issue #22 item 2) A second agent presents a node's certificate:
+    /// the two replace each other's connection until the controller's
+    /// watch (`model::identity::ConflictWatch`, whose counting its unit
+    /// tests cover) says conflict, and the driver feeds
+    /// `Input::IdentityConflict`. The checker feeds that input at any
+    /// moment, once per unit of budget; an operator may release the node
+    /// afterwards (having revoked the copy). Q1 is then also checked
+    /// against this ground truth: no command leaves for a node while two
+    /// agents hold its identity. Not in the default set.
+    IdentityConflict,
 }
 
 impl Fault {
     /// Every fault, in CLI order.
-    pub const ALL: [Fault; 13] = [
+    pub const ALL: [Fault; 14] = [
         Fault::Loss,
         Fault::Dup,
         Fault::Partition,
@@ -78,6 +89,7 @@ impl Fault {
         Fault::EarlyTimeout,
         Fault::ControllerFailover,
         Fault::Snapshot,
+        Fault::IdentityConflict,
     ];
 
     /// The CLI name.
@@ -96,6 +108,7 @@ impl Fault {
             Fault::EarlyTimeout => "early-timeout",
             Fault::ControllerFailover => "controller-failover",
             Fault::Snapshot => "snapshot",
+            Fault::IdentityConflict => "identity-conflict",
         }
     }
 
@@ -140,7 +153,10 @@ impl Faults {
                 !f.after_settlement()
                     && !matches!(
                         f,
-                        Fault::StageError | Fault::ControllerFailover | Fault::Snapshot
+                        Fault::StageError
+                            | Fault::ControllerFailover
+                            | Fault::Snapshot
+                            | Fault::IdentityConflict
                     )
             })
             .fold(Faults(0), |s, f| s.with(f))
@@ -538,6 +554,10 @@ impl Mutant {
                 cfg.followers = 0;
                 cfg.operator = true;
                 cfg.faults = Faults::none();
+            }
+            // A conflict the controller ignores, then a command to the node.
+            Mutant::IgnoreIdentityConflict => {
+                cfg.faults = cfg.faults.with(Fault::IdentityConflict);
             }
             // Every path settles ops: the first settle keeps its deadline.
             Mutant::SettleKeepsDeadline => {}

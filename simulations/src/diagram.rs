@@ -161,7 +161,9 @@ impl Steps {
             | Action::Supersede
             | Action::Prove(_)
             | Action::Observe(_)
-            | Action::Retire(_) => c.arrow(l.operator, l.controller, text, Fate::Delivered),
+            | Action::Retire(_)
+            | Action::ReleaseNode(_) => c.arrow(l.operator, l.controller, text, Fate::Delivered),
+            Action::IdentityConflict(node) => c.note(l.node(node), text, Tone::Fault),
         }
     }
 

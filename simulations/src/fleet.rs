@@ -165,6 +165,12 @@ pub enum Action {
     /// (`agent-crash`, `--chunks` 2 or more) The agent is SIGKILLed in the
     /// middle of its running fetch, and restarts at once.
     CrashMidFetch(NodeId, CrashAt),
+    /// (`identity-conflict`) The controller's watch reports that two
+    /// agents hold this node's identity.
+    IdentityConflict(NodeId),
+    /// (`identity-conflict`) An operator releases a quarantined node
+    /// (having revoked the copied certificate).
+    ReleaseNode(NodeId),
 }
 
 /// The checked system for one configuration.
@@ -593,6 +599,15 @@ impl FleetModel {
         }
         for (to, msg) in &batch.sends {
             world.record(invariants::s7_persist_before_reply(&world.durable, msg));
+            if world.ghost.cloned & (1 << to.0) != 0 {
+                world.record(Err(Violation::new(
+                    Rule::QuarantineSilences,
+                    format!(
+                        "{} sent to {to} while two agents hold its identity",
+                        describe_command(msg)
+                    ),
+                )));
+            }
             say(narration, Place::Sends(*to), || {
                 format!("   controller sends {} to {to}", describe_command(msg))
             });
@@ -1032,6 +1047,7 @@ impl FleetModel {
         }
         self.enabled_deadlines(world, &ctrl, actions);
         self.enabled_operator(world, &ctrl, actions);
+        self.enabled_identity(world, &ctrl, actions);
         if self.budget_left(world, Fault::ControllerCrash) {
             actions.push(Action::CrashController);
         }
@@ -1131,6 +1147,23 @@ impl FleetModel {
         let retired = ctrl.roster.iter().any(|(_, e)| e.retired);
         if self.cfg.roster && !retired {
             actions.extend(self.nodes().map(Action::Retire));
+        }
+    }
+
+    /// (`identity-conflict`) A conflict on a node whose identity is not
+    /// already cloned (a fault), and a release of a quarantined node.
+    fn enabled_identity(&self, world: &World, ctrl: &ControllerState, actions: &mut Vec<Action>) {
+        if !self.cfg.faults.has(Fault::IdentityConflict) {
+            return;
+        }
+        for node in self.nodes() {
+            let cloned = world.ghost.cloned & (1 << node.0) != 0;
+            if !cloned && self.budget_left(world, Fault::IdentityConflict) {
+                actions.push(Action::IdentityConflict(node));
+            }
+            if ctrl.is_quarantined(node) {
+                actions.push(Action::ReleaseNode(node));
+            }
         }
     }
 
@@ -1443,6 +1476,25 @@ impl FleetModel {
                 let name = node.to_string();
                 self.controller(&mut next, Input::RetireNode { name }, narration);
             }
+            Action::IdentityConflict(node) => {
+                next.faults_used += 1;
+                next.ghost.cloned |= 1 << node.0;
+                let input = Input::IdentityConflict {
+                    node,
+                    first_peer: "agent".to_string(),
+                    second_peer: "copy".to_string(),
+                };
+                self.controller(&mut next, input, narration);
+            }
+            Action::ReleaseNode(node) => {
+                // The operator revoked the copy first: what the release
+                // sends (the node's grant) goes to its one agent.
+                let cloned = next.ghost.cloned;
+                next.ghost.cloned &= !(1 << node.0);
+                if !self.controller(&mut next, Input::ReleaseNode { node }, narration) {
+                    next.ghost.cloned = cloned;
+                }
+            }
             Action::Observe(node) => {
                 let fresh = self.fresh(&next, node);
                 let (observation, source) = proof::merge_readback(&fresh);
@@ -1723,6 +1775,10 @@ impl FleetModel {
                 (u64::from(world.observations) + 1) * OBSERVATION_INTERVAL_MIN_MS
             ),
             Action::Retire(node) => format!("operator retires {node}"),
+            Action::IdentityConflict(node) => {
+                format!("a second agent presents {node}'s certificate: the controller sees an identity conflict")
+            }
+            Action::ReleaseNode(node) => format!("operator releases {node}"),
             Action::Snapshot => format!(
                 "controller writes a snapshot of its state after {}",
                 entries(world.log.as_ref().map_or(0, DurableLog::len))

@@ -58,6 +58,7 @@ pub enum Mutant {
     PauseFreezesAccounting,
     SettleKeepsDeadline,
     RearmSkipsDecided,
+    IgnoreIdentityConflict,
 }
 
 /// What a mutant must be caught breaking: a safety rule, or (issue #27
@@ -90,7 +91,7 @@ impl std::fmt::Display for Breaks {
 
 impl Mutant {
     /// Every mutant, in `--list-mutants` order.
-    pub const ALL: [Mutant; 35] = [
+    pub const ALL: [Mutant; 36] = [
         Mutant::ReleaseOnTimeout,
         Mutant::GrantWhilePaused,
         Mutant::RedecideOnRetry,
@@ -126,6 +127,7 @@ impl Mutant {
         Mutant::PauseFreezesAccounting,
         Mutant::SettleKeepsDeadline,
         Mutant::RearmSkipsDecided,
+        Mutant::IgnoreIdentityConflict,
     ];
 
     /// The CLI name.
@@ -166,6 +168,7 @@ impl Mutant {
             Mutant::PauseFreezesAccounting => "pause-freezes-accounting",
             Mutant::SettleKeepsDeadline => "settle-keeps-deadline",
             Mutant::RearmSkipsDecided => "rearm-skips-decided",
+            Mutant::IgnoreIdentityConflict => "ignore-identity-conflict",
         }
     }
 
@@ -219,6 +222,7 @@ impl Mutant {
                 Rule::RestartRebuildsTheFold
             }
             Mutant::SettleKeepsDeadline | Mutant::RearmSkipsDecided => Rule::DeadlineForEveryWait,
+            Mutant::IgnoreIdentityConflict => Rule::QuarantineSilences,
             Mutant::ResumeGrantsNothing
             | Mutant::StagingRetryNeverReissued
             | Mutant::PauseFreezesAccounting => {
@@ -337,6 +341,9 @@ impl Mutant {
             Mutant::RearmSkipsDecided => {
                 "after a restart, re-arm only granted ops: a decided op's agent will report anyway"
             }
+            Mutant::IgnoreIdentityConflict => {
+                "ignore an identity conflict: the node's agent will win its connection back"
+            }
         }
     }
 }
@@ -349,6 +356,7 @@ pub fn controller_step(
     input: &Input,
 ) -> Result<Vec<Event>, Refusal> {
     match (mutant, input) {
+        (Some(Mutant::IgnoreIdentityConflict), Input::IdentityConflict { .. }) => Ok(Vec::new()),
         (
             Some(Mutant::RedecideOnRetry),
             Input::FromAgent {

@@ -206,6 +206,10 @@ pub struct Ghost {
     /// (`--chunks` 2 or more) A chunk cut short by a crash was fetched
     /// again.
     pub chunk_refetched: bool,
+    /// (`identity-conflict`) Nodes whose identity a second agent holds
+    /// (bit per node index), from the conflict until an operator releases
+    /// the node: Q1's ground truth.
+    pub cloned: u8,
 }
 
 /// A value shared behind an `Arc` with its hash computed once, when it is

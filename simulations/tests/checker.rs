@@ -519,6 +519,8 @@ fn quick_real_rules_pass_with_a_roster_and_a_retirement() {
 }
 
 const PINNED_ROSTER_UNIQUE_STATES: usize = 14_980;
+/// `quick_real_rules_pass_with_an_identity_conflict`'s space.
+const PINNED_IDENTITY_CONFLICT_UNIQUE_STATES: usize = 10_612;
 
 /// The R1 mutant is caught with the shortest story: the canary is
 /// granted, and the operator retires it while its op holds the slot.
@@ -789,4 +791,25 @@ fn quick_snapshot_mutants_are_caught_by_d1() {
             mutant.name()
         );
     }
+}
+
+/// (issue #22 item 2) A second agent holds a node's identity at any moment
+/// of a rollout, a lost message along another path: the controller
+/// quarantines the node, sends it nothing until an operator releases it
+/// (Q1 against the ground truth of the clone), and the other rules hold
+/// while its op waits. The count is pinned.
+#[test]
+fn quick_real_rules_pass_with_an_identity_conflict() {
+    let cfg = CheckConfig {
+        followers: 1,
+        faults: Faults::parse("loss,identity-conflict").expect("known faults"),
+        ..CheckConfig::default()
+    };
+    let report = assert_clean(&cfg);
+    let summary = simulations::run::summary(&report);
+    assert!(
+        summary.contains("PASS       always    Q1 quarantine silences"),
+        "{summary}"
+    );
+    assert_eq!(report.unique_states, PINNED_IDENTITY_CONFLICT_UNIQUE_STATES);
 }
