@@ -556,6 +556,7 @@ pub fn event_rollout(event: &model::controller::Event) -> Option<RolloutId> {
         | E::OpGranted { rollout, .. }
         | E::RolloutEnded { rollout, .. }
         | E::RolloutPolicySet { rollout, .. }
+        | E::RolloutArchesSet { rollout, .. }
         | E::RolloutFollowersAdded { rollout, .. } => Some(*rollout),
         _ => None,
     }

@@ -40,6 +40,7 @@
 //! checks it against its ground truth.
 
 mod agent_rules;
+mod arch_rules;
 mod deadline_rules;
 mod event_rules;
 mod history;
@@ -58,6 +59,7 @@ pub use agent_rules::{
     check_agent_event, s14_chunks_verified_before_use, s14_recovery_follows_the_table,
     s8_no_stale_apply, s8_switch_agrees_with_record,
 };
+pub use arch_rules::a1_grant_has_a_tree;
 pub use deadline_rules::{t1_batch_deadlines, t1_deadlines_armed};
 pub use event_rules::{
     check_event, s1_grant_within_slots, s3_evidence_releases_slot, s4_grant_order,
@@ -161,13 +163,20 @@ pub enum Rule {
     /// a grant or a restore arms its op's deadline, settling cancels it,
     /// and a restart re-arms every waiting op. Checked by the model
     /// checker on every batch and restart and by the controller on every
-    /// op a batch touches. Code `T1`. Appended last.
+    /// op a batch touches. Code `T1`. Appended before the last.
     DeadlineForEveryWait,
+    /// Architectures (issue #24 item 5): no op is granted to a node the
+    /// rollout's release has no tree for (its recorded architecture is not
+    /// in the release's set, or not known while the release is
+    /// per-architecture). Checked on every event by `check_event`, so in
+    /// the checker, on replay and in the running controller. Code `A1`.
+    /// Appended last.
+    ArchHasATree,
 }
 
 impl Rule {
     /// Every rule, in order.
-    pub const ALL: [Rule; 20] = [
+    pub const ALL: [Rule; 21] = [
         Rule::S1,
         Rule::S2,
         Rule::S3,
@@ -188,6 +197,7 @@ impl Rule {
         Rule::FailureBudget,
         Rule::RestartRebuildsTheFold,
         Rule::DeadlineForEveryWait,
+        Rule::ArchHasATree,
     ];
 
     /// The rule's code as SPEC §2 writes it: `"S1"` … `"S11"`; `"P1"` for
@@ -214,6 +224,7 @@ impl Rule {
             Rule::FailureBudget => "B1",
             Rule::RestartRebuildsTheFold => "D1",
             Rule::DeadlineForEveryWait => "T1",
+            Rule::ArchHasATree => "A1",
         }
     }
 
@@ -240,6 +251,7 @@ impl Rule {
             Rule::FailureBudget => "failure budgets",
             Rule::RestartRebuildsTheFold => "a restart rebuilds the fold",
             Rule::DeadlineForEveryWait => "a deadline for every wait",
+            Rule::ArchHasATree => "a release runs where it has a tree",
         }
     }
 }
@@ -298,7 +310,7 @@ mod tests {
             "S5 pause stops grants, not accounting"
         );
         let codes: Vec<&str> = Rule::ALL.iter().map(|r| r.code()).collect();
-        assert_eq!(codes.len(), 20);
+        assert_eq!(codes.len(), 21);
         assert_eq!(
             Rule::RestartRebuildsTheFold.to_string(),
             "D1 a restart rebuilds the fold"

@@ -68,6 +68,7 @@ fn names(event: &Event) -> (Option<RolloutId>, Option<OpId>, Option<NodeId>) {
         | Event::RolloutCompleted { rollout }
         | Event::RolloutEnded { rollout, .. }
         | Event::RolloutPolicySet { rollout, .. }
+        | Event::RolloutArchesSet { rollout, .. }
         | Event::RolloutFollowersAdded { rollout, .. } => (Some(*rollout), None, None),
         Event::OpGranted {
             op, rollout, node, ..

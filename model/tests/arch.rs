@@ -207,3 +207,67 @@ fn a_refusal_names_at_most_its_bound_and_counts_the_rest() {
     let refusal = step(&state, &start(many, only(&[Arch::X86_64]))).expect_err("refused");
     assert!(refusal.to_string().ends_with(" and 5 more"), "{refusal}");
 }
+
+/// The rollout records its release's architectures (`RolloutArchesSet`,
+/// before any grant, kept through a replay and a snapshot), and a node
+/// whose architecture changed since the start is not granted: the rollout
+/// waits for it as for a retired node (A1).
+#[test]
+fn a_follower_that_changed_architecture_after_the_start_is_not_granted() {
+    let (mut state, mut log) = fleet(&[Some(Arch::Aarch64), Some(Arch::X86_64)]);
+    let events = feed(
+        &mut state,
+        &mut log,
+        start(2, only(&[Arch::Aarch64, Arch::X86_64])),
+    );
+    let set = events
+        .iter()
+        .position(|e| matches!(e, Event::RolloutArchesSet { .. }));
+    let grant = events
+        .iter()
+        .position(|e| matches!(e, Event::OpGranted { .. }));
+    assert!(
+        set.is_some() && set < grant,
+        "recorded before the canary's grant: {events:?}"
+    );
+    let r = state.rollouts.front().expect("started");
+    assert_eq!(r.arches, only(&[Arch::Aarch64, Arch::X86_64]));
+    assert_eq!(replay(&log), state, "a replay rebuilds the architectures");
+    let bytes = encode_state(&state).expect("encodes");
+    let decoded = decode_state(&bytes).expect("decodes");
+    assert_eq!(decoded, state, "a snapshot keeps them");
+    // edge-1 is re-imaged as an "other" machine before its grant.
+    let said = Input::FromAgent {
+        node: NodeId(1),
+        msg: ToController::Platform {
+            platform: platform(Arch::Other),
+        },
+    };
+    feed(&mut state, &mut log, said);
+    // The canary passes; the follower would be next.
+    for msg in [
+        ToController::CommitRequest { op: model::OpId(0) },
+        ToController::Report {
+            op: model::OpId(0),
+            kind: model::ReportKind::Switched,
+            observation: model::RouteObservation::passing(V2),
+        },
+    ] {
+        let events = feed(
+            &mut state,
+            &mut log,
+            Input::FromAgent {
+                node: NodeId(0),
+                msg,
+            },
+        );
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, Event::OpGranted { node, .. } if *node == NodeId(1))),
+            "{events:?}"
+        );
+    }
+    let r = state.rollouts.front().expect("started");
+    assert_eq!(r.followers_granted, 0, "the rollout waits for edge-1");
+}

@@ -76,6 +76,13 @@ fn golden_events() -> Vec<Event> {
                 os: model::platform::Os::Linux,
             },
         },
+        Event::NodePlatform {
+            node: b,
+            platform: model::platform::Platform {
+                arch: model::platform::Arch::X86_64,
+                os: model::platform::Os::Linux,
+            },
+        },
         Event::RolloutStarted {
             rollout: r0,
             plan: Plan {
@@ -86,6 +93,13 @@ fn golden_events() -> Vec<Event> {
                 approval_after_canary: false,
             },
             generation: Generation(1),
+        },
+        Event::RolloutArchesSet {
+            rollout: r0,
+            arches: model::platform::ArchSet::of([
+                model::platform::Arch::Aarch64,
+                model::platform::Arch::X86_64,
+            ]),
         },
         Event::OpGranted {
             op: OpId(0),

@@ -287,6 +287,13 @@ pub struct CheckConfig {
     /// (before, in the middle of and after each chunk's write, and around
     /// the tree's assembly); a restart re-verifies every chunk present.
     pub chunks: u8,
+    /// (issue #24 item 5) A mixed fleet: the canary says it runs on
+    /// aarch64, the followers on x86_64, and the operator starts a
+    /// release with a tree for each; a start of a release built for
+    /// x86_64 only is offered too, which the real rules refuse before
+    /// anything is granted (A1). Off by default: the other
+    /// configurations' nodes never say what they run on.
+    pub arches: bool,
     /// A named deviation of the real rules, or `None` for the real rules.
     pub mutant: Option<Mutant>,
     /// Whether the liveness properties under weak fairness are checked.
@@ -311,6 +318,7 @@ impl Default for CheckConfig {
             symmetry: false,
             roster: false,
             chunks: 1,
+            arches: false,
             mutant: None,
             liveness: LivenessCheck::Off,
         }
@@ -371,7 +379,7 @@ impl fmt::Display for CheckConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "canary + {} followers, slots {}, faults {} (max {}), approval gate {}, operator {}, supersede {}{}{}{}{}{}{}, mutant {}",
+            "canary + {} followers, slots {}, faults {} (max {}), approval gate {}, operator {}, supersede {}{}{}{}{}{}{}{}, mutant {}",
             self.followers,
             self.slots,
             self.faults,
@@ -409,6 +417,11 @@ impl fmt::Display for CheckConfig {
                 format!(", {} chunks per release", self.chunks)
             } else {
                 String::new()
+            },
+            if self.arches {
+                ", architectures on (canary aarch64, followers x86_64)"
+            } else {
+                ""
             },
             match self.liveness {
                 LivenessCheck::Off => "",
@@ -559,6 +572,8 @@ impl Mutant {
             Mutant::IgnoreIdentityConflict => {
                 cfg.faults = cfg.faults.with(Fault::IdentityConflict);
             }
+            // The narrow release's start: the canary has no tree in it.
+            Mutant::StartIgnoresArch => cfg.arches = true,
             // Every path settles ops: the first settle keeps its deadline.
             Mutant::SettleKeepsDeadline => {}
             // A restart while an op is decided and waits on its report.

@@ -158,6 +158,7 @@ impl Steps {
             | Action::Resolve(_)
             | Action::RollBack(_)
             | Action::Start
+            | Action::StartNarrow
             | Action::Supersede
             | Action::Prove(_)
             | Action::Observe(_)

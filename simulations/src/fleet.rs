@@ -168,6 +168,9 @@ pub enum Action {
     /// (`identity-conflict`) The controller's watch reports that two
     /// agents hold this node's identity.
     IdentityConflict(NodeId),
+    /// (`arches`) The operator starts a release built for x86_64 only
+    /// over the mixed fleet (its canary runs on aarch64).
+    StartNarrow,
     /// (`identity-conflict`) An operator releases a quarantined node
     /// (having revoked the copied certificate).
     ReleaseNode(NodeId),
@@ -394,7 +397,41 @@ impl FleetModel {
             self.agent(&mut world, node, AgentInput::Connected, None, &mut quiet);
         }
         self.deliver_all_to_controller(&mut world);
+        if self.cfg.arches {
+            // What the agents' drivers send after every Hello.
+            for node in self.nodes() {
+                let msg = model::ToController::Platform {
+                    platform: Self::platform_of(node),
+                };
+                self.controller(&mut world, Input::FromAgent { node, msg }, &mut quiet);
+            }
+        }
         world
+    }
+
+    /// (`arches`) What `node` runs on: the canary aarch64, followers x86_64.
+    fn platform_of(node: NodeId) -> model::platform::Platform {
+        use model::platform::{Arch, Os, Platform};
+        let arch = if node == NodeId(0) {
+            Arch::Aarch64
+        } else {
+            Arch::X86_64
+        };
+        Platform {
+            arch,
+            os: Os::Linux,
+        }
+    }
+
+    /// The architectures of the release a start action offers: with
+    /// `arches`, a tree for each (or x86_64 only, for `StartNarrow`).
+    fn release_arches(&self, action: Action) -> model::platform::ReleaseArches {
+        use model::platform::{Arch, ArchSet, ReleaseArches};
+        match (self.cfg.arches, action) {
+            (false, _) => ReleaseArches::Any,
+            (true, Action::StartNarrow) => ReleaseArches::Only(ArchSet::of([Arch::X86_64])),
+            (true, _) => ReleaseArches::Only(ArchSet::of([Arch::Aarch64, Arch::X86_64])),
+        }
     }
 
     fn deliver_all_to_controller(&self, world: &mut World) {
@@ -1076,6 +1113,9 @@ impl FleetModel {
         self.enabled_log(world, actions);
         if ctrl.rollouts.is_empty() {
             actions.push(Action::Start);
+            if self.cfg.arches {
+                actions.push(Action::StartNarrow);
+            }
         }
         if self.cfg.supersede && ctrl.active_rollout().is_some() && ctrl.rollouts.len() == 1 {
             actions.push(Action::Supersede);
@@ -1435,13 +1475,19 @@ impl FleetModel {
                     next.ghost.rolled_back_by_operator |= 1 << op.0;
                 }
             }
-            Action::Start => {
+            Action::Start | Action::StartNarrow => {
                 let plan = self.plan(V2);
-                let input = if self.cfg.waves {
+                let input = if self.cfg.waves || self.cfg.arches {
                     Input::StartStaged {
                         plan,
-                        policy: self.policy(),
-                        arches: model::platform::ReleaseArches::Any,
+                        // Waves only with `waves`: `arches` alone starts
+                        // the one-wave plan `StartRollout` would.
+                        policy: if self.cfg.waves {
+                            self.policy()
+                        } else {
+                            model::plan::Policy::default()
+                        },
+                        arches: self.release_arches(action),
                     }
                 } else {
                     Input::StartRollout { plan }
@@ -1775,6 +1821,10 @@ impl FleetModel {
                 (u64::from(world.observations) + 1) * OBSERVATION_INTERVAL_MIN_MS
             ),
             Action::Retire(node) => format!("operator retires {node}"),
+            Action::StartNarrow => format!(
+                "operator starts rollout r0 of v2 built for x86_64 only (canary {} runs on aarch64)",
+                NodeId(0)
+            ),
             Action::IdentityConflict(node) => {
                 format!("a second agent presents {node}'s certificate: the controller sees an identity conflict")
             }

@@ -59,6 +59,7 @@ pub enum Mutant {
     SettleKeepsDeadline,
     RearmSkipsDecided,
     IgnoreIdentityConflict,
+    StartIgnoresArch,
 }
 
 /// What a mutant must be caught breaking: a safety rule, or (issue #27
@@ -91,7 +92,7 @@ impl std::fmt::Display for Breaks {
 
 impl Mutant {
     /// Every mutant, in `--list-mutants` order.
-    pub const ALL: [Mutant; 36] = [
+    pub const ALL: [Mutant; 37] = [
         Mutant::ReleaseOnTimeout,
         Mutant::GrantWhilePaused,
         Mutant::RedecideOnRetry,
@@ -128,6 +129,7 @@ impl Mutant {
         Mutant::SettleKeepsDeadline,
         Mutant::RearmSkipsDecided,
         Mutant::IgnoreIdentityConflict,
+        Mutant::StartIgnoresArch,
     ];
 
     /// The CLI name.
@@ -169,6 +171,7 @@ impl Mutant {
             Mutant::SettleKeepsDeadline => "settle-keeps-deadline",
             Mutant::RearmSkipsDecided => "rearm-skips-decided",
             Mutant::IgnoreIdentityConflict => "ignore-identity-conflict",
+            Mutant::StartIgnoresArch => "start-ignores-arch",
         }
     }
 
@@ -223,6 +226,7 @@ impl Mutant {
             }
             Mutant::SettleKeepsDeadline | Mutant::RearmSkipsDecided => Rule::DeadlineForEveryWait,
             Mutant::IgnoreIdentityConflict => Rule::QuarantineSilences,
+            Mutant::StartIgnoresArch => Rule::ArchHasATree,
             Mutant::ResumeGrantsNothing
             | Mutant::StagingRetryNeverReissued
             | Mutant::PauseFreezesAccounting => {
@@ -344,6 +348,9 @@ impl Mutant {
             Mutant::IgnoreIdentityConflict => {
                 "ignore an identity conflict: the node's agent will win its connection back"
             }
+            Mutant::StartIgnoresArch => {
+                "record the release's architectures but start and grant without checking the plan's nodes against them"
+            }
         }
     }
 }
@@ -357,6 +364,14 @@ pub fn controller_step(
 ) -> Result<Vec<Event>, Refusal> {
     match (mutant, input) {
         (Some(Mutant::IgnoreIdentityConflict), Input::IdentityConflict { .. }) => Ok(Vec::new()),
+        (
+            Some(Mutant::StartIgnoresArch),
+            Input::StartStaged {
+                plan,
+                policy,
+                arches: model::platform::ReleaseArches::Only(set),
+            },
+        ) => start_ignoring_arches(state, plan, policy, *set),
         (
             Some(Mutant::RedecideOnRetry),
             Input::FromAgent {
@@ -821,6 +836,41 @@ pub fn archive_covers(mutant: Option<Mutant>, log: &DurableLog) -> usize {
         log.newest_verified()
     };
     newest.map_or(0, |s| s.covers)
+}
+
+/// `start-ignores-arch`: decide the start as for an architecture-independent
+/// release (no check, no skipped node), then record the release's
+/// architectures right after the rollout's own events, before its grants.
+fn start_ignoring_arches(
+    state: &ControllerState,
+    plan: &model::Plan,
+    policy: &model::plan::Policy,
+    set: model::platform::ArchSet,
+) -> Result<Vec<Event>, Refusal> {
+    let any = Input::StartStaged {
+        plan: plan.clone(),
+        policy: policy.clone(),
+        arches: model::platform::ReleaseArches::Any,
+    };
+    let mut events = step(state, &any)?;
+    let rollout = events.iter().find_map(|e| match e {
+        Event::RolloutStarted { rollout, .. } => Some(*rollout),
+        _ => None,
+    });
+    if let Some(rollout) = rollout {
+        let at = events
+            .iter()
+            .position(|e| matches!(e, Event::OpGranted { .. }))
+            .unwrap_or(events.len());
+        events.insert(
+            at,
+            Event::RolloutArchesSet {
+                rollout,
+                arches: set,
+            },
+        );
+    }
+    Ok(events)
 }
 
 /// The effects of `event` (the real [`model::controller::effects`]);

@@ -537,6 +537,9 @@ fn project_rollout(s: &Selection, ctrl: &ControllerState, ops: &BTreeMap<OpId, O
         unknown: r.unknown,
         wave_approvals,
         forgotten: false,
+        // The projection carries no node platforms: the projected release
+        // is architecture-independent (grants were checked by the real one).
+        arches: model::platform::ReleaseArches::Any,
     }
 }
 

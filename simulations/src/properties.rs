@@ -82,6 +82,7 @@ pub fn property_name(rule: Rule) -> &'static str {
         Rule::FailureBudget => "B1 failure budgets",
         Rule::RestartRebuildsTheFold => "D1 a restart rebuilds the fold",
         Rule::DeadlineForEveryWait => "T1 a deadline for every wait",
+        Rule::ArchHasATree => "A1 a release runs where it has a tree",
     }
 }
 
@@ -214,6 +215,11 @@ pub fn properties(model: &FleetModel) -> Vec<Property<FleetModel>> {
         // restart (what the re-armed deadlines cover).
         Property::<FleetModel>::always(property_name(Rule::DeadlineForEveryWait), |_, w| {
             holds(w, Rule::DeadlineForEveryWait)
+        }),
+        // Only a configuration with `arches` declares platforms and starts
+        // per-architecture releases.
+        Property::<FleetModel>::always(property_name(Rule::ArchHasATree), |_, w| {
+            holds(w, Rule::ArchHasATree)
         }),
         Property::<FleetModel>::sometimes("rollout completes", |_, w| {
             w.controller()

@@ -521,6 +521,8 @@ fn quick_real_rules_pass_with_a_roster_and_a_retirement() {
 const PINNED_ROSTER_UNIQUE_STATES: usize = 14_980;
 /// `quick_real_rules_pass_with_an_identity_conflict`'s space.
 const PINNED_IDENTITY_CONFLICT_UNIQUE_STATES: usize = 10_612;
+/// `quick_real_rules_pass_with_a_mixed_fleet`'s space.
+const PINNED_MIXED_FLEET_UNIQUE_STATES: usize = 5_402;
 
 /// The R1 mutant is caught with the shortest story: the canary is
 /// granted, and the operator retires it while its op holds the slot.
@@ -812,4 +814,29 @@ fn quick_real_rules_pass_with_an_identity_conflict() {
         "{summary}"
     );
     assert_eq!(report.unique_states, PINNED_IDENTITY_CONFLICT_UNIQUE_STATES);
+}
+
+/// (issue #24 item 5) A mixed fleet: the canary runs on aarch64, the
+/// follower on x86_64. A release with a tree for each rolls out; one built
+/// for x86_64 only is refused before anything is granted, and A1 holds
+/// under a lost message or a wrong answer. The count is pinned.
+#[test]
+fn quick_real_rules_pass_with_a_mixed_fleet() {
+    let cfg = CheckConfig {
+        followers: 1,
+        arches: true,
+        faults: Faults::parse("loss,wrong-answer").expect("known faults"),
+        ..CheckConfig::default()
+    };
+    let report = assert_clean(&cfg);
+    let summary = simulations::run::summary(&report);
+    assert!(
+        summary.contains("PASS       always    A1 a release runs where it has a tree"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("FOUND      sometimes rollout completes"),
+        "{summary}"
+    );
+    assert_eq!(report.unique_states, PINNED_MIXED_FLEET_UNIQUE_STATES);
 }

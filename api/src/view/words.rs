@@ -182,12 +182,13 @@ pub fn event_kind(event: &Event) -> &'static str {
         Event::RolloutFollowersAdded { .. } => "rollout-followers-added",
         Event::ForgottenOpIgnored { .. } => "forgotten-op-ignored",
         Event::NodePlatform { .. } => "node-platform",
+        Event::RolloutArchesSet { .. } => "rollout-arches-set",
     }
 }
 
 /// Every event kind word, in the model's variant order (what a webhook's
 /// `events` list may name).
-pub const EVENT_KINDS: [&str; 33] = [
+pub const EVENT_KINDS: [&str; 34] = [
     "rollout-started",
     "rollout-superseded",
     "rollout-paused",
@@ -221,6 +222,7 @@ pub const EVENT_KINDS: [&str; 33] = [
     "rollout-followers-added",
     "forgotten-op-ignored",
     "node-platform",
+    "rollout-arches-set",
 ];
 
 #[cfg(test)]

@@ -95,6 +95,7 @@ fn event_variant(e: &Event) -> &'static str {
         Event::RolloutFollowersAdded { .. } => "RolloutFollowersAdded",
         Event::ForgottenOpIgnored { .. } => "ForgottenOpIgnored",
         Event::NodePlatform { .. } => "NodePlatform",
+        Event::RolloutArchesSet { .. } => "RolloutArchesSet",
     }
 }
 
@@ -233,6 +234,13 @@ fn events() -> Vec<Event> {
         Event::NodePlatform {
             node: NODE,
             platform: platform(),
+        },
+        Event::RolloutArchesSet {
+            rollout: R,
+            arches: model::platform::ArchSet::of([
+                model::platform::Arch::Aarch64,
+                model::platform::Arch::X86_64,
+            ]),
         },
     ]
 }

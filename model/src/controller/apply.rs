@@ -118,7 +118,8 @@ pub fn referents_exist(state: &ControllerState, event: &Event) -> Result<(), Mis
         | Event::RolloutApproved { rollout }
         | Event::RolloutCompleted { rollout }
         | Event::RolloutEnded { rollout, .. }
-        | Event::RolloutPolicySet { rollout, .. } => rollout_exists(rollout),
+        | Event::RolloutPolicySet { rollout, .. }
+        | Event::RolloutArchesSet { rollout, .. } => rollout_exists(rollout),
         Event::RolloutFollowersAdded { rollout, followers } => {
             plan_open(state, *rollout, followers.len())
         }
@@ -215,6 +216,7 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
                 settled_not_passed: 0,
                 archived: false,
                 forgotten: false,
+                arches: crate::platform::ReleaseArches::Any,
                 policy: Default::default(),
                 failed: 0,
                 unknown: 0,
@@ -246,6 +248,9 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
         }
         Event::RolloutPolicySet { rollout, policy } => {
             rollout_mut(state, *rollout).policy = Arc::new(policy.clone());
+        }
+        Event::RolloutArchesSet { rollout, arches } => {
+            rollout_mut(state, *rollout).arches = crate::platform::ReleaseArches::Only(*arches);
         }
         Event::RolloutFollowersAdded { rollout, followers } => {
             let r = rollout_mut(state, *rollout);

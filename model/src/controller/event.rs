@@ -221,6 +221,15 @@ pub enum Event {
         node: NodeId,
         platform: Platform,
     },
+    /// The architectures the rollout's release has trees for (issue #24
+    /// item 5), recorded right after its `RolloutStarted` (and policy) in
+    /// the same batch when the release is not architecture-independent:
+    /// no op of the rollout is granted to a node the set does not admit.
+    /// Appended last.
+    RolloutArchesSet {
+        rollout: RolloutId,
+        arches: crate::platform::ArchSet,
+    },
 }
 
 impl fmt::Display for Event {
@@ -409,6 +418,9 @@ impl fmt::Display for Event {
             ),
             Event::NodePlatform { node, platform } => {
                 write!(f, "{node} runs on {platform}")
+            }
+            Event::RolloutArchesSet { rollout, arches } => {
+                write!(f, "rollout {rollout}'s release has trees for {arches} only")
             }
         }
     }

@@ -43,7 +43,10 @@ pub const SNAPSHOT_MAGIC: [u8; 8] = *b"FWCSTATE";
 /// - 4: a node's platform (`NodeRecord::platform`, issue #24 item 5): a
 ///   version-3 state has no field for it; a start that finds one folds
 ///   from an older snapshot or from genesis and writes a version-4 one.
-pub const SNAPSHOT_FORMAT_VERSION: u16 = 4;
+/// - 5: a rollout's architectures (`Rollout::arches`, issue #24 item 5):
+///   a version-4 state would decode without them and grant a node the
+///   release has no tree for.
+pub const SNAPSHOT_FORMAT_VERSION: u16 = 5;
 
 /// Bytes before the bincode body: magic and version.
 pub const SNAPSHOT_HEADER_BYTES: usize = SNAPSHOT_MAGIC.len() + 2;

@@ -88,6 +88,10 @@ pub struct Rollout {
     /// its ops still hot (each its node's latest). Its counts stay.
     #[serde(default)]
     pub forgotten: bool,
+    /// The architectures its release has trees for (`RolloutArchesSet`);
+    /// `Any` for an architecture-independent release.
+    #[serde(default)]
+    pub arches: crate::platform::ReleaseArches,
 }
 
 impl Rollout {

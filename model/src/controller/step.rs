@@ -486,6 +486,9 @@ fn start(
             policy: policy.clone(),
         });
     }
+    if let ReleaseArches::Only(arches) = arches {
+        events.push(Event::RolloutArchesSet { rollout, arches });
+    }
     Ok(events)
 }
 
@@ -1048,6 +1051,12 @@ fn grant(
     // waits for an operator.
     // R1: nothing is granted to a retired node either.
     if record.live_op.is_some() || state.is_quarantined(node) || state.roster.is_retired(node) {
+        return None;
+    }
+    // A1: nothing is granted to a node the release has no tree for (its
+    // architecture changed since the start checked it); the rollout waits,
+    // as for a retired node.
+    if !r.arches.admits(record.platform.map(|p| p.arch)) {
         return None;
     }
     // A drifted node's baseline is what was observed there, never the old

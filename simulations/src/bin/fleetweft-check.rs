@@ -64,6 +64,10 @@ struct Args {
     /// one of them (R1).
     #[arg(long)]
     roster: bool,
+    /// A mixed fleet: the canary runs on aarch64, the followers on x86_64;
+    /// releases carry per-architecture trees (A1).
+    #[arg(long)]
+    arches: bool,
     /// Start the first rollout in waves under a failure budget of 0.
     #[arg(long)]
     waves: bool,
@@ -272,6 +276,7 @@ fn config(args: &Args) -> Result<CheckConfig, String> {
     cfg.rollback |= args.rollback;
     cfg.proofs |= args.proofs;
     cfg.roster |= args.roster;
+    cfg.arches |= args.arches;
     cfg.waves |= args.waves;
     if let Some(size) = args.wave_size {
         if size == 0 || size > FOLLOWERS_MAX {
