@@ -48,7 +48,7 @@ mod roster_rules;
 mod runtime_rules;
 mod scoped;
 mod state_rules;
-mod words;
+pub mod words;
 
 #[cfg(test)]
 mod testkit;
