@@ -455,13 +455,13 @@ impl OpState {
     pub fn as_str(self) -> &'static str {
         match self {
             OpState::Unknown => "unknown",
-            OpState::Granted => "granted",
-            OpState::Decided => "decided",
-            OpState::Restoring => "restoring",
-            OpState::Verified => "verified",
-            OpState::RolledBack => "rolled-back",
-            OpState::NotApplied => "not-applied",
-            OpState::Resolved => "resolved",
+            OpState::Granted => words::op_phase(OpPhase::Granted),
+            OpState::Decided => words::op_phase(OpPhase::Decided),
+            OpState::Restoring => words::op_phase(OpPhase::Restoring),
+            OpState::Verified => words::outcome_kind(Outcome::Verified),
+            OpState::RolledBack => words::outcome_kind(Outcome::RolledBack),
+            OpState::NotApplied => words::outcome_kind(Outcome::NotApplied),
+            OpState::Resolved => words::RESOLVED,
         }
     }
 
@@ -629,8 +629,8 @@ fn hex(d: Digest) -> String {
 /// `paused`, `waiting-approval` or `active`.
 pub fn rollout_status_word(s: &ControllerState, r: &Rollout) -> &'static str {
     match (r.status, r.paused) {
-        (RolloutStatus::Active, Some(_)) => "paused",
-        (RolloutStatus::Active, None) if s.awaiting_approval(r.id) => "waiting-approval",
+        (RolloutStatus::Active, Some(_)) => words::PAUSED,
+        (RolloutStatus::Active, None) if s.awaiting_approval(r.id) => words::WAITING_APPROVAL,
         (status, _) => words::rollout_status(status),
     }
 }
@@ -1394,7 +1394,7 @@ mod tests {
         snap.ahead_of_log.insert(NodeId(7), Generation(9));
         let report = handover_report(&snap);
         let phases: Vec<&str> = report.iter().map(|u| u.phase.as_str()).collect();
-        for kind in ["drifted", "quarantined", "paused by operator"] {
+        for kind in ["drifted", "quarantined", "paused (operator)"] {
             assert!(
                 phases.iter().any(|p| p.starts_with(kind)),
                 "{kind}: {phases:?}"

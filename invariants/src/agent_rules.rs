@@ -382,7 +382,7 @@ mod tests {
         );
         assert_eq!(
             v.detail,
-            "node-a switched to the new release for op0 after the controller settled it resolved by an operator (baseline)"
+            "node-a switched to the new release for op0 after the controller settled it resolved (confirm-baseline)"
         );
         // Abandoned: the operator declared the serving state unknown.
         let mut abandoned = w.clone();

@@ -75,7 +75,7 @@ pub fn s3_evidence_releases_slot(before: &ControllerState, event: &Event) -> Res
                 return broken(
                     Rule::S3,
                     format!(
-                        "{op} settled verified but none of its {} recorded observations shows {} serving",
+                        "{op} settled {what} but none of its {} recorded observations shows {} serving",
                         o.evidence.len(),
                         o.release
                     ),
@@ -86,14 +86,14 @@ pub fn s3_evidence_releases_slot(before: &ControllerState, event: &Event) -> Res
             let Some(baseline) = o.baseline else {
                 return broken(
                     Rule::S3,
-                    format!("{op} settled not applied but it has no baseline to prove"),
+                    format!("{op} settled {what} but it has no baseline to prove"),
                 );
             };
             if !proves(baseline) {
                 return broken(
                     Rule::S3,
                     format!(
-                        "{op} settled not applied but none of its {} recorded observations shows the baseline {baseline} serving",
+                        "{op} settled {what} but none of its {} recorded observations shows the baseline {baseline} serving",
                         o.evidence.len()
                     ),
                 );
@@ -102,7 +102,7 @@ pub fn s3_evidence_releases_slot(before: &ControllerState, event: &Event) -> Res
                 return broken(
                     Rule::S3,
                     format!(
-                        "{op} settled not applied although {} was told to commit {}",
+                        "{op} settled {what} although {} was told to commit {}",
                         o.node, o.release
                     ),
                 );
@@ -112,13 +112,13 @@ pub fn s3_evidence_releases_slot(before: &ControllerState, event: &Event) -> Res
             if o.baseline.is_none() {
                 return broken(
                     Rule::S3,
-                    format!("{op} settled rolled back but it has no baseline to restore"),
+                    format!("{op} settled {what} but it has no baseline to restore"),
                 );
             }
             if o.evidence.is_empty() {
                 return broken(
                     Rule::S3,
-                    format!("{op} settled rolled back with no recorded evidence at all"),
+                    format!("{op} settled {what} with no recorded evidence at all"),
                 );
             }
         }
@@ -130,7 +130,7 @@ pub fn s3_evidence_releases_slot(before: &ControllerState, event: &Event) -> Res
             else {
                 return broken(
                     Rule::S3,
-                    format!("{op} {what} without an operator observation recorded with it"),
+                    format!("{op} settled {what} without an operator observation recorded with it"),
                 );
             };
             let shown = last.observation;
@@ -147,7 +147,7 @@ pub fn s3_evidence_releases_slot(before: &ControllerState, event: &Event) -> Res
                 return broken(
                     Rule::S3,
                     format!(
-                        "{op} {what} but the operator's observation ({shown}) does not show {claimed} serving"
+                        "{op} settled {what} but the operator's observation ({shown}) does not show {claimed} serving"
                     ),
                 );
             }
@@ -482,7 +482,8 @@ pub fn s9_restore_needs_proof(before: &ControllerState, event: &Event) -> Result
         return broken(
             Rule::S9,
             format!(
-                "{op} recorded rolled back but no restore was requested (op is {})",
+                "{op} settled {} but no restore was requested (op is {})",
+                words::outcome(Outcome::RolledBack),
                 words::phase(o.phase)
             ),
         );
@@ -500,7 +501,8 @@ pub fn s9_restore_needs_proof(before: &ControllerState, event: &Event) -> Result
         return broken(
             Rule::S9,
             format!(
-                "{op} recorded rolled back without a probe after the restore showing the baseline {} serving (latest observation: {last})",
+                "{op} settled {} without a probe after the restore showing the baseline {} serving (latest observation: {last})",
+                words::outcome(Outcome::RolledBack),
                 words::release(o.baseline)
             ),
         );
@@ -713,7 +715,7 @@ mod tests {
         );
         assert_eq!(
             v.detail,
-            "op0 settled not applied but none of its 0 recorded observations shows the baseline v1 serving"
+            "op0 settled not-applied but none of its 0 recorded observations shows the baseline v1 serving"
         );
         rejected(
             s3_evidence_releases_slot(&w.state, &settle(0, Outcome::Verified)),
@@ -787,7 +789,7 @@ mod tests {
         );
         assert_eq!(
             v.detail,
-            "op0 abandoned by an operator without an operator observation recorded with it"
+            "op0 settled resolved (abandon) without an operator observation recorded with it"
         );
     }
 
@@ -920,7 +922,7 @@ mod tests {
         );
         assert_eq!(
             v.detail,
-            "op3 granted in rollout r0 while it is paused by an operator"
+            "op3 granted in rollout r0 while it is paused (operator)"
         );
     }
 
@@ -1184,7 +1186,7 @@ mod tests {
         );
         assert_eq!(
             v.detail,
-            "op0 recorded rolled back but no restore was requested (op is decided)"
+            "op0 settled rolled-back but no restore was requested (op is decided)"
         );
     }
 
@@ -1254,7 +1256,7 @@ mod tests {
         );
         assert_eq!(
             v.detail,
-            "op0 settled rolled back with no recorded evidence at all"
+            "op0 settled rolled-back with no recorded evidence at all"
         );
         // With a failing restore probe recorded it is S9.
         w.event(Event::ReportRecorded {

@@ -296,7 +296,7 @@ mod tests {
         assert_eq!(err.violation.rule, Rule::S3);
         assert!(
             err.to_string().starts_with(&format!(
-                "event #{}: S3 evidence releases a slot: op0 settled not applied",
+                "event #{}: S3 evidence releases a slot: op0 settled not-applied",
                 err.index
             )),
             "{err}"

@@ -50,7 +50,7 @@ mod roster_rules;
 mod runtime_rules;
 mod scoped;
 mod state_rules;
-mod words;
+pub mod words;
 
 #[cfg(test)]
 mod testkit;

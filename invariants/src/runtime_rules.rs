@@ -491,7 +491,7 @@ mod tests {
         );
         assert_eq!(
             v.detail,
-            "op0 is resolved by an operator (baseline) but no operator resolved it"
+            "op0 is resolved (confirm-baseline) but no operator resolved it"
         );
     }
 

@@ -1,60 +1,46 @@
-//! Domain words for violation details. The `Debug` names of model types read
-//! like code; violations are read by operators and design reviewers.
+//! The words of violation details. The `Debug` names of model types read
+//! like code; violations are read by operators and design reviewers, in the
+//! same words as the API, the CLI and the event text: every word comes from
+//! [`model::words`] (issue #22 item 4), and this module only picks the form
+//! a violation message takes (a settled phase says its outcome, a pause its
+//! reason). Public so the API's test can hold the surfaces together.
 
-use model::controller::{OpPhase, Outcome, PauseReason, Resolution, RolloutStatus};
+use model::controller::{OpPhase, Outcome, PauseReason, RolloutStatus};
+use model::words;
 use model::{Decision, Digest};
+use std::borrow::Cow;
 
-pub(crate) fn outcome(o: Outcome) -> &'static str {
-    match o {
-        Outcome::Verified => "verified",
-        Outcome::RolledBack => "rolled back",
-        Outcome::NotApplied => "not applied",
-        Outcome::Resolved(Resolution::ConfirmNew) => "resolved by an operator (new release)",
-        Outcome::Resolved(Resolution::ConfirmBaseline) => "resolved by an operator (baseline)",
-        Outcome::Resolved(Resolution::Abandon) => "abandoned by an operator",
-    }
+/// How an op settled: `rolled-back`, `resolved (abandon)`, ...
+pub fn outcome(o: Outcome) -> Cow<'static, str> {
+    words::outcome(o)
 }
 
-pub(crate) fn phase(p: OpPhase) -> String {
-    match p {
-        OpPhase::Granted => "granted".to_string(),
-        OpPhase::Decided => "decided".to_string(),
-        OpPhase::Restoring => "restoring".to_string(),
-        OpPhase::Settled(o) => format!("settled {}", outcome(o)),
-    }
+/// An op's phase, with its outcome when settled: `settled (verified)`.
+pub fn phase(p: OpPhase) -> String {
+    words::op_phase_with_outcome(p)
 }
 
-pub(crate) fn decision(d: Decision) -> &'static str {
-    match d {
-        Decision::Commit => "commit",
-        Decision::Abort => "abort",
-    }
+/// A commit decision: `commit`, `abort`.
+pub fn decision(d: Decision) -> &'static str {
+    words::decision(d)
 }
 
-pub(crate) fn stored_decision(d: Option<Decision>) -> &'static str {
-    d.map_or("none", decision)
+/// A stored decision, if any: `commit`, `abort`, `none`.
+pub fn stored_decision(d: Option<Decision>) -> &'static str {
+    words::stored_decision(d)
 }
 
-pub(crate) fn status(s: RolloutStatus) -> &'static str {
-    match s {
-        RolloutStatus::Active => "active",
-        RolloutStatus::Superseded => "superseded",
-        RolloutStatus::Completed => "completed",
-        RolloutStatus::Ended => "ended",
-    }
+/// A rollout's recorded status: `active`, `superseded`, ...
+pub fn status(s: RolloutStatus) -> &'static str {
+    words::rollout_status(s)
 }
 
-pub(crate) fn pause(p: PauseReason) -> String {
-    match p {
-        PauseReason::Operator => "paused by an operator".to_string(),
-        PauseReason::ProbeFailed { op } => format!("paused because the probe of {op} failed"),
-        PauseReason::FailureBudget { op } => {
-            format!("paused because {op} failed over the failure budget")
-        }
-        PauseReason::UnknownBudget => "paused because too many ops are UNKNOWN".to_string(),
-    }
+/// A pause with its reason: `paused (operator)`, ...
+pub fn pause(p: PauseReason) -> String {
+    words::paused(p)
 }
 
-pub(crate) fn release(r: Option<Digest>) -> String {
-    r.map_or_else(|| "nothing".to_string(), |d| d.to_string())
+/// A release, if any: its digest, or `nothing`.
+pub fn release(r: Option<Digest>) -> String {
+    words::release(r)
 }

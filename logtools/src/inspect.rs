@@ -586,9 +586,7 @@ pub(crate) fn summarize(report: &VerifyReport, state: &ControllerState) -> LogSu
                 (RolloutStatus::Ended, _) => {
                     format!("{word} (nothing more can happen; not every node passed)")
                 }
-                (RolloutStatus::Active, Some(reason)) => {
-                    format!("{word} ({})", words::pause_reason(reason))
-                }
+                (RolloutStatus::Active, Some(reason)) => words::paused(reason),
                 _ => word.to_string(),
             };
             RolloutSummary {
@@ -607,9 +605,7 @@ pub(crate) fn summarize(report: &VerifyReport, state: &ControllerState) -> LogSu
             op: op.id.to_string(),
             node: op.node.to_string(),
             phase: words::op_phase(op.phase).to_string(),
-            unknown: op
-                .unknown
-                .map(|u| words::unknown_reason_sentence(u).to_string()),
+            unknown: op.unknown.map(words::unknown_reason_sentence),
         })
         .collect();
     LogSummary {

@@ -106,11 +106,7 @@ impl RouteObservation {
 
 impl fmt::Display for RouteObservation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let verdict = match self.verdict {
-            ProbeVerdict::Pass => "pass",
-            ProbeVerdict::WrongAnswer => "wrong answer",
-            ProbeVerdict::Unreachable => "unreachable",
-        };
+        let verdict = crate::words::verdict(self.verdict);
         match self.identity {
             Some(id) => write!(f, "{verdict} from {id}"),
             None => write!(f, "{verdict}, no identity"),

@@ -15,6 +15,8 @@
 //! - [`chunks`]: a release fetched in content chunks (issue #23): the set
 //!   of chunks verified and what a re-verification from disk read, which
 //!   the table decides on (resume the fetch from verified chunks).
+//! - [`words`]: the one wording of every enum above an operator reads
+//!   (the API, the CLI, the event text, the invariants' messages).
 //!
 //! The rules S1–S11 of SPEC §2 are decided here and nowhere else; the crate
 //! `invariants` checks them, the crate `simulations` explores them.
@@ -29,6 +31,7 @@ pub mod msg;
 pub mod plan;
 pub mod platform;
 pub mod recovery;
+pub mod words;
 
 pub use evidence::{ArtifactRead, ProbeVerdict, RouteObservation};
 pub use ids::{Digest, Generation, NodeId, OpId, RolloutId};

@@ -84,11 +84,10 @@ pub enum ReportKind {
 
 impl fmt::Display for ReportKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let word = crate::words::report_kind(*self);
         match self {
-            ReportKind::Switched => f.write_str("Switched"),
-            ReportKind::Restored => f.write_str("Restored"),
-            ReportKind::NotApplied => f.write_str("NotApplied"),
-            ReportKind::Refused(reason) => write!(f, "Refused: {reason}"),
+            ReportKind::Refused(reason) => write!(f, "{word}: {reason}"),
+            _ => f.write_str(word),
         }
     }
 }

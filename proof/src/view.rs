@@ -305,14 +305,10 @@ impl View {
             RouteJudgement::Non2xx => (Some(false), Some(R::ProbeNon2xx)),
             RouteJudgement::Unreachable => (None, Some(R::ProbeUnreachable)),
         };
-        let word = match self.obs.verdict {
-            ProbeVerdict::Pass => "pass",
-            ProbeVerdict::WrongAnswer => "wrong answer",
-            ProbeVerdict::Unreachable => "unreachable",
-        };
+        let word = model::words::verdict(self.obs.verdict);
         self.route_item(
             "health probe",
-            Some("pass".into()),
+            Some(model::words::verdict(ProbeVerdict::Pass).into()),
             Some(word.into()),
             ok,
             reason,

@@ -280,7 +280,7 @@ mod tests {
             text.contains("every state reachable from here explored"),
             "{text}"
         );
-        assert!(text.contains("paused (by an operator)"), "{text}");
+        assert!(text.contains("paused (operator)"), "{text}");
         // A fixed depth short of the space says so.
         let short = explore(
             &lost_reply(),

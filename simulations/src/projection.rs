@@ -61,6 +61,7 @@ use model::controller::{
     Resolution, Rollout, RolloutStatus,
 };
 use model::plan::Policy;
+use model::words;
 use model::{Digest, NodeId, OpId, Plan, RolloutId, ToAgent};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -165,9 +166,8 @@ impl Projection {
         let mut lines = Vec::new();
         if let Some(r) = ctrl.rollouts.front() {
             let status = match (r.status, r.paused) {
-                (_, Some(reason)) => format!("paused ({})", pause_words(reason)),
-                (RolloutStatus::Active, None) => "active".to_string(),
-                (other, None) => format!("{other:?}").to_lowercase(),
+                (_, Some(reason)) => words::paused(reason),
+                (other, None) => words::rollout_status(other).to_string(),
             };
             lines.push(format!(
                 "rollout {} (projected as r0) of {} at {}: {status}, slots {} (projected), {} failed, {} UNKNOWN",
@@ -181,15 +181,6 @@ impl Projection {
             lines.push(format!("  not projected: {note}"));
         }
         lines
-    }
-}
-
-fn pause_words(reason: PauseReason) -> String {
-    match reason {
-        PauseReason::Operator => "by an operator".to_string(),
-        PauseReason::ProbeFailed { op } => format!("a probe of {op} failed"),
-        PauseReason::FailureBudget { op } => format!("failure budget spent at {op}"),
-        PauseReason::UnknownBudget => "UNKNOWN budget spent".to_string(),
     }
 }
 
@@ -340,7 +331,11 @@ pub fn project(
             .rollouts
             .back()
             .map_or("no rollout at all".to_string(), |r| {
-                format!("the latest rollout, {}, is {:?}", r.id, r.status).to_lowercase()
+                format!(
+                    "the latest rollout, {}, is {}",
+                    r.id,
+                    words::rollout_status(r.status)
+                )
             });
         ProjectionError::NothingLive(last)
     })?;
@@ -813,31 +808,28 @@ fn describe_nodes(
 
 fn op_words(o: &Op) -> String {
     let phase = match (o.phase, o.decision) {
-        (OpPhase::Granted, _) => "granted, no decision".to_string(),
-        (OpPhase::Decided, Some(d)) => format!("decided {d:?}").to_lowercase(),
-        (OpPhase::Decided, None) => "decided".to_string(),
-        (OpPhase::Restoring, _) => "restoring the baseline".to_string(),
-        (OpPhase::Settled(outcome), _) => format!("settled {outcome:?}").to_lowercase(),
+        (OpPhase::Granted, _) => format!("{}, no decision", words::op_phase(o.phase)),
+        (OpPhase::Decided, _) => words::op_phase_with_decision(o.phase, o.decision),
+        (OpPhase::Restoring, _) => format!("{} the baseline", words::op_phase(o.phase)),
+        (OpPhase::Settled(_), _) => words::op_phase_with_outcome(o.phase),
     };
     match o.unknown {
-        Some(reason) => format!("{phase}, UNKNOWN ({reason:?})").replace("(Silence)", "(silence)"),
+        Some(reason) => format!("{phase}, UNKNOWN ({})", words::unknown_reason(reason)),
         None => phase,
     }
 }
 
 fn agent_words(agent: &AgentState) -> String {
-    let serving = agent
-        .serving
-        .map_or("nothing".to_string(), |d| d.to_string());
+    let serving = words::release(agent.serving);
     let Some(op) = agent.op else {
         return format!("serves {serving}, no op");
     };
     let stage = match op.stage {
         AgentStage::AwaitingDecision => "staged, awaiting the decision".to_string(),
         AgentStage::Staging(_) => "staging".to_string(),
-        AgentStage::Probing(kind) => format!("probing after {kind:?}").to_lowercase(),
+        AgentStage::Probing(kind) => format!("probing after {kind}"),
         AgentStage::Reporting(kind, seen) => {
-            format!("reporting {kind:?} ({:?})", seen.verdict).to_lowercase()
+            format!("reporting {kind} ({})", words::verdict(seen.verdict))
         }
     };
     format!("serves {serving}, {} {stage}", op.id)
@@ -942,7 +934,7 @@ mod tests {
         assert_eq!(p.world.ghost.were_unknown, 1);
         invariants::check_state(ctrl).unwrap();
         let told = p.describe().join("\n");
-        assert!(told.contains("paused (by an operator)"), "{told}");
+        assert!(told.contains("paused (operator)"), "{told}");
         assert!(told.contains("UNKNOWN"), "{told}");
     }
 

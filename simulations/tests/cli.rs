@@ -169,8 +169,8 @@ fn from_log_explores_a_real_log_and_names_what_it_breaks() {
     let (code, stdout, stderr) = check(&["--from-log", &data, "--faults", "loss", "--depth", "8"]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(stdout.contains("projected start:"), "{stdout}");
-    assert!(stdout.contains("paused (by an operator)"), "{stdout}");
-    assert!(stdout.contains("decided commit"), "{stdout}");
+    assert!(stdout.contains("paused (operator)"), "{stdout}");
+    assert!(stdout.contains("decided (commit)"), "{stdout}");
     assert!(stdout.contains("no violation within depth 8"), "{stdout}");
     // A mutant that decides again on the retried commit request is caught
     // from here, with the shortest path from the projected start.

@@ -33,8 +33,8 @@ pub struct Unresolved {
     /// The generation the op (or rollout) carries.
     pub generation: u64,
     /// Where it stands: `granted`, `decided (commit)`, `decided (abort)`,
-    /// `restoring`, `waiting for approval`, `paused by operator`,
-    /// `paused after a failed probe of opN`.
+    /// `restoring`, `waiting for approval`, `paused (operator)`,
+    /// `paused (probe of opN failed)` (`model::words::paused`).
     pub phase: String,
     /// Why the op is UNKNOWN: `silence`, `restore-unproven`, `contradictory`.
     pub unknown_reason: Option<String>,
@@ -252,16 +252,7 @@ fn rollout_entry(
     let gate = state.awaiting_approval(r.id);
     let phase = match (gate, r.paused) {
         (true, _) => "waiting for approval".to_string(),
-        (false, Some(PauseReason::Operator)) => "paused by operator".to_string(),
-        (false, Some(PauseReason::ProbeFailed { op })) => {
-            format!("paused after a failed probe of {op}")
-        }
-        (false, Some(PauseReason::FailureBudget { op })) => {
-            format!("paused: {op} failed over the failure budget")
-        }
-        (false, Some(PauseReason::UnknownBudget)) => {
-            "paused: as many ops UNKNOWN as the budget allows".to_string()
-        }
+        (false, Some(reason)) => words::paused(reason),
         (false, None) => return None,
     };
     let (missing, first) = rollout_next_step(state, r);
@@ -1359,7 +1350,7 @@ mod tests {
         assert_eq!(restore_lines, 1, "{:?}", u.missing_evidence);
         assert_eq!(
             u.last_serving_result.as_deref(),
-            Some("wrong answer from v2")
+            Some("wrong-answer from v2")
         );
 
         let aborting = S::new()
@@ -1402,7 +1393,7 @@ mod tests {
             rollout: RolloutId(0),
         });
         let list = unresolved(&s.0, &name, &s.1);
-        assert_eq!(list[0].phase, "paused by operator");
+        assert_eq!(list[0].phase, "paused (operator)");
     }
 
     /// Paused by an operator, then its UNKNOWN budget filled: the model
@@ -1430,7 +1421,7 @@ mod tests {
             });
         let list = unresolved(&s.0, &name, &s.1);
         let entry = list.iter().find(|u| u.op == "-").expect("the rollout");
-        assert_eq!(entry.phase, "paused by operator");
+        assert_eq!(entry.phase, "paused (operator)");
         assert_eq!(entry.options[0], "resolve the UNKNOWN ops, then resume r0");
         assert_eq!(
             entry.missing_evidence,
@@ -1450,7 +1441,7 @@ mod tests {
             .settle(0, Outcome::RolledBack);
         let list = unresolved(&s.0, &name, &s.1);
         assert_eq!(list.len(), 1);
-        assert_eq!(list[0].phase, "paused after a failed probe of op0");
+        assert_eq!(list[0].phase, "paused (probe of op0 failed)");
         // Dates from the pause, not from the later settlement.
         let paused_at = s.1.waiting[&RolloutId(0)];
         assert_eq!(list[0].since_sequence, Some(paused_at));

@@ -1,235 +1,22 @@
-//! The one wording of every model enum an operator reads: the API's DTOs,
-//! the CLI, the dashboard, `/metrics`, the proofs and `fleetweft log show`
-//! all take their words from here, so "silence" is never also "Silence".
-//!
-//! Every function matches its enum without a wildcard: a new variant does
-//! not compile until it has its words here. Words are kebab-case (what the
-//! API filters on and the JSON carries); a sentence, where a surface needs
-//! one, is next to its word. Who made an observation is worded by
+//! The API's view of the one wording (issue #22 item 4): every word of a
+//! model enum lives in [`model::words`], shared with the event text and the
+//! invariants' messages; the API's DTOs, the CLI, the dashboard,
+//! `/metrics`, the proofs and `fleetweft log show` take them from here, so
+//! "silence" is never also "Silence". Who made an observation is worded by
 //! `proof::Origin` (the proof crate's own enum), which the DTOs use.
+//!
+//! The test below holds the surfaces together: for every variant of every
+//! enum, the API's word is the word inside the event text and inside the
+//! invariants' messages.
 
-use model::controller::{
-    Event, OpPhase, Outcome, PauseReason, Resolution, RolloutStatus, UnknownReason,
-};
-use model::{Decision, ProbeVerdict};
-use std::borrow::Cow;
-
-/// The phase word of a settled op (an archived op has no `OpPhase`).
-pub const SETTLED: &str = "settled";
-
-/// An op's phase: `granted`, `decided`, `restoring`, `settled`.
-pub fn op_phase(phase: OpPhase) -> &'static str {
-    match phase {
-        OpPhase::Granted => "granted",
-        OpPhase::Decided => "decided",
-        OpPhase::Restoring => "restoring",
-        OpPhase::Settled(_) => SETTLED,
-    }
-}
-
-/// An op's phase with its stored decision when decided, as the handover
-/// report says it: `decided (commit)`, `decided (abort)`.
-pub fn op_phase_with_decision(phase: OpPhase, decision: Option<Decision>) -> String {
-    match (phase, decision) {
-        (OpPhase::Decided, Some(d)) => format!("decided ({})", self::decision(d)),
-        // A decided op always has its decision; say commit as the core does.
-        (OpPhase::Decided, None) => "decided (commit)".to_string(),
-        (p, _) => op_phase(p).to_string(),
-    }
-}
-
-/// How an op settled: `verified`, `rolled-back`, `not-applied`, or
-/// `resolved (confirm-new)` and so on for an operator's resolution.
-pub fn outcome(outcome: Outcome) -> Cow<'static, str> {
-    match outcome {
-        Outcome::Verified => Cow::Borrowed("verified"),
-        Outcome::RolledBack => Cow::Borrowed("rolled-back"),
-        Outcome::NotApplied => Cow::Borrowed("not-applied"),
-        Outcome::Resolved(r) => Cow::Owned(format!("resolved ({})", resolution(r))),
-    }
-}
-
-/// An operator's resolution: `confirm-new`, `confirm-baseline`, `abandon`
-/// (the words `POST /api/ops/{op}/resolve` takes).
-pub fn resolution(resolution: Resolution) -> &'static str {
-    match resolution {
-        Resolution::ConfirmNew => "confirm-new",
-        Resolution::ConfirmBaseline => "confirm-baseline",
-        Resolution::Abandon => "abandon",
-    }
-}
-
-/// Every resolution, in the order the words are listed.
-pub const RESOLUTIONS: [Resolution; 3] = [
-    Resolution::ConfirmNew,
-    Resolution::ConfirmBaseline,
-    Resolution::Abandon,
-];
-
-/// The resolution named by `word`, if any.
-pub fn parse_resolution(word: &str) -> Option<Resolution> {
-    RESOLUTIONS.into_iter().find(|r| resolution(*r) == word)
-}
-
-/// A stored commit decision: `commit`, `abort`.
-pub fn decision(decision: Decision) -> &'static str {
-    match decision {
-        Decision::Commit => "commit",
-        Decision::Abort => "abort",
-    }
-}
-
-/// Why an op is UNKNOWN: `silence`, `restore-unproven`, `contradictory`.
-pub fn unknown_reason(reason: UnknownReason) -> &'static str {
-    match reason {
-        UnknownReason::Silence => "silence",
-        UnknownReason::RestoreUnproven => "restore-unproven",
-        UnknownReason::Contradictory => "contradictory",
-    }
-}
-
-/// Why an op is UNKNOWN, as a sentence that starts with its word (`log
-/// show`, the CLI).
-pub fn unknown_reason_sentence(reason: UnknownReason) -> &'static str {
-    match reason {
-        UnknownReason::Silence => "silence: no answer within the deadline",
-        UnknownReason::RestoreUnproven => {
-            "restore-unproven: restore reported but not proven by a serving probe"
-        }
-        UnknownReason::Contradictory => "contradictory: a report contradicts the op's phase",
-    }
-}
-
-/// A rollout's recorded status: `active`, `superseded`, `completed`,
-/// `ended`. Operators read [`super::rollout_status_word`], which also says
-/// `paused` and `waiting-approval`.
-pub fn rollout_status(status: RolloutStatus) -> &'static str {
-    match status {
-        RolloutStatus::Active => "active",
-        RolloutStatus::Superseded => "superseded",
-        RolloutStatus::Completed => "completed",
-        RolloutStatus::Ended => "ended",
-    }
-}
-
-/// Why a rollout is paused: `operator`, `probe of op3 failed`, ...
-pub fn pause_reason(reason: PauseReason) -> String {
-    match reason {
-        PauseReason::Operator => "operator".to_string(),
-        PauseReason::ProbeFailed { op } => format!("probe of {op} failed"),
-        PauseReason::FailureBudget { op } => format!("{op} failed over the failure budget"),
-        PauseReason::UnknownBudget => "unknown budget reached".to_string(),
-    }
-}
-
-/// A probe verdict: `pass`, `wrong-answer`, `unreachable` (the words an
-/// operator's observation takes).
-pub fn verdict(verdict: ProbeVerdict) -> &'static str {
-    match verdict {
-        ProbeVerdict::Pass => "pass",
-        ProbeVerdict::WrongAnswer => "wrong-answer",
-        ProbeVerdict::Unreachable => "unreachable",
-    }
-}
-
-/// Every verdict, in the order the words are listed.
-pub const VERDICTS: [ProbeVerdict; 3] = [
-    ProbeVerdict::Pass,
-    ProbeVerdict::WrongAnswer,
-    ProbeVerdict::Unreachable,
-];
-
-/// The verdict named by `word`, if any.
-pub fn parse_verdict(word: &str) -> Option<ProbeVerdict> {
-    VERDICTS.into_iter().find(|v| verdict(*v) == word)
-}
-
-/// An event's kind: the kebab-case of its variant (`rollout-completed`,
-/// `op-granted`, ...). The SSE stream's `event:` field and the words a
-/// webhook's `events` filter takes.
-pub fn event_kind(event: &Event) -> &'static str {
-    match event {
-        Event::RolloutStarted { .. } => "rollout-started",
-        Event::RolloutSuperseded { .. } => "rollout-superseded",
-        Event::RolloutPaused { .. } => "rollout-paused",
-        Event::RolloutResumed { .. } => "rollout-resumed",
-        Event::RolloutApproved { .. } => "rollout-approved",
-        Event::RolloutCompleted { .. } => "rollout-completed",
-        Event::OpGranted { .. } => "op-granted",
-        Event::CommitDecided { .. } => "commit-decided",
-        Event::CommitReplayed { .. } => "commit-replayed",
-        Event::ReportRecorded { .. } => "report-recorded",
-        Event::ProbeRecorded { .. } => "probe-recorded",
-        Event::RestoreRequested { .. } => "restore-requested",
-        Event::OpUnknown { .. } => "op-unknown",
-        Event::OpSettled { .. } => "op-settled",
-        Event::OperatorObserved { .. } => "operator-observed",
-        Event::OpClaimed { .. } => "op-claimed",
-        Event::NodeHello { .. } => "node-hello",
-        Event::LateReportIgnored { .. } => "late-report-ignored",
-        Event::StaleCommandRejected { .. } => "stale-command-rejected",
-        Event::ForeignMessageIgnored { .. } => "foreign-message-ignored",
-        Event::RollBackOrdered { .. } => "roll-back-ordered",
-        Event::NodeObserved { .. } => "node-observed",
-        Event::RolloutEnded { .. } => "rollout-ended",
-        Event::NodeQuarantined { .. } => "node-quarantined",
-        Event::NodeReleased { .. } => "node-released",
-        Event::CertRevoked { .. } => "cert-revoked",
-        Event::NodeEnrolled { .. } => "node-enrolled",
-        Event::NodeLabeled { .. } => "node-labeled",
-        Event::NodeRetired { .. } => "node-retired",
-        Event::RolloutPolicySet { .. } => "rollout-policy-set",
-        Event::RolloutFollowersAdded { .. } => "rollout-followers-added",
-        Event::ForgottenOpIgnored { .. } => "forgotten-op-ignored",
-        Event::NodePlatform { .. } => "node-platform",
-        Event::RolloutArchesSet { .. } => "rollout-arches-set",
-    }
-}
-
-/// Every event kind word, in the model's variant order (what a webhook's
-/// `events` list may name).
-pub const EVENT_KINDS: [&str; 34] = [
-    "rollout-started",
-    "rollout-superseded",
-    "rollout-paused",
-    "rollout-resumed",
-    "rollout-approved",
-    "rollout-completed",
-    "op-granted",
-    "commit-decided",
-    "commit-replayed",
-    "report-recorded",
-    "probe-recorded",
-    "restore-requested",
-    "op-unknown",
-    "op-settled",
-    "operator-observed",
-    "op-claimed",
-    "node-hello",
-    "late-report-ignored",
-    "stale-command-rejected",
-    "foreign-message-ignored",
-    "roll-back-ordered",
-    "node-observed",
-    "rollout-ended",
-    "node-quarantined",
-    "node-released",
-    "cert-revoked",
-    "node-enrolled",
-    "node-labeled",
-    "node-retired",
-    "rollout-policy-set",
-    "rollout-followers-added",
-    "forgotten-op-ignored",
-    "node-platform",
-    "rollout-arches-set",
-];
+pub use model::words::*;
 
 #[cfg(test)]
 mod tests {
     use super::super::{NodeState, OpState};
     use super::*;
-    use model::OpId;
+    use model::controller::{OpPhase, Outcome, PauseReason, RolloutStatus, UnknownReason};
+    use model::{Decision, OpId};
     use std::collections::BTreeSet;
 
     /// Every variant of every enum, rendered through this module: each
@@ -313,6 +100,309 @@ mod tests {
         // one reads `resolved`, its resolution is in `outcome`).
         for o in [Outcome::Verified, Outcome::RolledBack, Outcome::NotApplied] {
             assert_eq!(OpState::of_outcome(o).as_str(), outcome(o));
+        }
+    }
+
+    /// Every variant of each enum, in a list built by an exhaustive match
+    /// (a new variant fails to compile here until it is listed).
+    fn all_outcomes() -> Vec<Outcome> {
+        let outcomes: Vec<Outcome> = [Outcome::Verified, Outcome::RolledBack, Outcome::NotApplied]
+            .into_iter()
+            .chain(RESOLUTIONS.map(Outcome::Resolved))
+            .collect();
+        for o in &outcomes {
+            match o {
+                Outcome::Verified | Outcome::RolledBack | Outcome::NotApplied => {}
+                Outcome::Resolved(_) => {}
+            }
+        }
+        outcomes
+    }
+
+    fn all_pauses() -> [PauseReason; 4] {
+        let op = OpId(3);
+        let all = [
+            PauseReason::Operator,
+            PauseReason::ProbeFailed { op },
+            PauseReason::FailureBudget { op },
+            PauseReason::UnknownBudget,
+        ];
+        for p in all {
+            match p {
+                PauseReason::Operator | PauseReason::UnknownBudget => {}
+                PauseReason::ProbeFailed { .. } | PauseReason::FailureBudget { .. } => {}
+            }
+        }
+        all
+    }
+
+    fn all_report_kinds() -> [model::ReportKind; 4] {
+        use model::ReportKind as K;
+        let all = [
+            K::Switched,
+            K::Restored,
+            K::NotApplied,
+            K::Refused(model::StageRefusal::BundleRejected),
+        ];
+        for k in all {
+            match k {
+                K::Switched | K::Restored | K::NotApplied | K::Refused(_) => {}
+            }
+        }
+        all
+    }
+
+    const DECISIONS: [Decision; 2] = [Decision::Commit, Decision::Abort];
+    const UNKNOWN_REASONS: [UnknownReason; 3] = [
+        UnknownReason::Silence,
+        UnknownReason::RestoreUnproven,
+        UnknownReason::Contradictory,
+    ];
+    const SOURCES: [model::controller::ObservationSource; 3] = [
+        model::controller::ObservationSource::ReadBack,
+        model::controller::ObservationSource::ControllerProbe,
+        model::controller::ObservationSource::Operator,
+    ];
+
+    /// `text` (a surface's rendering of `value`) carries `word`, and not
+    /// the variant's `Debug` name (the code's spelling, which no surface
+    /// shows an operator).
+    fn says(surface: &str, text: &str, word: &str, value: &dyn std::fmt::Debug) {
+        assert!(
+            text.contains(word),
+            "{surface} words {value:?} differently from the API: {text:?} lacks {word:?}"
+        );
+        let code = format!("{value:?}");
+        let name = code.split([' ', '(']).next().unwrap_or(&code);
+        assert!(
+            !text.contains(name),
+            "{surface} words {value:?} by its code name {name:?}: {text:?}"
+        );
+    }
+
+    /// One wording (issue #22 item 4): for every variant of every enum an
+    /// operator reads, the word the API carries (these functions) is the
+    /// word inside the event text (`Event`'s `Display`, what `log show`,
+    /// the API's `text` and the proofs print) and inside the invariants'
+    /// violation messages, both their word functions and real violations
+    /// of S3, S5 and S6. Fails if any surface words a value its own way.
+    #[test]
+    fn every_surface_words_a_value_alike() {
+        use invariants::words as inv;
+        use model::controller::{Event, ObservationSource};
+        use model::{NodeId, RolloutId, RouteObservation};
+        let op = OpId(3);
+        let v2 = model::Digest::repeat(2);
+        for o in all_outcomes() {
+            let w = outcome(o);
+            says(
+                "event text",
+                &Event::OpSettled { op, outcome: o }.to_string(),
+                &w,
+                &o,
+            );
+            assert_eq!(inv::outcome(o), w, "invariants' outcome of {o:?}");
+            says(
+                "invariants' phase",
+                &inv::phase(OpPhase::Settled(o)),
+                &w,
+                &o,
+            );
+            assert!(inv::phase(OpPhase::Settled(o)).starts_with(SETTLED));
+        }
+        for p in [OpPhase::Granted, OpPhase::Decided, OpPhase::Restoring] {
+            assert_eq!(inv::phase(p), op_phase(p), "invariants' phase of {p:?}");
+        }
+        for d in DECISIONS {
+            let w = decision(d);
+            says(
+                "event text",
+                &Event::CommitDecided { op, decision: d }.to_string(),
+                w,
+                &d,
+            );
+            says(
+                "event text",
+                &Event::CommitReplayed { op, decision: d }.to_string(),
+                w,
+                &d,
+            );
+            assert_eq!(inv::decision(d), w);
+            assert_eq!(inv::stored_decision(Some(d)), w);
+            says(
+                "handover phase",
+                &op_phase_with_decision(OpPhase::Decided, Some(d)),
+                w,
+                &d,
+            );
+        }
+        assert_eq!(inv::stored_decision(None), NO_DECISION);
+        for r in UNKNOWN_REASONS {
+            let w = unknown_reason(r);
+            says(
+                "event text",
+                &Event::OpUnknown { op, reason: r }.to_string(),
+                w,
+                &r,
+            );
+            assert!(unknown_reason_sentence(r).starts_with(w));
+        }
+        for p in all_pauses() {
+            let rollout = RolloutId(0);
+            let text = Event::RolloutPaused { rollout, reason: p }.to_string();
+            assert!(text.ends_with(&paused(p)), "event text of {p:?}: {text:?}");
+            assert!(paused(p).contains(&pause_reason(p)));
+            assert_eq!(inv::pause(p), paused(p), "invariants' pause of {p:?}");
+        }
+        let ended = Event::RolloutEnded {
+            rollout: RolloutId(0),
+            not_passed: 1,
+        };
+        let texts = [
+            (
+                RolloutStatus::Superseded,
+                Event::RolloutSuperseded {
+                    rollout: RolloutId(0),
+                    by: RolloutId(1),
+                },
+            ),
+            (
+                RolloutStatus::Completed,
+                Event::RolloutCompleted {
+                    rollout: RolloutId(0),
+                },
+            ),
+            (RolloutStatus::Ended, ended),
+        ];
+        for (s, event) in texts {
+            says("event text", &event.to_string(), rollout_status(s), &s);
+        }
+        for s in [
+            RolloutStatus::Active,
+            RolloutStatus::Superseded,
+            RolloutStatus::Completed,
+            RolloutStatus::Ended,
+        ] {
+            assert_eq!(inv::status(s), rollout_status(s));
+        }
+        for v in VERDICTS {
+            let observation = RouteObservation::new(v, Some(v2), true);
+            let text = Event::ProbeRecorded { op, observation }.to_string();
+            says("event text", &text, verdict(v), &v);
+            let proof = proof::observation_str(&observation);
+            assert!(proof.contains(verdict(v)), "proof's {v:?}: {proof:?}");
+        }
+        for k in all_report_kinds() {
+            let observation = RouteObservation::passing(v2);
+            let text = Event::ReportRecorded {
+                op,
+                kind: k,
+                observation,
+            }
+            .to_string();
+            says("event text", &text, report_kind(k), &k);
+        }
+        for s in SOURCES {
+            match s {
+                ObservationSource::ReadBack | ObservationSource::ControllerProbe => {}
+                ObservationSource::Operator => {}
+            }
+            let observation = RouteObservation::passing(v2);
+            let event = Event::NodeObserved {
+                node: NodeId(0),
+                observation,
+                source: s,
+                at_ms: 1,
+            };
+            says("event text", &event.to_string(), observation_source(s), &s);
+        }
+        let hello = Event::NodeHello {
+            node: NodeId(0),
+            serving: None,
+            generation: model::Generation(0),
+        };
+        assert!(hello.to_string().contains(NO_RELEASE), "{hello}");
+        assert_eq!(inv::release(None), NO_RELEASE);
+        violations_say_the_api_words();
+    }
+
+    /// Real violations, not only the invariants' word functions: S3 on an
+    /// op settled twice names both outcomes, S5 on a grant in a paused or
+    /// finished rollout names the pause or the status, S6 on a second
+    /// decision names both decisions, each in the API's words.
+    fn violations_say_the_api_words() {
+        use model::controller::{apply, Event};
+        use model::RolloutId;
+        let fleet = super::super::fixture::fleet(3, 1, 0, 0).state;
+        let rollout = RolloutId(0);
+        let settled = OpId(0); // the canary, verified
+        for o in all_outcomes() {
+            let event = Event::OpSettled {
+                op: settled,
+                outcome: o,
+            };
+            let v =
+                invariants::s3_evidence_releases_slot(&fleet, &event).expect_err("settled twice");
+            says("S3's message", &v.detail, &outcome(o), &o);
+            assert!(v.detail.contains(&*outcome(Outcome::Verified)), "{v}");
+        }
+        let grant = fleet
+            .ops
+            .values()
+            .find(|o| o.id != settled)
+            .expect("a follower's op");
+        let granted = Event::OpGranted {
+            op: OpId(9),
+            rollout,
+            node: grant.node,
+            release: grant.release,
+            generation: grant.generation,
+            baseline: grant.baseline,
+            is_canary: false,
+        };
+        for p in all_pauses() {
+            let mut state = fleet.clone();
+            apply(&mut state, &Event::RolloutPaused { rollout, reason: p });
+            let v = invariants::s5_pause_stops_grants(&state, &granted).expect_err("paused");
+            assert!(
+                v.detail.ends_with(&paused(p)),
+                "S5's message for {p:?}: {v}"
+            );
+        }
+        for (s, event) in [
+            (
+                RolloutStatus::Completed,
+                Event::RolloutCompleted { rollout },
+            ),
+            (
+                RolloutStatus::Ended,
+                Event::RolloutEnded {
+                    rollout,
+                    not_passed: 1,
+                },
+            ),
+        ] {
+            let mut state = fleet.clone();
+            apply(&mut state, &event);
+            let v = invariants::s5_pause_stops_grants(&state, &granted).expect_err("finished");
+            says("S5's message", &v.detail, rollout_status(s), &s);
+        }
+        let stored = grant.id;
+        let mut state = fleet.clone();
+        apply(
+            &mut state,
+            &Event::CommitDecided {
+                op: stored,
+                decision: Decision::Abort,
+            },
+        );
+        for d in DECISIONS {
+            let event = Event::CommitDecided {
+                op: stored,
+                decision: d,
+            };
+            let v = invariants::s6_stable_decisions(&state, &event).expect_err("decided twice");
+            says("S6's message", &v.detail, decision(d), &d);
         }
     }
 }

@@ -703,7 +703,7 @@ fn a_claim_shows_its_owner_and_survives_a_restart_then_abandon_frees_the_slot() 
     assert!(
         texts
             .iter()
-            .any(|t| *t == format!("{op} settled: Resolved(Abandon), slot freed")),
+            .any(|t| *t == format!("{op} settled: resolved (abandon), slot freed")),
         "{texts:?}"
     );
     assert!(ctl.last_sequence().as_u64().unwrap() >= before + 2);
@@ -713,7 +713,7 @@ fn a_claim_shows_its_owner_and_survives_a_restart_then_abandon_frees_the_slot() 
     assert_eq!(status["rollouts"][0]["slots_occupied"], 0);
     assert!(status["nodes"][2]["live_op"].is_null(), "{status}");
     let events = events_text(&ctl);
-    assert!(events.contains("settled: Resolved(Abandon)"), "{events}");
+    assert!(events.contains("settled: resolved (abandon)"), "{events}");
     let out = ctl.cli(&["unresolved", "--json"], None);
     let json_out: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert!(

@@ -190,9 +190,9 @@ fn show_prints_events_in_domain_words() {
         stdout.contains("rollout r0 starts: v2 on canary node-a then node-b, node-c"),
         "{stdout}"
     );
-    assert!(stdout.contains("decide op0: Commit (stored)"), "{stdout}");
+    assert!(stdout.contains("decide op0: commit (stored)"), "{stdout}");
     assert!(
-        stdout.contains("op0 settled: Verified, slot freed"),
+        stdout.contains("op0 settled: verified, slot freed"),
         "{stdout}"
     );
 

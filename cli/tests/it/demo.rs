@@ -102,14 +102,14 @@ fn happy_rollout_ends_verified_on_every_node() {
 fn wrong_answer_restores_the_canary_and_pauses() {
     let (out, dir) = run_demo("wrong-answer");
     assert!(
-        out.contains("record report for op3 (Switched): wrong answer"),
+        out.contains("record report for op3 (switched): wrong-answer"),
         "{out}"
     );
     assert!(
-        out.contains("rollout r1 paused: probe of op3 failed"),
+        out.contains("rollout r1 paused (probe of op3 failed)"),
         "{out}"
     );
-    assert!(out.contains("op3 settled: RolledBack"), "{out}");
+    assert!(out.contains("op3 settled: rolled-back"), "{out}");
     assert!(
         out.contains("r1 granted 1 op(s); canary outcome: rolled-back"),
         "{out}"
@@ -126,9 +126,9 @@ fn wrong_answer_restores_the_canary_and_pauses() {
 #[test]
 fn lost_reply_is_answered_from_the_stored_decision() {
     let (out, dir) = run_demo("lost-reply");
-    assert!(out.contains("decide op3: Commit (stored)"), "{out}");
+    assert!(out.contains("decide op3: commit (stored)"), "{out}");
     assert!(
-        out.contains("replay stored decision for op3: Commit"),
+        out.contains("replay stored decision for op3: commit"),
         "{out}"
     );
     assert!(
@@ -270,7 +270,7 @@ fn ha_standby_finishes_the_rollout_after_the_leader_is_killed() {
         "decided once:\n{out}"
     );
     assert!(
-        out.contains("replay stored decision for op3: Commit"),
+        out.contains("replay stored decision for op3: commit"),
         "b replayed a's stored decision:\n{out}"
     );
     let kill = out.find("SIGKILL controller a").expect("the kill");

@@ -799,12 +799,12 @@ async fn an_operator_rollback_settles_only_when_the_baseline_is_proven() {
             "paused: node-b never granted"
         );
         let events = fleet.event_text().await;
-        assert!(events.contains("paused by operator"), "{events}");
+        assert!(events.contains("paused (operator)"), "{events}");
         // The switch finished after the order (its report is only an echo);
         // the agent's restore report is what settled the op.
         assert!(
-            events.contains(&format!("record report for {op} (Switched)"))
-                && events.contains(&format!("record report for {op} (Restored)")),
+            events.contains(&format!("record report for {op} (switched)"))
+                && events.contains(&format!("record report for {op} (restored)")),
             "{events}"
         );
         assert!(

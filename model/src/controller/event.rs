@@ -2,12 +2,13 @@
 //! to the durable log before it is applied, and nothing it reveals leaves the
 //! controller before that (S7).
 
-use super::state::{ObservationSource, Outcome, PauseReason, UnknownReason};
+use super::state::{ObservationSource, Outcome, PauseReason, RolloutStatus, UnknownReason};
 use crate::evidence::RouteObservation;
 use crate::ids::{Digest, Generation, NodeId, OpId, RolloutId};
 use crate::msg::{Decision, ReportKind};
 use crate::plan::{Plan, Policy};
 use crate::platform::Platform;
+use crate::words;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -232,198 +233,283 @@ pub enum Event {
     },
 }
 
+/// The event text (`fleetweft log show`, the API's `text`, the proofs and
+/// the counterexample gallery): one sentence per event, every enum in it
+/// worded by [`crate::words`], like the API and the invariants' messages.
 impl fmt::Display for Event {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Event::RolloutStarted {
-                rollout,
-                plan,
-                generation,
-            } => {
-                write!(
-                    f,
-                    "rollout {rollout} starts: {} on canary {}",
-                    plan.release, plan.canary
-                )?;
-                if !plan.followers.is_empty() {
-                    let names: Vec<String> = plan.followers.iter().map(|n| n.to_string()).collect();
-                    write!(f, " then {}", names.join(", "))?;
-                }
-                write!(f, ", slots {}, {generation}", plan.slots_max)?;
-                if plan.approval_after_canary {
-                    write!(f, ", approval after canary")?;
-                }
-                Ok(())
-            }
-            Event::RolloutSuperseded { rollout, by } => {
-                write!(f, "rollout {rollout} superseded by {by}")
-            }
-            Event::RolloutPaused { rollout, reason } => match reason {
-                PauseReason::Operator => write!(f, "rollout {rollout} paused by operator"),
-                PauseReason::ProbeFailed { op } => {
-                    write!(f, "rollout {rollout} paused: probe of {op} failed")
-                }
-                PauseReason::FailureBudget { op } => write!(
-                    f,
-                    "rollout {rollout} paused: {op} failed, over the failure budget"
-                ),
-                PauseReason::UnknownBudget => write!(
-                    f,
-                    "rollout {rollout} paused: as many ops UNKNOWN as the budget allows"
-                ),
-            },
-            Event::RolloutResumed { rollout } => write!(f, "rollout {rollout} resumed"),
-            Event::RolloutApproved { rollout } => {
-                write!(f, "rollout {rollout} approved after canary")
-            }
-            Event::RolloutCompleted { rollout } => write!(f, "rollout {rollout} completed"),
-            Event::OpGranted {
-                op,
-                rollout,
-                node,
-                release,
-                generation,
-                ..
-            } => write!(
-                f,
-                "grant {op} ({rollout}): {node} -> {release}, {generation}"
-            ),
-            Event::CommitDecided { op, decision } => {
-                write!(f, "decide {op}: {decision:?} (stored)")
-            }
-            Event::CommitReplayed { op, decision } => {
-                write!(f, "replay stored decision for {op}: {decision:?}")
-            }
-            Event::ReportRecorded {
-                op,
-                kind,
-                observation,
-            } => write!(f, "record report for {op} ({kind}): {observation}"),
-            Event::ProbeRecorded { op, observation } => {
-                write!(f, "record controller probe for {op}: {observation}")
-            }
-            Event::RestoreRequested { op } => write!(f, "request restore of baseline for {op}"),
-            Event::OpUnknown { op, reason } => write!(f, "{op} is UNKNOWN ({reason:?}), slot held"),
-            Event::OpSettled { op, outcome } => write!(f, "{op} settled: {outcome:?}, slot freed"),
-            Event::OperatorObserved { op, observation } => {
-                write!(f, "operator observation for {op}: {observation}")
-            }
-            Event::OpClaimed {
-                op,
-                owner,
-                review_by,
-            } => write!(f, "{op} claimed by {owner}, review by {review_by}"),
-            Event::NodeHello {
-                node,
-                serving,
-                generation,
-            } => match serving {
-                Some(r) => write!(f, "{node} connected, serving {r}, accepted {generation}"),
-                None => write!(
-                    f,
-                    "{node} connected, serving nothing, accepted {generation}"
-                ),
-            },
-            Event::LateReportIgnored { node, op } => {
-                write!(f, "late report from {node} for {op} ignored")
-            }
-            Event::StaleCommandRejected {
-                node,
-                op,
-                generation,
-                accepted,
-            } => write!(
-                f,
-                "{node} rejected a command for {op} at {generation} (accepted {accepted})"
-            ),
-            Event::ForeignMessageIgnored {
-                node,
-                op,
-                owner: Some(owner),
-            } => write!(
-                f,
-                "{node} spoke about {owner}'s op {op}: ignored (a node cannot speak for another)"
-            ),
-            Event::ForeignMessageIgnored {
-                node,
-                op,
-                owner: None,
-            } => write!(f, "{node} spoke about an unknown op {op}: ignored"),
-            Event::RollBackOrdered { op } => write!(f, "operator orders {op} rolled back"),
-            Event::NodeObserved {
-                node,
-                observation,
-                source,
-                at_ms,
-            } => write!(
-                f,
-                "{node} observed ({source:?}, at {at_ms} ms): {observation}"
-            ),
-            Event::RolloutEnded {
-                rollout,
-                not_passed,
-            } => write!(
-                f,
-                "rollout {rollout} ended: nothing more can happen, {not_passed} node(s) did not pass"
-            ),
-            Event::NodeQuarantined {
-                node,
-                first_peer,
-                second_peer,
-            } => write!(
-                f,
-                "{node} QUARANTINED: identity conflict, two live connections from {first_peer} and {second_peer}; nothing is sent to it until an operator releases it"
-            ),
-            Event::NodeReleased { node } => {
-                write!(f, "{node} released from quarantine by an operator")
-            }
-            Event::CertRevoked { node, fingerprint } => write!(
-                f,
-                "certificate {} of {node} revoked",
-                fingerprint.to_hex()
-            ),
-            Event::NodeEnrolled {
-                node,
-                name,
-                labels,
-                public,
-            } => write!(
-                f,
-                "{node} enrolled as {name:?}, labels [{}], public route {public}",
-                label_text(labels)
-            ),
-            Event::NodeLabeled { node, labels } => {
-                write!(f, "{node} labels now [{}]", label_text(labels))
-            }
-            Event::NodeRetired { node } => {
-                write!(f, "{node} retired: nothing more is granted to it")
-            }
-            Event::RolloutPolicySet { rollout, policy } => {
-                write!(f, "rollout {rollout}: {} waves", policy.waves())?;
-                if let Some(m) = policy.max_failed {
-                    write!(f, ", at most {m} failed")?;
-                }
-                if let Some(m) = policy.max_unknown {
-                    write!(f, ", pause at {m} unknown")?;
-                }
-                Ok(())
-            }
-            Event::RolloutFollowersAdded { rollout, followers } => {
-                let names: Vec<String> = followers.iter().map(|n| n.to_string()).collect();
-                write!(f, "rollout {rollout}'s plan goes on: {}", names.join(", "))
-            }
-            Event::ForgottenOpIgnored { node, op } => write!(
-                f,
-                "{node} spoke about {op}, settled long ago and forgotten by the state: acknowledged, ignored"
-            ),
-            Event::NodePlatform { node, platform } => {
-                write!(f, "{node} runs on {platform}")
-            }
-            Event::RolloutArchesSet { rollout, arches } => {
-                write!(f, "rollout {rollout}'s release has trees for {arches} only")
-            }
+            Event::RolloutStarted { .. }
+            | Event::RolloutSuperseded { .. }
+            | Event::RolloutPaused { .. }
+            | Event::RolloutResumed { .. }
+            | Event::RolloutApproved { .. }
+            | Event::RolloutCompleted { .. }
+            | Event::RolloutEnded { .. }
+            | Event::RolloutPolicySet { .. }
+            | Event::RolloutFollowersAdded { .. }
+            | Event::RolloutArchesSet { .. } => rollout_text(self, f),
+            Event::OpGranted { .. }
+            | Event::CommitDecided { .. }
+            | Event::CommitReplayed { .. }
+            | Event::ReportRecorded { .. }
+            | Event::ProbeRecorded { .. }
+            | Event::RestoreRequested { .. }
+            | Event::OpUnknown { .. }
+            | Event::OpSettled { .. }
+            | Event::OperatorObserved { .. }
+            | Event::OpClaimed { .. }
+            | Event::RollBackOrdered { .. } => op_text(self, f),
+            Event::NodeHello { .. }
+            | Event::LateReportIgnored { .. }
+            | Event::StaleCommandRejected { .. }
+            | Event::ForeignMessageIgnored { .. }
+            | Event::ForgottenOpIgnored { .. }
+            | Event::NodeObserved { .. } => node_message_text(self, f),
+            Event::NodeQuarantined { .. }
+            | Event::NodeReleased { .. }
+            | Event::CertRevoked { .. }
+            | Event::NodeEnrolled { .. }
+            | Event::NodeLabeled { .. }
+            | Event::NodeRetired { .. }
+            | Event::NodePlatform { .. } => roster_text(self, f),
         }
     }
+}
+
+/// The text of a rollout's event.
+fn rollout_text(event: &Event, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match event {
+        Event::RolloutStarted {
+            rollout,
+            plan,
+            generation,
+        } => started_text(f, *rollout, plan, *generation),
+        Event::RolloutSuperseded { rollout, by } => {
+            let word = words::rollout_status(RolloutStatus::Superseded);
+            write!(f, "rollout {rollout} {word} by {by}")
+        }
+        Event::RolloutPaused { rollout, reason } => {
+            write!(f, "rollout {rollout} {}", words::paused(*reason))
+        }
+        Event::RolloutResumed { rollout } => write!(f, "rollout {rollout} resumed"),
+        Event::RolloutApproved { rollout } => {
+            write!(f, "rollout {rollout} approved after canary")
+        }
+        Event::RolloutCompleted { rollout } => {
+            let word = words::rollout_status(RolloutStatus::Completed);
+            write!(f, "rollout {rollout} {word}")
+        }
+        Event::RolloutEnded {
+            rollout,
+            not_passed,
+        } => write!(
+            f,
+            "rollout {rollout} {}: nothing more can happen, {not_passed} node(s) did not pass",
+            words::rollout_status(RolloutStatus::Ended)
+        ),
+        Event::RolloutPolicySet { rollout, policy } => policy_text(f, *rollout, policy),
+        Event::RolloutFollowersAdded { rollout, followers } => {
+            write!(f, "rollout {rollout}'s plan goes on: {}", names(followers))
+        }
+        Event::RolloutArchesSet { rollout, arches } => {
+            write!(f, "rollout {rollout}'s release has trees for {arches} only")
+        }
+        other => unreachable!("not a rollout's event: {other:?}"),
+    }
+}
+
+/// `rollout r0 starts: v2 on canary node0 then node1, slots 1, g1`.
+fn started_text(
+    f: &mut fmt::Formatter<'_>,
+    rollout: RolloutId,
+    plan: &Plan,
+    generation: Generation,
+) -> fmt::Result {
+    write!(
+        f,
+        "rollout {rollout} starts: {} on canary {}",
+        plan.release, plan.canary
+    )?;
+    if !plan.followers.is_empty() {
+        write!(f, " then {}", names(&plan.followers))?;
+    }
+    write!(f, ", slots {}, {generation}", plan.slots_max)?;
+    if plan.approval_after_canary {
+        write!(f, ", approval after canary")?;
+    }
+    Ok(())
+}
+
+/// `rollout r0: 2 waves, at most 1 failed, pause at 1 unknown`.
+fn policy_text(f: &mut fmt::Formatter<'_>, rollout: RolloutId, policy: &Policy) -> fmt::Result {
+    write!(f, "rollout {rollout}: {} waves", policy.waves())?;
+    if let Some(m) = policy.max_failed {
+        write!(f, ", at most {m} failed")?;
+    }
+    if let Some(m) = policy.max_unknown {
+        write!(f, ", pause at {m} unknown")?;
+    }
+    Ok(())
+}
+
+/// The text of an op's event.
+fn op_text(event: &Event, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match event {
+        Event::OpGranted {
+            op,
+            rollout,
+            node,
+            release,
+            generation,
+            ..
+        } => write!(
+            f,
+            "grant {op} ({rollout}): {node} -> {release}, {generation}"
+        ),
+        Event::CommitDecided { op, decision } => {
+            write!(f, "decide {op}: {} (stored)", words::decision(*decision))
+        }
+        Event::CommitReplayed { op, decision } => write!(
+            f,
+            "replay stored decision for {op}: {}",
+            words::decision(*decision)
+        ),
+        Event::ReportRecorded {
+            op,
+            kind,
+            observation,
+        } => write!(f, "record report for {op} ({kind}): {observation}"),
+        Event::ProbeRecorded { op, observation } => {
+            write!(f, "record controller probe for {op}: {observation}")
+        }
+        Event::RestoreRequested { op } => write!(f, "request restore of baseline for {op}"),
+        Event::OpUnknown { op, reason } => write!(
+            f,
+            "{op} is UNKNOWN ({}), slot held",
+            words::unknown_reason(*reason)
+        ),
+        Event::OpSettled { op, outcome } => {
+            write!(f, "{op} settled: {}, slot freed", words::outcome(*outcome))
+        }
+        Event::OperatorObserved { op, observation } => {
+            write!(f, "operator observation for {op}: {observation}")
+        }
+        Event::OpClaimed {
+            op,
+            owner,
+            review_by,
+        } => write!(f, "{op} claimed by {owner}, review by {review_by}"),
+        Event::RollBackOrdered { op } => write!(f, "operator orders {op} rolled back"),
+        other => unreachable!("not an op's event: {other:?}"),
+    }
+}
+
+/// The text of what a node said or what was seen of it.
+fn node_message_text(event: &Event, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match event {
+        Event::NodeHello {
+            node,
+            serving,
+            generation,
+        } => write!(
+            f,
+            "{node} connected, serving {}, accepted {generation}",
+            words::release(*serving)
+        ),
+        Event::LateReportIgnored { node, op } => {
+            write!(f, "late report from {node} for {op} ignored")
+        }
+        Event::StaleCommandRejected {
+            node,
+            op,
+            generation,
+            accepted,
+        } => write!(
+            f,
+            "{node} rejected a command for {op} at {generation} (accepted {accepted})"
+        ),
+        Event::ForeignMessageIgnored { node, op, owner } => foreign_text(f, *node, *op, *owner),
+        Event::ForgottenOpIgnored { node, op } => write!(
+            f,
+            "{node} spoke about {op}, settled long ago and forgotten by the state: acknowledged, ignored"
+        ),
+        Event::NodeObserved {
+            node,
+            observation,
+            source,
+            at_ms,
+        } => write!(
+            f,
+            "{node} observed ({}, at {at_ms} ms): {observation}",
+            words::observation_source(*source)
+        ),
+        other => unreachable!("not a node's message: {other:?}"),
+    }
+}
+
+/// A node spoke about an op not its own (`owner`) or about no op at all.
+fn foreign_text(
+    f: &mut fmt::Formatter<'_>,
+    node: NodeId,
+    op: OpId,
+    owner: Option<NodeId>,
+) -> fmt::Result {
+    match owner {
+        Some(owner) => write!(
+            f,
+            "{node} spoke about {owner}'s op {op}: ignored (a node cannot speak for another)"
+        ),
+        None => write!(f, "{node} spoke about an unknown op {op}: ignored"),
+    }
+}
+
+/// The text of a change to the roster (who is in the fleet, and how).
+fn roster_text(event: &Event, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match event {
+        Event::NodeQuarantined {
+            node,
+            first_peer,
+            second_peer,
+        } => write!(
+            f,
+            "{node} QUARANTINED: identity conflict, two live connections from {first_peer} and {second_peer}; nothing is sent to it until an operator releases it"
+        ),
+        Event::NodeReleased { node } => {
+            write!(f, "{node} released from quarantine by an operator")
+        }
+        Event::CertRevoked { node, fingerprint } => write!(
+            f,
+            "certificate {} of {node} revoked",
+            fingerprint.to_hex()
+        ),
+        Event::NodeEnrolled {
+            node,
+            name,
+            labels,
+            public,
+        } => write!(
+            f,
+            "{node} enrolled as {name:?}, labels [{}], public route {public}",
+            label_text(labels)
+        ),
+        Event::NodeLabeled { node, labels } => {
+            write!(f, "{node} labels now [{}]", label_text(labels))
+        }
+        Event::NodeRetired { node } => {
+            write!(f, "{node} retired: nothing more is granted to it")
+        }
+        Event::NodePlatform { node, platform } => {
+            write!(f, "{node} runs on {platform}")
+        }
+        other => unreachable!("not a roster event: {other:?}"),
+    }
+}
+
+/// `node1, node2`.
+fn names(nodes: &[NodeId]) -> String {
+    let names: Vec<String> = nodes.iter().map(|n| n.to_string()).collect();
+    names.join(", ")
 }
 
 /// `k=v,k2=v2`, in key order.
