@@ -3,8 +3,16 @@
 # and for its benchmark (the integration tests start their own members, see
 # eventlog/tests/etcd_harness).
 #
-#   scripts/etcd.sh install      install Debian's etcd-server and
-#                                protobuf-compiler when missing (root only)
+#   scripts/etcd.sh install [protoc|etcd]...
+#                                install what is named and missing (both
+#                                when nothing is named): Debian's
+#                                protobuf-compiler (protoc, for the build)
+#                                and etcd-server (etcd, for --ha and the
+#                                tests); root only. Debian's etcd-server
+#                                starts a system etcd and enables it at
+#                                boot: the package is installed with
+#                                service starts refused and the unit is
+#                                disabled, so nothing is left running.
 #   scripts/etcd.sh start DIR    start 3 members with data in DIR, wait until
 #                                the cluster is healthy, print the endpoints
 #   scripts/etcd.sh stop DIR     stop the members started in DIR
@@ -36,16 +44,48 @@ PORT_BASE=${ETCD_PORT_BASE:-23780}
 HEALTH_WAIT_S=30
 
 install() {
-  local missing=()
-  command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
-  command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
+  local wanted=("$@") missing=() want_etcd=0
+  [ ${#wanted[@]} = 0 ] && wanted=(protoc etcd)
+  for tool in "${wanted[@]}"; do
+    case $tool in
+      protoc) command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler) ;;
+      etcd) command -v etcd >/dev/null 2>&1 || { missing+=(etcd-server); want_etcd=1; } ;;
+      *) echo "scripts/etcd.sh install: unknown tool $tool (protoc or etcd)" >&2; return 2 ;;
+    esac
+  done
   [ ${#missing[@]} = 0 ] && return 0
   if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
     echo "scripts/etcd.sh: ${missing[*]} missing and cannot install (not root or no apt-get)" >&2
     return 3
   fi
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+  if [ $want_etcd = 1 ]; then
+    # Debian's etcd-server starts a system etcd (on 2379/2380) and enables
+    # it at boot. Refuse every service start for the install (policy-rc.d,
+    # exit 101), then disable the unit: only the clusters this repository
+    # starts itself ever run.
+    local policy=/usr/sbin/policy-rc.d added_policy=0
+    if [ ! -e $policy ]; then
+      printf '#!/bin/sh\nexit 101\n' >$policy
+      chmod 755 $policy
+      added_policy=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" || {
+      [ $added_policy = 1 ] && rm -f $policy
+      return 1
+    }
+    [ $added_policy = 1 ] && rm -f $policy
+    if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+      systemctl disable --now etcd >/dev/null 2>&1 || true
+    elif command -v systemctl >/dev/null 2>&1; then
+      systemctl disable etcd >/dev/null 2>&1 || true
+    fi
+    if command -v update-rc.d >/dev/null 2>&1 && [ -e /etc/init.d/etcd ]; then
+      update-rc.d etcd disable >/dev/null 2>&1 || true
+    fi
+  else
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+  fi
 }
 
 healthy() { # PORT: etcd's /health answers {"health":"true"} with a quorum
@@ -57,7 +97,7 @@ healthy() { # PORT: etcd's /health answers {"health":"true"} with a quorum
 
 start() {
   local dir=$1 cluster="" endpoints=""
-  install
+  install etcd
   mkdir -p "$dir"
   if [ -s "$dir/pids" ]; then
     echo "scripts/etcd.sh: $dir/pids exists: a cluster may be running (stop it first)" >&2
@@ -111,8 +151,8 @@ stop() {
 }
 
 case "${1:-}" in
-  install) install ;;
+  install) shift; install "$@" ;;
   start) [ $# = 2 ] || { echo "usage: $0 start DIR" >&2; exit 2; }; start "$(realpath -m "$2")" ;;
   stop) [ $# = 2 ] || { echo "usage: $0 stop DIR" >&2; exit 2; }; stop "$(realpath -m "$2")" ;;
-  *) echo "usage: $0 install | start DIR | stop DIR" >&2; exit 2 ;;
+  *) echo "usage: $0 install [protoc|etcd]... | start DIR | stop DIR" >&2; exit 2 ;;
 esac
