@@ -72,6 +72,11 @@ install() {
     elif command -v systemctl >/dev/null 2>&1; then
       systemctl disable etcd >/dev/null 2>&1 || true
     fi
+    # Without a running systemd (a container), the package's enablement
+    # is still recorded for the next boot: undo it too.
+    if command -v deb-systemd-helper >/dev/null 2>&1; then
+      deb-systemd-helper disable etcd.service >/dev/null 2>&1 || true
+    fi
     if command -v update-rc.d >/dev/null 2>&1 && [ -e /etc/init.d/etcd ]; then
       update-rc.d etcd disable >/dev/null 2>&1 || true
     fi
