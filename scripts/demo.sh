@@ -16,21 +16,23 @@ if ! command -v python3 >/dev/null 2>&1; then
     exit 2
   fi
 fi
-# protoc builds etcd-client's gRPC code (the controller's etcd log backend);
-# scripts/etcd.sh installs Debian's protobuf-compiler (and etcd-server).
+# protoc builds etcd-client's gRPC code (the controller's etcd log backend):
+# only Debian's protobuf-compiler is installed for it (etcd-server only with
+# --ha, below).
 if ! command -v protoc >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    bash scripts/etcd.sh install
+    bash scripts/etcd.sh install protoc
   else
     echo "scripts/demo.sh: the build needs protoc (Debian: protobuf-compiler); install it" >&2
     exit 2
   fi
 fi
-# --ha starts its own etcd cluster: etcd-server must be installed.
+# --ha starts its own etcd cluster: etcd-server must be installed (with its
+# system service left disabled, see scripts/etcd.sh).
 for arg in "$@"; do
   if [ "$arg" = --ha ] && ! command -v etcd >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      bash scripts/etcd.sh install
+      bash scripts/etcd.sh install etcd
     else
       echo "scripts/demo.sh: --ha needs etcd (Debian: etcd-server); install it" >&2
       exit 2

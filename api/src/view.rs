@@ -1264,34 +1264,18 @@ pub fn parse_op_query(
 #[doc(hidden)]
 pub mod fixture {
     use crate::view::snapshot::Snapshot;
-    use model::controller::{apply, step, ControllerState, Input, Labels};
-    use model::{
-        Digest, Generation, NodeId, OpId, Plan, ReportKind, RouteObservation, ToController,
-    };
+    use model::controller::{ControllerState, Input, Labels};
+    use model::{NodeId, OpId};
+    use testkit::fixtures::{enroll, hello, plan, V1};
 
-    const V1: Digest = Digest::repeat(1);
-    const V2: Digest = Digest::repeat(2);
-
+    /// Step, then apply (the test kit's, issue #22 item 5).
     pub fn feed(state: &mut ControllerState, input: Input) {
-        let events = step(state, &input).expect("accepted");
-        for event in &events {
-            apply(state, event);
-        }
+        testkit::accept(state, input);
     }
 
     /// Switch op `op` and verify it with a passing probe.
     pub fn verify(state: &mut ControllerState, op: u32) {
-        let node = state.op(OpId(op)).expect("op").node;
-        for msg in [
-            ToController::CommitRequest { op: OpId(op) },
-            ToController::Report {
-                op: OpId(op),
-                kind: ReportKind::Switched,
-                observation: RouteObservation::passing(V2),
-            },
-        ] {
-            feed(state, Input::FromAgent { node, msg });
-        }
+        testkit::fixtures::verify(state, op);
     }
 
     /// `nodes` enrolled nodes (`n0`, `n1`, ...; `region=eu` for even ids,
@@ -1304,31 +1288,10 @@ pub mod fixture {
         for n in 0..nodes {
             let region = if n % 2 == 0 { "eu" } else { "us" };
             let labels = Labels::from([("region".to_string(), region.to_string())]);
-            let input = Input::EnrollNode {
-                name: format!("n{n}"),
-                labels,
-                public: "127.0.0.1:8080".into(),
-            };
-            feed(&mut state, input);
-            let msg = ToController::Hello {
-                serving: Some(V1),
-                generation: Generation(0),
-            };
-            feed(
-                &mut state,
-                Input::FromAgent {
-                    node: NodeId(n),
-                    msg,
-                },
-            );
+            feed(&mut state, enroll(&format!("n{n}"), labels));
+            feed(&mut state, hello(NodeId(n), Some(V1)));
         }
-        let plan = Plan {
-            release: V2,
-            canary: NodeId(0),
-            followers: (1..nodes).map(NodeId).collect(),
-            slots_max: slots,
-            approval_after_canary: false,
-        };
+        let plan = plan(nodes, slots, false);
         feed(&mut state, Input::StartRollout { plan });
         verify(&mut state, 0);
         for op in 1..=verified {

@@ -25,24 +25,22 @@ use api::view::EventDto;
 use model::controller::Event;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Members of the demo's etcd cluster: the smallest that survives one loss.
 pub const ETCD_MEMBERS: usize = 3;
 /// The controllers' leadership lease: a takeover waits about this long
-/// (etcd's minimum is 1.5 election timeouts, 0.75 s with the flags below).
+/// (etcd's minimum is 1.5 election timeouts, 0.75 s with the launcher's
+/// loopback timers).
 pub const HA_LEASE_TTL_MS: u64 = 2_000;
 /// The log's key prefix in etcd.
 pub const HA_PREFIX: &str = "/fleetweft/demo";
 /// The controllers, in the order the agents list them (the first leads).
 pub const CONTROLLERS: [&str; 2] = ["a", "b"];
-/// etcd's raft heartbeat and election timeout on loopback: short, so a
-/// lease TTL of a couple of seconds is honoured (the test harness's values).
-const ETCD_HEARTBEAT_MS: u64 = 50;
-const ETCD_ELECTION_TIMEOUT_MS: u64 = 500;
 /// How long the cluster may take to answer a quorum read after start.
 const ETCD_HEALTH_WAIT_MS: u64 = 30_000;
+/// Pause between two health probes of the cluster.
+const ETCD_HEALTH_POLL_MS: u64 = 200;
 /// The agents' retry of an unanswered request: longer than the demo needs
 /// to kill the leader after the decision is stored, so the canary asks
 /// again only once the leader is gone (then it asks the new leader).
@@ -56,21 +54,11 @@ const DECISION_POLL_MS: u64 = 20;
 /// How often the demo reads a controller's role.
 const ROLE_POLL_MS: u64 = 50;
 
-/// One etcd member the demo started.
-struct EtcdMember {
-    name: String,
-    client_port: u16,
-    peer_port: u16,
-    log: PathBuf,
-    child: Option<Child>,
-}
-
-/// The demo's own etcd cluster on loopback. Stopped on drop; its data
-/// (preallocated WAL files, 64 MiB per member) is removed then, its logs
-/// are kept.
+/// The demo's own etcd cluster on loopback, started by the one etcd
+/// launcher (`etcdkit`). Stopped on drop; its data (preallocated WAL
+/// files, 64 MiB per member) is removed then, its logs are kept.
 pub struct EtcdCluster {
-    data: PathBuf,
-    members: Vec<EtcdMember>,
+    members: etcdkit::Cluster,
 }
 
 /// util-linux's setpriv (Debian installs util-linux on every system).
@@ -101,162 +89,60 @@ impl EtcdCluster {
     /// `logs`, on ports picked now; [`EtcdCluster::wait_healthy`] waits for
     /// them.
     pub fn start(data: &Path, logs: &Path) -> anyhow::Result<EtcdCluster> {
-        let found = Command::new("etcd")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !found {
-            bail!(
-                "`etcd` is not on PATH: `demo --ha` starts its own 3-member etcd cluster; \
-                 install Debian's etcd-server (`bash scripts/etcd.sh install` as root)"
-            );
-        }
-        let mut members = Vec::new();
-        for i in 1..=ETCD_MEMBERS {
-            members.push(EtcdMember {
-                name: format!("m{i}"),
-                client_port: crate::ports::free_port()?,
-                peer_port: crate::ports::free_port()?,
-                log: logs.join(format!("etcd-m{i}.log")),
-                child: None,
-            });
-        }
-        let mut cluster = EtcdCluster {
-            data: data.to_path_buf(),
-            members,
+        let spec = etcdkit::ClusterSpec {
+            members: ETCD_MEMBERS,
+            data_dir: data.to_path_buf(),
+            log_dir: logs.to_path_buf(),
+            log_prefix: "etcd-".into(),
+            token: format!("fleetweft-demo-{}", std::process::id()),
+            ports: etcdkit::Ports::Free,
+            // Short raft timers on loopback, so a lease TTL of a couple of
+            // seconds is honoured, and the transaction limits the log's
+            // default atomic batch needs (docs/operations.md, "etcd's
+            // limits and atomic batches").
+            tuning: etcdkit::Tuning::loopback(),
+            tls: None,
+            lifetime: etcdkit::Lifetime::TiedToProcess,
         };
-        let initial: Vec<String> = cluster
-            .members
-            .iter()
-            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer_port))
-            .collect();
-        let initial = initial.join(",");
-        for index in 0..cluster.members.len() {
-            let child = cluster.start_member(index, &initial)?;
-            cluster.members[index].child = Some(child);
-        }
-        Ok(cluster)
-    }
-
-    fn start_member(&self, index: usize, initial: &str) -> anyhow::Result<Child> {
-        let member = &self.members[index];
-        let client = format!("http://127.0.0.1:{}", member.client_port);
-        let peer = format!("http://127.0.0.1:{}", member.peer_port);
-        let args: Vec<String> = [
-            "--name",
-            &member.name,
-            "--data-dir",
-            &self.data.join(&member.name).display().to_string(),
-            "--listen-client-urls",
-            &client,
-            "--advertise-client-urls",
-            &client,
-            "--listen-peer-urls",
-            &peer,
-            "--initial-advertise-peer-urls",
-            &peer,
-            "--initial-cluster",
-            initial,
-            "--initial-cluster-state",
-            "new",
-            "--initial-cluster-token",
-            &format!("fleetweft-demo-{}", std::process::id()),
-            "--heartbeat-interval",
-            &ETCD_HEARTBEAT_MS.to_string(),
-            "--election-timeout",
-            &ETCD_ELECTION_TIMEOUT_MS.to_string(),
-            // The transaction limits the log's default atomic batch needs
-            // (docs/operations.md, "etcd's limits and atomic batches").
-            &format!("--max-txn-ops={}", eventlog::ETCD_MAX_TXN_OPS_REQUIRED),
-            &format!("--max-request-bytes={}", eventlog::ETCD_MAX_REQUEST_BYTES),
-            "--logger",
-            "zap",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        let out = std::fs::File::create(&member.log)
-            .with_context(|| format!("creating {}", member.log.display()))?;
-        let err = out.try_clone()?;
-        let (program, args) = tied(Path::new("etcd"), &args);
-        Command::new(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .with_context(|| format!("starting etcd member {}", member.name))
+        let members = etcdkit::Cluster::start(spec).map_err(|e| match e {
+            etcdkit::ClusterError::NotInstalled => anyhow::anyhow!(
+                "`etcd` is not on PATH: `demo --ha` starts its own 3-member etcd cluster; \
+                 install Debian's etcd-server (`bash scripts/etcd.sh install etcd` as root)"
+            ),
+            e => anyhow::anyhow!(e),
+        })?;
+        Ok(EtcdCluster { members })
     }
 
     /// Client endpoints, `127.0.0.1:PORT`.
     pub fn endpoints(&self) -> Vec<String> {
-        self.members
-            .iter()
-            .map(|m| format!("127.0.0.1:{}", m.client_port))
-            .collect()
+        self.members.endpoints()
     }
 
-    /// Waits until the cluster answers a quorum read (the log's last
-    /// sequence under a probe prefix); a member that exits is named with
-    /// the end of its log.
+    /// Waits until the cluster answers a quorum read (etcd's `/health`);
+    /// a member that exits is named with the end of its log.
     pub async fn wait_healthy(&mut self) -> anyhow::Result<()> {
         let deadline = Instant::now() + Duration::from_millis(ETCD_HEALTH_WAIT_MS);
         loop {
-            let probe = eventlog::EtcdConfig::new(self.endpoints(), "/fleetweft/demo-health");
-            let answered = tokio::task::spawn_blocking(move || {
-                let client = eventlog::EtcdClient::connect(&probe).ok()?;
-                let storage = eventlog::EtcdStorage::open_read_only(&client, &probe).ok()?;
-                eventlog::LogStorage::last_sequence(&storage).ok()
-            })
-            .await
-            .context("the etcd health probe panicked")?;
-            if answered.is_some() {
+            if self.members.healthy() {
                 return Ok(());
             }
-            self.check_alive()?;
+            self.members.check_alive()?;
             if Instant::now() > deadline {
                 bail!(
                     "the etcd cluster did not answer a quorum read within {ETCD_HEALTH_WAIT_MS} ms; \
                      see {}",
-                    self.members[0].log.display()
+                    self.members.log_of(0).display()
                 );
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            tokio::time::sleep(Duration::from_millis(ETCD_HEALTH_POLL_MS)).await;
         }
-    }
-
-    fn check_alive(&mut self) -> anyhow::Result<()> {
-        for member in &mut self.members {
-            if let Some(child) = member.child.as_mut() {
-                if let Some(status) = child.try_wait()? {
-                    bail!(
-                        "etcd member {} exited ({status}); the end of {}:\n{}",
-                        member.name,
-                        member.log.display(),
-                        demo::tail(&member.log, 15)
-                    );
-                }
-            }
-        }
-        Ok(())
     }
 
     /// Kills every member, waits for it, and removes the cluster's data
     /// (the logs stay). Idempotent.
     pub fn stop(&mut self) {
-        let mut stopped = false;
-        for member in &mut self.members {
-            if let Some(mut child) = member.child.take() {
-                let _ = child.kill();
-                let _ = child.wait();
-                stopped = true;
-            }
-        }
-        if stopped {
-            let _ = std::fs::remove_dir_all(&self.data);
-        }
+        self.members.stop_and_remove();
     }
 }
 

@@ -3,74 +3,40 @@
 //! model would never produce, and the rule must refuse it.
 
 use invariants::{check_event, check_state, Rule};
-use model::controller::{apply, step, ControllerState, Event, Input};
+use model::controller::{ControllerState, Event, Input};
 use model::plan::Policy;
 use model::{
     Digest, Generation, NodeId, OpId, Plan, ProbeVerdict, ReportKind, RolloutId, RouteObservation,
     ToController,
 };
 
+use testkit::{accept_into, feed_with, fixtures};
+
 const V1: Digest = Digest::repeat(1);
 const V2: Digest = Digest::repeat(2);
 const R0: RolloutId = RolloutId(0);
 
 fn feed(state: &mut ControllerState, input: Input) {
-    for event in step(state, &input).expect("accepted") {
-        check_event(state, &event).expect("the real model keeps the rules");
-        apply(state, &event);
-    }
+    let check = |state: &ControllerState, event: &Event| {
+        check_event(state, event).expect("the real model keeps the rules")
+    };
+    feed_with(state, &input, check, |_, _| {}).expect("accepted");
     check_state(state).expect("the real model keeps the rules");
 }
 
 fn started(policy: Policy) -> ControllerState {
     let mut state = ControllerState::default();
-    let plan = Plan {
-        release: V2,
-        canary: NodeId(0),
-        followers: (1..5).map(NodeId).collect(),
-        slots_max: 1,
-        approval_after_canary: false,
-    };
-    for n in 0..5 {
-        let msg = ToController::Hello {
-            serving: Some(V1),
-            generation: Generation(0),
-        };
-        feed(
-            &mut state,
-            Input::FromAgent {
-                node: NodeId(n),
-                msg,
-            },
-        );
+    for input in fixtures::staged_inputs(fixtures::plan(5, 1, false), policy) {
+        feed(&mut state, input);
     }
-    feed(
-        &mut state,
-        Input::StartStaged {
-            plan,
-            policy,
-            arches: model::platform::ReleaseArches::Any,
-        },
-    );
     state
 }
 
 fn switch(state: &mut ControllerState, op: u32, answer: RouteObservation) {
     let node = state.op(OpId(op)).expect("op").node;
-    let op = OpId(op);
-    feed(
-        state,
-        Input::FromAgent {
-            node,
-            msg: ToController::CommitRequest { op },
-        },
-    );
-    let msg = ToController::Report {
-        op,
-        kind: ReportKind::Switched,
-        observation: answer,
-    };
-    feed(state, Input::FromAgent { node, msg });
+    for input in fixtures::switch_inputs(node, OpId(op), answer) {
+        feed(state, input);
+    }
 }
 
 /// The grant the model would make next, if nothing held it back.
@@ -142,11 +108,7 @@ fn s4_refuses_a_later_wave_before_the_earlier_one_settled() {
 
 /// Every event the inputs produced, in order: what the log would hold.
 fn logged(state: &mut ControllerState, log: &mut Vec<Event>, input: Input) {
-    let events = step(state, &input).expect("accepted");
-    for event in &events {
-        apply(state, event);
-    }
-    log.extend(events);
+    accept_into(state, log, input);
 }
 
 /// A history whose follower failure takes the rollout over its budget of 0:

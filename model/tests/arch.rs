@@ -5,12 +5,14 @@
 //! before anything is recorded, naming the nodes.
 
 use model::controller::snapshot::{decode_state, encode_state};
-use model::controller::{apply, replay, step, ControllerState, Event, Input, Labels, Refusal};
+use model::controller::{replay, step, ControllerState, Event, Input, Labels, Refusal};
 use model::plan::Policy;
 use model::platform::{
     Arch, ArchMismatch, ArchSet, Os, Platform, ReleaseArches, ARCH_MISMATCHES_NAMED_MAX,
 };
 use model::{Digest, Generation, NodeId, Plan, ToController};
+
+use testkit::accept_into;
 
 const V2: Digest = Digest::repeat(2);
 
@@ -19,16 +21,6 @@ fn platform(arch: Arch) -> Platform {
         arch,
         os: Os::Linux,
     }
-}
-
-/// Steps `input` and folds its events into `state` and `log`.
-fn feed(state: &mut ControllerState, log: &mut Vec<Event>, input: Input) -> Vec<Event> {
-    let events = step(state, &input).expect("accepted");
-    for event in &events {
-        apply(state, event);
-        log.push(event.clone());
-    }
-    events
 }
 
 /// A fleet of enrolled nodes `edge-0`, `edge-1`, ...; each that has an
@@ -42,7 +34,7 @@ fn fleet(arches: &[Option<Arch>]) -> (ControllerState, Vec<Event>) {
             labels: Labels::new(),
             public: "127.0.0.1:8080".into(),
         };
-        feed(&mut state, &mut log, enroll);
+        accept_into(&mut state, &mut log, enroll);
         if let Some(arch) = arch {
             let said = Input::FromAgent {
                 node: NodeId(i as u32),
@@ -50,7 +42,7 @@ fn fleet(arches: &[Option<Arch>]) -> (ControllerState, Vec<Event>) {
                     platform: platform(*arch),
                 },
             };
-            feed(&mut state, &mut log, said);
+            accept_into(&mut state, &mut log, said);
         }
     }
     (state, log)
@@ -101,7 +93,7 @@ fn a_platform_is_recorded_once_per_change_and_survives_replay_and_snapshot() {
             platform: platform(Arch::X86_64),
         },
     };
-    assert_eq!(feed(&mut state, &mut log, moved).len(), 1);
+    assert_eq!(accept_into(&mut state, &mut log, moved).len(), 1);
     assert_eq!(replay(&log), state);
     let bytes = encode_state(&state).expect("encodes");
     assert_eq!(decode_state(&bytes).expect("decodes"), state);
@@ -120,7 +112,7 @@ fn a_quarantined_node_s_platform_is_not_recorded() {
         first_peer: "10.0.0.1:1".into(),
         second_peer: "10.0.0.2:2".into(),
     };
-    feed(&mut state, &mut log, conflict);
+    accept_into(&mut state, &mut log, conflict);
     let said = Input::FromAgent {
         node,
         msg: ToController::Platform {

@@ -1,114 +1,18 @@
 //! End-to-end flows through the pure cores: controller and agents wired by
 //! hand, no faults. These pin the happy path and the two headline stories.
 
-use model::agent::{agent_apply, agent_step, AgentEffect, AgentEvent, AgentInput, AgentState};
-use model::controller::{
-    apply, effects, step, ControllerState, Effect, Event, Input, OpPhase, Outcome, RolloutStatus,
-};
-use model::recovery::{Observed, StageFailure};
+use model::agent::{AgentEvent, AgentInput};
+use model::controller::{step, ControllerState, Event, Input, OpPhase, Outcome, RolloutStatus};
+use model::recovery::StageFailure;
 use model::{
     Decision, Digest, NodeId, OpId, Plan, ProbeVerdict, RolloutId, RouteObservation, ToAgent,
 };
-use std::collections::VecDeque;
+use testkit::feed_into;
+use testkit::fleet::Fleet;
 
 const V1: Digest = Digest::repeat(1);
 const V2: Digest = Digest::repeat(2);
 const V3: Digest = Digest::repeat(3);
-
-struct Fleet {
-    ctrl: ControllerState,
-    agents: Vec<AgentState>,
-    /// What each node's v2 answers: true = correct.
-    v2_correct: Vec<bool>,
-    to_agents: VecDeque<(NodeId, ToAgent)>,
-    log: Vec<Event>,
-    /// Every agent journal record, with its node.
-    agent_log: Vec<(NodeId, AgentEvent)>,
-    /// How each node's staging attempts fail; `None`: they succeed.
-    stage_failure: Vec<Option<StageFailure>>,
-}
-
-impl Fleet {
-    fn new(nodes: u32) -> Self {
-        let agents = (0..nodes)
-            .map(|_| AgentState {
-                serving: Some(V1),
-                ..AgentState::default()
-            })
-            .collect();
-        let mut fleet = Fleet {
-            ctrl: ControllerState::default(),
-            agents,
-            v2_correct: vec![true; nodes as usize],
-            to_agents: VecDeque::new(),
-            log: Vec::new(),
-            agent_log: Vec::new(),
-            stage_failure: vec![None; nodes as usize],
-        };
-        for n in 0..nodes {
-            fleet.agent(NodeId(n), AgentInput::Connected);
-        }
-        fleet
-    }
-
-    fn controller(&mut self, input: Input) {
-        let events = step(&self.ctrl, &input).expect("input accepted");
-        for event in events {
-            apply(&mut self.ctrl, &event);
-            for effect in effects(&self.ctrl, &event) {
-                if let Effect::Send { to, msg } = effect {
-                    self.to_agents.push_back((to, msg));
-                }
-            }
-            self.log.push(event);
-        }
-    }
-
-    fn agent(&mut self, node: NodeId, input: AgentInput) {
-        let idx = node.0 as usize;
-        let out = agent_step(&self.agents[idx], input);
-        for event in &out.events {
-            agent_apply(&mut self.agents[idx], event);
-            self.agent_log.push((node, *event));
-        }
-        for effect in out.effects {
-            match effect {
-                AgentEffect::Send(msg) => self.controller(Input::FromAgent { node, msg }),
-                AgentEffect::ProbeRoute => {
-                    let serving = self.agents[idx].serving;
-                    let correct = serving != Some(V2) || self.v2_correct[idx];
-                    let observation = RouteObservation {
-                        verdict: if correct {
-                            ProbeVerdict::Pass
-                        } else {
-                            ProbeVerdict::WrongAnswer
-                        },
-                        identity: serving,
-                        process_healthy: true,
-                        process_uptime_ms: None,
-                        process_restarts: None,
-                        artifact: None,
-                    };
-                    self.agent(node, AgentInput::Probed(observation));
-                }
-                // Nothing is on disk before an attempt; every attempt stages.
-                AgentEffect::ObserveStaged => {
-                    self.agent(node, AgentInput::StageObserved(Observed::Absent))
-                }
-                AgentEffect::StageArtifact => match self.stage_failure[idx] {
-                    Some(failure) => self.agent(node, AgentInput::StageFailed(failure)),
-                    None => self.agent(node, AgentInput::Staged),
-                },
-            }
-        }
-    }
-
-    fn run(&mut self) {
-        while let Some((node, msg)) = self.to_agents.pop_front() {
-            self.agent(node, AgentInput::Command(msg));
-        }
-    }
-}
 
 fn plan() -> Plan {
     Plan {
@@ -122,8 +26,8 @@ fn plan() -> Plan {
 
 #[test]
 fn happy_rollout_verifies_every_node_and_completes() {
-    let mut fleet = Fleet::new(3);
-    fleet.controller(Input::StartRollout { plan: plan() });
+    let mut fleet = Fleet::model(3);
+    fleet.accept(Input::StartRollout { plan: plan() });
     fleet.run();
     let r = &fleet.ctrl.rollouts[0];
     assert_eq!(r.status, RolloutStatus::Completed, "log: {:#?}", fleet.log);
@@ -135,9 +39,9 @@ fn happy_rollout_verifies_every_node_and_completes() {
 
 #[test]
 fn wrong_answer_on_canary_restores_and_pauses() {
-    let mut fleet = Fleet::new(3);
+    let mut fleet = Fleet::model(3);
     fleet.v2_correct[0] = false;
-    fleet.controller(Input::StartRollout { plan: plan() });
+    fleet.accept(Input::StartRollout { plan: plan() });
     fleet.run();
     let r = &fleet.ctrl.rollouts[0];
     assert!(r.paused.is_some());
@@ -151,13 +55,13 @@ fn wrong_answer_on_canary_restores_and_pauses() {
 
 #[test]
 fn approval_gate_waits_for_the_operator() {
-    let mut fleet = Fleet::new(3);
+    let mut fleet = Fleet::model(3);
     let mut p = plan();
     p.approval_after_canary = true;
-    fleet.controller(Input::StartRollout { plan: p });
+    fleet.accept(Input::StartRollout { plan: p });
     fleet.run();
     assert_eq!(fleet.ctrl.ops.len(), 1, "only the canary before approval");
-    fleet.controller(Input::Approve {
+    fleet.accept(Input::Approve {
         rollout: RolloutId(0),
     });
     fleet.run();
@@ -166,8 +70,8 @@ fn approval_gate_waits_for_the_operator() {
 
 #[test]
 fn replay_rebuilds_the_same_state() {
-    let mut fleet = Fleet::new(3);
-    fleet.controller(Input::StartRollout { plan: plan() });
+    let mut fleet = Fleet::model(3);
+    fleet.accept(Input::StartRollout { plan: plan() });
     fleet.run();
     assert_eq!(model::controller::replay(&fleet.log), fleet.ctrl);
 }
@@ -178,14 +82,7 @@ fn a_claim_is_recorded_refused_when_invalid_and_settles_nothing() {
     use model::OpId;
     let mut ctrl = ControllerState::default();
     let mut log = Vec::new();
-    let mut run = |ctrl: &mut ControllerState, input: Input| {
-        let events = step(ctrl, &input)?;
-        for e in &events {
-            apply(ctrl, e);
-        }
-        log.extend(events.clone());
-        Ok::<_, Refusal>(events)
-    };
+    let mut run = |ctrl: &mut ControllerState, input: Input| feed_into(ctrl, &mut log, input);
     run(&mut ctrl, Input::StartRollout { plan: plan() }).unwrap();
     let claim = |owner: &str, review_by: &str| Input::Claim {
         op: OpId(0),
@@ -273,15 +170,15 @@ fn a_claim_is_recorded_refused_when_invalid_and_settles_nothing() {
 /// what serves, and the op settles so the newer rollout can proceed.
 #[test]
 fn an_op_superseded_before_its_node_heard_of_it_is_aborted_unseen() {
-    let mut fleet = Fleet::new(3);
-    fleet.controller(Input::StartRollout { plan: plan() });
+    let mut fleet = Fleet::model(3);
+    fleet.accept(Input::StartRollout { plan: plan() });
     // node 0 (the canary) is away: its Apply is lost.
     let lost = fleet.to_agents.pop_front().expect("the canary's apply");
     assert!(
         matches!(lost, (NodeId(0), ToAgent::Apply { .. })),
         "{lost:?}"
     );
-    fleet.controller(Input::StartRollout {
+    fleet.accept(Input::StartRollout {
         plan: Plan {
             release: V3,
             ..plan()
@@ -330,8 +227,8 @@ fn an_op_superseded_before_its_node_heard_of_it_is_aborted_unseen() {
 #[test]
 fn confirm_baseline_is_refused_while_a_stored_commit_may_still_land() {
     use model::controller::{Refusal, Resolution};
-    let mut fleet = Fleet::new(3);
-    fleet.controller(Input::StartRollout { plan: plan() });
+    let mut fleet = Fleet::model(3);
+    fleet.accept(Input::StartRollout { plan: plan() });
     // The canary asks to commit; the Commit is stored, its reply is lost.
     let (node, apply) = fleet.to_agents.pop_front().expect("apply");
     fleet.agent(node, AgentInput::Command(apply));
@@ -376,9 +273,9 @@ fn confirm_baseline_is_refused_while_a_stored_commit_may_still_land() {
 #[test]
 fn confirm_new_is_refused_while_a_restore_may_still_land() {
     use model::controller::{Refusal, Resolution};
-    let mut fleet = Fleet::new(3);
+    let mut fleet = Fleet::model(3);
     fleet.v2_correct[0] = false;
-    fleet.controller(Input::StartRollout { plan: plan() });
+    fleet.accept(Input::StartRollout { plan: plan() });
     // Deliver until the Restore is queued for the canary, then hold it.
     while let Some((node, msg)) = fleet.to_agents.pop_front() {
         if matches!(msg, ToAgent::Restore { .. }) {
@@ -413,10 +310,10 @@ fn confirm_new_is_refused_while_a_restore_may_still_land() {
 #[test]
 fn a_resent_identical_report_is_not_logged_again() {
     use model::{ReportKind, StageRefusal, ToController};
-    let mut fleet = Fleet::new(3);
+    let mut fleet = Fleet::model(3);
     // node 0 serves nothing yet, so nothing can prove "not applied".
     fleet.agents[0].serving = None;
-    fleet.controller(Input::StartRollout { plan: plan() });
+    fleet.accept(Input::StartRollout { plan: plan() });
     // The canary's bundle fails verification: the table stops at once.
     fleet.stage_failure[0] = Some(StageFailure::Permanent);
     let apply = fleet.to_agents.pop_front().expect("the canary's apply");
@@ -424,7 +321,7 @@ fn a_resent_identical_report_is_not_logged_again() {
     let op = &fleet.ctrl.ops[&model::OpId(0)];
     assert!(op.unknown.is_some() && op.occupies_slot(), "{op:?}");
     let logged = fleet.log.len();
-    let report = |n: &Fleet| {
+    let report = |n: &Fleet<ControllerState>| {
         n.log
             .iter()
             .filter(|e| matches!(e, Event::ReportRecorded { .. }))
@@ -437,7 +334,7 @@ fn a_resent_identical_report_is_not_logged_again() {
     }
     assert_eq!(fleet.log.len(), logged, "{:#?}", &fleet.log[logged..]);
     // Something new (the route now answers as v3) is recorded.
-    fleet.controller(Input::FromAgent {
+    fleet.accept(Input::FromAgent {
         node: NodeId(0),
         msg: ToController::Report {
             op: OpId(0),
@@ -463,8 +360,8 @@ fn a_resent_identical_report_is_not_logged_again() {
 #[test]
 fn an_operator_rolls_back_an_unknown_op_and_a_probe_proves_it() {
     use model::controller::{Refusal, UnknownReason};
-    let mut fleet = Fleet::new(3);
-    fleet.controller(Input::StartRollout { plan: plan() });
+    let mut fleet = Fleet::model(3);
+    fleet.accept(Input::StartRollout { plan: plan() });
     let apply = fleet.to_agents.pop_front().expect("the canary's apply");
     // Granted, not decided: nothing to roll back.
     assert_eq!(
@@ -481,12 +378,12 @@ fn an_operator_rolls_back_an_unknown_op_and_a_probe_proves_it() {
             ..
         }
     ));
-    fleet.controller(Input::Timeout { op: OpId(0) });
+    fleet.accept(Input::Timeout { op: OpId(0) });
     assert_eq!(
         fleet.ctrl.ops[&model::OpId(0)].unknown,
         Some(UnknownReason::Silence)
     );
-    fleet.controller(Input::RollBack { op: OpId(0) });
+    fleet.accept(Input::RollBack { op: OpId(0) });
     assert!(fleet.log.contains(&Event::RollBackOrdered { op: OpId(0) }));
     assert_eq!(fleet.ctrl.ops[&model::OpId(0)].phase, OpPhase::Restoring);
     assert!(fleet.ctrl.rollouts[0].paused.is_some(), "no more grants");

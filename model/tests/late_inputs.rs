@@ -6,12 +6,14 @@
 
 use model::agent::{agent_apply, agent_step, AgentInput, AgentOp, AgentStage, AgentState};
 use model::controller::{
-    apply, step, ControllerState, Event, Input, OpPhase, Outcome, PauseReason, Refusal,
+    step, ControllerState, Event, Input, OpPhase, Outcome, PauseReason, Refusal,
 };
 use model::{
     Decision, Digest, Generation, NodeId, OpId, Plan, ReportKind, RolloutId, RouteObservation,
     ToAgent, ToController,
 };
+
+use testkit::{feed, fixtures};
 
 const V1: Digest = Digest::repeat(1);
 const V2: Digest = Digest::repeat(2);
@@ -19,14 +21,6 @@ const V3: Digest = Digest::repeat(3);
 const A: NodeId = NodeId(0);
 const B: NodeId = NodeId(1);
 const R0: RolloutId = RolloutId(0);
-
-fn feed(state: &mut ControllerState, input: Input) -> Result<Vec<Event>, Refusal> {
-    let events = step(state, &input)?;
-    for e in &events {
-        apply(state, e);
-    }
-    Ok(events)
-}
 
 fn plan(release: Digest, gate: bool) -> Plan {
     Plan {
@@ -40,22 +34,7 @@ fn plan(release: Digest, gate: bool) -> Plan {
 
 /// Nodes a and b serving v1; rollout r0 of v2 started (canary op0 granted).
 fn started(gate: bool) -> ControllerState {
-    let mut state = ControllerState::default();
-    for node in [A, B] {
-        let msg = ToController::Hello {
-            serving: Some(V1),
-            generation: Generation(0),
-        };
-        feed(&mut state, Input::FromAgent { node, msg }).expect("hello");
-    }
-    feed(
-        &mut state,
-        Input::StartRollout {
-            plan: plan(V2, gate),
-        },
-    )
-    .expect("start");
-    state
+    fixtures::started(plan(V2, gate))
 }
 
 /// The canary commits and reports a switch probed with `observation`.

@@ -13,17 +13,11 @@ use model::{
     ToController,
 };
 
+use testkit::feed;
+
 const V1: Digest = Digest::repeat(1);
 const V2: Digest = Digest::repeat(2);
 const OP: OpId = OpId(0);
-
-fn feed(state: &mut ControllerState, input: Input) -> Result<Vec<Event>, Refusal> {
-    let events = step(state, &input)?;
-    for e in &events {
-        apply(state, e);
-    }
-    Ok(events)
-}
 
 fn plan(followers: usize, slots_max: u16) -> Plan {
     Plan {

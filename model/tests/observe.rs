@@ -4,7 +4,7 @@
 //! evidence window.
 
 use model::controller::{
-    apply, step, ControllerState, Event, Input, ObservationSource, OpPhase, Outcome, Refusal,
+    step, ControllerState, Event, Input, ObservationSource, OpPhase, Outcome, Refusal,
     OBSERVATION_INTERVAL_MIN_MS, OP_EVIDENCE_MAX,
 };
 use model::{
@@ -12,21 +12,15 @@ use model::{
     ToController,
 };
 
+use testkit::accept;
+
 const V1: Digest = Digest::repeat(1);
 const V2: Digest = Digest::repeat(2);
 const NODE: NodeId = NodeId(0);
 const OP: OpId = OpId(0);
 
-fn feed(state: &mut ControllerState, input: Input) -> Vec<Event> {
-    let events = step(state, &input).expect("accepted");
-    for e in &events {
-        apply(state, e);
-    }
-    events
-}
-
 fn from_agent(state: &mut ControllerState, msg: ToController) -> Vec<Event> {
-    feed(state, Input::FromAgent { node: NODE, msg })
+    accept(state, Input::FromAgent { node: NODE, msg })
 }
 
 fn report(observation: RouteObservation) -> ToController {
@@ -47,7 +41,7 @@ fn committed() -> ControllerState {
             generation: model::Generation(0),
         },
     );
-    feed(
+    accept(
         &mut state,
         Input::StartRollout {
             plan: Plan {
@@ -91,7 +85,7 @@ fn wrong(identity: Digest) -> RouteObservation {
 #[test]
 fn an_observation_matching_the_confirmed_release_is_no_drift() {
     let mut state = verified();
-    let events = feed(&mut state, observe(RouteObservation::passing(V2), 1_000));
+    let events = accept(&mut state, observe(RouteObservation::passing(V2), 1_000));
     assert!(matches!(
         events[..],
         [Event::NodeObserved { at_ms: 1_000, .. }]
@@ -120,7 +114,7 @@ fn a_contradicting_observation_is_drift_and_rewrites_no_history() {
         },
     ] {
         let mut state = verified();
-        feed(&mut state, observe(seen, 1_000));
+        accept(&mut state, observe(seen, 1_000));
         let drift = state.nodes[&NODE].drift().expect("drifted");
         assert_eq!(drift.observation, seen);
         assert_eq!(state.nodes[&NODE].confirmed, Some(V2), "the record stays");
@@ -138,14 +132,14 @@ fn an_unreadable_artifact_alone_is_no_drift() {
         artifact: Some(ArtifactRead::Unreadable),
         ..RouteObservation::passing(V2)
     };
-    feed(&mut state, observe(seen, 1_000));
+    accept(&mut state, observe(seen, 1_000));
     assert!(state.nodes[&NODE].drift().is_none());
 }
 
 #[test]
 fn observations_are_bounded_to_one_per_node_per_interval() {
     let mut state = verified();
-    feed(&mut state, observe(RouteObservation::passing(V2), 50_000));
+    accept(&mut state, observe(RouteObservation::passing(V2), 50_000));
     let just_before = 50_000 + OBSERVATION_INTERVAL_MIN_MS - 1;
     assert_eq!(
         step(&state, &observe(wrong(V2), just_before)),
@@ -178,7 +172,7 @@ fn observations_are_bounded_to_one_per_node_per_interval() {
 #[test]
 fn an_observation_of_a_node_with_a_live_op_is_that_ops_evidence() {
     let mut state = committed();
-    let events = feed(&mut state, observe(RouteObservation::passing(V2), 1_000));
+    let events = accept(&mut state, observe(RouteObservation::passing(V2), 1_000));
     assert!(matches!(events[0], Event::ProbeRecorded { op: OP, .. }));
     assert!(!events
         .iter()
@@ -192,11 +186,11 @@ fn an_observation_of_a_node_with_a_live_op_is_that_ops_evidence() {
 #[test]
 fn a_drifted_nodes_next_baseline_is_what_was_observed() {
     let mut state = verified();
-    feed(&mut state, observe(RouteObservation::passing(V1), 1_000));
+    accept(&mut state, observe(RouteObservation::passing(V1), 1_000));
     assert_eq!(state.nodes[&NODE].baseline(), Some(V1));
     // Nothing proven serving: no baseline, never the old claim.
     let mut state = verified();
-    feed(&mut state, observe(wrong(V2), 1_000));
+    accept(&mut state, observe(wrong(V2), 1_000));
     assert_eq!(state.nodes[&NODE].baseline(), None);
     // Without drift: the confirmed release.
     assert_eq!(verified().nodes[&NODE].baseline(), Some(V2));
@@ -205,13 +199,13 @@ fn a_drifted_nodes_next_baseline_is_what_was_observed() {
 #[test]
 fn a_settling_op_clears_the_older_observation() {
     let mut state = verified();
-    feed(&mut state, observe(wrong(V2), 1_000));
+    accept(&mut state, observe(wrong(V2), 1_000));
     assert!(state.nodes[&NODE].drift().is_some());
     // The next rollout's op on the drifted node settles: its evidence is
     // newer than the observation (settling the settled op again would be
     // refused by `referents_exist`, tested in apply_preconditions.rs).
     let v3 = Digest::repeat(3);
-    feed(
+    accept(
         &mut state,
         Input::StartRollout {
             plan: Plan {
@@ -272,7 +266,7 @@ fn the_cause_of_a_restore_survives_the_evidence_window() {
 #[test]
 fn an_operator_rollback_of_a_passing_release_has_no_failed_cause() {
     let mut state = committed();
-    feed(&mut state, Input::RollBack { op: OP });
+    accept(&mut state, Input::RollBack { op: OP });
     assert_eq!(state.ops[&model::OpId(0)].phase, OpPhase::Restoring);
     assert_eq!(state.ops[&model::OpId(0)].cause, None);
 }

@@ -1,21 +1,17 @@
 //! The rule predicates the operator surface asks instead of restating them.
 
-use model::controller::{apply, step, ControllerState, Input};
+use model::controller::{step, ControllerState, Input};
 use model::{Digest, Generation, NodeId, OpId, Plan, ReportKind, RouteObservation};
 use model::{ProbeVerdict, ToController};
+
+use testkit::accept;
 
 const V1: Digest = Digest::repeat(1);
 const V2: Digest = Digest::repeat(2);
 const A: NodeId = NodeId(0);
 
-fn feed(state: &mut ControllerState, input: Input) {
-    for event in step(state, &input).expect("accepted") {
-        apply(state, &event);
-    }
-}
-
 fn from_a(state: &mut ControllerState, msg: ToController) {
-    feed(state, Input::FromAgent { node: A, msg });
+    accept(state, Input::FromAgent { node: A, msg });
 }
 
 /// A probe is judged as the release the op's phase expects, with the
@@ -33,7 +29,7 @@ fn a_probe_is_judged_as_the_release_the_phase_expects() {
     );
     // Before any rollout: nothing confirmed, nothing intended.
     assert_eq!(state.releases_to_judge(A), (None, None));
-    feed(
+    accept(
         &mut state,
         Input::StartRollout {
             plan: Plan {
@@ -86,7 +82,7 @@ fn started(followers: Vec<NodeId>, approval_after_canary: bool) -> ControllerSta
             generation: Generation(0),
         },
     );
-    feed(
+    accept(
         &mut state,
         Input::StartRollout {
             plan: Plan {
@@ -117,7 +113,7 @@ fn awaiting_approval_is_the_one_state_approve_is_accepted_in() {
         },
     );
     assert!(state.awaiting_approval(r));
-    feed(&mut state, Input::Approve { rollout: r });
+    accept(&mut state, Input::Approve { rollout: r });
     assert!(!state.awaiting_approval(r), "approved once");
     assert!(step(&state, &Input::Approve { rollout: r }).is_err());
 }
@@ -140,7 +136,7 @@ fn operator_actions_are_what_step_accepts() {
         operator_actions(&state, op),
         vec![A_::RollBack, A_::ConfirmNew, A_::Abandon]
     );
-    feed(&mut state, Input::RollBack { op });
+    accept(&mut state, Input::RollBack { op });
     // Restoring: confirm-new refused, roll back already ordered.
     assert_eq!(operator_actions(&state, op), vec![A_::Abandon]);
 }
@@ -163,9 +159,9 @@ fn rollout_actions_are_what_step_accepts() {
         },
     );
     assert_eq!(rollout_actions(&state, r), vec![R_::Approve, R_::Pause]);
-    feed(&mut state, Input::Pause { rollout: r });
+    accept(&mut state, Input::Pause { rollout: r });
     assert_eq!(rollout_actions(&state, r), vec![R_::Approve, R_::Resume]);
-    feed(&mut state, Input::Approve { rollout: r });
+    accept(&mut state, Input::Approve { rollout: r });
     assert_eq!(rollout_actions(&state, r), vec![R_::Resume]);
     assert!(rollout_actions(&state, model::RolloutId(7)).is_empty());
 }

@@ -5,9 +5,12 @@
 //! the node. Revocations are durable: a replay rebuilds the deny list.
 
 use model::controller::{
-    apply, effects, replay, step, ControllerState, Effect, Event, Input, Refusal, UnknownReason,
+    replay, step, ControllerState, Effect, Event, Input, Refusal, UnknownReason,
 };
 use model::{Digest, Generation, NodeId, Plan, RouteObservation, ToController};
+
+use testkit::fixtures;
+use testkit::fleet::Core;
 
 const V1: Digest = Digest::repeat(1);
 const V2: Digest = Digest::repeat(2);
@@ -20,13 +23,8 @@ fn feed(
     log: &mut Vec<Event>,
     input: Input,
 ) -> (Vec<Event>, Vec<Effect>) {
-    let events = step(state, &input).expect("accepted");
-    let mut sent = Vec::new();
-    for event in &events {
-        apply(state, event);
-        sent.extend(effects(state, event));
-        log.push(event.clone());
-    }
+    let (events, sent) = state.handle(input).expect("accepted");
+    log.extend(events.iter().cloned());
     (events, sent)
 }
 
@@ -58,17 +56,9 @@ fn sends_to(effects: &[Effect], node: NodeId) -> bool {
 fn started() -> (ControllerState, Vec<Event>) {
     let mut state = ControllerState::default();
     let mut log = Vec::new();
-    for node in [A, B] {
-        feed(&mut state, &mut log, hello(node));
+    for input in fixtures::started_inputs(fixtures::plan(2, 1, false)) {
+        feed(&mut state, &mut log, input);
     }
-    let plan = Plan {
-        release: V2,
-        canary: A,
-        followers: vec![B],
-        slots_max: 1,
-        approval_after_canary: false,
-    };
-    feed(&mut state, &mut log, Input::StartRollout { plan });
     (state, log)
 }
 

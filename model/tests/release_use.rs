@@ -1,9 +1,11 @@
 //! Which releases the controller's state names (issue #23 item 6): the
 //! rule `fleetweft bundle rm` asks before the store drops a release.
 
-use model::controller::{apply, step, ControllerState, Input, Labels};
+use model::controller::{ControllerState, Input, Labels};
 use model::{Digest, Generation, NodeId, OpId, Plan, ReportKind, RolloutId, RouteObservation};
 use model::{ProbeVerdict, ToController};
+
+use testkit::accept;
 
 const V1: Digest = Digest::repeat(1);
 const V2: Digest = Digest::repeat(2);
@@ -11,14 +13,8 @@ const V3: Digest = Digest::repeat(3);
 const A: NodeId = NodeId(0);
 const B: NodeId = NodeId(1);
 
-fn feed(state: &mut ControllerState, input: Input) {
-    for event in step(state, &input).expect("accepted") {
-        apply(state, &event);
-    }
-}
-
 fn from(state: &mut ControllerState, node: NodeId, msg: ToController) {
-    feed(state, Input::FromAgent { node, msg });
+    accept(state, Input::FromAgent { node, msg });
 }
 
 fn hello(state: &mut ControllerState, node: NodeId, serving: Option<Digest>) {
@@ -57,7 +53,7 @@ fn start(state: &mut ControllerState, release: Digest, canary: NodeId, followers
         slots_max: 1,
         approval_after_canary: false,
     };
-    feed(state, Input::StartRollout { plan });
+    accept(state, Input::StartRollout { plan });
 }
 
 /// Two enrolled nodes, node-a saying it serves v1.
@@ -66,7 +62,7 @@ fn fleet() -> ControllerState {
     for name in ["node-a", "node-b"] {
         let labels = Labels::new();
         let public = "127.0.0.1:8080".into();
-        feed(
+        accept(
             &mut state,
             Input::EnrollNode {
                 name: name.into(),
@@ -136,7 +132,7 @@ fn a_finished_rollout_names_its_release_until_no_node_intends_or_runs_it() {
 #[test]
 fn a_retired_node_and_a_drifted_observation_are_judged_apart() {
     let mut state = fleet();
-    feed(
+    accept(
         &mut state,
         Input::RetireNode {
             name: "node-a".into(),
@@ -152,7 +148,7 @@ fn a_retired_node_and_a_drifted_observation_are_judged_apart() {
     assert_eq!(observation.verdict, ProbeVerdict::Pass);
     let now_ms = 1_000_000;
     let source = model::controller::ObservationSource::Operator;
-    feed(
+    accept(
         &mut state,
         Input::Observe {
             node: B,

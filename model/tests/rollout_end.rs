@@ -4,55 +4,24 @@
 //! and ends only once resumed.
 
 use model::controller::{
-    apply, step, ControllerState, Event, Input, OpPhase, Outcome, PauseReason, Refusal, Resolution,
+    step, ControllerState, Event, Input, OpPhase, Outcome, PauseReason, Refusal, Resolution,
     RolloutStatus,
 };
-use model::{
-    Digest, Generation, NodeId, OpId, Plan, ReportKind, RolloutId, RouteObservation, ToController,
-};
+use model::{Digest, NodeId, OpId, Plan, ReportKind, RolloutId, RouteObservation, ToController};
+
+use testkit::{accept, fixtures};
 
 const V1: Digest = Digest::repeat(1);
-const V2: Digest = Digest::repeat(2);
 const R0: RolloutId = RolloutId(0);
-
-fn feed(state: &mut ControllerState, input: Input) -> Vec<Event> {
-    let events = step(state, &input).expect("accepted");
-    for event in &events {
-        apply(state, event);
-    }
-    events
-}
 
 /// Nodes a, b, c serving v1; rollout r0 of v2 started, canary op0 granted.
 fn started(slots: u8) -> ControllerState {
-    let mut state = ControllerState::default();
-    for n in 0..3 {
-        let msg = ToController::Hello {
-            serving: Some(V1),
-            generation: Generation(0),
-        };
-        feed(
-            &mut state,
-            Input::FromAgent {
-                node: NodeId(n),
-                msg,
-            },
-        );
-    }
-    let plan = Plan {
-        release: V2,
-        canary: NodeId(0),
-        followers: vec![NodeId(1), NodeId(2)],
-        slots_max: u16::from(slots),
-        approval_after_canary: false,
-    };
-    feed(&mut state, Input::StartRollout { plan });
-    state
+    fixtures::started(fixtures::plan(3, u16::from(slots), false))
 }
 
 fn abandon(state: &mut ControllerState, op: u32) -> Vec<Event> {
     let observation = RouteObservation::passing(V1);
-    feed(
+    accept(
         state,
         Input::Resolve {
             op: OpId(op),
@@ -63,18 +32,7 @@ fn abandon(state: &mut ControllerState, op: u32) -> Vec<Event> {
 }
 
 fn switch_passing(state: &mut ControllerState, op: u32) {
-    let node = state.op(OpId(op)).expect("op").node;
-    let msgs = [
-        ToController::CommitRequest { op: OpId(op) },
-        ToController::Report {
-            op: OpId(op),
-            kind: ReportKind::Switched,
-            observation: RouteObservation::passing(V2),
-        },
-    ];
-    for msg in msgs {
-        feed(state, Input::FromAgent { node, msg });
-    }
+    fixtures::verify(state, op);
 }
 
 fn ended(events: &[Event], not_passed: u32) -> bool {
@@ -127,12 +85,12 @@ fn a_rollout_whose_nodes_all_settled_with_one_abandoned_ends() {
 #[test]
 fn a_paused_rollout_waits_for_its_operator_and_ends_once_resumed() {
     let mut state = started(1);
-    feed(&mut state, Input::Pause { rollout: R0 });
+    accept(&mut state, Input::Pause { rollout: R0 });
     let events = abandon(&mut state, 0);
     assert!(!ended(&events, 1), "a pause waits: {events:#?}");
     assert_eq!(state.rollouts[0].status, RolloutStatus::Active);
     assert_eq!(state.rollouts[0].paused, Some(PauseReason::Operator));
-    let events = feed(&mut state, Input::Resume { rollout: R0 });
+    let events = accept(&mut state, Input::Resume { rollout: R0 });
     assert!(ended(&events, 1), "{events:#?}");
     assert_eq!(state.rollouts[0].status, RolloutStatus::Ended);
 }
@@ -167,7 +125,7 @@ fn finished_rollouts_are_archived_and_the_hot_state_does_not_grow() {
                 slots_max: 3,
                 approval_after_canary: false,
             };
-            feed(&mut state, Input::StartRollout { plan });
+            accept(&mut state, Input::StartRollout { plan });
         }
         for op in 3 * r..3 * r + 3 {
             if op > 3 * r {
@@ -187,7 +145,7 @@ fn finished_rollouts_are_archived_and_the_hot_state_does_not_grow() {
                     observation: RouteObservation::passing(release),
                 },
             ] {
-                feed(&mut state, Input::FromAgent { node, msg });
+                accept(&mut state, Input::FromAgent { node, msg });
             }
         }
         let rollout = state.rollout(RolloutId(r)).expect("rollout");

@@ -13,6 +13,8 @@ use model::controller::{
 use model::{Digest, NodeId, Plan};
 use std::collections::BTreeSet;
 
+use testkit::accept_into;
+
 const V1: Digest = Digest::repeat(1);
 
 fn labels(pairs: &[(&str, &str)]) -> Labels {
@@ -30,16 +32,6 @@ fn enroll_input(name: &str, pairs: &[(&str, &str)]) -> Input {
     }
 }
 
-/// Steps `input` and folds its events; returns them.
-fn feed(state: &mut ControllerState, log: &mut Vec<Event>, input: Input) -> Vec<Event> {
-    let events = step(state, &input).expect("accepted");
-    for event in &events {
-        apply(state, event);
-        log.push(event.clone());
-    }
-    events
-}
-
 fn refused(state: &ControllerState, input: Input) -> Refusal {
     step(state, &input).expect_err("refused")
 }
@@ -49,7 +41,7 @@ fn enrollment_order_is_the_node_id_and_names_are_unique() {
     let mut state = ControllerState::default();
     let mut log = Vec::new();
     for (i, name) in ["web-1", "web-2", "db-1"].iter().enumerate() {
-        let events = feed(
+        let events = accept_into(
             &mut state,
             &mut log,
             enroll_input(name, &[("tier", "edge")]),
@@ -134,12 +126,12 @@ fn names_labels_and_routes_are_bounded() {
 fn labels_are_set_and_removed_and_the_event_carries_the_whole_set() {
     let mut state = ControllerState::default();
     let mut log = Vec::new();
-    feed(
+    accept_into(
         &mut state,
         &mut log,
         enroll_input("web-1", &[("region", "eu"), ("tier", "edge")]),
     );
-    let events = feed(
+    let events = accept_into(
         &mut state,
         &mut log,
         Input::LabelNode {
@@ -188,9 +180,9 @@ fn plan(canary: u32, followers: &[u32]) -> Plan {
 fn retire_is_refused_while_the_node_holds_a_live_op() {
     let mut state = ControllerState::default();
     let mut log = Vec::new();
-    feed(&mut state, &mut log, enroll_input("web-1", &[]));
-    feed(&mut state, &mut log, enroll_input("web-2", &[]));
-    feed(
+    accept_into(&mut state, &mut log, enroll_input("web-1", &[]));
+    accept_into(&mut state, &mut log, enroll_input("web-2", &[]));
+    accept_into(
         &mut state,
         &mut log,
         Input::StartRollout {
@@ -211,7 +203,7 @@ fn retire_is_refused_while_the_node_holds_a_live_op() {
         }
     );
     // Its follower holds nothing yet: it can be retired.
-    let events = feed(
+    let events = accept_into(
         &mut state,
         &mut log,
         Input::RetireNode {
@@ -242,9 +234,9 @@ fn a_retired_node_is_never_granted_anything() {
     let mut state = ControllerState::default();
     let mut log = Vec::new();
     for name in ["c", "f1", "f2"] {
-        feed(&mut state, &mut log, enroll_input(name, &[]));
+        accept_into(&mut state, &mut log, enroll_input(name, &[]));
     }
-    feed(
+    accept_into(
         &mut state,
         &mut log,
         Input::RetireNode { name: "f1".into() },
@@ -264,22 +256,22 @@ fn a_retired_node_is_never_granted_anything() {
     let mut state = ControllerState::default();
     let mut log = Vec::new();
     for name in ["c", "f1", "f2"] {
-        feed(&mut state, &mut log, enroll_input(name, &[]));
+        accept_into(&mut state, &mut log, enroll_input(name, &[]));
     }
-    feed(
+    accept_into(
         &mut state,
         &mut log,
         Input::StartRollout {
             plan: plan(0, &[1, 2]),
         },
     );
-    feed(
+    accept_into(
         &mut state,
         &mut log,
         Input::RetireNode { name: "f1".into() },
     );
     let canary = state.nodes[&NodeId(0)].live_op.expect("canary granted");
-    let settled = feed(
+    let settled = accept_into(
         &mut state,
         &mut log,
         Input::Resolve {
@@ -302,28 +294,28 @@ fn a_retired_node_is_never_granted_anything() {
 fn selection_matches_every_pair_in_enrollment_order_and_skips_retired() {
     let mut state = ControllerState::default();
     let mut log = Vec::new();
-    feed(
+    accept_into(
         &mut state,
         &mut log,
         enroll_input("a", &[("region", "eu"), ("tier", "edge")]),
     );
-    feed(
+    accept_into(
         &mut state,
         &mut log,
         enroll_input("b", &[("region", "us"), ("tier", "edge")]),
     );
-    feed(&mut state, &mut log, enroll_input("c", &[("region", "eu")]));
-    feed(
+    accept_into(&mut state, &mut log, enroll_input("c", &[("region", "eu")]));
+    accept_into(
         &mut state,
         &mut log,
         enroll_input("d", &[("region", "eu"), ("tier", "edge")]),
     );
-    feed(
+    accept_into(
         &mut state,
         &mut log,
         enroll_input("e", &[("region", "eu"), ("tier", "edge")]),
     );
-    feed(&mut state, &mut log, Input::RetireNode { name: "d".into() });
+    accept_into(&mut state, &mut log, Input::RetireNode { name: "d".into() });
     let selector = labels(&[("region", "eu"), ("tier", "edge")]);
     let chosen: Vec<NodeId> = state.roster.select(&selector).collect();
     assert_eq!(chosen, vec![NodeId(0), NodeId(4)]);
@@ -374,16 +366,16 @@ fn events_naming_a_node_never_enrolled_or_out_of_order_are_refused_by_the_fold()
 fn folding_only_the_roster_events_gives_the_state_roster() {
     let mut state = ControllerState::default();
     let mut log = Vec::new();
-    feed(&mut state, &mut log, enroll_input("a", &[("tier", "edge")]));
-    feed(&mut state, &mut log, enroll_input("b", &[]));
-    feed(
+    accept_into(&mut state, &mut log, enroll_input("a", &[("tier", "edge")]));
+    accept_into(&mut state, &mut log, enroll_input("b", &[]));
+    accept_into(
         &mut state,
         &mut log,
         Input::StartRollout {
             plan: plan(0, &[1]),
         },
     );
-    feed(
+    accept_into(
         &mut state,
         &mut log,
         Input::LabelNode {
@@ -392,7 +384,7 @@ fn folding_only_the_roster_events_gives_the_state_roster() {
             remove: BTreeSet::new(),
         },
     );
-    feed(&mut state, &mut log, Input::RetireNode { name: "b".into() });
+    accept_into(&mut state, &mut log, Input::RetireNode { name: "b".into() });
     let mut roster = model::controller::Roster::default();
     for event in &log {
         roster.fold(event);

@@ -4,82 +4,24 @@
 //! and grants nothing more (B1); as many UNKNOWN ops as `max_unknown` pause
 //! it, and UNKNOWN never counts as failed.
 
-use model::controller::{apply, step, ControllerState, Event, Input, PauseReason, Refusal};
+use model::controller::{step, ControllerState, Event, Input, PauseReason, Refusal};
 use model::plan::Policy;
-use model::{
-    Digest, Generation, NodeId, OpId, Plan, ProbeVerdict, ReportKind, RolloutId, RouteObservation,
-    ToController,
-};
+use model::{Digest, NodeId, OpId, Plan, ProbeVerdict, RolloutId, RouteObservation};
 
-const V1: Digest = Digest::repeat(1);
+use testkit::{accept, fixtures};
+
 const V2: Digest = Digest::repeat(2);
 const R0: RolloutId = RolloutId(0);
 const NODES: u32 = 7;
 
-fn feed(state: &mut ControllerState, input: Input) -> Vec<Event> {
-    let events = step(state, &input).expect("accepted");
-    for event in &events {
-        apply(state, event);
-    }
-    events
-}
-
 /// Seven nodes serving v1; a v2 rollout with canary node 0 and followers
 /// 1..=6 under `policy`, 10 slots.
 fn started(policy: Policy) -> ControllerState {
-    let mut state = ControllerState::default();
-    for n in 0..NODES {
-        let msg = ToController::Hello {
-            serving: Some(V1),
-            generation: Generation(0),
-        };
-        feed(
-            &mut state,
-            Input::FromAgent {
-                node: NodeId(n),
-                msg,
-            },
-        );
-    }
-    let plan = Plan {
-        release: V2,
-        canary: NodeId(0),
-        followers: (1..NODES).map(NodeId).collect(),
-        slots_max: 10,
-        approval_after_canary: false,
-    };
-    feed(
-        &mut state,
-        Input::StartStaged {
-            plan,
-            policy,
-            arches: model::platform::ReleaseArches::Any,
-        },
-    );
-    state
+    fixtures::started_staged(fixtures::plan(NODES, 10, false), policy)
 }
 
 fn switch(state: &mut ControllerState, op: u32, answer: RouteObservation) -> Vec<Event> {
-    let node = state.op(OpId(op)).expect("op").node;
-    let mut events = feed(
-        state,
-        Input::FromAgent {
-            node,
-            msg: ToController::CommitRequest { op: OpId(op) },
-        },
-    );
-    events.extend(feed(
-        state,
-        Input::FromAgent {
-            node,
-            msg: ToController::Report {
-                op: OpId(op),
-                kind: ReportKind::Switched,
-                observation: answer,
-            },
-        },
-    ));
-    events
+    fixtures::switch(state, op, answer)
 }
 
 fn wrong() -> RouteObservation {
@@ -120,7 +62,7 @@ fn approval_between_waves_holds_the_next_wave_for_an_operator() {
     switch(&mut state, 1, RouteObservation::passing(V2));
     assert_eq!(granted(&state), 2);
     assert!(state.awaiting_approval(R0));
-    feed(&mut state, Input::Approve { rollout: R0 });
+    accept(&mut state, Input::Approve { rollout: R0 });
     assert_eq!(granted(&state), 7);
     assert!(!state.awaiting_approval(R0));
 }
@@ -169,9 +111,9 @@ fn unknown_ops_at_the_budget_pause_and_never_count_as_failed() {
     };
     let mut state = started(policy);
     switch(&mut state, 0, RouteObservation::passing(V2));
-    feed(&mut state, Input::Timeout { op: OpId(1) });
+    accept(&mut state, Input::Timeout { op: OpId(1) });
     assert!(state.rollouts[0].paused.is_none());
-    let events = feed(&mut state, Input::Timeout { op: OpId(2) });
+    let events = accept(&mut state, Input::Timeout { op: OpId(2) });
     assert!(events.contains(&Event::RolloutPaused {
         rollout: R0,
         reason: PauseReason::UnknownBudget,
@@ -272,10 +214,10 @@ fn rollout_actions_follow_the_budget_not_the_pause_reason() {
     let mut state = started(policy);
     switch(&mut state, 0, RouteObservation::passing(V2));
     assert_eq!(rollout_actions(&state, R0), vec![RolloutAction::Pause]);
-    feed(&mut state, Input::Pause { rollout: R0 });
+    accept(&mut state, Input::Pause { rollout: R0 });
     assert_eq!(rollout_actions(&state, R0), vec![RolloutAction::Resume]);
-    feed(&mut state, Input::Timeout { op: OpId(1) });
-    feed(&mut state, Input::Timeout { op: OpId(2) });
+    accept(&mut state, Input::Timeout { op: OpId(1) });
+    accept(&mut state, Input::Timeout { op: OpId(2) });
     assert_eq!(
         state.rollouts[0].paused,
         Some(PauseReason::Operator),

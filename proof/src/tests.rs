@@ -1,4 +1,7 @@
-//! Every reason code, from states built through the real `step`/`apply`.
+//! Every reason code, from states built through the real `step`/`apply`;
+//! the verdicts of states folded from events in [`recorded`].
+
+mod recorded;
 
 use super::*;
 use model::controller::{apply, step, Input};

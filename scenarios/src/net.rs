@@ -141,11 +141,7 @@ pub fn preflight(need_etcd: bool) -> anyhow::Result<()> {
         ("ip", "iproute2"),
         ("nft", "nftables"),
         ("python3", "python3"),
-        (ETCD_EXE, "etcd-server"),
     ] {
-        if tool == ETCD_EXE && !need_etcd {
-            continue;
-        }
         if run("sh", &["-c", &format!("command -v {tool}")]).is_err() {
             missing.push(package);
         }
@@ -156,6 +152,13 @@ pub fn preflight(need_etcd: bool) -> anyhow::Result<()> {
         let mut args = vec!["install", "-y", "-qq"];
         args.extend(missing.iter().copied());
         run("apt-get", &args).context("installing the scenario tools")?;
+    }
+    // Debian's etcd-server through the one installer, which leaves the
+    // package's system etcd neither running nor enabled at boot.
+    if need_etcd && run("sh", &["-c", &format!("command -v {ETCD_EXE}")]).is_err() {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/etcd.sh");
+        eprintln!("installing etcd-server ({script} install etcd)");
+        run("bash", &[script, "install", "etcd"]).context("installing etcd")?;
     }
     let probe = format!("{PREFIX}-probe");
     let _ = ip(&["netns", "del", &probe]);

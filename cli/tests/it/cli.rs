@@ -36,7 +36,7 @@ fn controller_log(temp: &tempfile::TempDir) -> PathBuf {
         .controller(Input::StartRollout { plan: plan(true) })
         .expect("start");
     fleet.run();
-    fleet.ctrl.close().expect("close");
+    fleet.close().expect("close");
     dir
 }
 
@@ -74,7 +74,7 @@ fn verify_names_the_open_unknown_op() {
     fleet
         .controller(Input::Timeout { op: OpId(0) })
         .expect("timeout");
-    fleet.ctrl.close().expect("close");
+    fleet.close().expect("close");
     let out = fleetweft(&["log", "verify"], &dir);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
@@ -274,7 +274,7 @@ fn show_escapes_control_characters_in_operator_text() {
             review_by: "soon\t\u{7}\n\u{9b}2J".into(),
         })
         .expect("claim");
-    fleet.ctrl.close().expect("close");
+    fleet.close().expect("close");
 
     let out = fleetweft(&["log", "show"], &dir);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));

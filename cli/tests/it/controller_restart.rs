@@ -65,6 +65,7 @@ fn retry_gets_stored_decision(fleet: &mut Fleet, node: NodeId, op: OpId) {
 
 fn count_started(fleet: &Fleet) -> usize {
     fleet
+        .ctrl
         .acknowledged
         .iter()
         .filter(|(_, e)| matches!(e, Event::RolloutStarted { .. }))
@@ -151,6 +152,7 @@ fn stored_decision_with_lost_reply_is_replayed_after_restart() {
             assert_eq!(fleet.to_agents.len(), 1, "the commit reply in flight");
             fleet.to_agents.clear();
             let decided_before = fleet
+                .ctrl
                 .acknowledged
                 .iter()
                 .filter(|(_, e)| matches!(e, Event::CommitDecided { .. }))
@@ -161,10 +163,10 @@ fn stored_decision_with_lost_reply_is_replayed_after_restart() {
                 Some(OpPhase::Decided)
             );
             // The agent's retry timer re-sends the commit request.
-            let seq_before = fleet.acknowledged.len();
+            let seq_before = fleet.ctrl.acknowledged.len();
             fleet.agent(NodeId(0), AgentInput::Retry);
             assert_eq!(
-                fleet.acknowledged[seq_before].1,
+                fleet.ctrl.acknowledged[seq_before].1,
                 Event::CommitReplayed {
                     op: OpId(0),
                     decision: Decision::Commit
@@ -172,6 +174,7 @@ fn stored_decision_with_lost_reply_is_replayed_after_restart() {
             );
             fleet.run();
             let decided_after = fleet
+                .ctrl
                 .acknowledged
                 .iter()
                 .filter(|(_, e)| matches!(e, Event::CommitDecided { op: OpId(0), .. }))
@@ -219,7 +222,7 @@ fn every_acknowledged_event_is_in_the_log_in_order() {
             .controller(Input::StartRollout { plan: plan(false) })
             .expect("start");
         fleet.run();
-        let acknowledged = fleet.acknowledged.clone();
+        let acknowledged = fleet.ctrl.acknowledged.clone();
         let state = fleet.ctrl.state().clone();
         let home = fleet.stop();
         let logged = home.logged();

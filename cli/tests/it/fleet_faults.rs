@@ -6,9 +6,10 @@
 //! The tests run one at a time (a shared lock): a 2-core machine running
 //! four fleets at once would stretch every step towards the op timeout.
 
-use crate::binaries::{agent_binary, fleetweft};
+use crate::binaries::fleetweft;
+use crate::fleet::loopback::Loopback;
+use api::client::ClientError;
 use api::client::FleetView;
-use api::client::{ApiClient, ClientError};
 use controller::daemon::api::{EventDto, OpDto};
 use demo::NODES;
 use model::controller::Event;
@@ -16,10 +17,9 @@ use model::Digest;
 use protocol::bundle;
 use std::collections::HashMap;
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command as StdCommand;
 use std::time::{Duration, Instant};
-use tokio::process::Child;
 
 /// How long one wait may take.
 const STEP: Duration = Duration::from_secs(60);
@@ -28,34 +28,24 @@ const TEST: Duration = Duration::from_secs(240);
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// A running fleet; dropping it kills every child.
+/// A running fleet (the test kit's loopback fleet, `fleet::loopback`, with
+/// the signed releases); dropping it kills every child.
 struct Fleet {
-    dir: PathBuf,
-    pki: protocol::pki::FleetPki,
-    api: ApiClient,
-    /// The API's base URL, for the CLI.
-    api_url: String,
-    /// The operator token, for the CLI.
-    token: String,
-    quic_port: u16,
-    public_ports: Vec<u16>,
+    kit: Loopback,
     /// version -> (digest, signed bytes)
     releases: HashMap<String, (Digest, Vec<u8>)>,
-    children: HashMap<String, Child>,
-    starts: HashMap<String, u32>,
 }
 
-impl Drop for Fleet {
-    fn drop(&mut self) {
-        for child in self.children.values_mut() {
-            let _ = child.start_kill();
-        }
-        // Keep the logs of a failed test for a post-mortem.
-        if !std::thread::panicking() {
-            if let Some(parent) = self.dir.parent() {
-                let _ = std::fs::remove_dir_all(parent);
-            }
-        }
+impl std::ops::Deref for Fleet {
+    type Target = Loopback;
+    fn deref(&self) -> &Loopback {
+        &self.kit
+    }
+}
+
+impl std::ops::DerefMut for Fleet {
+    fn deref_mut(&mut self) -> &mut Loopback {
+        &mut self.kit
     }
 }
 
@@ -63,97 +53,25 @@ impl Fleet {
     /// PKI, signed releases of the sample app, the controller, the given
     /// agents; every release uploaded.
     async fn start(versions: &[&str], agents: &[&str]) -> Fleet {
-        let dir = tempfile::tempdir().expect("temp dir").keep().join("fleet");
-        std::fs::create_dir_all(dir.join("logs")).unwrap();
-        let names: Vec<String> = NODES.iter().map(|s| s.to_string()).collect();
-        let pki = protocol::pki::init_fleet(&dir.join("pki"), &names, "localhost").unwrap();
-        let token = protocol::pki::load_operator_token(&pki.operator_token()).unwrap();
-        let keys = dir.join("keys");
-        std::fs::create_dir_all(&keys).unwrap();
-        let (signing, verifying) = bundle::keygen();
-        bundle::save_signing_key(&keys.join("bundle-signing.key"), &signing).unwrap();
-        bundle::save_verifying_key(&keys.join("bundle-signing.pub"), &verifying).unwrap();
+        let mut kit = Loopback::in_temp_dir("");
         let mut releases = HashMap::new();
         for version in versions {
-            let bytes = demo::sign_hello(&signing, version).unwrap();
+            let bytes = demo::sign_hello(&kit.signing, version).unwrap();
             releases.insert(version.to_string(), (bundle::bundle_digest(&bytes), bytes));
         }
-        let quic_port = demo::ports::free_port().unwrap();
-        let api_port = demo::ports::free_port().unwrap();
-        let public_ports: Vec<u16> = NODES
-            .iter()
-            .map(|_| demo::ports::free_port().unwrap())
-            .collect();
-        demo::write_controller_config(&dir, &pki, quic_port, api_port, &public_ports, None)
-            .unwrap();
-        let api_url = format!("http://127.0.0.1:{api_port}");
-        let api = ApiClient::new(api_url.clone(), Some(token.clone()));
-        let mut fleet = Fleet {
-            dir,
-            pki,
-            api,
-            api_url,
-            token,
-            quic_port,
-            public_ports,
-            releases,
-            children: HashMap::new(),
-            starts: HashMap::new(),
-        };
-        let config = fleet.dir.join("controller.toml").display().to_string();
-        fleet.spawn(
-            "controller",
-            &fleetweft(),
-            &["controller".into(), "--config".into(), config],
-        );
+        kit.start_controller().await;
         for node in agents {
-            fleet.start_agent(node);
+            kit.start_agent(node, &[]);
         }
-        let api = fleet.api.clone();
-        poll("the controller's API answers", || async {
-            api.get::<controller::daemon::api::StatusDto>("/api/status")
-                .await
-                .is_ok()
-        })
-        .await;
         for version in versions {
-            let bytes = fleet.releases[*version].1.clone();
-            let _: serde_json::Value = fleet.api.post_bytes("/api/bundles", bytes).await.unwrap();
+            let bytes = releases[*version].1.clone();
+            let _: serde_json::Value = kit.api.post_bytes("/api/bundles", bytes).await.unwrap();
         }
-        fleet
-    }
-
-    fn spawn(&mut self, name: &str, exe: &Path, args: &[String]) {
-        let n = self.starts.entry(name.to_string()).or_insert(0);
-        *n += 1;
-        let log = self.dir.join(format!("logs/{name}.{n}.log"));
-        let child = demo::spawn(exe, args, &log).unwrap();
-        assert!(self.children.insert(name.to_string(), child).is_none());
-    }
-
-    /// Write `node`'s agent config (the fleet's defaults) and return it.
-    fn agent_config(&self, node: &str) -> PathBuf {
-        let i = NODES.iter().position(|n| *n == node).unwrap();
-        demo::write_agent_config(
-            &self.dir,
-            &self.pki,
-            node,
-            self.quic_port,
-            self.public_ports[i],
-            None,
-        )
-        .unwrap()
-    }
-
-    fn spawn_agent(&mut self, node: &str, config: &Path, extra: &[&str]) {
-        let mut args = vec!["--config".to_string(), config.display().to_string()];
-        args.extend(extra.iter().map(|a| a.to_string()));
-        self.spawn(node, &agent_binary(), &args);
+        Fleet { kit, releases }
     }
 
     fn start_agent(&mut self, node: &str) {
-        let config = self.agent_config(node);
-        self.spawn_agent(node, &config, &[]);
+        self.kit.start_agent(node, &[]);
     }
 
     /// Start `node`'s agent with a `[faults]` section (TOML lines) and
@@ -182,13 +100,6 @@ impl Fleet {
         let text = text.replace(&fleet_key, &format!("{:?}", pubkey.display().to_string()));
         std::fs::write(&config, text).unwrap();
         self.spawn_agent(node, &config, &[]);
-    }
-
-    /// SIGKILL a child and reap it.
-    async fn kill(&mut self, name: &str) {
-        let mut child = self.children.remove(name).expect("a running child");
-        child.start_kill().unwrap();
-        child.wait().await.unwrap();
     }
 
     fn digest(&self, version: &str) -> Digest {
@@ -255,16 +166,6 @@ impl Fleet {
         demo::raw_get(self.public_ports[i], "/hello").await
     }
 
-    /// Every log file of `name` (one per start), concatenated.
-    fn logs(&self, name: &str) -> String {
-        let mut text = String::new();
-        for n in 1..=self.starts.get(name).copied().unwrap_or(0) {
-            let path = self.dir.join(format!("logs/{name}.{n}.log"));
-            text.push_str(&std::fs::read_to_string(path).unwrap_or_default());
-        }
-        text
-    }
-
     /// Stop the controller and run `fleetweft log verify` on its log.
     async fn verify_log(&mut self) {
         self.kill("controller").await;
@@ -283,11 +184,7 @@ impl Fleet {
 }
 
 async fn poll<F: Future<Output = bool>>(what: &str, check: impl Fn() -> F) {
-    let deadline = Instant::now() + STEP;
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    crate::fleet::loopback::poll(what, STEP, check).await
 }
 
 fn rollout_is(s: &FleetView, id: &str, status: &str) -> bool {

@@ -151,7 +151,7 @@ fn template() -> &'static Path {
             }
         }
         fleet.run();
-        fleet.ctrl.close().expect("close");
+        fleet.close().expect("close");
         settle(&dir);
         (temp, dir)
     });

@@ -27,6 +27,7 @@
 
 use crate::binaries::agent_binary;
 use crate::etcd_harness;
+use crate::fleet::loopback::Loopback;
 
 use api::client::{ApiClient, FleetView};
 use controller::daemon::ha::EXIT_DEPOSED;
@@ -260,19 +261,19 @@ async fn a_standby_takes_over_and_a_deposed_leader_changes_nothing() {
     };
     let prefix = etcd_harness::prefix("ha-takeover");
     let tmp = tempfile::tempdir().expect("temp dir");
-    let dir = tmp.path().to_path_buf();
-    std::fs::create_dir_all(dir.join("logs")).expect("logs dir");
-    let names: Vec<String> = NODES.iter().map(|s| s.to_string()).collect();
-    let pki = protocol::pki::init_fleet(&dir.join("pki"), &names, "localhost").expect("pki");
-    let token = protocol::pki::load_operator_token(&pki.operator_token()).expect("token");
-    let keys = dir.join("keys");
-    std::fs::create_dir_all(&keys).expect("keys dir");
-    let (signing, verifying) = bundle::keygen();
-    bundle::save_verifying_key(&keys.join("bundle-signing.pub"), &verifying).expect("pubkey");
+    let f = fleet(tmp.path());
+    let Fleet {
+        dir,
+        pki,
+        token,
+        signing,
+        public_ports,
+        ..
+    } = &f;
+    let dir = dir.clone();
     let port = || demo::ports::free_port().expect("free port");
-    let public_ports: Vec<u16> = NODES.iter().map(|_| port()).collect();
     let (a_ports, b_ports) = ((port(), port()), (port(), port()));
-    let bytes = demo::sign_hello(&signing, "v1").expect("sign v1");
+    let bytes = demo::sign_hello(signing, "v1").expect("sign v1");
     let release = bundle::bundle_digest(&bytes);
     let spec = |name, ports, drop| {
         controller_spec(
@@ -295,25 +296,7 @@ async fn a_standby_takes_over_and_a_deposed_leader_changes_nothing() {
     let mut a_child = start_controller(&dir, &a, 1);
     wait_view(&a.api, "a's API answers", &dir, |_| true).await;
     let mut b_child = start_controller(&dir, &b, 1);
-    let exe = agent_binary();
-    let mut agents = Vec::new();
-    for (i, node) in NODES.iter().enumerate() {
-        let config = demo::write_agent_config(&dir, &pki, node, a_ports.0, public_ports[i], None)
-            .expect("agent config");
-        let text = std::fs::read_to_string(&config).expect("read agent config");
-        let text = text.replace(
-            &format!("addr = \"127.0.0.1:{}\"", a_ports.0),
-            &format!(
-                "addrs = [\"127.0.0.1:{}\", \"127.0.0.1:{}\"]",
-                a_ports.0, b_ports.0
-            ),
-        )
-            + "\n[timing]\nretry_ms = 3000\nbackoff_base_ms = 100\nbackoff_max_ms = 1000\n";
-        std::fs::write(&config, text).expect("write agent config");
-        let log = dir.join(format!("logs/{node}.log"));
-        let args = ["--config".to_string(), config.display().to_string()];
-        agents.push(demo::spawn(&exe, &args, &log).expect("start agent"));
-    }
+    let agents = start_agents(&f, &agent_binary(), [a_ports.0, b_ports.0]);
     wait_view(&a.api, "every agent connected to a", &dir, |v| {
         v.nodes.len() == NODES.len() && v.nodes.iter().all(|n| n.connected)
     })
@@ -407,35 +390,13 @@ async fn a_standby_takes_over_and_a_deposed_leader_changes_nothing() {
     drop(agents);
 }
 
-/// The fleet's files for one HA test: PKI, token, signing key, ports.
-struct Fleet {
-    dir: PathBuf,
-    pki: protocol::pki::FleetPki,
-    token: String,
-    signing: ed25519_dalek::SigningKey,
-    public_ports: Vec<u16>,
-}
+/// The fleet's files for one HA test (the test kit's loopback layout,
+/// `fleet::loopback`: PKI, token, signing key, public ports); each test
+/// writes its two controllers' configs on it.
+type Fleet = Loopback;
 
 fn fleet(dir: &Path) -> Fleet {
-    std::fs::create_dir_all(dir.join("logs")).expect("logs dir");
-    let names: Vec<String> = NODES.iter().map(|s| s.to_string()).collect();
-    let pki = protocol::pki::init_fleet(&dir.join("pki"), &names, "localhost").expect("pki");
-    let token = protocol::pki::load_operator_token(&pki.operator_token()).expect("token");
-    let keys = dir.join("keys");
-    std::fs::create_dir_all(&keys).expect("keys dir");
-    let (signing, verifying) = bundle::keygen();
-    bundle::save_verifying_key(&keys.join("bundle-signing.pub"), &verifying).expect("pubkey");
-    let public_ports = NODES
-        .iter()
-        .map(|_| demo::ports::free_port().expect("free port"))
-        .collect();
-    Fleet {
-        dir: dir.to_path_buf(),
-        pki,
-        token,
-        signing,
-        public_ports,
-    }
+    Loopback::lay_out(dir.to_path_buf(), "")
 }
 
 /// Start one agent per node, each listing `addrs` in that order.

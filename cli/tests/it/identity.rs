@@ -10,18 +10,14 @@
 //! restart. `fleetweft pki issue` gives node-a a new certificate that
 //! connects, and `fleetweft node release` lifts the quarantine.
 
-use crate::binaries::{agent_binary, fleetweft};
-use api::client::ApiClient;
+use crate::binaries::fleetweft;
+use crate::fleet::loopback::Loopback;
 use api::client::FleetView;
 use controller::daemon::api::EventDto;
-use demo::NODES;
 use model::identity::IDENTITY_CONFLICT_REPLACEMENTS_MIN;
-use std::collections::HashMap;
 use std::future::Future;
-use std::path::{Path, PathBuf};
 use std::process::Command as StdCommand;
 use std::time::{Duration, Instant};
-use tokio::process::Child;
 
 /// How long one wait may take.
 const STEP: Duration = Duration::from_secs(60);
@@ -30,101 +26,36 @@ const TEST: Duration = Duration::from_secs(240);
 /// How long the two agents are left to fight once quarantined.
 const FIGHT: Duration = Duration::from_secs(10);
 
+/// The test kit's loopback fleet (`fleet::loopback`), with this test's
+/// helpers.
 struct Fleet {
-    dir: PathBuf,
-    pki: protocol::pki::FleetPki,
-    api: ApiClient,
-    api_url: String,
-    quic_port: u16,
-    /// The controller config's public ports (node-a, node-b, node-c); the
-    /// copy of node-a takes node-b's, which no agent uses here.
-    public: Vec<u16>,
-    children: HashMap<String, Child>,
-    starts: HashMap<String, u32>,
+    kit: Loopback,
 }
 
-impl Drop for Fleet {
-    fn drop(&mut self) {
-        for child in self.children.values_mut() {
-            let _ = child.start_kill();
-        }
-        if !std::thread::panicking() {
-            if let Some(parent) = self.dir.parent() {
-                let _ = std::fs::remove_dir_all(parent);
-            }
-        }
+impl std::ops::Deref for Fleet {
+    type Target = Loopback;
+    fn deref(&self) -> &Loopback {
+        &self.kit
+    }
+}
+
+impl std::ops::DerefMut for Fleet {
+    fn deref_mut(&mut self) -> &mut Loopback {
+        &mut self.kit
     }
 }
 
 impl Fleet {
     fn new() -> Fleet {
-        let dir = tempfile::tempdir().expect("temp dir").keep().join("fleet");
-        std::fs::create_dir_all(dir.join("logs")).expect("logs dir");
-        let names: Vec<String> = NODES.iter().map(|s| s.to_string()).collect();
-        let pki = protocol::pki::init_fleet(&dir.join("pki"), &names, "localhost").expect("pki");
-        let token = protocol::pki::load_operator_token(&pki.operator_token()).expect("token");
-        let keys = dir.join("keys");
-        std::fs::create_dir_all(&keys).expect("keys dir");
-        let (_, verifying) = protocol::bundle::keygen();
-        protocol::bundle::save_verifying_key(&keys.join("bundle-signing.pub"), &verifying)
-            .expect("pubkey");
-        let quic_port = demo::ports::free_port().expect("port");
-        let api_port = demo::ports::free_port().expect("port");
-        let public: Vec<u16> = NODES
-            .iter()
-            .map(|_| demo::ports::free_port().expect("port"))
-            .collect();
-        demo::write_controller_config(&dir, &pki, quic_port, api_port, &public, None)
-            .expect("controller config");
-        let api_url = format!("http://127.0.0.1:{api_port}");
         Fleet {
-            dir,
-            pki,
-            api: ApiClient::new(api_url.clone(), Some(token)),
-            api_url,
-            quic_port,
-            public,
-            children: HashMap::new(),
-            starts: HashMap::new(),
+            kit: Loopback::in_temp_dir(""),
         }
-    }
-
-    fn spawn(&mut self, name: &str, exe: &Path, args: &[String]) {
-        let n = self.starts.entry(name.to_string()).or_insert(0);
-        *n += 1;
-        let log = self.dir.join(format!("logs/{name}.{n}.log"));
-        let child = demo::spawn(exe, args, &log).expect("spawn");
-        assert!(self.children.insert(name.to_string(), child).is_none());
-    }
-
-    async fn start_controller(&mut self) {
-        let config = self.dir.join("controller.toml").display().to_string();
-        self.spawn(
-            "controller",
-            &fleetweft(),
-            &["controller".into(), "--config".into(), config],
-        );
-        let api = self.api.clone();
-        poll("the controller's API answers", || async {
-            api.get::<controller::daemon::api::StatusDto>("/api/status")
-                .await
-                .is_ok()
-        })
-        .await;
     }
 
     /// Start an agent as `name` holding node-a's identity, with its own
     /// data directory and public port (a copy of node-a elsewhere).
     fn start_node_a(&mut self, name: &str) {
-        let real = demo::write_agent_config(
-            &self.dir,
-            &self.pki,
-            "node-a",
-            self.quic_port,
-            self.public[0],
-            None,
-        )
-        .expect("agent config");
+        let real = self.agent_config("node-a");
         let config = if name == "node-a" {
             real
         } else {
@@ -134,36 +65,14 @@ impl Fleet {
             let text = text
                 .replace("node-a-data", &format!("{name}-data"))
                 .replace(
-                    &format!("public_port = {}", self.public[0]),
-                    &format!("public_port = {}", self.public[1]),
+                    &format!("public_port = {}", self.public_ports[0]),
+                    &format!("public_port = {}", self.public_ports[1]),
                 );
             let own = self.dir.join(format!("agent-{name}.toml"));
             std::fs::write(&own, text).expect("write config");
             own
         };
-        let args = vec!["--config".to_string(), config.display().to_string()];
-        self.spawn(name, &agent_binary(), &args);
-    }
-
-    async fn kill(&mut self, name: &str) {
-        let mut child = self.children.remove(name).expect("a running child");
-        child.start_kill().expect("kill");
-        child.wait().await.expect("reap");
-    }
-
-    fn logs(&self, name: &str) -> String {
-        (1..=self.starts.get(name).copied().unwrap_or(0))
-            .map(|n| {
-                std::fs::read_to_string(self.dir.join(format!("logs/{name}.{n}.log")))
-                    .unwrap_or_default()
-            })
-            .collect()
-    }
-
-    /// The log of `name`'s latest start only.
-    fn last_log(&self, name: &str) -> String {
-        let n = self.starts.get(name).copied().unwrap_or(0);
-        std::fs::read_to_string(self.dir.join(format!("logs/{name}.{n}.log"))).unwrap_or_default()
+        self.spawn_agent(name, &config, &[]);
     }
 
     async fn events(&self) -> Vec<EventDto> {
@@ -210,11 +119,7 @@ impl Fleet {
 }
 
 async fn poll<F: Future<Output = bool>>(what: &str, check: impl Fn() -> F) {
-    let deadline = Instant::now() + STEP;
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    crate::fleet::loopback::poll(what, STEP, check).await
 }
 
 fn count(events: &[EventDto], what: fn(&model::controller::Event) -> bool) -> usize {

@@ -47,7 +47,7 @@ fn controller_log(dir: &Path) {
         }
     }
     fleet.run();
-    fleet.ctrl.close().expect("close");
+    fleet.close().expect("close");
     // Wait for sled's lock release (verify does).
     let _ = eventlog::verify(dir);
 }

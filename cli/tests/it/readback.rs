@@ -3,18 +3,14 @@
 //! readback must be what the agent reads *now*: after the installed app file
 //! is overwritten on the agent's disk, the next readback says so.
 
-use crate::binaries::agent_binary;
-use api::client::ApiClient;
+use crate::fleet::loopback::Loopback;
 use api::client::FleetView;
-use controller::daemon::config::ControllerConfig;
 use controller::daemon::core::{CoreHandle, ReadBackError};
 use controller::daemon::readback::READBACK_INTERVAL_MIN_MS;
-use demo::NODES;
 use model::{ArtifactRead, Digest, NodeId, ProbeVerdict};
 use protocol::bundle;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
-use tokio::process::Child;
 
 /// How long one wait may take.
 const STEP: Duration = Duration::from_secs(60);
@@ -24,62 +20,35 @@ const TEST: Duration = Duration::from_secs(180);
 /// The fleet's directory, its controller's core and its agents (killed
 /// when this is dropped).
 struct Fleet {
-    dir: PathBuf,
+    /// The test kit's loopback fleet (`fleet::loopback`).
+    kit: Loopback,
     core: CoreHandle,
-    api: ApiClient,
     release: Digest,
-    _agents: Vec<Child>,
+}
+
+impl std::ops::Deref for Fleet {
+    type Target = Loopback;
+    fn deref(&self) -> &Loopback {
+        &self.kit
+    }
 }
 
 /// PKI, one signed release (v1), the controller in this process, and agents
 /// for `agents`; the release uploaded.
 async fn start(dir: PathBuf, agents: &[&str]) -> Fleet {
-    std::fs::create_dir_all(dir.join("logs")).expect("logs dir");
-    // The in-process controller's log, next to the agents' logs.
-    let log = std::fs::File::create(dir.join("logs/controller.log")).expect("controller log");
-    let _ = tracing_subscriber::fmt()
-        .with_ansi(false)
-        .with_writer(std::sync::Mutex::new(log))
-        .try_init();
-    let names: Vec<String> = NODES.iter().map(|s| s.to_string()).collect();
-    let pki = protocol::pki::init_fleet(&dir.join("pki"), &names, "localhost").expect("pki");
-    let token = protocol::pki::load_operator_token(&pki.operator_token()).expect("token");
-    let keys = dir.join("keys");
-    std::fs::create_dir_all(&keys).expect("keys dir");
-    let (signing, verifying) = bundle::keygen();
-    bundle::save_verifying_key(&keys.join("bundle-signing.pub"), &verifying).expect("pubkey");
-    let bytes = demo::sign_hello(&signing, "v1").expect("sign v1");
+    let mut kit = Loopback::lay_out(dir, "");
+    let bytes = demo::sign_hello(&kit.signing, "v1").expect("sign v1");
     let release = bundle::bundle_digest(&bytes);
-    let port = || demo::ports::free_port().expect("free port");
-    let (quic_port, api_port) = (port(), port());
-    let public_ports: Vec<u16> = NODES.iter().map(|_| port()).collect();
-    demo::write_controller_config(&dir, &pki, quic_port, api_port, &public_ports, None)
-        .expect("controller config");
-    let cfg = ControllerConfig::load(&dir.join("controller.toml")).expect("load config");
-    let daemon = controller::daemon::start(cfg, false)
-        .await
-        .expect("start the controller");
-    let core = daemon.core.clone();
-    tokio::spawn(daemon.serve());
-    let exe = agent_binary();
-    let mut children = Vec::new();
+    let core = kit.start_controller_here().await;
     for node in agents {
-        let i = NODES.iter().position(|n| n == node).expect("a fleet node");
-        let config = demo::write_agent_config(&dir, &pki, node, quic_port, public_ports[i], None)
-            .expect("agent config");
-        let log = dir.join(format!("logs/{node}.log"));
-        let args = ["--config".to_string(), config.display().to_string()];
-        children.push(demo::spawn(&exe, &args, &log).expect("start agent"));
+        kit.start_agent(node, &[]);
     }
-    let api = ApiClient::new(format!("http://127.0.0.1:{api_port}"), Some(token));
-    let _: serde_json::Value = api.post_bytes("/api/bundles", bytes).await.expect("upload");
-    Fleet {
-        dir,
-        core,
-        api,
-        release,
-        _agents: children,
-    }
+    let _: serde_json::Value = kit
+        .api
+        .post_bytes("/api/bundles", bytes)
+        .await
+        .expect("upload");
+    Fleet { kit, core, release }
 }
 
 impl Fleet {

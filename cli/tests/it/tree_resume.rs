@@ -105,7 +105,8 @@ async fn resume_body(dir: PathBuf) {
     let config = dir.join(format!("agent-{NODE}.toml"));
     let log = dir.join(format!("logs/{NODE}-restarted.log"));
     let args = ["--config".to_string(), config.display().to_string()];
-    fleet.agents[0] = demo::spawn(&agent_binary(), &args, &log).expect("restart the agent");
+    let restarted = demo::spawn(&agent_binary(), &args, &log).expect("restart the agent");
+    fleet.children.insert(NODE.to_string(), restarted);
     fleet
         .wait("r0 completed", |s| {
             s.rollouts
@@ -153,7 +154,7 @@ async fn kill_at_half(fleet: &mut Fleet, chunks: &Path, unique_bytes: u64) -> (u
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    fleet.agents[0].kill().await.expect("SIGKILL the agent");
+    fleet.kill(NODE).await;
     held(chunks)
 }
 

@@ -7,16 +7,13 @@
 //! disk. Then v2 changes one file: each agent fetches only that file's
 //! chunks (delta by content), counted from the agent's log.
 
-use crate::binaries::agent_binary;
-use api::client::{ApiClient, FleetView};
-use controller::daemon::config::ControllerConfig;
-use demo::NODES;
+use crate::fleet::loopback::Loopback;
+use api::client::FleetView;
 use model::Digest;
-use protocol::bundle::{self, ProbeSpec};
+use protocol::bundle::ProbeSpec;
 use releases::{ChunkStore, ReleaseFields};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use tokio::process::Child;
 
 /// How long one wait may take.
 pub(crate) const STEP: Duration = Duration::from_secs(90);
@@ -30,11 +27,22 @@ pub(crate) const AGENTS: [&str; 2] = ["node-a", "node-b"];
 /// The controller in this process and the agents of [`AGENTS`], each a
 /// child process (also used by `tree_resume` and `tree_mirrors`).
 pub(crate) struct Fleet {
-    pub(crate) dir: PathBuf,
-    pub(crate) api: ApiClient,
-    signing: ed25519_dalek::SigningKey,
-    /// The agent processes, in [`AGENTS`] order.
-    pub(crate) agents: Vec<Child>,
+    /// The test kit's loopback fleet (`fleet::loopback`): directory,
+    /// signing key, API client, the agent processes by node name.
+    pub(crate) kit: Loopback,
+}
+
+impl std::ops::Deref for Fleet {
+    type Target = Loopback;
+    fn deref(&self) -> &Loopback {
+        &self.kit
+    }
+}
+
+impl std::ops::DerefMut for Fleet {
+    fn deref_mut(&mut self) -> &mut Loopback {
+        &mut self.kit
+    }
 }
 
 /// Runs `body` on a fresh fleet directory in a 2-worker runtime, within
@@ -69,50 +77,12 @@ pub(crate) async fn start_with(dir: PathBuf, extra: &str) -> Fleet {
 /// [`start_with`], starting the agents of `agents` (node name, extra
 /// arguments such as `--arch aarch64`) instead of [`AGENTS`].
 pub(crate) async fn start_agents(dir: PathBuf, extra: &str, agents: &[(&str, &[&str])]) -> Fleet {
-    std::fs::create_dir_all(dir.join("logs")).expect("logs dir");
-    let log = std::fs::File::create(dir.join("logs/controller.log")).expect("controller log");
-    let _ = tracing_subscriber::fmt()
-        .with_ansi(false)
-        .with_writer(std::sync::Mutex::new(log))
-        .try_init();
-    let names: Vec<String> = NODES.iter().map(|s| s.to_string()).collect();
-    let pki = protocol::pki::init_fleet(&dir.join("pki"), &names, "localhost").expect("pki");
-    let token = protocol::pki::load_operator_token(&pki.operator_token()).expect("token");
-    let keys = dir.join("keys");
-    std::fs::create_dir_all(&keys).expect("keys dir");
-    let (signing, verifying) = bundle::keygen();
-    bundle::save_verifying_key(&keys.join("bundle-signing.pub"), &verifying).expect("pubkey");
-    let port = || demo::ports::free_port().expect("free port");
-    let (quic_port, api_port) = (port(), port());
-    let public_ports: Vec<u16> = NODES.iter().map(|_| port()).collect();
-    demo::write_controller_config(&dir, &pki, quic_port, api_port, &public_ports, None)
-        .expect("controller config");
-    let config = dir.join("controller.toml");
-    let text = std::fs::read_to_string(&config).expect("controller config");
-    std::fs::write(&config, format!("{text}\n{extra}")).expect("extend the config");
-    let cfg = ControllerConfig::load(&config).expect("load config");
-    let daemon = controller::daemon::start(cfg, false)
-        .await
-        .expect("start the controller");
-    tokio::spawn(daemon.serve());
-    let exe = agent_binary();
-    let mut children = Vec::new();
+    let mut kit = Loopback::lay_out(dir, extra);
+    kit.start_controller_here().await;
     for (node, more) in agents {
-        let i = NODES.iter().position(|n| n == node).expect("a fleet node");
-        let config = demo::write_agent_config(&dir, &pki, node, quic_port, public_ports[i], None)
-            .expect("agent config");
-        let log = dir.join(format!("logs/{node}.log"));
-        let mut args = vec!["--config".to_string(), config.display().to_string()];
-        args.extend(more.iter().map(|a| a.to_string()));
-        children.push(demo::spawn(&exe, &args, &log).expect("start agent"));
+        kit.start_agent(node, more);
     }
-    let api = ApiClient::new(format!("http://127.0.0.1:{api_port}"), Some(token));
-    Fleet {
-        dir,
-        api,
-        signing,
-        agents: children,
-    }
+    Fleet { kit }
 }
 
 /// Writes the release tree of `version` under `root`: the hello app (its

@@ -1,4 +1,6 @@
-//! A local etcd cluster for the etcd backend's integration tests.
+//! A local etcd cluster for the etcd backend's integration tests, started
+//! by the one etcd launcher (`etcdkit`, issue #22 item 5) with its
+//! loopback tuning.
 //!
 //! Members run as child processes started with `PR_SET_PDEATHSIG =
 //! SIGKILL` from a thread that lives as long as the test process, so the
@@ -15,47 +17,28 @@
 
 #![allow(dead_code)]
 
-use std::net::TcpListener;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use eventlog::{EtcdClient, EtcdConfig, EtcdTls};
+use eventlog::{EtcdConfig, EtcdTls};
+
+pub use etcdkit::Limits;
 
 /// `--max-txn-ops` of the test clusters: the default batch limits' need.
-pub const MAX_TXN_OPS: usize = eventlog::ETCD_MAX_TXN_OPS_REQUIRED;
+pub const MAX_TXN_OPS: usize = etcdkit::MAX_TXN_OPS;
 /// `--max-request-bytes` of the test clusters (as scripts/etcd.sh).
-pub const MAX_REQUEST_BYTES: usize = eventlog::ETCD_MAX_REQUEST_BYTES;
+pub const MAX_REQUEST_BYTES: usize = etcdkit::MAX_REQUEST_BYTES;
 /// Longest a cluster may take to answer a quorum read after start.
 const HEALTH_WAIT: Duration = Duration::from_secs(30);
-
-/// Limits a member is started with.
-#[derive(Clone, Copy)]
-pub enum Limits {
-    /// What the default batch limits need ([`MAX_TXN_OPS`], [`MAX_REQUEST_BYTES`]).
-    Fitting,
-    /// etcd's defaults (128 ops, 1.5 MiB): too small for the default limits.
-    EtcdDefaults,
-}
-
-/// One member's addresses and process.
-struct Member {
-    name: String,
-    client_port: u16,
-    peer_port: u16,
-    child: Option<Child>,
-}
 
 /// A running local cluster.
 pub struct Cluster {
     dir: PathBuf,
-    token: String,
-    limits: Limits,
-    members: Vec<Member>,
+    /// The members, through the launcher.
+    members: etcdkit::Cluster,
     /// Client TLS (https, client certificates required) when started so.
     pki: Option<Pki>,
 }
@@ -160,11 +143,7 @@ fn remove_at_exit(cluster: &Cluster) {
             let _ = std::fs::remove_dir_all(dir);
         }
     }
-    let pids = cluster
-        .members
-        .iter()
-        .filter_map(|m| m.child.as_ref().map(Child::id))
-        .collect();
+    let pids = cluster.members.pids();
     if AT_EXIT.set((pids, cluster.dir.clone())).is_ok() {
         // SAFETY: registers a plain function; it runs once at exit.
         unsafe { libc::atexit(clean_up) };
@@ -211,34 +190,35 @@ impl Cluster {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create the cluster's data directory");
         let pki = tls.then(|| Pki::generate(&dir.join("pki")));
-        let members = (1..=members)
-            .map(|i| Member {
-                name: format!("m{i}"),
-                client_port: free_port(),
-                peer_port: free_port(),
-                child: None,
-            })
-            .collect();
-        let mut cluster = Cluster {
-            dir,
-            token: format!("{name}-{}", std::process::id()),
-            limits,
+        let spec = etcdkit::ClusterSpec {
             members,
-            pki,
+            data_dir: dir.clone(),
+            log_dir: dir.clone(),
+            log_prefix: String::new(),
+            token: format!("{name}-{}", std::process::id()),
+            ports: etcdkit::Ports::Free,
+            // Short ticks: etcd's minimum lease TTL is 1.5 election
+            // timeouts (here 0.75 s, so a 1 s TTL is honoured).
+            tuning: etcdkit::Tuning {
+                limits,
+                ..etcdkit::Tuning::loopback()
+            },
+            tls: pki.as_ref().map(|pki| etcdkit::ServerTls {
+                cert: pki.server_cert.clone(),
+                key: pki.server_key.clone(),
+                ca: pki.ca.clone(),
+            }),
+            lifetime: etcdkit::Lifetime::TiedToProcess,
         };
-        for index in 0..cluster.members.len() {
-            cluster.start_member(index, "new");
-        }
+        let members = etcdkit::Cluster::start(spec).expect("start the etcd members");
+        let mut cluster = Cluster { dir, members, pki };
         cluster.wait_healthy();
         Some(cluster)
     }
 
     /// Client endpoints, `127.0.0.1:PORT`.
     pub fn endpoints(&self) -> Vec<String> {
-        self.members
-            .iter()
-            .map(|m| format!("127.0.0.1:{}", m.client_port))
-            .collect()
+        self.members.endpoints()
     }
 
     /// The PKI of a TLS cluster.
@@ -256,26 +236,20 @@ impl Cluster {
 
     /// SIGKILLs member `index` (a machine dying mid-request).
     pub fn kill_member(&mut self, index: usize) {
-        if let Some(mut child) = self.members[index].child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.members.kill_member(index);
     }
 
     /// SIGSTOPs member `index`: its connections stay open but nothing it
     /// was sent is answered (a hung machine). `kill_member` ends it.
     pub fn freeze_member(&mut self, index: usize) {
-        if let Some(child) = &self.members[index].child {
-            // SAFETY: plain syscall on our own child's pid.
-            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGSTOP) };
-        }
+        self.members.freeze_member(index);
     }
 
     /// Restarts killed member `index` on its data (no health wait).
     pub fn restart_member(&mut self, index: usize) {
-        if self.members[index].child.is_none() {
-            self.start_member(index, "existing");
-        }
+        self.members
+            .restart_member(index)
+            .expect("restart the etcd member");
     }
 
     /// The index of the member that is raft leader now, asking each live
@@ -283,8 +257,8 @@ impl Cluster {
     pub fn raft_leader(&self) -> usize {
         let started = Instant::now();
         loop {
-            for (index, member) in self.members.iter().enumerate() {
-                if member.child.is_none() {
+            for index in 0..self.endpoints().len() {
+                if !self.members.is_running(index) {
                     continue;
                 }
                 if let Some(true) = self.member_leads(index) {
@@ -304,7 +278,7 @@ impl Cluster {
         let endpoint = format!(
             "{}://127.0.0.1:{}",
             if self.pki.is_some() { "https" } else { "http" },
-            self.members[index].client_port
+            self.members.client_port(index)
         );
         let mut options = etcd_client::ConnectOptions::new()
             .with_connect_timeout(Duration::from_secs(1))
@@ -336,90 +310,15 @@ impl Cluster {
 
     /// SIGKILLs every member (a whole-cluster power loss).
     pub fn kill_all(&mut self) {
-        for member in &mut self.members {
-            if let Some(mut child) = member.child.take() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-        }
+        self.members.kill_all();
     }
 
     /// Restarts every killed member on its data and waits for health.
     pub fn restart_all(&mut self) {
-        for index in 0..self.members.len() {
-            if self.members[index].child.is_none() {
-                self.start_member(index, "existing");
-            }
-        }
-        self.wait_healthy();
-    }
-
-    fn initial_cluster(&self) -> String {
         self.members
-            .iter()
-            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer_port))
-            .collect::<Vec<_>>()
-            .join(",")
-    }
-
-    fn start_member(&mut self, index: usize, state: &str) {
-        let initial = self.initial_cluster();
-        let member = &self.members[index];
-        let data = self.dir.join(&member.name);
-        let log = std::fs::File::create(self.dir.join(format!("{}.log", member.name)))
-            .expect("create the member's log file");
-        let scheme = if self.pki.is_some() { "https" } else { "http" };
-        let client = format!("{scheme}://127.0.0.1:{}", member.client_port);
-        let peer = format!("http://127.0.0.1:{}", member.peer_port);
-        let mut command = Command::new("etcd");
-        command
-            .arg("--name")
-            .arg(&member.name)
-            .arg("--data-dir")
-            .arg(&data)
-            .args([
-                "--listen-client-urls",
-                &client,
-                "--advertise-client-urls",
-                &client,
-            ])
-            .args([
-                "--listen-peer-urls",
-                &peer,
-                "--initial-advertise-peer-urls",
-                &peer,
-            ])
-            .args([
-                "--initial-cluster",
-                &initial,
-                "--initial-cluster-state",
-                state,
-            ])
-            .args(["--initial-cluster-token", &self.token])
-            // Short ticks: etcd's minimum lease TTL is 1.5 election timeouts
-            // in heartbeats (here 0.75 s, so a 1 s TTL is honoured).
-            .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
-            .args(["--logger", "zap"])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("clone the log file handle"))
-            .stderr(log);
-        if let Some(pki) = &self.pki {
-            command
-                .arg("--cert-file")
-                .arg(&pki.server_cert)
-                .arg("--key-file")
-                .arg(&pki.server_key)
-                .arg("--trusted-ca-file")
-                .arg(&pki.ca)
-                .arg("--client-cert-auth");
-        }
-        if let Limits::Fitting = self.limits {
-            command
-                .arg(format!("--max-txn-ops={MAX_TXN_OPS}"))
-                .arg(format!("--max-request-bytes={MAX_REQUEST_BYTES}"));
-        }
-        let child = spawn_tied_to_process(command);
-        self.members[index].child = Some(child);
+            .restart_all()
+            .expect("restart the etcd members");
+        self.wait_healthy();
     }
 
     /// Waits until member `index` answers a status request (restarted and
@@ -437,85 +336,24 @@ impl Cluster {
     }
 
     /// Waits until the cluster answers a quorum read.
-    pub fn wait_healthy(&self) {
-        let endpoints = self.endpoints();
-        let started = Instant::now();
-        loop {
-            let mut probe = EtcdConfig::new(endpoints.clone(), "/fleetweft-test/health");
-            probe.tls = self.pki.as_ref().map(Pki::client_tls);
-            let healthy = EtcdClient::connect(&probe).ok().and_then(|client| {
-                eventlog::EtcdStorage::open_read_only(&client, &probe)
-                    .ok()
-                    .and_then(|storage| eventlog::LogStorage::last_sequence(&storage).ok())
-            });
-            if healthy.is_some() {
-                return;
-            }
-            assert!(
-                started.elapsed() < HEALTH_WAIT,
-                "the etcd cluster in {} did not become healthy within {HEALTH_WAIT:?} \
-                 (see the members' .log files there)",
+    pub fn wait_healthy(&mut self) {
+        if let Err(e) = self.members.wait_healthy(HEALTH_WAIT) {
+            panic!(
+                "the etcd cluster in {} did not become healthy: {e}",
                 self.dir.display()
             );
-            thread::sleep(Duration::from_millis(100));
         }
     }
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        self.kill_all();
+        self.members.kill_all();
         // Kept after a failure, for the members' logs.
         if !thread::panicking() {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
-}
-
-/// A command to start and where to send the child.
-type SpawnRequest = (Command, mpsc::Sender<Child>);
-
-/// Spawns `command` from a thread that never exits, with the kernel told
-/// to SIGKILL the child when that thread (so: the process) dies.
-fn spawn_tied_to_process(mut command: Command) -> Child {
-    static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnRequest>>> = OnceLock::new();
-    let spawner = SPAWNER.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<SpawnRequest>();
-        thread::spawn(move || {
-            for (mut command, reply) in rx {
-                let child = command.spawn().expect("start etcd");
-                let _ = reply.send(child);
-            }
-            // The channel lives in a static: never reached, the thread (and
-            // with it the children's parent-death signal) lasts until exit.
-        });
-        Mutex::new(tx)
-    });
-    // SAFETY: prctl is async-signal-safe; nothing else runs between fork
-    // and exec.
-    unsafe {
-        command.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let (reply_tx, reply_rx) = mpsc::channel();
-    spawner
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .send((command, reply_tx))
-        .expect("the spawner thread is alive");
-    reply_rx.recv().expect("the spawner thread started etcd")
-}
-
-/// A port the kernel just handed out (released again for etcd to bind).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("bind a loopback port")
 }
 
 /// True when `etcd` is on PATH, installing it through scripts/etcd.sh if
@@ -529,7 +367,7 @@ fn ensure_etcd() -> bool {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/etcd.sh");
         let installed = Command::new("bash")
             .arg(&script)
-            .arg("install")
+            .args(["install", "etcd"])
             .status()
             .map(|status| status.success())
             .unwrap_or(false);
@@ -557,11 +395,5 @@ fn ensure_etcd() -> bool {
 }
 
 fn has_etcd() -> bool {
-    Command::new("etcd")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|status| status.success())
-        .unwrap_or(false)
+    etcdkit::etcd_installed()
 }

@@ -15,7 +15,6 @@
 //! entry names the controller whose lease was live then ([`Fleet::writes`]).
 
 use super::*;
-use eventlog::{ETCD_MAX_REQUEST_BYTES, ETCD_MAX_TXN_OPS_REQUIRED};
 
 /// The controller hosts, at octets 1, 2, 3; controller `i` (1-based) is
 /// process `controller-i` on host `CONTROLLER_HOSTS[i - 1]`.
@@ -260,44 +259,24 @@ impl Fleet {
         let cluster: Vec<String> = (1..=CONTROLLER_HOSTS.len())
             .map(|k| format!("m{k}=http://{}:{ETCD_PEER_PORT}", host_ip(k)))
             .collect();
-        let client = format!("http://{}", etcd_endpoint(i));
-        let peer = format!("http://{}:{ETCD_PEER_PORT}", host_ip(i));
-        let data = self.dir.join(format!("etcd-{i}"));
-        let args: Vec<String> = [
-            "--name",
-            &format!("m{i}"),
-            "--data-dir",
-            &data.display().to_string(),
-            "--listen-client-urls",
-            &client,
-            "--advertise-client-urls",
-            &client,
-            "--listen-peer-urls",
-            &peer,
-            "--initial-advertise-peer-urls",
-            &peer,
-            "--initial-cluster",
-            &cluster.join(","),
-            "--initial-cluster-state",
-            "new",
-            "--initial-cluster-token",
-            "fwsc",
-            "--max-txn-ops",
-            &ETCD_MAX_TXN_OPS_REQUIRED.to_string(),
-            "--max-request-bytes",
-            &ETCD_MAX_REQUEST_BYTES.to_string(),
-            // Without pre-vote (etcd 3.4's default), a member rejoining
-            // after a partition forces a raft election with its higher
-            // term and the cluster has no leader for seconds: the leading
-            // controller could not renew its lease and was deposed (found
-            // by scenario 20). 3.5 enables it by default.
-            "--pre-vote",
-            "--logger",
-            "zap",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        let member = etcdkit::MemberSpec {
+            name: format!("m{i}"),
+            data_dir: self.dir.join(format!("etcd-{i}")),
+            client_url: format!("http://{}", etcd_endpoint(i)),
+            peer_url: format!("http://{}:{ETCD_PEER_PORT}", host_ip(i)),
+            metrics_url: None,
+            initial_cluster: cluster.join(","),
+            existing: false,
+            token: "fwsc".into(),
+            tls: None,
+        };
+        // The one launcher's flags: the limits the log's atomic batch
+        // needs, and pre-vote. Without pre-vote (etcd 3.4's default), a
+        // member rejoining after a partition forces a raft election with
+        // its higher term and the cluster has no leader for seconds: the
+        // leading controller could not renew its lease and was deposed
+        // (found by scenario 20). 3.5 enables it by default.
+        let args = etcdkit::member_args(&member, &etcdkit::Tuning::networked());
         let ns = format!("{}-{}", net::PREFIX, CONTROLLER_HOSTS[i - 1]);
         self.spawn_in(&format!("etcd-{i}"), &ns, Path::new(ETCD_EXE), &args)
     }

@@ -1,33 +1,72 @@
-//! A controller on a real log wired to in-memory agents, as in
-//! model/tests/flows.rs but through `controller::driver::Controller`.
+//! A controller on a real log wired to in-memory agents: the test kit's
+//! in-process fleet (as in model/tests/flows.rs) with
+//! `controller::driver::Controller` as its core.
 #![allow(dead_code)]
 
 mod backend;
+pub mod loopback;
 
-use std::collections::VecDeque;
 use std::path::Path;
 
 pub use backend::{backends, Backend, LogHome};
 
 use controller::driver::{Controller, ControllerError, Ready};
-use model::agent::{agent_apply, agent_step, AgentEffect, AgentInput, AgentState};
 use model::controller::{Effect, Event, Input};
-use model::{Digest, NodeId, Plan, ProbeVerdict, RouteObservation, ToAgent};
+use model::{NodeId, Plan};
+use testkit::fleet::Core;
 
-pub const V1: Digest = Digest::repeat(1);
-pub const V2: Digest = Digest::repeat(2);
+pub use testkit::fixtures::V2;
 
-/// The controller, its agents and the messages in flight to them.
+/// The controller on its log, and the events it acknowledged.
+pub struct Driven {
+    pub ctrl: Controller,
+    /// Every event the controller acknowledged (returned in a `Ready`).
+    pub acknowledged: Vec<(u64, Event)>,
+}
+
+impl std::ops::Deref for Driven {
+    type Target = Controller;
+    fn deref(&self) -> &Controller {
+        &self.ctrl
+    }
+}
+
+impl std::ops::DerefMut for Driven {
+    fn deref_mut(&mut self) -> &mut Controller {
+        &mut self.ctrl
+    }
+}
+
+impl Core for Driven {
+    type Error = ControllerError;
+    fn handle(&mut self, input: Input) -> Result<(Vec<Event>, Vec<Effect>), ControllerError> {
+        let ready: Ready = self.ctrl.handle(input)?;
+        let (events, effects) = ready.into_parts();
+        self.acknowledged.extend(events.iter().cloned());
+        Ok((events.into_iter().map(|(_, e)| e).collect(), effects))
+    }
+}
+
+/// The test kit's in-process fleet (issue #22 item 5) on a real log: the
+/// controller (`fleet.ctrl`, a [`Driven`]), its agents and the messages in
+/// flight to them, and where the log lives.
 pub struct Fleet {
     /// Where the controller's log lives (sled or etcd).
     pub home: LogHome,
-    pub ctrl: Controller,
-    pub agents: Vec<AgentState>,
-    /// What each node's v2 answers: true = correct.
-    pub v2_correct: Vec<bool>,
-    pub to_agents: VecDeque<(NodeId, ToAgent)>,
-    /// Every event the controller acknowledged (returned in a `Ready`).
-    pub acknowledged: Vec<(u64, Event)>,
+    pub kit: testkit::fleet::Fleet<Driven>,
+}
+
+impl std::ops::Deref for Fleet {
+    type Target = testkit::fleet::Fleet<Driven>;
+    fn deref(&self) -> &Self::Target {
+        &self.kit
+    }
+}
+
+impl std::ops::DerefMut for Fleet {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.kit
+    }
 }
 
 impl Fleet {
@@ -39,126 +78,43 @@ impl Fleet {
     /// A fresh controller on `home`'s log (any backend) and `nodes` agents
     /// serving v1, connected.
     pub fn on(mut home: LogHome, nodes: u32) -> Self {
-        let ctrl = home.open();
-        let agents = (0..nodes)
-            .map(|_| AgentState {
-                serving: Some(V1),
-                ..AgentState::default()
-            })
-            .collect();
-        let mut fleet = Fleet {
-            home,
-            ctrl,
-            agents,
-            v2_correct: vec![true; nodes as usize],
-            to_agents: VecDeque::new(),
+        let ctrl = Driven {
+            ctrl: home.open(),
             acknowledged: Vec::new(),
         };
-        for n in 0..nodes {
-            fleet.agent(NodeId(n), AgentInput::Connected);
-        }
-        fleet
-    }
-
-    /// Feeds `input` to the controller; queues its sends for the agents and
-    /// returns the durable events.
-    pub fn controller(&mut self, input: Input) -> Result<Vec<Event>, ControllerError> {
-        let ready: Ready = self.ctrl.handle(input)?;
-        let (events, effects) = ready.into_parts();
-        self.acknowledged.extend(events.iter().cloned());
-        for effect in effects {
-            if let Effect::Send { to, msg } = effect {
-                self.to_agents.push_back((to, msg));
-            }
-        }
-        Ok(events.into_iter().map(|(_, event)| event).collect())
-    }
-
-    /// Runs one agent step and everything it triggers.
-    pub fn agent(&mut self, node: NodeId, input: AgentInput) {
-        let idx = node.0 as usize;
-        let out = agent_step(&self.agents[idx], input);
-        for event in &out.events {
-            agent_apply(&mut self.agents[idx], event);
-        }
-        for effect in out.effects {
-            match effect {
-                AgentEffect::Send(msg) => {
-                    self.controller(Input::FromAgent { node, msg })
-                        .expect("agent message accepted");
-                }
-                AgentEffect::ProbeRoute => {
-                    let serving = self.agents[idx].serving;
-                    let correct = serving != Some(V2) || self.v2_correct[idx];
-                    let observation = RouteObservation {
-                        verdict: if correct {
-                            ProbeVerdict::Pass
-                        } else {
-                            ProbeVerdict::WrongAnswer
-                        },
-                        identity: serving,
-                        process_healthy: true,
-                        process_uptime_ms: None,
-                        process_restarts: None,
-                        artifact: None,
-                    };
-                    self.agent(node, AgentInput::Probed(observation));
-                }
-                // Nothing is on disk before an attempt; every attempt stages.
-                AgentEffect::ObserveStaged => self.agent(
-                    node,
-                    AgentInput::StageObserved(model::recovery::Observed::Absent),
-                ),
-                AgentEffect::StageArtifact => self.agent(node, AgentInput::Staged),
-            }
-        }
-    }
-
-    /// Delivers the oldest message in flight, if any.
-    pub fn deliver_one(&mut self) -> bool {
-        match self.to_agents.pop_front() {
-            Some((node, msg)) => {
-                self.agent(node, AgentInput::Command(msg));
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Delivers messages until none is in flight.
-    pub fn run(&mut self) {
-        while self.deliver_one() {}
+        let kit = testkit::fleet::Fleet::new(ctrl, nodes);
+        Fleet { home, kit }
     }
 
     /// Stops the controller (closing its log, or dropping it like a crash)
     /// and starts it again on the same directory; agents keep running.
     /// Messages in flight are lost with the old connections.
     pub fn restart(self, close: bool) -> Self {
-        let Fleet {
-            mut home,
-            ctrl,
-            agents,
-            v2_correct,
-            acknowledged,
-            ..
-        } = self;
+        let Fleet { mut home, kit } = self;
+        let Driven { ctrl, acknowledged } = kit.ctrl;
         home.stop(ctrl, close);
-        let ctrl = home.open();
+        let ctrl = Driven {
+            ctrl: home.open(),
+            acknowledged,
+        };
+        let mut restarted = testkit::fleet::Fleet::with_agents(ctrl, kit.agents);
+        restarted.v2_correct = kit.v2_correct;
         Fleet {
             home,
-            ctrl,
-            agents,
-            v2_correct,
-            to_agents: VecDeque::new(),
-            acknowledged,
+            kit: restarted,
         }
+    }
+
+    /// Closes the controller's log (the driver's `close`).
+    pub fn close(self) -> Result<(), ControllerError> {
+        self.kit.ctrl.ctrl.close()
     }
 
     /// Stops the controller in order (on etcd: resigns its leadership) and
     /// hands back its log's home, to read the log back.
     pub fn stop(self) -> LogHome {
-        let Fleet { mut home, ctrl, .. } = self;
-        home.stop(ctrl, true);
+        let Fleet { mut home, kit } = self;
+        home.stop(kit.ctrl.ctrl, true);
         home
     }
 }
