@@ -207,7 +207,7 @@ fn a_refusal_names_at_most_its_bound_and_counts_the_rest() {
 #[test]
 fn a_follower_that_changed_architecture_after_the_start_is_not_granted() {
     let (mut state, mut log) = fleet(&[Some(Arch::Aarch64), Some(Arch::X86_64)]);
-    let events = feed(
+    let events = accept_into(
         &mut state,
         &mut log,
         start(2, only(&[Arch::Aarch64, Arch::X86_64])),
@@ -235,7 +235,7 @@ fn a_follower_that_changed_architecture_after_the_start_is_not_granted() {
             platform: platform(Arch::Other),
         },
     };
-    feed(&mut state, &mut log, said);
+    accept_into(&mut state, &mut log, said);
     // The canary passes; the follower would be next.
     for msg in [
         ToController::CommitRequest { op: model::OpId(0) },
@@ -245,7 +245,7 @@ fn a_follower_that_changed_architecture_after_the_start_is_not_granted() {
             observation: model::RouteObservation::passing(V2),
         },
     ] {
-        let events = feed(
+        let events = accept_into(
             &mut state,
             &mut log,
             Input::FromAgent {
