@@ -5,6 +5,7 @@
 //! a violation message takes (a settled phase says its outcome, a pause its
 //! reason). Public so the API's test can hold the surfaces together.
 
+use model::controller::words as controller_words;
 use model::controller::{OpPhase, Outcome, PauseReason, RolloutStatus};
 use model::words;
 use model::{Decision, Digest};
@@ -12,12 +13,12 @@ use std::borrow::Cow;
 
 /// How an op settled: `rolled-back`, `resolved (abandon)`, ...
 pub fn outcome(o: Outcome) -> Cow<'static, str> {
-    words::outcome(o)
+    controller_words::outcome(o)
 }
 
 /// An op's phase, with its outcome when settled: `settled (verified)`.
 pub fn phase(p: OpPhase) -> String {
-    words::op_phase_with_outcome(p)
+    controller_words::op_phase_with_outcome(p)
 }
 
 /// A commit decision: `commit`, `abort`.
@@ -32,12 +33,12 @@ pub fn stored_decision(d: Option<Decision>) -> &'static str {
 
 /// A rollout's recorded status: `active`, `superseded`, ...
 pub fn status(s: RolloutStatus) -> &'static str {
-    words::rollout_status(s)
+    controller_words::rollout_status(s)
 }
 
 /// A pause with its reason: `paused (operator)`, ...
 pub fn pause(p: PauseReason) -> String {
-    words::paused(p)
+    controller_words::paused(p)
 }
 
 /// A release, if any: its digest, or `nothing`.

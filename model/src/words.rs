@@ -1,8 +1,11 @@
 //! The one wording of every model enum an operator reads (issue #22 item
 //! 4): the API's DTOs and filters, the CLI, the dashboard, `/metrics`,
-//! `fleetweft log show`, the event text ([`Event`]'s `Display`), the
+//! `fleetweft log show`, the event text (`Event`'s `Display`), the
 //! invariants' violation messages and the proofs all take their words from
-//! here, so "rolled-back" is never also "rolled back" or "RolledBack".
+//! here and from [`crate::controller::words`] (the words of the
+//! controller's own enums, kept beside them so that this module depends on
+//! nothing of the controller's: the controller's event text uses these), so
+//! "rolled-back" is never also "rolled back" or "RolledBack".
 //!
 //! Every function matches its enum without a wildcard: a new variant does
 //! not compile until it has its words here. Words are kebab-case (what the
@@ -11,93 +14,8 @@
 //! them (`paused (operator)`, `settled (rolled-back)`). Pure: no IO, no
 //! dependencies beyond the model's types.
 
-use crate::controller::{
-    Event, ObservationSource, OpPhase, Outcome, PauseReason, Resolution, RolloutStatus,
-    UnknownReason,
-};
 use crate::{Decision, Digest, ProbeVerdict, ReportKind};
-use std::borrow::Cow;
 
-/// The phase word of a settled op (an archived op has no `OpPhase`).
-pub const SETTLED: &str = "settled";
-
-/// An op's phase: `granted`, `decided`, `restoring`, `settled`.
-pub fn op_phase(phase: OpPhase) -> &'static str {
-    match phase {
-        OpPhase::Granted => "granted",
-        OpPhase::Decided => "decided",
-        OpPhase::Restoring => "restoring",
-        OpPhase::Settled(_) => SETTLED,
-    }
-}
-
-/// An op's phase with its stored decision when decided, as the handover
-/// report says it: `decided (commit)`, `decided (abort)`.
-pub fn op_phase_with_decision(phase: OpPhase, decision: Option<Decision>) -> String {
-    match (phase, decision) {
-        (OpPhase::Decided, Some(d)) => format!("{} ({})", op_phase(phase), self::decision(d)),
-        // A decided op always has its decision; say commit as the core does.
-        (OpPhase::Decided, None) => op_phase_with_decision(phase, Some(Decision::Commit)),
-        (p, _) => op_phase(p).to_string(),
-    }
-}
-
-/// An op's phase with its outcome when settled, as the invariants'
-/// messages say it: `granted`, `settled (rolled-back)`.
-pub fn op_phase_with_outcome(phase: OpPhase) -> String {
-    match phase {
-        OpPhase::Settled(o) => format!("{SETTLED} ({})", outcome(o)),
-        p => op_phase(p).to_string(),
-    }
-}
-
-/// The word of a resolved outcome without its resolution (the API's op
-/// state `resolved`).
-pub const RESOLVED: &str = "resolved";
-
-/// How an op settled, without the resolution: `verified`, `rolled-back`,
-/// `not-applied`, `resolved`.
-pub fn outcome_kind(outcome: Outcome) -> &'static str {
-    match outcome {
-        Outcome::Verified => "verified",
-        Outcome::RolledBack => "rolled-back",
-        Outcome::NotApplied => "not-applied",
-        Outcome::Resolved(_) => RESOLVED,
-    }
-}
-
-/// How an op settled: `verified`, `rolled-back`, `not-applied`, or
-/// `resolved (confirm-new)` and so on for an operator's resolution.
-pub fn outcome(outcome: Outcome) -> Cow<'static, str> {
-    match outcome {
-        Outcome::Resolved(r) => Cow::Owned(format!("{RESOLVED} ({})", resolution(r))),
-        o => Cow::Borrowed(outcome_kind(o)),
-    }
-}
-
-/// An operator's resolution: `confirm-new`, `confirm-baseline`, `abandon`
-/// (the words `POST /api/ops/{op}/resolve` takes).
-pub fn resolution(resolution: Resolution) -> &'static str {
-    match resolution {
-        Resolution::ConfirmNew => "confirm-new",
-        Resolution::ConfirmBaseline => "confirm-baseline",
-        Resolution::Abandon => "abandon",
-    }
-}
-
-/// Every resolution, in the order the words are listed.
-pub const RESOLUTIONS: [Resolution; 3] = [
-    Resolution::ConfirmNew,
-    Resolution::ConfirmBaseline,
-    Resolution::Abandon,
-];
-
-/// The resolution named by `word`, if any.
-pub fn parse_resolution(word: &str) -> Option<Resolution> {
-    RESOLUTIONS.into_iter().find(|r| resolution(*r) == word)
-}
-
-/// A stored commit decision: `commit`, `abort`.
 pub fn decision(decision: Decision) -> &'static str {
     match decision {
         Decision::Commit => "commit",
@@ -105,70 +23,12 @@ pub fn decision(decision: Decision) -> &'static str {
     }
 }
 
-/// What a missing stored decision reads as.
 pub const NO_DECISION: &str = "none";
 
-/// A stored decision, if any: `commit`, `abort`, `none`.
 pub fn stored_decision(decision: Option<Decision>) -> &'static str {
     decision.map_or(NO_DECISION, self::decision)
 }
 
-/// Why an op is UNKNOWN: `silence`, `restore-unproven`, `contradictory`.
-pub fn unknown_reason(reason: UnknownReason) -> &'static str {
-    match reason {
-        UnknownReason::Silence => "silence",
-        UnknownReason::RestoreUnproven => "restore-unproven",
-        UnknownReason::Contradictory => "contradictory",
-    }
-}
-
-/// Why an op is UNKNOWN, as a sentence that starts with its word (`log
-/// show`, the CLI).
-pub fn unknown_reason_sentence(reason: UnknownReason) -> String {
-    let why = match reason {
-        UnknownReason::Silence => "no answer within the deadline",
-        UnknownReason::RestoreUnproven => "restore reported but not proven by a serving probe",
-        UnknownReason::Contradictory => "a report contradicts the op's phase",
-    };
-    format!("{}: {why}", unknown_reason(reason))
-}
-
-/// A rollout's recorded status: `active`, `superseded`, `completed`,
-/// `ended`. Operators also read [`PAUSED`] and [`WAITING_APPROVAL`] for an
-/// active rollout that waits for them.
-pub fn rollout_status(status: RolloutStatus) -> &'static str {
-    match status {
-        RolloutStatus::Active => "active",
-        RolloutStatus::Superseded => "superseded",
-        RolloutStatus::Completed => "completed",
-        RolloutStatus::Ended => "ended",
-    }
-}
-
-/// The status word of an active rollout that is paused.
-pub const PAUSED: &str = "paused";
-
-/// The status word of an active rollout that waits at its approval gate.
-pub const WAITING_APPROVAL: &str = "waiting-approval";
-
-/// Why a rollout is paused: `operator`, `probe of op3 failed`, ...
-pub fn pause_reason(reason: PauseReason) -> String {
-    match reason {
-        PauseReason::Operator => "operator".to_string(),
-        PauseReason::ProbeFailed { op } => format!("probe of {op} failed"),
-        PauseReason::FailureBudget { op } => format!("{op} failed over the failure budget"),
-        PauseReason::UnknownBudget => "unknown budget reached".to_string(),
-    }
-}
-
-/// A paused rollout's status with its reason, as every surface says it:
-/// `paused (operator)`, `paused (probe of op3 failed)`, ...
-pub fn paused(reason: PauseReason) -> String {
-    format!("{PAUSED} ({})", pause_reason(reason))
-}
-
-/// A probe verdict: `pass`, `wrong-answer`, `unreachable` (the words an
-/// operator's observation takes).
 pub fn verdict(verdict: ProbeVerdict) -> &'static str {
     match verdict {
         ProbeVerdict::Pass => "pass",
@@ -177,124 +37,29 @@ pub fn verdict(verdict: ProbeVerdict) -> &'static str {
     }
 }
 
-/// Every verdict, in the order the words are listed.
 pub const VERDICTS: [ProbeVerdict; 3] = [
     ProbeVerdict::Pass,
     ProbeVerdict::WrongAnswer,
     ProbeVerdict::Unreachable,
 ];
 
-/// The verdict named by `word`, if any.
 pub fn parse_verdict(word: &str) -> Option<ProbeVerdict> {
     VERDICTS.into_iter().find(|v| verdict(*v) == word)
 }
 
-/// What an agent's report is about: `switched`, `restored`, `not-applied`,
-/// `refused` (its `Display` adds the refusal's reason).
 pub fn report_kind(kind: ReportKind) -> &'static str {
     match kind {
         ReportKind::Switched => "switched",
         ReportKind::Restored => "restored",
-        ReportKind::NotApplied => outcome_kind(Outcome::NotApplied),
+        // The same word as `Outcome::NotApplied`'s (a test in
+        // `controller::words` holds them together).
+        ReportKind::NotApplied => "not-applied",
         ReportKind::Refused(_) => "refused",
     }
 }
 
-/// Who observed a node outside of any op: `readback`, `controller-probe`,
-/// `operator`.
-pub fn observation_source(source: ObservationSource) -> &'static str {
-    match source {
-        ObservationSource::ReadBack => "readback",
-        ObservationSource::ControllerProbe => "controller-probe",
-        ObservationSource::Operator => "operator",
-    }
-}
-
-/// What a release slot holds when it holds none.
 pub const NO_RELEASE: &str = "nothing";
 
-/// A release, if any: its digest, or `nothing`.
 pub fn release(release: Option<Digest>) -> String {
     release.map_or_else(|| NO_RELEASE.to_string(), |d| d.to_string())
 }
-
-/// An event's kind: the kebab-case of its variant (`rollout-completed`,
-/// `op-granted`, ...). The SSE stream's `event:` field and the words a
-/// webhook's `events` filter takes.
-pub fn event_kind(event: &Event) -> &'static str {
-    match event {
-        Event::RolloutStarted { .. } => "rollout-started",
-        Event::RolloutSuperseded { .. } => "rollout-superseded",
-        Event::RolloutPaused { .. } => "rollout-paused",
-        Event::RolloutResumed { .. } => "rollout-resumed",
-        Event::RolloutApproved { .. } => "rollout-approved",
-        Event::RolloutCompleted { .. } => "rollout-completed",
-        Event::OpGranted { .. } => "op-granted",
-        Event::CommitDecided { .. } => "commit-decided",
-        Event::CommitReplayed { .. } => "commit-replayed",
-        Event::ReportRecorded { .. } => "report-recorded",
-        Event::ProbeRecorded { .. } => "probe-recorded",
-        Event::RestoreRequested { .. } => "restore-requested",
-        Event::OpUnknown { .. } => "op-unknown",
-        Event::OpSettled { .. } => "op-settled",
-        Event::OperatorObserved { .. } => "operator-observed",
-        Event::OpClaimed { .. } => "op-claimed",
-        Event::NodeHello { .. } => "node-hello",
-        Event::LateReportIgnored { .. } => "late-report-ignored",
-        Event::StaleCommandRejected { .. } => "stale-command-rejected",
-        Event::ForeignMessageIgnored { .. } => "foreign-message-ignored",
-        Event::RollBackOrdered { .. } => "roll-back-ordered",
-        Event::NodeObserved { .. } => "node-observed",
-        Event::RolloutEnded { .. } => "rollout-ended",
-        Event::NodeQuarantined { .. } => "node-quarantined",
-        Event::NodeReleased { .. } => "node-released",
-        Event::CertRevoked { .. } => "cert-revoked",
-        Event::NodeEnrolled { .. } => "node-enrolled",
-        Event::NodeLabeled { .. } => "node-labeled",
-        Event::NodeRetired { .. } => "node-retired",
-        Event::RolloutPolicySet { .. } => "rollout-policy-set",
-        Event::RolloutFollowersAdded { .. } => "rollout-followers-added",
-        Event::ForgottenOpIgnored { .. } => "forgotten-op-ignored",
-        Event::NodePlatform { .. } => "node-platform",
-        Event::RolloutArchesSet { .. } => "rollout-arches-set",
-    }
-}
-
-/// Every event kind word, in the model's variant order (what a webhook's
-/// `events` list may name).
-pub const EVENT_KINDS: [&str; 34] = [
-    "rollout-started",
-    "rollout-superseded",
-    "rollout-paused",
-    "rollout-resumed",
-    "rollout-approved",
-    "rollout-completed",
-    "op-granted",
-    "commit-decided",
-    "commit-replayed",
-    "report-recorded",
-    "probe-recorded",
-    "restore-requested",
-    "op-unknown",
-    "op-settled",
-    "operator-observed",
-    "op-claimed",
-    "node-hello",
-    "late-report-ignored",
-    "stale-command-rejected",
-    "foreign-message-ignored",
-    "roll-back-ordered",
-    "node-observed",
-    "rollout-ended",
-    "node-quarantined",
-    "node-released",
-    "cert-revoked",
-    "node-enrolled",
-    "node-labeled",
-    "node-retired",
-    "rollout-policy-set",
-    "rollout-followers-added",
-    "forgotten-op-ignored",
-    "node-platform",
-    "rollout-arches-set",
-];

@@ -56,12 +56,12 @@ use crate::fleet::{Action, FleetModel};
 use crate::world::{App, Artifact, ChunkDisk, Ghost, Msg, World};
 use model::agent::{AgentOp, AgentStage, AgentState, ATTEMPT_BUDGET};
 use model::chunks::ChunkSet;
+use model::controller::words;
 use model::controller::{
     current_command, ControllerState, Effect, NodeRecord, Op, OpPhase, Outcome, PauseReason,
     Resolution, Rollout, RolloutStatus,
 };
 use model::plan::Policy;
-use model::words;
 use model::{Digest, NodeId, OpId, Plan, RolloutId, ToAgent};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -820,7 +820,7 @@ fn op_words(o: &Op) -> String {
 }
 
 fn agent_words(agent: &AgentState) -> String {
-    let serving = words::release(agent.serving);
+    let serving = model::words::release(agent.serving);
     let Some(op) = agent.op else {
         return format!("serves {serving}, no op");
     };
@@ -829,7 +829,7 @@ fn agent_words(agent: &AgentState) -> String {
         AgentStage::Staging(_) => "staging".to_string(),
         AgentStage::Probing(kind) => format!("probing after {kind}"),
         AgentStage::Reporting(kind, seen) => {
-            format!("reporting {kind} ({})", words::verdict(seen.verdict))
+            format!("reporting {kind} ({})", model::words::verdict(seen.verdict))
         }
     };
     format!("serves {serving}, {} {stage}", op.id)

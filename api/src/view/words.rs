@@ -9,6 +9,7 @@
 //! enum, the API's word is the word inside the event text and inside the
 //! invariants' messages.
 
+pub use model::controller::words::*;
 pub use model::words::*;
 
 #[cfg(test)]

@@ -3,12 +3,12 @@
 //! controller before that (S7).
 
 use super::state::{ObservationSource, Outcome, PauseReason, RolloutStatus, UnknownReason};
+use super::words;
 use crate::evidence::RouteObservation;
 use crate::ids::{Digest, Generation, NodeId, OpId, RolloutId};
 use crate::msg::{Decision, ReportKind};
 use crate::plan::{Plan, Policy};
 use crate::platform::Platform;
-use crate::words;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -368,12 +368,16 @@ fn op_text(event: &Event, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             "grant {op} ({rollout}): {node} -> {release}, {generation}"
         ),
         Event::CommitDecided { op, decision } => {
-            write!(f, "decide {op}: {} (stored)", words::decision(*decision))
+            write!(
+                f,
+                "decide {op}: {} (stored)",
+                crate::words::decision(*decision)
+            )
         }
         Event::CommitReplayed { op, decision } => write!(
             f,
             "replay stored decision for {op}: {}",
-            words::decision(*decision)
+            crate::words::decision(*decision)
         ),
         Event::ReportRecorded {
             op,
@@ -415,7 +419,7 @@ fn node_message_text(event: &Event, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         } => write!(
             f,
             "{node} connected, serving {}, accepted {generation}",
-            words::release(*serving)
+            crate::words::release(*serving)
         ),
         Event::LateReportIgnored { node, op } => {
             write!(f, "late report from {node} for {op} ignored")

@@ -11,6 +11,7 @@ pub mod snapshot;
 pub mod state;
 pub mod step;
 pub mod timers;
+pub mod words;
 
 pub use apply::{apply, referents_exist, MissingReferent};
 pub use effects::{current_command, effects, Effect};
