@@ -3,6 +3,10 @@
 
 pub mod apply;
 pub mod effects;
+// why: Event's Display (186 lines) is being rewritten through a wording
+// module in a parallel change; the allow sits here so that change owns
+// event.rs. Remove it when that lands (issue #22 item 6).
+#[allow(clippy::too_many_lines)]
 pub mod event;
 pub mod input;
 pub mod release_use;
