@@ -4,9 +4,16 @@
 //! any action, signed-bundle verification, supervised app instances on
 //! private ports, a public-route proxy that stamps the serving release, and
 //! route probes.
+// Production functions stay within 70 lines (clippy.toml, issue #22 item 6);
+// tests may run longer.
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 pub mod cli;
 pub mod config;
+// why: `stage_tree` (83 lines) is being reworked as the agent's driver loop is
+// merged with fleetsim's in a parallel change, which owns daemon.rs. Remove
+// this allow when that lands (issue #22 item 6).
+#[allow(clippy::too_many_lines)]
 pub mod daemon;
 pub mod dial;
 pub mod journal;

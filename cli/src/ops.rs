@@ -234,8 +234,25 @@ pub fn render_status(dto: &StatusDto) -> String {
         out.push_str(&format!("{warning}\n"));
     }
     out.push_str("\nROLLOUTS\n");
-    let rows: Vec<Vec<String>> = dto
-        .rollouts
+    out.push_str(&rollout_table(&dto.rollouts));
+    if dto.rollouts_total > dto.rollouts.len() {
+        out.push_str(&format!(
+            "(the latest {} of {} rollouts)\n",
+            dto.rollouts.len(),
+            dto.rollouts_total
+        ));
+    }
+    if !dto.unknown_ops.is_empty() {
+        out.push_str("\nUNKNOWN OPS\n");
+        let more = (o.unknown > dto.unknown_ops.len()).then_some("fleetweft ops --state unknown");
+        out.push_str(&render_ops(&dto.unknown_ops, more, None));
+    }
+    out
+}
+
+/// [`render_status`]'s rollouts, one row each.
+fn rollout_table(rollouts: &[api::view::RolloutDto]) -> String {
+    let rows: Vec<Vec<String>> = rollouts
         .iter()
         .map(|r| {
             let c = &r.counts;
@@ -257,25 +274,12 @@ pub fn render_status(dto: &StatusDto) -> String {
             ]
         })
         .collect();
-    out.push_str(&table(
+    table(
         &[
             "ROLLOUT", "RELEASE", "STATUS", "SLOTS", "PROGRESS", "WAVE", "UNKNOWN", "CANARY",
         ],
         &rows,
-    ));
-    if dto.rollouts_total > dto.rollouts.len() {
-        out.push_str(&format!(
-            "(the latest {} of {} rollouts)\n",
-            dto.rollouts.len(),
-            dto.rollouts_total
-        ));
-    }
-    if !dto.unknown_ops.is_empty() {
-        out.push_str("\nUNKNOWN OPS\n");
-        let more = (o.unknown > dto.unknown_ops.len()).then_some("fleetweft ops --state unknown");
-        out.push_str(&render_ops(&dto.unknown_ops, more, None));
-    }
-    out
+    )
 }
 
 /// A page of nodes as a table, with the command for the next page.

@@ -5,6 +5,9 @@
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+// Production functions stay within 70 lines (clippy.toml, issue #22 item 6);
+// tests may run longer.
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 /// Whether daemon logs on stderr may carry ANSI colour: only on a terminal
 /// and without `NO_COLOR` (<https://no-color.org>), so log files and

@@ -6,6 +6,9 @@
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+// Production functions stay within 70 lines (clippy.toml, issue #22 item 6);
+// tests may run longer.
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 pub mod ha;
 pub mod ports;
@@ -300,75 +303,8 @@ async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool>
             .await?;
             true
         }
-        Scenario::WrongAnswer => {
-            wait_for(
-                &api,
-                fleet,
-                &mut seen,
-                "the canary's op settled and the rollout paused",
-                |s| {
-                    rollout_status(s, "r1") == Some("paused")
-                        && s.ops
-                            .iter()
-                            .any(|o| o.rollout == "r1" && o.outcome.is_some())
-                },
-            )
-            .await?;
-            let status: FleetView = api.fleet_view().await?;
-            let r1_ops: Vec<_> = status.ops.iter().filter(|o| o.rollout == "r1").collect();
-            say(format!(
-                "\n    r1 granted {} op(s); canary outcome: {}",
-                r1_ops.len(),
-                r1_ops
-                    .first()
-                    .and_then(|o| o.outcome.clone())
-                    .unwrap_or_default()
-            ));
-            r1_ops.len() == 1 && r1_ops[0].outcome.as_deref() == Some("rolled-back")
-        }
-        Scenario::LostReply => {
-            say("    operator pauses r1 right away (the canary was already granted)");
-            let _: serde_json::Value = api
-                .post_json("/api/rollouts/r1/pause", &serde_json::json!({}))
-                .await?;
-            wait_for(
-                &api,
-                fleet,
-                &mut seen,
-                "the canary's op settled while paused",
-                |s| {
-                    s.ops
-                        .iter()
-                        .any(|o| o.rollout == "r1" && o.outcome.is_some())
-                },
-            )
-            .await?;
-            let events: Vec<EventDto> = api.get("/api/events?from=0").await?;
-            let decided = events
-                .iter()
-                .filter(|e| e.text.contains("decide op3"))
-                .count();
-            let replayed = events
-                .iter()
-                .filter(|e| e.text.contains("replay stored decision for op3"))
-                .count();
-            let status: FleetView = api.fleet_view().await?;
-            let r1_ops = status.ops.iter().filter(|o| o.rollout == "r1").count();
-            say(format!(
-                "\n    decision for op3 stored once, sent {} time(s) (1 + {replayed} replay); r1 ops while paused: {r1_ops}",
-                decided + replayed
-            ));
-            let held = decided == 1 && replayed >= 1 && r1_ops == 1;
-            say("    operator resumes r1");
-            let _: serde_json::Value = api
-                .post_json("/api/rollouts/r1/resume", &serde_json::json!({}))
-                .await?;
-            wait_for(&api, fleet, &mut seen, "rollout r1 completed", |s| {
-                rollout_status(s, "r1") == Some("completed")
-            })
-            .await?;
-            held
-        }
+        Scenario::WrongAnswer => wrong_answer_story(&api, fleet, &mut seen).await?,
+        Scenario::LostReply => lost_reply_story(&api, fleet, &mut seen).await?,
     };
 
     let all_verified = show_outcome(&api, &public_ports, 7).await?;
@@ -387,6 +323,89 @@ async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool>
         std::future::pending::<()>().await;
     }
     Ok(success)
+}
+
+/// [`story`]'s step 6 for a canary that answers wrongly: r1 settles its
+/// canary rolled back and pauses, granting nothing more.
+async fn wrong_answer_story(
+    api: &ApiClient,
+    fleet: &mut Fleet,
+    seen: &mut u64,
+) -> anyhow::Result<bool> {
+    wait_for(
+        api,
+        fleet,
+        seen,
+        "the canary's op settled and the rollout paused",
+        |s| {
+            rollout_status(s, "r1") == Some("paused")
+                && s.ops
+                    .iter()
+                    .any(|o| o.rollout == "r1" && o.outcome.is_some())
+        },
+    )
+    .await?;
+    let status: FleetView = api.fleet_view().await?;
+    let r1_ops: Vec<_> = status.ops.iter().filter(|o| o.rollout == "r1").collect();
+    say(format!(
+        "\n    r1 granted {} op(s); canary outcome: {}",
+        r1_ops.len(),
+        r1_ops
+            .first()
+            .and_then(|o| o.outcome.clone())
+            .unwrap_or_default()
+    ));
+    Ok(r1_ops.len() == 1 && r1_ops[0].outcome.as_deref() == Some("rolled-back"))
+}
+
+/// [`story`]'s step 6 for a lost commit reply: the decision is stored
+/// once and replayed, also while the operator holds r1 paused.
+async fn lost_reply_story(
+    api: &ApiClient,
+    fleet: &mut Fleet,
+    seen: &mut u64,
+) -> anyhow::Result<bool> {
+    say("    operator pauses r1 right away (the canary was already granted)");
+    let _: serde_json::Value = api
+        .post_json("/api/rollouts/r1/pause", &serde_json::json!({}))
+        .await?;
+    wait_for(
+        api,
+        fleet,
+        seen,
+        "the canary's op settled while paused",
+        |s| {
+            s.ops
+                .iter()
+                .any(|o| o.rollout == "r1" && o.outcome.is_some())
+        },
+    )
+    .await?;
+    let events: Vec<EventDto> = api.get("/api/events?from=0").await?;
+    let decided = events
+        .iter()
+        .filter(|e| e.text.contains("decide op3"))
+        .count();
+    let replayed = events
+        .iter()
+        .filter(|e| e.text.contains("replay stored decision for op3"))
+        .count();
+    let status: FleetView = api.fleet_view().await?;
+    let r1_ops = status.ops.iter().filter(|o| o.rollout == "r1").count();
+    say(format!(
+        "\n    decision for op3 stored once, sent {} time(s) (1 + {replayed} replay); r1 ops while paused: {r1_ops}",
+        decided + replayed
+    ));
+    let held = decided == 1 && replayed >= 1 && r1_ops == 1;
+    say("    operator resumes r1");
+    let _: serde_json::Value = api
+        .post_json("/api/rollouts/r1/resume", &serde_json::json!({}))
+        .await?;
+    wait_for(api, fleet, seen, "rollout r1 completed", |s| {
+        rollout_status(s, "r1") == Some("completed")
+    })
+    .await?;
+    Ok(held)
 }
 
 /// The story's end, shared by every story (steps `first_step` and the two
@@ -514,15 +533,7 @@ async fn start_fleet(
         layout.write_controller_config(pki, faults_controller.then_some(v2))?;
         let logs = dir.join("logs");
         std::fs::create_dir_all(&logs)?;
-        let mut args = vec![
-            "controller".to_string(),
-            "--config".into(),
-            dir.join("controller.toml").display().to_string(),
-        ];
-        if faults_controller {
-            args.push("--allow-fault-injection".into());
-        }
-        fleet.push("controller", &exe, &args, logs.join("controller.log"))?;
+        push_controller(fleet, &exe, dir, &logs, faults_controller)?;
         for (i, node) in NODES.iter().enumerate() {
             let wrong = faults_canary && i == 0;
             let config =
@@ -553,14 +564,7 @@ async fn start_fleet(
                     "    the fleet did not come up (attempt {attempt} of {FLEET_START_ATTEMPTS_MAX}): {e:#}"
                 ));
                 fleet.stop().await;
-                // Keep the failed attempt's logs; start from empty data.
-                let kept = dir.join(format!("logs-attempt-{attempt}"));
-                std::fs::rename(&logs, &kept)
-                    .with_context(|| format!("keeping the logs as {}", kept.display()))?;
-                remove_if_present(&dir.join("controller-data"))?;
-                for node in NODES {
-                    remove_if_present(&dir.join(format!("{node}-data")))?;
-                }
+                let kept = keep_attempt_logs(dir, &logs, attempt)?;
                 say(format!(
                     "    starting again on fresh ports (logs of that attempt in {})",
                     kept.display()
@@ -570,6 +574,40 @@ async fn start_fleet(
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Start the controller of an attempt, with fault injection when the
+/// scenario's faults need it.
+fn push_controller(
+    fleet: &mut Fleet,
+    exe: &Path,
+    dir: &Path,
+    logs: &Path,
+    faults_controller: bool,
+) -> anyhow::Result<()> {
+    let mut args = vec![
+        "controller".to_string(),
+        "--config".into(),
+        dir.join("controller.toml").display().to_string(),
+    ];
+    if faults_controller {
+        args.push("--allow-fault-injection".into());
+    }
+    fleet.push("controller", exe, &args, logs.join("controller.log"))
+}
+
+/// After a failed start: keep the attempt's logs aside, start from empty
+/// data. Returns where the logs went.
+fn keep_attempt_logs(dir: &Path, logs: &Path, attempt: u32) -> anyhow::Result<PathBuf> {
+    // Keep the failed attempt's logs; start from empty data.
+    let kept = dir.join(format!("logs-attempt-{attempt}"));
+    std::fs::rename(logs, &kept)
+        .with_context(|| format!("keeping the logs as {}", kept.display()))?;
+    remove_if_present(&dir.join("controller-data"))?;
+    for node in NODES {
+        remove_if_present(&dir.join(format!("{node}-data")))?;
+    }
+    Ok(kept)
 }
 
 fn remove_if_present(path: &Path) -> anyhow::Result<()> {

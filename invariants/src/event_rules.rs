@@ -6,7 +6,7 @@ use crate::{broken, words, Rule, Violation};
 use model::controller::{
     ControllerState, Event, EvidenceSource, Op, OpPhase, Outcome, Resolution, RolloutStatus,
 };
-use model::{Decision, NodeId, OpId};
+use model::{Decision, Generation, NodeId, OpId, RolloutId};
 
 /// S1: a grant happens only while the rollout has a free slot, counting
 /// UNKNOWN ops as occupied. A grant for a rollout that does not exist is
@@ -82,32 +82,7 @@ pub fn s3_evidence_releases_slot(before: &ControllerState, event: &Event) -> Res
                 );
             }
         }
-        Outcome::NotApplied => {
-            let Some(baseline) = o.baseline else {
-                return broken(
-                    Rule::S3,
-                    format!("{op} settled {what} but it has no baseline to prove"),
-                );
-            };
-            if !proves(baseline) {
-                return broken(
-                    Rule::S3,
-                    format!(
-                        "{op} settled {what} but none of its {} recorded observations shows the baseline {baseline} serving",
-                        o.evidence.len()
-                    ),
-                );
-            }
-            if o.decision == Some(Decision::Commit) {
-                return broken(
-                    Rule::S3,
-                    format!(
-                        "{op} settled {what} although {} was told to commit {}",
-                        o.node, o.release
-                    ),
-                );
-            }
-        }
+        Outcome::NotApplied => s3_not_applied(*op, o, &what)?,
         Outcome::RolledBack => {
             if o.baseline.is_none() {
                 return broken(
@@ -122,36 +97,7 @@ pub fn s3_evidence_releases_slot(before: &ControllerState, event: &Event) -> Res
                 );
             }
         }
-        Outcome::Resolved(resolution) => {
-            let Some(last) = o
-                .evidence
-                .last()
-                .filter(|e| e.source == EvidenceSource::Operator)
-            else {
-                return broken(
-                    Rule::S3,
-                    format!("{op} settled {what} without an operator observation recorded with it"),
-                );
-            };
-            let shown = last.observation;
-            let backed = match resolution {
-                Resolution::ConfirmNew => shown.proves_serving(o.release),
-                Resolution::ConfirmBaseline => o.baseline.is_some_and(|b| shown.proves_serving(b)),
-                Resolution::Abandon => true,
-            };
-            if !backed {
-                let claimed = match resolution {
-                    Resolution::ConfirmNew => o.release.to_string(),
-                    _ => format!("the baseline {}", words::release(o.baseline)),
-                };
-                return broken(
-                    Rule::S3,
-                    format!(
-                        "{op} settled {what} but the operator's observation ({shown}) does not show {claimed} serving"
-                    ),
-                );
-            }
-        }
+        Outcome::Resolved(resolution) => s3_resolved(*op, o, &what, *resolution)?,
     }
     Ok(())
 }
@@ -379,88 +325,174 @@ pub fn s8_late_report_changes_nothing(
             Rule::S8,
             format!("{node}'s message about {op} logged as about a forgotten op, but the state still knows it (or never granted it)"),
         ),
-        Event::ForeignMessageIgnored { node, op, owner } => {
-            let actual = before.op_summary(*op).map(|o| o.node);
-            if before.op_forgotten(*op) {
-                return broken(
-                    Rule::S8,
-                    format!("{node}'s message about {op}, which the state forgot, logged as foreign: its owner is not known any more"),
-                );
-            }
-            if actual != *owner || actual == Some(*node) {
-                return broken(
-                    Rule::S8,
-                    format!(
-                        "{node}'s message about {op} logged as foreign with owner {owner:?}, but the op belongs to {actual:?}"
-                    ),
-                );
-            }
-            Ok(())
-        }
+        Event::ForeignMessageIgnored { node, op, owner } => s8_foreign(before, *node, *op, *owner),
         Event::OpGranted {
             op,
             rollout,
             generation,
             ..
-        } => {
-            let fresh = before.next_op_id();
-            if *op != fresh {
-                return broken(
-                    Rule::S8,
-                    format!("grant reuses or skips op ids: {op} granted where {fresh} is next"),
-                );
-            }
-            if let Some(r) = before.rollout(*rollout) {
-                if *generation != r.generation {
-                    return broken(
-                        Rule::S8,
-                        format!(
-                            "{op} granted under {generation} but rollout {rollout} runs under {}",
-                            r.generation
-                        ),
-                    );
-                }
-            }
-            if *generation < before.generation {
-                return broken(
-                    Rule::S8,
-                    format!(
-                        "{op} granted under {generation}, older than the fleet's {}",
-                        before.generation
-                    ),
-                );
-            }
-            Ok(())
-        }
+        } => s8_grant(before, *op, *rollout, *generation),
         Event::CommitDecided {
             op,
             decision: Decision::Commit,
-        } => {
-            let Some(o) = before.op_summary(*op) else {
-                return Ok(()); // S6 reports a decision for an op that does not exist.
-            };
-            if let Some(outcome) = o.outcome {
-                return broken(
-                    Rule::S8,
-                    format!(
-                        "decided commit for {op} after it settled {}",
-                        words::outcome(outcome)
-                    ),
-                );
-            }
-            if o.generation < before.generation {
-                return broken(
-                    Rule::S8,
-                    format!(
-                        "decided commit for {op} of {} although the fleet moved to {}",
-                        o.generation, before.generation
-                    ),
-                );
-            }
-            Ok(())
-        }
+        } => s8_commit(before, *op),
         _ => Ok(()),
     }
+}
+
+/// S3 for an op settled `NotApplied`.
+fn s3_not_applied(op: OpId, o: &Op, what: &str) -> Result<(), Violation> {
+    let proves = |release| {
+        o.evidence
+            .iter()
+            .any(|e| e.observation.proves_serving(release))
+    };
+    let Some(baseline) = o.baseline else {
+        return broken(
+            Rule::S3,
+            format!("{op} settled {what} but it has no baseline to prove"),
+        );
+    };
+    if !proves(baseline) {
+        return broken(
+                    Rule::S3,
+                    format!(
+                        "{op} settled {what} but none of its {} recorded observations shows the baseline {baseline} serving",
+                        o.evidence.len()
+                    ),
+                );
+    }
+    if o.decision == Some(Decision::Commit) {
+        return broken(
+            Rule::S3,
+            format!(
+                "{op} settled {what} although {} was told to commit {}",
+                o.node, o.release
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// S3 for an op settled `Resolved(resolution)`.
+fn s3_resolved(op: OpId, o: &Op, what: &str, resolution: Resolution) -> Result<(), Violation> {
+    let Some(last) = o
+        .evidence
+        .last()
+        .filter(|e| e.source == EvidenceSource::Operator)
+    else {
+        return broken(
+            Rule::S3,
+            format!("{op} settled {what} without an operator observation recorded with it"),
+        );
+    };
+    let shown = last.observation;
+    let backed = match resolution {
+        Resolution::ConfirmNew => shown.proves_serving(o.release),
+        Resolution::ConfirmBaseline => o.baseline.is_some_and(|b| shown.proves_serving(b)),
+        Resolution::Abandon => true,
+    };
+    if !backed {
+        let claimed = match resolution {
+            Resolution::ConfirmNew => o.release.to_string(),
+            _ => format!("the baseline {}", words::release(o.baseline)),
+        };
+        return broken(
+                    Rule::S3,
+                    format!(
+                        "{op} settled {what} but the operator's observation ({shown}) does not show {claimed} serving"
+                    ),
+                );
+    }
+    Ok(())
+}
+
+/// S8 for `ForeignMessageIgnored`.
+fn s8_foreign(
+    before: &ControllerState,
+    node: NodeId,
+    op: OpId,
+    owner: Option<NodeId>,
+) -> Result<(), Violation> {
+    let actual = before.op_summary(op).map(|o| o.node);
+    if before.op_forgotten(op) {
+        return broken(
+                    Rule::S8,
+                    format!("{node}'s message about {op}, which the state forgot, logged as foreign: its owner is not known any more"),
+                );
+    }
+    if actual != owner || actual == Some(node) {
+        return broken(
+                    Rule::S8,
+                    format!(
+                        "{node}'s message about {op} logged as foreign with owner {owner:?}, but the op belongs to {actual:?}"
+                    ),
+                );
+    }
+    Ok(())
+}
+
+/// S8 for `OpGranted`.
+fn s8_grant(
+    before: &ControllerState,
+    op: OpId,
+    rollout: RolloutId,
+    generation: Generation,
+) -> Result<(), Violation> {
+    let fresh = before.next_op_id();
+    if op != fresh {
+        return broken(
+            Rule::S8,
+            format!("grant reuses or skips op ids: {op} granted where {fresh} is next"),
+        );
+    }
+    if let Some(r) = before.rollout(rollout) {
+        if generation != r.generation {
+            return broken(
+                Rule::S8,
+                format!(
+                    "{op} granted under {generation} but rollout {rollout} runs under {}",
+                    r.generation
+                ),
+            );
+        }
+    }
+    if generation < before.generation {
+        return broken(
+            Rule::S8,
+            format!(
+                "{op} granted under {generation}, older than the fleet's {}",
+                before.generation
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// S8 for a commit decision.
+fn s8_commit(before: &ControllerState, op: OpId) -> Result<(), Violation> {
+    let Some(o) = before.op_summary(op) else {
+        return Ok(()); // S6 reports a decision for an op that does not exist.
+    };
+    if let Some(outcome) = o.outcome {
+        return broken(
+            Rule::S8,
+            format!(
+                "decided commit for {op} after it settled {}",
+                words::outcome(outcome)
+            ),
+        );
+    }
+    if o.generation < before.generation {
+        return broken(
+            Rule::S8,
+            format!(
+                "decided commit for {op} of {} although the fleet moved to {}",
+                o.generation, before.generation
+            ),
+        );
+    }
+    Ok(())
 }
 
 /// S9: an op is recorded rolled back only from `Restoring` and only with an

@@ -3,8 +3,8 @@
 //! actually did — so the caller passes them in.
 
 use crate::{broken, words, Rule, Violation};
-use model::controller::{ControllerState, OpPhase, Outcome};
-use model::{Decision, OpId, RolloutId, ToAgent};
+use model::controller::{ControllerState, OpPhase, OpSummary, Outcome};
+use model::{Decision, Digest, Generation, OpId, RolloutId, ToAgent};
 
 /// S7: a command that reveals a decision may leave only if the decision is
 /// durable. `durable` is the state rebuilt from what is flushed to the log
@@ -38,36 +38,7 @@ pub fn s7_persist_before_reply(durable: &ControllerState, sent: &ToAgent) -> Res
             release,
             decision,
             ..
-        } => {
-            if release != o.release {
-                return broken(
-                    Rule::S7,
-                    format!(
-                        "commit reply for {op} names {release} but the durable op moves to {}",
-                        o.release
-                    ),
-                );
-            }
-            if o.decision != Some(decision) {
-                return broken(
-                    Rule::S7,
-                    format!(
-                        "commit reply for {op} reveals {} but the durable decision is {}",
-                        words::decision(decision),
-                        words::stored_decision(o.decision)
-                    ),
-                );
-            }
-            if generation != o.generation {
-                return broken(
-                    Rule::S7,
-                    format!(
-                        "commit reply for {op} carries {generation} but the durable op has {}",
-                        o.generation
-                    ),
-                );
-            }
-        }
+        } => s7_commit_reply(op, &o, generation, release, decision)?,
         ToAgent::Apply {
             generation,
             release,
@@ -93,37 +64,83 @@ pub fn s7_persist_before_reply(durable: &ControllerState, sent: &ToAgent) -> Res
                 );
             }
         }
-        ToAgent::Restore { generation, .. } => {
-            let requested = match durable.op(op).map(|hot| (hot.phase, hot)) {
-                Some((OpPhase::Restoring, _)) => true,
-                Some((OpPhase::Settled(_), hot)) => hot.evidence.iter().any(|e| e.after_restore),
-                Some((OpPhase::Granted | OpPhase::Decided, _)) => false,
-                // Archived (its rollout finished, its node moved on): the
-                // summary keeps no evidence, only that it settled.
-                None => o.outcome.is_some(),
-            };
-            if !requested {
-                let phase = durable.op(op).map_or_else(
-                    || "archived".to_string(),
-                    |hot| words::phase(hot.phase).to_string(),
-                );
-                return broken(
-                    Rule::S7,
-                    format!(
-                        "restore for {op} sent but no restore request is durable (op is {phase})"
-                    ),
-                );
-            }
-            if generation > durable.generation {
-                return broken(
-                    Rule::S7,
-                    format!(
-                        "restore for {op} carries {generation} but the durable fleet generation is {}",
-                        durable.generation
-                    ),
-                );
-            }
-        }
+        ToAgent::Restore { generation, .. } => s7_restore(durable, op, &o, generation)?,
+    }
+    Ok(())
+}
+
+/// S7 for a commit reply.
+fn s7_commit_reply(
+    op: OpId,
+    o: &OpSummary,
+    generation: Generation,
+    release: Digest,
+    decision: Decision,
+) -> Result<(), Violation> {
+    if release != o.release {
+        return broken(
+            Rule::S7,
+            format!(
+                "commit reply for {op} names {release} but the durable op moves to {}",
+                o.release
+            ),
+        );
+    }
+    if o.decision != Some(decision) {
+        return broken(
+            Rule::S7,
+            format!(
+                "commit reply for {op} reveals {} but the durable decision is {}",
+                words::decision(decision),
+                words::stored_decision(o.decision)
+            ),
+        );
+    }
+    if generation != o.generation {
+        return broken(
+            Rule::S7,
+            format!(
+                "commit reply for {op} carries {generation} but the durable op has {}",
+                o.generation
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// S7 for a restore.
+fn s7_restore(
+    durable: &ControllerState,
+    op: OpId,
+    o: &OpSummary,
+    generation: Generation,
+) -> Result<(), Violation> {
+    let requested = match durable.op(op).map(|hot| (hot.phase, hot)) {
+        Some((OpPhase::Restoring, _)) => true,
+        Some((OpPhase::Settled(_), hot)) => hot.evidence.iter().any(|e| e.after_restore),
+        Some((OpPhase::Granted | OpPhase::Decided, _)) => false,
+        // Archived (its rollout finished, its node moved on): the
+        // summary keeps no evidence, only that it settled.
+        None => o.outcome.is_some(),
+    };
+    if !requested {
+        let phase = durable.op(op).map_or_else(
+            || "archived".to_string(),
+            |hot| words::phase(hot.phase).to_string(),
+        );
+        return broken(
+            Rule::S7,
+            format!("restore for {op} sent but no restore request is durable (op is {phase})"),
+        );
+    }
+    if generation > durable.generation {
+        return broken(
+            Rule::S7,
+            format!(
+                "restore for {op} carries {generation} but the durable fleet generation is {}",
+                durable.generation
+            ),
+        );
     }
     Ok(())
 }

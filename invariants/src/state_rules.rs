@@ -386,6 +386,72 @@ fn forgotten_rollout_agrees(state: &ControllerState, r: &Rollout) -> Result<(), 
     Ok(())
 }
 
+/// [`indexes_agree`] for one rollout that is not forgotten.
+fn rollout_indexes_agree(state: &ControllerState, r: &Rollout) -> Result<(), Violation> {
+    let ops: Vec<&Op> = ops_of(state, r).collect();
+    let hot = ops.len();
+    let archived = r.ops.len() - hot;
+    let occupied = ops.iter().filter(|o| o.occupies_slot()).count();
+    if occupied != r.occupied as usize {
+        return broken(
+            Rule::S1,
+            format!(
+                "rollout {} counts {} occupied slots but {occupied} of its ops hold one",
+                r.id, r.occupied
+            ),
+        );
+    }
+    let settled = r.ops.len() - occupied;
+    let not_passed = ops
+        .iter()
+        .filter(|o| !o.occupies_slot() && !o.passed())
+        .count()
+        + r.ops
+            .iter()
+            .filter_map(|id| state.archive.get(id))
+            .filter(|a| {
+                !matches!(
+                    a.outcome,
+                    Some(Outcome::Verified | Outcome::Resolved(Resolution::ConfirmNew))
+                )
+            })
+            .count();
+    if settled != r.settled as usize || not_passed != r.settled_not_passed as usize {
+        return broken(
+                Rule::EndsWhenNothingLeft,
+                format!(
+                    "rollout {} counts {} settled ({} not passed) but has {settled} ({not_passed}), {archived} archived",
+                    r.id, r.settled, r.settled_not_passed
+                ),
+            );
+    }
+    let followers = ops.iter().filter(|o| o.node != r.plan.canary).count()
+        + r.ops
+            .iter()
+            .filter_map(|id| state.archive.get(id))
+            .filter(|a| a.node != r.plan.canary)
+            .count();
+    let by_node_agrees = r.op_by_node.len() == r.ops.len()
+        && r.ops.iter().all(|id| {
+            state
+                .op_summary(*id)
+                .is_some_and(|o| r.op_for(o.node) == Some(*id))
+        });
+    if followers != r.followers_granted as usize || !by_node_agrees {
+        return broken(
+                Rule::S4,
+                format!(
+                    "rollout {}'s indexes count {} followers granted and {} nodes with ops, but it granted {followers} followers and {} ops",
+                    r.id,
+                    r.followers_granted,
+                    r.op_by_node.len(),
+                    r.ops.len()
+                ),
+            );
+    }
+    Ok(())
+}
+
 /// The indexes `apply` keeps agree with the ops they summarise: per rollout
 /// the occupied slots (S1), node → op and followers granted (S4), the
 /// settled counts (L1); per node the live op (S2) and latest op; the active
@@ -397,67 +463,7 @@ pub fn indexes_agree(state: &ControllerState) -> Result<(), Violation> {
             forgotten_rollout_agrees(state, r)?;
             continue;
         }
-        let ops: Vec<&Op> = ops_of(state, r).collect();
-        let hot = ops.len();
-        let archived = r.ops.len() - hot;
-        let occupied = ops.iter().filter(|o| o.occupies_slot()).count();
-        if occupied != r.occupied as usize {
-            return broken(
-                Rule::S1,
-                format!(
-                    "rollout {} counts {} occupied slots but {occupied} of its ops hold one",
-                    r.id, r.occupied
-                ),
-            );
-        }
-        let settled = r.ops.len() - occupied;
-        let not_passed = ops
-            .iter()
-            .filter(|o| !o.occupies_slot() && !o.passed())
-            .count()
-            + r.ops
-                .iter()
-                .filter_map(|id| state.archive.get(id))
-                .filter(|a| {
-                    !matches!(
-                        a.outcome,
-                        Some(Outcome::Verified | Outcome::Resolved(Resolution::ConfirmNew))
-                    )
-                })
-                .count();
-        if settled != r.settled as usize || not_passed != r.settled_not_passed as usize {
-            return broken(
-                Rule::EndsWhenNothingLeft,
-                format!(
-                    "rollout {} counts {} settled ({} not passed) but has {settled} ({not_passed}), {archived} archived",
-                    r.id, r.settled, r.settled_not_passed
-                ),
-            );
-        }
-        let followers = ops.iter().filter(|o| o.node != r.plan.canary).count()
-            + r.ops
-                .iter()
-                .filter_map(|id| state.archive.get(id))
-                .filter(|a| a.node != r.plan.canary)
-                .count();
-        let by_node_agrees = r.op_by_node.len() == r.ops.len()
-            && r.ops.iter().all(|id| {
-                state
-                    .op_summary(*id)
-                    .is_some_and(|o| r.op_for(o.node) == Some(*id))
-            });
-        if followers != r.followers_granted as usize || !by_node_agrees {
-            return broken(
-                Rule::S4,
-                format!(
-                    "rollout {}'s indexes count {} followers granted and {} nodes with ops, but it granted {followers} followers and {} ops",
-                    r.id,
-                    r.followers_granted,
-                    r.op_by_node.len(),
-                    r.ops.len()
-                ),
-            );
-        }
+        rollout_indexes_agree(state, r)?;
     }
     let active = state
         .rollouts

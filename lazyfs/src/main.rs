@@ -1,6 +1,9 @@
 //! `fleetweft-lazyfs`: mounts a lazy filesystem in the foreground until
 //! SIGTERM/SIGINT (or an external `umount`), then unmounts. Cuts: write
 //! `cut` to `MOUNT/.lazyfs-ctl`; read that file for the counters.
+// Production functions stay within 70 lines (clippy.toml, issue #22 item 6);
+// tests may run longer.
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, ValueEnum};

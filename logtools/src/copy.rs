@@ -306,26 +306,48 @@ fn copy_archived(
             let storage = SledStorage::create_or_open(dir).map_err(storage_error)?;
             write(&storage, BatchLimits::UNBOUNDED).map_err(storage_error)?;
         }
-        LogLocation::Etcd { .. } => {
-            let config = to.etcd_config().ok_or_else(|| {
-                storage_error(StorageError::EtcdConfig("internal: no etcd config".into()))
-            })?;
-            let client = EtcdClient::connect(&config).map_err(storage_error)?;
-            let leadership = Leadership::campaign(&client, &config, candidate, Duration::ZERO)
-                .map_err(storage_error)?;
-            let storage =
-                EtcdStorage::open(&client, &config, &leadership).map_err(storage_error)?;
-            if storage.read_from(0).next().is_some() {
-                return Err(CopyError::DestinationNotEmpty {
-                    name: to.name(),
-                    what: "entries exist under the prefix".into(),
-                });
-            }
-            let limits = storage.batch_limits();
-            write(&storage, limits).map_err(storage_error)?;
-            leadership.resign().map_err(storage_error)?;
-        }
+        LogLocation::Etcd { .. } => write_etcd(to, candidate, &write)?,
     }
+    verify_copy(to, &source_report, snapshots.len())
+}
+
+/// [`copy_archived`]'s write to etcd: as the candidate's leadership, under
+/// an empty prefix.
+fn write_etcd(
+    to: &LogLocation,
+    candidate: &str,
+    write: &dyn Fn(&dyn LogStorage, BatchLimits) -> Result<(), StorageError>,
+) -> Result<(), CopyError> {
+    let storage_error = |source| CopyError::Storage {
+        name: to.name(),
+        source,
+    };
+    let config = to.etcd_config().ok_or_else(|| {
+        storage_error(StorageError::EtcdConfig("internal: no etcd config".into()))
+    })?;
+    let client = EtcdClient::connect(&config).map_err(storage_error)?;
+    let leadership =
+        Leadership::campaign(&client, &config, candidate, Duration::ZERO).map_err(storage_error)?;
+    let storage = EtcdStorage::open(&client, &config, &leadership).map_err(storage_error)?;
+    if storage.read_from(0).next().is_some() {
+        return Err(CopyError::DestinationNotEmpty {
+            name: to.name(),
+            what: "entries exist under the prefix".into(),
+        });
+    }
+    let limits = storage.batch_limits();
+    write(&storage, limits).map_err(storage_error)?;
+    leadership.resign().map_err(storage_error)?;
+    Ok(())
+}
+
+/// Reads back the archived copy at `to` and checks it against the
+/// source's verify report and snapshot count.
+fn verify_copy(
+    to: &LogLocation,
+    source_report: &eventlog::VerifyReport,
+    snapshots: usize,
+) -> Result<CopyReport, CopyError> {
     let mismatch = |reason: String| CopyError::Mismatch {
         name: to.name(),
         reason,
@@ -338,7 +360,7 @@ fn copy_archived(
     if copied.entries != source_report.entries
         || copied.head_hash != source_report.head_hash
         || copied.first_live != source_report.first_live
-        || copied_snapshots.len() != snapshots.len()
+        || copied_snapshots.len() != snapshots
     {
         return Err(mismatch(format!(
             "{} entries from {} with head {} and {} snapshots where the source has {} from {} \
@@ -350,14 +372,14 @@ fn copy_archived(
             source_report.entries,
             source_report.first_live,
             hex(&source_report.head_hash),
-            snapshots.len()
+            snapshots
         )));
     }
     Ok(CopyReport {
         entries: copied.entries,
         head_hash: hex(&copied.head_hash),
         first_live: copied.first_live,
-        snapshots: snapshots.len(),
+        snapshots,
     })
 }
 

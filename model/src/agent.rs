@@ -462,24 +462,7 @@ fn command(state: &AgentState, cmd: ToAgent, out: &mut AgentOutput) {
             release,
         }),
         (ToAgent::Restore { op, generation }, Some(current)) => {
-            // Restore only what this op changed; re-restoring after a failed
-            // restore probe is a legitimate retry. A restore that arrives
-            // while the agent still waits for the decision (an operator
-            // rolled back an op whose commit reply never arrived) finds
-            // nothing switched: the route still serves the baseline, and
-            // `Restored` leaves the op there, probes and reports, so the
-            // stored Commit, if it arrives later, finds no op waiting for it.
-            let restorable = matches!(
-                current.stage,
-                AgentStage::AwaitingDecision
-                    | AgentStage::Staging(_)
-                    | AgentStage::Probing(ReportKind::Switched)
-                    | AgentStage::Reporting(ReportKind::Switched, _)
-                    | AgentStage::Reporting(ReportKind::Restored, _)
-            );
-            if restorable {
-                out.events.push(AgentEvent::Restored { op, generation });
-            }
+            restore(&current, op, generation, out);
         }
         // Duplicates and commands for other ops change nothing.
         _ => {}
@@ -700,19 +683,8 @@ fn fold(state: &mut AgentState, event: &AgentEvent) {
                 last: None,
             }),
         ),
-        AgentEvent::Switched { op, generation } => {
-            state.accepted = state.accepted.max(generation);
-            if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
-                o.stage = AgentStage::Probing(ReportKind::Switched);
-                state.serving = Some(o.release);
-            }
-        }
-        AgentEvent::AbortAccepted { op, generation } => {
-            state.accepted = state.accepted.max(generation);
-            if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
-                o.stage = AgentStage::Probing(ReportKind::NotApplied);
-            }
-        }
+        AgentEvent::Switched { op, generation } => fold_switched(state, op, generation),
+        AgentEvent::AbortAccepted { op, generation } => fold_abort_accepted(state, op, generation),
         AgentEvent::AbortedUnseen {
             op,
             generation,
@@ -724,13 +696,7 @@ fn fold(state: &mut AgentState, event: &AgentEvent) {
             release,
             AgentStage::Probing(ReportKind::NotApplied),
         ),
-        AgentEvent::Restored { op, generation } => {
-            state.accepted = state.accepted.max(generation);
-            if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
-                o.stage = AgentStage::Probing(ReportKind::Restored);
-                state.serving = o.baseline;
-            }
-        }
+        AgentEvent::Restored { op, generation } => fold_restored(state, op, generation),
         AgentEvent::Refused { op, reason } => {
             if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
                 // The route was never touched: probe it as it is and report,
@@ -738,60 +704,20 @@ fn fold(state: &mut AgentState, event: &AgentEvent) {
                 o.stage = AgentStage::Probing(ReportKind::Refused(reason));
             }
         }
-        AgentEvent::Probed { op, observation } => {
-            if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
-                if let AgentStage::Probing(kind) = o.stage {
-                    o.stage = AgentStage::Reporting(kind, observation);
-                }
-            }
-        }
+        AgentEvent::Probed { op, observation } => fold_probed(state, op, observation),
         AgentEvent::Closed { op } => {
             if state.op.is_some_and(|o| o.id == op) {
                 state.op = None;
             }
         }
-        AgentEvent::Restarted { serving } => {
-            state.serving = serving;
-            // What serves may have changed while the agent was down: any
-            // earlier probe is stale, so probe again before reporting. A
-            // staged artifact is never trusted across a crash: the table
-            // decides again on a fresh look at the disk.
-            if let Some(o) = state.op.as_mut() {
-                o.verified = ChunkSet::NONE;
-                o.stage = match o.stage {
-                    AgentStage::Reporting(kind, _) => AgentStage::Probing(kind),
-                    AgentStage::Staging(StagingStep::Running) => observing(Position::BeforeStage),
-                    AgentStage::AwaitingDecision => observing(Position::AfterArtifactCommitted),
-                    other => other,
-                };
-            }
-        }
-        AgentEvent::Recovery { op, exit, .. } => {
-            if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
-                match exit {
-                    Exit::Retry => {
-                        o.budget_left = o.budget_left.saturating_sub(1);
-                        o.stage = AgentStage::Staging(StagingStep::Running);
-                    }
-                    Exit::Resume => o.stage = AgentStage::AwaitingDecision,
-                    // The `Refused` that follows moves the op on.
-                    Exit::Stop => {}
-                }
-            }
-        }
+        AgentEvent::Restarted { serving } => fold_restarted(state, serving),
+        AgentEvent::Recovery { op, exit, .. } => recovered(state, op, exit),
         AgentEvent::Staged { op } => {
             if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
                 o.stage = AgentStage::AwaitingDecision;
             }
         }
-        AgentEvent::StageFailed { op, failure } => {
-            if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
-                o.stage = AgentStage::Staging(StagingStep::Observing {
-                    position: Position::BeforeStage,
-                    last: Some(failure),
-                });
-            }
-        }
+        AgentEvent::StageFailed { op, failure } => stage_failed(state, op, failure),
         AgentEvent::ChunkVerified { op, chunk } => {
             if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
                 o.verified = o.verified.with(chunk);
@@ -802,6 +728,106 @@ fn fold(state: &mut AgentState, event: &AgentEvent) {
                 o.verified = kept;
             }
         }
+    }
+}
+
+/// `fold` for `Switched`.
+fn fold_switched(state: &mut AgentState, op: OpId, generation: Generation) {
+    state.accepted = state.accepted.max(generation);
+    if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
+        o.stage = AgentStage::Probing(ReportKind::Switched);
+        state.serving = Some(o.release);
+    }
+}
+
+/// `fold` for `AbortAccepted`.
+fn fold_abort_accepted(state: &mut AgentState, op: OpId, generation: Generation) {
+    state.accepted = state.accepted.max(generation);
+    if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
+        o.stage = AgentStage::Probing(ReportKind::NotApplied);
+    }
+}
+
+/// `fold` for `Restored`.
+fn fold_restored(state: &mut AgentState, op: OpId, generation: Generation) {
+    state.accepted = state.accepted.max(generation);
+    if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
+        o.stage = AgentStage::Probing(ReportKind::Restored);
+        state.serving = o.baseline;
+    }
+}
+
+/// `fold` for `Probed`.
+fn fold_probed(state: &mut AgentState, op: OpId, observation: RouteObservation) {
+    if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
+        if let AgentStage::Probing(kind) = o.stage {
+            o.stage = AgentStage::Reporting(kind, observation);
+        }
+    }
+}
+
+/// `fold` for `Restarted`.
+fn fold_restarted(state: &mut AgentState, serving: Option<Digest>) {
+    state.serving = serving;
+    // What serves may have changed while the agent was down: any
+    // earlier probe is stale, so probe again before reporting. A
+    // staged artifact is never trusted across a crash: the table
+    // decides again on a fresh look at the disk.
+    if let Some(o) = state.op.as_mut() {
+        o.verified = ChunkSet::NONE;
+        o.stage = match o.stage {
+            AgentStage::Reporting(kind, _) => AgentStage::Probing(kind),
+            AgentStage::Staging(StagingStep::Running) => observing(Position::BeforeStage),
+            AgentStage::AwaitingDecision => observing(Position::AfterArtifactCommitted),
+            other => other,
+        };
+    }
+}
+
+/// `fold` for `Recovery`.
+fn recovered(state: &mut AgentState, op: OpId, exit: Exit) {
+    if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
+        match exit {
+            Exit::Retry => {
+                o.budget_left = o.budget_left.saturating_sub(1);
+                o.stage = AgentStage::Staging(StagingStep::Running);
+            }
+            Exit::Resume => o.stage = AgentStage::AwaitingDecision,
+            // The `Refused` that follows moves the op on.
+            Exit::Stop => {}
+        }
+    }
+}
+
+/// `fold` for `StageFailed`.
+fn stage_failed(state: &mut AgentState, op: OpId, failure: StageFailure) {
+    if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
+        o.stage = AgentStage::Staging(StagingStep::Observing {
+            position: Position::BeforeStage,
+            last: Some(failure),
+        });
+    }
+}
+
+/// `command` for `Restore` of the op in hand.
+fn restore(current: &AgentOp, op: OpId, generation: Generation, out: &mut AgentOutput) {
+    // Restore only what this op changed; re-restoring after a failed
+    // restore probe is a legitimate retry. A restore that arrives
+    // while the agent still waits for the decision (an operator
+    // rolled back an op whose commit reply never arrived) finds
+    // nothing switched: the route still serves the baseline, and
+    // `Restored` leaves the op there, probes and reports, so the
+    // stored Commit, if it arrives later, finds no op waiting for it.
+    let restorable = matches!(
+        current.stage,
+        AgentStage::AwaitingDecision
+            | AgentStage::Staging(_)
+            | AgentStage::Probing(ReportKind::Switched)
+            | AgentStage::Reporting(ReportKind::Switched, _)
+            | AgentStage::Reporting(ReportKind::Restored, _)
+    );
+    if restorable {
+        out.events.push(AgentEvent::Restored { op, generation });
     }
 }
 

@@ -1025,12 +1025,9 @@ fn sequence_of(events: &[EventDto], find: impl Fn(&Event) -> bool) -> Option<u64
     events.iter().find(|e| find(&e.event)).map(|e| e.sequence)
 }
 
-/// Canary node-a, waves b,c then d,e (`--waves 50%,100%`), slots 2,
-/// `--max-failed 1`; node-c and node-e answer v2 wrongly while healthy.
-/// node-c's failure is within the budget: restored with proof, the rollout
-/// goes on. node-e's spends it: restored with proof, the rollout pauses
-/// itself (failure budget) and refuses a resume.
-async fn waves_with_a_failure_budget(f: &mut Fleet) -> anyhow::Result<String> {
+/// [`waves_with_a_failure_budget`]'s agents, node-c and node-e answering v2
+/// wrongly, all connected.
+async fn start_wave_agents(f: &mut Fleet) -> anyhow::Result<()> {
     let v2 = f.digest("v2");
     let wrong = AgentFaults {
         answer_wrongly: vec![v2],
@@ -1046,6 +1043,16 @@ async fn waves_with_a_failure_budget(f: &mut Fleet) -> anyhow::Result<String> {
     }
     f.wait("every agent connected", WAIT_MS, all_connected)
         .await?;
+    Ok(())
+}
+
+/// Canary node-a, waves b,c then d,e (`--waves 50%,100%`), slots 2,
+/// `--max-failed 1`; node-c and node-e answer v2 wrongly while healthy.
+/// node-c's failure is within the budget: restored with proof, the rollout
+/// goes on. node-e's spends it: restored with proof, the rollout pauses
+/// itself (failure budget) and refuses a resume.
+async fn waves_with_a_failure_budget(f: &mut Fleet) -> anyhow::Result<String> {
+    start_wave_agents(f).await?;
     let followers = &WAVE_NODES[1..];
     let v1 = f.rollout("v1", "node-a", followers, 4, false).await?;
     f.wait("v1 everywhere", WAIT_MS, |s| {

@@ -509,6 +509,41 @@ impl Mutant {
                 cfg.operator = true;
                 cfg.faults = cfg.faults.with(Fault::WrongAnswer);
             }
+            // Enrolled nodes, and an operator who may retire one.
+            Mutant::RetireHoldingOp => {
+                cfg.roster = true;
+                cfg.operator = true;
+            }
+            // A release of two chunks; a crash mid-fetch (in the default
+            // set) leaves the second one torn.
+            Mutant::ResumeTrustsUnverifiedChunk => {
+                cfg.chunks = cfg.chunks.max(2);
+                cfg.faults = cfg.faults.with(Fault::AgentCrash);
+            }
+            // A conflict the controller ignores, then a command to the node.
+            Mutant::IgnoreIdentityConflict => {
+                cfg.faults = cfg.faults.with(Fault::IdentityConflict);
+            }
+            // The narrow release's start: the canary has no tree in it.
+            Mutant::StartIgnoresArch => cfg.arches = true,
+            // Every path settles ops: the first settle keeps its deadline.
+            Mutant::SettleKeepsDeadline => {}
+            // A restart while an op is decided and waits on its report.
+            Mutant::RearmSkipsDecided => cfg.faults = cfg.faults.with(Fault::ControllerCrash),
+            // Their own, narrower fault set (and liveness).
+            Mutant::UnfencedAppend
+            | Mutant::LoadUnverifiedSnapshot
+            | Mutant::ArchivePastSnapshot
+            | Mutant::ResumeGrantsNothing
+            | Mutant::StagingRetryNeverReissued
+            | Mutant::PauseFreezesAccounting => self.tune_narrowed(cfg),
+        }
+    }
+
+    /// [`Mutant::tune`] for the mutants that replace the fault set (a
+    /// failover, a torn snapshot, the liveness mutants' smallest spaces).
+    fn tune_narrowed(self, cfg: &mut CheckConfig) {
+        match self {
             // A standby takes over while the old leader still hears from
             // the agents. The deposed leader's stale view breaks S8 in most
             // stories (it logs a follower's op it never granted as foreign,
@@ -524,11 +559,6 @@ impl Mutant {
                     .with(Fault::Dup);
                 cfg.max_faults = cfg.max_faults.max(2);
             }
-            // Enrolled nodes, and an operator who may retire one.
-            Mutant::RetireHoldingOp => {
-                cfg.roster = true;
-                cfg.operator = true;
-            }
             // A snapshot write torn by a crash; the log alone, as the
             // snapshot configuration in the tests has it (the shortest
             // stories need no other fault).
@@ -536,12 +566,6 @@ impl Mutant {
                 cfg.followers = 0;
                 cfg.operator = false;
                 cfg.faults = Faults::none().with(Fault::Snapshot);
-            }
-            // A release of two chunks; a crash mid-fetch (in the default
-            // set) leaves the second one torn.
-            Mutant::ResumeTrustsUnverifiedChunk => {
-                cfg.chunks = cfg.chunks.max(2);
-                cfg.faults = cfg.faults.with(Fault::AgentCrash);
             }
             // Liveness mutants: the liveness properties on, in the
             // smallest space that shows the loop (the graph is kept whole).
@@ -568,16 +592,8 @@ impl Mutant {
                 cfg.operator = true;
                 cfg.faults = Faults::none();
             }
-            // A conflict the controller ignores, then a command to the node.
-            Mutant::IgnoreIdentityConflict => {
-                cfg.faults = cfg.faults.with(Fault::IdentityConflict);
-            }
-            // The narrow release's start: the canary has no tree in it.
-            Mutant::StartIgnoresArch => cfg.arches = true,
-            // Every path settles ops: the first settle keeps its deadline.
-            Mutant::SettleKeepsDeadline => {}
-            // A restart while an op is decided and waits on its report.
-            Mutant::RearmSkipsDecided => cfg.faults = cfg.faults.with(Fault::ControllerCrash),
+            // `tune` routes only these here.
+            _ => unreachable!("Mutant::tune_narrowed: {}", self.name()),
         }
     }
 }

@@ -760,33 +760,7 @@ impl FleetModel {
                 event,
             ));
             agent_apply(&mut journal, event);
-            // What really serves follows the route switch.
-            match event {
-                AgentEvent::Switched { .. } => {
-                    world.apps[index] = if fault == Some(AppFault::WrongAnswer) {
-                        App::Wrong
-                    } else {
-                        App::Correct
-                    }
-                }
-                AgentEvent::Restored { .. } => {
-                    world.apps[index] = if fault == Some(AppFault::RestoredDies) {
-                        App::Down
-                    } else {
-                        App::Correct
-                    }
-                }
-                AgentEvent::AbortedUnseen { .. } => world.ghost.aborted_unseen = true,
-                // A new op's release is not on disk yet.
-                AgentEvent::Accepted { .. } => {
-                    world.artifacts[index] = Artifact::Absent;
-                    world.chunks[index] = ChunkDisk::default();
-                }
-                // The driver deletes the chunks that failed
-                // re-verification: they are fetched again.
-                AgentEvent::ChunksKept { kept, .. } => world.chunks[index].discard_except(*kept),
-                _ => {}
-            }
+            follow_agent_event(world, index, event, fault);
             say(narration, Place::Node(node), || {
                 format!("   {node} {event}")
             });
@@ -1028,59 +1002,9 @@ impl FleetModel {
             return; // the path to here is the counterexample; stop.
         }
         let ctrl = world.controller();
-        for msg in &world.net {
-            if !world.is_partitioned(msg.node()) {
-                actions.push(Action::Deliver {
-                    msg: *msg,
-                    fault: None,
-                });
-                for fault in self.delivery_faults(world, msg) {
-                    actions.push(Action::Deliver {
-                        msg: *msg,
-                        fault: Some(fault),
-                    });
-                }
-                if self.budget_left(world, Fault::Dup) {
-                    actions.push(Action::Duplicate(*msg));
-                }
-            }
-            if self.budget_left(world, Fault::Loss) {
-                actions.push(Action::Drop(*msg));
-            }
-        }
+        self.enabled_network(world, actions);
         for node in self.nodes() {
-            let agent = &world.agents[node.0 as usize];
-            // The retry timer fires only when nothing is in flight to or from
-            // the node: a retry is for lost messages, not for impatience.
-            if timer_due(agent) && self.silent(world, node) {
-                actions.push(Action::Retry(node));
-                if model::agent::outbox(agent).is_none()
-                    && self.budget_left(world, Fault::StageError)
-                {
-                    // Staging waits for the timer after a transient failure.
-                    for failure in STAGE_FAILURES {
-                        actions.push(Action::RetryFailing(node, failure));
-                    }
-                }
-            }
-            if world.is_partitioned(node) {
-                actions.push(Action::Heal(node));
-            } else if self.budget_left(world, Fault::Partition) {
-                actions.push(Action::Partition(node));
-            }
-            if self.budget_left(world, Fault::AgentCrash) {
-                actions.push(Action::CrashAgent(node));
-            }
-            self.enabled_fetch(world, node, actions);
-            let live_unknown = ctrl
-                .nodes
-                .get(&node)
-                .and_then(|n| n.live_op)
-                .and_then(|op| ctrl.op(op))
-                .is_some_and(|o| o.unknown.is_some());
-            if live_unknown && !world.is_partitioned(node) {
-                actions.push(Action::ProbeRoute(node));
-            }
+            self.enabled_node(world, &ctrl, node, actions);
         }
         self.enabled_deadlines(world, &ctrl, actions);
         self.enabled_operator(world, &ctrl, actions);
@@ -1121,6 +1045,70 @@ impl FleetModel {
             actions.push(Action::Supersede);
         }
         self.enabled_after_settlement(world, &ctrl, actions);
+    }
+
+    /// [`Self::enabled`]: deliver, duplicate or drop each message in flight.
+    fn enabled_network(&self, world: &World, actions: &mut Vec<Action>) {
+        for msg in &world.net {
+            if !world.is_partitioned(msg.node()) {
+                actions.push(Action::Deliver {
+                    msg: *msg,
+                    fault: None,
+                });
+                for fault in self.delivery_faults(world, msg) {
+                    actions.push(Action::Deliver {
+                        msg: *msg,
+                        fault: Some(fault),
+                    });
+                }
+                if self.budget_left(world, Fault::Dup) {
+                    actions.push(Action::Duplicate(*msg));
+                }
+            }
+            if self.budget_left(world, Fault::Loss) {
+                actions.push(Action::Drop(*msg));
+            }
+        }
+    }
+
+    /// [`Self::enabled`]: what may happen at one node.
+    fn enabled_node(
+        &self,
+        world: &World,
+        ctrl: &ControllerState,
+        node: NodeId,
+        actions: &mut Vec<Action>,
+    ) {
+        let agent = &world.agents[node.0 as usize];
+        // The retry timer fires only when nothing is in flight to or from
+        // the node: a retry is for lost messages, not for impatience.
+        if timer_due(agent) && self.silent(world, node) {
+            actions.push(Action::Retry(node));
+            if model::agent::outbox(agent).is_none() && self.budget_left(world, Fault::StageError) {
+                // Staging waits for the timer after a transient failure.
+                for failure in STAGE_FAILURES {
+                    actions.push(Action::RetryFailing(node, failure));
+                }
+            }
+        }
+        if world.is_partitioned(node) {
+            actions.push(Action::Heal(node));
+        } else if self.budget_left(world, Fault::Partition) {
+            actions.push(Action::Partition(node));
+        }
+        if self.budget_left(world, Fault::AgentCrash) {
+            actions.push(Action::CrashAgent(node));
+        }
+        self.enabled_fetch(world, node, actions);
+        let live_unknown = ctrl
+            .nodes
+            .get(&node)
+            .and_then(|n| n.live_op)
+            .and_then(|op| ctrl.op(op))
+            .is_some_and(|o| o.unknown.is_some());
+        if live_unknown && !world.is_partitioned(node) {
+            actions.push(Action::ProbeRoute(node));
+        }
     }
 
     /// Every deadline the controller ever armed may fire at any moment: the
@@ -1357,14 +1345,6 @@ impl FleetModel {
                 next.net.remove(&msg);
                 self.reconnect_after_loss(&mut next, msg.node(), narration);
             }
-            Action::Retry(node) => {
-                self.agent(&mut next, node, AgentInput::Retry, None, narration);
-            }
-            Action::RetryFailing(node, failure) => {
-                next.faults_used += 1;
-                let fault = Some(AppFault::StageFails(failure));
-                self.agent(&mut next, node, AgentInput::Retry, fault, narration);
-            }
             Action::Timeout(op) => {
                 let early = self.early_timeout(world, &world.controller(), op);
                 self.controller(&mut next, Input::Timeout { op }, narration);
@@ -1374,52 +1354,7 @@ impl FleetModel {
                     next.faults_used += 1;
                 }
             }
-            Action::Partition(node) => {
-                next.faults_used += 1;
-                next.partitioned |= 1 << node.0;
-            }
-            Action::Heal(node) => {
-                next.partitioned &= !(1 << node.0);
-                self.agent(&mut next, node, AgentInput::Connected, None, narration);
-            }
-            Action::CrashAgent(node) => {
-                next.faults_used += 1;
-                self.crash_agent(&mut next, node, narration);
-            }
-            Action::FetchChunk(node) => self.fetch_chunk(&mut next, node, narration),
-            Action::CrashMidFetch(node, at) => {
-                next.faults_used += 1;
-                self.crash_mid_fetch(&mut next, node, at, narration);
-            }
-            Action::CrashController => {
-                next.faults_used += 1;
-                self.crash_controller(&mut next, narration);
-            }
-            Action::Snapshot | Action::TornSnapshot | Action::Archive => {
-                self.log_action(&mut next, action, narration);
-            }
-            Action::Failover => {
-                next.faults_used += 1;
-                self.failover(&mut next, narration);
-            }
-            Action::DeliverToDeposed(msg) => {
-                next.net.remove(&msg);
-                if let Msg::ToController(node, msg) = msg {
-                    self.deposed(&mut next, Input::FromAgent { node, msg }, narration);
-                }
-            }
-            Action::Flush => {
-                let flushed = std::mem::take(&mut next.unflushed);
-                let mut durable = next.durable.to_owned_value();
-                for event in &flushed {
-                    apply(&mut durable, event);
-                }
-                next.durable = Hashed::new(durable);
-                if let Some(log) = next.log.as_mut() {
-                    log.append(flushed);
-                }
-                say_durable(narration);
-            }
+            Action::Flush => flush(&mut next, narration),
             Action::ProbeRoute(node) => {
                 let observation = next.observe(node);
                 self.controller(
@@ -1428,50 +1363,133 @@ impl FleetModel {
                     narration,
                 );
             }
-            // The ghost records what the operator did only when the
-            // controller accepted it: a refused command changes nothing.
+            Action::Retry(_)
+            | Action::RetryFailing(_, _)
+            | Action::DeliverToDeposed(_)
+            | Action::Partition(_)
+            | Action::Heal(_)
+            | Action::CrashAgent(_)
+            | Action::FetchChunk(_)
+            | Action::CrashMidFetch(_, _)
+            | Action::CrashController
+            | Action::Snapshot
+            | Action::TornSnapshot
+            | Action::Archive
+            | Action::Failover
+            | Action::SwapOld(_)
+            | Action::ForeignRoute(_) => self.fault_action(&mut next, action, narration),
+            Action::Pause(_)
+            | Action::Resume(_)
+            | Action::Approve(_)
+            | Action::Resolve(_)
+            | Action::RollBack(_)
+            | Action::Start
+            | Action::StartNarrow
+            | Action::Supersede
+            | Action::Prove(_)
+            | Action::Retire(_)
+            | Action::IdentityConflict(_)
+            | Action::ReleaseNode(_)
+            | Action::Observe(_) => self.operator_action(&mut next, action, narration),
+        }
+        // D1 in every state: whenever the log changed (an append, a
+        // snapshot, an archive), what a restart would rebuild from it now
+        // is still the fold. A restart checks it too, as it rebuilds.
+        if next.violation.is_none() && next.log != world.log {
+            self.check_restart(&mut next, false, narration);
+        }
+        next
+    }
+
+    /// [`Self::transition`] for a fault or a node's own action (a retry, a
+    /// crash, a partition, a fetch, a swapped release, a message reaching a
+    /// deposed leader).
+    fn fault_action(&self, next: &mut World, action: Action, narration: &mut Narration) {
+        match action {
+            Action::Partition(node) => {
+                next.faults_used += 1;
+                next.partitioned |= 1 << node.0;
+            }
+            Action::Heal(node) => {
+                next.partitioned &= !(1 << node.0);
+                self.agent(next, node, AgentInput::Connected, None, narration);
+            }
+            Action::CrashAgent(node) => {
+                next.faults_used += 1;
+                self.crash_agent(next, node, narration);
+            }
+            Action::FetchChunk(node) => self.fetch_chunk(next, node, narration),
+            Action::CrashMidFetch(node, at) => {
+                next.faults_used += 1;
+                self.crash_mid_fetch(next, node, at, narration);
+            }
+            Action::CrashController => {
+                next.faults_used += 1;
+                self.crash_controller(next, narration);
+            }
+            Action::Snapshot | Action::TornSnapshot | Action::Archive => {
+                self.log_action(next, action, narration);
+            }
+            Action::Failover => {
+                next.faults_used += 1;
+                self.failover(next, narration);
+            }
+            Action::SwapOld(node) => {
+                next.faults_used += 1;
+                let index = node.0 as usize;
+                if let Some(old) = next.agents[index].serving.and_then(old_release) {
+                    next.apps[index] = App::SwappedOld(old);
+                }
+            }
+            Action::ForeignRoute(node) => {
+                next.faults_used += 1;
+                let index = node.0 as usize;
+                if let Some(serving) = next.agents[index].serving {
+                    next.apps[index] = App::Foreign(other_release(serving));
+                }
+            }
+            Action::Retry(node) => {
+                self.agent(next, node, AgentInput::Retry, None, narration);
+            }
+            Action::RetryFailing(node, failure) => {
+                next.faults_used += 1;
+                let fault = Some(AppFault::StageFails(failure));
+                self.agent(next, node, AgentInput::Retry, fault, narration);
+            }
+            Action::DeliverToDeposed(msg) => {
+                next.net.remove(&msg);
+                if let Msg::ToController(node, msg) = msg {
+                    self.deposed(next, Input::FromAgent { node, msg }, narration);
+                }
+            }
+            // `transition` routes only these here.
+            _ => unreachable!("fault_action: {action:?}"),
+        }
+    }
+
+    /// [`Self::transition`] for an operator's action. The ghost records
+    /// what the operator did only when the controller accepted it: a
+    /// refused command changes nothing.
+    fn operator_action(&self, next: &mut World, action: Action, narration: &mut Narration) {
+        match action {
             Action::Pause(rollout) => {
-                if self.controller(&mut next, Input::Pause { rollout }, narration) {
+                if self.controller(next, Input::Pause { rollout }, narration) {
                     next.ghost.pauses += 1;
                 }
             }
             Action::Resume(rollout) => {
-                if self.controller(&mut next, Input::Resume { rollout }, narration) {
+                if self.controller(next, Input::Resume { rollout }, narration) {
                     next.ghost.resumes += 1;
                 }
             }
             Action::Approve(rollout) => {
-                if self.controller(&mut next, Input::Approve { rollout }, narration) {
+                if self.controller(next, Input::Approve { rollout }, narration) {
                     next.ghost.approved_by_operator |= 1 << rollout.0;
                 }
             }
-            Action::Resolve(op) => {
-                let ctrl = next.controller().into_owned();
-                if let Some(o) = ctrl.op(op) {
-                    // The operator looks at the node and records what is there.
-                    let observation = next.observe(o.node);
-                    let resolution = if observation.proves_serving(o.release) {
-                        Resolution::ConfirmNew
-                    } else if o.baseline.is_some_and(|b| observation.proves_serving(b)) {
-                        Resolution::ConfirmBaseline
-                    } else {
-                        Resolution::Abandon
-                    };
-                    say(narration, Place::Operator, || {
-                        format!("   operator observes {}: {observation}", o.node)
-                    });
-                    let input = Input::Resolve {
-                        op,
-                        observation,
-                        resolution,
-                    };
-                    if self.controller(&mut next, input, narration) {
-                        next.ghost.resolved_by_operator |= 1 << op.0;
-                    }
-                }
-            }
+            Action::Resolve(op) => self.resolve(next, op, narration),
             Action::RollBack(op) => {
-                if self.controller(&mut next, Input::RollBack { op }, narration) {
+                if self.controller(next, Input::RollBack { op }, narration) {
                     next.ghost.rolled_back_by_operator |= 1 << op.0;
                 }
             }
@@ -1492,35 +1510,21 @@ impl FleetModel {
                 } else {
                     Input::StartRollout { plan }
                 };
-                self.controller(&mut next, input, narration);
+                self.controller(next, input, narration);
             }
             Action::Supersede => {
                 self.controller(
-                    &mut next,
+                    next,
                     Input::StartRollout {
                         plan: self.plan(V3),
                     },
                     narration,
                 );
             }
-            Action::SwapOld(node) => {
-                next.faults_used += 1;
-                let index = node.0 as usize;
-                if let Some(old) = next.agents[index].serving.and_then(old_release) {
-                    next.apps[index] = App::SwappedOld(old);
-                }
-            }
-            Action::ForeignRoute(node) => {
-                next.faults_used += 1;
-                let index = node.0 as usize;
-                if let Some(serving) = next.agents[index].serving {
-                    next.apps[index] = App::Foreign(other_release(serving));
-                }
-            }
-            Action::Prove(node) => self.prove(&mut next, node, narration),
+            Action::Prove(node) => self.prove(next, node, narration),
             Action::Retire(node) => {
                 let name = node.to_string();
-                self.controller(&mut next, Input::RetireNode { name }, narration);
+                self.controller(next, Input::RetireNode { name }, narration);
             }
             Action::IdentityConflict(node) => {
                 next.faults_used += 1;
@@ -1530,23 +1534,23 @@ impl FleetModel {
                     first_peer: "agent".to_string(),
                     second_peer: "copy".to_string(),
                 };
-                self.controller(&mut next, input, narration);
+                self.controller(next, input, narration);
             }
             Action::ReleaseNode(node) => {
                 // The operator revoked the copy first: what the release
                 // sends (the node's grant) goes to its one agent.
                 let cloned = next.ghost.cloned;
                 next.ghost.cloned &= !(1 << node.0);
-                if !self.controller(&mut next, Input::ReleaseNode { node }, narration) {
+                if !self.controller(next, Input::ReleaseNode { node }, narration) {
                     next.ghost.cloned = cloned;
                 }
             }
             Action::Observe(node) => {
-                let fresh = self.fresh(&next, node);
+                let fresh = self.fresh(next, node);
                 let (observation, source) = proof::merge_readback(&fresh);
                 next.observations += 1;
                 self.controller(
-                    &mut next,
+                    next,
                     Input::Observe {
                         node,
                         observation,
@@ -1556,14 +1560,37 @@ impl FleetModel {
                     narration,
                 );
             }
+            // `transition` routes only these here.
+            _ => unreachable!("operator_action: {action:?}"),
         }
-        // D1 in every state: whenever the log changed (an append, a
-        // snapshot, an archive), what a restart would rebuild from it now
-        // is still the fold. A restart checks it too, as it rebuilds.
-        if next.violation.is_none() && next.log != world.log {
-            self.check_restart(&mut next, false, narration);
+    }
+
+    /// The operator looks at an op's node, records what is there, and
+    /// resolves the op by it.
+    fn resolve(&self, next: &mut World, op: OpId, narration: &mut Narration) {
+        let ctrl = next.controller().into_owned();
+        if let Some(o) = ctrl.op(op) {
+            // The operator looks at the node and records what is there.
+            let observation = next.observe(o.node);
+            let resolution = if observation.proves_serving(o.release) {
+                Resolution::ConfirmNew
+            } else if o.baseline.is_some_and(|b| observation.proves_serving(b)) {
+                Resolution::ConfirmBaseline
+            } else {
+                Resolution::Abandon
+            };
+            say(narration, Place::Operator, || {
+                format!("   operator observes {}: {observation}", o.node)
+            });
+            let input = Input::Resolve {
+                op,
+                observation,
+                resolution,
+            };
+            if self.controller(next, input, narration) {
+                next.ghost.resolved_by_operator |= 1 << op.0;
+            }
         }
-        next
     }
 
     /// SIGKILL the controller and start it again: only the durable log
@@ -1703,34 +1730,34 @@ impl FleetModel {
         }
     }
 
+    /// [`Self::describe`] for a deadline firing: late, early or due.
+    fn describe_timeout(&self, world: &World, op: OpId) -> String {
+        let ctrl = world.controller();
+        match ctrl.op(op) {
+            Some(o) if !o.occupies_slot() => {
+                format!(
+                    "deadline of {op} fires LATE, after it settled (timers are never cancelled)"
+                )
+            }
+            _ if self.early_timeout(world, &ctrl, op) => {
+                format!("deadline of {op} fires EARLY, while an answer is on its way")
+            }
+            _ => format!("deadline of {op} passes with no settling evidence"),
+        }
+    }
+
+    /// [`Self::describe`] for an archive: the log entries it deletes.
+    fn describe_archive(&self, world: &World) -> String {
+        let (from, to) = world.log.as_ref().map_or((0, 0), |log| {
+            (log.archived, archive_covers(self.cfg.mutant, log))
+        });
+        format!("archiving DELETES log entries {from}..{to} (a snapshot covers them)")
+    }
+
     /// One line naming the action, in domain words.
     pub fn describe(&self, world: &World, action: &Action) -> String {
         match action {
-            Action::Deliver { msg, fault } => {
-                let what = describe_msg(msg);
-                match fault {
-                    None => format!("deliver {what}"),
-                    Some(AppFault::WrongAnswer) => {
-                        format!(
-                            "deliver {what}; the new release will answer WRONGLY (healthy process)"
-                        )
-                    }
-                    Some(AppFault::RestoredDies) => {
-                        format!("deliver {what}; the restored app's process dies right after")
-                    }
-                    Some(AppFault::CrashWhileStaging(left)) => format!(
-                        "deliver {what}; the agent is SIGKILLed while staging ({})",
-                        match left {
-                            Artifact::Absent => "before writing the artifact",
-                            Artifact::Torn => "in the middle of writing the artifact",
-                            Artifact::Good => "after writing the artifact, before journaling it",
-                        }
-                    ),
-                    Some(AppFault::StageFails(failure)) => {
-                        format!("deliver {what}; staging fails ({failure})")
-                    }
-                }
-            }
+            Action::Deliver { msg, fault } => describe_delivery(msg, *fault),
             Action::Duplicate(msg) => format!(
                 "deliver {} and keep a duplicate in flight",
                 describe_msg(msg)
@@ -1740,18 +1767,7 @@ impl FleetModel {
             Action::RetryFailing(node, failure) => {
                 format!("{node}'s retry timer fires; staging fails again ({failure})")
             }
-            Action::Timeout(op) => {
-                let ctrl = world.controller();
-                match ctrl.op(*op) {
-                    Some(o) if !o.occupies_slot() => {
-                        format!("deadline of {op} fires LATE, after it settled (timers are never cancelled)")
-                    }
-                    _ if self.early_timeout(world, &ctrl, *op) => {
-                        format!("deadline of {op} fires EARLY, while an answer is on its way")
-                    }
-                    _ => format!("deadline of {op} passes with no settling evidence"),
-                }
-            }
+            Action::Timeout(op) => self.describe_timeout(world, *op),
             Action::Partition(node) => format!("network PARTITIONS {node}"),
             Action::Heal(node) => format!("partition of {node} heals; agent reconnects"),
             Action::CrashAgent(node) => format!("agent on {node} is SIGKILLed and restarts"),
@@ -1760,14 +1776,7 @@ impl FleetModel {
                 None => format!("{node} assembles the tree from its chunks; it verifies whole"),
             },
             Action::CrashMidFetch(node, at) => self.describe_crash_mid_fetch(world, *node, *at),
-            Action::CrashController => {
-                let lost = world.unflushed.len();
-                if lost > 0 {
-                    format!("controller is SIGKILLed ({lost} unflushed events lost) and restarts")
-                } else {
-                    "controller is SIGKILLed and restarts from its durable log".to_string()
-                }
-            }
+            Action::CrashController => describe_controller_crash(world),
             Action::Failover => {
                 "a standby TAKES OVER from the durable log; the old leader lives on, deposed"
                     .to_string()
@@ -1794,25 +1803,8 @@ impl FleetModel {
             Action::Supersede => {
                 "operator starts a rollout of v3, superseding the current one".to_string()
             }
-            Action::SwapOld(node) => {
-                let serving = world.agents[node.0 as usize].serving;
-                match serving.and_then(old_release) {
-                    Some(old) => format!(
-                        "a healthy {old} is SWAPPED IN behind {node}'s agent (its proxy still answers as {})",
-                        serving.map_or("nothing".to_string(), |r| r.to_string())
-                    ),
-                    None => format!("an old release is swapped in behind {node}'s agent"),
-                }
-            }
-            Action::ForeignRoute(node) => {
-                let serving = world.agents[node.0 as usize].serving;
-                match serving.map(other_release) {
-                    Some(other) => format!(
-                        "a STAND-IN answers {node}'s public route, identifying as {other}"
-                    ),
-                    None => format!("a stand-in answers {node}'s public route"),
-                }
-            }
+            Action::SwapOld(node) => describe_swap_old(world, *node),
+            Action::ForeignRoute(node) => describe_foreign_route(world, *node),
             Action::Prove(node) => format!(
                 "operator asks a live proof of {node} (route probe and agent readback)"
             ),
@@ -1837,12 +1829,7 @@ impl FleetModel {
                 "controller is SIGKILLed while writing a snapshot of {} (the write is TORN: it does not verify) and restarts",
                 entries(world.log.as_ref().map_or(0, DurableLog::len))
             ),
-            Action::Archive => {
-                let (from, to) = world.log.as_ref().map_or((0, 0), |log| {
-                    (log.archived, archive_covers(self.cfg.mutant, log))
-                });
-                format!("archiving DELETES log entries {from}..{to} (a snapshot covers them)")
-            }
+            Action::Archive => self.describe_archive(world),
         }
     }
 }
@@ -1870,6 +1857,112 @@ impl FleetModel {
 }
 
 /// `n` log entries, in words.
+/// What really serves, and what is on disk, follow an agent's event: the
+/// route switch, the restore, a new op's release not on disk yet.
+fn follow_agent_event(
+    world: &mut World,
+    index: usize,
+    event: &AgentEvent,
+    fault: Option<AppFault>,
+) {
+    match event {
+        AgentEvent::Switched { .. } => {
+            world.apps[index] = if fault == Some(AppFault::WrongAnswer) {
+                App::Wrong
+            } else {
+                App::Correct
+            }
+        }
+        AgentEvent::Restored { .. } => {
+            world.apps[index] = if fault == Some(AppFault::RestoredDies) {
+                App::Down
+            } else {
+                App::Correct
+            }
+        }
+        AgentEvent::AbortedUnseen { .. } => world.ghost.aborted_unseen = true,
+        // A new op's release is not on disk yet.
+        AgentEvent::Accepted { .. } => {
+            world.artifacts[index] = Artifact::Absent;
+            world.chunks[index] = ChunkDisk::default();
+        }
+        // The driver deletes the chunks that failed
+        // re-verification: they are fetched again.
+        AgentEvent::ChunksKept { kept, .. } => world.chunks[index].discard_except(*kept),
+        _ => {}
+    }
+}
+
+/// The unflushed events reach the durable log.
+fn flush(next: &mut World, narration: &mut Narration) {
+    let flushed = std::mem::take(&mut next.unflushed);
+    let mut durable = next.durable.to_owned_value();
+    for event in &flushed {
+        apply(&mut durable, event);
+    }
+    next.durable = Hashed::new(durable);
+    if let Some(log) = next.log.as_mut() {
+        log.append(flushed);
+    }
+    say_durable(narration);
+}
+
+/// [`FleetModel::describe`] for a delivery, with the fault it carries.
+fn describe_delivery(msg: &Msg, fault: Option<AppFault>) -> String {
+    let what = describe_msg(msg);
+    match fault {
+        None => format!("deliver {what}"),
+        Some(AppFault::WrongAnswer) => {
+            format!("deliver {what}; the new release will answer WRONGLY (healthy process)")
+        }
+        Some(AppFault::RestoredDies) => {
+            format!("deliver {what}; the restored app's process dies right after")
+        }
+        Some(AppFault::CrashWhileStaging(left)) => format!(
+            "deliver {what}; the agent is SIGKILLed while staging ({})",
+            match left {
+                Artifact::Absent => "before writing the artifact",
+                Artifact::Torn => "in the middle of writing the artifact",
+                Artifact::Good => "after writing the artifact, before journaling it",
+            }
+        ),
+        Some(AppFault::StageFails(failure)) => {
+            format!("deliver {what}; staging fails ({failure})")
+        }
+    }
+}
+
+/// [`FleetModel::describe`] for a controller crash.
+fn describe_controller_crash(world: &World) -> String {
+    let lost = world.unflushed.len();
+    if lost > 0 {
+        format!("controller is SIGKILLed ({lost} unflushed events lost) and restarts")
+    } else {
+        "controller is SIGKILLed and restarts from its durable log".to_string()
+    }
+}
+
+/// [`FleetModel::describe`] for an old release swapped in behind an agent.
+fn describe_swap_old(world: &World, node: NodeId) -> String {
+    let serving = world.agents[node.0 as usize].serving;
+    match serving.and_then(old_release) {
+        Some(old) => format!(
+            "a healthy {old} is SWAPPED IN behind {node}'s agent (its proxy still answers as {})",
+            serving.map_or("nothing".to_string(), |r| r.to_string())
+        ),
+        None => format!("an old release is swapped in behind {node}'s agent"),
+    }
+}
+
+/// [`FleetModel::describe`] for a stand-in answering a node's route.
+fn describe_foreign_route(world: &World, node: NodeId) -> String {
+    let serving = world.agents[node.0 as usize].serving;
+    match serving.map(other_release) {
+        Some(other) => format!("a STAND-IN answers {node}'s public route, identifying as {other}"),
+        None => format!("a stand-in answers {node}'s public route"),
+    }
+}
+
 fn entries(n: usize) -> String {
     if n == 1 {
         "1 log entry".to_string()

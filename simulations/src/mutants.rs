@@ -250,6 +250,10 @@ impl Mutant {
     }
 
     /// The tempting shortcut, in one line.
+    // why: a flat table, one sentence per mutant, read and extended as a
+    // whole; rustfmt puts most arms on three lines. Splitting it would
+    // scatter the list without making any arm simpler.
+    #[allow(clippy::too_many_lines)]
     pub fn description(self) -> &'static str {
         match self {
             Mutant::ReleaseOnTimeout => {
@@ -439,6 +443,18 @@ pub fn controller_step(
             }
             Ok(events)
         }
+        _ => controller_step_settles(mutant, state, input),
+    }
+}
+
+/// [`controller_step`], continued in the same order (the first arm that
+/// matches wins): the mutants that settle an op on too little.
+fn controller_step_settles(
+    mutant: Option<Mutant>,
+    state: &ControllerState,
+    input: &Input,
+) -> Result<Vec<Event>, Refusal> {
+    match (mutant, input) {
         (Some(Mutant::ReleaseOnTimeout), Input::Timeout { .. }) => {
             let mut events: Vec<Event> = step(state, input)?
                 .into_iter()
@@ -474,6 +490,18 @@ pub fn controller_step(
             }
             Ok(events)
         }
+        _ => controller_step_grants(mutant, state, input),
+    }
+}
+
+/// [`controller_step`], continued in the same order (the first arm that
+/// matches wins): the mutants that grant where the real rules would not.
+fn controller_step_grants(
+    mutant: Option<Mutant>,
+    state: &ControllerState,
+    input: &Input,
+) -> Result<Vec<Event>, Refusal> {
+    match (mutant, input) {
         (Some(Mutant::GrantWhilePaused), _) => extra_grants(state, input, usize::MAX, |after| {
             after
                 .rollouts
@@ -515,6 +543,18 @@ pub fn controller_step(
                 }
             }
         }),
+        _ => controller_step_operator(mutant, state, input),
+    }
+}
+
+/// [`controller_step`], continued in the same order (the first arm that
+/// matches wins): operator inputs, deadlines and probe failures bent.
+fn controller_step_operator(
+    mutant: Option<Mutant>,
+    state: &ControllerState,
+    input: &Input,
+) -> Result<Vec<Event>, Refusal> {
+    match (mutant, input) {
         (
             Some(Mutant::ConfirmBaselineDespiteCommit),
             Input::Resolve {
@@ -579,6 +619,18 @@ pub fn controller_step(
                 }
             }
         }),
+        _ => controller_step_rest(mutant, state, input),
+    }
+}
+
+/// [`controller_step`], continued in the same order (the first arm that
+/// matches wins): the remaining mutants, and the real `step` for the rest.
+fn controller_step_rest(
+    mutant: Option<Mutant>,
+    state: &ControllerState,
+    input: &Input,
+) -> Result<Vec<Event>, Refusal> {
+    match (mutant, input) {
         (Some(Mutant::BudgetIgnored), Input::Resume { .. }) => {
             // Forget the budget the rollout spent; the real step refuses.
             let mut forgetful = state.clone();

@@ -165,16 +165,10 @@ fn snapshot_properties() -> Vec<Property<FleetModel>> {
     ]
 }
 
-/// Every property of `model`'s configuration.
-///
-/// The state rules (S1, S2, S4, S11's controller part, L1) are checked
-/// where the controller's state changes, on the state each batch leads to
-/// (`FleetModel::controller_events`), and on the initial world; a broken
-/// one is the world's recorded violation, which these properties read. So
-/// they are not computed again for every state the search visits, most of
-/// which the controller's state did not change into (issue #27 item 4).
-pub fn properties(model: &FleetModel) -> Vec<Property<FleetModel>> {
-    let mut props = vec![
+/// The properties of every configuration: each safety rule, and the two
+/// outcomes every run must reach.
+fn base_properties() -> Vec<Property<FleetModel>> {
+    vec![
         Property::<FleetModel>::always(property_name(Rule::S1), |_, w| holds(w, Rule::S1)),
         Property::<FleetModel>::always(property_name(Rule::S2), |_, w| holds(w, Rule::S2)),
         Property::<FleetModel>::always(property_name(Rule::S3), |_, w| holds(w, Rule::S3)),
@@ -230,7 +224,19 @@ pub fn properties(model: &FleetModel) -> Vec<Property<FleetModel>> {
         Property::<FleetModel>::sometimes("UNKNOWN op settles with evidence", |_, w| {
             w.ghost.unknown_settled
         }),
-    ];
+    ]
+}
+
+/// Every property of `model`'s configuration.
+///
+/// The state rules (S1, S2, S4, S11's controller part, L1) are checked
+/// where the controller's state changes, on the state each batch leads to
+/// (`FleetModel::controller_events`), and on the initial world; a broken
+/// one is the world's recorded violation, which these properties read. So
+/// they are not computed again for every state the search visits, most of
+/// which the controller's state did not change into (issue #27 item 4).
+pub fn properties(model: &FleetModel) -> Vec<Property<FleetModel>> {
+    let mut props = base_properties();
     if model.cfg.operator {
         props.push(Property::<FleetModel>::sometimes(
             "paused rollout lets a decided op settle",

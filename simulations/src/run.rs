@@ -194,33 +194,7 @@ fn run_safety(model: FleetModel, options: &RunOptions, bounds: Option<&Bounds>) 
         .into_iter()
         .map(|p| {
             let found = discoveries.get(p.name);
-            let (kind, status) = match (&p.expectation, found) {
-                (Expectation::Always, Some(_)) => ("always", Status::Fail),
-                (Expectation::Always, None) if any_failure => ("always", Status::Unsettled),
-                (Expectation::Always, None) => ("always", Status::Pass),
-                (Expectation::Sometimes, Some(_)) => ("sometimes", Status::Found),
-                (Expectation::Sometimes, None) if any_failure => ("sometimes", Status::Unsettled),
-                (Expectation::Sometimes, None) => ("sometimes", Status::NotFound),
-                (Expectation::Eventually, Some(_)) => ("eventually", Status::Fail),
-                (Expectation::Eventually, None) => ("eventually", Status::Pass),
-            };
-            let (counterexample, diagram) = match (&status, found) {
-                (Status::Fail, Some(path)) => {
-                    let found = path.clone().into_vec();
-                    let shortest = shortest_path(&model, p.condition, found.len()).unwrap_or(found);
-                    let (text, chart) = narrate(&model, shortest, p.name);
-                    (Some(text), Some(chart))
-                }
-                _ => (None, None),
-            };
-            PropertyResult {
-                name: p.name.to_string(),
-                kind: kind.to_string(),
-                status,
-                rule: rule_of(p.name).map(|r| r.code().to_string()),
-                counterexample,
-                diagram,
-            }
+            property_result(&model, p, found, any_failure)
         })
         .collect();
     let states = checker.states;
@@ -233,6 +207,43 @@ fn run_safety(model: FleetModel, options: &RunOptions, bounds: Option<&Bounds>) 
         states_per_sec: (states as f64 / elapsed.as_secs_f64().max(1e-9)) as u64,
         properties,
         liveness: None,
+    }
+}
+
+/// One property's result: its status, and for a failure the shortest
+/// counterexample, narrated.
+fn property_result(
+    model: &FleetModel,
+    p: stateright::Property<FleetModel>,
+    found: Option<&stateright::Path<World, Action>>,
+    any_failure: bool,
+) -> PropertyResult {
+    let (kind, status) = match (&p.expectation, found) {
+        (Expectation::Always, Some(_)) => ("always", Status::Fail),
+        (Expectation::Always, None) if any_failure => ("always", Status::Unsettled),
+        (Expectation::Always, None) => ("always", Status::Pass),
+        (Expectation::Sometimes, Some(_)) => ("sometimes", Status::Found),
+        (Expectation::Sometimes, None) if any_failure => ("sometimes", Status::Unsettled),
+        (Expectation::Sometimes, None) => ("sometimes", Status::NotFound),
+        (Expectation::Eventually, Some(_)) => ("eventually", Status::Fail),
+        (Expectation::Eventually, None) => ("eventually", Status::Pass),
+    };
+    let (counterexample, diagram) = match (&status, found) {
+        (Status::Fail, Some(path)) => {
+            let found = path.clone().into_vec();
+            let shortest = shortest_path(model, p.condition, found.len()).unwrap_or(found);
+            let (text, chart) = narrate(model, shortest, p.name);
+            (Some(text), Some(chart))
+        }
+        _ => (None, None),
+    };
+    PropertyResult {
+        name: p.name.to_string(),
+        kind: kind.to_string(),
+        status,
+        rule: rule_of(p.name).map(|r| r.code().to_string()),
+        counterexample,
+        diagram,
     }
 }
 

@@ -149,6 +149,48 @@ impl Unresolved {
     }
 }
 
+/// What would settle `op`, most specific first: the answer its UNKNOWN
+/// reason lacks, the report its phase waits for, and a route observation.
+fn missing_evidence(op: &Op, baseline: &str) -> Vec<String> {
+    let mut missing = Vec::new();
+    match op.unknown {
+        Some(UnknownReason::Silence) => {
+            missing.push("any answer from the node: it was silent past the deadline".into())
+        }
+        // The restoring phase below names the same missing probe: one
+        // line, not two near-duplicates.
+        Some(UnknownReason::RestoreUnproven) if op.phase == OpPhase::Restoring => {}
+        Some(UnknownReason::RestoreUnproven) => missing.push(format!(
+            "a serving probe after the restore proving the baseline {baseline}"
+        )),
+        Some(UnknownReason::Contradictory) => missing.push(
+            "an observation consistent with the op's phase: the last report contradicted it".into(),
+        ),
+        None => {}
+    }
+    match (op.phase, op.decision) {
+        (OpPhase::Granted, _) => {
+            missing.push("the agent's commit request (the node has not asked to switch yet)".into())
+        }
+        (OpPhase::Decided, Some(Decision::Abort)) => missing.push(format!(
+            "the agent's not-applied report with a probe proving the baseline {baseline}"
+        )),
+        (OpPhase::Decided, _) => missing.push(format!(
+            "the agent's switch report with a probe answering as {}",
+            op.release
+        )),
+        (OpPhase::Restoring, _) => missing.push(format!(
+            "a probe after the restore proving the baseline {baseline} serving"
+        )),
+        (OpPhase::Settled(_), _) => {}
+    }
+    missing.push(format!(
+        "a route observation (release identity and functional probe) proving {} or the baseline {baseline} serving",
+        op.release
+    ));
+    missing
+}
+
 /// The handover report: every op that holds a slot (UNKNOWN, or waiting:
 /// granted, decided and not yet settled, restoring) in op order, then every
 /// active rollout that waits for an operator (approval gate after a passed
@@ -167,42 +209,7 @@ pub fn unresolved(
         let baseline = op
             .baseline
             .map_or_else(|| "nothing".to_string(), |b| b.to_string());
-        let mut missing = Vec::new();
-        match op.unknown {
-            Some(UnknownReason::Silence) => {
-                missing.push("any answer from the node: it was silent past the deadline".into())
-            }
-            // The restoring phase below names the same missing probe: one
-            // line, not two near-duplicates.
-            Some(UnknownReason::RestoreUnproven) if op.phase == OpPhase::Restoring => {}
-            Some(UnknownReason::RestoreUnproven) => missing.push(format!(
-                "a serving probe after the restore proving the baseline {baseline}"
-            )),
-            Some(UnknownReason::Contradictory) => missing.push(
-                "an observation consistent with the op's phase: the last report contradicted it"
-                    .into(),
-            ),
-            None => {}
-        }
-        match (op.phase, op.decision) {
-            (OpPhase::Granted, _) => missing
-                .push("the agent's commit request (the node has not asked to switch yet)".into()),
-            (OpPhase::Decided, Some(Decision::Abort)) => missing.push(format!(
-                "the agent's not-applied report with a probe proving the baseline {baseline}"
-            )),
-            (OpPhase::Decided, _) => missing.push(format!(
-                "the agent's switch report with a probe answering as {}",
-                op.release
-            )),
-            (OpPhase::Restoring, _) => missing.push(format!(
-                "a probe after the restore proving the baseline {baseline} serving"
-            )),
-            (OpPhase::Settled(_), _) => {}
-        }
-        missing.push(format!(
-            "a route observation (release identity and functional probe) proving {} or the baseline {baseline} serving",
-            op.release
-        ));
+        let missing = missing_evidence(op, &baseline);
         out.push(Unresolved {
             node: name.clone(),
             op: op.id.to_string(),

@@ -34,6 +34,9 @@
 //! after every rollout: the largest is printed.
 //!
 //! `cargo run --release --bin fleetweft-restart-bench -- --nodes 10000 --events 20000000 --measure-at 1000000,5000000,10000000 --measure-tail 90000 --archive-dir /tmp/rba --dir /tmp/rb`
+// Production functions stay within 70 lines (clippy.toml, issue #22 item 6);
+// tests may run longer.
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 use anyhow::{bail, Context};
 use clap::Parser;
@@ -271,17 +274,7 @@ impl Filling {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    if args.nodes < 2 || args.nodes as usize > model::plan::FOLLOWERS_MAX + 1 {
-        bail!(
-            "--nodes must be 2..={} (one rollout spans the fleet)",
-            model::plan::FOLLOWERS_MAX + 1
-        );
-    }
-    if args.measure_tail > 0 && args.measure_tail >= args.snapshot_every_events {
-        bail!(
-            "--measure-tail must be below --snapshot-every-events (a snapshot would cut the tail)"
-        );
-    }
+    check_args(&args)?;
     let backend = match &args.dir {
         Some(dir) if args.restart_only => {
             return restart_only(Backend::Sled(dir.clone()), args.repeat);
@@ -317,13 +310,7 @@ fn main() -> anyhow::Result<()> {
     f.measure_at = args.measure_at.iter().copied().collect();
     f.measure_tail = args.measure_tail;
     f.repeat = args.repeat;
-    let mut inputs: VecDeque<Input> = (0..args.nodes)
-        .map(|n| Input::EnrollNode {
-            name: format!("sim-{n:05}"),
-            labels: Labels::new(),
-            public: "127.0.0.1:1".into(),
-        })
-        .collect();
+    let mut inputs = enrollments(args.nodes);
     f = drain(f, &mut inputs)?;
     let mut rollouts = 0u32;
     let mut serving = Digest::repeat(1);
@@ -331,13 +318,7 @@ fn main() -> anyhow::Result<()> {
     f = drain(f, &mut inputs)?;
     while f.events() < args.events {
         serving = Digest::repeat(2 + (rollouts % 200) as u8);
-        let plan = Plan {
-            release: serving,
-            canary: NodeId(0),
-            followers: (1..args.nodes).map(NodeId).collect(),
-            slots_max: args.slots,
-            approval_after_canary: false,
-        };
+        let plan = plan_of(&args, serving);
         inputs.push_back(Input::StartRollout { plan });
         f = drain(f, &mut inputs)?;
         rollouts += 1;
@@ -356,6 +337,56 @@ fn main() -> anyhow::Result<()> {
         }
     }
     archive_wait(&mut f)?;
+    print_fill(&f, &args, rollouts, filled);
+    let f = restart(f)?;
+    if args.full_replay {
+        full_replay(f)?;
+    }
+    Ok(())
+}
+
+/// One enrollment a node, `sim-00000` up.
+fn enrollments(nodes: u32) -> VecDeque<Input> {
+    (0..nodes)
+        .map(|n| Input::EnrollNode {
+            name: format!("sim-{n:05}"),
+            labels: Labels::new(),
+            public: "127.0.0.1:1".into(),
+        })
+        .collect()
+}
+
+/// A rollout of `serving` over the whole fleet, node 0 the canary.
+fn plan_of(args: &Args, serving: Digest) -> Plan {
+    Plan {
+        release: serving,
+        canary: NodeId(0),
+        followers: (1..args.nodes).map(NodeId).collect(),
+        slots_max: args.slots,
+        approval_after_canary: false,
+    }
+}
+
+/// The options' limits: a fleet one rollout spans, a tail a snapshot does
+/// not cut.
+fn check_args(args: &Args) -> anyhow::Result<()> {
+    if args.nodes < 2 || args.nodes as usize > model::plan::FOLLOWERS_MAX + 1 {
+        bail!(
+            "--nodes must be 2..={} (one rollout spans the fleet)",
+            model::plan::FOLLOWERS_MAX + 1
+        );
+    }
+    if args.measure_tail > 0 && args.measure_tail >= args.snapshot_every_events {
+        bail!(
+            "--measure-tail must be below --snapshot-every-events (a snapshot would cut the tail)"
+        );
+    }
+    Ok(())
+}
+
+/// What the fill did: events, rollouts, snapshots, archiving, the largest
+/// database.
+fn print_fill(f: &Filling, args: &Args, rollouts: u32, filled: Instant) {
     println!(
         "fill: {} events, {rollouts} rollouts over {} nodes, {:.1} s; {} snapshots, the last {} bytes, {:.1} ms each on average; {} archived in {:.1} s; largest database {} bytes",
         f.events(),
@@ -368,11 +399,6 @@ fn main() -> anyhow::Result<()> {
         f.archive_s,
         f.db_bytes_max
     );
-    let f = restart(f)?;
-    if args.full_replay {
-        full_replay(f)?;
-    }
-    Ok(())
 }
 
 /// The storage's database size (etcd reports one), kept at its largest.

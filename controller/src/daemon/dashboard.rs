@@ -199,6 +199,28 @@ pub fn render(d: &DashboardData) -> String {
         s.ops.unknown,
         s.unresolved,
     );
+    render_banners(&mut h, d);
+    render_counts(&mut h, s);
+    render_fleet(&mut h, d);
+    render_rollouts(&mut h, s);
+    render_unresolved(&mut h, d);
+    h.push_str("<h2>Latest events</h2>\n<table id=\"events\"><tr><th>#</th><th>event</th></tr>\n");
+    for e in d.events.iter().rev() {
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td></tr>",
+            e.sequence,
+            escape(&e.text)
+        );
+    }
+    h.push_str("</table>\n</body></html>\n");
+    h
+}
+
+/// The banners above the counts: the log behind the fleet, storage nearly
+/// full, a standby's view, identity conflicts.
+fn render_banners(h: &mut String, d: &DashboardData) {
+    let s = &d.status;
     // The log is behind the fleet: first and loudest, one banner a node.
     for a in &s.ahead_of_log {
         let _ = writeln!(
@@ -243,21 +265,6 @@ pub fn render(d: &DashboardData) -> String {
             escape(second)
         );
     }
-    render_counts(&mut h, s);
-    render_fleet(&mut h, d);
-    render_rollouts(&mut h, s);
-    render_unresolved(&mut h, d);
-    h.push_str("<h2>Latest events</h2>\n<table id=\"events\"><tr><th>#</th><th>event</th></tr>\n");
-    for e in d.events.iter().rev() {
-        let _ = writeln!(
-            h,
-            "<tr><td>{}</td><td>{}</td></tr>",
-            e.sequence,
-            escape(&e.text)
-        );
-    }
-    h.push_str("</table>\n</body></html>\n");
-    h
 }
 
 /// The fleet's counts, the active rollout's progress and where the lists are.
@@ -428,11 +435,9 @@ fn render_unresolved(h: &mut String, d: &DashboardData) {
     }
 }
 
-/// Prometheus text exposition of the snapshot.
-pub fn metrics(snap: &Snapshot, now: SystemTime) -> String {
-    let s = status_dto(snap);
-    let rollouts = super::view::rollout_dtos(&snap.state);
-    let mut m = String::new();
+/// [`metrics`]: drifted, ahead-of-log and quarantined nodes, identity
+/// conflicts and revoked certificates.
+fn metrics_nodes(m: &mut String, snap: &Snapshot, s: &StatusDto) {
     m.push_str("# HELP fleetweft_nodes_drifted Nodes whose latest observation contradicts their confirmed release.\n# TYPE fleetweft_nodes_drifted gauge\n");
     let _ = writeln!(
         m,
@@ -476,6 +481,11 @@ pub fn metrics(snap: &Snapshot, now: SystemTime) -> String {
         "fleetweft_certs_revoked {}",
         snap.state.revoked_certs.len()
     );
+}
+
+/// [`metrics`]: each rollout's slots, occupied and budgeted.
+fn metrics_slots(m: &mut String, state: &model::controller::ControllerState) {
+    let rollouts = super::view::rollout_dtos(state);
     m.push_str("# HELP fleetweft_slots_occupied Slots held by a rollout's ops (UNKNOWN ops count).\n# TYPE fleetweft_slots_occupied gauge\n");
     for r in &rollouts {
         let _ = writeln!(
@@ -496,6 +506,10 @@ pub fn metrics(snap: &Snapshot, now: SystemTime) -> String {
             r.slots_max
         );
     }
+}
+
+/// [`metrics`]: ops by state.
+fn metrics_ops(m: &mut String, snap: &Snapshot, s: &StatusDto) {
     // Each op counted once: `unknown` if UNKNOWN and still holding its slot,
     // else by phase. Only unsettled ops are walked (the hot ones holding a
     // slot); every other op ever granted is settled. The label words are
@@ -529,6 +543,15 @@ pub fn metrics(snap: &Snapshot, now: SystemTime) -> String {
     for (state, n) in counts {
         let _ = writeln!(m, "fleetweft_ops{{state=\"{state}\"}} {n}");
     }
+}
+
+/// Prometheus text exposition of the snapshot.
+pub fn metrics(snap: &Snapshot, now: SystemTime) -> String {
+    let s = status_dto(snap);
+    let mut m = String::new();
+    metrics_nodes(&mut m, snap, &s);
+    metrics_slots(&mut m, &snap.state);
+    metrics_ops(&mut m, snap, &s);
     let oldest = snap
         .state
         .ops

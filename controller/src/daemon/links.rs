@@ -211,28 +211,8 @@ async fn handle(
     budgets: Budgets,
     mirrors: Arc<Mirrors>,
 ) {
-    // Any certificate the fleet CA signed gets this far (the handshake
-    // checked the chain and the deny list); only an enrolled node that is
-    // not retired is let in.
-    let looked_up = {
-        let roster = core.roster();
-        roster.id(&link.node).map(|n| (n, roster.is_retired(n)))
-    };
-    let node = match looked_up {
-        Some((node, false)) => node,
-        Some((_, true)) => {
-            tracing::warn!("certificate names {}, which is retired; closing", link.node);
-            link.conn.close(3u32.into(), b"node retired");
-            return;
-        }
-        None => {
-            tracing::warn!(
-                "certificate names {}, which is not enrolled; closing",
-                link.node
-            );
-            link.conn.close(3u32.into(), b"unknown node");
-            return;
-        }
+    let Some(node) = admitted(&link, &core) else {
+        return;
     };
     let control = match link.control().await {
         Ok(c) => c,
@@ -242,8 +222,8 @@ async fn handle(
         }
     };
     tracing::info!("{} connected", link.node);
-    let (mut sender, mut receiver) = control.split();
-    let (tx, mut rx) = tokio::sync::mpsc::channel(LINK_QUEUE_MAX);
+    let (sender, mut receiver) = control.split();
+    let (tx, rx) = tokio::sync::mpsc::channel(LINK_QUEUE_MAX);
     let id = LINK_IDS.fetch_add(1, Ordering::Relaxed);
     core.send(Command::Attach {
         node,
@@ -252,16 +232,65 @@ async fn handle(
         conn: link.conn.clone(),
     })
     .await;
-    let writer_core = core.clone();
-    let writer_mirrors = mirrors.clone();
-    let writer = tokio::spawn(async move {
+    let writer = spawn_writer(sender, rx, core.clone(), mirrors.clone(), node);
+    let serving = {
+        let conn = link.conn.clone();
+        let node = link.node.clone();
+        tokio::spawn(async move {
+            let agent = protocol::quic::AgentLink { node, conn };
+            agent.serve_streams(bundles.clone(), bundles).await
+        })
+    };
+    let sources = &mirrors.sources;
+    read_frames(&mut receiver, &link, (node, id), &core, &budgets, sources).await;
+    writer.abort();
+    serving.abort();
+    core.send(Command::Detach { node, link: id }).await;
+}
+
+/// The enrolled, unretired node `link`'s certificate names; `None`, with
+/// the connection closed, for any other.
+fn admitted(link: &protocol::quic::AgentLink, core: &CoreHandle) -> Option<NodeId> {
+    // Any certificate the fleet CA signed gets this far (the handshake
+    // checked the chain and the deny list); only an enrolled node that is
+    // not retired is let in.
+    let looked_up = {
+        let roster = core.roster();
+        roster.id(&link.node).map(|n| (n, roster.is_retired(n)))
+    };
+    match looked_up {
+        Some((node, false)) => Some(node),
+        Some((_, true)) => {
+            tracing::warn!("certificate names {}, which is retired; closing", link.node);
+            link.conn.close(3u32.into(), b"node retired");
+            None
+        }
+        None => {
+            tracing::warn!(
+                "certificate names {}, which is not enrolled; closing",
+                link.node
+            );
+            link.conn.close(3u32.into(), b"unknown node");
+            None
+        }
+    }
+}
+
+/// The task that writes `node`'s queued messages to its control stream,
+/// each grant preceded by the node's mirrors.
+fn spawn_writer(
+    mut sender: protocol::quic::ControlSender,
+    mut rx: tokio::sync::mpsc::Receiver<LinkMsg>,
+    core: CoreHandle,
+    mirrors: Arc<Mirrors>,
+    node: NodeId,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
         while let Some(msg) = rx.recv().await {
             // The node's mirrors go just before each grant: computed now,
             // since its labels may have changed since it connected.
             if let LinkMsg::Command(model::ToAgent::Apply { release, .. }) = &msg {
-                if let Some(frame) =
-                    mirrors_frame(&writer_core, &writer_mirrors.config, node, *release)
-                {
+                if let Some(frame) = mirrors_frame(&core, &mirrors.config, node, *release) {
                     if let Err(e) = sender.send(&frame).await {
                         tracing::info!("send failed: {e}");
                         return;
@@ -277,20 +306,7 @@ async fn handle(
                 return;
             }
         }
-    });
-    let serving = {
-        let conn = link.conn.clone();
-        let node = link.node.clone();
-        tokio::spawn(async move {
-            let agent = protocol::quic::AgentLink { node, conn };
-            agent.serve_streams(bundles.clone(), bundles).await
-        })
-    };
-    let sources = &mirrors.sources;
-    read_frames(&mut receiver, &link, (node, id), &core, &budgets, sources).await;
-    writer.abort();
-    serving.abort();
-    core.send(Command::Detach { node, link: id }).await;
+    })
 }
 
 /// The [`FrameBody::Mirrors`] for `node`'s grant of `release`; `None`

@@ -65,11 +65,7 @@ pub struct Daemon {
 /// On etcd the daemon starts as a hot standby ([`ha`]): it serves both
 /// endpoints at once and leads once elected.
 pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<Daemon> {
-    let bundle_dir = cfg.data_dir.join("bundles");
-    let (bundle_dir, _removed) = bundles::BundleDir::open(bundle_dir.clone())
-        .with_context(|| format!("opening the bundle directory {}", bundle_dir.display()))?;
-    let releases = release_store::ReleaseStore::open(&cfg.data_dir)
-        .context("opening the release store (data_dir/chunks, data_dir/releases)")?;
+    let (bundle_dir, releases) = open_stores(&cfg)?;
     let opened = open_log(&cfg).await?;
     let token = protocol::pki::load_operator_token(&cfg.tls.operator_token)
         .context("loading the operator token")?;
@@ -78,12 +74,7 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
     // The handshake refuses revoked certificates; the core fills the list
     // from the log before the endpoint accepts anyone.
     let deny = protocol::tls::DenyList::default();
-    let identity =
-        protocol::tls::ServerIdentity::from_pem_files(&cfg.tls.ca, &cfg.tls.cert, &cfg.tls.key)
-            .context("loading the controller's TLS identity")?
-            .with_deny_list(deny.clone());
-    let endpoint = protocol::quic::ControllerEndpoint::bind(cfg.listen, identity)
-        .with_context(|| format!("binding QUIC on {}", cfg.listen))?;
+    let endpoint = bind_agents(&cfg, deny.clone())?;
     let api_listener = tokio::net::TcpListener::bind(cfg.api.listen)
         .await
         .with_context(|| format!("binding the API on {}", cfg.api.listen))?;
@@ -104,17 +95,7 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
     // Computed once: it warns when it would point nowhere.
     let me = opened.campaign.as_ref().map(|_| advert(&cfg));
     let own_agents = me.as_ref().map(|advert| advert.agents.clone());
-    let mirrors = Arc::new(mirrors::Mirrors {
-        config: cfg.artifacts.clone(),
-        sources: Default::default(),
-    });
-    tokio::spawn(links::serve(
-        endpoint,
-        core.clone(),
-        artifacts,
-        own_agents,
-        mirrors.clone(),
-    ));
+    let mirrors = serve_agents(&cfg, endpoint, core.clone(), artifacts, own_agents);
     let api = http::Api {
         cfg: cfg.clone(),
         core: core.clone(),
@@ -132,16 +113,7 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
             let advert = me.unwrap_or_else(|| advert(&cfg));
             let hold = snapshot_hold(&cfg, allow_faults);
             let elected = ha::spawn_campaign(client, etcd, (advert, hold), core.clone());
-            let api = api.clone();
-            tokio::spawn(async move {
-                if elected.await.is_ok() {
-                    if let Err(e) = lead(api.clone(), hooks).await {
-                        tracing::error!("starting to lead failed, stopping: {e:#}");
-                        let why = format!("starting to lead failed: {e:#}");
-                        api.core.fatal().report(fatal::Fatal::LogFailed(why));
-                    }
-                }
-            });
+            lead_once_elected(elected, api.clone(), hooks);
             tracing::info!("hot standby: following the log, serving reads until elected");
         }
     }
@@ -155,6 +127,73 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
         api,
         api_listener,
     })
+}
+
+/// A standby: once `elected` fires, start leading (or stop the daemon,
+/// through its fatal report, when that fails).
+fn lead_once_elected(
+    elected: tokio::sync::oneshot::Receiver<()>,
+    api: http::Api,
+    hooks: Vec<webhooks::Webhook>,
+) {
+    tokio::spawn(async move {
+        if elected.await.is_ok() {
+            if let Err(e) = lead(api.clone(), hooks).await {
+                tracing::error!("starting to lead failed, stopping: {e:#}");
+                let why = format!("starting to lead failed: {e:#}");
+                api.core.fatal().report(fatal::Fatal::LogFailed(why));
+            }
+        }
+    });
+}
+
+/// The bundle directory and the release store under `data_dir`.
+fn open_stores(
+    cfg: &ControllerConfig,
+) -> anyhow::Result<(bundles::BundleDir, release_store::ReleaseStore)> {
+    let bundle_dir = cfg.data_dir.join("bundles");
+    let (bundle_dir, _removed) = bundles::BundleDir::open(bundle_dir.clone())
+        .with_context(|| format!("opening the bundle directory {}", bundle_dir.display()))?;
+    let releases = release_store::ReleaseStore::open(&cfg.data_dir)
+        .context("opening the release store (data_dir/chunks, data_dir/releases)")?;
+    Ok((bundle_dir, releases))
+}
+
+/// Accept agents on `endpoint` (a task); returns the mirrors the links and
+/// the API share.
+fn serve_agents(
+    cfg: &ControllerConfig,
+    endpoint: protocol::quic::ControllerEndpoint,
+    core: core::CoreHandle,
+    artifacts: Arc<release_store::Artifacts>,
+    own_agents: links::OwnAdvert,
+) -> Arc<mirrors::Mirrors> {
+    let mirrors = Arc::new(mirrors::Mirrors {
+        config: cfg.artifacts.clone(),
+        sources: Default::default(),
+    });
+    tokio::spawn(links::serve(
+        endpoint,
+        core,
+        artifacts,
+        own_agents,
+        mirrors.clone(),
+    ));
+    mirrors
+}
+
+/// The QUIC endpoint agents connect to, refusing the certificates in
+/// `deny`.
+fn bind_agents(
+    cfg: &ControllerConfig,
+    deny: protocol::tls::DenyList,
+) -> anyhow::Result<protocol::quic::ControllerEndpoint> {
+    let identity =
+        protocol::tls::ServerIdentity::from_pem_files(&cfg.tls.ca, &cfg.tls.cert, &cfg.tls.key)
+            .context("loading the controller's TLS identity")?
+            .with_deny_list(deny);
+    protocol::quic::ControllerEndpoint::bind(cfg.listen, identity)
+        .with_context(|| format!("binding QUIC on {}", cfg.listen))
 }
 
 /// `[faults] hold_in_snapshot_write`, honoured only with

@@ -87,23 +87,6 @@ impl fmt::Display for MissingReferent {
 /// produces such events; `invariants::check_event` reports any other (a
 /// damaged or forged log) before `apply` sees it.
 pub fn referents_exist(state: &ControllerState, event: &Event) -> Result<(), MissingReferent> {
-    let op_exists = |op: &OpId| match (state.op(*op), state.archive.contains_key(op)) {
-        (Some(_), _) => Ok(()),
-        (None, true) => Err(MissingReferent::Archived(*op)),
-        (None, false) if state.op_forgotten(*op) => Err(MissingReferent::Forgotten(*op)),
-        (None, false) => Err(MissingReferent::Op(*op)),
-    };
-    // A late commit request of an archived op is still answered with its
-    // stored decision (S6), or decided once if it never had one.
-    let op_known = |op: &OpId| match state.op_summary(*op) {
-        Some(_) => Ok(()),
-        None if state.op_forgotten(*op) => Err(MissingReferent::Forgotten(*op)),
-        None => Err(MissingReferent::Op(*op)),
-    };
-    let rollout_exists = |r: &RolloutId| match state.rollout(*r) {
-        Some(_) => Ok(()),
-        None => Err(MissingReferent::Rollout(*r)),
-    };
     match event {
         Event::RolloutStarted { rollout, .. } => {
             if rollout.0 as usize == state.rollouts.len() {
@@ -119,34 +102,25 @@ pub fn referents_exist(state: &ControllerState, event: &Event) -> Result<(), Mis
         | Event::RolloutCompleted { rollout }
         | Event::RolloutEnded { rollout, .. }
         | Event::RolloutPolicySet { rollout, .. }
-        | Event::RolloutArchesSet { rollout, .. } => rollout_exists(rollout),
+        | Event::RolloutArchesSet { rollout, .. } => rollout_exists(state, rollout),
         Event::RolloutFollowersAdded { rollout, followers } => {
             plan_open(state, *rollout, followers.len())
         }
         Event::OpGranted { op, rollout, .. } => {
-            rollout_exists(rollout)?;
+            rollout_exists(state, rollout)?;
             if *op == state.next_op_id() {
                 Ok(())
             } else {
                 Err(MissingReferent::Op(*op))
             }
         }
-        Event::CommitDecided { op, .. } => op_known(op),
+        Event::CommitDecided { op, .. } => op_known(state, op),
         Event::ReportRecorded { op, .. }
         | Event::ProbeRecorded { op, .. }
         | Event::OperatorObserved { op, .. }
         | Event::RestoreRequested { op }
-        | Event::OpClaimed { op, .. } => op_exists(op),
-        // A settled op is never UNKNOWN (`Op::is_unknown`), and settles once.
-        Event::OpUnknown { op, .. } | Event::OpSettled { op, .. } => {
-            op_exists(op)?;
-            match state.op(*op) {
-                Some(o) if matches!(o.phase, OpPhase::Settled(_)) => {
-                    Err(MissingReferent::Settled(*op))
-                }
-                _ => Ok(()),
-            }
-        }
+        | Event::OpClaimed { op, .. } => op_exists(state, op),
+        Event::OpUnknown { op, .. } | Event::OpSettled { op, .. } => op_unsettled(state, op),
         Event::CommitReplayed { .. }
         | Event::NodeObserved { .. }
         | Event::NodeHello { .. }
@@ -165,22 +139,68 @@ pub fn referents_exist(state: &ControllerState, event: &Event) -> Result<(), Mis
                 Err(MissingReferent::Forgotten(*op))
             }
         }
-        Event::NodeEnrolled { node, name, .. } => {
-            if let Some(taken) = state.roster.id(name) {
-                return Err(MissingReferent::NameTaken(taken));
-            }
-            if *node == state.roster.next_id() {
-                Ok(())
-            } else {
-                Err(MissingReferent::Node(*node))
-            }
-        }
+        Event::NodeEnrolled { node, name, .. } => node_enrollable(state, *node, name),
         Event::NodeLabeled { node, .. } | Event::NodeRetired { node } => {
             match state.roster.get(*node) {
                 Some(_) => Ok(()),
                 None => Err(MissingReferent::Node(*node)),
             }
         }
+    }
+}
+
+/// `referents_exist` for an event that folds into a hot op.
+fn op_exists(state: &ControllerState, op: &OpId) -> Result<(), MissingReferent> {
+    match (state.op(*op), state.archive.contains_key(op)) {
+        (Some(_), _) => Ok(()),
+        (None, true) => Err(MissingReferent::Archived(*op)),
+        (None, false) if state.op_forgotten(*op) => Err(MissingReferent::Forgotten(*op)),
+        (None, false) => Err(MissingReferent::Op(*op)),
+    }
+}
+
+/// `referents_exist` for a commit decision: a late commit request of an
+/// archived op is still answered with its stored decision (S6), or decided
+/// once if it never had one.
+fn op_known(state: &ControllerState, op: &OpId) -> Result<(), MissingReferent> {
+    match state.op_summary(*op) {
+        Some(_) => Ok(()),
+        None if state.op_forgotten(*op) => Err(MissingReferent::Forgotten(*op)),
+        None => Err(MissingReferent::Op(*op)),
+    }
+}
+
+/// `referents_exist` for an event that folds into an existing rollout.
+fn rollout_exists(state: &ControllerState, r: &RolloutId) -> Result<(), MissingReferent> {
+    match state.rollout(*r) {
+        Some(_) => Ok(()),
+        None => Err(MissingReferent::Rollout(*r)),
+    }
+}
+
+/// `referents_exist` for `OpUnknown` and `OpSettled`: a settled op is never
+/// UNKNOWN (`Op::is_unknown`), and settles once.
+fn op_unsettled(state: &ControllerState, op: &OpId) -> Result<(), MissingReferent> {
+    op_exists(state, op)?;
+    match state.op(*op) {
+        Some(o) if matches!(o.phase, OpPhase::Settled(_)) => Err(MissingReferent::Settled(*op)),
+        _ => Ok(()),
+    }
+}
+
+/// `referents_exist` for `NodeEnrolled`: a new name, and the next node id.
+fn node_enrollable(
+    state: &ControllerState,
+    node: NodeId,
+    name: &str,
+) -> Result<(), MissingReferent> {
+    if let Some(taken) = state.roster.id(name) {
+        return Err(MissingReferent::NameTaken(taken));
+    }
+    if node == state.roster.next_id() {
+        Ok(())
+    } else {
+        Err(MissingReferent::Node(node))
     }
 }
 
@@ -199,35 +219,7 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
             rollout,
             plan,
             generation,
-        } => {
-            state.generation = *generation;
-            state.rollouts.push_back(Arc::new(Rollout {
-                id: *rollout,
-                plan: Arc::new(plan.clone()),
-                generation: *generation,
-                status: RolloutStatus::Active,
-                paused: None,
-                approved: false,
-                ops: Default::default(),
-                op_by_node: Default::default(),
-                occupied: 0,
-                followers_granted: 0,
-                settled: 0,
-                settled_not_passed: 0,
-                archived: false,
-                forgotten: false,
-                arches: crate::platform::ReleaseArches::Any,
-                policy: Default::default(),
-                failed: 0,
-                unknown: 0,
-                wave_approvals: 0,
-            }));
-            state.active = Some(*rollout);
-            // O(plan) once per rollout, so that no later read scans plans.
-            for node in plan.nodes() {
-                state.intended.insert(node, *rollout);
-            }
-        }
+        } => start_rollout(state, *rollout, plan, *generation),
         Event::RolloutSuperseded { rollout, .. } => {
             end(state, *rollout, RolloutStatus::Superseded);
         }
@@ -237,15 +229,7 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
         Event::RolloutResumed { rollout } => {
             rollout_mut(state, *rollout).paused = None;
         }
-        Event::RolloutApproved { rollout } => {
-            // The canary gate first, then one approval per later wave.
-            let r = rollout_mut(state, *rollout);
-            if r.plan.approval_after_canary && !r.approved {
-                r.approved = true;
-            } else {
-                r.wave_approvals += 1;
-            }
-        }
+        Event::RolloutApproved { rollout } => approve(state, *rollout),
         Event::RolloutPolicySet { rollout, policy } => {
             rollout_mut(state, *rollout).policy = Arc::new(policy.clone());
         }
@@ -253,15 +237,7 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
             rollout_mut(state, *rollout).arches = crate::platform::ReleaseArches::Only(*arches);
         }
         Event::RolloutFollowersAdded { rollout, followers } => {
-            let r = rollout_mut(state, *rollout);
-            // The plan is unique here (recorded in this batch), so this
-            // extends it in place; O(followers) once per rollout.
-            Arc::make_mut(&mut r.plan)
-                .followers
-                .extend_from_slice(followers);
-            for node in followers {
-                state.intended.insert(*node, *rollout);
-            }
+            add_followers(state, *rollout, followers);
         }
         Event::RolloutCompleted { rollout } => {
             end(state, *rollout, RolloutStatus::Completed);
@@ -269,6 +245,99 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
         Event::RolloutEnded { rollout, .. } => {
             end(state, *rollout, RolloutStatus::Ended);
         }
+        Event::OpGranted { .. }
+        | Event::CommitDecided { .. }
+        | Event::CommitReplayed { .. }
+        | Event::ReportRecorded { .. }
+        | Event::ProbeRecorded { .. }
+        | Event::OperatorObserved { .. }
+        | Event::RestoreRequested { .. }
+        | Event::OpUnknown { .. }
+        | Event::OpSettled { .. }
+        | Event::OpClaimed { .. } => apply_op_event(state, event),
+        Event::NodeObserved { .. }
+        | Event::NodeHello { .. }
+        | Event::NodePlatform { .. }
+        | Event::NodeQuarantined { .. }
+        | Event::NodeReleased { .. }
+        | Event::CertRevoked { .. }
+        | Event::NodeEnrolled { .. }
+        | Event::NodeLabeled { .. }
+        | Event::NodeRetired { .. } => apply_node_event(state, event),
+        Event::LateReportIgnored { .. }
+        | Event::StaleCommandRejected { .. }
+        | Event::ForeignMessageIgnored { .. }
+        | Event::ForgottenOpIgnored { .. }
+        | Event::RollBackOrdered { .. } => {
+            // Recorded for the audit trail; a late or stale message never
+            // changes a node's recorded state (S8).
+        }
+    }
+}
+
+/// `apply` for `RolloutStarted`.
+fn start_rollout(
+    state: &mut ControllerState,
+    rollout: RolloutId,
+    plan: &crate::plan::Plan,
+    generation: crate::ids::Generation,
+) {
+    state.generation = generation;
+    state.rollouts.push_back(Arc::new(Rollout {
+        id: rollout,
+        plan: Arc::new(plan.clone()),
+        generation,
+        status: RolloutStatus::Active,
+        paused: None,
+        approved: false,
+        ops: Default::default(),
+        op_by_node: Default::default(),
+        occupied: 0,
+        followers_granted: 0,
+        settled: 0,
+        settled_not_passed: 0,
+        archived: false,
+        forgotten: false,
+        arches: crate::platform::ReleaseArches::Any,
+        policy: Default::default(),
+        failed: 0,
+        unknown: 0,
+        wave_approvals: 0,
+    }));
+    state.active = Some(rollout);
+    // O(plan) once per rollout, so that no later read scans plans.
+    for node in plan.nodes() {
+        state.intended.insert(node, rollout);
+    }
+}
+
+/// `apply` for `RolloutApproved`: the canary gate first, then one approval
+/// per later wave.
+fn approve(state: &mut ControllerState, rollout: RolloutId) {
+    let r = rollout_mut(state, rollout);
+    if r.plan.approval_after_canary && !r.approved {
+        r.approved = true;
+    } else {
+        r.wave_approvals += 1;
+    }
+}
+
+/// `apply` for `RolloutFollowersAdded`.
+fn add_followers(state: &mut ControllerState, rollout: RolloutId, followers: &[NodeId]) {
+    let r = rollout_mut(state, rollout);
+    // The plan is unique here (recorded in this batch), so this
+    // extends it in place; O(followers) once per rollout.
+    Arc::make_mut(&mut r.plan)
+        .followers
+        .extend_from_slice(followers);
+    for node in followers {
+        state.intended.insert(*node, rollout);
+    }
+}
+
+/// `apply` for the events that fold into one op.
+fn apply_op_event(state: &mut ControllerState, event: &Event) {
+    match event {
         Event::OpGranted {
             op,
             rollout,
@@ -277,57 +346,27 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
             generation,
             baseline,
             is_canary,
-        } => {
-            state.ops.insert(
-                *op,
-                Op {
-                    id: *op,
-                    rollout: *rollout,
-                    node: *node,
-                    generation: *generation,
-                    release: *release,
-                    baseline: *baseline,
-                    is_canary: *is_canary,
-                    phase: OpPhase::Granted,
-                    decision: None,
-                    unknown: None,
-                    evidence: Vec::new(),
-                    failed_probe_seen: false,
-                    claim: None,
-                    commit_acted_on: false,
-                    cause: None,
-                },
-            );
-            state.next_op = OpId(op.0 + 1);
-            let r = rollout_mut(state, *rollout);
-            r.ops.push_back(*op);
-            r.op_by_node.insert(*node, *op);
-            r.occupied += 1;
-            if !*is_canary {
-                r.followers_granted += 1;
-            }
-            let record = state.nodes.entry(*node).or_default();
-            record.live_op = Some(*op);
-            let previous = record.last_op.replace(*op);
-            if let Some(previous) = previous {
-                archive_op(state, previous);
-            }
-            reindex_drift(state, *node);
-        }
-        Event::CommitDecided { op, decision } => match state.ops.get_mut(op) {
-            Some(o) => {
-                o.decision = Some(*decision);
-                if o.phase == OpPhase::Granted {
-                    o.phase = OpPhase::Decided;
-                }
-            }
-            // `referents_exist` let it through: it is archived.
-            None => {
-                if let Some(summary) = state.archive.get_mut(op) {
-                    summary.decision = Some(*decision);
-                }
-            }
-        },
+        } => grant(
+            state,
+            Op {
+                id: *op,
+                rollout: *rollout,
+                node: *node,
+                generation: *generation,
+                release: *release,
+                baseline: *baseline,
+                is_canary: *is_canary,
+                phase: OpPhase::Granted,
+                decision: None,
+                unknown: None,
+                evidence: Vec::new(),
+                failed_probe_seen: false,
+                claim: None,
+                commit_acted_on: false,
+                cause: None,
+            },
+        ),
+        Event::CommitDecided { op, decision } => decide_commit(state, *op, *decision),
         Event::CommitReplayed { .. } => {
             // The decision was already stored; replaying it changes nothing.
         }
@@ -335,82 +374,15 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
             op,
             kind,
             observation,
-        } => {
-            let o = op_mut(state, *op);
-            // Only a committed op's switch report is a probe of the new
-            // release; on an undecided op it is a contradiction, which
-            // makes the op UNKNOWN instead (S11 judges served answers).
-            let after_switch = *kind == ReportKind::Switched
-                && o.decision == Some(Decision::Commit)
-                && o.phase == OpPhase::Decided;
-            record(o, EvidenceSource::Agent(*kind), *observation, after_switch);
-        }
-        Event::ProbeRecorded { op, observation } => {
-            let o = op_mut(state, *op);
-            let after_switch =
-                o.decision == Some(Decision::Commit) && observation.identity == Some(o.release);
-            record(
-                o,
-                EvidenceSource::ControllerProbe,
-                *observation,
-                after_switch,
-            );
-        }
+        } => record_report(state, *op, *kind, *observation),
+        Event::ProbeRecorded { op, observation } => record_probe(state, *op, *observation),
         Event::OperatorObserved { op, observation } => {
             let o = op_mut(state, *op);
             record(o, EvidenceSource::Operator, *observation, false);
         }
-        Event::RestoreRequested { op } => {
-            let o = op_mut(state, *op);
-            let (rollout, first) = (o.rollout, o.phase != OpPhase::Restoring);
-            o.phase = OpPhase::Restoring;
-            // The observation that made it restore, kept apart from the
-            // bounded evidence window so the cause survives (a proof
-            // names it after later evidence pushed it out).
-            if o.cause.is_none() {
-                let release = o.release;
-                o.cause = o
-                    .evidence
-                    .iter()
-                    .rev()
-                    .find(|e| !e.observation.proves_serving(release))
-                    .copied();
-            }
-            rollout_mut(state, rollout).failed += u32::from(first);
-        }
-        Event::OpUnknown { op, reason } => {
-            let o = op_mut(state, *op);
-            let (rollout, first) = (o.rollout, o.unknown.is_none());
-            o.unknown = Some(*reason);
-            rollout_mut(state, rollout).unknown += u32::from(first);
-        }
-        Event::OpSettled { op, outcome } => {
-            let o = op_mut(state, *op);
-            o.phase = OpPhase::Settled(*outcome);
-            let was_unknown = o.unknown.take().is_some();
-            let passed = o.passed();
-            let (node, release, baseline, rollout) = (o.node, o.release, o.baseline, o.rollout);
-            let r = rollout_mut(state, rollout);
-            r.unknown -= u32::from(was_unknown);
-            r.occupied -= 1;
-            r.settled += 1;
-            r.settled_not_passed += u32::from(!passed);
-            archive_rollout(state, rollout);
-            let record = state.nodes.entry(node).or_default();
-            if record.live_op == Some(*op) {
-                record.live_op = None;
-            }
-            // The op's settling evidence is newer than any earlier look.
-            record.observed = None;
-            record.confirmed = match outcome {
-                Outcome::Verified | Outcome::Resolved(Resolution::ConfirmNew) => Some(release),
-                Outcome::RolledBack
-                | Outcome::NotApplied
-                | Outcome::Resolved(Resolution::ConfirmBaseline) => baseline,
-                Outcome::Resolved(Resolution::Abandon) => None,
-            };
-            reindex_drift(state, node);
-        }
+        Event::RestoreRequested { op } => request_restore(state, *op),
+        Event::OpUnknown { op, reason } => mark_unknown(state, *op, *reason),
+        Event::OpSettled { op, outcome } => settle(state, *op, *outcome),
         Event::OpClaimed {
             op,
             owner,
@@ -422,6 +394,146 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
                 review_by: review_by.clone(),
             });
         }
+        // `apply` routes only the op events here.
+        _ => unreachable!("apply_op_event: {event}"),
+    }
+}
+
+/// `apply` for `OpGranted`: the new op, its rollout's counters and its
+/// node's record.
+fn grant(state: &mut ControllerState, new: Op) {
+    let (op, rollout, node, is_canary) = (new.id, new.rollout, new.node, new.is_canary);
+    state.ops.insert(op, new);
+    state.next_op = OpId(op.0 + 1);
+    let r = rollout_mut(state, rollout);
+    r.ops.push_back(op);
+    r.op_by_node.insert(node, op);
+    r.occupied += 1;
+    if !is_canary {
+        r.followers_granted += 1;
+    }
+    let record = state.nodes.entry(node).or_default();
+    record.live_op = Some(op);
+    let previous = record.last_op.replace(op);
+    if let Some(previous) = previous {
+        archive_op(state, previous);
+    }
+    reindex_drift(state, node);
+}
+
+/// `apply` for `CommitDecided`.
+fn decide_commit(state: &mut ControllerState, op: OpId, decision: Decision) {
+    match state.ops.get_mut(&op) {
+        Some(o) => {
+            o.decision = Some(decision);
+            if o.phase == OpPhase::Granted {
+                o.phase = OpPhase::Decided;
+            }
+        }
+        // `referents_exist` let it through: it is archived.
+        None => {
+            if let Some(summary) = state.archive.get_mut(&op) {
+                summary.decision = Some(decision);
+            }
+        }
+    }
+}
+
+/// `apply` for `ReportRecorded`.
+fn record_report(
+    state: &mut ControllerState,
+    op: OpId,
+    kind: ReportKind,
+    observation: crate::evidence::RouteObservation,
+) {
+    let o = op_mut(state, op);
+    // Only a committed op's switch report is a probe of the new
+    // release; on an undecided op it is a contradiction, which
+    // makes the op UNKNOWN instead (S11 judges served answers).
+    let after_switch = kind == ReportKind::Switched
+        && o.decision == Some(Decision::Commit)
+        && o.phase == OpPhase::Decided;
+    record(o, EvidenceSource::Agent(kind), observation, after_switch);
+}
+
+/// `apply` for `ProbeRecorded`.
+fn record_probe(
+    state: &mut ControllerState,
+    op: OpId,
+    observation: crate::evidence::RouteObservation,
+) {
+    let o = op_mut(state, op);
+    let after_switch =
+        o.decision == Some(Decision::Commit) && observation.identity == Some(o.release);
+    record(
+        o,
+        EvidenceSource::ControllerProbe,
+        observation,
+        after_switch,
+    );
+}
+
+/// `apply` for `OpUnknown`.
+fn mark_unknown(state: &mut ControllerState, op: OpId, reason: super::state::UnknownReason) {
+    let o = op_mut(state, op);
+    let (rollout, first) = (o.rollout, o.unknown.is_none());
+    o.unknown = Some(reason);
+    rollout_mut(state, rollout).unknown += u32::from(first);
+}
+
+/// `apply` for `RestoreRequested`.
+fn request_restore(state: &mut ControllerState, op: OpId) {
+    let o = op_mut(state, op);
+    let (rollout, first) = (o.rollout, o.phase != OpPhase::Restoring);
+    o.phase = OpPhase::Restoring;
+    // The observation that made it restore, kept apart from the
+    // bounded evidence window so the cause survives (a proof
+    // names it after later evidence pushed it out).
+    if o.cause.is_none() {
+        let release = o.release;
+        o.cause = o
+            .evidence
+            .iter()
+            .rev()
+            .find(|e| !e.observation.proves_serving(release))
+            .copied();
+    }
+    rollout_mut(state, rollout).failed += u32::from(first);
+}
+
+/// `apply` for `OpSettled`: the op, its rollout's counters and its node's
+/// record.
+fn settle(state: &mut ControllerState, op: OpId, outcome: Outcome) {
+    let o = op_mut(state, op);
+    o.phase = OpPhase::Settled(outcome);
+    let was_unknown = o.unknown.take().is_some();
+    let passed = o.passed();
+    let (node, release, baseline, rollout) = (o.node, o.release, o.baseline, o.rollout);
+    let r = rollout_mut(state, rollout);
+    r.unknown -= u32::from(was_unknown);
+    r.occupied -= 1;
+    r.settled += 1;
+    r.settled_not_passed += u32::from(!passed);
+    archive_rollout(state, rollout);
+    let record = state.nodes.entry(node).or_default();
+    if record.live_op == Some(op) {
+        record.live_op = None;
+    }
+    // The op's settling evidence is newer than any earlier look.
+    record.observed = None;
+    record.confirmed = match outcome {
+        Outcome::Verified | Outcome::Resolved(Resolution::ConfirmNew) => Some(release),
+        Outcome::RolledBack
+        | Outcome::NotApplied
+        | Outcome::Resolved(Resolution::ConfirmBaseline) => baseline,
+        Outcome::Resolved(Resolution::Abandon) => None,
+    };
+    reindex_drift(state, node);
+}
+
+/// `apply` for the events that fold into one node's record or the roster.
+fn apply_node_event(state: &mut ControllerState, event: &Event) {
+    match event {
         Event::NodeObserved {
             node,
             observation,
@@ -468,14 +580,8 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
         } => state.roster.enroll(*node, name, labels, public),
         Event::NodeLabeled { node, labels } => state.roster.relabel(*node, labels),
         Event::NodeRetired { node } => state.roster.retire(*node),
-        Event::LateReportIgnored { .. }
-        | Event::StaleCommandRejected { .. }
-        | Event::ForeignMessageIgnored { .. }
-        | Event::ForgottenOpIgnored { .. }
-        | Event::RollBackOrdered { .. } => {
-            // Recorded for the audit trail; a late or stale message never
-            // changes a node's recorded state (S8).
-        }
+        // `apply` routes only the node events here.
+        _ => unreachable!("apply_node_event: {event}"),
     }
 }
 

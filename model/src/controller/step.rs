@@ -101,42 +101,12 @@ impl fmt::Display for Refusal {
         match self {
             Refusal::InvalidPlan(why) => write!(f, "invalid plan: {why}"),
             Refusal::UnknownRollout(r) => write!(f, "unknown rollout {r}"),
-            Refusal::UnknownOp(op) => write!(f, "unknown op {op}"),
             Refusal::RolloutNotActive(r) => write!(f, "rollout {r} is not active"),
             Refusal::AlreadyPaused(r) => write!(f, "rollout {r} is already paused"),
             Refusal::NotPaused(r) => write!(f, "rollout {r} is not paused"),
             Refusal::NotAwaitingApproval(r) => write!(
                 f,
                 "rollout {r} is not waiting for approval (no gate, canary not verified yet, or already approved)"
-            ),
-            Refusal::OpAlreadySettled(op) => write!(f, "{op} is already settled"),
-            Refusal::ObservationContradictsResolution(op) => write!(
-                f,
-                "the observation for {op} does not show what the resolution claims"
-            ),
-            Refusal::InvalidClaim(why) => write!(f, "invalid claim: {why}"),
-            Refusal::CommitMayStillLand(op) => write!(
-                f,
-                "{op} has a stored commit decision that its node may still act on (it is replayed unchanged when the node asks again), so the baseline cannot be confirmed: wait for the node and confirm-new once it serves the new release, or abandon"
-            ),
-            Refusal::NothingToRollBack(op) => write!(
-                f,
-                "{op} has no stored commit decision, so its node never switched: there is nothing to roll back (its report will settle it, or resolve it with --resolution abandon)"
-            ),
-            Refusal::NoBaseline(op) => write!(
-                f,
-                "{op}'s node served nothing before it: there is no baseline to roll back to"
-            ),
-            Refusal::AlreadyRestoring(op) => {
-                write!(f, "{op} is already being rolled back")
-            }
-            Refusal::ObservedTooSoon {
-                node,
-                retry_after_ms,
-            } => write!(
-                f,
-                "an observation of {node} was recorded less than {} ms ago (one per node per interval keeps the log bounded): not recorded; try again in {retry_after_ms} ms",
-                super::state::OBSERVATION_INTERVAL_MIN_MS
             ),
             Refusal::NotQuarantined(node) => write!(f, "{node} is not quarantined"),
             Refusal::AlreadyRevoked(node) => {
@@ -183,10 +153,52 @@ impl fmt::Display for Refusal {
                 f,
                 "rollout {r} is over its failure budget (too many failed, or too many UNKNOWN ops): it grants nothing more; settle the UNKNOWN ops, or start a new rollout"
             ),
+            Refusal::UnknownOp(_) | Refusal::OpAlreadySettled(_) | Refusal::ObservationContradictsResolution(_) | Refusal::InvalidClaim(_) | Refusal::CommitMayStillLand(_) | Refusal::NothingToRollBack(_) | Refusal::NoBaseline(_) | Refusal::AlreadyRestoring(_) | Refusal::ObservedTooSoon{..} | Refusal::RestoreMayStillLand(_) => self.fmt_op_refusal(f),
+        }
+    }
+}
+
+impl Refusal {
+    /// `Display` for the refusals of an operator action on one op (and of
+    /// an observation too soon).
+    fn fmt_op_refusal(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::UnknownOp(op) => write!(f, "unknown op {op}"),
+            Refusal::OpAlreadySettled(op) => write!(f, "{op} is already settled"),
+            Refusal::ObservationContradictsResolution(op) => write!(
+                f,
+                "the observation for {op} does not show what the resolution claims"
+            ),
+            Refusal::InvalidClaim(why) => write!(f, "invalid claim: {why}"),
+            Refusal::CommitMayStillLand(op) => write!(
+                f,
+                "{op} has a stored commit decision that its node may still act on (it is replayed unchanged when the node asks again), so the baseline cannot be confirmed: wait for the node and confirm-new once it serves the new release, or abandon"
+            ),
+            Refusal::NothingToRollBack(op) => write!(
+                f,
+                "{op} has no stored commit decision, so its node never switched: there is nothing to roll back (its report will settle it, or resolve it with --resolution abandon)"
+            ),
+            Refusal::NoBaseline(op) => write!(
+                f,
+                "{op}'s node served nothing before it: there is no baseline to roll back to"
+            ),
+            Refusal::AlreadyRestoring(op) => {
+                write!(f, "{op} is already being rolled back")
+            }
+            Refusal::ObservedTooSoon {
+                node,
+                retry_after_ms,
+            } => write!(
+                f,
+                "an observation of {node} was recorded less than {} ms ago (one per node per interval keeps the log bounded): not recorded; try again in {retry_after_ms} ms",
+                super::state::OBSERVATION_INTERVAL_MIN_MS
+            ),
             Refusal::RestoreMayStillLand(op) => write!(
                 f,
                 "{op} is being restored: its node may still put the baseline back, so the new release cannot be confirmed: confirm-baseline once the baseline serves, or abandon"
             ),
+            // `fmt` routes only these here.
+            _ => unreachable!("Refusal::fmt_op_refusal: {self:?}"),
         }
     }
 }
@@ -279,99 +291,19 @@ fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal>
             policy,
             arches,
         } => start(state, plan, policy, *arches),
-        Input::Pause { rollout } => {
-            let r = active(state, *rollout)?;
-            if r.paused.is_some() {
-                return Err(Refusal::AlreadyPaused(*rollout));
-            }
-            Ok(vec![Event::RolloutPaused {
-                rollout: *rollout,
-                reason: PauseReason::Operator,
-            }])
-        }
-        Input::Resume { rollout } => {
-            let r = active(state, *rollout)?;
-            if r.paused.is_none() {
-                return Err(Refusal::NotPaused(*rollout));
-            }
-            // B1: a rollout over its budget grants nothing, so resuming it
-            // would change nothing (the UNKNOWN budget frees up as those
-            // ops settle; a spent failure budget needs a new rollout).
-            if r.over_budget() {
-                return Err(Refusal::OverBudget(*rollout));
-            }
-            Ok(vec![Event::RolloutResumed { rollout: *rollout }])
-        }
-        Input::Approve { rollout } => {
-            active(state, *rollout)?;
-            if !state.awaiting_approval(*rollout) {
-                return Err(Refusal::NotAwaitingApproval(*rollout));
-            }
-            Ok(vec![Event::RolloutApproved { rollout: *rollout }])
-        }
+        Input::Pause { rollout } => pause(state, *rollout),
+        Input::Resume { rollout } => resume(state, *rollout),
+        Input::Approve { rollout } => approve(state, *rollout),
         Input::Resolve {
             op,
             observation,
             resolution,
-        } => {
-            let o = unsettled(state, *op)?;
-            // A baseline seen now is not a baseline kept: while a Commit is
-            // stored and nothing shows the node acted on it (or on a
-            // restore), the node's next commit request gets that Commit and
-            // switches (S8: a late command must not contradict what the
-            // controller recorded). A roll back ordered before the Commit
-            // landed does not change that until the agent reports.
-            if *resolution == Resolution::ConfirmBaseline && o.commit_may_still_land() {
-                return Err(Refusal::CommitMayStillLand(*op));
-            }
-            // Symmetrically, a restore in flight may still put the baseline
-            // back under a record that says the new release serves.
-            if *resolution == Resolution::ConfirmNew && o.phase == OpPhase::Restoring {
-                return Err(Refusal::RestoreMayStillLand(*op));
-            }
-            let backed = match resolution {
-                Resolution::ConfirmNew => observation.proves_serving(o.release),
-                Resolution::ConfirmBaseline => {
-                    o.baseline.is_some_and(|b| observation.proves_serving(b))
-                }
-                Resolution::Abandon => true,
-            };
-            if !backed {
-                return Err(Refusal::ObservationContradictsResolution(*op));
-            }
-            Ok(vec![
-                Event::OperatorObserved {
-                    op: *op,
-                    observation: *observation,
-                },
-                Event::OpSettled {
-                    op: *op,
-                    outcome: Outcome::Resolved(*resolution),
-                },
-            ])
-        }
+        } => resolve(state, *op, observation, *resolution),
         Input::Claim {
             op,
             owner,
             review_by,
-        } => {
-            unsettled(state, *op)?;
-            if owner.trim().is_empty() {
-                return Err(Refusal::InvalidClaim("the owner is empty".into()));
-            }
-            for (field, text) in [("owner", owner), ("review_by", review_by)] {
-                if text.chars().count() > CLAIM_TEXT_MAX {
-                    return Err(Refusal::InvalidClaim(format!(
-                        "{field} is longer than {CLAIM_TEXT_MAX} characters"
-                    )));
-                }
-            }
-            Ok(vec![Event::OpClaimed {
-                op: *op,
-                owner: owner.clone(),
-                review_by: review_by.clone(),
-            }])
-        }
+        } => claim(state, *op, owner, review_by),
         Input::FromAgent { node, msg } => Ok(from_agent(state, *node, msg)),
         Input::RouteProbed { node, observation } => Ok(route_probed(state, *node, observation)),
         Input::RollBack { op } => roll_back(state, *op),
@@ -386,21 +318,8 @@ fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal>
             first_peer,
             second_peer,
         } => identity_conflict(state, *node, first_peer, second_peer),
-        Input::ReleaseNode { node } => {
-            if !state.is_quarantined(*node) {
-                return Err(Refusal::NotQuarantined(*node));
-            }
-            Ok(vec![Event::NodeReleased { node: *node }])
-        }
-        Input::RevokeCert { node, fingerprint } => {
-            if state.revoked_certs.contains_key(fingerprint) {
-                return Err(Refusal::AlreadyRevoked(*node));
-            }
-            Ok(vec![Event::CertRevoked {
-                node: *node,
-                fingerprint: *fingerprint,
-            }])
-        }
+        Input::ReleaseNode { node } => release_node(state, *node),
+        Input::RevokeCert { node, fingerprint } => revoke_cert(state, *node, fingerprint),
         Input::EnrollNode {
             name,
             labels,
@@ -418,6 +337,132 @@ fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal>
             _ => vec![],
         }),
     }
+}
+
+/// `decide` for `Input::Pause`.
+fn pause(state: &ControllerState, rollout: RolloutId) -> Result<Vec<Event>, Refusal> {
+    let r = active(state, rollout)?;
+    if r.paused.is_some() {
+        return Err(Refusal::AlreadyPaused(rollout));
+    }
+    Ok(vec![Event::RolloutPaused {
+        rollout,
+        reason: PauseReason::Operator,
+    }])
+}
+
+/// `decide` for `Input::Resume`.
+fn resume(state: &ControllerState, rollout: RolloutId) -> Result<Vec<Event>, Refusal> {
+    let r = active(state, rollout)?;
+    if r.paused.is_none() {
+        return Err(Refusal::NotPaused(rollout));
+    }
+    // B1: a rollout over its budget grants nothing, so resuming it
+    // would change nothing (the UNKNOWN budget frees up as those
+    // ops settle; a spent failure budget needs a new rollout).
+    if r.over_budget() {
+        return Err(Refusal::OverBudget(rollout));
+    }
+    Ok(vec![Event::RolloutResumed { rollout }])
+}
+
+/// `decide` for `Input::Approve`.
+fn approve(state: &ControllerState, rollout: RolloutId) -> Result<Vec<Event>, Refusal> {
+    active(state, rollout)?;
+    if !state.awaiting_approval(rollout) {
+        return Err(Refusal::NotAwaitingApproval(rollout));
+    }
+    Ok(vec![Event::RolloutApproved { rollout }])
+}
+
+/// `decide` for `Input::Resolve`.
+fn resolve(
+    state: &ControllerState,
+    op: OpId,
+    observation: &RouteObservation,
+    resolution: Resolution,
+) -> Result<Vec<Event>, Refusal> {
+    let o = unsettled(state, op)?;
+    // A baseline seen now is not a baseline kept: while a Commit is
+    // stored and nothing shows the node acted on it (or on a
+    // restore), the node's next commit request gets that Commit and
+    // switches (S8: a late command must not contradict what the
+    // controller recorded). A roll back ordered before the Commit
+    // landed does not change that until the agent reports.
+    if resolution == Resolution::ConfirmBaseline && o.commit_may_still_land() {
+        return Err(Refusal::CommitMayStillLand(op));
+    }
+    // Symmetrically, a restore in flight may still put the baseline
+    // back under a record that says the new release serves.
+    if resolution == Resolution::ConfirmNew && o.phase == OpPhase::Restoring {
+        return Err(Refusal::RestoreMayStillLand(op));
+    }
+    let backed = match resolution {
+        Resolution::ConfirmNew => observation.proves_serving(o.release),
+        Resolution::ConfirmBaseline => o.baseline.is_some_and(|b| observation.proves_serving(b)),
+        Resolution::Abandon => true,
+    };
+    if !backed {
+        return Err(Refusal::ObservationContradictsResolution(op));
+    }
+    Ok(vec![
+        Event::OperatorObserved {
+            op,
+            observation: *observation,
+        },
+        Event::OpSettled {
+            op,
+            outcome: Outcome::Resolved(resolution),
+        },
+    ])
+}
+
+/// `decide` for `Input::Claim`.
+fn claim(
+    state: &ControllerState,
+    op: OpId,
+    owner: &str,
+    review_by: &str,
+) -> Result<Vec<Event>, Refusal> {
+    unsettled(state, op)?;
+    if owner.trim().is_empty() {
+        return Err(Refusal::InvalidClaim("the owner is empty".into()));
+    }
+    for (field, text) in [("owner", owner), ("review_by", review_by)] {
+        if text.chars().count() > CLAIM_TEXT_MAX {
+            return Err(Refusal::InvalidClaim(format!(
+                "{field} is longer than {CLAIM_TEXT_MAX} characters"
+            )));
+        }
+    }
+    Ok(vec![Event::OpClaimed {
+        op,
+        owner: owner.to_owned(),
+        review_by: review_by.to_owned(),
+    }])
+}
+
+/// `decide` for `Input::ReleaseNode`.
+fn release_node(state: &ControllerState, node: NodeId) -> Result<Vec<Event>, Refusal> {
+    if !state.is_quarantined(node) {
+        return Err(Refusal::NotQuarantined(node));
+    }
+    Ok(vec![Event::NodeReleased { node }])
+}
+
+/// `decide` for `Input::RevokeCert`.
+fn revoke_cert(
+    state: &ControllerState,
+    node: NodeId,
+    fingerprint: &crate::ids::Digest,
+) -> Result<Vec<Event>, Refusal> {
+    if state.revoked_certs.contains_key(fingerprint) {
+        return Err(Refusal::AlreadyRevoked(node));
+    }
+    Ok(vec![Event::CertRevoked {
+        node,
+        fingerprint: *fingerprint,
+    }])
 }
 
 /// Start a rollout: supersede the active one (aborting its undecided ops),

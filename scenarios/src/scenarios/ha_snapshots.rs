@@ -226,17 +226,23 @@ fn took_over(f: &Fleet, leader: usize, torn: u64) -> anyhow::Result<u64> {
     Ok(from)
 }
 
+/// The history read through the archive is dense from genesis.
+fn ensure_dense(events: &[api::view::EventDto]) -> anyhow::Result<()> {
+    ensure!(
+        events.first().map(|e| e.sequence) == Some(0)
+            && events.iter().zip(0u64..).all(|(e, i)| e.sequence == i),
+        "the history read through the archive is not dense from genesis"
+    );
+    Ok(())
+}
+
 /// The whole history (archive, then the live log): every op granted has
 /// exactly one commit decision, every replay equals it, no node granted
 /// twice in a rollout, and the interrupted rollout completed after the
 /// torn snapshot's point (by the new leader).
 async fn audit_history(f: &Fleet, id: &str, torn: u64) -> anyhow::Result<String> {
     let events = f.log_events().await?;
-    ensure!(
-        events.first().map(|e| e.sequence) == Some(0)
-            && events.iter().zip(0u64..).all(|(e, i)| e.sequence == i),
-        "the history read through the archive is not dense from genesis"
-    );
+    ensure_dense(&events)?;
     let mut granted: HashMap<String, usize> = HashMap::new();
     let mut per_node: HashMap<(String, String), usize> = HashMap::new();
     let mut decided: HashMap<String, _> = HashMap::new();
