@@ -520,6 +520,28 @@ impl Mutant {
                 cfg.chunks = cfg.chunks.max(2);
                 cfg.faults = cfg.faults.with(Fault::AgentCrash);
             }
+            // Their own, narrower fault set (and liveness), and the mutants
+            // of deadlines, identity conflicts and architectures: a new
+            // mutant lands here and fails its test until it is tuned.
+            _ => self.tune_narrowed(cfg),
+        }
+    }
+
+    /// The mutants of deadlines, identity conflicts and architectures.
+    fn of_deadlines_identity_arches(self) -> bool {
+        matches!(
+            self,
+            Mutant::IgnoreIdentityConflict
+                | Mutant::StartIgnoresArch
+                | Mutant::SettleKeepsDeadline
+                | Mutant::RearmSkipsDecided
+        )
+    }
+
+    /// [`Mutant::tune`] for the mutants of deadlines, identity conflicts and
+    /// architectures (issues #22 item 2 and #24 item 5).
+    fn tune_deadlines_identity_arches(self, cfg: &mut CheckConfig) {
+        match self {
             // A conflict the controller ignores, then a command to the node.
             Mutant::IgnoreIdentityConflict => {
                 cfg.faults = cfg.faults.with(Fault::IdentityConflict);
@@ -530,13 +552,7 @@ impl Mutant {
             Mutant::SettleKeepsDeadline => {}
             // A restart while an op is decided and waits on its report.
             Mutant::RearmSkipsDecided => cfg.faults = cfg.faults.with(Fault::ControllerCrash),
-            // Their own, narrower fault set (and liveness).
-            Mutant::UnfencedAppend
-            | Mutant::LoadUnverifiedSnapshot
-            | Mutant::ArchivePastSnapshot
-            | Mutant::ResumeGrantsNothing
-            | Mutant::StagingRetryNeverReissued
-            | Mutant::PauseFreezesAccounting => self.tune_narrowed(cfg),
+            _ => unreachable!("Mutant::tune_deadlines_identity_arches: {}", self.name()),
         }
     }
 
@@ -593,6 +609,7 @@ impl Mutant {
                 cfg.faults = Faults::none();
             }
             // `tune` routes only these here.
+            m if m.of_deadlines_identity_arches() => self.tune_deadlines_identity_arches(cfg),
             _ => unreachable!("Mutant::tune_narrowed: {}", self.name()),
         }
     }

@@ -1333,13 +1333,7 @@ impl FleetModel {
                 }
                 self.deliver(&mut next, msg, fault, narration);
             }
-            Action::Duplicate(msg) => {
-                next.faults_used += 1;
-                say(narration, Place::Network, || {
-                    "   (the network keeps a duplicate)".to_string()
-                });
-                self.deliver(&mut next, msg, None, narration);
-            }
+            Action::Duplicate(msg) => self.duplicate(&mut next, msg, narration),
             Action::Drop(msg) => {
                 next.faults_used += 1;
                 next.net.remove(&msg);
@@ -1388,9 +1382,10 @@ impl FleetModel {
             | Action::Supersede
             | Action::Prove(_)
             | Action::Retire(_)
-            | Action::IdentityConflict(_)
-            | Action::ReleaseNode(_)
             | Action::Observe(_) => self.operator_action(&mut next, action, narration),
+            Action::IdentityConflict(_) | Action::ReleaseNode(_) => {
+                self.identity_action(&mut next, action, narration);
+            }
         }
         // D1 in every state: whenever the log changed (an append, a
         // snapshot, an archive), what a restart would rebuild from it now
@@ -1399,6 +1394,42 @@ impl FleetModel {
             self.check_restart(&mut next, false, narration);
         }
         next
+    }
+
+    /// `Action::Duplicate`: the network keeps a copy and delivers one.
+    fn duplicate(&self, next: &mut World, msg: Msg, narration: &mut Narration) {
+        next.faults_used += 1;
+        say(narration, Place::Network, || {
+            "   (the network keeps a duplicate)".to_string()
+        });
+        self.deliver(next, msg, None, narration);
+    }
+
+    /// [`Self::transition`] for `identity-conflict`: the conflict the
+    /// controller's watch reports, and an operator's release.
+    fn identity_action(&self, next: &mut World, action: Action, narration: &mut Narration) {
+        match action {
+            Action::IdentityConflict(node) => {
+                next.faults_used += 1;
+                next.ghost.cloned |= 1 << node.0;
+                let input = Input::IdentityConflict {
+                    node,
+                    first_peer: "agent".to_string(),
+                    second_peer: "copy".to_string(),
+                };
+                self.controller(next, input, narration);
+            }
+            Action::ReleaseNode(node) => {
+                // The operator revoked the copy first: what the release
+                // sends (the node's grant) goes to its one agent.
+                let cloned = next.ghost.cloned;
+                next.ghost.cloned &= !(1 << node.0);
+                if !self.controller(next, Input::ReleaseNode { node }, narration) {
+                    next.ghost.cloned = cloned;
+                }
+            }
+            other => unreachable!("not an identity action: {other:?}"),
+        }
     }
 
     /// [`Self::transition`] for a fault or a node's own action (a retry, a
@@ -1525,25 +1556,6 @@ impl FleetModel {
             Action::Retire(node) => {
                 let name = node.to_string();
                 self.controller(next, Input::RetireNode { name }, narration);
-            }
-            Action::IdentityConflict(node) => {
-                next.faults_used += 1;
-                next.ghost.cloned |= 1 << node.0;
-                let input = Input::IdentityConflict {
-                    node,
-                    first_peer: "agent".to_string(),
-                    second_peer: "copy".to_string(),
-                };
-                self.controller(next, input, narration);
-            }
-            Action::ReleaseNode(node) => {
-                // The operator revoked the copy first: what the release
-                // sends (the node's grant) goes to its one agent.
-                let cloned = next.ghost.cloned;
-                next.ghost.cloned &= !(1 << node.0);
-                if !self.controller(next, Input::ReleaseNode { node }, narration) {
-                    next.ghost.cloned = cloned;
-                }
             }
             Action::Observe(node) => {
                 let fresh = self.fresh(next, node);
@@ -1755,6 +1767,21 @@ impl FleetModel {
     }
 
     /// One line naming the action, in domain words.
+    /// [`Self::describe`] for the actions of `arches` and `identity-conflict`.
+    fn describe_added(action: &Action) -> String {
+        match action {
+            Action::StartNarrow => format!(
+                "operator starts rollout r0 of v2 built for x86_64 only (canary {} runs on aarch64)",
+                NodeId(0)
+            ),
+            Action::IdentityConflict(node) => {
+                format!("a second agent presents {node}'s certificate: the controller sees an identity conflict")
+            }
+            Action::ReleaseNode(node) => format!("operator releases {node}"),
+            other => unreachable!("described by describe: {other:?}"),
+        }
+    }
+
     pub fn describe(&self, world: &World, action: &Action) -> String {
         match action {
             Action::Deliver { msg, fault } => describe_delivery(msg, *fault),
@@ -1813,14 +1840,9 @@ impl FleetModel {
                 (u64::from(world.observations) + 1) * OBSERVATION_INTERVAL_MIN_MS
             ),
             Action::Retire(node) => format!("operator retires {node}"),
-            Action::StartNarrow => format!(
-                "operator starts rollout r0 of v2 built for x86_64 only (canary {} runs on aarch64)",
-                NodeId(0)
-            ),
-            Action::IdentityConflict(node) => {
-                format!("a second agent presents {node}'s certificate: the controller sees an identity conflict")
+            Action::StartNarrow | Action::IdentityConflict(_) | Action::ReleaseNode(_) => {
+                Self::describe_added(action)
             }
-            Action::ReleaseNode(node) => format!("operator releases {node}"),
             Action::Snapshot => format!(
                 "controller writes a snapshot of its state after {}",
                 entries(world.log.as_ref().map_or(0, DurableLog::len))

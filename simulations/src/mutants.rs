@@ -367,15 +367,6 @@ pub fn controller_step(
     input: &Input,
 ) -> Result<Vec<Event>, Refusal> {
     match (mutant, input) {
-        (Some(Mutant::IgnoreIdentityConflict), Input::IdentityConflict { .. }) => Ok(Vec::new()),
-        (
-            Some(Mutant::StartIgnoresArch),
-            Input::StartStaged {
-                plan,
-                policy,
-                arches: model::platform::ReleaseArches::Only(set),
-            },
-        ) => start_ignoring_arches(state, plan, policy, *set),
         (
             Some(Mutant::RedecideOnRetry),
             Input::FromAgent {
@@ -631,6 +622,15 @@ fn controller_step_rest(
     input: &Input,
 ) -> Result<Vec<Event>, Refusal> {
     match (mutant, input) {
+        (Some(Mutant::IgnoreIdentityConflict), Input::IdentityConflict { .. }) => Ok(Vec::new()),
+        (
+            Some(Mutant::StartIgnoresArch),
+            Input::StartStaged {
+                plan,
+                policy,
+                arches: model::platform::ReleaseArches::Only(set),
+            },
+        ) => start_ignoring_arches(state, plan, policy, *set),
         (Some(Mutant::BudgetIgnored), Input::Resume { .. }) => {
             // Forget the budget the rollout spent; the real step refuses.
             let mut forgetful = state.clone();

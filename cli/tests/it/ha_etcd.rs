@@ -278,13 +278,13 @@ async fn a_standby_takes_over_and_a_deposed_leader_changes_nothing() {
     let spec = |name, ports, drop| {
         controller_spec(
             &dir,
-            &pki,
+            pki,
             name,
             ports,
-            &public_ports,
+            public_ports,
             &endpoints,
             &prefix,
-            &token,
+            token,
             drop,
         )
     };
