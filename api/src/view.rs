@@ -1149,6 +1149,15 @@ pub fn parse_node_query(
     pairs: &[(String, String)],
 ) -> Result<NodeQuery, QueryError> {
     let one = single_values(pairs, &["label", "state", "limit", "after"], "label")?;
+    // The document's `maxItems` counts the parameters as given, repeats
+    // included (schemathesis sent 19 with 16 distinct keys): checked
+    // before they collapse into a map.
+    let given = pairs.iter().filter(|(k, _)| k == "label").count();
+    if given > LABEL_FILTERS_MAX {
+        return Err(QueryError::BadRequest(format!(
+            "parameter `label`: {given} labels exceed the limit of {LABEL_FILTERS_MAX}"
+        )));
+    }
     let mut labels = Labels::new();
     let mut contradictory = false;
     for (_, pair) in pairs.iter().filter(|(k, _)| k == "label") {
@@ -1518,6 +1527,10 @@ mod tests {
         assert!(refused(&[("rollout", "r9")], false).starts_with("parameter `rollout`"));
         assert!(refused(&[("colour", "red")], false).starts_with("parameter `colour`"));
         assert!(refused(&[("limit", "1"), ("limit", "2")], true).contains("more than once"));
+        // The document's maxItems counts repeats: 17 filters on one key
+        // are refused though they name one label.
+        let repeated = vec![("label", "k=v"); LABEL_FILTERS_MAX + 1];
+        assert!(refused(&repeated, true).contains("exceed the limit"));
         // A key with two values is well formed and matches no node.
         let q = parse_node_query(s, &pairs(&[("label", "region=eu"), ("label", "region=us")]))
             .expect("query");
