@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod dial;
+pub mod driver;
 pub mod journal;
 pub mod listeners;
 pub mod liveness;
