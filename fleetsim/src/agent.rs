@@ -8,6 +8,11 @@
 //! Faults: a silent node drops its connection once granted and stays away;
 //! a crashing node dies once switched (after the journal, before the route
 //! moved) and restarts.
+//!
+//! The agents share QUIC endpoints ([`AGENTS_PER_ENDPOINT_MAX`] each), one
+//! UDP socket per endpoint: a socket each stopped a run at the open-files
+//! limit (19,985 agents under a hard limit of 20,000). Each connection
+//! still carries its node's own certificate (`Endpoint::connect_with`).
 
 use crate::options::Latency;
 use crate::routes::Routes;
@@ -26,6 +31,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
+
+/// Most simulated agents on one QUIC endpoint (one UDP socket, one
+/// endpoint driver task): 100,000 agents take 100 sockets, far under the
+/// open-files limit, and no one endpoint's receive buffer carries more
+/// than a thousand connections' keep-alives.
+pub const AGENTS_PER_ENDPOINT_MAX: usize = 1_000;
 
 /// Reconnect backoff of the simulated agents (the real agent's defaults).
 pub const BACKOFF_BASE_MS: u64 = 200;
@@ -67,6 +78,32 @@ pub struct Shared {
     pub crash_restart: Duration,
     /// Seed of the latency draws.
     pub seed: u64,
+    /// The agents' QUIC endpoints: agent `i` dials on
+    /// `endpoints[i / AGENTS_PER_ENDPOINT_MAX]`.
+    pub endpoints: Vec<quinn::Endpoint>,
+}
+
+impl Shared {
+    /// The endpoint agent `index` dials on.
+    pub fn endpoint(&self, index: usize) -> &quinn::Endpoint {
+        let at = index / AGENTS_PER_ENDPOINT_MAX;
+        // `endpoints_for` made one per AGENTS_PER_ENDPOINT_MAX agents; an
+        // index past them (never built) shares the last.
+        &self.endpoints[at.min(self.endpoints.len().saturating_sub(1))]
+    }
+}
+
+/// Client endpoints (no default configuration: every connection brings its
+/// node's own) on loopback for `agents` simulated agents.
+pub fn endpoints_for(agents: usize) -> anyhow::Result<Vec<quinn::Endpoint>> {
+    let count = agents.div_ceil(AGENTS_PER_ENDPOINT_MAX).max(1);
+    (0..count)
+        .map(|_| {
+            let local = SocketAddr::from(([127, 0, 0, 1], 0));
+            quinn::Endpoint::client(local)
+                .with_context(|| format!("binding a QUIC client endpoint on {local}"))
+        })
+        .collect()
 }
 
 /// One node of the simulated fleet.
@@ -171,6 +208,8 @@ async fn forever(driver: &mut Driver<Node>) {
                 let connection = conn.connection().clone();
                 let ended = driver.session(conn, None).await;
                 shared.stats.connected.fetch_sub(1, Ordering::Relaxed);
+                // Shared endpoint: the connection is closed now, not when
+                // the endpoint goes.
                 connection.close(0u32.into(), b"simulated agent leaves");
                 match ended {
                     Ok(driver::Ended::Halted) => driver.host.ending.take().unwrap_or(End::Lost),
@@ -201,20 +240,50 @@ async fn forever(driver: &mut Driver<Node>) {
     }
 }
 
+/// A connection to the controller with the node's own certificate, on
+/// the endpoint it shares with [`AGENTS_PER_ENDPOINT_MAX`] - 1 others.
 async fn connect(node: &Node) -> anyhow::Result<AgentConnection> {
     let shared = &node.shared;
-    let identity = ClientIdentity::from_pem_files(&shared.ca, &node.node.cert, &node.node.key)
-        .context("loading the node's TLS identity")?;
     // Bounded: 10,000 handshakes at once would time each other out.
     let _permit = shared
         .handshakes
         .acquire()
         .await
         .context("handshake semaphore closed")?;
+    // Read under the permit: 100,000 client configurations waiting for
+    // a permit would only hold memory.
+    let identity = ClientIdentity::from_pem_files(&shared.ca, &node.node.cert, &node.node.key)
+        .context("loading the node's TLS identity")?;
+    let config = sim_client_config(&identity)?;
+    let endpoint = shared.endpoint(node.node.index);
     let started = Instant::now();
-    let conn = AgentConnection::connect(shared.controller, &shared.server_name, identity).await?;
+    let conn =
+        AgentConnection::connect_on(endpoint, shared.controller, &shared.server_name, config)
+            .await?;
     shared.stats.handshake(started.elapsed());
     Ok(conn)
+}
+
+/// A simulated agent's QUIC client configuration: the node's own
+/// certificate (mutual TLS), and no keep-alive of its own. The
+/// controller's keep-alives (`protocol::quic::KEEP_ALIVE`) keep the
+/// connection up, answered by acknowledgements; a simulated agent watches
+/// no liveness, and one process's 100,000 agents pinging every 2 s would
+/// add 50,000 packets a second to the two cores this runs on.
+fn sim_client_config(identity: &ClientIdentity) -> anyhow::Result<quinn::ClientConfig> {
+    let mut config = protocol::quic::quinn_client_config(identity)
+        .context("the node's QUIC client configuration")?;
+    let mut transport = quinn::TransportConfig::default();
+    transport
+        .keep_alive_interval(None)
+        .max_idle_timeout(Some(
+            quinn::IdleTimeout::try_from(protocol::quic::IDLE_TIMEOUT)
+                .context("the idle timeout")?,
+        ))
+        .max_concurrent_bidi_streams(protocol::quic::STREAMS_BIDI_MAX.into())
+        .max_concurrent_uni_streams(0u32.into());
+    config.transport_config(Arc::new(transport));
+    Ok(config)
 }
 
 impl Host for Node {

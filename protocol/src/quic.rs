@@ -900,6 +900,29 @@ impl AgentConnection {
         .map_err(|_| TransportError::HandshakeTimeout(handshake_timeout))?
     }
 
+    /// Connects on an existing client `endpoint` with this connection's
+    /// own `config` (its node's certificate): one endpoint, one UDP socket,
+    /// carries many agents' connections (the fleet simulator's), where
+    /// [`Self::connect`] binds a socket per connection.
+    pub async fn connect_on(
+        endpoint: &Endpoint,
+        addr: SocketAddr,
+        server_name: &str,
+        config: quinn::ClientConfig,
+    ) -> Result<Self, TransportError> {
+        let conn = endpoint
+            .connect_with(config, addr, server_name)?
+            .await
+            .map_err(TransportError::Handshake)?;
+        let (send, recv) = conn.open_bi().await.map_err(TransportError::Connection)?;
+        let control = ControlStream::new(conn.clone(), send, recv, Side::Agent);
+        Ok(AgentConnection {
+            endpoint: endpoint.clone(),
+            conn,
+            control,
+        })
+    }
+
     async fn connect_with(
         addr: SocketAddr,
         server_name: &str,
@@ -910,22 +933,11 @@ impl AgentConnection {
         } else {
             SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0))
         };
-        let mut endpoint = Endpoint::client(local).map_err(|source| TransportError::Bind {
+        let endpoint = Endpoint::client(local).map_err(|source| TransportError::Bind {
             addr: local,
             source,
         })?;
-        endpoint.set_default_client_config(config);
-        let conn = endpoint
-            .connect(addr, server_name)?
-            .await
-            .map_err(TransportError::Handshake)?;
-        let (send, recv) = conn.open_bi().await.map_err(TransportError::Connection)?;
-        let control = ControlStream::new(conn.clone(), send, recv, Side::Agent);
-        Ok(AgentConnection {
-            endpoint,
-            conn,
-            control,
-        })
+        Self::connect_on(&endpoint, addr, server_name, config).await
     }
 
     /// The control stream.
