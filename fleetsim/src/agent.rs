@@ -100,7 +100,9 @@ pub fn endpoints_for(agents: usize) -> anyhow::Result<Vec<quinn::Endpoint>> {
     (0..count)
         .map(|_| {
             let local = SocketAddr::from(([127, 0, 0, 1], 0));
-            quinn::Endpoint::client(local)
+            // Its receive buffer raised as the controller's is: a
+            // thousand connections' keep-alives arrive on it.
+            protocol::quic::endpoint_on(local, None)
                 .with_context(|| format!("binding a QUIC client endpoint on {local}"))
         })
         .collect()
