@@ -930,6 +930,27 @@ mod tests {
         );
     }
 
+    /// The batch issue makes the same pairs as `issue_node` (the node's id
+    /// in the SAN, the key private, the CA untouched) and refuses a node
+    /// that has files before writing anything.
+    #[test]
+    fn issue_nodes_unsynced_signs_with_the_existing_ca_and_refuses_existing_nodes() {
+        let temp = tempfile::tempdir().expect("tempdir");
+        let pki = fleet(&temp, "pki");
+        let ca_before = fs::read(pki.ca_cert()).expect("ca");
+        let err = issue_nodes_unsynced(&pki.dir, &nodes(&["node-c", "node-a"])).expect_err("a");
+        assert!(matches!(err, PkiError::NodeFilesExist(_)), "{err}");
+        assert!(!pki.node_cert("node-c").exists(), "wrote before refusing");
+        issue_nodes_unsynced(&pki.dir, &nodes(&["node-c", "node-d"])).expect("issued");
+        assert_eq!(fs::read(pki.ca_cert()).expect("ca"), ca_before);
+        for node in ["node-c", "node-d"] {
+            assert_eq!(mode(&pki.node_key(node)), SECRET_FILE_MODE);
+            let certs = load_certs(&pki.node_cert(node)).expect("certificate");
+            assert_eq!(node_id_from_cert(&certs[0]).expect("SAN"), node);
+            load_key(&pki.node_key(node)).expect("key");
+        }
+    }
+
     #[test]
     fn load_errors_name_the_file() {
         let temp = tempfile::tempdir().expect("tempdir");
