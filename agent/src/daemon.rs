@@ -1,14 +1,18 @@
 //! The agent daemon: the `model::agent` core driven by real effects.
 //!
-//! The loop is handle → journal (fsync) → act, in that order: a record is
-//! durable before the agent does anything on its account. The daemon holds
-//! no rule of its own: what a command means, and whether staging retries,
-//! resumes or stops (the recovery table), is `agent_step`'s to decide; the
-//! journal is the core's events. The daemon performs the effects: route
-//! switches, probes, and fetching, verifying and staging (`staging.rs`).
+//! The driver loop (`driver.rs`, shared with the fleet simulator) runs
+//! handle → journal (fsync) → act, in that order: a record is durable
+//! before the agent does anything on its account. The daemon holds no rule
+//! of its own: what a command means, and whether staging retries, resumes
+//! or stops (the recovery table), is `agent_step`'s to decide; the journal
+//! is the core's events. The daemon is the loop's [`Host`]: it performs
+//! the effects (route switches, probes, and fetching, verifying and
+//! staging, `staging.rs`) and finds the leading controller between
+//! sessions (`dial.rs`).
 
 use crate::config::{AgentConfig, HoldPoint};
 use crate::dial::{self, Dials, Ended};
+use crate::driver::{self, Driver, Host};
 use crate::journal::{Journal, Record, Stage};
 use crate::liveness::{self, LinkHistory, Watch};
 use crate::mirror::{self, Mirrors};
@@ -19,62 +23,24 @@ use crate::staging::{self, Installed, Release, StageError};
 use crate::supervisor::{route_process, AppSpec, Instance};
 use anyhow::Context;
 use ed25519_dalek::VerifyingKey;
-use model::agent::{agent_step, AgentEffect, AgentInput, AgentOp, AgentStage};
+use model::agent::{AgentEvent, AgentInput, AgentOp, AgentStage, AgentState};
 use model::recovery::{Observed, StageFailure};
-use model::{Digest, ToController};
-use protocol::frame::{FrameBody, READBACK_INTERVAL_MIN_MS};
-use protocol::quic::{AgentConnection, Backoff, ControlSender};
+use model::{Digest, ToAgent, ToController};
+use protocol::frame::FrameBody;
+use protocol::quic::{AgentConnection, Backoff};
 use protocol::tls::ClientIdentity;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// How often the supervisor looks at app processes.
 pub const SUPERVISE_MS: u64 = 1_000;
 /// Upper bound on commands queued from the controller.
-pub const INBOX_MAX: usize = 64;
+pub const INBOX_MAX: usize = driver::INBOX_MAX;
 
-/// What the control-stream reader hands the session loop.
-#[derive(Debug)]
-enum Inbound {
-    /// A command for the core.
-    Command(model::ToAgent),
-    /// A readback request: answered from a fresh probe, outside the core.
-    ReadBack {
-        /// The controller's request id, echoed in the reply.
-        request: u64,
-    },
-    /// The node's mirrors for the chunks of `release` (sent just before
-    /// its grant): transport, kept outside the core.
-    Mirrors {
-        /// The release the list is for.
-        release: Digest,
-        /// Base URLs, tried in order.
-        mirrors: Vec<String>,
-    },
-    /// A hot standby answered the hello: "not the leader, try this".
-    NotLeader {
-        /// The leader's agents' address as the standby read it.
-        leader: Option<String>,
-    },
-}
-
-/// A session that ended because the controller is a hot standby.
-#[derive(Debug)]
-struct Redirected {
-    /// Where it says the leader is (`HOST:PORT`), if it knows.
-    leader: Option<String>,
-}
-
-/// The running agent.
+/// The running agent: the driver loop over the real node, and what the
+/// sessions so far showed of the controllers.
 pub struct Agent {
-    cfg: AgentConfig,
-    allow_faults: bool,
-    key: VerifyingKey,
-    journal: Journal,
-    releases: HashMap<Digest, Release>,
-    instances: HashMap<Digest, Instance>,
-    route: Route,
-    conn: Option<quinn::Connection>,
+    driver: Driver<Node>,
     /// What the sessions so far showed of the links to the controllers:
     /// sets how long a controller may stay silent, and a dial's timeout
     /// (`liveness.rs`).
@@ -82,6 +48,18 @@ pub struct Agent {
     /// Per configured controller address, how many dials of it in a row
     /// timed out (its next dial gets longer, `liveness::dial_timeout`).
     dials_timed_out: Vec<u32>,
+}
+
+/// The real node: journal, releases on disk, app instances, the public
+/// route. The driver loop's [`Host`].
+struct Node {
+    cfg: AgentConfig,
+    allow_faults: bool,
+    key: VerifyingKey,
+    journal: Journal,
+    releases: HashMap<Digest, Release>,
+    instances: HashMap<Digest, Instance>,
+    route: Route,
     /// Whether the configured fault hold already happened (once per process).
     held: bool,
     /// Why the latest staging attempt or observation failed, in words, for
@@ -135,7 +113,7 @@ impl Agent {
             .with_context(|| format!("binding the public route {public}"))?;
         let route = Route::default();
         tokio::spawn(proxy::serve(listener, route.clone()));
-        let mut agent = Agent {
+        let node = Node {
             cfg,
             allow_faults,
             key,
@@ -143,14 +121,16 @@ impl Agent {
             releases: HashMap::new(),
             instances: HashMap::new(),
             route,
-            conn: None,
-            link: LinkHistory::default(),
-            dials_timed_out: Vec::new(),
             held: false,
             last_failure: None,
             read_backs: Default::default(),
             mirrors: None,
             sources: None,
+        };
+        let mut agent = Agent {
+            driver: Driver::new(node),
+            link: LinkHistory::default(),
+            dials_timed_out: Vec::new(),
         };
         agent.reconstruct().await?;
         Ok(agent)
@@ -159,51 +139,45 @@ impl Agent {
     /// Bring back what the journal says the route serves, then tell the core
     /// what the route *actually* forwards to.
     async fn reconstruct(&mut self) -> anyhow::Result<()> {
-        if let Some(serving) = self.journal.state.serving {
-            match self.ready(serving).await {
-                Ok(backend) => self.route.switch(Some(backend)),
+        let node = &mut self.driver.host;
+        if let Some(serving) = node.journal.state.serving {
+            match node.ready(serving).await {
+                Ok(backend) => node.route.switch(Some(backend)),
                 Err(e) => tracing::warn!("cannot bring back {serving}: {e}"),
             }
         }
-        let serving = self.route.current().map(|b| b.release);
-        let (observation, _) = self.probe_route().await;
-        tracing::info!(node = %self.cfg.node, ?serving, %observation, "reconstructed what serves");
-        self.feed(AgentInput::Restarted { serving }, None).await
-    }
-
-    /// The architecture this agent declares (and stages trees for).
-    fn arch(&self) -> model::platform::Arch {
-        self.cfg.platform.arch
+        let serving = node.route.current().map(|b| b.release);
+        let (observation, _) = node.probe_route().await;
+        tracing::info!(node = %node.cfg.node, ?serving, %observation, "reconstructed what serves");
+        // The node never halts (`Host::halts` is not overridden).
+        let _ = self.driver.restarted(serving).await?;
+        Ok(())
     }
 
     /// Find the leader, serve the session, back off, forever.
     pub async fn run(mut self) -> anyhow::Result<()> {
+        let cfg = self.driver.host.cfg.clone();
         let mut backoff = Backoff::for_node(
-            &self.cfg.node,
-            self.cfg.timing.backoff_base_ms,
-            self.cfg.timing.backoff_max_ms,
+            &cfg.node,
+            cfg.timing.backoff_base_ms,
+            cfg.timing.backoff_max_ms,
         );
-        let addrs = self.cfg.controller.addresses();
+        let addrs = cfg.controller.addresses();
         assert!(!addrs.is_empty(), "the config check requires an address");
         loop {
             // Read each round, so a renewed certificate is picked up.
-            let identity = ClientIdentity::from_pem_files(
-                &self.cfg.tls.ca,
-                &self.cfg.tls.cert,
-                &self.cfg.tls.key,
-            )
-            .context("loading the node's TLS identity")?;
+            let identity = ClientIdentity::from_pem_files(&cfg.tls.ca, &cfg.tls.cert, &cfg.tls.key)
+                .context("loading the node's TLS identity")?;
             let config = protocol::quic::quinn_agent_client_config(&identity)
                 .context("the node's QUIC client configuration")?;
-            let floor = Duration::from_millis(self.cfg.timing.handshake_timeout_ms);
+            let floor = Duration::from_millis(cfg.timing.handshake_timeout_ms);
             self.dials_timed_out.resize(addrs.len(), 0);
             let timeouts = self
                 .dials_timed_out
                 .iter()
                 .map(|&n| liveness::dial_timeout(floor, self.link.rtt, n))
                 .collect();
-            let mut dials =
-                Dials::start(&addrs, &self.cfg.controller.server_name, config, timeouts);
+            let mut dials = Dials::start(&addrs, &cfg.controller.server_name, config, timeouts);
             let served = self.round(&addrs, &mut dials).await;
             for (n, ended) in self.dials_timed_out.iter_mut().zip(dials.ended()) {
                 match ended {
@@ -246,10 +220,8 @@ impl Agent {
             };
             let addr = addrs[at];
             tracing::info!(%addr, "connected to the controller");
-            let ended = self.session(conn).await;
-            self.conn = None;
-            match ended {
-                Ok(Redirected { leader }) => {
+            match self.session(conn).await {
+                Ok(driver::Ended::Redirected { leader }) => {
                     let hint = dial::hinted(addrs, at, leader.as_deref());
                     tracing::info!(
                         %addr,
@@ -262,6 +234,8 @@ impl Agent {
                     }
                     named = hint;
                 }
+                // The node never halts (`Host::halts` is not overridden).
+                Ok(driver::Ended::Halted) => return true,
                 Err(e) => {
                     tracing::warn!("session ended: {e:#}");
                     return true;
@@ -270,52 +244,14 @@ impl Agent {
         }
     }
 
-    /// [`Self::session_on`], with the controller's own reason when it
-    /// closed the connection (a refused certificate reads "invalid peer
-    /// certificate" there, not just "connection lost").
-    async fn session(&mut self, conn: AgentConnection) -> anyhow::Result<Redirected> {
+    /// One session of the driver loop, watched for a silent controller,
+    /// with the controller's own reason when it closed the connection (a
+    /// refused certificate reads "invalid peer certificate" there, not
+    /// just "connection lost").
+    async fn session(&mut self, conn: AgentConnection) -> anyhow::Result<driver::Ended> {
         let watched = conn.connection().clone();
-        self.session_on(conn)
-            .await
-            .map_err(|e| match watched.close_reason() {
-                Some(reason) => {
-                    e.context(format!("the controller closed the connection: {reason}"))
-                }
-                None => e,
-            })
-    }
-
-    async fn session_on(&mut self, conn: AgentConnection) -> anyhow::Result<Redirected> {
-        let (_endpoint, connection, control) = conn.into_parts();
-        let (mut tx, mut rx) = control.split();
-        let (inbox_tx, mut inbox) = tokio::sync::mpsc::channel(INBOX_MAX);
-        let reader = tokio::spawn(async move {
-            loop {
-                let inbound = match rx.recv().await {
-                    Ok(FrameBody::ToAgent(cmd)) => Inbound::Command(cmd),
-                    Ok(FrameBody::ReadBackRequest { request }) => Inbound::ReadBack { request },
-                    Ok(FrameBody::NotLeader { leader }) => Inbound::NotLeader { leader },
-                    Ok(FrameBody::Mirrors { release, mirrors }) => {
-                        Inbound::Mirrors { release, mirrors }
-                    }
-                    Ok(other) => {
-                        tracing::warn!("unexpected frame on the control stream: {other:?}");
-                        return;
-                    }
-                    Err(e) => {
-                        tracing::info!("control stream closed: {e}");
-                        return;
-                    }
-                };
-                if inbox_tx.send(inbound).await.is_err() {
-                    return;
-                }
-            }
-        });
-        let mut watch = Watch::new(connection.clone(), self.link, Instant::now());
-        self.conn = Some(connection.clone());
-        let result = self.session_loop(&mut tx, &mut inbox, &mut watch).await;
-        reader.abort();
+        let mut watch = Watch::new(watched.clone(), self.link, Instant::now());
+        let result = self.driver.session(conn, Some(&mut watch)).await;
         self.link = watch.history();
         tracing::info!(
             intervals = self.link.intervals,
@@ -323,164 +259,110 @@ impl Agent {
             rtt_ms = self.link.rtt.map(|r| r.as_millis()),
             "keep-alive intervals watched so far"
         );
-        result
+        result.map_err(|e| match watched.close_reason() {
+            Some(reason) => e.context(format!("the controller closed the connection: {reason}")),
+            None => e,
+        })
+    }
+}
+
+impl Host for Node {
+    fn node(&self) -> &str {
+        &self.cfg.node
     }
 
-    async fn session_loop(
-        &mut self,
-        tx: &mut ControlSender,
-        inbox: &mut tokio::sync::mpsc::Receiver<Inbound>,
-        watch: &mut Watch,
-    ) -> anyhow::Result<Redirected> {
-        self.feed(AgentInput::Connected, Some(tx)).await?;
-        let mut retry = first_tick_after(self.cfg.timing.retry_ms);
-        let mut listen = first_tick_after(liveness::SILENCE_CHECK_INTERVAL.as_millis() as u64);
-        let mut supervise = first_tick_after(SUPERVISE_MS);
-        // When the latest readback was answered, for READBACK_INTERVAL_MIN_MS.
-        let mut answered_at: Option<Instant> = None;
-        loop {
-            tokio::select! {
-                inbound = inbox.recv() => match inbound {
-                    Some(Inbound::NotLeader { leader }) => return Ok(Redirected { leader }),
-                    Some(Inbound::Mirrors { release, mirrors }) => {
-                        tracing::info!("{} mirror(s) for {release}", mirrors.len());
-                        self.mirrors = Some((release, mirrors));
-                    }
-                    Some(Inbound::Command(cmd)) => {
-                        tracing::info!(?cmd, "command");
-                        self.feed(AgentInput::Command(cmd), Some(tx)).await?;
-                    }
-                    Some(Inbound::ReadBack { request }) => {
-                        if readback_due(answered_at, Instant::now()) {
-                            self.read_back(request, tx).await?;
-                            answered_at = Some(Instant::now());
-                        } else {
-                            // Re-sending the previous observation would show a
-                            // stale value as current: the controller times out
-                            // and says the agent did not answer instead.
-                            tracing::warn!(
-                                request,
-                                "readback asked for less than {READBACK_INTERVAL_MIN_MS} ms after the last one: dropped"
-                            );
-                        }
-                    }
-                    None => anyhow::bail!("connection to the controller lost"),
-                },
-                _ = retry.tick() => self.feed(AgentInput::Retry, Some(tx)).await?,
-                _ = supervise.tick() => self.supervise().await,
-                _ = listen.tick() => {
-                    if let Err(silent) = watch.check(Instant::now()) {
-                        anyhow::bail!("the controller is gone: {silent}");
-                    }
-                }
-            }
+    fn state(&self) -> &AgentState {
+        &self.journal.state
+    }
+
+    fn journal(&mut self, events: &[AgentEvent]) -> anyhow::Result<()> {
+        self.journal
+            .append(events.iter().copied().map(Record::Core).collect())
+            .context("journal append (fatal: cannot act without a durable record)")
+    }
+
+    async fn enact(&mut self, before: &AgentState, event: &AgentEvent) {
+        // `journal_records`: how many records are durable now; a power cut
+        // must never leave fewer (fleetweft-powercut).
+        tracing::info!(node = %self.cfg.node, journal_records = self.journal.records, "{event}");
+        self.enact_event(before, event).await;
+    }
+
+    async fn probe(&mut self, events: &[AgentEvent]) -> model::RouteObservation {
+        let restoring = events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::Restored { .. }));
+        let switching = events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::Switched { .. }));
+        if restoring {
+            self.hold(HoldPoint::RestoreProbe).await;
+        } else if switching {
+            self.hold(HoldPoint::Probe).await;
         }
+        let (observation, answer) = self.probe_route().await;
+        tracing::info!(%observation, ?answer, "route probe");
+        observation
     }
 
-    /// Answer a readback: probe the route and re-read its artifact now. A
-    /// readback changes nothing: no journal record, no input to the core.
-    async fn read_back(&mut self, request: u64, tx: &mut ControlSender) -> anyhow::Result<()> {
+    fn observe_staged(&mut self) -> Option<AgentInput> {
+        self.observe_staged_release()
+    }
+
+    async fn stage(&mut self, conn: &quinn::Connection) -> Option<AgentInput> {
+        self.stage_attempt(conn).await
+    }
+
+    fn platform(&self) -> model::platform::Platform {
+        self.cfg.platform
+    }
+
+    fn before_send(&mut self, _msg: &ToController) -> Option<FrameBody> {
+        self.sources.take()
+    }
+
+    fn on_command(&mut self, cmd: &ToAgent) {
+        tracing::info!(?cmd, "command");
+    }
+
+    fn on_mirrors(&mut self, release: Digest, mirrors: Vec<String>) {
+        tracing::info!("{} mirror(s) for {release}", mirrors.len());
+        self.mirrors = Some((release, mirrors));
+    }
+
+    /// Probes the route and re-reads its artifact now.
+    async fn read_back(&mut self) -> (model::RouteObservation, Option<Digest>) {
         let serving = self.route.current().map(|b| b.release);
         let (observation, _) = self.probe_route().await;
-        tracing::info!(request, ?serving, %observation, artifact = ?observation.artifact, "readback");
-        tx.send(&FrameBody::ReadBackReply {
-            request,
-            observation,
-            serving,
-        })
-        .await
-        .context("sending a readback to the controller")
+        tracing::info!(?serving, %observation, artifact = ?observation.artifact, "readback");
+        (observation, serving)
     }
 
-    /// One input through the core: journal its events, act on them, then
-    /// perform its effects. Probes feed their result back in.
-    async fn feed(
-        &mut self,
-        input: AgentInput,
-        mut tx: Option<&mut ControlSender>,
-    ) -> anyhow::Result<()> {
-        let mut queue = VecDeque::from([input]);
-        while let Some(input) = queue.pop_front() {
-            let out = agent_step(&self.journal.state, input);
-            // Kept on in release builds (TIGER_STYLE): the agent's state is
-            // one op, so checking costs O(1) per event, and an event that
-            // breaks a rule must never reach the journal or the route.
-            let mut state = self.journal.state;
-            for event in &out.events {
-                if let Err(v) = invariants::check_agent_event(&state, event) {
-                    panic!("agent core broke a rule: {v}");
-                }
-                model::agent::agent_apply(&mut state, event);
-            }
-            let before = self.journal.state;
-            self.journal
-                .append(out.events.iter().copied().map(Record::Core).collect())
-                .context("journal append (fatal: cannot act without a durable record)")?;
-            for event in &out.events {
-                // `journal_records`: how many records are durable now; a
-                // power cut must never leave fewer (fleetweft-powercut).
-                tracing::info!(node = %self.cfg.node, journal_records = self.journal.records, "{event}");
-                self.enact(&before, event).await;
-            }
-            for effect in out.effects {
-                match effect {
-                    AgentEffect::ProbeRoute => {
-                        let restoring = out
-                            .events
-                            .iter()
-                            .any(|e| matches!(e, model::agent::AgentEvent::Restored { .. }));
-                        let switching = out
-                            .events
-                            .iter()
-                            .any(|e| matches!(e, model::agent::AgentEvent::Switched { .. }));
-                        if restoring {
-                            self.hold(HoldPoint::RestoreProbe).await;
-                        } else if switching {
-                            self.hold(HoldPoint::Probe).await;
-                        }
-                        let (observation, answer) = self.probe_route().await;
-                        tracing::info!(%observation, ?answer, "route probe");
-                        queue.push_back(AgentInput::Probed(observation));
-                    }
-                    // Offline (just restarted, before the first session)
-                    // the core says what still runs (`runs_offline`); it
-                    // asks again for the rest on `Connected`.
-                    effect if self.conn.is_none() && !effect.runs_offline() => {}
-                    AgentEffect::ObserveStaged => queue.extend(self.observe_staged()),
-                    AgentEffect::StageArtifact => queue.extend(self.stage_attempt().await),
-                    // The core emits a commit request only once the
-                    // release is staged: nothing to hold back here.
-                    AgentEffect::Send(msg) => {
-                        if let Some(tx) = tx.as_deref_mut() {
-                            if let Some(sources) = self.sources.take() {
-                                tx.send(&sources)
-                                    .await
-                                    .context("sending the chunk sources to the controller")?;
-                            }
-                            tx.send(&FrameBody::ToController(msg))
-                                .await
-                                .context("sending to the controller")?;
-                            // What it runs on goes with every Hello (its
-                            // own message: Hello's encoding is pinned).
-                            if matches!(msg, ToController::Hello { .. }) {
-                                let platform = self.cfg.platform;
-                                tx.send(&FrameBody::ToController(ToController::Platform {
-                                    platform,
-                                }))
-                                .await
-                                .context("sending the platform to the controller")?;
-                            }
-                        }
-                    }
-                }
+    fn retry_every(&self) -> Duration {
+        Duration::from_millis(self.cfg.timing.retry_ms)
+    }
+
+    fn supervise_every(&self) -> Option<Duration> {
+        Some(Duration::from_millis(SUPERVISE_MS))
+    }
+
+    async fn supervise(&mut self) {
+        for instance in self.instances.values_mut() {
+            if !instance.keep_alive().await {
+                tracing::warn!(release = %instance.spec.release, "app instance is down");
             }
         }
-        Ok(())
+    }
+}
+
+impl Node {
+    /// The architecture this agent declares (and stages trees for).
+    fn arch(&self) -> model::platform::Arch {
+        self.cfg.platform.arch
     }
 
     /// Make a journaled event true in the world.
-    async fn enact(&mut self, before: &model::agent::AgentState, event: &model::agent::AgentEvent) {
-        use model::agent::AgentEvent;
+    async fn enact_event(&mut self, before: &AgentState, event: &AgentEvent) {
         match *event {
             AgentEvent::Switched { op, .. } => {
                 let Some(current) = self.journal.state.op.filter(|o| o.id == op) else {
@@ -610,19 +492,18 @@ impl Agent {
     /// checkpoint); the result goes back to it as `Staged` or a classified
     /// `StageFailed`. Without a connection nothing can be fetched: the
     /// reserved attempt waits, and the core asks again on reconnection.
-    async fn stage_attempt(&mut self) -> Option<AgentInput> {
+    async fn stage_attempt(&mut self, conn: &quinn::Connection) -> Option<AgentInput> {
         let op = self.journal.state.op?;
-        let conn = self.conn.clone()?;
         self.hold(HoldPoint::Fetch).await;
         // The release digest names a format-1 bundle or a format-2 signed
         // manifest; the bytes tell which.
         let max = protocol::quic::SIGNED_FILE_BYTES_MAX;
-        let bytes = match protocol::quic::fetch_signed(&conn, op.release, max).await {
+        let bytes = match protocol::quic::fetch_signed(conn, op.release, max).await {
             Ok(bytes) => bytes,
             Err(e) => return Some(self.failed(&op, Stage::Fetch, fetch_failure(&e), e)),
         };
         if tree_staging::is_tree_release(&bytes) {
-            return Some(self.stage_tree(&op, &conn, bytes).await);
+            return Some(self.stage_tree(&op, conn, bytes).await);
         }
         self.hold(HoldPoint::Verify).await;
         if let Err(e) = staging::verify(&self.key, op.release, &bytes) {
@@ -664,16 +545,31 @@ impl Agent {
         conn: &quinn::Connection,
         bytes: Vec<u8>,
     ) -> AgentInput {
+        let staging = match self.prepare_tree(op, &bytes).await {
+            Ok(staging) => staging,
+            Err(failed) => return failed,
+        };
+        if let Err(failed) = self.fetch_tree(op, conn, &staging).await {
+            return failed;
+        }
+        self.install_tree(op, staging, bytes).await
+    }
+
+    /// A tree's staging up to its fetch: the manifest verified, room made
+    /// for what it needs beyond the chunks held, the chunk store and the
+    /// partial chunks open. `Err`: the failure, classified.
+    async fn prepare_tree(
+        &mut self,
+        op: &AgentOp,
+        bytes: &[u8],
+    ) -> Result<TreeStaging, AgentInput> {
         self.hold(HoldPoint::Verify).await;
-        let release = match tree_staging::verify(&self.key, self.arch(), op.release, &bytes) {
-            Ok(release) => release,
-            Err(e) => return self.failed(op, Stage::Verify, stage_failure(&e), e),
-        };
+        let release = tree_staging::verify(&self.key, self.arch(), op.release, bytes)
+            .map_err(|e| self.failed(op, Stage::Verify, stage_failure(&e), e))?;
         let data_dir = self.cfg.data_dir.clone();
-        let store = match tree_staging::open_store(&data_dir, op.release) {
-            Ok(store) => std::sync::Arc::new(store),
-            Err(e) => return self.failed(op, Stage::Fetch, stage_failure(&e), e),
-        };
+        let store = tree_staging::open_store(&data_dir, op.release)
+            .map(std::sync::Arc::new)
+            .map_err(|e| self.failed(op, Stage::Fetch, stage_failure(&e), e))?;
         let needed_bytes = tree_staging::bytes_to_stage(&release, bytes.len(), &store);
         let chunks = release
             .manifest
@@ -682,12 +578,27 @@ impl Agent {
             .map(|c| c.sha256)
             .collect();
         if let Err(e) = self.make_room(op.release, needed_bytes, chunks).await {
-            return self.failed(op, Stage::Fetch, stage_failure(&e), e);
+            return Err(self.failed(op, Stage::Fetch, stage_failure(&e), e));
         }
-        let partials = match tree_staging::open_partials(&data_dir, op.release) {
-            Ok(partials) => std::sync::Arc::new(partials),
-            Err(e) => return self.failed(op, Stage::Fetch, stage_failure(&e), e),
-        };
+        let partials = tree_staging::open_partials(&data_dir, op.release)
+            .map(std::sync::Arc::new)
+            .map_err(|e| self.failed(op, Stage::Fetch, stage_failure(&e), e))?;
+        Ok(TreeStaging {
+            release,
+            store,
+            partials,
+        })
+    }
+
+    /// Fetches the chunks of the tree `staging` lacks, from the mirrors
+    /// the controller sent and then the controller; where they came from
+    /// goes to the controller before the agent's next message.
+    async fn fetch_tree(
+        &mut self,
+        op: &AgentOp,
+        conn: &quinn::Connection,
+        staging: &TreeStaging,
+    ) -> Result<(), AgentInput> {
         let mirrors = std::sync::Arc::new(Mirrors::new(
             self.mirrors_for(op.release),
             mirror::Bounds::default(),
@@ -695,9 +606,9 @@ impl Agent {
         let sources = ChunkSources {
             conn: conn.clone(),
             mirrors: mirrors.clone(),
-            partials: partials.clone(),
+            partials: staging.partials.clone(),
         };
-        let fetched = fetch_tree_chunks(sources, &release, store.clone()).await;
+        let fetched = fetch_tree_chunks(sources, &staging.release, staging.store.clone()).await;
         self.sources = Some(FrameBody::FetchSources {
             op: op.id,
             release: op.release,
@@ -706,10 +617,10 @@ impl Agent {
         let (fetched, held) = match fetched {
             Ok(counts) => counts,
             Err(ChunkFetchError::Transport(e)) => {
-                return self.failed(op, Stage::Fetch, fetch_failure(&e), e)
+                return Err(self.failed(op, Stage::Fetch, fetch_failure(&e), e))
             }
             Err(ChunkFetchError::Stage(e)) => {
-                return self.failed(op, Stage::Fetch, stage_failure(&e), e)
+                return Err(self.failed(op, Stage::Fetch, stage_failure(&e), e))
             }
         };
         tracing::info!(
@@ -717,7 +628,23 @@ impl Agent {
             op.release,
             sources_text(&mirrors.tally())
         );
-        let (key, arch) = (self.key, self.arch());
+        Ok(())
+    }
+
+    /// Assembles the fetched tree (off the async threads) and keeps the
+    /// release it makes.
+    async fn install_tree(
+        &mut self,
+        op: &AgentOp,
+        staging: TreeStaging,
+        bytes: Vec<u8>,
+    ) -> AgentInput {
+        let TreeStaging {
+            release,
+            store,
+            partials,
+        } = staging;
+        let (data_dir, key, arch) = (self.cfg.data_dir.clone(), self.key, self.arch());
         let installed = tokio::task::spawn_blocking(move || {
             tree_staging::install(&data_dir, &key, arch, &release, &bytes, &store)
         })
@@ -806,7 +733,7 @@ impl Agent {
     /// `AgentEffect::ObserveStaged`: what is on disk of the current op's
     /// release, re-read and re-verified (never its own claim): the table's
     /// third axis.
-    fn observe_staged(&mut self) -> Option<AgentInput> {
+    fn observe_staged_release(&mut self) -> Option<AgentInput> {
         let op = self.journal.state.op?;
         let observed =
             match staging::observe(&self.cfg.data_dir, &self.key, self.arch(), op.release) {
@@ -891,38 +818,6 @@ impl Agent {
             model::ArtifactRead::Unreadable
         })
     }
-
-    async fn supervise(&mut self) {
-        for instance in self.instances.values_mut() {
-            if !instance.keep_alive().await {
-                tracing::warn!(release = %instance.spec.release, "app instance is down");
-            }
-        }
-    }
-}
-
-/// A timer whose first tick comes one `period_ms` from now, then every
-/// `period_ms` (`tokio::time::interval` ticks at once). `Connected` has
-/// just done what a tick would: a tick at once re-read the recovery table
-/// right after every (re)connection, so a transient failure on the first
-/// attempt after a restart was retried without waiting, its table line
-/// logged twice and a second unit of budget spent in the same instant.
-fn first_tick_after(period_ms: u64) -> tokio::time::Interval {
-    let period = Duration::from_millis(period_ms.max(1));
-    tokio::time::interval_at(tokio::time::Instant::now() + period, period)
-}
-
-/// Whether a readback may be answered at `now`, the latest one having been
-/// answered at `answered_at`: at most one per [`READBACK_INTERVAL_MIN_MS`],
-/// counted from the end of the previous answer so the session loop always
-/// gets time for commands between two probes.
-fn readback_due(answered_at: Option<Instant>, now: Instant) -> bool {
-    match answered_at {
-        None => true,
-        Some(at) => {
-            now.saturating_duration_since(at) >= Duration::from_millis(READBACK_INTERVAL_MIN_MS)
-        }
-    }
 }
 
 /// Most chunk requests an agent has in flight at once: each holds at most
@@ -940,6 +835,14 @@ enum ChunkFetchError {
     Transport(protocol::quic::TransportError),
     /// The agent's chunk store failed.
     Stage(StageError),
+}
+
+/// A tree release being staged: verified, its chunk store and partial
+/// chunks open.
+struct TreeStaging {
+    release: releases::VerifiedRelease,
+    store: std::sync::Arc<releases::ChunkStore>,
+    partials: std::sync::Arc<releases::PartialChunks>,
 }
 
 /// Where one tree's chunks come from: the mirrors first, then the
@@ -1144,19 +1047,6 @@ fn fetch_failure(error: &protocol::quic::TransportError) -> StageFailure {
 mod tests {
     use super::*;
 
-    /// The session's timers wait a whole period before their first tick:
-    /// the retry right after `Connected` would read the table again.
-    #[tokio::test]
-    async fn the_retry_timer_waits_a_period_before_its_first_tick() {
-        let period_ms = 300;
-        let started = tokio::time::Instant::now();
-        let mut timer = first_tick_after(period_ms);
-        let early = tokio::time::timeout(Duration::from_millis(period_ms / 2), timer.tick()).await;
-        assert!(early.is_err(), "ticked at once");
-        timer.tick().await;
-        assert!(started.elapsed() >= Duration::from_millis(period_ms));
-    }
-
     /// A standby's hint is followed only to another address of the
     /// agent's own list; otherwise (unknown, unparsable, foreign, itself)
     /// the first controller up.
@@ -1173,20 +1063,5 @@ mod tests {
         assert_eq!(dial::hinted(&addrs, 0, Some("0.0.0.0:3")), None);
         assert_eq!(dial::hinted(&addrs, 1, Some("not an address")), None);
         assert_eq!(dial::hinted(&addrs, 1, Some("127.0.0.1:2")), None);
-    }
-
-    #[test]
-    fn readbacks_are_spaced_by_the_minimum_interval() {
-        let t0 = Instant::now();
-        let interval = Duration::from_millis(READBACK_INTERVAL_MIN_MS);
-        assert!(readback_due(None, t0), "the first readback is answered");
-        assert!(!readback_due(Some(t0), t0));
-        assert!(!readback_due(
-            Some(t0),
-            t0 + interval - Duration::from_millis(1)
-        ));
-        assert!(readback_due(Some(t0), t0 + interval));
-        // A clock reading before the last answer is never "due".
-        assert!(!readback_due(Some(t0 + interval), t0));
     }
 }

@@ -10,12 +10,9 @@
 
 pub mod cli;
 pub mod config;
-// why: `stage_tree` (83 lines) is being reworked as the agent's driver loop is
-// merged with fleetsim's in a parallel change, which owns daemon.rs. Remove
-// this allow when that lands (issue #22 item 6).
-#[allow(clippy::too_many_lines)]
 pub mod daemon;
 pub mod dial;
+pub mod driver;
 pub mod journal;
 pub mod listeners;
 pub mod liveness;

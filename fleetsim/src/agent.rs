@@ -1,33 +1,43 @@
-//! One simulated agent: the real `model::agent` core (`agent_step`, the
-//! agent rules checked on every event, `agent_apply`), driven the way
-//! `agent/src/daemon.rs` drives it, over the real QUIC protocol with the
-//! node's own certificate. The app is simulated: staging fetches the real
-//! bundle from the controller but installs nothing, a switch takes a drawn
-//! latency and points the node's route (in [`crate::routes`]) at the new
-//! release, a probe reads that route. Faults: a silent node drops its
-//! connection once granted and stays away; a crashing node dies once
-//! switched (after the journal, before the route moved) and restarts.
+//! One simulated agent: the real agent's driver loop (`agent::driver`,
+//! the one `fleetweft-agent` runs: the `model::agent` core, the agent rules
+//! checked on every event, handle → journal → act) over the real QUIC
+//! protocol with the node's own certificate. The app is simulated: staging
+//! fetches the real bundle from the controller but installs nothing, a
+//! switch takes a drawn latency and points the node's route (in
+//! [`crate::routes`]) at the new release, a probe reads that route.
+//! Faults: a silent node drops its connection once granted and stays away;
+//! a crashing node dies once switched (after the journal, before the route
+//! moved) and restarts.
+//!
+//! The agents share QUIC endpoints ([`AGENTS_PER_ENDPOINT_MAX`] each), one
+//! UDP socket per endpoint: a socket each stopped a run at the open-files
+//! limit (19,985 agents under a hard limit of 20,000). Each connection
+//! still carries its node's own certificate (`Endpoint::connect_with`).
 
 use crate::options::Latency;
 use crate::routes::Routes;
 use crate::stats::Stats;
+use ::agent::driver::{self, Driver, Flow, Host};
 use anyhow::Context;
-use model::agent::{agent_apply, agent_step, AgentEffect, AgentEvent, AgentInput, AgentState};
+use model::agent::{agent_apply, AgentEvent, AgentInput, AgentState};
 use model::recovery::{Observed, StageFailure};
 use model::{Digest, OpId, ToAgent, ToController};
 use protocol::frame::FrameBody;
-use protocol::quic::{AgentConnection, Backoff, ControlSender, TransportError};
+use protocol::quic::{AgentConnection, Backoff, TransportError};
 use protocol::tls::ClientIdentity;
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::Semaphore;
 
-/// Upper bound on frames queued from the controller to one agent.
-pub const INBOX_MAX: usize = 64;
+/// Most simulated agents on one QUIC endpoint (one UDP socket, one
+/// endpoint driver task): 100,000 agents take 100 sockets, far under the
+/// open-files limit, and no one endpoint's receive buffer carries more
+/// than a thousand connections' keep-alives.
+pub const AGENTS_PER_ENDPOINT_MAX: usize = 1_000;
+
 /// Reconnect backoff of the simulated agents (the real agent's defaults).
 pub const BACKOFF_BASE_MS: u64 = 200;
 /// The longest reconnect backoff.
@@ -68,6 +78,34 @@ pub struct Shared {
     pub crash_restart: Duration,
     /// Seed of the latency draws.
     pub seed: u64,
+    /// The agents' QUIC endpoints: agent `i` dials on
+    /// `endpoints[i / AGENTS_PER_ENDPOINT_MAX]`.
+    pub endpoints: Vec<quinn::Endpoint>,
+}
+
+impl Shared {
+    /// The endpoint agent `index` dials on.
+    pub fn endpoint(&self, index: usize) -> &quinn::Endpoint {
+        let at = index / AGENTS_PER_ENDPOINT_MAX;
+        // `endpoints_for` made one per AGENTS_PER_ENDPOINT_MAX agents; an
+        // index past them (never built) shares the last.
+        &self.endpoints[at.min(self.endpoints.len().saturating_sub(1))]
+    }
+}
+
+/// Client endpoints (no default configuration: every connection brings its
+/// node's own) on loopback for `agents` simulated agents.
+pub fn endpoints_for(agents: usize) -> anyhow::Result<Vec<quinn::Endpoint>> {
+    let count = agents.div_ceil(AGENTS_PER_ENDPOINT_MAX).max(1);
+    (0..count)
+        .map(|_| {
+            let local = SocketAddr::from(([127, 0, 0, 1], 0));
+            // Its receive buffer raised as the controller's is: a
+            // thousand connections' keep-alives arrive on it.
+            protocol::quic::endpoint_on(local, None)
+                .with_context(|| format!("binding a QUIC client endpoint on {local}"))
+        })
+        .collect()
 }
 
 /// One node of the simulated fleet.
@@ -90,7 +128,7 @@ pub struct SimNode {
 /// Why a session ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum End {
-    /// The connection broke.
+    /// The connection broke (or a standby sent the node away).
     Lost,
     /// The node went silent (fault).
     Silent,
@@ -98,20 +136,16 @@ enum End {
     Crashed,
 }
 
-/// What the control-stream reader hands the session loop.
-enum Inbound {
-    Command(ToAgent),
-    ReadBack { request: u64 },
-}
-
-struct Agent {
+/// The simulated node: the driver loop's [`Host`] (`agent::driver`, the
+/// loop `fleetweft-agent` runs). Its journal and staged release are
+/// memory that survives its crashes; its route is in [`Routes`].
+struct Node {
     node: SimNode,
     shared: Arc<Shared>,
     /// The journal: survives crashes.
     journal: AgentState,
     /// What is staged "on disk": survives crashes.
     staged: Option<Digest>,
-    conn: Option<quinn::Connection>,
     /// A fault that ends the session once the current step is journaled.
     ending: Option<End>,
     /// Each fault strikes once per run.
@@ -126,7 +160,7 @@ struct Agent {
 /// Run node `node` until the task is aborted.
 pub async fn run(node: SimNode, shared: Arc<Shared>, initial: Option<Digest>) {
     let rng = splitmix(shared.seed ^ (node.index as u64).wrapping_mul(0x9e37_79b9));
-    let mut agent = Agent {
+    let mut driver = Driver::new(Node {
         node,
         shared,
         journal: AgentState {
@@ -134,195 +168,144 @@ pub async fn run(node: SimNode, shared: Arc<Shared>, initial: Option<Digest>) {
             ..AgentState::default()
         },
         staged: initial,
-        conn: None,
         ending: None,
         silenced: false,
         crashed: false,
         asked: None,
         switched_at: Instant::now(),
         rng,
-    };
-    agent.restart().await;
-    agent.forever().await;
+    });
+    restart(&mut driver).await;
+    forever(&mut driver).await;
 }
 
-impl Agent {
-    /// The agent (re)starts: the route is brought back to what the
-    /// journal says serves (the real agent's reconstruct), then the core
-    /// is told what actually serves.
-    async fn restart(&mut self) {
-        let serving = self.journal.serving.filter(|d| self.staged == Some(*d));
-        self.shared.routes.switch(self.node.index, serving);
-        let serving = self.shared.routes.serving(self.node.index);
-        if let Err(e) = self.feed(AgentInput::Restarted { serving }, None).await {
-            tracing::warn!(node = %self.node.name, "restart: {e:#}");
-        }
+/// The node (re)starts: the route is brought back to what the journal
+/// says serves (the real agent's reconstruct), then the core is told what
+/// actually serves.
+async fn restart(driver: &mut Driver<Node>) {
+    let node = &mut driver.host;
+    let serving = node.journal.serving.filter(|d| node.staged == Some(*d));
+    node.shared.routes.switch(node.node.index, serving);
+    let serving = node.shared.routes.serving(node.node.index);
+    match driver.restarted(serving).await {
+        Ok(Flow::Done) => {}
+        // No fault strikes on a restart (they strike on `Accepted` and
+        // `Switched`): nothing to end.
+        Ok(Flow::Halted) => driver.host.ending = None,
+        Err(e) => tracing::warn!(node = %driver.host.node.name, "restart: {e:#}"),
     }
+}
 
-    async fn forever(&mut self) {
-        let mut backoff = Backoff::for_node(&self.node.name, BACKOFF_BASE_MS, BACKOFF_MAX_MS);
-        loop {
-            let connected = self.connect().await;
-            let end = match connected {
-                Ok(conn) => {
-                    backoff.reset();
-                    self.shared.stats.connected.fetch_add(1, Ordering::Relaxed);
-                    let end = self.session(conn).await;
-                    self.shared.stats.connected.fetch_sub(1, Ordering::Relaxed);
-                    self.conn = None;
-                    end
-                }
-                Err(e) => {
-                    tracing::debug!(node = %self.node.name, "cannot reach the controller: {e:#}");
-                    self.shared
-                        .stats
-                        .connect_failures
-                        .fetch_add(1, Ordering::Relaxed);
-                    End::Lost
-                }
-            };
-            match end {
-                End::Lost => tokio::time::sleep(backoff.next_delay()).await,
-                End::Silent => tokio::time::sleep(self.shared.silent_for).await,
-                End::Crashed => {
-                    tokio::time::sleep(self.shared.crash_restart).await;
-                    self.restart().await;
+/// Connect, run a session of the driver loop, and wait as the way it
+/// ended says, forever.
+async fn forever(driver: &mut Driver<Node>) {
+    let name = driver.host.node.name.clone();
+    let shared = driver.host.shared.clone();
+    let mut backoff = Backoff::for_node(&name, BACKOFF_BASE_MS, BACKOFF_MAX_MS);
+    loop {
+        let end = match connect(&driver.host).await {
+            Ok(conn) => {
+                backoff.reset();
+                shared.stats.connected.fetch_add(1, Ordering::Relaxed);
+                let connection = conn.connection().clone();
+                let ended = driver.session(conn, None).await;
+                shared.stats.connected.fetch_sub(1, Ordering::Relaxed);
+                // Shared endpoint: the connection is closed now, not when
+                // the endpoint goes.
+                connection.close(0u32.into(), b"simulated agent leaves");
+                match ended {
+                    Ok(driver::Ended::Halted) => driver.host.ending.take().unwrap_or(End::Lost),
+                    Ok(driver::Ended::Redirected { .. }) => End::Lost,
+                    Err(e) => {
+                        tracing::debug!(node = %name, "session ended: {e:#}");
+                        End::Lost
+                    }
                 }
             }
-        }
-    }
-
-    async fn connect(&self) -> anyhow::Result<AgentConnection> {
-        let identity =
-            ClientIdentity::from_pem_files(&self.shared.ca, &self.node.cert, &self.node.key)
-                .context("loading the node's TLS identity")?;
-        // Bounded: 10,000 handshakes at once would time each other out.
-        let _permit = self
-            .shared
-            .handshakes
-            .acquire()
-            .await
-            .context("handshake semaphore closed")?;
-        let started = Instant::now();
-        let conn =
-            AgentConnection::connect(self.shared.controller, &self.shared.server_name, identity)
-                .await?;
-        self.shared.stats.handshake(started.elapsed());
-        Ok(conn)
-    }
-
-    async fn session(&mut self, conn: AgentConnection) -> End {
-        // The endpoint owns the UDP socket: kept until the session ends.
-        let (_endpoint, connection, control) = conn.into_parts();
-        let (mut tx, mut rx) = control.split();
-        let (inbox_tx, mut inbox) = mpsc::channel(INBOX_MAX);
-        let reader = tokio::spawn(async move {
-            loop {
-                let inbound = match rx.recv().await {
-                    Ok(FrameBody::ToAgent(cmd)) => Inbound::Command(cmd),
-                    Ok(FrameBody::ReadBackRequest { request }) => Inbound::ReadBack { request },
-                    Ok(_) | Err(_) => return,
-                };
-                if inbox_tx.send(inbound).await.is_err() {
-                    return;
-                }
-            }
-        });
-        self.conn = Some(connection.clone());
-        let end = match self.session_loop(&mut tx, &mut inbox).await {
-            Ok(end) => end,
             Err(e) => {
-                tracing::debug!(node = %self.node.name, "session ended: {e:#}");
+                tracing::debug!(node = %name, "cannot reach the controller: {e:#}");
+                shared
+                    .stats
+                    .connect_failures
+                    .fetch_add(1, Ordering::Relaxed);
                 End::Lost
             }
         };
-        reader.abort();
-        connection.close(0u32.into(), b"simulated agent leaves");
-        end
-    }
-
-    async fn session_loop(
-        &mut self,
-        tx: &mut ControlSender,
-        inbox: &mut mpsc::Receiver<Inbound>,
-    ) -> anyhow::Result<End> {
-        self.feed(AgentInput::Connected, Some(tx)).await?;
-        let mut retry = tokio::time::interval(self.shared.retry);
-        retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            if let Some(end) = self.ending.take() {
-                return Ok(end);
-            }
-            tokio::select! {
-                inbound = inbox.recv() => match inbound {
-                    Some(Inbound::Command(cmd)) => {
-                        self.note_reply(&cmd);
-                        self.feed(AgentInput::Command(cmd), Some(tx)).await?;
-                    }
-                    Some(Inbound::ReadBack { request }) => {
-                        let observation = self.probe();
-                        let serving = self.shared.routes.serving(self.node.index);
-                        tx.send(&FrameBody::ReadBackReply { request, observation, serving })
-                            .await
-                            .context("sending a readback")?;
-                    }
-                    None => return Ok(End::Lost),
-                },
-                _ = retry.tick() => self.feed(AgentInput::Retry, Some(tx)).await?,
+        match end {
+            End::Lost => tokio::time::sleep(backoff.next_delay()).await,
+            End::Silent => tokio::time::sleep(shared.silent_for).await,
+            End::Crashed => {
+                tokio::time::sleep(shared.crash_restart).await;
+                restart(driver).await;
             }
         }
     }
+}
 
-    /// A commit reply for the outstanding request: its latency.
-    fn note_reply(&mut self, cmd: &ToAgent) {
-        if let (ToAgent::CommitReply { op, .. }, Some((asked, at))) = (cmd, self.asked) {
-            if *op == asked {
-                self.shared.stats.commit_latency(at.elapsed());
-                self.asked = None;
-            }
-        }
-        match cmd {
-            ToAgent::Apply { .. } => self.shared.stats.applies.fetch_add(1, Ordering::Relaxed),
-            ToAgent::Restore { .. } => self.shared.stats.restores.fetch_add(1, Ordering::Relaxed),
-            _ => 0,
-        };
+/// A connection to the controller with the node's own certificate, on
+/// the endpoint it shares with [`AGENTS_PER_ENDPOINT_MAX`] - 1 others.
+async fn connect(node: &Node) -> anyhow::Result<AgentConnection> {
+    let shared = &node.shared;
+    // Bounded: 10,000 handshakes at once would time each other out.
+    let _permit = shared
+        .handshakes
+        .acquire()
+        .await
+        .context("handshake semaphore closed")?;
+    // Read under the permit: 100,000 client configurations waiting for
+    // a permit would only hold memory.
+    let identity = ClientIdentity::from_pem_files(&shared.ca, &node.node.cert, &node.node.key)
+        .context("loading the node's TLS identity")?;
+    let config = sim_client_config(&identity)?;
+    let endpoint = shared.endpoint(node.node.index);
+    let started = Instant::now();
+    let conn =
+        AgentConnection::connect_on(endpoint, shared.controller, &shared.server_name, config)
+            .await?;
+    shared.stats.handshake(started.elapsed());
+    Ok(conn)
+}
+
+/// A simulated agent's QUIC client configuration: the node's own
+/// certificate (mutual TLS), and no keep-alive of its own. The
+/// controller's keep-alives (`protocol::quic::KEEP_ALIVE`) keep the
+/// connection up, answered by acknowledgements; a simulated agent watches
+/// no liveness, and one process's 100,000 agents pinging every 2 s would
+/// add 50,000 packets a second to the two cores this runs on.
+fn sim_client_config(identity: &ClientIdentity) -> anyhow::Result<quinn::ClientConfig> {
+    let mut config = protocol::quic::quinn_client_config(identity)
+        .context("the node's QUIC client configuration")?;
+    let mut transport = quinn::TransportConfig::default();
+    transport
+        .keep_alive_interval(None)
+        .max_idle_timeout(Some(
+            quinn::IdleTimeout::try_from(protocol::quic::IDLE_TIMEOUT)
+                .context("the idle timeout")?,
+        ))
+        .max_concurrent_bidi_streams(protocol::quic::STREAMS_BIDI_MAX.into())
+        .max_concurrent_uni_streams(0u32.into());
+    config.transport_config(Arc::new(transport));
+    Ok(config)
+}
+
+impl Host for Node {
+    fn node(&self) -> &str {
+        &self.node.name
     }
 
-    /// One input through the core: check and journal its events, act on
-    /// them, then perform its effects (results feed back in). A fault
-    /// strikes right after the step that triggers it is journaled.
-    async fn feed(
-        &mut self,
-        input: AgentInput,
-        mut tx: Option<&mut ControlSender>,
-    ) -> anyhow::Result<()> {
-        let mut queue = VecDeque::from([input]);
-        while let Some(input) = queue.pop_front() {
-            let out = agent_step(&self.journal, input);
-            let before = self.journal;
-            for event in &out.events {
-                // Kept on (TIGER_STYLE), as in the real agent: an event that
-                // breaks a rule must never reach the journal or the route.
-                if let Err(v) = invariants::check_agent_event(&self.journal, event) {
-                    panic!("agent core broke a rule on {}: {v}", self.node.name);
-                }
-                agent_apply(&mut self.journal, event);
-            }
-            for event in &out.events {
-                if self.strikes(event) {
-                    return Ok(());
-                }
-                self.enact(&before, event).await;
-            }
-            for effect in out.effects {
-                queue.extend(self.perform(effect, tx.as_deref_mut()).await?);
-            }
+    fn state(&self) -> &AgentState {
+        &self.journal
+    }
+
+    fn journal(&mut self, events: &[AgentEvent]) -> anyhow::Result<()> {
+        for event in events {
+            agent_apply(&mut self.journal, event);
         }
         Ok(())
     }
 
-    /// Whether a fault strikes on `event` (journaled already).
-    fn strikes(&mut self, event: &AgentEvent) -> bool {
+    /// A fault strikes right after the step that triggers it is journaled.
+    fn halts(&mut self, event: &AgentEvent) -> bool {
         let stats = &self.shared.stats;
         match event {
             AgentEvent::Accepted { .. } if self.node.faults.silent && !self.silenced => {
@@ -341,7 +324,7 @@ impl Agent {
         }
     }
 
-    /// Make a journaled event true in the simulated world.
+    /// Makes a journaled event true in the simulated world.
     async fn enact(&mut self, before: &AgentState, event: &AgentEvent) {
         let routes = &self.shared.routes;
         match *event {
@@ -367,55 +350,23 @@ impl Agent {
         }
     }
 
-    async fn perform(
-        &mut self,
-        effect: AgentEffect,
-        tx: Option<&mut ControlSender>,
-    ) -> anyhow::Result<Option<AgentInput>> {
-        Ok(match effect {
-            AgentEffect::ProbeRoute => Some(AgentInput::Probed(self.probe())),
-            AgentEffect::ObserveStaged if self.conn.is_some() => {
-                let op = self.journal.op.map(|o| o.release);
-                Some(AgentInput::StageObserved(match (op, self.staged) {
-                    (Some(want), Some(have)) if want == have => Observed::ReVerified,
-                    _ => Observed::Absent,
-                }))
-            }
-            // Offline the table stays unread (see the real agent).
-            AgentEffect::ObserveStaged => None,
-            AgentEffect::StageArtifact => self.stage().await,
-            AgentEffect::Send(msg) => {
-                if let ToController::CommitRequest { op } = msg {
-                    if self.asked.is_none_or(|(asked, _)| asked != op) {
-                        self.asked = Some((op, Instant::now()));
-                    }
-                }
-                if let Some(tx) = tx {
-                    tx.send(&FrameBody::ToController(msg))
-                        .await
-                        .context("sending to the controller")?;
-                    // What it runs on goes with every Hello, as the real
-                    // agent sends it.
-                    if matches!(msg, ToController::Hello { .. }) {
-                        let platform = self.node.platform;
-                        tx.send(&FrameBody::ToController(ToController::Platform {
-                            platform,
-                        }))
-                        .await
-                        .context("sending the platform to the controller")?;
-                    }
-                }
-                None
-            }
-        })
+    async fn probe(&mut self, _events: &[AgentEvent]) -> model::RouteObservation {
+        self.observe_route()
     }
 
-    /// Fetch the op's bundle over the real bundle stream (digest-checked);
-    /// "installing" it is remembering it staged.
-    async fn stage(&mut self) -> Option<AgentInput> {
+    fn observe_staged(&mut self) -> Option<AgentInput> {
+        let op = self.journal.op.map(|o| o.release);
+        Some(AgentInput::StageObserved(match (op, self.staged) {
+            (Some(want), Some(have)) if want == have => Observed::ReVerified,
+            _ => Observed::Absent,
+        }))
+    }
+
+    /// Fetches the op's bundle over the real bundle stream
+    /// (digest-checked); "installing" it is remembering it staged.
+    async fn stage(&mut self, conn: &quinn::Connection) -> Option<AgentInput> {
         let op = self.journal.op?;
-        let conn = self.conn.clone()?;
-        match protocol::quic::fetch_bundle(&conn, op.release).await {
+        match protocol::quic::fetch_bundle(conn, op.release).await {
             Ok(_) => {
                 self.staged = Some(op.release);
                 self.shared.stats.fetches.fetch_add(1, Ordering::Relaxed);
@@ -428,7 +379,47 @@ impl Agent {
         }
     }
 
-    fn probe(&self) -> model::RouteObservation {
+    fn platform(&self) -> model::platform::Platform {
+        self.node.platform
+    }
+
+    /// Notes when the commit request first went out, for its latency.
+    fn before_send(&mut self, msg: &ToController) -> Option<FrameBody> {
+        if let ToController::CommitRequest { op } = *msg {
+            if self.asked.is_none_or(|(asked, _)| asked != op) {
+                self.asked = Some((op, Instant::now()));
+            }
+        }
+        None
+    }
+
+    /// A commit reply for the outstanding request: its latency.
+    fn on_command(&mut self, cmd: &ToAgent) {
+        if let (ToAgent::CommitReply { op, .. }, Some((asked, at))) = (cmd, self.asked) {
+            if *op == asked {
+                self.shared.stats.commit_latency(at.elapsed());
+                self.asked = None;
+            }
+        }
+        match cmd {
+            ToAgent::Apply { .. } => self.shared.stats.applies.fetch_add(1, Ordering::Relaxed),
+            ToAgent::Restore { .. } => self.shared.stats.restores.fetch_add(1, Ordering::Relaxed),
+            _ => 0,
+        };
+    }
+
+    async fn read_back(&mut self) -> (model::RouteObservation, Option<Digest>) {
+        let observation = self.observe_route();
+        (observation, self.shared.routes.serving(self.node.index))
+    }
+
+    fn retry_every(&self) -> Duration {
+        self.shared.retry
+    }
+}
+
+impl Node {
+    fn observe_route(&self) -> model::RouteObservation {
         let uptime = self.switched_at.elapsed().as_millis() as u64;
         self.shared.routes.observe(self.node.index, uptime)
     }

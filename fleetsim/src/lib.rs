@@ -7,6 +7,7 @@
 //! reports what it cost (see `docs/performance.md`).
 
 #![warn(missing_docs)]
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 pub mod agent;
 pub mod controller;

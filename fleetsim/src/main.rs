@@ -1,5 +1,7 @@
 //! `fleetweft-fleetsim --agents N [...] [--json]`: see the crate docs.
 
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 use clap::Parser;
 use fleetsim::options::Options;
 

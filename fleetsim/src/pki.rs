@@ -44,15 +44,24 @@ pub fn ensure(dir: &Path, names: &[String]) -> anyhow::Result<(FleetPki, PkiTimi
         };
         return Ok((made, timing));
     }
+    // A node with half a pair gets a new pair from `issue_node` (which
+    // replaces); the ones with neither file are issued in one batch (the
+    // CA read once, one directory sync: this PKI is a cache).
     let mut generated = 0;
+    let mut lacking = Vec::new();
     for name in names {
-        if pki.node_cert(name).exists() && pki.node_key(name).exists() {
-            continue;
+        match (pki.node_cert(name).exists(), pki.node_key(name).exists()) {
+            (true, true) => continue,
+            (false, false) => lacking.push(name.clone()),
+            _ => {
+                protocol::pki::issue_node(dir, name, true)
+                    .with_context(|| format!("issuing {name} in {}", dir.display()))?;
+            }
         }
-        protocol::pki::issue_node(dir, name, true)
-            .with_context(|| format!("issuing {name} in {}", dir.display()))?;
         generated += 1;
     }
+    protocol::pki::issue_nodes_unsynced(dir, &lacking)
+        .with_context(|| format!("issuing {} nodes in {}", lacking.len(), dir.display()))?;
     let timing = PkiTiming {
         generated,
         reused: names.len() - generated,

@@ -165,8 +165,8 @@ fn shared_state(
     setup: &ControllerSetup,
     pki: &protocol::pki::FleetPki,
     routes: Arc<Routes>,
-) -> Shared {
-    Shared {
+) -> anyhow::Result<Shared> {
+    Ok(Shared {
         controller: std::net::SocketAddr::from(([127, 0, 0, 1], setup.quic_port)),
         server_name: crate::pki::CONTROLLER_HOST.to_string(),
         ca: pki.ca_cert(),
@@ -178,7 +178,8 @@ fn shared_state(
         silent_for: Duration::from_secs(options.silent_s),
         crash_restart: Duration::from_millis(options.crash_restart_ms),
         seed: options.seed,
-    }
+        endpoints: agent::endpoints_for(options.agents as usize)?,
+    })
 }
 
 async fn bring_up(options: &Options, dir: &Path) -> anyhow::Result<Fleet> {
@@ -221,7 +222,7 @@ async fn bring_up(options: &Options, dir: &Path) -> anyhow::Result<Fleet> {
             .await
             .context("uploading a bundle")?;
     }
-    let shared = Arc::new(shared_state(options, &setup, &pki, routes));
+    let shared = Arc::new(shared_state(options, &setup, &pki, routes)?);
     let mut fleet = Fleet {
         api,
         pid: controller.pid,

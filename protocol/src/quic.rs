@@ -476,7 +476,7 @@ impl ControllerEndpoint {
     /// Binds the controller's UDP socket at `addr`.
     pub fn bind(addr: SocketAddr, identity: ServerIdentity) -> Result<Self, TransportError> {
         let config = quinn_server_config(&identity)?;
-        let endpoint = Endpoint::server(config, addr)
+        let endpoint = endpoint_on(addr, Some(config))
             .map_err(|source| TransportError::Bind { addr, source })?;
         Ok(ControllerEndpoint { endpoint })
     }
@@ -859,6 +859,36 @@ async fn read_chunk_bytes(
     Ok(bytes)
 }
 
+/// The receive buffer asked for on an endpoint's UDP socket, in bytes
+/// (the kernel grants at most `net.core.rmem_max`, 4 MiB here). The
+/// default (`rmem_default`, 208 KiB, some 270 small datagrams) overflowed
+/// on a controller with 35,000 agents: their keep-alive acknowledgements
+/// alone arrive at 17,000 a second, so a few milliseconds off the CPU
+/// dropped datagrams (3.7 million in 8 minutes), and connections whose
+/// datagrams kept being dropped timed out. 4 MiB holds about 100 ms of
+/// 100,000 agents' acknowledgements.
+pub const UDP_RECV_BUFFER_BYTES: usize = 4 * 1024 * 1024;
+
+/// A quinn endpoint (a server when `server` is given) on a UDP socket
+/// bound at `addr`, its receive buffer raised towards
+/// [`UDP_RECV_BUFFER_BYTES`] (a refusal is logged, not fatal: the default
+/// buffer still works, only drops sooner under load).
+pub fn endpoint_on(
+    addr: SocketAddr,
+    server: Option<quinn::ServerConfig>,
+) -> std::io::Result<Endpoint> {
+    let socket = std::net::UdpSocket::bind(addr)?;
+    let state = quinn::udp::UdpSocketState::new((&socket).into())?;
+    if let Err(e) = state.set_recv_buffer_size((&socket).into(), UDP_RECV_BUFFER_BYTES) {
+        warn!(
+            "cannot raise the UDP receive buffer of {addr} to {UDP_RECV_BUFFER_BYTES} bytes: {e}"
+        );
+    }
+    let runtime =
+        quinn::default_runtime().ok_or_else(|| std::io::Error::other("no async runtime found"))?;
+    Endpoint::new(quinn::EndpointConfig::default(), server, socket, runtime)
+}
+
 /// An agent's connection to the controller, with its control stream open.
 #[derive(Debug)]
 pub struct AgentConnection {
@@ -900,6 +930,29 @@ impl AgentConnection {
         .map_err(|_| TransportError::HandshakeTimeout(handshake_timeout))?
     }
 
+    /// Connects on an existing client `endpoint` with this connection's
+    /// own `config` (its node's certificate): one endpoint, one UDP socket,
+    /// carries many agents' connections (the fleet simulator's), where
+    /// [`Self::connect`] binds a socket per connection.
+    pub async fn connect_on(
+        endpoint: &Endpoint,
+        addr: SocketAddr,
+        server_name: &str,
+        config: quinn::ClientConfig,
+    ) -> Result<Self, TransportError> {
+        let conn = endpoint
+            .connect_with(config, addr, server_name)?
+            .await
+            .map_err(TransportError::Handshake)?;
+        let (send, recv) = conn.open_bi().await.map_err(TransportError::Connection)?;
+        let control = ControlStream::new(conn.clone(), send, recv, Side::Agent);
+        Ok(AgentConnection {
+            endpoint: endpoint.clone(),
+            conn,
+            control,
+        })
+    }
+
     async fn connect_with(
         addr: SocketAddr,
         server_name: &str,
@@ -910,22 +963,11 @@ impl AgentConnection {
         } else {
             SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0))
         };
-        let mut endpoint = Endpoint::client(local).map_err(|source| TransportError::Bind {
+        let endpoint = Endpoint::client(local).map_err(|source| TransportError::Bind {
             addr: local,
             source,
         })?;
-        endpoint.set_default_client_config(config);
-        let conn = endpoint
-            .connect(addr, server_name)?
-            .await
-            .map_err(TransportError::Handshake)?;
-        let (send, recv) = conn.open_bi().await.map_err(TransportError::Connection)?;
-        let control = ControlStream::new(conn.clone(), send, recv, Side::Agent);
-        Ok(AgentConnection {
-            endpoint,
-            conn,
-            control,
-        })
+        Self::connect_on(&endpoint, addr, server_name, config).await
     }
 
     /// The control stream.
