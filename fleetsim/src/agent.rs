@@ -79,17 +79,21 @@ pub struct Shared {
     /// Seed of the latency draws.
     pub seed: u64,
     /// The agents' QUIC endpoints: agent `i` dials on
-    /// `endpoints[i / AGENTS_PER_ENDPOINT_MAX]`.
+    /// `endpoints[i % endpoints.len()]`.
     pub endpoints: Vec<quinn::Endpoint>,
 }
 
 impl Shared {
     /// The endpoint agent `index` dials on.
+    ///
+    /// Round robin, not blocks of consecutive agents: agents connect in
+    /// index order, so with blocks every handshake in flight shared one
+    /// endpoint (one socket, one driver task) while the others idled; the
+    /// 100,000-agent run stalled on one endpoint at a time.
+    /// `endpoints_for` made at least one per AGENTS_PER_ENDPOINT_MAX agents.
     pub fn endpoint(&self, index: usize) -> &quinn::Endpoint {
-        let at = index / AGENTS_PER_ENDPOINT_MAX;
-        // `endpoints_for` made one per AGENTS_PER_ENDPOINT_MAX agents; an
-        // index past them (never built) shares the last.
-        &self.endpoints[at.min(self.endpoints.len().saturating_sub(1))]
+        assert!(!self.endpoints.is_empty(), "endpoints_for makes at least one");
+        &self.endpoints[index % self.endpoints.len()]
     }
 }
 
