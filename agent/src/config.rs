@@ -31,6 +31,9 @@ pub struct AgentConfig {
     /// The disk budget of staged releases.
     #[serde(default)]
     pub storage: StorageSection,
+    /// How releases' limits are applied (issue #24 item 4).
+    #[serde(default)]
+    pub isolation: IsolationSection,
     /// Honoured only when the agent runs with `--allow-fault-injection`.
     #[serde(default)]
     pub faults: FaultSection,
@@ -112,6 +115,23 @@ pub struct TlsSection {
 pub struct BundleSection {
     /// The Ed25519 public key bundles must be signed with.
     pub pubkey: PathBuf,
+}
+
+/// `[isolation]`: how a release's limits are applied
+/// (`crate::isolation`, issue #24 item 4).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IsolationSection {
+    /// Use the cgroups this agent may write (v2, else v1) for memory, CPU
+    /// and processes; `false`: rlimits only (a node whose cgroups another
+    /// manager owns). Either way the proof says what was applied.
+    pub cgroups: bool,
+}
+
+impl Default for IsolationSection {
+    fn default() -> Self {
+        IsolationSection { cgroups: true }
+    }
 }
 
 /// `[storage]`: how much disk staged releases may take

@@ -330,6 +330,13 @@ impl Host for Node {
         self.mirrors = Some((release, mirrors));
     }
 
+    fn isolation(&mut self) -> Option<(Digest, String)> {
+        let release = self.route.current()?.release;
+        let instance = self.instances.get(&release)?;
+        (!instance.spec.limits.is_empty())
+            .then(|| (release, instance.isolation.applied.to_string()))
+    }
+
     /// Probes the route and re-reads its artifact now.
     async fn read_back(&mut self) -> (model::RouteObservation, Option<Digest>) {
         let serving = self.route.current().map(|b| b.release);
@@ -462,6 +469,8 @@ impl Node {
                 dir: r.dir.clone(),
                 run: r.run.clone(),
                 env,
+                limits: r.limits.clone(),
+                cgroups: self.cfg.isolation.cgroups,
             }
         };
         let mut dead = None;

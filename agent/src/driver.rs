@@ -86,6 +86,14 @@ pub trait Host: Send {
     /// Changes nothing: no journal record, no input to the core.
     fn read_back(&mut self) -> impl Future<Output = (RouteObservation, Option<Digest>)> + Send;
 
+    /// The limits applied to the instance the route forwards to, worded
+    /// for the proof's process row, with its release: `None` when that
+    /// release declares none (issue #24 item 4). Sent before a readback's
+    /// reply.
+    fn isolation(&mut self) -> Option<(Digest, String)> {
+        None
+    }
+
     /// The retry timer's period: how often `AgentInput::Retry` re-sends
     /// what is outstanding and re-reads the recovery table.
     fn retry_every(&self) -> Duration;
@@ -252,6 +260,15 @@ impl<H: Host> Driver<H> {
             Inbound::ReadBack { request } => {
                 if readback_due(*answered_at, Instant::now()) {
                     let (observation, serving) = self.host.read_back().await;
+                    if let Some((release, applied)) = self.host.isolation() {
+                        let applied = protocol::frame::isolation_text(&applied);
+                        tx.send(&FrameBody::Isolation { release, applied })
+                            .await
+                            .map_err(|e| {
+                                anyhow::Error::new(e)
+                                    .context("sending the applied limits to the controller")
+                            })?;
+                    }
                     tx.send(&FrameBody::ReadBackReply {
                         request,
                         observation,

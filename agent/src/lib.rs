@@ -13,6 +13,7 @@ pub mod config;
 pub mod daemon;
 pub mod dial;
 pub mod driver;
+pub mod isolation;
 pub mod journal;
 pub mod listeners;
 pub mod liveness;

@@ -45,6 +45,9 @@ pub struct Release {
     pub run: Vec<String>,
     /// What the route probe expects.
     pub probe: ProbeExpect,
+    /// What the app may use and who it runs as (a format-4 release's;
+    /// none declared for the others).
+    pub limits: releases::AppLimits,
 }
 
 impl Release {
@@ -62,6 +65,7 @@ impl Release {
             version: manifest.version,
             run: manifest.run,
             probe: manifest.probe,
+            limits: releases::AppLimits::default(),
         }
     }
 }

@@ -38,6 +38,12 @@ pub struct AppSpec {
     pub run: Vec<String>,
     /// Extra environment (fault injection only, see the agent config).
     pub env: Vec<(String, String)>,
+    /// The release's declared limits and user, applied as far as the node
+    /// can ([`crate::isolation`]).
+    pub limits: releases::AppLimits,
+    /// Whether the limits may use cgroups (`[isolation] cgroups`); else
+    /// rlimits only.
+    pub cgroups: bool,
 }
 
 /// Why an instance could not be started.
@@ -65,6 +71,12 @@ pub enum SuperviseError {
         "release {release}: restart loop ({RESTARTS_MAX} restarts within {RESTART_WINDOW_MS} ms)"
     )]
     RestartLoop { release: Digest },
+    #[error("release {release}: its limits cannot be applied: {source}")]
+    Isolation {
+        release: Digest,
+        #[source]
+        source: crate::isolation::IsolationError,
+    },
 }
 
 /// One supervised app process.
@@ -84,6 +96,9 @@ pub struct Instance {
     pub restart_count: u32,
     /// Set once the restart bound was exceeded: the instance stays down.
     pub looping: bool,
+    /// The release's limits as applied to this instance's processes (each
+    /// restart joins the same cgroups).
+    pub isolation: std::sync::Arc<crate::isolation::Prepared>,
 }
 
 impl Instance {
@@ -97,7 +112,8 @@ impl Instance {
         let mut attempt = 1;
         loop {
             let port = free_port(spec.release)?;
-            let child = spawn(&spec, port)?;
+            let isolation = std::sync::Arc::new(isolate(&spec, port)?);
+            let child = spawn(&spec, port, &isolation)?;
             let mut instance = Instance {
                 spec: spec.clone(),
                 port,
@@ -106,6 +122,7 @@ impl Instance {
                 restarts: Vec::new(),
                 restart_count: 0,
                 looping: false,
+                isolation,
             };
             match instance.wait_listening().await {
                 Ok(()) => return Ok(instance),
@@ -213,7 +230,7 @@ impl Instance {
         }
         self.restarts.push(now);
         self.restart_count += 1;
-        match spawn(&self.spec, self.port) {
+        match spawn(&self.spec, self.port, &self.isolation) {
             Ok(child) => {
                 self.child = child;
                 self.started = Instant::now();
@@ -229,6 +246,7 @@ impl Instance {
     /// Stop the process (SIGKILL) and wait for it.
     pub async fn stop(&mut self) {
         let _ = self.child.kill().await;
+        self.isolation.release();
     }
 
     /// Retire an instance the route no longer forwards to (issue #24 item
@@ -255,6 +273,7 @@ impl Instance {
         let stop_until = Instant::now() + Duration::from_millis(STOP_GRACE_MS);
         while Instant::now() < stop_until {
             if !self.is_alive() {
+                self.isolation.release();
                 return Retired::Terminated { cut_short: left };
             }
             tokio::time::sleep(poll).await;
@@ -414,7 +433,33 @@ fn free_port(release: Digest) -> Result<u16, SuperviseError> {
     Ok(port)
 }
 
-fn spawn(spec: &AppSpec, port: u16) -> Result<Child, SuperviseError> {
+/// The release's limits prepared for the instance on `port`, and logged
+/// as applied (the proof's process row says the same).
+fn isolate(spec: &AppSpec, port: u16) -> Result<crate::isolation::Prepared, SuperviseError> {
+    if spec.limits.is_empty() {
+        return Ok(crate::isolation::Prepared::default());
+    }
+    let name = format!("{}-{port}", &spec.release.to_hex()[..12]);
+    let found = if spec.cgroups {
+        crate::isolation::Hierarchies::detect()
+    } else {
+        crate::isolation::Hierarchies::default()
+    };
+    let prepared = crate::isolation::prepare(&spec.limits, &name, &found).map_err(|source| {
+        SuperviseError::Isolation {
+            release: spec.release,
+            source,
+        }
+    })?;
+    tracing::info!(release = %spec.release, port, isolation = %prepared.applied, "limits applied");
+    Ok(prepared)
+}
+
+fn spawn(
+    spec: &AppSpec,
+    port: u16,
+    isolation: &std::sync::Arc<crate::isolation::Prepared>,
+) -> Result<Child, SuperviseError> {
     let (program, args) = spec.run.split_first().ok_or(SuperviseError::EmptyCommand {
         release: spec.release,
     })?;
@@ -430,12 +475,16 @@ fn spawn(spec: &AppSpec, port: u16) -> Result<Child, SuperviseError> {
     // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe; it makes the
     // kernel kill the app when the agent dies (even by SIGKILL), so a
     // restarted agent never finds orphaned instances squatting ports.
+    // The limits follow (cgroups joined, rlimits set, the user taken
+    // last): `Prepared::in_child` only makes syscalls on memory prepared
+    // before the fork.
+    let isolation = std::sync::Arc::clone(isolation);
     unsafe {
-        command.pre_exec(|| {
+        command.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            Ok(())
+            isolation.in_child()
         });
     }
     command.spawn().map_err(|source| SuperviseError::Spawn {
@@ -466,6 +515,8 @@ mod tests {
             .map(String::from)
             .to_vec(),
             env: Vec::new(),
+            limits: Default::default(),
+            cgroups: true,
         };
         let mut instance = Instance::start(spec).await.expect("starts");
         assert!(instance.is_alive());

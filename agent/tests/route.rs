@@ -22,6 +22,8 @@ fn spec(release: Digest, extra_env: Vec<(String, String)>) -> AppSpec {
         dir: hello_dir(),
         run: vec!["python3".into(), "app.py".into()],
         env,
+        limits: Default::default(),
+        cgroups: true,
     }
 }
 

@@ -629,6 +629,9 @@ enum BundleCommand {
         /// directory); must not exist.
         #[arg(long)]
         out: PathBuf,
+        /// Limits and a user (format 4; trees only).
+        #[command(flatten)]
+        limits: cli::release_tree::LimitArgs,
     },
     /// Upload a release to the controller without starting a rollout;
     /// print its digest (what `rollout start` and `POST /api/rollouts`
@@ -1099,6 +1102,7 @@ fn bundle_main(command: BundleCommand) -> anyhow::Result<ExitCode> {
             expect_json,
             run,
             out,
+            limits,
         } => {
             let probe = ProbeSpec {
                 path: probe_path,
@@ -1109,7 +1113,11 @@ fn bundle_main(command: BundleCommand) -> anyhow::Result<ExitCode> {
             match (app, dir) {
                 (Some(app), _) => bundle_sign(&key, &app, name, version, probe, run, &out),
                 (None, dir) => {
-                    let source = TreeSource { dir, arch_dirs };
+                    let source = TreeSource {
+                        dir,
+                        arch_dirs,
+                        limits: limits.into_limits(),
+                    };
                     bundle_sign_tree(&key, source, name, version, probe, run, &out)
                 }
             }
@@ -2346,6 +2354,7 @@ fn bundle_sign(
 struct TreeSource {
     dir: Option<PathBuf>,
     arch_dirs: Vec<(model::platform::Arch, PathBuf)>,
+    limits: releases::AppLimits,
 }
 
 /// `--arch-dir`'s value: `ARCH=DIR`.
@@ -2361,7 +2370,7 @@ fn parse_arch_dir(text: &str) -> Result<(model::platform::Arch, PathBuf), String
 }
 
 /// `bundle sign --dir`: a format-2 release directory at `out` (format 3
-/// with `--arch-dir`).
+/// with `--arch-dir`, format 4 with a limit or a user).
 fn bundle_sign_tree(
     key: &Path,
     source: TreeSource,
@@ -2378,6 +2387,7 @@ fn bundle_sign_tree(
         version,
         run: run.split_whitespace().map(str::to_string).collect(),
         probe,
+        limits: source.limits,
     };
     let digest = cli::release_tree::sign_tree_arches(key, &dir, &source.arch_dirs, fields, out)?;
     println!("{}", digest.to_hex());

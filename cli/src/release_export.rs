@@ -259,6 +259,7 @@ mod tests {
                 expect_body: "hi".into(),
                 expect_json: None,
             },
+            limits: Default::default(),
         };
         let mut sink = releases::tree::store_sink(&store);
         let bytes = releases::tree::sign_dir(&signing, fields, &tree, &mut sink).expect("sign");

@@ -359,3 +359,78 @@ pub fn verified_lines(m: &Manifest, digest: &model::Digest, checked: &str) -> St
         m.chunk_count()
     )
 }
+
+/// `bundle sign --dir`'s limits (issue #24 item 4): what the app may use
+/// on a node and who it runs as, signed into the manifest (format 4).
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct LimitArgs {
+    /// Most memory the app may use, e.g. `256M`, `1G` or bytes; over it
+    /// the node's kernel stops the app and its probe fails.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "dir")]
+    pub memory_max: Option<u64>,
+    /// CPU quota in percent of one core (`150`: one and a half cores).
+    #[arg(long, value_name = "PERCENT", requires = "dir")]
+    pub cpu_percent_max: Option<u32>,
+    /// Most open files per process.
+    #[arg(long, value_name = "N", requires = "dir")]
+    pub open_files_max: Option<u32>,
+    /// Most processes and threads, together.
+    #[arg(long, value_name = "N", requires = "dir")]
+    pub processes_max: Option<u32>,
+    /// The user the app runs as on the node (the agent's, when not given).
+    #[arg(long, value_name = "NAME", requires = "dir")]
+    pub user: Option<String>,
+}
+
+impl LimitArgs {
+    /// The manifest's limits (checked when the release is signed).
+    pub fn into_limits(self) -> releases::AppLimits {
+        releases::AppLimits {
+            memory_bytes_max: self.memory_max,
+            cpu_percent_max: self.cpu_percent_max,
+            open_files_max: self.open_files_max,
+            processes_max: self.processes_max,
+            user: self.user,
+        }
+    }
+}
+
+/// A size as operators write it: bytes, or a number with `K`, `M`, `G`
+/// or `T` (powers of 1024; `KiB`, `MiB`, ... also read).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let trimmed = text.trim();
+    let split = trimmed
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?}: expected a size such as 256M, 1G or 1048576"))?;
+    let shift = match unit.trim() {
+        "" | "B" => 0,
+        "K" | "KiB" => 10,
+        "M" | "MiB" => 20,
+        "G" | "GiB" => 30,
+        "T" | "TiB" => 40,
+        other => return Err(format!("{text:?}: unknown unit {other:?} (K, M, G or T)")),
+    };
+    number
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("{text:?}: too large"))
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_read_as_operators_write_them() {
+        assert_eq!(parse_size("1048576"), Ok(1 << 20));
+        assert_eq!(parse_size("256M"), Ok(256 << 20));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("2K"), Ok(2048));
+        for bad in ["", "M", "12X", "-1M", "99999999999999T"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -93,6 +93,7 @@ fn fresh(route: RouteObservation, agent: RouteObservation) -> Fresh {
         route,
         route_at_ms: NOW_MS,
         agent: Ok((agent, NOW_MS + 5)),
+        isolation: None,
     }
 }
 
@@ -242,6 +243,7 @@ fn an_agent_that_does_not_answer_is_readback_unavailable_never_an_old_value() {
         route: RouteObservation::passing(V2),
         route_at_ms: NOW_MS,
         agent: Err("the agent is not connected".into()),
+        isolation: None,
     };
     let p = S::verified().live(A, &f);
     assert_eq!(
@@ -482,5 +484,29 @@ fn a_stand_in_answering_as_the_intended_release_over_a_rolled_back_node_is_faile
         verdict(&p),
         (Verdict::Failed, Some(ReasonCode::DigestMismatch)),
         "{p:#?}"
+    );
+}
+
+/// The process row says what confines the app, as the agent applied it
+/// (issue #24 item 4), and says nothing of limits when none were read.
+#[test]
+fn the_process_row_names_the_limits_the_agent_applied() {
+    let mut f = fresh(RouteObservation::passing(V2), RouteObservation::passing(V2));
+    let plain = S::verified().live(A, &f);
+    let observed = item(&plain, "process").observed.clone().unwrap_or_default();
+    assert!(!observed.contains("limits"), "{observed}");
+    f.isolation = Some("memory 64 MiB (cgroup v1 memory.limit_in_bytes)".into());
+    let limited = S::verified().live(A, &f);
+    let observed = item(&limited, "process")
+        .observed
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        observed.ends_with("; limits: memory 64 MiB (cgroup v1 memory.limit_in_bytes)"),
+        "{observed}"
+    );
+    assert_eq!(
+        limited.verdict, plain.verdict,
+        "limits are stated, not judged"
     );
 }

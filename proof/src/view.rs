@@ -55,6 +55,10 @@ pub struct Fresh {
     /// The agent's readback and when it arrived (ms since the Unix epoch),
     /// or why there is none (in the operator's words).
     pub agent: Result<(RouteObservation, u64), String>,
+    /// The limits the agent says it applied to the instance serving the
+    /// route (issue #24 item 4), in its words; `None` when the agent
+    /// answered without any (the release declares none) or did not answer.
+    pub isolation: Option<String>,
 }
 
 /// The one observation a readback amounts to, and who made it: what
@@ -113,6 +117,10 @@ pub(crate) struct View {
     route: (super::Origin, Option<u64>),
     /// Where and when the artifact and the process were observed.
     agent: (super::Origin, Option<u64>),
+    /// What a live readback said of the limits applied to the process;
+    /// `None` when it said none (no limits declared) or nothing was read
+    /// back (a recorded proof, no answer).
+    isolation: Option<String>,
 }
 
 impl View {
@@ -136,6 +144,7 @@ impl View {
                 earlier: false,
                 route,
                 agent: (Origin::AgentReadBack, Some(*at_ms)),
+                isolation: fresh.isolation.clone(),
             },
             Err(why) => View {
                 obs,
@@ -147,6 +156,7 @@ impl View {
                 earlier: false,
                 route,
                 agent: (Origin::AgentReadBack, Some(fresh.route_at_ms)),
+                isolation: None,
             },
         }
     }
@@ -170,6 +180,7 @@ impl View {
             earlier: false,
             route: (origin, Some(seen.at_ms)),
             agent: (origin, Some(seen.at_ms)),
+            isolation: None,
         }
     }
 
@@ -208,6 +219,7 @@ impl View {
             earlier: numbers.is_some_and(|o| o != obs),
             route: (origin, None),
             agent: (origin, None),
+            isolation: None,
         })
     }
 
@@ -277,11 +289,13 @@ impl View {
                 "not read back (the agent did not answer)".to_string(),
             )
         } else {
-            (
-                ok,
-                reason,
-                process_text(obs.process_healthy, self.numbers, self.earlier),
-            )
+            let mut text = process_text(obs.process_healthy, self.numbers, self.earlier);
+            // What confines the process, as the agent applied it: a
+            // signature is not a sandbox (issue #24 item 4).
+            if let Some(applied) = &self.isolation {
+                text.push_str(&format!("; limits: {applied}"));
+            }
+            (ok, reason, text)
         };
         self.agent_item(
             "process",

@@ -159,6 +159,40 @@ pub enum FrameBody {
         /// Bytes of the chunk the agent already holds.
         offset: u64,
     },
+    /// The limits applied to the app process behind the route (agent to
+    /// controller, control stream; issue #24 item 4), sent just before a
+    /// [`FrameBody::ReadBackReply`] when the instance the route forwards
+    /// to runs a release that declares limits: what the node's kernel
+    /// really enforces (cgroup v2, cgroup v1, rlimits, or not applied),
+    /// for the proof's process row, so nobody mistakes a signature for a
+    /// sandbox. Not evidence of serving. A release without limits never
+    /// causes it, so an older controller (which closes the connection on
+    /// an unknown frame) only meets it with a format-4 release it could
+    /// not have accepted. Appended after the older variants so their
+    /// encodings stay the same.
+    Isolation {
+        /// The release whose instance this describes.
+        release: Digest,
+        /// What was applied, worded by the agent (at most
+        /// [`ISOLATION_TEXT_BYTES_MAX`] bytes; longer is cut at a char
+        /// boundary by the sender).
+        applied: String,
+    },
+}
+
+/// Longest [`FrameBody::Isolation`] text, in bytes.
+pub const ISOLATION_TEXT_BYTES_MAX: usize = 1024;
+
+const _: () = assert!(ISOLATION_TEXT_BYTES_MAX + 64 < FRAME_BYTES_MAX);
+
+/// `text` cut to at most [`ISOLATION_TEXT_BYTES_MAX`] bytes at a char
+/// boundary.
+pub fn isolation_text(text: &str) -> String {
+    let mut end = text.len().min(ISOLATION_TEXT_BYTES_MAX);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
 }
 
 /// Most mirrors one [`FrameBody::Mirrors`] lists (and the controller's

@@ -318,7 +318,7 @@ pub struct ControlReceiver {
 
 impl ControlReceiver {
     /// Receives one frame. On the controller only `ToController`,
-    /// `ReadBackReply` and `FetchSources` frames are accepted, on an agent
+    /// `ReadBackReply`, `FetchSources` and `Isolation` frames are accepted, on an agent
     /// only `ToAgent`, `ReadBackRequest`, `NotLeader` and `Mirrors`. A
     /// malformed or out-of-place
     /// frame closes the whole connection (the peer is broken or hostile;
@@ -339,7 +339,8 @@ impl ControlReceiver {
             (
                 FrameBody::ToController(_)
                     | FrameBody::ReadBackReply { .. }
-                    | FrameBody::FetchSources { .. },
+                    | FrameBody::FetchSources { .. }
+                    | FrameBody::Isolation { .. },
                 Side::Controller
             ) | (
                 FrameBody::ToAgent(_)

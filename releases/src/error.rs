@@ -118,6 +118,16 @@ pub enum ReleaseError {
         /// [`crate::limits::CHUNK_BYTES_MAX`].
         max: u64,
     },
+    /// A declared app limit is out of its bounds or malformed
+    /// ([`crate::app_limits`]).
+    #[error("app limit {field}: {problem}")]
+    BadAppLimit {
+        /// The field: `memory_bytes_max`, `cpu_percent_max`, `open_files_max`,
+        /// `processes_max` or `user`.
+        field: &'static str,
+        /// What is wrong, with the value and the bounds.
+        problem: String,
+    },
     /// An entry's chunks do not add up to its size.
     #[error("entry {path:?}: size {size} but its chunks add up to {chunks}")]
     SizeMismatch {

@@ -16,6 +16,7 @@
 // tests may run longer.
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
+pub mod app_limits;
 pub mod chunking;
 pub mod error;
 pub mod limits;
@@ -29,6 +30,7 @@ pub mod store;
 pub mod tree;
 pub mod v1;
 
+pub use app_limits::AppLimits;
 pub use error::{PathProblem, ReleaseError};
 pub use manifest::{
     decode_manifest, encode_manifest, read_unverified, release_digest, sign, sign_arches, verify,

@@ -34,6 +34,15 @@
 //! architecture trees is written as format 2, byte for byte as before, and
 //! runs on every architecture. Pinned by `tests/golden.rs`
 //! (`release_v3_arch.hex`).
+//!
+//! # Limits and a user (format 4, issue #24 item 4)
+//!
+//! A manifest whose `format` is 4 carries, after the format-2 fields, the
+//! architecture trees (possibly none) and then the app's limits
+//! ([`AppLimits`]: memory, CPU, open files, processes, user), signed like
+//! the rest. A manifest that declares no limit is written as format 2 or 3,
+//! byte for byte as before, so each release has one encoding. Pinned by
+//! `tests/golden.rs` (`release_v4_limits.hex`).
 
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use model::platform::{Arch, ArchSet, ReleaseArches};
@@ -42,6 +51,7 @@ use protocol::bundle::{self, JsonField, ProbeSpec};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
+use crate::app_limits::AppLimits;
 use crate::error::ReleaseError;
 use crate::limits::{
     CHUNKS_MAX, CHUNK_BYTES_MAX, ENTRIES_MAX, MANIFEST_BYTES_MAX, MANIFEST_DECODE_BYTES_MAX,
@@ -62,6 +72,10 @@ pub const MANIFEST_FORMAT: u16 = 2;
 /// The manifest format of a release with per-architecture trees: format 2's
 /// fields followed by the trees ([`ArchTree`]).
 pub const MANIFEST_FORMAT_ARCH: u16 = 3;
+/// The manifest format of a release that declares limits or a user
+/// ([`AppLimits`]): format 3's fields (its trees possibly none) followed
+/// by the limits.
+pub const MANIFEST_FORMAT_LIMITS: u16 = 4;
 /// Prefix of the signed message: a release signature is never a valid
 /// signature over a format-1 manifest or anything else.
 const SIGNATURE_DOMAIN: &[u8] = b"fleetweft-release-manifest-v2\0";
@@ -196,9 +210,12 @@ pub struct Manifest {
     pub entries: Vec<Entry>,
     /// Id of the signing key ([`protocol::bundle::key_id`]).
     pub key_id: [u8; 8],
-    /// Per-architecture trees (format 3 only; empty in format 2): each
+    /// Per-architecture trees (formats 3 and 4; empty in format 2): each
     /// node stages `entries` together with its architecture's tree.
     pub arch_trees: Vec<ArchTree>,
+    /// What the app may use and who it runs as (format 4 only; empty in
+    /// formats 2 and 3).
+    pub limits: AppLimits,
 }
 
 /// The files only nodes of one architecture stage, besides the common
@@ -269,16 +286,38 @@ impl Manifest {
     /// with format 1, the paths and every limit; in format 3, the
     /// architecture trees and the tree each node of one would stage.
     pub fn validate(&self) -> Result<(), ReleaseError> {
-        match (self.format, self.arch_trees.is_empty()) {
-            (MANIFEST_FORMAT, true) => self.validate_tree(),
-            (MANIFEST_FORMAT_ARCH, false) => self.validate_arch_trees(),
-            (MANIFEST_FORMAT, false) => Err(ReleaseError::BadArchTrees(format!(
+        let trees = !self.arch_trees.is_empty();
+        match (self.format, trees, self.limits.is_empty()) {
+            (MANIFEST_FORMAT, false, true) => self.validate_tree(),
+            (MANIFEST_FORMAT_ARCH, true, true) => self.validate_arch_trees(),
+            (MANIFEST_FORMAT_LIMITS, _, false) => {
+                self.limits.validate()?;
+                if trees {
+                    self.validate_arch_trees()
+                } else {
+                    self.validate_tree()
+                }
+            }
+            (MANIFEST_FORMAT_LIMITS, _, true) => Err(ReleaseError::BadAppLimit {
+                field: "format",
+                problem: format!(
+                    "format {MANIFEST_FORMAT_LIMITS} declares at least one limit (without, the release is format {MANIFEST_FORMAT} or {MANIFEST_FORMAT_ARCH})"
+                ),
+            }),
+            (MANIFEST_FORMAT | MANIFEST_FORMAT_ARCH, _, false) => Err(ReleaseError::BadAppLimit {
+                field: "format",
+                problem: format!(
+                    "format {} has none (format {MANIFEST_FORMAT_LIMITS} carries them)",
+                    self.format
+                ),
+            }),
+            (MANIFEST_FORMAT, true, _) => Err(ReleaseError::BadArchTrees(format!(
                 "format {MANIFEST_FORMAT} has none (format {MANIFEST_FORMAT_ARCH} carries them)"
             ))),
-            (MANIFEST_FORMAT_ARCH, true) => Err(ReleaseError::BadArchTrees(format!(
+            (MANIFEST_FORMAT_ARCH, false, _) => Err(ReleaseError::BadArchTrees(format!(
                 "format {MANIFEST_FORMAT_ARCH} needs at least one"
             ))),
-            (other, _) => Err(ReleaseError::UnsupportedFormat(other)),
+            (other, _, _) => Err(ReleaseError::UnsupportedFormat(other)),
         }
     }
 
@@ -309,7 +348,13 @@ impl Manifest {
             .ok_or(ReleaseError::NoTreeForArch { arch, has })?;
         let own = self.arch_trees.swap_remove(at).entries;
         self.arch_trees = Vec::new();
-        self.format = MANIFEST_FORMAT;
+        // The tree view of one architecture: format 2's, or format 4's
+        // when the release declares limits (they apply on every node).
+        self.format = if self.limits.is_empty() {
+            MANIFEST_FORMAT
+        } else {
+            MANIFEST_FORMAT_LIMITS
+        };
         self.entries = merge_entries(std::mem::take(&mut self.entries), own);
         Ok(self)
     }
@@ -427,6 +472,9 @@ pub struct ReleaseFields {
     pub run: Vec<String>,
     /// How to check that the app serves.
     pub probe: ProbeSpec,
+    /// What the app may use and who it runs as; empty: nothing declared
+    /// (the release is format 2 or 3).
+    pub limits: AppLimits,
 }
 
 /// A release whose signature and rules have been checked.
@@ -466,10 +514,14 @@ pub fn encode_manifest(manifest: &Manifest) -> Result<Vec<u8>, ReleaseError> {
     let encoding =
         |e: bincode::error::EncodeError| ReleaseError::Malformed(format!("encoding: {e}"));
     let mut bytes = bincode::serde::encode_to_vec(&wire, config()).map_err(encoding)?;
-    if manifest.format == MANIFEST_FORMAT_ARCH {
+    if manifest.format == MANIFEST_FORMAT_ARCH || manifest.format == MANIFEST_FORMAT_LIMITS {
         let trees =
             bincode::serde::encode_to_vec(&manifest.arch_trees, config()).map_err(encoding)?;
         bytes.extend_from_slice(&trees);
+    }
+    if manifest.format == MANIFEST_FORMAT_LIMITS {
+        let limits = bincode::serde::encode_to_vec(&manifest.limits, config()).map_err(encoding)?;
+        bytes.extend_from_slice(&limits);
     }
     over_limit(
         "manifest bytes",
@@ -491,10 +543,17 @@ pub fn decode_manifest(bytes: &[u8]) -> Result<Manifest, ReleaseError> {
     let (wire, mut used): (Wire, usize) =
         bincode::serde::decode_from_slice(bytes, config()).map_err(malformed)?;
     let mut arch_trees = Vec::new();
-    if wire.format == MANIFEST_FORMAT_ARCH {
+    if wire.format == MANIFEST_FORMAT_ARCH || wire.format == MANIFEST_FORMAT_LIMITS {
         let (trees, more) =
             bincode::serde::decode_from_slice(&bytes[used..], config()).map_err(malformed)?;
         arch_trees = trees;
+        used += more;
+    }
+    let mut limits = AppLimits::default();
+    if wire.format == MANIFEST_FORMAT_LIMITS {
+        let (declared, more) =
+            bincode::serde::decode_from_slice(&bytes[used..], config()).map_err(malformed)?;
+        limits = declared;
         used += more;
     }
     let manifest = Manifest {
@@ -506,6 +565,7 @@ pub fn decode_manifest(bytes: &[u8]) -> Result<Manifest, ReleaseError> {
         entries: wire.entries,
         key_id: wire.key_id,
         arch_trees,
+        limits,
     };
     if used != bytes.len() {
         return Err(ReleaseError::TrailingBytes(
@@ -542,7 +602,9 @@ pub fn sign_arches(
     entries: Vec<Entry>,
     arch_trees: Vec<ArchTree>,
 ) -> Result<Vec<u8>, ReleaseError> {
-    let format = if arch_trees.is_empty() {
+    let format = if !fields.limits.is_empty() {
+        MANIFEST_FORMAT_LIMITS
+    } else if arch_trees.is_empty() {
         MANIFEST_FORMAT
     } else {
         MANIFEST_FORMAT_ARCH
@@ -556,6 +618,7 @@ pub fn sign_arches(
         entries,
         key_id: bundle::key_id(&key.verifying_key()),
         arch_trees,
+        limits: fields.limits,
     };
     manifest.validate()?;
     let bytes = encode_manifest(&manifest)?;

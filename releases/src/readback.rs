@@ -199,6 +199,7 @@ mod tests {
                 expect_body: "hi".into(),
                 expect_json: None,
             },
+            limits: Default::default(),
         };
         let bytes = sign_dir(&key, fields, root, &mut |_, _| Ok(())).expect("sign");
         let manifest = crate::read_unverified(&bytes).expect("manifest").manifest;

@@ -23,6 +23,7 @@ pub fn fields() -> ReleaseFields {
             expect_body: "ok".to_string(),
             expect_json: None,
         },
+        limits: Default::default(),
     }
 }
 

@@ -254,3 +254,72 @@ proptest::proptest! {
         let _ = manifest::read_unverified(&data);
     }
 }
+
+/// The golden release with limits and a user (format 4): the trees of
+/// [`golden_arch_release`] and every limit declared.
+fn golden_limits_release() -> Vec<u8> {
+    let bytes = golden_arch_release();
+    let m = manifest::verify(&fixed_key().verifying_key(), &bytes)
+        .expect("golden verifies")
+        .manifest;
+    let mut f = fields();
+    f.probe = m.probe.to_spec().expect("probe");
+    f.limits = releases::AppLimits {
+        memory_bytes_max: Some(256 << 20),
+        cpu_percent_max: Some(150),
+        open_files_max: Some(1024),
+        processes_max: Some(64),
+        user: Some("hello".into()),
+    };
+    manifest::sign_arches(&fixed_key(), f, m.entries, m.arch_trees).expect("sign")
+}
+
+#[test]
+fn the_release_with_limits_matches_its_golden_bytes() {
+    let bytes = golden_limits_release();
+    let golden = golden_bytes("release_v4_limits.hex", &bytes);
+    let verified =
+        manifest::verify(&fixed_key().verifying_key(), &golden).expect("golden verifies");
+    assert_eq!(verified.manifest.format, manifest::MANIFEST_FORMAT_LIMITS);
+    assert_eq!(verified.manifest.limits.user.as_deref(), Some("hello"));
+    assert!(
+        bytes == golden,
+        "the format-4 encoding changed (see the module docs).\nnow:\n{}",
+        to_hex(&bytes)
+    );
+    // Format 3's bytes come first (only the format number differs), then
+    // the limits; relabelled as format 3 they are trailing bytes, and
+    // every byte of them is signed.
+    let v3 = golden_arch_release();
+    let v3_manifest = manifest::split(&v3).expect("split").manifest;
+    let v4_manifest = manifest::split(&golden).expect("split").manifest;
+    assert_eq!(v4_manifest[0], 4);
+    assert_eq!(v3_manifest[1..], v4_manifest[1..v3_manifest.len()]);
+    let key = fixed_key().verifying_key();
+    let start = manifest::MAGIC.len() + 4;
+    let mut relabelled = golden.clone();
+    relabelled[start] = 3;
+    assert!(matches!(
+        manifest::verify(&key, &relabelled),
+        Err(releases::ReleaseError::TrailingBytes(..))
+    ));
+    let mut flipped = golden.clone();
+    flipped[start + v4_manifest.len() - 1] ^= 1;
+    assert!(manifest::verify(&key, &flipped).is_err());
+}
+
+#[test]
+fn limits_are_checked_when_signed_and_one_encoding_per_release() {
+    let m = manifest::verify(&fixed_key().verifying_key(), &golden_release())
+        .expect("golden verifies")
+        .manifest;
+    let mut f = fields();
+    f.probe = m.probe.to_spec().expect("probe");
+    f.limits.memory_bytes_max = Some(1024);
+    let err = manifest::sign(&fixed_key(), f.clone(), m.entries.clone()).expect_err("too small");
+    assert!(err.to_string().contains("memory_bytes_max"), "{err}");
+    // No limit declared: format 2, the same bytes as before limits.
+    f.limits = releases::AppLimits::default();
+    let plain = manifest::sign(&fixed_key(), f, m.entries).expect("sign");
+    assert_eq!(plain, golden_release());
+}

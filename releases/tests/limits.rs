@@ -138,6 +138,7 @@ fn manifest_of_len(target: usize) -> Manifest {
         entries: vec![],
         key_id: [0; 8],
         arch_trees: vec![],
+        limits: Default::default(),
     };
     let full = entry_cost(PATH_BYTES_MAX);
     // The entry count's varint grows to 3 bytes: leave room for it.

@@ -1259,6 +1259,7 @@ impl FleetModel {
             route: world.observe(node),
             route_at_ms: now_ms,
             agent: Ok((world.readback(node), now_ms)),
+            isolation: None,
         }
     }
 

@@ -390,6 +390,7 @@ fn of_release(release: &VerifiedRelease, dir: PathBuf) -> Result<Release, StageE
         version: m.version.clone(),
         run: m.run.clone(),
         probe,
+        limits: m.limits.clone(),
     })
 }
 
@@ -425,6 +426,7 @@ pub(crate) mod tests {
                 expect_body: "hi".into(),
                 expect_json: None,
             },
+            limits: Default::default(),
         }
     }
 

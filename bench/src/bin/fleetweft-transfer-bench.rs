@@ -377,6 +377,7 @@ fn fields(version: &str) -> ReleaseFields {
             expect_body: format!("hello from {version}"),
             expect_json: None,
         },
+        limits: Default::default(),
     }
 }
 

@@ -139,6 +139,13 @@ fn frames(seeds: &mut Seeds) {
                 offset: 1_048_576,
             },
         ),
+        (
+            "isolation",
+            FrameBody::Isolation {
+                release: RELEASE,
+                applied: "memory 256 MiB (cgroup v1 memory.limit_in_bytes)".into(),
+            },
+        ),
     ];
     for (name, body) in bodies {
         let bytes = encode(&body).expect("seed frame encodes");

@@ -363,6 +363,7 @@ fn frame_variant(f: &FrameBody) -> String {
         FrameBody::Mirrors { .. } => "Mirrors".into(),
         FrameBody::FetchSources { .. } => "FetchSources".into(),
         FrameBody::FetchChunkFrom { .. } => "FetchChunkFrom".into(),
+        FrameBody::Isolation { .. } => "Isolation".into(),
     }
 }
 
@@ -446,6 +447,10 @@ fn frames() -> Vec<FrameBody> {
         FrameBody::FetchChunkFrom {
             digest: V2,
             offset: 1_048_576,
+        },
+        FrameBody::Isolation {
+            release: V2,
+            applied: "memory 256 MiB (cgroup v1 memory.limit_in_bytes)".into(),
         },
     ]
 }

@@ -125,6 +125,7 @@ impl Fleet {
                 expect_body: format!("hello from {version}"),
                 expect_json: None,
             },
+            limits: Default::default(),
         };
         let mut sink = releases::tree::store_sink(&store);
         let manifest =

@@ -342,6 +342,9 @@ async fn read_frames(
     budgets: &Budgets,
     sources: &SourcesBook,
 ) {
+    // The limits the agent said it applied, until the readback reply
+    // that follows them.
+    let mut isolation: Option<(model::Digest, String)> = None;
     loop {
         let frame = match receiver.recv().await {
             Ok(frame) => frame,
@@ -350,50 +353,12 @@ async fn read_frames(
                 return;
             }
         };
-        let command = match frame {
-            FrameBody::ToController(msg) => Command::Input {
-                input: Input::FromAgent { node, msg },
-                reply: None,
-            },
-            FrameBody::ReadBackReply {
-                request,
-                observation,
-                serving,
-            } => Command::ReadBackArrived {
-                node,
-                link: id,
-                request,
-                readback: ReadBack {
-                    observation,
-                    serving,
-                    observed_at: SystemTime::now(),
-                },
-            },
-            FrameBody::FetchSources {
-                op,
-                release,
-                sources: tallies,
-            } if tallies.len() <= protocol::frame::MIRRORS_MAX + 1 => {
-                // Telemetry, not a command: counted against the budget
-                // like any message, recorded beside the op, never logged
-                // as an event.
-                if !admit(budgets, node) {
-                    link.conn.close(4u32.into(), b"message rate exceeded");
-                    return;
-                }
-                tracing::info!(
-                    "{}: chunks of {release} for {op} came from {tallies:?}",
-                    link.node
-                );
-                sources.record(op, node, tallies);
-                continue;
-            }
-            other => {
-                tracing::warn!("{}: unexpected frame {other:?}; closing", link.node);
-                link.conn.close(2u32.into(), b"unexpected frame");
-                return;
-            }
-        };
+        let next = classify(frame, (node, id), &mut isolation);
+        if let Next::Unexpected(other) = next {
+            tracing::warn!("{}: unexpected frame {other:?}; closing", link.node);
+            link.conn.close(2u32.into(), b"unexpected frame");
+            return;
+        }
         if !admit(budgets, node) {
             // Every agent message is a durable log append, every readback
             // reply work for the core: a node over its budget is cut off
@@ -408,7 +373,85 @@ async fn read_frames(
             link.conn.close(4u32.into(), b"message rate exceeded");
             return;
         }
-        core.send(command).await;
+        match next {
+            Next::Command(command) => core.send(command).await,
+            // Telemetry, not commands: counted against the budget like any
+            // message, kept beside the op or for the next readback, never
+            // logged as events.
+            Next::Isolation(release, applied) => isolation = Some((release, applied)),
+            Next::Sources(op, release, tallies) => {
+                tracing::info!(
+                    "{}: chunks of {release} for {op} came from {tallies:?}",
+                    link.node
+                );
+                sources.record(op, node, tallies);
+            }
+            Next::Unexpected(_) => unreachable!("closed above"),
+        }
+    }
+}
+
+/// What one frame from an agent asks of its link.
+enum Next {
+    /// A command for the core.
+    Command(Command),
+    /// The limits applied to the instance of a release, for the next
+    /// readback reply.
+    Isolation(model::Digest, String),
+    /// Where the chunks of a staged release came from.
+    Sources(
+        model::OpId,
+        model::Digest,
+        Vec<protocol::frame::SourceTally>,
+    ),
+    /// A frame an agent never sends: the link is closed.
+    Unexpected(FrameBody),
+}
+
+/// Sorts one frame of connection `id` of `node`; a readback reply takes
+/// the limits announced just before it when they are for the release it
+/// serves.
+fn classify(
+    frame: FrameBody,
+    (node, id): (NodeId, u64),
+    isolation: &mut Option<(model::Digest, String)>,
+) -> Next {
+    match frame {
+        FrameBody::ToController(msg) => Next::Command(Command::Input {
+            input: Input::FromAgent { node, msg },
+            reply: None,
+        }),
+        FrameBody::ReadBackReply {
+            request,
+            observation,
+            serving,
+        } => Next::Command(Command::ReadBackArrived {
+            node,
+            link: id,
+            request,
+            readback: ReadBack {
+                observation,
+                serving,
+                observed_at: SystemTime::now(),
+                isolation: isolation
+                    .take()
+                    .filter(|(release, _)| Some(*release) == serving)
+                    .map(|(_, applied)| applied),
+            },
+        }),
+        FrameBody::Isolation { release, applied }
+            if applied.len() <= protocol::frame::ISOLATION_TEXT_BYTES_MAX =>
+        {
+            Next::Isolation(release, applied)
+        }
+        FrameBody::FetchSources {
+            op,
+            release,
+            sources,
+        } if sources.len() <= protocol::frame::MIRRORS_MAX + 1 => {
+            Next::Sources(op, release, sources)
+        }
+        other => Next::Unexpected(other),
     }
 }
 

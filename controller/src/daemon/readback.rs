@@ -39,6 +39,10 @@ pub struct ReadBack {
     pub serving: Option<Digest>,
     /// The controller's wall clock when the reply arrived.
     pub observed_at: SystemTime,
+    /// The limits the agent says it applied to the serving instance (its
+    /// `Isolation` frame just before the reply, for the release it
+    /// serves); `None`: that release declares none.
+    pub isolation: Option<String>,
 }
 
 /// Why no readback was obtained.
@@ -234,6 +238,7 @@ mod tests {
             observation: RouteObservation::passing(Digest::repeat(1)),
             serving: Some(Digest::repeat(1)),
             observed_at: SystemTime::UNIX_EPOCH,
+            isolation: None,
         }
     }
 

@@ -266,6 +266,7 @@ mod tests {
                 expect_body: "ok".into(),
                 expect_json: None,
             },
+            limits: Default::default(),
         };
         releases::sign(key, fields, vec![entry]).expect("sign")
     }

@@ -39,6 +39,7 @@ pub async fn gather(api: &Api, node: NodeId) -> Result<Gathered, axum::response:
     let (probed, agent) = tokio::join!(probe_route(api, node), read_back(api, node));
     let probed = probed?;
     let route_at_ms = epoch_ms(SystemTime::now());
+    let isolation = agent.as_ref().ok().and_then(|r| r.isolation.clone());
     let agent = agent
         .map(|r| (r.observation, epoch_ms(r.observed_at)))
         .map_err(|e| e.to_string());
@@ -47,6 +48,7 @@ pub async fn gather(api: &Api, node: NodeId) -> Result<Gathered, axum::response:
             route: probed.observation,
             route_at_ms,
             agent,
+            isolation,
         },
         probed,
     })

@@ -37,6 +37,7 @@ fn tree(store: &ReleaseStore, key: &SigningKey, dir: &Path, files: &[(&str, &[u8
         version: format!("v{}", files.len()),
         run: vec!["./app".into()],
         probe: probe(),
+        limits: Default::default(),
     };
     let mut sink = releases::tree::store_sink(&store.chunks);
     let bytes = releases::tree::sign_dir(key, fields, &root, &mut sink).expect("sign");
