@@ -471,6 +471,7 @@ impl Node {
                 env,
                 limits: r.limits.clone(),
                 cgroups: self.cfg.isolation.cgroups,
+                data: Some(crate::app_data::dir_for(&self.cfg.data_dir, &r.name)),
             }
         };
         let mut dead = None;

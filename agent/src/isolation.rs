@@ -244,6 +244,30 @@ impl Prepared {
         std::fs::write(&path, value).map_err(err(&path))
     }
 
+    /// The `(uid, gid)` the app runs as when the release names a user.
+    pub fn owner(&self) -> Option<(u32, u32)> {
+        self.user
+    }
+
+    /// How often the kernel killed a process of the instance for going
+    /// over its memory limit (`oom_kill` in cgroup v2's `memory.events`
+    /// or cgroup v1's `memory.oom_control`); `None` without a memory
+    /// cgroup, or on a kernel that does not count.
+    pub fn oom_kills(&self) -> Option<u64> {
+        for dir in &self.cgroups {
+            for file in ["memory.events", "memory.oom_control"] {
+                let Ok(text) = std::fs::read_to_string(dir.join(file)) else {
+                    continue;
+                };
+                let count = text.lines().find_map(|l| l.strip_prefix("oom_kill "));
+                if let Some(count) = count.and_then(|n| n.trim().parse().ok()) {
+                    return Some(count);
+                }
+            }
+        }
+        None
+    }
+
     /// Removes the instance's cgroups once its processes are gone
     /// (best effort: a cgroup still holding a process stays, and is
     /// reused by the next instance of the same name).

@@ -8,6 +8,7 @@
 // tests may run longer.
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
+pub mod app_data;
 pub mod cli;
 pub mod config;
 pub mod daemon;

@@ -44,6 +44,10 @@ pub struct AppSpec {
     /// Whether the limits may use cgroups (`[isolation] cgroups`); else
     /// rlimits only.
     pub cgroups: bool,
+    /// The app's data directory, kept across releases
+    /// ([`crate::app_data`]), handed over as `FLEETWEFT_DATA_DIR`; made
+    /// (mode 0700, owned by the release's user) before the start.
+    pub data: Option<PathBuf>,
 }
 
 /// Why an instance could not be started.
@@ -71,6 +75,21 @@ pub enum SuperviseError {
         "release {release}: restart loop ({RESTARTS_MAX} restarts within {RESTART_WINDOW_MS} ms)"
     )]
     RestartLoop { release: Digest },
+    #[error(
+        "release {release}: stopped by its memory limit before it accepted connections ({applied}; {kills} kill(s) by the kernel)"
+    )]
+    OverMemoryLimit {
+        release: Digest,
+        applied: String,
+        kills: u64,
+    },
+    #[error("release {release}: its data directory {path}: {source}")]
+    DataDir {
+        release: Digest,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("release {release}: its limits cannot be applied: {source}")]
     Isolation {
         release: Digest,
@@ -113,6 +132,15 @@ impl Instance {
         loop {
             let port = free_port(spec.release)?;
             let isolation = std::sync::Arc::new(isolate(&spec, port)?);
+            if let Some(path) = &spec.data {
+                crate::app_data::ensure(path, isolation.owner()).map_err(|source| {
+                    SuperviseError::DataDir {
+                        release: spec.release,
+                        path: path.clone(),
+                        source,
+                    }
+                })?;
+            }
             let child = spawn(&spec, port, &isolation)?;
             let mut instance = Instance {
                 spec: spec.clone(),
@@ -162,6 +190,15 @@ impl Instance {
                 return Ok(());
             }
             tokio::time::sleep(Duration::from_millis(LISTEN_POLL_MS)).await;
+        }
+        // A process its memory limit stopped says so: the operator's next
+        // step is the limit or the app, not the network.
+        if let Some(kills) = self.isolation.oom_kills().filter(|&k| k > 0) {
+            return Err(SuperviseError::OverMemoryLimit {
+                release: self.spec.release,
+                applied: self.isolation.applied.to_string(),
+                kills,
+            });
         }
         Err(SuperviseError::NotListening {
             release: self.spec.release,
@@ -216,6 +253,14 @@ impl Instance {
     pub async fn keep_alive(&mut self) -> bool {
         if self.is_alive() {
             return true;
+        }
+        if let Some(kills) = self.isolation.oom_kills().filter(|&k| k > 0) {
+            tracing::warn!(
+                release = %self.spec.release,
+                kills,
+                "app stopped by its memory limit ({})",
+                self.isolation.applied
+            );
         }
         if self.looping {
             return false;
@@ -469,6 +514,7 @@ fn spawn(
         .current_dir(&spec.dir)
         .env("PORT", port.to_string())
         .env("FLEETWEFT_RELEASE", spec.release.to_hex())
+        .envs(spec.data.iter().map(|d| ("FLEETWEFT_DATA_DIR", d)))
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
@@ -517,6 +563,7 @@ mod tests {
             env: Vec::new(),
             limits: Default::default(),
             cgroups: true,
+            data: None,
         };
         let mut instance = Instance::start(spec).await.expect("starts");
         assert!(instance.is_alive());

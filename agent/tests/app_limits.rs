@@ -30,6 +30,7 @@ fn spec(dir: &std::path::Path, memory_bytes_max: Option<u64>, cgroups: bool) -> 
             ..releases::AppLimits::default()
         },
         cgroups,
+        data: None,
     }
 }
 
@@ -101,4 +102,62 @@ async fn the_same_app_without_a_limit_keeps_running() {
         "the app died without a limit: the test above proves nothing"
     );
     instance.stop().await;
+}
+
+/// Takes 400 MiB before it listens.
+const GREEDY_AT_START: &str = r#"
+hog = bytearray(400 << 20)
+for i in range(0, len(hog), 4096):
+    hog[i] = 1
+"#;
+
+/// An app its memory limit stops before it listens is not started, and
+/// the error says the limit stopped it (where a memory cgroup counts the
+/// kernel's kills), not that the port never answered.
+#[tokio::test]
+async fn a_start_stopped_by_the_memory_limit_says_so() {
+    let dir = tempfile::tempdir().expect("temp");
+    let mut greedy = spec(dir.path(), Some(64 << 20), true);
+    greedy.run = ["python3", "-c", GREEDY_AT_START]
+        .map(String::from)
+        .to_vec();
+    let err = Instance::start(greedy)
+        .await
+        .expect_err("stopped before it listens");
+    let text = err.to_string();
+    let found = agent::isolation::Hierarchies::detect();
+    if found.v1.iter().any(|(c, _)| *c == "memory") || found.v2.is_some() {
+        assert!(text.contains("stopped by its memory limit"), "{text}");
+        assert!(text.contains("memory 64 MiB (cgroup v"), "{text}");
+    } else {
+        assert!(text.contains("did not accept connections"), "{text}");
+    }
+}
+
+/// Writes a count into $FLEETWEFT_DATA_DIR/count (one more than found),
+/// then serves.
+const COUNTING_APP: &str = r#"
+import http.server, os
+path = os.path.join(os.environ["FLEETWEFT_DATA_DIR"], "count")
+n = int(open(path).read()) if os.path.exists(path) else 0
+open(path, "w").write(str(n + 1))
+http.server.HTTPServer(("127.0.0.1", int(os.environ["PORT"])), http.server.SimpleHTTPRequestHandler).serve_forever()
+"#;
+
+/// The app's data directory outlives its instances: a second release of
+/// the same app finds what the first wrote (issue #24 item 2).
+#[tokio::test]
+async fn data_written_by_one_release_is_found_by_the_next() {
+    let node = tempfile::tempdir().expect("temp");
+    let data = agent::app_data::dir_for(node.path(), "counter");
+    for (fill, expected) in [(1u8, "1"), (2, "2")] {
+        let mut release = spec(node.path(), None, true);
+        release.release = Digest::repeat(fill);
+        release.run = ["python3", "-c", COUNTING_APP].map(String::from).to_vec();
+        release.data = Some(data.clone());
+        let mut instance = Instance::start(release).await.expect("starts");
+        let count = std::fs::read_to_string(data.join("count")).expect("the app wrote");
+        assert_eq!(count, expected, "release {fill}");
+        instance.stop().await;
+    }
 }

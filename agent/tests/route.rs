@@ -24,6 +24,7 @@ fn spec(release: Digest, extra_env: Vec<(String, String)>) -> AppSpec {
         env,
         limits: Default::default(),
         cgroups: true,
+        data: None,
     }
 }
 
