@@ -92,7 +92,10 @@ impl Shared {
     /// 100,000-agent run stalled on one endpoint at a time.
     /// `endpoints_for` made at least one per AGENTS_PER_ENDPOINT_MAX agents.
     pub fn endpoint(&self, index: usize) -> &quinn::Endpoint {
-        assert!(!self.endpoints.is_empty(), "endpoints_for makes at least one");
+        assert!(
+            !self.endpoints.is_empty(),
+            "endpoints_for makes at least one"
+        );
         &self.endpoints[index % self.endpoints.len()]
     }
 }
