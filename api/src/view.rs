@@ -1275,17 +1275,8 @@ pub mod fixture {
     use crate::view::snapshot::Snapshot;
     use model::controller::{ControllerState, Input, Labels};
     use model::{NodeId, OpId};
-    use testkit::fixtures::{enroll, hello, plan, V1};
-
-    /// Step, then apply (the test kit's, issue #22 item 5).
-    pub fn feed(state: &mut ControllerState, input: Input) {
-        testkit::accept(state, input);
-    }
-
-    /// Switch op `op` and verify it with a passing probe.
-    pub fn verify(state: &mut ControllerState, op: u32) {
-        testkit::fixtures::verify(state, op);
-    }
+    use testkit::accept;
+    use testkit::fixtures::{enroll, hello, plan, verify, V1};
 
     /// `nodes` enrolled nodes (`n0`, `n1`, ...; `region=eu` for even ids,
     /// `us` for odd), all serving v1 and connected; a v2 rollout over all
@@ -1297,17 +1288,17 @@ pub mod fixture {
         for n in 0..nodes {
             let region = if n % 2 == 0 { "eu" } else { "us" };
             let labels = Labels::from([("region".to_string(), region.to_string())]);
-            feed(&mut state, enroll(&format!("n{n}"), labels));
-            feed(&mut state, hello(NodeId(n), Some(V1)));
+            accept(&mut state, enroll(&format!("n{n}"), labels));
+            accept(&mut state, hello(NodeId(n), Some(V1)));
         }
         let plan = plan(nodes, slots, false);
-        feed(&mut state, Input::StartRollout { plan });
+        accept(&mut state, Input::StartRollout { plan });
         verify(&mut state, 0);
         for op in 1..=verified {
             verify(&mut state, op);
         }
         for op in verified + 1..=verified + silent {
-            feed(&mut state, Input::Timeout { op: OpId(op) });
+            accept(&mut state, Input::Timeout { op: OpId(op) });
         }
         Snapshot {
             state,
@@ -1349,15 +1340,15 @@ mod tests {
             source: ObservationSource::Operator,
             now_ms: 1_000,
         };
-        super::fixture::feed(state, observe);
+        testkit::accept(state, observe);
         assert!(state.drifted.contains(&NodeId(1)), "node 1 drifted");
         let conflict = Input::IdentityConflict {
             node: NodeId(2),
             first_peer: "10.0.0.1:1".into(),
             second_peer: "10.0.0.2:2".into(),
         };
-        super::fixture::feed(state, conflict);
-        super::fixture::feed(
+        testkit::accept(state, conflict);
+        testkit::accept(
             state,
             Input::Pause {
                 rollout: RolloutId(0),

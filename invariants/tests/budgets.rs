@@ -16,7 +16,9 @@ const V1: Digest = Digest::repeat(1);
 const V2: Digest = Digest::repeat(2);
 const R0: RolloutId = RolloutId(0);
 
-fn feed(state: &mut ControllerState, input: Input) {
+/// The test kit's step-then-apply, every event and the state after the
+/// batch checked against the rules (an input the test expects taken).
+fn accept_checked(state: &mut ControllerState, input: Input) {
     let check = |state: &ControllerState, event: &Event| {
         check_event(state, event).expect("the real model keeps the rules")
     };
@@ -27,7 +29,7 @@ fn feed(state: &mut ControllerState, input: Input) {
 fn started(policy: Policy) -> ControllerState {
     let mut state = ControllerState::default();
     for input in fixtures::staged_inputs(fixtures::plan(5, 1, false), policy) {
-        feed(&mut state, input);
+        accept_checked(&mut state, input);
     }
     state
 }
@@ -35,7 +37,7 @@ fn started(policy: Policy) -> ControllerState {
 fn switch(state: &mut ControllerState, op: u32, answer: RouteObservation) {
     let node = state.op(OpId(op)).expect("op").node;
     for input in fixtures::switch_inputs(node, OpId(op), answer) {
-        feed(state, input);
+        accept_checked(state, input);
     }
 }
 
@@ -67,7 +69,7 @@ fn b1_refuses_a_grant_over_the_failure_budget() {
         kind: ReportKind::Restored,
         observation: restored,
     };
-    feed(
+    accept_checked(
         &mut state,
         Input::FromAgent {
             node: NodeId(1),

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::Fleet;
+use common::Harness;
 use invariants::{check_event, check_history, check_state, Rule};
 use model::controller::{Event, Input, OpPhase, Outcome, RolloutStatus, ROLLOUTS_REMEMBERED};
 use model::{Decision, Digest, NodeId, OpId, Plan, RolloutId, ToAgent, ToController};
@@ -27,7 +27,7 @@ fn plan(release: Digest) -> Plan {
 }
 
 /// `count` more rollouts, alternating releases, each driven to completion.
-fn roll(fleet: &mut Fleet, count: usize) {
+fn roll(fleet: &mut Harness, count: usize) {
     for _ in 0..count {
         let release = if fleet.ctrl.rollouts.len().is_multiple_of(2) {
             V2
@@ -46,7 +46,7 @@ fn roll(fleet: &mut Fleet, count: usize) {
 }
 
 /// Hot, archived and forgotten ops, and the rollouts still remembered.
-fn sizes(fleet: &Fleet) -> (usize, usize, u64, usize) {
+fn sizes(fleet: &Harness) -> (usize, usize, u64, usize) {
     let s = &fleet.ctrl;
     (
         s.ops.len(),
@@ -58,7 +58,7 @@ fn sizes(fleet: &Fleet) -> (usize, usize, u64, usize) {
 
 #[test]
 fn old_rollouts_are_forgotten_and_the_log_still_rebuilds_the_state() {
-    let mut fleet = Fleet::new().unwrap();
+    let mut fleet = Harness::new().unwrap();
     roll(&mut fleet, ROLLOUTS_REMEMBERED);
     let (_, archived, forgotten, remembered) = sizes(&fleet);
     assert_eq!(forgotten, 0, "nothing forgotten while all are remembered");
@@ -86,7 +86,7 @@ fn old_rollouts_are_forgotten_and_the_log_still_rebuilds_the_state() {
 
 #[test]
 fn the_state_stops_growing_with_history() {
-    let mut fleet = Fleet::new().unwrap();
+    let mut fleet = Harness::new().unwrap();
     roll(&mut fleet, ROLLOUTS_REMEMBERED + 2);
     let before = sizes(&fleet);
     roll(&mut fleet, 2 * ROLLOUTS_REMEMBERED);
@@ -104,7 +104,7 @@ fn the_state_stops_growing_with_history() {
 
 #[test]
 fn a_message_about_a_forgotten_op_is_acknowledged_and_never_decided() {
-    let mut fleet = Fleet::new().unwrap();
+    let mut fleet = Harness::new().unwrap();
     roll(&mut fleet, ROLLOUTS_REMEMBERED + 2);
     assert!(fleet.ctrl.op_forgotten(OpId(1)));
     let owner = NodeId(1);
@@ -150,7 +150,7 @@ fn a_message_about_a_forgotten_op_is_acknowledged_and_never_decided() {
 
 #[test]
 fn deciding_a_forgotten_op_again_is_caught() {
-    let mut fleet = Fleet::new().unwrap();
+    let mut fleet = Harness::new().unwrap();
     roll(&mut fleet, ROLLOUTS_REMEMBERED + 2);
     // What a controller that forgot and then decided anew would log (S6: a
     // stored decision is replayed, never re-decided).
@@ -187,7 +187,7 @@ fn deciding_a_forgotten_op_again_is_caught() {
 fn each_nodes_latest_op_stays_hot_in_a_forgotten_rollout() {
     // Node 3 is left out of later rollouts, so its op in r0 stays its
     // latest while r0 is forgotten: a proof still reads it whole.
-    let mut fleet = Fleet::new().unwrap();
+    let mut fleet = Harness::new().unwrap();
     roll(&mut fleet, 1);
     let op3 = fleet.ctrl.nodes[&NodeId(3)].last_op.unwrap();
     for i in 0..ROLLOUTS_REMEMBERED + 1 {

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Fleet, BROKEN, V1};
+use common::{Harness, BROKEN, V1};
 use invariants::{check_history, Rule};
 use model::agent::AgentInput;
 use model::controller::{Event, Input, OpPhase, Outcome, Resolution, RolloutStatus};
@@ -23,7 +23,7 @@ fn plan(release: Digest, gate: bool) -> Plan {
 
 #[test]
 fn gated_rollout_completes_and_its_log_verifies() {
-    let mut fleet = Fleet::new().unwrap();
+    let mut fleet = Harness::new().unwrap();
     fleet
         .controller(Input::StartRollout {
             plan: plan(V2, true),
@@ -43,7 +43,7 @@ fn gated_rollout_completes_and_its_log_verifies() {
 
 #[test]
 fn broken_canary_is_restored_and_stops_the_rollout() {
-    let mut fleet = Fleet::new().unwrap();
+    let mut fleet = Harness::new().unwrap();
     fleet
         .controller(Input::StartRollout {
             plan: plan(BROKEN, false),
@@ -60,7 +60,7 @@ fn broken_canary_is_restored_and_stops_the_rollout() {
 
 #[test]
 fn superseded_rollout_settles_its_ops_and_refuses_stale_commands() {
-    let mut fleet = Fleet::new().unwrap();
+    let mut fleet = Harness::new().unwrap();
     fleet
         .controller(Input::StartRollout {
             plan: plan(V2, false),
@@ -94,7 +94,7 @@ fn superseded_rollout_settles_its_ops_and_refuses_stale_commands() {
 
 #[test]
 fn operator_resolution_of_an_unknown_op_verifies() {
-    let mut fleet = Fleet::new().unwrap();
+    let mut fleet = Harness::new().unwrap();
     fleet
         .controller(Input::StartRollout {
             plan: plan(V2, false),
@@ -122,7 +122,7 @@ fn operator_resolution_of_an_unknown_op_verifies() {
 
 #[test]
 fn tampered_log_is_rejected_at_the_tampered_event() {
-    let mut fleet = Fleet::new().unwrap();
+    let mut fleet = Harness::new().unwrap();
     fleet
         .controller(Input::StartRollout {
             plan: plan(BROKEN, false),

@@ -1,11 +1,11 @@
 //! Random inputs straight into the pure cores: operator commands, timeouts,
 //! a network that delivers, drops, duplicates and reorders, agent restarts
 //! and probes that answer right, wrong or not at all. Every rule is checked
-//! at every step (see `common::Fleet`); refused inputs are skipped.
+//! at every step (see `common::Harness`); refused inputs are skipped.
 
 mod common;
 
-use common::{Fleet, Stats, NODES};
+use common::{Harness, Stats, NODES};
 use model::agent::AgentInput;
 use model::controller::{Input, Resolution};
 use model::{Digest, NodeId, OpId, Plan, ProbeVerdict, RolloutId, RouteObservation};
@@ -158,7 +158,7 @@ fn pick(selector: u8, len: usize) -> Option<usize> {
 
 /// A rollout id: half the time the latest (the one operators act on),
 /// otherwise any, including the next, unknown one.
-fn rollout(fleet: &Fleet, selector: u8) -> RolloutId {
+fn rollout(fleet: &Harness, selector: u8) -> RolloutId {
     let count = fleet.ctrl.rollouts.len();
     if selector < 128 && count > 0 {
         return RolloutId(count as u32 - 1);
@@ -166,11 +166,11 @@ fn rollout(fleet: &Fleet, selector: u8) -> RolloutId {
     RolloutId((selector as usize % (count + 1)) as u32)
 }
 
-fn op(fleet: &Fleet, selector: u8) -> OpId {
+fn op(fleet: &Harness, selector: u8) -> OpId {
     OpId((selector as usize % (fleet.ctrl.ops.len() + 1)) as u32)
 }
 
-fn run(fleet: &mut Fleet, action: &Action) -> Result<(), String> {
+fn run(fleet: &mut Harness, action: &Action) -> Result<(), String> {
     match *action {
         Action::Start(ref plan) => fleet.controller(Input::StartRollout { plan: plan.clone() }),
         Action::Pause(r) => {
@@ -316,7 +316,7 @@ fn run(fleet: &mut Fleet, action: &Action) -> Result<(), String> {
 }
 
 fn run_all((first, actions): &(Plan, Vec<Action>)) -> Result<Stats, String> {
-    let mut fleet = Fleet::new()?;
+    let mut fleet = Harness::new()?;
     fleet.controller(Input::StartRollout {
         plan: first.clone(),
     })?;

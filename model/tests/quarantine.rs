@@ -9,24 +9,13 @@ use model::controller::{
 };
 use model::{Digest, Generation, NodeId, Plan, RouteObservation, ToController};
 
+use testkit::accept_with_effects;
 use testkit::fixtures;
-use testkit::fleet::Core;
 
 const V1: Digest = Digest::repeat(1);
 const V2: Digest = Digest::repeat(2);
 const A: NodeId = NodeId(0);
 const B: NodeId = NodeId(1);
-
-/// Feeds `input`; returns its events and the commands they send.
-fn feed(
-    state: &mut ControllerState,
-    log: &mut Vec<Event>,
-    input: Input,
-) -> (Vec<Event>, Vec<Effect>) {
-    let (events, sent) = state.handle(input).expect("accepted");
-    log.extend(events.iter().cloned());
-    (events, sent)
-}
 
 fn conflict(node: NodeId) -> Input {
     Input::IdentityConflict {
@@ -57,7 +46,7 @@ fn started() -> (ControllerState, Vec<Event>) {
     let mut state = ControllerState::default();
     let mut log = Vec::new();
     for input in fixtures::started_inputs(fixtures::plan(2, 1, false)) {
-        feed(&mut state, &mut log, input);
+        accept_with_effects(&mut state, &mut log, input);
     }
     (state, log)
 }
@@ -66,16 +55,16 @@ fn started() -> (ControllerState, Vec<Event>) {
 fn a_conflict_quarantines_once_and_silences_the_node() {
     let (mut state, mut log) = started();
     let op = state.nodes[&A].live_op.expect("canary granted");
-    let (events, sent) = feed(&mut state, &mut log, conflict(A));
+    let (events, sent) = accept_with_effects(&mut state, &mut log, conflict(A));
     assert!(matches!(events.as_slice(), [Event::NodeQuarantined { node, .. }] if *node == A));
     assert!(sent.is_empty(), "{sent:?}");
     // However long the two agents fight: nothing more is recorded, and
     // nothing they say is evidence or is answered.
     let before = log.len();
     for _ in 0..100 {
-        let (events, _) = feed(&mut state, &mut log, conflict(A));
+        let (events, _) = accept_with_effects(&mut state, &mut log, conflict(A));
         assert!(events.is_empty());
-        let (events, sent) = feed(&mut state, &mut log, hello(A));
+        let (events, sent) = accept_with_effects(&mut state, &mut log, hello(A));
         assert!(events.is_empty() && sent.is_empty());
         let commit = Input::FromAgent {
             node: A,
@@ -85,7 +74,7 @@ fn a_conflict_quarantines_once_and_silences_the_node() {
     }
     assert_eq!(log.len(), before);
     // Silence makes the op UNKNOWN; it keeps its slot.
-    let (events, _) = feed(&mut state, &mut log, Input::Timeout { op });
+    let (events, _) = accept_with_effects(&mut state, &mut log, Input::Timeout { op });
     assert!(matches!(
         events.as_slice(),
         [Event::OpUnknown {
@@ -102,16 +91,16 @@ fn a_conflict_quarantines_once_and_silences_the_node() {
 #[test]
 fn the_release_resends_the_live_command_and_lets_the_node_speak() {
     let (mut state, mut log) = started();
-    feed(&mut state, &mut log, conflict(A));
+    accept_with_effects(&mut state, &mut log, conflict(A));
     assert_eq!(
         step(&state, &Input::ReleaseNode { node: B }),
         Err(Refusal::NotQuarantined(B))
     );
-    let (events, sent) = feed(&mut state, &mut log, Input::ReleaseNode { node: A });
+    let (events, sent) = accept_with_effects(&mut state, &mut log, Input::ReleaseNode { node: A });
     assert_eq!(events, vec![Event::NodeReleased { node: A }]);
     assert!(sends_to(&sent, A), "the live op's command again: {sent:?}");
     assert!(!state.is_quarantined(A));
-    let (events, _) = feed(&mut state, &mut log, hello(A));
+    let (events, _) = accept_with_effects(&mut state, &mut log, hello(A));
     assert_eq!(events.len(), 1, "a released node's hello is recorded");
 }
 
@@ -119,7 +108,7 @@ fn the_release_resends_the_live_command_and_lets_the_node_speak() {
 fn no_grant_reaches_a_quarantined_node() {
     let mut state = ControllerState::default();
     let mut log = Vec::new();
-    feed(&mut state, &mut log, conflict(B));
+    accept_with_effects(&mut state, &mut log, conflict(B));
     let plan = Plan {
         release: V2,
         canary: A,
@@ -127,10 +116,10 @@ fn no_grant_reaches_a_quarantined_node() {
         slots_max: 2,
         approval_after_canary: false,
     };
-    feed(&mut state, &mut log, Input::StartRollout { plan });
+    accept_with_effects(&mut state, &mut log, Input::StartRollout { plan });
     let op = state.nodes[&A].live_op.expect("canary granted");
     // Settle the canary: the follower B is next, but it is quarantined.
-    feed(
+    accept_with_effects(
         &mut state,
         &mut log,
         Input::FromAgent {
@@ -138,7 +127,7 @@ fn no_grant_reaches_a_quarantined_node() {
             msg: ToController::CommitRequest { op },
         },
     );
-    let (events, _) = feed(
+    let (events, _) = accept_with_effects(
         &mut state,
         &mut log,
         Input::FromAgent {
@@ -157,7 +146,7 @@ fn no_grant_reaches_a_quarantined_node() {
         "{log:?}"
     );
     // Released, B is granted at once, in the same batch.
-    let (events, sent) = feed(&mut state, &mut log, Input::ReleaseNode { node: B });
+    let (events, sent) = accept_with_effects(&mut state, &mut log, Input::ReleaseNode { node: B });
     assert!(events
         .iter()
         .any(|e| matches!(e, Event::OpGranted { node, .. } if *node == B)));
@@ -174,7 +163,7 @@ fn revocations_are_recorded_once_and_replayed() {
         node: A,
         fingerprint,
     };
-    feed(&mut state, &mut log, revoke.clone());
+    accept_with_effects(&mut state, &mut log, revoke.clone());
     assert_eq!(step(&state, &revoke), Err(Refusal::AlreadyRevoked(A)));
     assert_eq!(replay(&log).revoked_certs.get(&fingerprint), Some(&A));
 }

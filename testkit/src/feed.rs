@@ -2,7 +2,7 @@
 //! controller does (`step` decides on the state as it is, every event of
 //! the batch is applied in order).
 
-use model::controller::{apply, step, ControllerState, Event, Input, Refusal};
+use model::controller::{apply, effects, step, ControllerState, Effect, Event, Input, Refusal};
 
 /// Steps `input` on `state`; when accepted, applies each event of the
 /// batch in order, calling `before` with the state just before each event
@@ -57,4 +57,29 @@ pub fn accept_into(state: &mut ControllerState, log: &mut Vec<Event>, input: Inp
     let events = accept(state, input);
     log.extend(events.iter().cloned());
     events
+}
+
+/// [`accept_into`], returning as well the effects of the events (the
+/// commands they send), each computed on the state that holds its event,
+/// as the controller computes them.
+#[track_caller]
+pub fn accept_with_effects(
+    state: &mut ControllerState,
+    log: &mut Vec<Event>,
+    input: Input,
+) -> (Vec<Event>, Vec<Effect>) {
+    let mut sent = Vec::new();
+    let taken = feed_with(
+        state,
+        &input,
+        |_, _| {},
+        |state, event| sent.extend(effects(state, event)),
+    );
+    match taken {
+        Ok(events) => {
+            log.extend(events.iter().cloned());
+            (events, sent)
+        }
+        Err(refusal) => panic!("{input:?} refused: {refusal:?}"),
+    }
 }

@@ -21,4 +21,4 @@ pub mod feed;
 pub mod fixtures;
 pub mod fleet;
 
-pub use feed::{accept, accept_into, feed, feed_into, feed_with};
+pub use feed::{accept, accept_into, accept_with_effects, feed, feed_into, feed_with};

@@ -9,7 +9,8 @@
 //! before anything is granted, naming node-a and its architecture; a plan
 //! over node-c, whose architecture is not known, is refused naming it.
 
-use crate::tree_rollout::{run_fleet_test, start_agents, Fleet};
+use crate::fleet::loopback::Loopback;
+use crate::tree_rollout::{run_fleet_test, start_agents, AGENTS};
 use model::platform::Arch;
 use std::path::{Path, PathBuf};
 
@@ -61,7 +62,7 @@ async fn mixed_fleet_body(dir: PathBuf) {
     );
     let both = [(Arch::Aarch64, arm), (Arch::X86_64, x86.clone())];
     let v1 = fleet.sign_and_upload_arches(&common, &both, "v1").await;
-    fleet.roll_out("r0", v1).await;
+    fleet.roll_out("r0", v1, &AGENTS).await;
     for (node, arch, other) in [
         ("node-a", Arch::Aarch64, Arch::X86_64),
         ("node-b", Arch::X86_64, Arch::Aarch64),
@@ -98,7 +99,7 @@ async fn mixed_fleet_body(dir: PathBuf) {
 
 /// Starts a rollout expected to be refused; returns the error's text.
 async fn start_rollout(
-    fleet: &Fleet,
+    fleet: &Loopback,
     release: model::Digest,
     canary: &str,
     followers: &[&str],
@@ -119,7 +120,7 @@ async fn start_rollout(
 }
 
 /// `fleetweft nodes` has an ARCH column with each node's label.
-async fn nodes_table_shows_arch(fleet: &Fleet) {
+async fn nodes_table_shows_arch(fleet: &Loopback) {
     let page: api::view::Page<api::view::NodeDto> =
         fleet.api.get("/api/nodes").await.expect("nodes");
     let text = cli::ops::render_nodes(&page);

@@ -132,8 +132,9 @@ fn input() -> impl Strategy<Value = Input> {
     ]
 }
 
-/// Feeds `inputs`, recording every acknowledged event; refusals record nothing.
-fn feed(ctrl: &mut Controller, inputs: &[Input], acknowledged: &mut Vec<(u64, Event)>) {
+/// Hands each of `inputs` to the controller on its log, recording every
+/// event it acknowledged; refusals record nothing.
+fn handle_all(ctrl: &mut Controller, inputs: &[Input], acknowledged: &mut Vec<(u64, Event)>) {
     for input in inputs {
         match ctrl.handle(input.clone()) {
             Ok(ready) => acknowledged.extend(ready.into_parts().0),
@@ -162,7 +163,7 @@ proptest! {
         let mut acknowledged = Vec::new();
 
         let mut ctrl = Controller::open(&dir).expect("open");
-        feed(&mut ctrl, &inputs[..cut], &mut acknowledged);
+        handle_all(&mut ctrl, &inputs[..cut], &mut acknowledged);
         if clean_stop {
             ctrl.close().expect("close");
         } else {
@@ -173,7 +174,7 @@ proptest! {
         let mut ctrl = Controller::open(&dir).expect("reopen after the stop");
         prop_assert_eq!(ctrl.state(), &replay_of(&acknowledged));
         prop_assert_eq!(ctrl.last_sequence(), acknowledged.last().map(|(s, _)| *s));
-        feed(&mut ctrl, &inputs[cut..], &mut acknowledged);
+        handle_all(&mut ctrl, &inputs[cut..], &mut acknowledged);
         let state = ctrl.state().clone();
         prop_assert_eq!(&state, &replay_of(&acknowledged));
         drop(ctrl);
@@ -269,13 +270,13 @@ proptest! {
         let mut taken = Vec::new();
         let mut fed = 0;
         for point in &points {
-            feed(&mut ctrl, &inputs[fed..*point], &mut acknowledged);
+            handle_all(&mut ctrl, &inputs[fed..*point], &mut acknowledged);
             fed = *point;
             let covers = acknowledged.len() as u64;
             prop_assert_eq!(ctrl.put_snapshot(&annex_of(covers)).expect("snapshot").covers, covers);
             taken.push(covers);
         }
-        feed(&mut ctrl, &inputs[fed..cut], &mut acknowledged);
+        handle_all(&mut ctrl, &inputs[fed..cut], &mut acknowledged);
         if clean_stop {
             ctrl.close().expect("close");
         } else {
@@ -305,7 +306,7 @@ proptest! {
         prop_assert_eq!(ctrl.last_sequence(), acknowledged.last().map(|(s, _)| *s));
 
         // Appends go on after a start from a snapshot, chained as before.
-        feed(&mut ctrl, &inputs[cut..], &mut acknowledged);
+        handle_all(&mut ctrl, &inputs[cut..], &mut acknowledged);
         ctrl.close().expect("close");
         let replayed = Controller::open(&dir).expect("a full replay still accepts the log");
         prop_assert_eq!(replayed.state(), &replay_of(&acknowledged));

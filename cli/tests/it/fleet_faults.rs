@@ -1,6 +1,6 @@
 //! Process-level fault tests: a real controller and real agents as child
 //! processes on loopback. Each test is bounded in time and kills every child
-//! it started (the `Fleet` guard kills them on drop, also on panic, and
+//! it started (the `Loopback` guard kills them on drop, also on panic, and
 //! removes the fleet's directory unless the test failed).
 //!
 //! The tests run one at a time (a shared lock): a 2-core machine running
@@ -13,9 +13,7 @@ use api::client::FleetView;
 use controller::daemon::api::{EventDto, OpDto};
 use demo::NODES;
 use model::controller::Event;
-use model::Digest;
 use protocol::bundle;
-use std::collections::HashMap;
 use std::future::Future;
 use std::path::Path;
 use std::process::Command as StdCommand;
@@ -28,159 +26,17 @@ const TEST: Duration = Duration::from_secs(240);
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// A running fleet (the test kit's loopback fleet, `fleet::loopback`, with
-/// the signed releases); dropping it kills every child.
-struct Fleet {
-    kit: Loopback,
-    /// version -> (digest, signed bytes)
-    releases: HashMap<String, (Digest, Vec<u8>)>,
-}
-
-impl std::ops::Deref for Fleet {
-    type Target = Loopback;
-    fn deref(&self) -> &Loopback {
-        &self.kit
+/// PKI, signed releases of the sample app, the controller, the given
+/// agents; every release uploaded. Dropping the fleet kills every child.
+async fn start(versions: &[&str], agents: &[&str]) -> Loopback {
+    let mut fleet = Loopback::in_temp_dir("");
+    fleet.sign_hello(versions);
+    fleet.start_controller().await;
+    for node in agents {
+        fleet.start_agent(node, &[]);
     }
-}
-
-impl std::ops::DerefMut for Fleet {
-    fn deref_mut(&mut self) -> &mut Loopback {
-        &mut self.kit
-    }
-}
-
-impl Fleet {
-    /// PKI, signed releases of the sample app, the controller, the given
-    /// agents; every release uploaded.
-    async fn start(versions: &[&str], agents: &[&str]) -> Fleet {
-        let mut kit = Loopback::in_temp_dir("");
-        let mut releases = HashMap::new();
-        for version in versions {
-            let bytes = demo::sign_hello(&kit.signing, version).unwrap();
-            releases.insert(version.to_string(), (bundle::bundle_digest(&bytes), bytes));
-        }
-        kit.start_controller().await;
-        for node in agents {
-            kit.start_agent(node, &[]);
-        }
-        for version in versions {
-            let bytes = releases[*version].1.clone();
-            let _: serde_json::Value = kit.api.post_bytes("/api/bundles", bytes).await.unwrap();
-        }
-        Fleet { kit, releases }
-    }
-
-    fn start_agent(&mut self, node: &str) {
-        self.kit.start_agent(node, &[]);
-    }
-
-    /// Start `node`'s agent with a `[faults]` section (TOML lines) and
-    /// `--allow-fault-injection`.
-    fn start_agent_with_faults(&mut self, node: &str, faults: &str) {
-        let config = self.agent_config(node);
-        let mut text = std::fs::read_to_string(&config).unwrap();
-        text.push_str(&format!("\n[faults]\n{faults}"));
-        std::fs::write(&config, text).unwrap();
-        self.spawn_agent(node, &config, &["--allow-fault-injection"]);
-    }
-
-    /// Start `node`'s agent trusting `pubkey` instead of the fleet's
-    /// bundle-signing key (a misconfigured node).
-    fn start_agent_trusting(&mut self, node: &str, pubkey: &Path) {
-        let config = self.agent_config(node);
-        let fleet_key = format!(
-            "{:?}",
-            self.dir
-                .join("keys/bundle-signing.pub")
-                .display()
-                .to_string()
-        );
-        let text = std::fs::read_to_string(&config).unwrap();
-        assert!(text.contains(&fleet_key), "{text}");
-        let text = text.replace(&fleet_key, &format!("{:?}", pubkey.display().to_string()));
-        std::fs::write(&config, text).unwrap();
-        self.spawn_agent(node, &config, &[]);
-    }
-
-    fn digest(&self, version: &str) -> Digest {
-        self.releases[version].0
-    }
-
-    async fn rollout(&self, version: &str, canary: &str, followers: &[&str]) {
-        let _: serde_json::Value = self
-            .api
-            .post_json(
-                "/api/rollouts",
-                &serde_json::json!({
-                    "release": self.digest(version).to_hex(),
-                    "canary": canary,
-                    "followers": followers,
-                    "slots": 1,
-                }),
-            )
-            .await
-            .unwrap();
-    }
-
-    async fn status(&self) -> FleetView {
-        self.api.fleet_view().await.unwrap()
-    }
-
-    async fn events(&self) -> Vec<EventDto> {
-        self.api.get("/api/events?from=0").await.unwrap()
-    }
-
-    /// Poll the status until `done` holds; on timeout panic with the events.
-    async fn wait(&self, what: &str, done: impl Fn(&FleetView) -> bool) -> FleetView {
-        let deadline = Instant::now() + STEP;
-        loop {
-            if let Ok(s) = self.api.fleet_view().await {
-                if done(&s) {
-                    return s;
-                }
-            }
-            if Instant::now() > deadline {
-                panic!(
-                    "timed out waiting for: {what}\nstatus: {:#?}\nevents:\n{}\n(logs in {})",
-                    self.api.fleet_view().await.ok(),
-                    self.event_text().await,
-                    self.dir.join("logs").display()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    async fn event_text(&self) -> String {
-        match self.api.get::<Vec<EventDto>>("/api/events?from=0").await {
-            Ok(events) => events
-                .iter()
-                .map(|e| format!("  #{} {}\n", e.sequence, e.text))
-                .collect(),
-            Err(e) => format!("  (no events: {e})"),
-        }
-    }
-
-    async fn public(&self, node: &str) -> Option<(u16, Option<String>, String)> {
-        let i = NODES.iter().position(|n| *n == node).unwrap();
-        demo::raw_get(self.public_ports[i], "/hello").await
-    }
-
-    /// Stop the controller and run `fleetweft log verify` on its log.
-    async fn verify_log(&mut self) {
-        self.kill("controller").await;
-        let out = StdCommand::new(fleetweft())
-            .args(["log", "verify", "--data"])
-            .arg(self.dir.join("controller-data/log"))
-            .output()
-            .expect("run log verify");
-        assert!(
-            out.status.success(),
-            "log verify failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    fleet.upload_hello(versions).await;
+    fleet
 }
 
 async fn poll<F: Future<Output = bool>>(what: &str, check: impl Fn() -> F) {
@@ -210,7 +66,7 @@ async fn bounded(body: impl Future<Output = ()>) {
 }
 
 /// v1 on every node through r0 (canary node-a, then node-b, node-c).
-async fn install_v1_everywhere(fleet: &Fleet) {
+async fn install_v1_everywhere(fleet: &Loopback) {
     fleet.wait("every agent connected", all_connected).await;
     fleet.rollout("v1", "node-a", &["node-b", "node-c"]).await;
     fleet
@@ -218,7 +74,7 @@ async fn install_v1_everywhere(fleet: &Fleet) {
         .await;
 }
 
-async fn assert_serves(fleet: &Fleet, node: &str, version: &str) {
+async fn assert_serves(fleet: &Loopback, node: &str, version: &str) {
     let answer = fleet.public(node).await;
     let expected = fleet.digest(version).to_hex();
     assert!(
@@ -227,7 +83,7 @@ async fn assert_serves(fleet: &Fleet, node: &str, version: &str) {
     );
 }
 
-async fn assert_verified(fleet: &Fleet, node: &str) {
+async fn assert_verified(fleet: &Loopback, node: &str) {
     let proof: proof::NodeProof = fleet
         .api
         .get(&format!("/api/nodes/{node}/proof"))
@@ -246,7 +102,7 @@ fn commit_decisions(events: &[EventDto], op: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_killed_mid_stage_resumes_and_applies_once() {
     bounded(async {
-        let mut fleet = Fleet::start(&["v1", "v2"], &NODES).await;
+        let mut fleet = start(&["v1", "v2"], &NODES).await;
         install_v1_everywhere(&fleet).await;
 
         fleet.rollout("v2", "node-a", &["node-b", "node-c"]).await;
@@ -278,7 +134,7 @@ async fn agent_killed_mid_stage_resumes_and_applies_once() {
         fleet
             .wait("node-a seen disconnected", |s| !s.nodes[0].connected)
             .await;
-        fleet.start_agent("node-a");
+        fleet.start_agent("node-a", &[]);
 
         fleet
             .wait("r1 completed", |s| rollout_is(s, "r1", "completed"))
@@ -337,7 +193,7 @@ async fn agent_killed_mid_stage_resumes_and_applies_once() {
 async fn a_node_cannot_report_for_another() {
     bounded(async {
         // No agents: node-c's op stays granted.
-        let fleet = Fleet::start(&["v1"], &[]).await;
+        let fleet = start(&["v1"], &[]).await;
         fleet.rollout("v1", "node-c", &[]).await;
         let s = fleet
             .wait("op on node-c granted", |s| op_of(s, "r0", "node-c").is_some())
@@ -408,7 +264,7 @@ async fn a_node_cannot_report_for_another() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tampered_bundle_is_refused() {
     bounded(async {
-        let fleet = Fleet::start(&["v1", "v2"], &["node-a"]).await;
+        let fleet = start(&["v1", "v2"], &["node-a"]).await;
         fleet
             .wait("node-a connected", |s| s.nodes[0].connected)
             .await;
@@ -502,7 +358,7 @@ async fn tampered_bundle_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bundle_failing_verification_stops_at_once_as_rejected() {
     bounded(async {
-        let mut fleet = Fleet::start(&["v1"], &["node-b", "node-c"]).await;
+        let mut fleet = start(&["v1"], &["node-b", "node-c"]).await;
         let (_, foreign) = bundle::keygen();
         let foreign_key = fleet.dir.join("keys/foreign.pub");
         bundle::save_verifying_key(&foreign_key, &foreign).unwrap();
@@ -577,7 +433,7 @@ async fn a_bundle_failing_verification_stops_at_once_as_rejected() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_down_during_two_rollouts_converges_to_the_newest() {
     bounded(async {
-        let mut fleet = Fleet::start(&["v1", "v2", "v3"], &NODES).await;
+        let mut fleet = start(&["v1", "v2", "v3"], &NODES).await;
         install_v1_everywhere(&fleet).await;
 
         fleet.kill("node-c").await;
@@ -601,7 +457,7 @@ async fn node_down_during_two_rollouts_converges_to_the_newest() {
             })
             .await;
 
-        fleet.start_agent("node-c");
+        fleet.start_agent("node-c", &[]);
         fleet
             .wait("r2 completed", |s| rollout_is(s, "r2", "completed"))
             .await;
@@ -654,7 +510,7 @@ async fn node_down_during_two_rollouts_converges_to_the_newest() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_rollback_settles_only_when_the_baseline_is_proven() {
     bounded(async {
-        let mut fleet = Fleet::start(&["v1", "v2"], &NODES).await;
+        let mut fleet = start(&["v1", "v2"], &NODES).await;
         install_v1_everywhere(&fleet).await;
         fleet.kill("node-a").await;
         fleet.start_agent_with_faults("node-a", "hold_at = \"switch\"\nhold_ms = 4000\n");
@@ -722,7 +578,7 @@ async fn an_operator_rollback_settles_only_when_the_baseline_is_proven() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_proof_reads_back_and_a_silent_agent_is_not_shown_as_current() {
     bounded(async {
-        let mut fleet = Fleet::start(&["v1"], &NODES).await;
+        let mut fleet = start(&["v1"], &NODES).await;
         install_v1_everywhere(&fleet).await;
         // A rollout proof reads every node back; a node proof right after
         // it is still read back (the agent's readback interval is waited
@@ -862,12 +718,12 @@ fn copy_tree(from: &Path, to: &Path) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restored_older_controller_backup_is_behind_its_agents() {
     bounded(async {
-        let mut fleet = Fleet::start(&["v1", "v2"], &NODES).await;
+        let mut fleet = start(&["v1", "v2"], &NODES).await;
         install_v1_everywhere(&fleet).await;
         let config = fleet.dir.join("controller.toml").display().to_string();
         let data = fleet.dir.join("controller-data");
         let backup = fleet.dir.join("controller-backup");
-        let restart = |fleet: &mut Fleet| {
+        let restart = |fleet: &mut Loopback| {
             fleet.spawn(
                 "controller",
                 &fleetweft(),

@@ -26,96 +26,35 @@ const TEST: Duration = Duration::from_secs(240);
 /// How long the two agents are left to fight once quarantined.
 const FIGHT: Duration = Duration::from_secs(10);
 
-/// The test kit's loopback fleet (`fleet::loopback`), with this test's
-/// helpers.
-struct Fleet {
-    kit: Loopback,
+/// Start an agent as `name` holding node-a's identity, with its own
+/// data directory and public port (a copy of node-a elsewhere).
+fn start_node_a(fleet: &mut Loopback, name: &str) {
+    let real = fleet.agent_config("node-a");
+    let config = if name == "node-a" {
+        real
+    } else {
+        // Written before the real agent starts: both configs exist
+        // before either process reads one.
+        let text = std::fs::read_to_string(&real).expect("read config");
+        let text = text
+            .replace("node-a-data", &format!("{name}-data"))
+            .replace(
+                &format!("public_port = {}", fleet.public_ports[0]),
+                &format!("public_port = {}", fleet.public_ports[1]),
+            );
+        let own = fleet.dir.join(format!("agent-{name}.toml"));
+        std::fs::write(&own, text).expect("write config");
+        own
+    };
+    fleet.spawn_agent(name, &config, &[]);
 }
 
-impl std::ops::Deref for Fleet {
-    type Target = Loopback;
-    fn deref(&self) -> &Loopback {
-        &self.kit
-    }
-}
-
-impl std::ops::DerefMut for Fleet {
-    fn deref_mut(&mut self) -> &mut Loopback {
-        &mut self.kit
-    }
-}
-
-impl Fleet {
-    fn new() -> Fleet {
-        Fleet {
-            kit: Loopback::in_temp_dir(""),
-        }
-    }
-
-    /// Start an agent as `name` holding node-a's identity, with its own
-    /// data directory and public port (a copy of node-a elsewhere).
-    fn start_node_a(&mut self, name: &str) {
-        let real = self.agent_config("node-a");
-        let config = if name == "node-a" {
-            real
-        } else {
-            // Written before the real agent starts: both configs exist
-            // before either process reads one.
-            let text = std::fs::read_to_string(&real).expect("read config");
-            let text = text
-                .replace("node-a-data", &format!("{name}-data"))
-                .replace(
-                    &format!("public_port = {}", self.public_ports[0]),
-                    &format!("public_port = {}", self.public_ports[1]),
-                );
-            let own = self.dir.join(format!("agent-{name}.toml"));
-            std::fs::write(&own, text).expect("write config");
-            own
-        };
-        self.spawn_agent(name, &config, &[]);
-    }
-
-    async fn events(&self) -> Vec<EventDto> {
-        self.api.get("/api/events?from=0").await.expect("events")
-    }
-
-    async fn metric(&self, name: &str) -> Option<f64> {
-        let text = self.api.get_text("/metrics").await.ok()?;
-        text.lines()
-            .find_map(|l| l.strip_prefix(&format!("{name} ")))
-            .and_then(|v| v.trim().parse().ok())
-    }
-
-    /// `fleetweft ARGS --controller URL --token-file TOKEN`: its exit code
-    /// and stdout (stderr appended).
-    fn cli_code(&self, args: &[&str]) -> (Option<i32>, String) {
-        let out = StdCommand::new(fleetweft())
-            .args(args)
-            .args(["--controller", &self.api_url, "--token-file"])
-            .arg(self.pki.operator_token())
-            .output()
-            .expect("run fleetweft");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.code(), text)
-    }
-
-    /// [`Fleet::cli_code`] that must succeed.
-    fn cli(&self, args: &[&str]) -> String {
-        let (code, text) = self.cli_code(args);
-        assert_eq!(code, Some(0), "fleetweft {args:?}: {text}");
-        text
-    }
-
-    async fn node_a_connected(&self) -> bool {
-        self.api
-            .fleet_view()
-            .await
-            .is_ok_and(|s| s.nodes.iter().any(|n| n.name == "node-a" && n.connected))
-    }
+async fn node_a_connected(fleet: &Loopback) -> bool {
+    fleet
+        .api
+        .fleet_view()
+        .await
+        .is_ok_and(|s| s.nodes.iter().any(|n| n.name == "node-a" && n.connected))
 }
 
 async fn poll<F: Future<Output = bool>>(what: &str, check: impl Fn() -> F) {
@@ -128,9 +67,9 @@ fn count(events: &[EventDto], what: fn(&model::controller::Event) -> bool) -> us
 
 /// Quarantine: metric, handover and dashboard with both peers, a log that
 /// stops growing.
-async fn fight_and_quarantine(fleet: &mut Fleet) {
-    fleet.start_node_a("node-a-copy");
-    fleet.start_node_a("node-a");
+async fn fight_and_quarantine(fleet: &mut Loopback) {
+    start_node_a(fleet, "node-a-copy");
+    start_node_a(fleet, "node-a");
     let started = Instant::now();
     poll("node-a is quarantined", || async {
         fleet.metric("fleetweft_nodes_quarantined").await == Some(1.0)
@@ -189,13 +128,13 @@ async fn fight_and_quarantine(fleet: &mut Fleet) {
         after.len()
     );
     assert!(
-        !fleet.node_a_connected().await,
+        !node_a_connected(fleet).await,
         "a quarantined node counts as not connected"
     );
 }
 
 /// Revocation refused at the handshake, across a controller restart.
-async fn revoke_and_restart(fleet: &mut Fleet) {
+async fn revoke_and_restart(fleet: &mut Loopback) {
     let out = fleet.cli(&["node", "revoke-cert", "node-a"]);
     assert!(out.contains("revoked"), "{out}");
     assert_eq!(fleet.metric("fleetweft_certs_revoked").await, Some(1.0));
@@ -213,7 +152,7 @@ async fn revoke_and_restart(fleet: &mut Fleet) {
     })
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(!fleet.node_a_connected().await);
+    assert!(!node_a_connected(fleet).await);
     // Naming the certificate file gives the same fingerprint as the one
     // node-a presented: already revoked (exit 1, nothing recorded).
     let cert = fleet.pki.node_cert("node-a").display().to_string();
@@ -228,7 +167,7 @@ async fn revoke_and_restart(fleet: &mut Fleet) {
 }
 
 /// A new certificate connects; the release lets it speak.
-async fn issue_and_release(fleet: &mut Fleet) {
+async fn issue_and_release(fleet: &mut Loopback) {
     fleet.kill("node-a-copy").await;
     fleet.kill("node-a").await;
     let refused = StdCommand::new(fleetweft())
@@ -256,7 +195,7 @@ async fn issue_and_release(fleet: &mut Fleet) {
         stdout.contains("node-a.pem") && stdout.contains("node-a-key.pem"),
         "{stdout}"
     );
-    fleet.start_node_a("node-a");
+    start_node_a(fleet, "node-a");
     // Still quarantined: connected but muted.
     poll("the new certificate gets through the handshake", || async {
         fleet
@@ -267,7 +206,7 @@ async fn issue_and_release(fleet: &mut Fleet) {
     let out = fleet.cli(&["node", "release", "node-a"]);
     assert!(out.contains("released"), "{out}");
     poll("node-a connects with its new certificate", || async {
-        fleet.node_a_connected().await
+        node_a_connected(fleet).await
     })
     .await;
     assert_eq!(fleet.metric("fleetweft_nodes_quarantined").await, Some(0.0));
@@ -276,7 +215,7 @@ async fn issue_and_release(fleet: &mut Fleet) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_identity_two_agents_quarantine_revoke_issue_release() {
     tokio::time::timeout(TEST, async {
-        let mut fleet = Fleet::new();
+        let mut fleet = Loopback::in_temp_dir("");
         fleet.start_controller().await;
         fight_and_quarantine(&mut fleet).await;
         revoke_and_restart(&mut fleet).await;

@@ -4,102 +4,26 @@
 //! is overwritten on the agent's disk, the next readback says so.
 
 use crate::fleet::loopback::Loopback;
-use api::client::FleetView;
-use controller::daemon::core::{CoreHandle, ReadBackError};
+use controller::daemon::core::ReadBackError;
 use controller::daemon::readback::READBACK_INTERVAL_MIN_MS;
-use model::{ArtifactRead, Digest, NodeId, ProbeVerdict};
-use protocol::bundle;
+use model::{ArtifactRead, NodeId, ProbeVerdict};
 use std::path::PathBuf;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
-/// How long one wait may take.
-const STEP: Duration = Duration::from_secs(60);
 /// How long the whole test may take.
 const TEST: Duration = Duration::from_secs(180);
 
-/// The fleet's directory, its controller's core and its agents (killed
-/// when this is dropped).
-struct Fleet {
-    /// The test kit's loopback fleet (`fleet::loopback`).
-    kit: Loopback,
-    core: CoreHandle,
-    release: Digest,
-}
-
-impl std::ops::Deref for Fleet {
-    type Target = Loopback;
-    fn deref(&self) -> &Loopback {
-        &self.kit
-    }
-}
-
 /// PKI, one signed release (v1), the controller in this process, and agents
 /// for `agents`; the release uploaded.
-async fn start(dir: PathBuf, agents: &[&str]) -> Fleet {
-    let mut kit = Loopback::lay_out(dir, "");
-    let bytes = demo::sign_hello(&kit.signing, "v1").expect("sign v1");
-    let release = bundle::bundle_digest(&bytes);
-    let core = kit.start_controller_here().await;
+async fn start(dir: PathBuf, agents: &[&str]) -> Loopback {
+    let mut fleet = Loopback::lay_out(dir, "");
+    fleet.sign_hello(&["v1"]);
+    fleet.start_controller_here().await;
     for node in agents {
-        kit.start_agent(node, &[]);
+        fleet.start_agent(node, &[]);
     }
-    let _: serde_json::Value = kit
-        .api
-        .post_bytes("/api/bundles", bytes)
-        .await
-        .expect("upload");
-    Fleet { kit, core, release }
-}
-
-impl Fleet {
-    /// Poll the status until `done` holds.
-    async fn wait(&self, what: &str, done: impl Fn(&FleetView) -> bool) {
-        let deadline = Instant::now() + STEP;
-        loop {
-            if let Ok(s) = self.api.fleet_view().await {
-                if done(&s) {
-                    return;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for: {what} (logs in {})",
-                self.dir.join("logs").display()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// The installed app file of the release on `node`'s disk (staging
-    /// installs it under `<data_dir>/releases/<digest hex>/`).
-    fn app_file(&self, node: &str) -> PathBuf {
-        self.dir
-            .join(format!("{node}-data"))
-            .join("releases")
-            .join(self.release.to_hex())
-            .join("app.py")
-    }
-
-    async fn last_sequence(&self) -> Option<u64> {
-        self.core.snapshot().await.expect("snapshot").last_sequence
-    }
-
-    /// The last log sequence once nothing was appended for `QUIET` (the
-    /// agents' last messages about a finished rollout have arrived).
-    async fn quiet_sequence(&self) -> Option<u64> {
-        const QUIET: Duration = Duration::from_secs(2);
-        let deadline = Instant::now() + STEP;
-        let mut last = self.last_sequence().await;
-        loop {
-            tokio::time::sleep(QUIET).await;
-            let now = self.last_sequence().await;
-            if now == last {
-                return now;
-            }
-            assert!(Instant::now() < deadline, "the event log never went quiet");
-            last = now;
-        }
-    }
+    fleet.upload_hello(&["v1"]).await;
+    fleet
 }
 
 /// The controller runs inside the test's runtime: the runtime is shut down
@@ -125,6 +49,7 @@ fn a_readback_is_read_fresh_from_the_agent() {
 async fn readback_body(dir: PathBuf) {
     // node-c's agent is never started.
     let fleet = start(dir, &["node-a", "node-b"]).await;
+    let release = fleet.digest("v1");
     let (a, c) = (NodeId(0), NodeId(2));
     fleet
         .wait("node-a and node-b connected", |s| {
@@ -136,7 +61,7 @@ async fn readback_body(dir: PathBuf) {
         .post_json(
             "/api/rollouts",
             &serde_json::json!({
-                "release": fleet.release.to_hex(),
+                "release": release.to_hex(),
                 "canary": "node-a",
                 "followers": ["node-b"],
                 "slots": 1,
@@ -155,14 +80,18 @@ async fn readback_body(dir: PathBuf) {
 
     // (a) What is installed and serves, read back now.
     let before = SystemTime::now();
-    let fresh = fleet.core.read_back(a).await.expect("a readback of node-a");
+    let fresh = fleet
+        .core()
+        .read_back(a)
+        .await
+        .expect("a readback of node-a");
     assert!(fresh.observed_at >= before && fresh.observed_at <= SystemTime::now());
-    assert_eq!(fresh.serving, Some(fleet.release));
+    assert_eq!(fresh.serving, Some(release));
     assert_eq!(fresh.observation.verdict, ProbeVerdict::Pass, "{fresh:?}");
-    assert_eq!(fresh.observation.identity, Some(fleet.release));
+    assert_eq!(fresh.observation.identity, Some(release));
     assert_eq!(
         fresh.observation.artifact,
-        Some(ArtifactRead::Digest(fleet.release))
+        Some(ArtifactRead::Digest(release))
     );
     assert!(fresh.observation.process_uptime_ms.is_some(), "{fresh:?}");
     assert!(fresh.observation.process_restarts.is_some(), "{fresh:?}");
@@ -170,35 +99,32 @@ async fn readback_body(dir: PathBuf) {
     // Asked again at once: refused by the controller rather than dropped
     // by the agent (which would read as "did not answer").
     assert_eq!(
-        fleet.core.read_back(a).await,
+        fleet.core().read_back(a).await,
         Err(ReadBackError::TooSoon),
         "a second readback within {READBACK_INTERVAL_MIN_MS} ms"
     );
 
     // (b) The app file behind the route changes on disk: the next readback
     // sees it, so it is read now, not remembered.
-    let app_file = fleet.app_file("node-a");
+    let app_file = fleet.release_dir("node-a", release).join("app.py");
     let mut app = std::fs::read(&app_file).expect("the installed app file");
     app.extend_from_slice(b"\n# altered behind the agent's back\n");
     std::fs::write(&app_file, app).expect("overwrite the app file");
     tokio::time::sleep(Duration::from_millis(READBACK_INTERVAL_MIN_MS)).await;
-    let altered = fleet.core.read_back(a).await.expect("a second readback");
+    let altered = fleet.core().read_back(a).await.expect("a second readback");
     assert_eq!(
         altered.observation.artifact,
-        Some(ArtifactRead::AppFileAltered(fleet.release)),
+        Some(ArtifactRead::AppFileAltered(release)),
         "{altered:?}"
     );
     assert!(altered.observed_at > fresh.observed_at);
     // node-b was left alone and still reads back clean.
-    let b = fleet.core.read_back(NodeId(1)).await.expect("node-b");
-    assert_eq!(
-        b.observation.artifact,
-        Some(ArtifactRead::Digest(fleet.release))
-    );
+    let b = fleet.core().read_back(NodeId(1)).await.expect("node-b");
+    assert_eq!(b.observation.artifact, Some(ArtifactRead::Digest(release)));
 
     // (c) No agent, no readback.
     assert_eq!(
-        fleet.core.read_back(c).await,
+        fleet.core().read_back(c).await,
         Err(ReadBackError::NotConnected)
     );
     assert_eq!(

@@ -123,7 +123,7 @@ async fn mirrors_body(dir: PathBuf) {
     assert_eq!(again["written"].as_u64(), Some(0), "{again}");
     assert_eq!(again["kept"].as_u64(), Some(chunks), "{again}");
 
-    fleet.roll_out("r0", v1).await;
+    fleet.roll_out("r0", v1, &AGENTS).await;
     for node in AGENTS {
         let css = fleet.release_dir(node, v1).join("static/app.css");
         assert_eq!(std::fs::read(css).expect("css"), b"body { color: black }\n");
@@ -143,7 +143,7 @@ async fn mirrors_body(dir: PathBuf) {
 /// Each op's reported sources: every chunk from the good mirror, none from
 /// the controller; node-a's list starts with the corrupting mirror, which
 /// failed and served nothing.
-async fn assert_sources(fleet: &crate::tree_rollout::Fleet, chunks: u64) {
+async fn assert_sources(fleet: &crate::fleet::loopback::Loopback, chunks: u64) {
     let view = fleet.api.fleet_view().await.expect("view");
     for op in view.ops.iter().filter(|o| o.rollout == "r0") {
         let dto: OpDto = fleet

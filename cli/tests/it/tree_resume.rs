@@ -11,7 +11,8 @@
 //! counts as sent twice.
 
 use crate::binaries::agent_binary;
-use crate::tree_rollout::{chunk_counts_in, start, write_tree, Fleet};
+use crate::fleet::loopback::Loopback;
+use crate::tree_rollout::{chunk_counts_in, start, write_tree};
 use agent::daemon::CHUNK_FETCHES_IN_FLIGHT_MAX;
 use model::Digest;
 use releases::limits::{CHUNK_BYTES_MAX, MIB};
@@ -39,7 +40,7 @@ fn held(chunks: &Path) -> (usize, u64) {
 }
 
 /// The controller's chunk egress counters: (chunks, bytes).
-async fn served(fleet: &Fleet) -> (u64, u64) {
+async fn served(fleet: &Loopback) -> (u64, u64) {
     let text = fleet.api.get_text("/metrics").await.expect("/metrics");
     let counter = |name: &str| -> u64 {
         text.lines()
@@ -145,7 +146,7 @@ async fn resume_body(dir: PathBuf) {
 
 /// Waits until the agent's store holds half the release, SIGKILLs it and
 /// returns what its store held then: (chunks, bytes).
-async fn kill_at_half(fleet: &mut Fleet, chunks: &Path, unique_bytes: u64) -> (usize, u64) {
+async fn kill_at_half(fleet: &mut Loopback, chunks: &Path, unique_bytes: u64) -> (usize, u64) {
     let deadline = Instant::now() + Duration::from_secs(120);
     while held(chunks).1 < unique_bytes / 2 {
         assert!(
@@ -172,7 +173,13 @@ fn partial_bytes(data_dir: &Path) -> u64 {
 
 /// The restarted agent re-used every chunk its store held at the kill and
 /// fetched the rest; the rollout's op and proof are verified.
-async fn check_resumed(fleet: &Fleet, v1: Digest, log: &Path, held_at_kill: usize, unique: usize) {
+async fn check_resumed(
+    fleet: &Loopback,
+    v1: Digest,
+    log: &Path,
+    held_at_kill: usize,
+    unique: usize,
+) {
     let (fetched, held) = chunk_counts_in(log, v1);
     assert!(
         held >= held_at_kill,

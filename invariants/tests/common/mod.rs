@@ -48,7 +48,16 @@ pub struct Stats {
     pub restore_owed: usize,
 }
 
-pub struct Fleet {
+/// The checker's harness: the controller, the agents and the network
+/// between them, as the invariant tests drive them. Not the test kit's
+/// in-process fleet (`testkit::fleet::Fleet`), which delivers commands in
+/// order, probes and stages at once and checks nothing: here messages
+/// wait in flight both ways and the test delivers any of them, in any
+/// order, or drops or duplicates them (late copies included), probes stay
+/// due until answered, the operators' ground truth and the counts are
+/// kept, and every rule is checked at every step, the first one broken
+/// returned as an `Err`.
+pub struct Harness {
     pub ctrl: ControllerState,
     pub log: Vec<Event>,
     pub agents: Vec<AgentState>,
@@ -72,10 +81,10 @@ pub struct Fleet {
     pub stats: Stats,
 }
 
-impl Fleet {
+impl Harness {
     /// Four agents serving v1 that connected and said so.
     pub fn new() -> Result<Self, String> {
-        let mut fleet = Fleet {
+        let mut fleet = Harness {
             ctrl: ControllerState::default(),
             log: Vec::new(),
             agents: vec![

@@ -7,16 +7,26 @@
 //! ([`Loopback::start_controller`]) or in the test's runtime
 //! ([`Loopback::start_controller_here`]), agents with extra arguments or
 //! edited configs, HA fleets laying out their own controllers on it.
+//!
+//! What the tests ask of a running fleet is here too, once: wait for a
+//! fleet view, read the events, metrics and logs, sign and upload hello
+//! bundles or release trees, roll one out, run the CLI against it.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::process::Command as StdCommand;
 use std::time::{Duration, Instant};
 
 use api::client::{ApiClient, FleetView};
+use controller::daemon::api::EventDto;
 use controller::daemon::config::ControllerConfig;
+use controller::daemon::core::CoreHandle;
 use demo::NODES;
+use model::Digest;
+use protocol::bundle::{self, ProbeSpec};
 use protocol::pki::FleetPki;
+use releases::{ChunkStore, ReleaseFields};
 use tokio::process::Child;
 
 use crate::binaries::{agent_binary, fleetweft};
@@ -25,6 +35,8 @@ use crate::binaries::{agent_binary, fleetweft};
 const POLL_MS: u64 = 100;
 /// How long [`Loopback::start_controller`] waits for the API, in seconds.
 const CONTROLLER_UP_S: u64 = 60;
+/// How long one [`Loopback::wait`] may take unless [`Loopback::step`] says.
+const STEP_DEFAULT: Duration = Duration::from_secs(60);
 
 /// How a process's log files are named under `logs/`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +68,14 @@ pub struct Loopback {
     pub children: HashMap<String, Child>,
     /// How many times each name was started.
     pub starts: HashMap<String, u32>,
+    /// The hello bundles signed by [`Loopback::sign_hello`]: version ->
+    /// (release digest, signed bytes).
+    pub releases: HashMap<String, (Digest, Vec<u8>)>,
+    /// The controller's core when it runs in the test's runtime
+    /// ([`Loopback::start_controller_here`]).
+    core: Option<CoreHandle>,
+    /// How long one [`Loopback::wait`] may take.
+    step: Duration,
     log_names: LogNames,
     /// Removed on drop unless the test failed (its logs kept for a
     /// post-mortem).
@@ -109,6 +129,9 @@ impl Loopback {
             api_url,
             children: HashMap::new(),
             starts: HashMap::new(),
+            releases: HashMap::new(),
+            core: None,
+            step: STEP_DEFAULT,
             log_names: LogNames::Plain,
             removed_on_drop: None,
         }
@@ -127,6 +150,12 @@ impl Loopback {
     /// How the processes' logs are named from now on.
     pub fn log_names(mut self, names: LogNames) -> Loopback {
         self.log_names = names;
+        self
+    }
+
+    /// How long one [`Loopback::wait`] may take (60 s unless set).
+    pub fn step(mut self, step: Duration) -> Loopback {
+        self.step = step;
         self
     }
 
@@ -194,9 +223,10 @@ impl Loopback {
     }
 
     /// The controller in the test's runtime (its log in
-    /// `logs/controller.log`); the runtime must be shut down before the
-    /// directory is removed, so it never writes into a removed log.
-    pub async fn start_controller_here(&self) -> controller::daemon::core::CoreHandle {
+    /// `logs/controller.log`), its core kept for [`Loopback::core`]; the
+    /// runtime must be shut down before the directory is removed, so it
+    /// never writes into a removed log.
+    pub async fn start_controller_here(&mut self) -> CoreHandle {
         let log =
             std::fs::File::create(self.dir.join("logs/controller.log")).expect("controller log");
         let _ = tracing_subscriber::fmt()
@@ -209,7 +239,16 @@ impl Loopback {
             .expect("start the controller");
         let core = daemon.core.clone();
         tokio::spawn(daemon.serve());
+        self.core = Some(core.clone());
         core
+    }
+
+    /// The core of the controller started by
+    /// [`Loopback::start_controller_here`].
+    pub fn core(&self) -> &CoreHandle {
+        self.core
+            .as_ref()
+            .expect("the controller runs in the test's runtime")
     }
 
     /// Writes `node`'s agent config (the fleet's defaults) and returns it.
@@ -240,27 +279,319 @@ impl Loopback {
         self.spawn_agent(node, &config, extra);
     }
 
-    /// Polls the fleet view until `done` holds, within `step`.
-    pub async fn wait_view(
-        &self,
-        what: &str,
-        step: Duration,
-        done: impl Fn(&FleetView) -> bool,
-    ) -> FleetView {
-        let deadline = Instant::now() + step;
+    /// Starts `node`'s agent with a `[faults]` section (TOML lines) and
+    /// `--allow-fault-injection`.
+    pub fn start_agent_with_faults(&mut self, node: &str, faults: &str) {
+        let config = self.agent_config(node);
+        let mut text = std::fs::read_to_string(&config).unwrap();
+        text.push_str(&format!("\n[faults]\n{faults}"));
+        std::fs::write(&config, text).unwrap();
+        self.spawn_agent(node, &config, &["--allow-fault-injection"]);
+    }
+
+    /// Starts `node`'s agent trusting `pubkey` instead of the fleet's
+    /// bundle-signing key (a misconfigured node).
+    pub fn start_agent_trusting(&mut self, node: &str, pubkey: &Path) {
+        let config = self.agent_config(node);
+        let fleet_key = format!(
+            "{:?}",
+            self.dir
+                .join("keys/bundle-signing.pub")
+                .display()
+                .to_string()
+        );
+        let text = std::fs::read_to_string(&config).unwrap();
+        assert!(text.contains(&fleet_key), "{text}");
+        let text = text.replace(&fleet_key, &format!("{:?}", pubkey.display().to_string()));
+        std::fs::write(&config, text).unwrap();
+        self.spawn_agent(node, &config, &[]);
+    }
+
+    /// Polls the fleet view until `done` holds, within the fleet's
+    /// [`Loopback::step`]; on timeout panics with the status and events.
+    pub async fn wait(&self, what: &str, done: impl Fn(&FleetView) -> bool) -> FleetView {
+        let deadline = Instant::now() + self.step;
         loop {
             if let Ok(s) = self.api.fleet_view().await {
                 if done(&s) {
                     return s;
                 }
             }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for: {what} (logs in {})",
-                self.dir.join("logs").display()
-            );
+            if Instant::now() > deadline {
+                panic!(
+                    "timed out waiting for: {what}\nstatus: {:#?}\nevents:\n{}\n(logs in {})",
+                    self.api.fleet_view().await.ok(),
+                    self.event_text().await,
+                    self.dir.join("logs").display()
+                );
+            }
             tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
         }
+    }
+
+    /// The fleet view, now.
+    pub async fn status(&self) -> FleetView {
+        self.api.fleet_view().await.unwrap()
+    }
+
+    /// Every event in the controller's log.
+    pub async fn events(&self) -> Vec<EventDto> {
+        self.api.get("/api/events?from=0").await.expect("events")
+    }
+
+    /// Every event in the controller's log, one line each (for a failure).
+    pub async fn event_text(&self) -> String {
+        match self.api.get::<Vec<EventDto>>("/api/events?from=0").await {
+            Ok(events) => events
+                .iter()
+                .map(|e| format!("  #{} {}\n", e.sequence, e.text))
+                .collect(),
+            Err(e) => format!("  (no events: {e})"),
+        }
+    }
+
+    /// The value of the metric `name` on `/metrics`.
+    pub async fn metric(&self, name: &str) -> Option<f64> {
+        let text = self.api.get_text("/metrics").await.ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|v| v.trim().parse().ok())
+    }
+
+    /// The last log sequence of the controller in the test's runtime.
+    pub async fn last_sequence(&self) -> Option<u64> {
+        self.core()
+            .snapshot()
+            .await
+            .expect("snapshot")
+            .last_sequence
+    }
+
+    /// The last log sequence once nothing was appended for `QUIET` (the
+    /// agents' last messages about a finished rollout have arrived).
+    pub async fn quiet_sequence(&self) -> Option<u64> {
+        const QUIET: Duration = Duration::from_secs(2);
+        let deadline = Instant::now() + self.step;
+        let mut last = self.last_sequence().await;
+        loop {
+            tokio::time::sleep(QUIET).await;
+            let now = self.last_sequence().await;
+            if now == last {
+                return now;
+            }
+            assert!(Instant::now() < deadline, "the event log never went quiet");
+            last = now;
+        }
+    }
+
+    /// `GET /hello` on `node`'s public route: status, release, body.
+    pub async fn public(&self, node: &str) -> Option<(u16, Option<String>, String)> {
+        let i = NODES.iter().position(|n| *n == node).unwrap();
+        demo::raw_get(self.public_ports[i], "/hello").await
+    }
+
+    /// The release directory of `release` on `node`'s disk (staging
+    /// installs it under `<data_dir>/releases/<digest hex>/`).
+    pub fn release_dir(&self, node: &str, release: Digest) -> PathBuf {
+        self.dir
+            .join(format!("{node}-data"))
+            .join("releases")
+            .join(release.to_hex())
+    }
+
+    /// Stops the controller child and runs `fleetweft log verify` on its
+    /// log.
+    pub async fn verify_log(&mut self) {
+        self.kill("controller").await;
+        let out = StdCommand::new(fleetweft())
+            .args(["log", "verify", "--data"])
+            .arg(self.dir.join("controller-data/log"))
+            .output()
+            .expect("run log verify");
+        assert!(
+            out.status.success(),
+            "log verify failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// `fleetweft ARGS --controller URL --token-file TOKEN`: its exit code
+    /// and stdout (stderr appended).
+    pub fn cli_code(&self, args: &[&str]) -> (Option<i32>, String) {
+        let out = StdCommand::new(fleetweft())
+            .args(args)
+            .args(["--controller", &self.api_url, "--token-file"])
+            .arg(self.pki.operator_token())
+            .output()
+            .expect("run fleetweft");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), text)
+    }
+
+    /// [`Loopback::cli_code`] that must succeed.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let (code, text) = self.cli_code(args);
+        assert_eq!(code, Some(0), "fleetweft {args:?}: {text}");
+        text
+    }
+}
+
+/// Releases: hello bundles by version, release trees, rollouts of them.
+impl Loopback {
+    /// Signs the sample app as each of `versions` with the fleet's key and
+    /// keeps the bundles ([`Loopback::digest`], [`Loopback::upload_hello`]).
+    pub fn sign_hello(&mut self, versions: &[&str]) {
+        for version in versions {
+            let bytes = demo::sign_hello(&self.signing, version).unwrap();
+            self.releases
+                .insert(version.to_string(), (bundle::bundle_digest(&bytes), bytes));
+        }
+    }
+
+    /// Uploads the signed hello bundles of `versions`, in order.
+    pub async fn upload_hello(&self, versions: &[&str]) {
+        for version in versions {
+            let bytes = self.releases[*version].1.clone();
+            let _: serde_json::Value = self.api.post_bytes("/api/bundles", bytes).await.unwrap();
+        }
+    }
+
+    /// The release digest of the signed hello `version`.
+    pub fn digest(&self, version: &str) -> Digest {
+        self.releases[version].0
+    }
+
+    /// Starts a rollout of the hello `version`, one slot.
+    pub async fn rollout(&self, version: &str, canary: &str, followers: &[&str]) {
+        let _: serde_json::Value = self
+            .api
+            .post_json(
+                "/api/rollouts",
+                &serde_json::json!({
+                    "release": self.digest(version).to_hex(),
+                    "canary": canary,
+                    "followers": followers,
+                    "slots": 1,
+                }),
+            )
+            .await
+            .unwrap();
+    }
+
+    /// Signs the release tree `tree` as `version` (chunks into
+    /// `signed-<version>/chunks`), uploads every chunk and then the
+    /// manifest; returns the release digest.
+    pub async fn sign_and_upload(&self, tree: &Path, version: &str) -> Digest {
+        self.sign_and_upload_arches(tree, &[], version).await
+    }
+
+    /// [`Loopback::sign_and_upload`] with a tree per architecture
+    /// (`arch_trees`: architecture, its directory) beside the common `tree`.
+    pub async fn sign_and_upload_arches(
+        &self,
+        tree: &Path,
+        arch_trees: &[(model::platform::Arch, PathBuf)],
+        version: &str,
+    ) -> Digest {
+        self.sign_and_upload_with(tree, arch_trees, version, Default::default())
+            .await
+    }
+
+    /// [`Loopback::sign_and_upload`] of a release declaring `limits`
+    /// (format 4, issue #24 item 4).
+    pub async fn sign_and_upload_limited(
+        &self,
+        tree: &Path,
+        version: &str,
+        limits: releases::AppLimits,
+    ) -> Digest {
+        self.sign_and_upload_with(tree, &[], version, limits).await
+    }
+
+    async fn sign_and_upload_with(
+        &self,
+        tree: &Path,
+        arch_trees: &[(model::platform::Arch, PathBuf)],
+        version: &str,
+        limits: releases::AppLimits,
+    ) -> Digest {
+        let out = self.dir.join(format!("signed-{version}"));
+        let (store, _) = ChunkStore::open(&out.join("chunks")).expect("chunk dir");
+        let fields = ReleaseFields {
+            name: "hello-tree".into(),
+            version: version.into(),
+            run: vec!["python3".into(), "app.py".into()],
+            probe: ProbeSpec {
+                path: "/hello".into(),
+                expect_status: 200,
+                expect_body: format!("hello from {version}"),
+                expect_json: None,
+            },
+            limits,
+        };
+        let mut sink = releases::tree::store_sink(&store);
+        let manifest =
+            releases::tree::sign_dir_arches(&self.signing, fields, tree, arch_trees, &mut sink)
+                .expect("sign");
+        std::fs::write(out.join(releases::EXPORT_MANIFEST_FILE), &manifest).expect("manifest");
+        for entry in std::fs::read_dir(store.dir()).expect("chunks") {
+            let entry = entry.expect("chunk");
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let bytes = std::fs::read(entry.path()).expect("chunk bytes");
+            let _: serde_json::Value = self
+                .api
+                .put_bytes(&format!("/api/chunks/{name}"), bytes)
+                .await
+                .expect("upload a chunk");
+        }
+        let _: serde_json::Value = self
+            .api
+            .post_bytes("/api/releases", manifest.clone())
+            .await
+            .expect("upload the manifest");
+        releases::release_digest(&manifest)
+    }
+
+    /// Starts rollout `id` of `release` over `nodes` (canary first, one
+    /// slot) and waits until it completes with every op verified and its
+    /// proof verified.
+    pub async fn roll_out(&self, id: &str, release: Digest, nodes: &[&str]) {
+        let _: serde_json::Value = self
+            .api
+            .post_json(
+                "/api/rollouts",
+                &serde_json::json!({
+                    "release": release.to_hex(),
+                    "canary": nodes[0],
+                    "followers": &nodes[1..],
+                    "slots": 1,
+                }),
+            )
+            .await
+            .expect("start the rollout");
+        self.wait(&format!("{id} completed"), |s| {
+            s.rollouts
+                .iter()
+                .any(|r| r.id == id && r.status == "completed")
+        })
+        .await;
+        let view = self.api.fleet_view().await.expect("view");
+        let ops: Vec<_> = view.ops.iter().filter(|o| o.rollout == id).collect();
+        assert_eq!(ops.len(), nodes.len(), "{ops:?}");
+        for op in ops {
+            assert_eq!(op.outcome.as_deref(), Some("verified"), "{op:?}");
+        }
+        let proof: proof::RolloutProof = self
+            .api
+            .get(&format!("/api/rollouts/{id}/proof"))
+            .await
+            .expect("the rollout's proof");
+        assert_eq!(proof.verdict, proof::Verdict::Verified, "{proof:#?}");
     }
 }
 
