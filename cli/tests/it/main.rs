@@ -41,6 +41,7 @@ mod group_commit;
 mod ha_dial;
 mod ha_etcd;
 mod identity;
+mod limits_rollout;
 mod log_behind;
 mod log_copy_etcd;
 mod packaging;
