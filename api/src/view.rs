@@ -24,6 +24,7 @@ pub mod releases;
 pub mod report;
 pub mod snapshot;
 pub mod storage;
+pub mod waves;
 pub mod wire;
 pub mod words;
 
@@ -627,8 +628,16 @@ fn hex(d: Digest) -> String {
 
 /// How a rollout's status reads: `completed`, `superseded`, `ended`,
 /// `paused`, `waiting-approval` or `active`.
+///
+/// A rollout whose ops still hold slots never reads `completed` (the model
+/// completes one only once every op settled; should a state ever say
+/// otherwise, the word does not claim more than the evidence): it reads
+/// `active`, which it still is for its operators.
 pub fn rollout_status_word(s: &ControllerState, r: &Rollout) -> &'static str {
     match (r.status, r.paused) {
+        (RolloutStatus::Completed, _) if r.occupied > 0 => {
+            words::rollout_status(RolloutStatus::Active)
+        }
         (RolloutStatus::Active, Some(_)) => words::PAUSED,
         (RolloutStatus::Active, None) if s.awaiting_approval(r.id) => words::WAITING_APPROVAL,
         (status, _) => words::rollout_status(status),
@@ -734,6 +743,16 @@ fn op_entry(s: &ControllerState, id: OpId) -> Option<(OpState, OpDto)> {
     let dto = archived_op_dto(s, a);
     let state = a.outcome.map_or(OpState::Granted, OpState::of_outcome);
     Some((state, dto))
+}
+
+/// The one state of op `id`, hot or archived; `None` if the state has no
+/// entry for it (never granted, or forgotten).
+pub fn op_state(s: &ControllerState, id: OpId) -> Option<OpState> {
+    if let Some(o) = s.op(id) {
+        return Some(OpState::of(o));
+    }
+    let a = s.archive.get(&id)?;
+    Some(a.outcome.map_or(OpState::Granted, OpState::of_outcome))
 }
 
 /// Why op `id` has no entry: forgotten by the state (settled in a rollout

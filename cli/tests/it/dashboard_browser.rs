@@ -189,3 +189,51 @@ fn the_dashboard_renders_an_unknown_op_in_a_real_browser() {
     assert!(dom.contains("<td>alice</td>"), "{dom}");
     assert!(!dom.contains(r#"class="unowned""#), "{dom}");
 }
+
+/// The console's pages (issue #28 item 1) in headless chromium: each one
+/// renders (a screenshot of a real page, not an error), with a controller
+/// holding an UNKNOWN op. With `FLEETWEFT_CONSOLE_SCREENSHOTS` set (to
+/// anything), the screenshots are written to `docs/console/` as well,
+/// which is how the ones kept there are regenerated:
+/// `FLEETWEFT_CONSOLE_SCREENSHOTS=1 cargo test --workspace --release
+/// --test it -- console_pages_in_a_real_browser`.
+#[test]
+fn console_pages_in_a_real_browser() {
+    let browser = chromium();
+    let ctl = Controller::start();
+    ctl.start_rollout("node-c");
+    let status = ctl.wait_for_unknown();
+    let op = status["ops"][0]["id"].as_str().unwrap().to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    let keep = std::env::var_os("FLEETWEFT_CONSOLE_SCREENSHOTS").is_some();
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/console");
+    let pages = [
+        ("overview", "/".to_string()),
+        ("fleet-map", "/fleet".to_string()),
+        ("rollout", "/rollouts/r0".to_string()),
+        ("node", "/nodes/node-c".to_string()),
+        ("op", format!("/ops/{op}")),
+        ("handover", "/handover".to_string()),
+        ("events", "/events".to_string()),
+    ];
+    for (name, path) in pages {
+        let shot = tmp.path().join(format!("{name}.png"));
+        run_chromium(
+            &browser,
+            &tmp.path().join(format!("profile-{name}")),
+            &[
+                format!("--screenshot={}", shot.display()),
+                "--window-size=1280,1000".into(),
+                "--hide-scrollbars".into(),
+            ],
+            &format!("{}{path}", ctl.url()),
+        );
+        let png = std::fs::read(&shot).unwrap_or_else(|e| panic!("no screenshot of {path}: {e}"));
+        assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "{path}: not a PNG");
+        assert!(png.len() > 10 * 1024, "{path}: {} bytes", png.len());
+        if keep {
+            std::fs::create_dir_all(&docs).unwrap();
+            std::fs::write(docs.join(format!("{name}.png")), &png).unwrap();
+        }
+    }
+}

@@ -1,5 +1,5 @@
 //! The HTTP server's composition root: the router that merges the
-//! surfaces (`api`, `dashboard`), each registered
+//! surfaces (`api`, the console), each registered
 //! through utoipa-axum at the path its `#[utoipa::path]` documents, and
 //! serves the document they make at `/api/openapi.json`. The surfaces
 //! depend on the view layer and on the shared state ([`super::state`]),
@@ -21,7 +21,7 @@ pub fn routes() -> OpenApiRouter<Api> {
     OpenApiRouter::with_openapi(super::openapi::base())
         .merge(super::api::routes())
         .merge(super::release_api::routes())
-        .merge(super::dashboard::routes())
+        .merge(super::console::routes())
         .merge(super::stream::routes())
         .merge(super::explore::routes())
 }

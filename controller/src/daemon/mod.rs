@@ -7,8 +7,8 @@ pub mod annex;
 pub mod api;
 pub mod bundles;
 pub mod config;
+pub mod console;
 pub mod core;
-pub mod dashboard;
 pub mod error;
 pub mod explore;
 pub mod fatal;
@@ -32,6 +32,8 @@ pub mod webhooks;
 
 /// The view layer and the role live in `api`, what clients share.
 pub use ::api::{role, view};
+/// The console's old name: the overview was `daemon::dashboard`.
+pub use console as dashboard;
 
 use anyhow::Context;
 use config::ControllerConfig;
