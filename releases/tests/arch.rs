@@ -172,9 +172,18 @@ fn the_format_number_must_match_whether_there_are_trees() {
     m.format = MANIFEST_FORMAT_ARCH;
     m.arch_trees.clear();
     assert!(matches!(m.validate(), Err(ReleaseError::BadArchTrees(_))));
-    m.format = 4;
+    // Format 4 carries limits (issue #24 item 4): without any it is refused.
+    m.format = manifest::MANIFEST_FORMAT_LIMITS;
     assert!(matches!(
         m.validate(),
-        Err(ReleaseError::UnsupportedFormat(4))
+        Err(ReleaseError::BadAppLimit {
+            field: "format",
+            ..
+        })
+    ));
+    m.format = 5;
+    assert!(matches!(
+        m.validate(),
+        Err(ReleaseError::UnsupportedFormat(5))
     ));
 }
