@@ -45,7 +45,7 @@ struct NodeListPageParams {
     #[param(pattern = "^(|idle|live|unknown|drifted|quarantined|retired)$")]
     state: Option<String>,
     /// Start after this node; 404 when no node has it.
-    #[param(pattern = "^[a-z0-9-]{1,63}$")]
+    #[param(pattern = "^(|[a-z0-9-]{1,63})$")]
     after: Option<String>,
 }
 

@@ -56,7 +56,7 @@ struct OpListPageParams {
     )]
     state: Option<String>,
     /// Start after this op.
-    #[param(pattern = "^op[0-9]{1,9}$")]
+    #[param(pattern = "^(|op[0-9]{1,9})$")]
     after: Option<String>,
 }
 
