@@ -7,10 +7,10 @@
 //! four fleets at once would stretch every step towards the op timeout.
 
 use crate::binaries::fleetweft;
-use crate::fleet::loopback::Loopback;
+use crate::fleet::loopback::{op_of, Loopback};
 use api::client::ClientError;
 use api::client::FleetView;
-use controller::daemon::api::{EventDto, OpDto};
+use controller::daemon::api::EventDto;
 use demo::NODES;
 use model::controller::Event;
 use protocol::bundle;
@@ -45,12 +45,6 @@ async fn poll<F: Future<Output = bool>>(what: &str, check: impl Fn() -> F) {
 
 fn rollout_is(s: &FleetView, id: &str, status: &str) -> bool {
     s.rollouts.iter().any(|r| r.id == id && r.status == status)
-}
-
-fn op_of<'a>(s: &'a FleetView, rollout: &str, node: &str) -> Option<&'a OpDto> {
-    s.ops
-        .iter()
-        .find(|o| o.rollout == rollout && o.node == node)
 }
 
 fn all_connected(s: &FleetView) -> bool {

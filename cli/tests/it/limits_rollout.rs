@@ -4,20 +4,13 @@
 //! limit is stopped by it on the canary, rolled back, the node serves the
 //! previous release again, and no follower is granted.
 
+use crate::fleet::loopback::op_of;
 use crate::tree_rollout::{run_fleet_test, start, write_tree, AGENTS};
-use api::client::FleetView;
-use api::view::OpDto;
 use std::path::PathBuf;
 
 /// Takes 400 MiB as it starts, before it listens.
 const GREEDY_PREFIX: &str =
     "hog = bytearray(400 << 20)\nfor i in range(0, len(hog), 4096):\n    hog[i] = 1\n";
-
-fn op_of<'a>(s: &'a FleetView, rollout: &str, node: &str) -> Option<&'a OpDto> {
-    s.ops
-        .iter()
-        .find(|o| o.rollout == rollout && o.node == node)
-}
 
 #[test]
 fn limits_are_applied_stated_in_the_proof_and_a_release_over_its_memory_limit_rolls_back() {

@@ -603,3 +603,10 @@ pub async fn poll<F: Future<Output = bool>>(what: &str, step: Duration, check: i
         tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     }
 }
+
+/// The op of `rollout` on `node` in the fleet view, if granted.
+pub fn op_of<'a>(s: &'a FleetView, rollout: &str, node: &str) -> Option<&'a api::view::OpDto> {
+    s.ops
+        .iter()
+        .find(|o| o.rollout == rollout && o.node == node)
+}
