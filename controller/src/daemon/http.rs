@@ -112,3 +112,26 @@ fn is_json(headers: &axum::http::HeaderMap) -> bool {
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::document;
+
+    /// The event page's documented `kind` pattern names exactly the event
+    /// kind words.
+    #[test]
+    fn the_documented_event_kinds_are_the_words() {
+        let doc = serde_json::to_value(document()).expect("json");
+        let params = doc["paths"]["/events"]["get"]["parameters"]
+            .as_array()
+            .expect("parameters");
+        let kind = params.iter().find(|p| p["name"] == "kind").expect("kind");
+        let pattern = kind["schema"]["pattern"].as_str().expect("a pattern");
+        let words: Vec<&str> = pattern
+            .trim_start_matches("^(|")
+            .trim_end_matches(")$")
+            .split('|')
+            .collect();
+        assert_eq!(words, crate::daemon::view::words::EVENT_KINDS);
+    }
+}

@@ -429,21 +429,3 @@ fn the_pages_escape_what_they_show() {
         assert!(!html.contains("<script>"), "{name}: {html}");
     }
 }
-
-/// The event page's documented `kind` pattern names exactly the event
-/// kind words.
-#[test]
-fn the_documented_event_kinds_are_the_words() {
-    let doc = serde_json::to_value(crate::daemon::http::document()).expect("json");
-    let params = doc["paths"]["/events"]["get"]["parameters"]
-        .as_array()
-        .expect("parameters");
-    let kind = params.iter().find(|p| p["name"] == "kind").expect("kind");
-    let pattern = kind["schema"]["pattern"].as_str().expect("a pattern");
-    let words: Vec<&str> = pattern
-        .trim_start_matches("^(|")
-        .trim_end_matches(")$")
-        .split('|')
-        .collect();
-    assert_eq!(words, crate::daemon::view::words::EVENT_KINDS);
-}
