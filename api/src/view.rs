@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod ahead;
 pub mod describe;
+pub mod durations;
 pub mod error;
 pub mod releases;
 pub mod report;
@@ -1324,6 +1325,7 @@ pub mod fixture {
             last_sequence: Some(1),
             connected: (0..nodes).map(NodeId).collect(),
             unknown_since: Default::default(),
+            op_durations: Default::default(),
             log_index: Default::default(),
             identity_conflicts: 0,
             presented: Default::default(),

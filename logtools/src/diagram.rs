@@ -110,8 +110,25 @@ impl LogChart {
         self.effect(event);
     }
 
+    /// Gives `node` its lane now, named `name`, and draws `op`'s messages
+    /// on it: for a chart of events picked from the log (one op's), which
+    /// may hold neither the node's `NodeEnrolled` nor the op's grant.
+    pub fn op_on(&mut self, op: OpId, node: NodeId, name: &str) {
+        self.names.insert(node, name.to_string());
+        self.op_nodes.insert(op, node);
+        self.node_lane(Some(node));
+    }
+
+    /// The finished chart, closing with `text` instead of the log's end:
+    /// for a chart of events picked from the log, whose last event is not
+    /// the log's.
+    pub fn finish_with(mut self, text: String) -> Chart {
+        self.chart.note_all(text, Tone::Plain);
+        self.chart
+    }
+
     /// The finished chart: a closing note says what was left out.
-    pub fn finish(mut self) -> Chart {
+    pub fn finish(self) -> Chart {
         let text = match (self.left_out, self.last_sequence) {
             (0, _) => format!("end of the log: {} event(s) drawn", self.drawn),
             (n, Some(last)) => format!(
@@ -121,8 +138,7 @@ impl LogChart {
             ),
             (n, None) => format!("{n} event(s) not drawn"),
         };
-        self.chart.note_all(text, Tone::Plain);
-        self.chart
+        self.finish_with(text)
     }
 
     fn remember(&mut self, event: &Event) {

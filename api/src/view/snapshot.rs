@@ -20,6 +20,9 @@ pub struct Snapshot {
     /// wall clock (runtime-only: the model has no clock). An op already
     /// UNKNOWN when the daemon started counts from the start.
     pub unknown_since: imbl::OrdMap<OpId, SystemTime>,
+    /// How long ops took from grant to settlement, per rollout, by this
+    /// process's clock (runtime-only, like `unknown_since`).
+    pub op_durations: crate::view::durations::OpDurations,
     /// Where each unresolved op and waiting rollout started in the log
     /// (the handover report's "since when"); built from the whole log at
     /// start, so it survives restarts.

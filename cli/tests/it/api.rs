@@ -197,7 +197,7 @@ fn an_unknown_op_shows_unowned_on_the_dashboard_metrics_and_cli() {
     // Before any rollout: the page has the fleet table, metrics the names.
     let (code, page) = ctl.http("GET", "/", None, b"");
     assert_eq!(code, 200);
-    assert!(page.contains(r#"<meta http-equiv="refresh" content="2">"#));
+    assert!(page.contains(r#"<noscript><meta http-equiv="refresh" content="2"></noscript>"#));
     assert!(page.contains(r#"<table id="fleet">"#), "{page}");
     for node in NODES {
         assert!(page.contains(&format!("<td>{node}</td>")), "{page}");

@@ -43,6 +43,15 @@ fn get(ctl: &Controller, path: &str) -> (u16, String, String) {
     (status, content_type, body)
 }
 
+/// Every `src="..."` of `html` (the pictures a page shows).
+fn sources(html: &str) -> Vec<String> {
+    html.split(" src=\"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .map(|s| s.replace("&amp;", "&"))
+        .collect()
+}
+
 /// Every `href="..."` of `html`, unescaped as a browser would.
 fn hrefs(html: &str) -> Vec<String> {
     html.split("href=\"")
@@ -80,6 +89,8 @@ fn every_link_of_every_page_leads_to_a_page() {
         "/nodes/node-c?proof=live",
         "/ops",
         &format!("/ops/{op}"),
+        &format!("/ops/{op}/diagram.svg"),
+        "/live.js",
         "/handover",
         "/events",
         "/rollouts/r0?wave=0",
@@ -97,13 +108,30 @@ fn every_link_of_every_page_leads_to_a_page() {
         );
         let (code, content_type, body) = get(&ctl, &path);
         assert_eq!(code, 200, "GET {path}: {body}");
+        must_reach.remove(&path);
+        // A picture (an op's sequence diagram) is an SVG, linked and shown
+        // by its page; nothing is followed from it.
+        if path.ends_with(".svg") {
+            assert_eq!(content_type, "image/svg+xml", "GET {path}");
+            assert!(body.starts_with("<svg"), "GET {path}: {body}");
+            continue;
+        }
+        // The live script every page loads (issue #28 item 4).
+        if path == "/live.js" {
+            assert!(content_type.starts_with("text/javascript"), "GET {path}");
+            assert!(body.contains("EventSource"), "GET {path}: {body}");
+            continue;
+        }
         assert!(
             content_type.starts_with("text/html"),
             "GET {path}: {content_type}: {body}"
         );
         assert!(body.starts_with("<!DOCTYPE html>"), "GET {path}: {body}");
-        must_reach.remove(&path);
-        for href in hrefs(&body).into_iter().chain(actions(&body)) {
+        for href in hrefs(&body)
+            .into_iter()
+            .chain(actions(&body))
+            .chain(sources(&body))
+        {
             assert!(
                 href.starts_with('/') && !href.starts_with("/api/") && href != "/metrics",
                 "{path} links to {href}, not a console page"
@@ -118,6 +146,12 @@ fn every_link_of_every_page_leads_to_a_page() {
         "{} console pages followed, every one 200 text/html",
         seen.len()
     );
+
+    // The UNKNOWN op's diagram draws its real events from the log, its
+    // node's lane under the node's name.
+    let (_, _, svg) = get(&ctl, &format!("/ops/{op}/diagram.svg"));
+    assert!(svg.contains("node-c"), "{svg}");
+    assert!(svg.contains(&format!("grant {op} (r0)")), "{svg}");
 
     // The UNKNOWN op: its page says so in the neutral class, and no page
     // shows it in the class of success.
@@ -157,4 +191,91 @@ fn every_link_of_every_page_leads_to_a_page() {
             "{path}: {content_type}"
         );
     }
+}
+
+/// Reads SSE from `GET {path}` until `until` returns true on what was read
+/// or `wait` passes; returns what was read.
+fn read_sse(ctl: &Controller, path: &str, wait: Duration, until: impl Fn(&str) -> bool) -> String {
+    let mut stream = TcpStream::connect(("127.0.0.1", ctl.port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let head = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    let deadline = std::time::Instant::now() + wait;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while std::time::Instant::now() < deadline {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(_) => {} // the read timeout: look again
+        }
+        if until(&String::from_utf8_lossy(&got)) {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// `GET /live` (issue #28 item 4): `follow=false` is one tick with the
+/// log's last sequence; a follower gets a tick after a write, and a burst
+/// of 30 writes reaches it as a few batched ticks (at most one a second),
+/// the last naming the log's last sequence.
+#[test]
+fn live_ticks_follow_the_log_batched() {
+    let ctl = Controller::start();
+    let once = read_sse(&ctl, "/live?follow=false", Duration::from_secs(10), |_| {
+        false
+    });
+    let last = ctl.last_sequence().as_u64().expect("a sequence");
+    assert!(
+        once.contains(&format!("event: changed\ndata: {last}\n")),
+        "{once}"
+    );
+    let (code, _, page) = get(&ctl, "/live?follow=maybe");
+    assert_eq!(code, 400, "{page}");
+
+    let ctl = std::sync::Arc::new(ctl);
+    let writer = {
+        let ctl = ctl.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(500));
+            for i in 0..30 {
+                let body = serde_json::json!({ "set": { "burst": format!("v{i}") } });
+                let (code, answer) = ctl.post_json("/api/nodes/node-a/labels", &body);
+                assert_eq!(code, 200, "{answer}");
+            }
+        })
+    };
+    let started = std::time::Instant::now();
+    // Each write appends one `NodeLabeled`.
+    let target = last + 30;
+    let followed = read_sse(&ctl, "/live", Duration::from_secs(20), |t| {
+        ticks_of(t).last().is_some_and(|s| *s >= target)
+    });
+    writer.join().expect("the writer");
+    let elapsed = started.elapsed();
+    let ticks = ticks_of(&followed);
+    assert_eq!(ticks.last(), Some(&target), "{followed}");
+    assert_eq!(ctl.last_sequence().as_u64(), Some(target));
+    assert!(ticks.windows(2).all(|w| w[0] < w[1]), "{ticks:?}");
+    let bound = elapsed.as_secs() + 1;
+    assert!(
+        (ticks.len() as u64) <= bound,
+        "{} ticks in {elapsed:?} for 30 writes: not batched ({ticks:?})",
+        ticks.len()
+    );
+    eprintln!(
+        "30 writes reached /live as {} tick(s): {ticks:?}",
+        ticks.len()
+    );
+}
+
+/// The sequences of the `changed` ticks in an SSE answer.
+fn ticks_of(sse: &str) -> Vec<u64> {
+    sse.split("event: changed\ndata: ")
+        .skip(1)
+        .filter_map(|t| t.split('\n').next()?.trim().parse().ok())
+        .collect()
 }

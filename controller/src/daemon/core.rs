@@ -420,6 +420,7 @@ struct Core {
     connected: imbl::OrdSet<NodeId>,
     readbacks: ReadBacks,
     unknown_since: imbl::OrdMap<OpId, SystemTime>,
+    op_durations: api::view::durations::OpDurations,
     log_index: api::report::LogIndex,
     ids: Identities,
     /// The model's op deadlines; `clock` is the monotonic zero of the
@@ -534,6 +535,7 @@ impl Core {
             connected: imbl::OrdSet::new(),
             readbacks: ReadBacks::default(),
             unknown_since: imbl::OrdMap::new(),
+            op_durations: Default::default(),
             log_index: derived.log_index,
             ids,
             timers: model::controller::Timers::new(cfg.timing.op_timeout_ms),
@@ -547,7 +549,9 @@ impl Core {
             archive,
             housekeeping: None,
         };
-        // An op already UNKNOWN counts from the start.
+        // An op already UNKNOWN counts from the start; an op holding a
+        // slot has no grant time this process saw.
+        core.op_durations.undate_all(core.controller.state());
         let now = SystemTime::now();
         for op in core.controller.state().ops.values() {
             if op.is_unknown() {
@@ -663,6 +667,7 @@ impl Core {
         for op in state.ops.values().filter(|op| op.is_unknown()) {
             self.unknown_since.entry(op.id).or_insert(now);
         }
+        self.op_durations.undate_all(state);
         self.me
             .role
             .set_log_sequence(self.controller.last_sequence());
@@ -899,6 +904,13 @@ impl Core {
         if self.is_standby() {
             fold_roster(&self.me.roster, events);
         }
+        if events
+            .iter()
+            .any(|(_, e)| matches!(e, Event::RolloutStarted { .. }))
+        {
+            // A new rollout may have made the state forget an old one.
+            self.op_durations.forget_rollouts(self.controller.state());
+        }
         for (sequence, event) in events {
             self.log_index
                 .record(*sequence, event, self.controller.state());
@@ -1008,7 +1020,10 @@ impl Core {
     /// O(touched · log n): never a walk over every op.
     fn track_ops(&mut self, touched: &invariants::Touched) {
         let now = SystemTime::now();
+        let clock = Instant::now();
         for op in &touched.ops {
+            self.op_durations
+                .touched(self.controller.state(), *op, clock);
             let hot = self.controller.state().op(*op);
             if hot.is_some_and(|o| o.is_unknown()) {
                 self.unknown_since.entry(*op).or_insert(now);
@@ -1117,6 +1132,7 @@ impl Core {
             last_sequence: self.controller.last_sequence(),
             connected: self.connected.clone(),
             unknown_since: self.unknown_since.clone(),
+            op_durations: self.op_durations.clone(),
             log_index: self.log_index.clone(),
             identity_conflicts: self.ids.conflicts,
             presented: self.ids.presented.clone(),

@@ -39,7 +39,7 @@ pub fn routes() -> utoipa_axum::router::OpenApiRouter<Api> {
 /// `GET /`: the overview.
 #[utoipa::path(get, path = "/", tag = "dashboard",
     responses(
-        (status = 200, description = "the console's overview (HTML, refreshes every 2 s)", body = String, content_type = "text/html"),
+        (status = 200, description = "the console's overview (HTML; follows /live with JavaScript, else reloads every 2 s)", body = String, content_type = "text/html"),
         (status = 503, description = "the controller core stopped", body = ErrorBody),
     ))]
 async fn dashboard(State(api): State<Api>) -> Result<Html<String>, ApiError> {

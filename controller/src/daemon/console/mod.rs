@@ -15,7 +15,7 @@
 //! | `/fleet` | the fleet map: one cell per node, coloured and lettered by state, legend with counts | `fleet.rs` |
 //! | `/rollouts`, `/rollouts/{id}` | every rollout; one rollout's plan, waves as progress bars, budgets as gauges, the canary's evidence, each wave's ops paged | `rollout.rs` |
 //! | `/nodes`, `/nodes/{name}` | nodes paged and filtered; one node's labels, identity, confirmed release, proof evidence, op history, drift | `node.rs` |
-//! | `/ops`, `/ops/{op}` | ops paged and filtered; one op's events as a timeline, why it is UNKNOWN and what would settle it, its claim | `op.rs` |
+//! | `/ops`, `/ops/{op}`, `/ops/{op}/diagram.svg` | ops paged and filtered; one op's events as a timeline and a sequence diagram, why it is UNKNOWN and what would settle it, its claim | `op.rs` |
 //! | `/handover` | the handover report, paged, each entry's three answers | `handover.rs` |
 //! | `/events` | the event log, paged, filtered by kind, rollout, op or node | `events.rs` |
 //!
@@ -26,6 +26,10 @@
 //! Colour is never the only sign: every state cell carries its word or a
 //! letter named in a legend (the Okabe-Ito palette, readable with the
 //! common colour-vision deficiencies).
+//!
+//! Every page follows the log without reloading (`live.rs`: `GET /live`
+//! ticks, `GET /live.js` swaps the page's `<main>`); without JavaScript
+//! pages read as before.
 //!
 //! `GET /metrics` (Prometheus) lives here too (`metrics.rs`): it reads the
 //! same snapshot.
@@ -39,6 +43,7 @@ use axum::response::{IntoResponse, Response};
 mod events;
 mod fleet;
 mod handover;
+pub(crate) mod live;
 pub mod main_page;
 mod metrics;
 mod node;
@@ -66,6 +71,7 @@ pub fn routes() -> utoipa_axum::router::OpenApiRouter<Api> {
         .merge(op::routes())
         .merge(handover::routes())
         .merge(events::routes())
+        .merge(live::routes())
 }
 
 /// Escape text for HTML element content and quoted attribute values.
@@ -151,21 +157,24 @@ nav{margin-bottom:1em}nav a{margin-right:1em}\
 .c-resolved,.c-drifted,.mD{background:#CC79A7;color:#000}.c-pending{background:#fff;color:#555}\
 .c-idle,.mI{background:#56B4E9;color:#000}.c-live,.mL{background:#0072B2;color:#fff}\
 .c-retired,.mR{background:#bbb;color:#000}\
-meter{width:20em}";
+meter{width:20em}\
+.hist td.b{width:30em}.hist span{display:inline-block;height:1em;background:#0072B2}";
 
 /// The links at the top of every page.
 const NAV: &str = "<nav><a href=\"/\">overview</a><a href=\"/fleet\">fleet map</a>\
 <a href=\"/rollouts\">rollouts</a><a href=\"/nodes\">nodes</a><a href=\"/ops\">ops</a>\
 <a href=\"/handover\">handover report</a><a href=\"/events\">events</a></nav>\n";
 
-/// A whole page: `title` (escaped here) and `body` (already HTML).
-/// `refresh`: reload every 2 s (the overview only).
+/// A whole page: `title` (escaped here) and `body` (already HTML) in
+/// `<main id="main">`, which `/live.js` swaps for a fresh copy when the
+/// log changes (see `live.rs`). `refresh`: without JavaScript, reload
+/// every 2 s (the overview only).
 pub fn shell(title: &str, refresh: bool, body: &str) -> String {
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">{}<title>{} - Fleetweft</title>\
-         <style>{STYLE}</style></head><body>\n{NAV}{body}</body></html>\n",
+         <style>{STYLE}</style><script src=\"/live.js\" defer></script></head><body>\n{NAV}<main id=\"main\">\n{body}</main></body></html>\n",
         if refresh {
-            "<meta http-equiv=\"refresh\" content=\"2\">"
+            "<noscript><meta http-equiv=\"refresh\" content=\"2\"></noscript>"
         } else {
             ""
         },

@@ -1,6 +1,7 @@
 //! `GET /ops` (ops paged, filtered by rollout and state) and
-//! `GET /ops/{op}` (one op: its events as a timeline, why it is UNKNOWN
-//! and what would settle it, its claim, its evidence). The op's words and
+//! `GET /ops/{op}` (one op: its events as a timeline and as a sequence
+//! diagram, `GET /ops/{op}/diagram.svg`, why it is UNKNOWN and what would
+//! settle it, its claim, its evidence). The op's words and
 //! its next steps are the view layer's and the handover report's; the
 //! timeline is read from the log from the op's grant, which the log index
 //! dates for every op holding a slot and for each node's latest op; an
@@ -39,6 +40,7 @@ pub fn routes() -> utoipa_axum::router::OpenApiRouter<Api> {
     utoipa_axum::router::OpenApiRouter::new()
         .routes(utoipa_axum::routes!(op_list))
         .routes(utoipa_axum::routes!(op_one))
+        .routes(utoipa_axum::routes!(op_diagram))
 }
 
 /// `GET /ops`'s query, as documented. Empty is absent: the filter form's
@@ -199,31 +201,88 @@ async fn read_timeline(api: &Api, id: OpId, from: u64) -> Timeline {
 (status = 503, description = "the controller core stopped (HTML)", body = String, content_type = "text/html"),
     ))]
 async fn op_one(State(api): State<Api>, text: PagePath) -> Response {
-    let text = match path_value(text) {
-        Ok(t) => t,
-        Err(page) => return page.into_response(),
-    };
+    match op_and_timeline(&api, text).await {
+        Ok((snap, id, timeline)) => html(StatusCode::OK, render_one(&snap, id, timeline.as_ref())),
+        Err(refused) => refused,
+    }
+}
+
+/// `GET /ops/{op}/diagram.svg`: the op's timeline as a sequence diagram
+/// (the chart `fleetweft log show --diagram` and the checker's
+/// counterexamples draw), a picture of what the op page's timeline lists.
+#[utoipa::path(get, path = "/ops/{op}/diagram.svg", tag = "console",
+    params(("op" = String, Path, description = "op id: op0, op1, ...")),
+    responses(
+        (status = 200, description = "the op's sequence diagram (SVG)", body = String, content_type = "image/svg+xml"),
+        (status = 400, description = "a path that does not decode (HTML)", body = String, content_type = "text/html"),
+        (status = 404, description = "no such op, or forgotten (HTML)", body = String, content_type = "text/html"),
+(status = 503, description = "the controller core stopped (HTML)", body = String, content_type = "text/html"),
+    ))]
+async fn op_diagram(State(api): State<Api>, text: PagePath) -> Response {
+    match op_and_timeline(&api, text).await {
+        Ok((snap, id, timeline)) => (
+            StatusCode::OK,
+            [(axum::http::header::CONTENT_TYPE, "image/svg+xml")],
+            diagram_svg(&snap, id, timeline.as_ref()),
+        )
+            .into_response(),
+        Err(refused) => refused,
+    }
+}
+
+/// The op named by the path, the snapshot it was found in and its
+/// timeline (when the log index dates it), or the refusal page.
+async fn op_and_timeline(
+    api: &Api,
+    text: PagePath,
+) -> Result<(Snapshot, OpId, Option<Timeline>), Response> {
+    let text = path_value(text).map_err(IntoResponse::into_response)?;
     let Some(snap) = api.core.snapshot().await else {
-        return super::unavailable();
+        return Err(super::unavailable());
     };
     let Some(id) = text
         .strip_prefix("op")
         .and_then(|n| n.parse().ok())
         .map(OpId)
     else {
-        return refusal(
+        return Err(refusal(
             StatusCode::NOT_FOUND,
             &format!("no op {text}: op ids look like op0"),
-        );
+        ));
     };
     if one_op(&snap.state, id).is_none() {
-        return refusal(StatusCode::NOT_FOUND, &op_missing(&snap.state, id));
+        return Err(refusal(StatusCode::NOT_FOUND, &op_missing(&snap.state, id)));
     }
     let timeline = match timeline_start(&snap, id) {
-        Some(from) => Some(read_timeline(&api, id, from).await),
+        Some(from) => Some(read_timeline(api, id, from).await),
         None => None,
     };
-    html(StatusCode::OK, render_one(&snap, id, timeline.as_ref()))
+    Ok((snap, id, timeline))
+}
+
+/// The op's sequence diagram (SVG): its timeline's events drawn as the
+/// log's chart draws them, the node's lane under its name. Without a
+/// timeline (the log index does not date the op) the chart says so.
+pub fn diagram_svg(snap: &Snapshot, id: OpId, timeline: Option<&Timeline>) -> String {
+    let mut chart = logtools::diagram::LogChart::new();
+    if let Some(node) = snap.state.op_summary(id).map(|o| o.node) {
+        chart.op_on(id, node, &snap.state.roster.display_name(node));
+    }
+    let events = timeline.map_or(&[][..], |t| &t.events[..]);
+    for e in events {
+        chart.event(e.sequence, &e.event);
+    }
+    let closing = match timeline {
+        None => format!(
+            "{id}'s events are not dated by the log index (only ops holding a slot and each node's latest op are): see /events?op={id}"
+        ),
+        Some(Timeline { stopped_at: Some(at), .. }) => format!(
+            "{id}: {} event(s) drawn; the rest from log sequence {at} on",
+            events.len()
+        ),
+        Some(_) => format!("{id}: every event of the op, {} drawn", events.len()),
+    };
+    chart.finish_with(closing).svg()
 }
 
 /// The op page.
@@ -384,6 +443,14 @@ fn render_timeline(h: &mut String, o: &OpDto, timeline: Option<&Timeline>) {
         );
         return;
     };
+    let _ = writeln!(
+        h,
+        "<p>{}</p>",
+        link(
+            &format!("/ops/{}/diagram.svg", url_part(&o.id)),
+            "the op as a sequence diagram (SVG, below the list)"
+        )
+    );
     h.push_str("<ol id=\"timeline\">\n");
     for e in &t.events {
         let _ = writeln!(
@@ -395,6 +462,11 @@ fn render_timeline(h: &mut String, o: &OpDto, timeline: Option<&Timeline>) {
         );
     }
     h.push_str("</ol>\n");
+    let _ = writeln!(
+        h,
+        "<figure><img id=\"diagram\" src=\"/ops/{}/diagram.svg\" alt=\"the events listed above, drawn as a sequence diagram\"></figure>",
+        url_part(&o.id)
+    );
     if let Some(at) = t.stopped_at {
         let _ = writeln!(
             h,

@@ -14,6 +14,7 @@ use super::{
 };
 use crate::daemon::core::Snapshot;
 use crate::daemon::state::Api;
+use crate::daemon::view::durations::DurationHistogram;
 use crate::daemon::view::waves::{
     plan_node, plan_node_state, wave_progress, PlanNodeState, WaveProgress,
 };
@@ -188,6 +189,7 @@ pub fn render_one(
     render_next_step(&mut h, snap, r);
     let waves = wave_progress(s, r);
     render_waves(&mut h, r, waves.as_deref());
+    render_durations(&mut h, snap, r);
     render_canary(&mut h, snap, r);
     if let Some(waves) = &waves {
         let current = (c.current_wave as usize).min(waves.len() - 1);
@@ -335,6 +337,43 @@ fn render_waves(h: &mut String, r: &Rollout, waves: Option<&[WaveProgress]>) {
             link(&format!("/rollouts/{}?wave={}", r.id, w.wave), "its ops"),
         );
     }
+}
+
+/// How long the rollout's settled ops took, grant to settlement: one row
+/// per bucket, a bar as long as its share of the fullest bucket, the count
+/// beside it (the numbers are the reading; the bars, the picture).
+fn render_durations(h: &mut String, snap: &Snapshot, r: &Rollout) {
+    h.push_str("<h2>Op durations, grant to settlement</h2>\n");
+    let Some(hist) = snap.op_durations.histogram(r.id) else {
+        h.push_str(
+            "<p id=\"durations\">no op of this rollout settled while this controller ran</p>\n",
+        );
+        return;
+    };
+    let fullest = hist.counts.iter().copied().max().unwrap_or(0).max(1);
+    h.push_str(
+        "<table id=\"durations\" class=\"hist\"><tr><th>duration</th><th>ops</th><th></th></tr>\n",
+    );
+    for (i, n) in hist.counts.iter().enumerate() {
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{n}</td><td class=\"b\"><span style=\"width:{:.1}%\"></span></td></tr>",
+            escape(&DurationHistogram::label(i)),
+            f64::from(*n) * 100.0 / f64::from(fullest),
+        );
+    }
+    h.push_str("</table>\n");
+    let _ = writeln!(
+        h,
+        "<p>{} op(s) measured by this controller's clock{}</p>",
+        hist.dated(),
+        match hist.undated {
+            0 => String::new(),
+            n => format!(
+                "; {n} more settled without a duration (granted before this controller started)"
+            ),
+        }
+    );
 }
 
 /// The canary's op evidence and its recorded proof.

@@ -429,3 +429,121 @@ fn the_pages_escape_what_they_show() {
         assert!(!html.contains("<script>"), "{name}: {html}");
     }
 }
+
+/// An op's sequence diagram draws every event of its timeline with its
+/// sequence, the node's lane under the node's name, and says how its
+/// timeline ends: complete, cut short (from where the rest is), or not
+/// dated by the log index. At the timeline's bound it stays under the
+/// page bound.
+#[test]
+fn an_op_diagram_draws_its_timeline_under_the_nodes_name() {
+    use super::op::{diagram_svg, Timeline, OP_TIMELINE_EVENTS_MAX};
+    let snap = fleet(10_000, 500, 300, 150);
+    let s = &snap.state;
+    let op = crate::daemon::view::unknown_ops(s, 1)[0].id[2..]
+        .parse()
+        .map(model::OpId)
+        .expect("an op id");
+    let node = s.op_summary(op).expect("the op").node;
+    let events = |n: u64| -> Vec<_> {
+        (0..n)
+            .map(|q| {
+                let e = model::controller::Event::OpUnknown {
+                    op,
+                    reason: model::controller::UnknownReason::Silence,
+                };
+                crate::daemon::view::event_dto(&s.roster, 9_000 + q, e)
+            })
+            .collect()
+    };
+    let whole = Timeline {
+        events: events(3),
+        stopped_at: None,
+    };
+    let svg = diagram_svg(&snap, op, Some(&whole));
+    assert!(svg.starts_with("<svg"), "{svg}");
+    assert!(svg.contains(&escape(&s.roster.display_name(node))), "{svg}");
+    for q in 9_000..9_003 {
+        assert!(svg.contains(&format!(">{q} {op} is UNKNOWN")), "{q}: {svg}");
+    }
+    assert!(svg.contains(&format!("{op}: every event of the op, 3 drawn")));
+    let cut = Timeline {
+        events: events(OP_TIMELINE_EVENTS_MAX as u64),
+        stopped_at: Some(19_000),
+    };
+    let svg = diagram_svg(&snap, op, Some(&cut));
+    assert!(svg.contains("the rest from log sequence 19000 on"), "{svg}");
+    assert!(
+        svg.len() < super::PAGE_BYTES_MAX,
+        "{} bytes for {OP_TIMELINE_EVENTS_MAX} events",
+        svg.len()
+    );
+    let undated = diagram_svg(&snap, op, None);
+    assert!(undated.contains("not dated by the log index"), "{undated}");
+}
+
+/// A rollout's page shows how long its settled ops took: the count in
+/// each duration's row, and the ops granted before this controller
+/// started counted apart, never given a duration.
+#[test]
+fn the_rollout_page_shows_op_durations_and_counts_undated_ops_apart() {
+    use model::{OpId, RolloutId};
+    use std::time::{Duration, Instant};
+    let mut snap = fleet(10, 5, 0, 0);
+    let r = RolloutId(0);
+    let page = |snap: &crate::daemon::core::Snapshot| {
+        let rollout = snap.state.rollout(r).expect("the rollout").clone();
+        super::rollout::render_one(snap, &rollout, None, None)
+    };
+    assert!(page(&snap).contains("no op of this rollout settled while this controller ran"));
+    // op1 is undated (held a slot at the start), op2 is measured: 700 ms.
+    let mut durations = crate::daemon::view::durations::OpDurations::default();
+    durations.undate_all(&snap.state);
+    let state_before = snap.state.clone();
+    let t0 = Instant::now();
+    testkit::fixtures::verify(&mut snap.state, 1);
+    durations.touched(&snap.state, OpId(1), t0);
+    // op6 is granted after the start (op1's slot freed): its clock runs.
+    durations.touched(&snap.state, OpId(6), t0);
+    assert!(
+        state_before.op(OpId(6)).is_none(),
+        "op6 is granted by op1's settlement"
+    );
+    testkit::fixtures::verify(&mut snap.state, 6);
+    durations.touched(&snap.state, OpId(6), t0 + Duration::from_millis(700));
+    snap.op_durations = durations;
+    let html = page(&snap);
+    assert!(html.contains("<tr><td>≤ 1 s</td><td>1</td>"), "{html}");
+    assert!(html.contains("<tr><td>≤ 500 ms</td><td>0</td>"), "{html}");
+    assert!(
+        html.contains(
+            "1 op(s) measured by this controller's clock; 1 more settled without a duration"
+        ),
+        "{html}"
+    );
+}
+
+/// Every page loads the live script and keeps its content in the one
+/// `<main id="main">` the script swaps; only the overview reloads by
+/// itself without JavaScript, and only inside `<noscript>`.
+#[test]
+fn every_page_follows_the_log_and_only_the_overview_reloads_without_script() {
+    let snap = fleet(100, 10, 5, 2);
+    for (name, html) in every_page(&snap) {
+        assert!(
+            html.contains("<script src=\"/live.js\" defer></script>"),
+            "{name}"
+        );
+        assert_eq!(html.matches("<main id=\"main\">").count(), 1, "{name}");
+        let reloads = html.contains("http-equiv=\"refresh\"");
+        assert_eq!(reloads, name == "overview", "{name}");
+        if reloads {
+            assert!(
+                html.contains("<noscript><meta http-equiv=\"refresh\" content=\"2\"></noscript>"),
+                "{name}"
+            );
+        }
+    }
+    assert!(super::live::LIVE_JS.contains("new EventSource(\"/live\")"));
+    assert!(super::live::LIVE_JS.contains("getElementById(\"main\")"));
+}
