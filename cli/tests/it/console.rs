@@ -77,71 +77,7 @@ fn every_link_of_every_page_leads_to_a_page() {
     let status = ctl.wait_for_unknown();
     let op = status["ops"][0]["id"].as_str().unwrap().to_string();
 
-    let mut seen = BTreeSet::new();
-    let mut queue = VecDeque::from(["/".to_string()]);
-    // The pages named by the issue are reached by links, not typed in.
-    let mut must_reach: BTreeSet<String> = [
-        "/fleet",
-        "/rollouts",
-        "/rollouts/r0",
-        "/nodes",
-        "/nodes/node-c",
-        "/nodes/node-c?proof=live",
-        "/ops",
-        &format!("/ops/{op}"),
-        &format!("/ops/{op}/diagram.svg"),
-        "/live.js",
-        "/handover",
-        "/events",
-        "/rollouts/r0?wave=0",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    while let Some(path) = queue.pop_front() {
-        if !seen.insert(path.clone()) {
-            continue;
-        }
-        assert!(
-            seen.len() <= CRAWL_PAGES_MAX,
-            "more than {CRAWL_PAGES_MAX} pages"
-        );
-        let (code, content_type, body) = get(&ctl, &path);
-        assert_eq!(code, 200, "GET {path}: {body}");
-        must_reach.remove(&path);
-        // A picture (an op's sequence diagram) is an SVG, linked and shown
-        // by its page; nothing is followed from it.
-        if path.ends_with(".svg") {
-            assert_eq!(content_type, "image/svg+xml", "GET {path}");
-            assert!(body.starts_with("<svg"), "GET {path}: {body}");
-            continue;
-        }
-        // The live script every page loads (issue #28 item 4).
-        if path == "/live.js" {
-            assert!(content_type.starts_with("text/javascript"), "GET {path}");
-            assert!(body.contains("EventSource"), "GET {path}: {body}");
-            continue;
-        }
-        assert!(
-            content_type.starts_with("text/html"),
-            "GET {path}: {content_type}: {body}"
-        );
-        assert!(body.starts_with("<!DOCTYPE html>"), "GET {path}: {body}");
-        for href in hrefs(&body)
-            .into_iter()
-            .chain(actions(&body))
-            .chain(sources(&body))
-        {
-            assert!(
-                href.starts_with('/') && !href.starts_with("/api/") && href != "/metrics",
-                "{path} links to {href}, not a console page"
-            );
-            if !seen.contains(&href) {
-                queue.push_back(href);
-            }
-        }
-    }
-    assert!(must_reach.is_empty(), "never linked: {must_reach:?}");
+    let seen = crawl(&ctl, &op);
     eprintln!(
         "{} console pages followed, every one 200 text/html",
         seen.len()
@@ -191,6 +127,78 @@ fn every_link_of_every_page_leads_to_a_page() {
             "{path}: {content_type}"
         );
     }
+}
+
+/// Every page reachable from the overview by links (pages, the op's
+/// diagram, the script), each checked to answer 200 in its kind; the
+/// pages the issue names must be among them.
+fn crawl(ctl: &Controller, op: &str) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    let mut queue = VecDeque::from(["/".to_string()]);
+    // The pages named by the issue are reached by links, not typed in.
+    let mut must_reach: BTreeSet<String> = [
+        "/fleet",
+        "/rollouts",
+        "/rollouts/r0",
+        "/nodes",
+        "/nodes/node-c",
+        "/nodes/node-c?proof=live",
+        "/ops",
+        &format!("/ops/{op}"),
+        &format!("/ops/{op}/diagram.svg"),
+        "/live.js",
+        "/handover",
+        "/events",
+        "/rollouts/r0?wave=0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    while let Some(path) = queue.pop_front() {
+        if !seen.insert(path.clone()) {
+            continue;
+        }
+        assert!(
+            seen.len() <= CRAWL_PAGES_MAX,
+            "more than {CRAWL_PAGES_MAX} pages"
+        );
+        let (code, content_type, body) = get(ctl, &path);
+        assert_eq!(code, 200, "GET {path}: {body}");
+        must_reach.remove(&path);
+        // A picture (an op's sequence diagram) is an SVG, linked and shown
+        // by its page; nothing is followed from it.
+        if path.ends_with(".svg") {
+            assert_eq!(content_type, "image/svg+xml", "GET {path}");
+            assert!(body.starts_with("<svg"), "GET {path}: {body}");
+            continue;
+        }
+        // The live script every page loads (issue #28 item 4).
+        if path == "/live.js" {
+            assert!(content_type.starts_with("text/javascript"), "GET {path}");
+            assert!(body.contains("EventSource"), "GET {path}: {body}");
+            continue;
+        }
+        assert!(
+            content_type.starts_with("text/html"),
+            "GET {path}: {content_type}: {body}"
+        );
+        assert!(body.starts_with("<!DOCTYPE html>"), "GET {path}: {body}");
+        for href in hrefs(&body)
+            .into_iter()
+            .chain(actions(&body))
+            .chain(sources(&body))
+        {
+            assert!(
+                href.starts_with('/') && !href.starts_with("/api/") && href != "/metrics",
+                "{path} links to {href}, not a console page"
+            );
+            if !seen.contains(&href) {
+                queue.push_back(href);
+            }
+        }
+    }
+    assert!(must_reach.is_empty(), "never linked: {must_reach:?}");
+    seen
 }
 
 /// Reads SSE from `GET {path}` until `until` returns true on what was read
@@ -278,4 +286,48 @@ fn ticks_of(sse: &str) -> Vec<u64> {
         .skip(1)
         .filter_map(|t| t.split('\n').next()?.trim().parse().ok())
         .collect()
+}
+
+/// axe-core (WCAG 2.x A and AA rules) in headless chromium finds nothing on
+/// any console page of a controller holding an UNKNOWN op (issue #28 item
+/// 6); each page's load time is printed (`scripts/a11y.sh`).
+#[test]
+fn every_console_page_passes_axe_core() {
+    let ctl = Controller::start();
+    ctl.start_rollout("node-c");
+    let status = ctl.wait_for_unknown();
+    let op = status["ops"][0]["id"].as_str().unwrap().to_string();
+    let pages: Vec<String> = crawl(&ctl, &op)
+        .into_iter()
+        .filter(|p| !p.ends_with(".svg") && !p.ends_with(".js"))
+        .collect();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/a11y.sh");
+    let out = std::process::Command::new("bash")
+        .arg(script)
+        .arg(ctl.url())
+        .args(&pages)
+        .output()
+        .expect("running scripts/a11y.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "scripts/a11y.sh: {stdout}\n{stderr}");
+    let mut checked = 0;
+    let mut load_ms = Vec::new();
+    let mut findings = Vec::new();
+    for line in stdout.lines() {
+        let page: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+        checked += 1;
+        load_ms.push(page["load_ms"].as_u64().unwrap_or(0));
+        for v in page["violations"].as_array().expect("violations") {
+            findings.push(format!("{}: {v}", page["path"]));
+        }
+    }
+    assert_eq!(checked, pages.len(), "{stdout}\n{stderr}");
+    assert!(findings.is_empty(), "axe-core: {}", findings.join("\n"));
+    load_ms.sort_unstable();
+    eprintln!(
+        "axe-core: {checked} console pages, no violation; load p50 {} ms, max {} ms",
+        load_ms[load_ms.len() / 2],
+        load_ms.last().unwrap_or(&0)
+    );
 }

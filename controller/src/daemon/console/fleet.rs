@@ -120,7 +120,7 @@ pub fn render(snap: &Snapshot, start: usize) -> String {
         (start + 1).min(end),
     );
     h.push_str(&legend(&counts(snap)));
-    h.push_str("<div class=\"map\" id=\"map\" role=\"img\" aria-label=\"fleet map: one lettered cell per node, see the legend\">\n");
+    h.push_str("<div class=\"map\" id=\"map\" role=\"group\" aria-label=\"fleet map: one lettered cell per node, see the legend; each row starts with a link to its first node\">\n");
     for row in (start..end).step_by(MAP_ROW_NODES) {
         let href = match row {
             0 => "/nodes".to_string(),
