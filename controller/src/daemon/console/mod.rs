@@ -74,6 +74,107 @@ pub fn routes() -> utoipa_axum::router::OpenApiRouter<Api> {
         .merge(live::routes())
 }
 
+/// A full page of events and a full op timeline, all about `op`: the
+/// largest event page and op page [`every_page`] can render.
+fn full_feed(
+    s: &model::controller::ControllerState,
+    op: model::OpId,
+) -> (Vec<crate::daemon::view::EventDto>, self::op::Timeline) {
+    let events: Vec<_> = (0..self::events::EVENTS_PER_PAGE_MAX as u64)
+        .map(|q| {
+            let e = model::controller::Event::OpUnknown {
+                op,
+                reason: model::controller::UnknownReason::Silence,
+            };
+            crate::daemon::view::event_dto(&s.roster, q, e)
+        })
+        .collect();
+    let timeline = self::op::Timeline {
+        events: events
+            .iter()
+            .cycle()
+            .take(self::op::OP_TIMELINE_EVENTS_MAX)
+            .cloned()
+            .collect(),
+        stopped_at: Some(1),
+    };
+    (events, timeline)
+}
+
+/// Every page the console renders of `snap`, by name: the overview, the
+/// fleet map, the rollouts, the first rollout (its current wave and its
+/// last wave's last page), the canary's and an UNKNOWN node's pages, the
+/// first UNKNOWN op's page with a full timeline, the node and op lists,
+/// the handover report and a full page of events. Used by the size
+/// tests and by `fleetweft-console-bench` (render cost against fleet
+/// size). `None` for a state without rollout 0.
+pub fn every_page(snap: &crate::daemon::core::Snapshot) -> Option<Vec<(String, String)>> {
+    use crate::daemon::view::{node_page, op_page, NodeQuery, OpQuery};
+    use model::{NodeId, OpId, RolloutId};
+    let s = &snap.state;
+    let r = s.rollout(RolloutId(0))?;
+    let waves = crate::daemon::view::waves::wave_bounds(r);
+    let (last_start, last_end) = waves.last().copied().unwrap_or((0, 0));
+    let last_from = last_start.max(last_end.saturating_sub(10));
+    let unknown = crate::daemon::view::unknown_ops(s, 1);
+    let unknown_op = unknown
+        .first()
+        .and_then(|o| o.id.strip_prefix("op")?.parse().ok().map(OpId))
+        .unwrap_or(OpId(0));
+    let unknown_node = s.op_summary(unknown_op).map_or(NodeId(0), |o| o.node);
+    let (events, timeline) = full_feed(s, unknown_op);
+    let name = |n: NodeId| s.roster.display_name(n);
+    let node_page_of = |n: NodeId| {
+        let p = proof::recorded_node_proof(s, n, &name(n));
+        self::node::render_one(snap, n, &p, None)
+    };
+    let nodes = node_page(
+        snap,
+        &NodeQuery {
+            limit: self::node::NODES_PER_PAGE_MAX,
+            ..NodeQuery::default()
+        },
+    );
+    let ops = op_page(
+        s,
+        &OpQuery {
+            limit: self::op::OPS_PER_PAGE_MAX,
+            ..OpQuery::default()
+        },
+    );
+    Some(vec![
+        ("overview".into(), render(&data(snap, events.clone()))),
+        ("fleet map".into(), self::fleet::render(snap, 0)),
+        ("rollouts".into(), self::rollout::render_list(s, 0)),
+        (
+            "rollout".into(),
+            self::rollout::render_one(snap, r, None, None),
+        ),
+        (
+            "rollout, last wave".into(),
+            self::rollout::render_one(
+                snap,
+                r,
+                Some(waves.len().saturating_sub(1)),
+                Some(last_from),
+            ),
+        ),
+        ("canary node".into(), node_page_of(r.plan.canary)),
+        ("UNKNOWN node".into(), node_page_of(unknown_node)),
+        (
+            "UNKNOWN op".into(),
+            self::op::render_one(snap, unknown_op, Some(&timeline)),
+        ),
+        ("nodes".into(), self::node::render_list(snap, &[], &nodes)),
+        ("ops".into(), self::op::render_list(&[], &ops)),
+        ("handover".into(), self::handover::render(snap, 0)),
+        (
+            "events".into(),
+            self::events::render(&[], 0, 1_000, &events, Some(100)),
+        ),
+    ])
+}
+
 /// Escape text for HTML element content and quoted attribute values.
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());

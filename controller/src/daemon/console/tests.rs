@@ -204,89 +204,6 @@ fn escape_covers_markup_and_quotes() {
     );
 }
 
-/// Every page the console renders of `snap`, by name: the overview, the
-/// fleet map, the rollouts, the first rollout (its current wave and its
-/// last wave's last page), the canary's and an UNKNOWN node's pages, the
-/// first UNKNOWN op's page with a full timeline, the node and op lists,
-/// the handover report and a full page of events.
-fn every_page(snap: &crate::daemon::core::Snapshot) -> Vec<(String, String)> {
-    use model::{NodeId, OpId, RolloutId};
-    let s = &snap.state;
-    let r = s.rollout(RolloutId(0)).expect("a rollout");
-    let waves = crate::daemon::view::waves::wave_bounds(r);
-    let (last_start, last_end) = *waves.last().unwrap();
-    let last_from = last_start.max(last_end.saturating_sub(10));
-    let unknown = crate::daemon::view::unknown_ops(s, 1);
-    let unknown_op = unknown
-        .first()
-        .map(|o| OpId(o.id[2..].parse().unwrap()))
-        .unwrap_or(OpId(0));
-    let unknown_node = s.op_summary(unknown_op).map_or(NodeId(0), |o| o.node);
-    let events: Vec<_> = (0..super::events::EVENTS_PER_PAGE_MAX as u64)
-        .map(|q| {
-            let e = model::controller::Event::OpUnknown {
-                op: unknown_op,
-                reason: model::controller::UnknownReason::Silence,
-            };
-            crate::daemon::view::event_dto(&s.roster, q, e)
-        })
-        .collect();
-    let timeline = super::op::Timeline {
-        events: events
-            .iter()
-            .cycle()
-            .take(super::op::OP_TIMELINE_EVENTS_MAX)
-            .cloned()
-            .collect(),
-        stopped_at: Some(1),
-    };
-    let name = |n: NodeId| s.roster.display_name(n);
-    let node_page_of = |n: NodeId| {
-        let p = proof::recorded_node_proof(s, n, &name(n));
-        super::node::render_one(snap, n, &p, None)
-    };
-    let nodes = node_page(
-        snap,
-        &NodeQuery {
-            limit: super::node::NODES_PER_PAGE_MAX,
-            ..NodeQuery::default()
-        },
-    );
-    let ops = op_page(
-        s,
-        &OpQuery {
-            limit: super::op::OPS_PER_PAGE_MAX,
-            ..OpQuery::default()
-        },
-    );
-    vec![
-        ("overview".into(), render(&data(snap, events.clone()))),
-        ("fleet map".into(), super::fleet::render(snap, 0)),
-        ("rollouts".into(), super::rollout::render_list(s, 0)),
-        (
-            "rollout".into(),
-            super::rollout::render_one(snap, r, None, None),
-        ),
-        (
-            "rollout, last wave".into(),
-            super::rollout::render_one(snap, r, Some(waves.len() - 1), Some(last_from)),
-        ),
-        ("canary node".into(), node_page_of(r.plan.canary)),
-        ("UNKNOWN node".into(), node_page_of(unknown_node)),
-        (
-            "UNKNOWN op".into(),
-            super::op::render_one(snap, unknown_op, Some(&timeline)),
-        ),
-        ("nodes".into(), super::node::render_list(snap, &[], &nodes)),
-        ("ops".into(), super::op::render_list(&[], &ops)),
-        ("handover".into(), super::handover::render(snap, 0)),
-        (
-            "events".into(),
-            super::events::render(&[], 0, 1_000, &events, Some(100)),
-        ),
-    ]
-}
-
 /// A fleet of `nodes` with every other node quarantined: the fleet map's
 /// worst case (no two neighbours alike).
 fn checkered(nodes: u32) -> crate::daemon::core::Snapshot {
@@ -311,7 +228,7 @@ fn checkered(nodes: u32) -> crate::daemon::core::Snapshot {
 fn every_page_of_ten_thousand_nodes_stays_under_200_kb() {
     let snap = fleet(10_000, 500, 300, 150);
     let mut sizes = Vec::new();
-    for (name, html) in every_page(&snap) {
+    for (name, html) in super::every_page(&snap).expect("rollout 0") {
         sizes.push(format!("{name}: {} bytes", html.len()));
         assert!(
             html.len() < super::PAGE_BYTES_MAX,
@@ -357,7 +274,7 @@ fn an_unknown_op_is_never_green() {
     let snap = fleet(60, 10, 5, 3);
     let unknown = crate::daemon::view::unknown_ops(&snap.state, 100);
     assert_eq!(unknown.len(), 3);
-    let pages = every_page(&snap);
+    let pages = super::every_page(&snap).expect("rollout 0");
     for o in &unknown {
         let mut shown = 0;
         for (name, html) in &pages {
@@ -393,7 +310,7 @@ fn an_unknown_op_is_never_green() {
 fn a_rollout_with_an_unresolved_op_never_reads_completed() {
     use model::controller::RolloutStatus;
     let mut snap = fleet(60, 10, 5, 3);
-    for (name, html) in every_page(&snap) {
+    for (name, html) in super::every_page(&snap).expect("rollout 0") {
         assert!(!html.contains(">completed<"), "{name}: {html}");
     }
     let mut r = (*snap.state.rollouts[0]).clone();
@@ -404,7 +321,7 @@ fn a_rollout_with_an_unresolved_op_never_reads_completed() {
     let badge = super::rollout::status_badge(&snap.state, r);
     assert!(!badge.contains("completed"), "{badge}");
     assert!(badge.contains("class=\"unknown\""), "{badge}");
-    for (name, html) in every_page(&snap) {
+    for (name, html) in super::every_page(&snap).expect("rollout 0") {
         assert!(!html.contains(">completed<"), "{name}");
         if name.starts_with("rollout") {
             assert!(html.contains("still holding a slot"), "{name}");
@@ -425,7 +342,7 @@ fn the_pages_escape_what_they_show() {
             second_peer: "10.0.0.2:2".into(),
         },
     );
-    for (name, html) in every_page(&snap) {
+    for (name, html) in super::every_page(&snap).expect("rollout 0") {
         assert!(!html.contains("<script>"), "{name}: {html}");
     }
 }
@@ -529,7 +446,7 @@ fn the_rollout_page_shows_op_durations_and_counts_undated_ops_apart() {
 #[test]
 fn every_page_follows_the_log_and_only_the_overview_reloads_without_script() {
     let snap = fleet(100, 10, 5, 2);
-    for (name, html) in every_page(&snap) {
+    for (name, html) in super::every_page(&snap).expect("rollout 0") {
         assert!(
             html.contains("<script src=\"/live.js\" defer></script>"),
             "{name}"
