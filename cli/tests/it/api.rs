@@ -857,7 +857,10 @@ const ROUTER_ROUTES: &[(&str, &str)] = &[
     ("/nodes/{name}", "get"),
     ("/ops", "get"),
     ("/ops/{op}", "get"),
+    ("/ops/{op}/diagram.svg", "get"),
     ("/handover", "get"),
+    ("/live", "get"),
+    ("/live.js", "get"),
     ("/events", "get"),
     ("/api/status", "get"),
     ("/api/events", "get"),
@@ -1013,6 +1016,12 @@ fn the_openapi_document_matches_the_router() {
                 .replace("{op}", "op0")
                 .replace("{sha256}", &"0".repeat(64))
                 .replace("{digest}", &"0".repeat(64));
+            // The console's change ticks follow the log; their bounded form ends.
+            let concrete = if path == "/live" {
+                "/live?follow=false".to_string()
+            } else {
+                concrete
+            };
             let write = method == "post" || method == "put" || method == "delete";
             // The event stream is the one guarded read: each holds one of
             // STREAMS_MAX slots, which anonymous clients must not exhaust.

@@ -106,6 +106,7 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
         releases,
         key: Arc::new(key),
         streams: Default::default(),
+        live_streams: state::StreamSlots::new(state::LIVE_STREAMS_MAX),
         mirrors,
         release_gate: Default::default(),
     };

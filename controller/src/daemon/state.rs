@@ -30,6 +30,8 @@ pub struct Api {
     pub key: Arc<VerifyingKey>,
     /// The event streams open now (`GET /api/events/stream`).
     pub streams: StreamSlots,
+    /// The console's change streams open now (`GET /live`).
+    pub live_streams: StreamSlots,
     /// Node mirrors and where agents' chunks came from (`[artifacts]`).
     pub mirrors: Arc<super::mirrors::Mirrors>,
     /// Held for reading by what makes a stored release needed (starting a
@@ -43,9 +45,25 @@ pub struct Api {
 /// Most event streams open at once; one more is refused with 503.
 pub const STREAMS_MAX: usize = 32;
 
-/// The open streams, counted against [`STREAMS_MAX`].
-#[derive(Clone, Default)]
-pub struct StreamSlots(Arc<AtomicUsize>);
+/// Most console change streams (`GET /live`) open at once. A pool of
+/// their own: `/live` is read without a token, so anonymous readers
+/// filling it stop only the console's live updates, never an operator's
+/// event stream ([`STREAMS_MAX`]).
+pub const LIVE_STREAMS_MAX: usize = 64;
+
+/// The open streams of one pool, counted against its bound.
+#[derive(Clone)]
+pub struct StreamSlots {
+    open: Arc<AtomicUsize>,
+    max: usize,
+}
+
+/// The API's event streams: [`STREAMS_MAX`].
+impl Default for StreamSlots {
+    fn default() -> Self {
+        StreamSlots::new(STREAMS_MAX)
+    }
+}
 
 /// One open stream's slot, given back when the stream ends.
 pub struct Slot(Arc<AtomicUsize>);
@@ -57,15 +75,24 @@ impl Drop for Slot {
 }
 
 impl StreamSlots {
-    /// A slot for one more stream, if fewer than [`STREAMS_MAX`] are open.
+    /// A pool of at most `max` open streams.
+    pub fn new(max: usize) -> StreamSlots {
+        StreamSlots {
+            open: Arc::new(AtomicUsize::new(0)),
+            max,
+        }
+    }
+
+    /// A slot for one more stream, if fewer than the pool's bound are open.
     pub fn take(&self) -> Option<Slot> {
+        let max = self.max;
         let taken = self
-            .0
+            .open
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < STREAMS_MAX).then_some(n + 1)
+                (n < max).then_some(n + 1)
             })
             .is_ok();
-        taken.then(|| Slot(self.0.clone()))
+        taken.then(|| Slot(self.open.clone()))
     }
 }
 
@@ -85,4 +112,25 @@ pub fn unauthorized(api: &Api, headers: &HeaderMap) -> Option<Response> {
             .fold(0u8, |acc, (a, b)| acc | (a ^ b))
             == 0;
     (!same).then(|| ApiError::Unauthorized.into_response())
+}
+
+#[cfg(test)]
+mod slot_tests {
+    use super::*;
+
+    /// A pool gives out at most its bound, takes a slot back when it is
+    /// dropped, and filling one pool (the console's, anonymous) leaves
+    /// another (the API's event streams) untouched.
+    #[test]
+    fn a_full_pool_refuses_and_leaves_the_other_pool_alone() {
+        let api = StreamSlots::default();
+        let live = StreamSlots::new(LIVE_STREAMS_MAX);
+        let held: Vec<Slot> = (0..LIVE_STREAMS_MAX).map_while(|_| live.take()).collect();
+        assert_eq!(held.len(), LIVE_STREAMS_MAX);
+        assert!(live.take().is_none(), "over the bound");
+        let streams: Vec<Slot> = (0..STREAMS_MAX).map_while(|_| api.take()).collect();
+        assert_eq!(streams.len(), STREAMS_MAX, "the other pool is whole");
+        drop(held);
+        assert!(live.take().is_some(), "a dropped slot is given back");
+    }
 }

@@ -12,8 +12,9 @@
 //! show anyway. Batched: a burst of appends (a 10,000-node rollout
 //! settles hundreds of ops a second) is one tick a second, so a reader
 //! re-renders one bounded page (under [`super::PAGE_BYTES_MAX`]) a second
-//! at most, however fast the log grows. The streams count against the
-//! API's [`crate::daemon::stream::STREAMS_MAX`].
+//! at most, however fast the log grows. The streams have a pool of their
+//! own ([`crate::daemon::state::LIVE_STREAMS_MAX`]): anonymous readers
+//! who fill it stop only these updates, never an operator's event stream.
 
 use super::{pairs, param, refusal, PageQuery};
 use crate::daemon::state::{Api, Slot};
@@ -120,10 +121,13 @@ async fn live(State(api): State<Api>, q: PageQuery) -> Response {
             )
         }
     }
-    let Some(slot) = api.streams.take() else {
+    let Some(slot) = api.live_streams.take() else {
         return refusal(
             StatusCode::SERVICE_UNAVAILABLE,
-            "too many open streams: this page will not update by itself; reload it",
+            &format!(
+                "{} console pages follow the log already: this page will not update by itself; reload it",
+                crate::daemon::state::LIVE_STREAMS_MAX
+            ),
         );
     };
     let ticks = Ticks {
