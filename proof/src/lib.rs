@@ -94,8 +94,8 @@
 //!    explains a wrong answer), else the first false check's.
 //! 9. The op is not settled => `unverified` ([`ReasonCode::OpNotSettled`]).
 //! 10. The op passed: some check could not be read => `partially-verified`
-//!    (the first unreadable check's reason); every check true and the judged
-//!    observation proves the intended release serving => `verified`.
+//!     (the first unreadable check's reason); every check true and the
+//!     judged observation proves the intended release serving => `verified`.
 //! 11. Anything else => `unverified` ([`ReasonCode::NoEvidence`]).
 //!
 //! A rollout's verdict is the worst of its nodes' verdicts in the order
@@ -731,12 +731,7 @@ fn judge(
     // Seed 003's stale: what serves is a healthy workload of a release the
     // node had before, read back and answering as that release. Its checks
     // against the intent stay false; the verdict says what they add up to.
-    // Not for an op still holding its slot (its own evidence settles it),
-    // nor for a process in a restart loop (not healthy).
-    let looping = checks
-        .iter()
-        .any(|c| c.ok == Some(false) && c.reason == Some(R::RestartLoop));
-    if older.is_some() && !op.occupies_slot() && !looping {
+    if older.is_some() && settled_and_not_looping(op, checks) {
         return (Verdict::Stale, Some(R::OlderReleaseServing));
     }
     let contradictions = || checks.iter().filter(|c| counts(c) && c.ok == Some(false));
@@ -758,6 +753,16 @@ fn judge(
         }
     }
     (Verdict::Unverified, Some(R::NoEvidence))
+}
+
+/// Rule 7's last conditions: the op no longer holds its slot (while it
+/// does, its own evidence settles it) and no check found a restart loop (a
+/// looping process is no healthy workload).
+fn settled_and_not_looping(op: &Op, checks: &[EvidenceCheck]) -> bool {
+    !op.occupies_slot()
+        && !checks
+            .iter()
+            .any(|c| c.ok == Some(false) && c.reason == Some(ReasonCode::RestartLoop))
 }
 
 /// Whether a check takes part in the verdict: all do except a dead-looking
