@@ -244,7 +244,10 @@ pub fn install(
 /// - bundle bytes hash to another digest, or no longer verify =>
 ///   [`model::ArtifactRead::Digest`] of what is there (read something else);
 /// - bundle intact but the app file differs =>
-///   [`model::ArtifactRead::AppFileAltered`] (read something else);
+///   [`model::ArtifactRead::AppFileOf`] when it is, byte for byte, the
+///   signed app of another format-1 release installed beside it
+///   ([`release_with_app`]: an older release swapped in behind the route),
+///   else [`model::ArtifactRead::AppFileAltered`] (read something else);
 /// - otherwise `Digest(digest)`.
 pub fn read_back(
     data_dir: &Path,
@@ -274,9 +277,42 @@ pub fn read_back(
     let app_file = release_dir(data_dir, digest).join(&verified.manifest.app_file_name);
     match std::fs::read(app_file) {
         Ok(app) if app == verified.app => model::ArtifactRead::Digest(digest),
-        Ok(_) => model::ArtifactRead::AppFileAltered(digest),
+        Ok(app) => match release_with_app(data_dir, key, digest, &app) {
+            Some(release) => model::ArtifactRead::AppFileOf {
+                installed: digest,
+                release,
+            },
+            None => model::ArtifactRead::AppFileAltered(digest),
+        },
         Err(_) => model::ArtifactRead::Unreadable,
     }
+}
+
+/// Most other installed releases [`release_with_app`] reads: each is a
+/// bundle of at most 8 MiB read and verified, and the disk budget usually
+/// keeps the serving release and the one before it, so this bounds the
+/// cost of a read-back without missing the usual suspect.
+pub const RELEASES_COMPARED_MAX: usize = 16;
+
+/// The format-1 release installed beside `installed` whose signed app is,
+/// byte for byte, `app`: what an altered app file really is, when it is a
+/// release at all (issue #24 item 1). A release counts only if its bundle
+/// hashes to its directory's name and verifies under `key`; its own app
+/// file on disk is never trusted. Tree releases are not compared (their
+/// app is a whole tree); at most [`RELEASES_COMPARED_MAX`] are read.
+pub fn release_with_app(
+    data_dir: &Path,
+    key: &VerifyingKey,
+    installed: Digest,
+    app: &[u8],
+) -> Option<Digest> {
+    let entries = std::fs::read_dir(data_dir.join("releases")).ok()?;
+    entries
+        .flatten()
+        .filter_map(|entry| crate::probe::parse_digest(entry.file_name().to_str()?))
+        .filter(|d| *d != installed && !tree::is_installed_tree(data_dir, *d))
+        .take(RELEASES_COMPARED_MAX)
+        .find(|d| read_installed(data_dir, key, *d).is_ok_and(|v| v.app == app))
 }
 
 /// [`read_back`] for a running agent: a tree release is read back at a
@@ -373,12 +409,16 @@ mod tests {
     use protocol::bundle::{ManifestFields, ProbeSpec};
 
     fn signed(signing: &ed25519_dalek::SigningKey) -> Vec<u8> {
+        signed_app(signing, b"print('hi')", "v1")
+    }
+
+    fn signed_app(signing: &ed25519_dalek::SigningKey, app: &[u8], version: &str) -> Vec<u8> {
         bundle::sign(
             signing,
-            b"print('hi')",
+            app,
             ManifestFields {
                 name: "t".into(),
-                version: "v1".into(),
+                version: version.into(),
                 app_file_name: "app.py".into(),
                 run: vec!["python3".into(), "app.py".into()],
                 probe: ProbeSpec {
@@ -449,6 +489,55 @@ mod tests {
         let (_, other_key) = bundle::keygen();
         let e = verify(&other_key, digest, &bytes).expect_err("foreign key");
         assert!(matches!(e, StageError::Refused { .. }) && e.permanent());
+    }
+
+    /// Issue #24 item 1: an altered app file that is another installed
+    /// release's signed app is named as that release; one that is no
+    /// release's, or the app of a release whose bundle no longer verifies,
+    /// stays merely altered.
+    #[test]
+    fn read_back_names_the_release_whose_app_runs() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let data = dir.path();
+        let (signing, verifying) = bundle::keygen();
+        let v1 = signed_app(&signing, b"print('v1')", "v1");
+        let v2 = signed_app(&signing, b"print('v2')", "v2");
+        let (d1, d2) = (bundle::bundle_digest(&v1), bundle::bundle_digest(&v2));
+        install(data, &verifying, d1, &v1).expect("install v1");
+        install(data, &verifying, d2, &v2).expect("install v2");
+        let app_file = release_dir(data, d2).join("app.py");
+        std::fs::write(&app_file, b"print('v1')").expect("swap v1's app in");
+        assert_eq!(
+            read_back(data, &verifying, Arch::current(), d2),
+            model::ArtifactRead::AppFileOf {
+                installed: d2,
+                release: d1,
+            }
+        );
+        // v1's own app file on disk is not what counts: its signed app is.
+        std::fs::write(release_dir(data, d1).join("app.py"), b"print('x')").expect("alter");
+        assert_eq!(
+            read_back(data, &verifying, Arch::current(), d2),
+            model::ArtifactRead::AppFileOf {
+                installed: d2,
+                release: d1,
+            }
+        );
+        std::fs::write(&app_file, b"print('x')").expect("no release's app");
+        assert_eq!(
+            read_back(data, &verifying, Arch::current(), d2),
+            model::ArtifactRead::AppFileAltered(d2)
+        );
+        // v1's bundle no longer verifies: it names nothing.
+        std::fs::write(&app_file, b"print('v1')").expect("swap v1's app in");
+        let bundle_file = release_dir(data, d1).join(BUNDLE_FILE);
+        let mut changed = v1.clone();
+        changed[0] ^= 1;
+        std::fs::write(&bundle_file, &changed).expect("tamper v1's bundle");
+        assert_eq!(
+            read_back(data, &verifying, Arch::current(), d2),
+            model::ArtifactRead::AppFileAltered(d2)
+        );
     }
 
     #[test]

@@ -68,6 +68,33 @@ pub enum ArtifactRead {
     /// started from it differs from the app inside the bundle: read, and
     /// something else would run. Appended last so older encodings decode.
     AppFileAltered(Digest),
+    /// The installed bundle hashes to `installed`, but the app file that is
+    /// started from it is, byte for byte, the signed app of another release
+    /// the observer holds, `release` (for a tree release: the whole tree is
+    /// that release's tree): read, and what would run is that release (an
+    /// older release swapped in behind the route, issue #24 item 1).
+    /// Appended last so older encodings decode.
+    AppFileOf {
+        /// What the installed bundle hashes to (the release behind the
+        /// route).
+        installed: Digest,
+        /// The release whose signed app the app file is.
+        release: Digest,
+    },
+}
+
+impl ArtifactRead {
+    /// The release this read shows would run, when it is not `expected`:
+    /// another bundle's digest, or the release whose app the app file is.
+    /// `None` for a read of `expected` itself, an altered app file that is
+    /// no release's, or nothing read.
+    pub fn other_release(self, expected: Digest) -> Option<Digest> {
+        match self {
+            ArtifactRead::Digest(d) if d != expected => Some(d),
+            ArtifactRead::AppFileOf { release, .. } if release != expected => Some(release),
+            _ => None,
+        }
+    }
 }
 
 impl RouteObservation {
@@ -111,5 +138,25 @@ impl fmt::Display for RouteObservation {
             Some(id) => write!(f, "{verdict} from {id}"),
             None => write!(f, "{verdict}, no identity"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn other_release_names_only_another_release_read_back() {
+        let (v1, v2) = (Digest::repeat(1), Digest::repeat(2));
+        let app_of_v1 = ArtifactRead::AppFileOf {
+            installed: v2,
+            release: v1,
+        };
+        assert_eq!(app_of_v1.other_release(v2), Some(v1));
+        assert_eq!(ArtifactRead::Digest(v1).other_release(v2), Some(v1));
+        assert_eq!(ArtifactRead::Digest(v2).other_release(v2), None);
+        assert_eq!(ArtifactRead::AppFileAltered(v2).other_release(v2), None);
+        assert_eq!(ArtifactRead::Unreadable.other_release(v2), None);
+        assert_eq!(app_of_v1.other_release(v1), None);
     }
 }

@@ -112,6 +112,14 @@ fn a_contradicting_observation_is_drift_and_rewrites_no_history() {
             artifact: Some(ArtifactRead::Digest(V1)),
             ..RouteObservation::passing(V2)
         },
+        // The app file is v1's signed app (issue #24 item 1): still drift.
+        RouteObservation {
+            artifact: Some(ArtifactRead::AppFileOf {
+                installed: V2,
+                release: V1,
+            }),
+            ..RouteObservation::passing(V2)
+        },
     ] {
         let mut state = verified();
         accept(&mut state, observe(seen, 1_000));

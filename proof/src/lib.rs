@@ -30,11 +30,13 @@
 //! - `artifact digest`: what was read back from disk behind the route:
 //!   another digest => [`ReasonCode::DigestMismatch`]; unreadable =>
 //!   [`ReasonCode::DigestUnreadable`]; the intended bundle but an altered app
-//!   file => [`ReasonCode::AppFileMismatch`]; the agent did not answer a
-//!   readback => could not read, [`ReasonCode::ReadbackUnavailable`]. Only a
-//!   recorded proof of an op's evidence falls back to what the agent's report
-//!   claims it put in place (`Switched` claims the op's release; `Restored`,
-//!   `NotApplied` and `Refused` the baseline).
+//!   file => [`ReasonCode::AppFileMismatch`] (its observed text names the
+//!   release whose signed app the file is, when the agent holds one); the
+//!   agent did not answer a readback => could not read,
+//!   [`ReasonCode::ReadbackUnavailable`]. Only a recorded proof of an op's
+//!   evidence falls back to what the agent's report claims it put in place
+//!   (`Switched` claims the op's release; `Restored`, `NotApplied` and
+//!   `Refused` the baseline).
 //! - `process`: expected `running, at most N restarts` (N =
 //!   [`model::evidence::PROCESS_RESTARTS_MAX`]). A restart count above N, or a
 //!   dead process behind a route that does not answer => false,
@@ -72,14 +74,29 @@
 //!    `stale` ([`ReasonCode::RolledBack`] or [`ReasonCode::NotApplied`]).
 //! 6. No observation => `unverified` ([`ReasonCode::NoEvidence`], or
 //!    [`ReasonCode::OpNotSettled`] while the op still holds its slot).
-//! 7. A counted check is false => `failed`; its reason is the route identity
+//! 7. An older release serves healthily in the intended one's place (seed
+//!    003's `stale`, issue #24 item 1) => `stale`
+//!    ([`ReasonCode::OlderReleaseServing`]), the summary naming that release
+//!    by version and digest. All of: the op no longer holds its slot; the
+//!    agent's live readback found another release behind the route (its
+//!    bundle's digest, or [`model::ArtifactRead::AppFileOf`]: the app file
+//!    that runs is that release's signed app); the controller holds that
+//!    release ([`Fresh::older`]) and the route's answer passes *its* probe
+//!    spec; the route answers as the intended release or as it; the node had
+//!    it before the intended rollout (the op's baseline, or an earlier
+//!    rollout granted the node an op of it or over it); no restart loop. The
+//!    checks against the intent stay false. An unknown digest, an altered app
+//!    file that is no release's, a wrong answer of the older release, or a
+//!    recorded proof (it has no answer judged by the older release's spec)
+//!    fall through to rule 8.
+//! 8. A counted check is false => `failed`; its reason is the route identity
 //!    mismatch when there is one (a route answering as another release
 //!    explains a wrong answer), else the first false check's.
-//! 8. The op is not settled => `unverified` ([`ReasonCode::OpNotSettled`]).
-//! 9. The op passed: some check could not be read => `partially-verified`
-//!    (the first unreadable check's reason); every check true and the judged
-//!    observation proves the intended release serving => `verified`.
-//! 10. Anything else => `unverified` ([`ReasonCode::NoEvidence`]).
+//! 9. The op is not settled => `unverified` ([`ReasonCode::OpNotSettled`]).
+//! 10. The op passed: some check could not be read => `partially-verified`
+//!     (the first unreadable check's reason); every check true and the
+//!     judged observation proves the intended release serving => `verified`.
+//! 11. Anything else => `unverified` ([`ReasonCode::NoEvidence`]).
 //!
 //! A rollout's verdict is the worst of its nodes' verdicts in the order
 //! `failed` < `unverified` < `partially-verified` < `stale` < `verified`
@@ -104,7 +121,9 @@ use std::fmt;
 
 mod view;
 use view::View;
-pub use view::{merge_readback, uptime_text as view_uptime_text, Fresh, Origin, ProofMode};
+pub use view::{
+    merge_readback, uptime_text as view_uptime_text, Fresh, KnownRelease, Origin, ProofMode,
+};
 
 /// One of the five answers of SPEC §6.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -199,11 +218,17 @@ pub enum ReasonCode {
     /// The agent did not answer the readback (not connected, timed out):
     /// the artifact and the process could not be read now.
     ReadbackUnavailable,
+    /// A healthy workload of an older release of the node serves where the
+    /// intended one should: the readback found that release behind the
+    /// route (its bundle, or its signed app as the app file) and the route's
+    /// answer passes that release's own probe spec (issue #24 item 1, seed
+    /// 003's `stale`).
+    OlderReleaseServing,
 }
 
 impl ReasonCode {
     /// Every reason code, for tests and documentation.
-    pub const ALL: [ReasonCode; 19] = [
+    pub const ALL: [ReasonCode; 20] = [
         ReasonCode::RouteIdentityMismatch,
         ReasonCode::DigestUnreadable,
         ReasonCode::DigestMismatch,
@@ -223,6 +248,7 @@ impl ReasonCode {
         ReasonCode::Abandoned,
         ReasonCode::NotInRollout,
         ReasonCode::ReadbackUnavailable,
+        ReasonCode::OlderReleaseServing,
     ];
 
     /// The snake_case name, as serialized.
@@ -247,6 +273,7 @@ impl ReasonCode {
             ReasonCode::Abandoned => "abandoned",
             ReasonCode::NotInRollout => "not_in_rollout",
             ReasonCode::ReadbackUnavailable => "readback_unavailable",
+            ReasonCode::OlderReleaseServing => "older_release_serving",
         }
     }
 }
@@ -470,52 +497,24 @@ fn proof_in(
         .find(|op| op.node == node);
     let confirmed = state.nodes.get(&node).and_then(|n| n.confirmed);
     let recorded = node_observation(state, node).map(View::observed);
-    let (verdict, reason, checks, op_name) = match op {
-        Some(op) => {
-            let view = live.or(recorded).or_else(|| View::of_op(op));
-            let mut checks = view.as_ref().map_or_else(Vec::new, |v| v.checks(intended));
-            let cause = rollback_cause(op, intended);
-            checks.extend(cause.clone());
-            let (verdict, reason) = judge(op, intended, confirmed, view.as_ref(), &checks, cause);
-            (verdict, reason, checks, Some(op.id.to_string()))
-        }
+    let (verdict, reason, checks, older) = match op {
+        Some(op) => of_op(state, r, op, confirmed, live.or(recorded)),
         None => {
-            // Not granted yet: judge what serves (now, or as last recorded
-            // of the node's latest older op).
-            let view = live.or(recorded).or_else(|| {
-                state
-                    .ops
-                    .values()
-                    .rev()
-                    .find(|o| {
-                        o.node == node
-                            && state
-                                .rollout(o.rollout)
-                                .is_some_and(|or| or.generation < r.generation)
-                    })
-                    .and_then(View::of_op)
-            });
-            let checks = view.as_ref().map_or_else(Vec::new, |v| v.checks(intended));
-            let healthy = view
-                .as_ref()
-                .is_some_and(|v| v.obs.verdict == ProbeVerdict::Pass);
-            let (verdict, reason) = if healthy && confirmed != Some(intended) {
-                (Verdict::Stale, ReasonCode::SupersededOp)
-            } else {
-                (Verdict::Unverified, ReasonCode::OpNotGranted)
-            };
-            (verdict, Some(reason), checks, None)
+            let (verdict, reason, checks) =
+                not_granted(state, r, node, confirmed, live.or(recorded));
+            (verdict, reason, checks, None)
         }
     };
+    let op_name = op.map(|o| o.id.to_string());
     let mut summary = summarize(name, verdict, reason, intended, op_name.as_deref(), &checks);
-    // Why the node never applied it, in the agent's words (SPEC §5, §8).
-    let refused = op.and_then(|o| {
-        o.evidence.iter().rev().find_map(|e| match e.source {
-            EvidenceSource::Agent(ReportKind::Refused(why)) => Some(why),
-            _ => None,
-        })
-    });
-    if let Some(why) = refused {
+    // Which release serves instead, by digest and version (seed 003).
+    if let Some(o) = older {
+        summary.push_str(&format!(
+            "; {} ({}) serves in its place",
+            o.version, o.release
+        ));
+    }
+    if let Some(why) = refused(op) {
         summary.push_str(&format!("; the agent refused the release: {why}"));
     }
     NodeProof {
@@ -531,15 +530,159 @@ fn proof_in(
     }
 }
 
+/// The verdict on `op`, the intended rollout `r`'s op of its node, judged
+/// on `view` (else the op's own evidence); with the older release serving
+/// in the intended one's place when that is the verdict's reason.
+fn of_op(
+    state: &ControllerState,
+    r: &Rollout,
+    op: &Op,
+    confirmed: Option<Digest>,
+    view: Option<View>,
+) -> (
+    Verdict,
+    Option<ReasonCode>,
+    Vec<EvidenceCheck>,
+    Option<KnownRelease>,
+) {
+    let intended = r.plan.release;
+    let view = view.or_else(|| View::of_op(op));
+    let mut checks = view.as_ref().map_or_else(Vec::new, |v| v.checks(intended));
+    let cause = rollback_cause(op, intended);
+    checks.extend(cause.clone());
+    let older = view.as_ref().and_then(|v| older_serving(state, r, op, v));
+    let judged = Judged {
+        view: view.as_ref(),
+        checks: &checks,
+        cause,
+        older,
+    };
+    let (verdict, reason) = judge(op, intended, confirmed, judged);
+    let older = older
+        .filter(|_| reason == Some(ReasonCode::OlderReleaseServing))
+        .cloned();
+    (verdict, reason, checks, older)
+}
+
+/// The verdict on `node`, which the intended rollout `r` has not granted an
+/// op yet: judged on what serves (`view`, else as last recorded of the
+/// node's latest older op).
+fn not_granted(
+    state: &ControllerState,
+    r: &Rollout,
+    node: NodeId,
+    confirmed: Option<Digest>,
+    view: Option<View>,
+) -> (Verdict, Option<ReasonCode>, Vec<EvidenceCheck>) {
+    let intended = r.plan.release;
+    let view = view.or_else(|| {
+        state
+            .ops
+            .values()
+            .rev()
+            .find(|o| {
+                o.node == node
+                    && state
+                        .rollout(o.rollout)
+                        .is_some_and(|or| or.generation < r.generation)
+            })
+            .and_then(View::of_op)
+    });
+    let checks = view.as_ref().map_or_else(Vec::new, |v| v.checks(intended));
+    let healthy = view
+        .as_ref()
+        .is_some_and(|v| v.obs.verdict == ProbeVerdict::Pass);
+    let (verdict, reason) = if healthy && confirmed != Some(intended) {
+        (Verdict::Stale, ReasonCode::SupersededOp)
+    } else {
+        (Verdict::Unverified, ReasonCode::OpNotGranted)
+    };
+    (verdict, Some(reason), checks)
+}
+
+/// Why the node never applied its op's release, in the agent's words
+/// (SPEC §5, §8).
+fn refused(op: Option<&Op>) -> Option<model::StageRefusal> {
+    op?.evidence.iter().rev().find_map(|e| match e.source {
+        EvidenceSource::Agent(ReportKind::Refused(why)) => Some(why),
+        _ => None,
+    })
+}
+
+/// The older release a live readback found serving in the intended one's
+/// place, when the proof may call the node `stale` for it (issue #24 item
+/// 1): the agent read it back behind the route (its bundle, or its signed
+/// app as the app file that runs), the node had it before rollout `r`
+/// ([`had_before`]), its answer passes its own probe spec, and the route
+/// answers as the intended release (the stamping proxy over a swapped app
+/// file) or as that release. An unknown digest, an altered app file that is
+/// no release's, or a wrong answer of the older release is none of this.
+fn older_serving<'v>(
+    state: &ControllerState,
+    r: &Rollout,
+    op: &Op,
+    view: &'v View,
+) -> Option<&'v KnownRelease> {
+    let older = view.older.as_ref()?;
+    let intended = r.plan.release;
+    let named = view.read_back()?.other_release(intended) == Some(older.release);
+    let answers_as = view
+        .obs
+        .identity
+        .is_some_and(|id| id == intended || id == older.release);
+    (named
+        && answers_as
+        && older.answer == ProbeVerdict::Pass
+        && had_before(state, r, op, older.release))
+    .then_some(older)
+}
+
+/// Whether the node of `op` (the intended rollout `r`'s op) had `release`
+/// before `r`: `op` was granted over it (its baseline), or an earlier
+/// rollout granted the node an op of it or over it. The state keeps every
+/// rollout; of an archived op only its release is known.
+fn had_before(state: &ControllerState, r: &Rollout, op: &Op, release: Digest) -> bool {
+    if release == r.plan.release {
+        return false;
+    }
+    op.baseline == Some(release)
+        || state
+            .rollouts
+            .iter()
+            .filter(|x| x.generation < r.generation)
+            .filter_map(|x| x.op_by_node.get(&op.node).map(|id| (x, *id)))
+            .any(|(x, id)| {
+                x.plan.release == release
+                    || state.op(id).is_some_and(|o| o.baseline == Some(release))
+            })
+}
+
+/// What [`judge`] weighs besides the op and the releases.
+struct Judged<'a> {
+    /// The evidence judged, if any.
+    view: Option<&'a View>,
+    /// Its checks (with the rollback cause, if any).
+    checks: &'a [EvidenceCheck],
+    /// Why the op was rolled back, when a failed observation caused it.
+    cause: Option<EvidenceCheck>,
+    /// An older release of the node serving in the intended one's place
+    /// ([`older_serving`]).
+    older: Option<&'a KnownRelease>,
+}
+
 fn judge(
     op: &Op,
     intended: Digest,
     confirmed: Option<Digest>,
-    view: Option<&View>,
-    checks: &[EvidenceCheck],
-    cause: Option<EvidenceCheck>,
+    judged: Judged,
 ) -> (Verdict, Option<ReasonCode>) {
     use ReasonCode as R;
+    let Judged {
+        view,
+        checks,
+        cause,
+        older,
+    } = judged;
     let last = view.map(|v| v.obs);
     let passed = last.is_some_and(|o| o.verdict == ProbeVerdict::Pass);
     if op.is_unknown() {
@@ -585,6 +728,12 @@ fn judge(
         };
         return (Verdict::Unverified, Some(reason));
     };
+    // Seed 003's stale: what serves is a healthy workload of a release the
+    // node had before, read back and answering as that release. Its checks
+    // against the intent stay false; the verdict says what they add up to.
+    if older.is_some() && settled_and_not_looping(op, checks) {
+        return (Verdict::Stale, Some(R::OlderReleaseServing));
+    }
     let contradictions = || checks.iter().filter(|c| counts(c) && c.ok == Some(false));
     if let Some(first) = contradictions().next() {
         let reason = contradictions()
@@ -604,6 +753,16 @@ fn judge(
         }
     }
     (Verdict::Unverified, Some(R::NoEvidence))
+}
+
+/// Rule 7's last conditions: the op no longer holds its slot (while it
+/// does, its own evidence settles it) and no check found a restart loop (a
+/// looping process is no healthy workload).
+fn settled_and_not_looping(op: &Op, checks: &[EvidenceCheck]) -> bool {
+    !op.occupies_slot()
+        && !checks
+            .iter()
+            .any(|c| c.ok == Some(false) && c.reason == Some(ReasonCode::RestartLoop))
 }
 
 /// Whether a check takes part in the verdict: all do except a dead-looking

@@ -94,6 +94,7 @@ fn fresh(route: RouteObservation, agent: RouteObservation) -> Fresh {
         route_at_ms: NOW_MS,
         agent: Ok((agent, NOW_MS + 5)),
         isolation: None,
+        older: None,
     }
 }
 
@@ -244,6 +245,7 @@ fn an_agent_that_does_not_answer_is_readback_unavailable_never_an_old_value() {
         route_at_ms: NOW_MS,
         agent: Err("the agent is not connected".into()),
         isolation: None,
+        older: None,
     };
     let p = S::verified().live(A, &f);
     assert_eq!(
@@ -508,5 +510,241 @@ fn the_process_row_names_the_limits_the_agent_applied() {
     assert_eq!(
         limited.verdict, plain.verdict,
         "limits are stated, not judged"
+    );
+}
+
+/// v1's signed app runs behind v2's route (issue #24 item 1, seed 003): the
+/// route's proxy stamps v2, the answer is v1's, the agent reads the app
+/// file back as v1's.
+fn v1_swapped_in() -> (RouteObservation, RouteObservation) {
+    let route_seen = route(ProbeVerdict::WrongAnswer, Some(V2));
+    let agent_seen = RouteObservation {
+        artifact: Some(ArtifactRead::AppFileOf {
+            installed: V2,
+            release: V1,
+        }),
+        ..readback(V2)
+    };
+    (route_seen, agent_seen)
+}
+
+/// The controller knows `release` as version `1.0.0`, and the route's
+/// answer judged by its own spec is `answer`.
+fn known(release: Digest, answer: ProbeVerdict) -> Option<KnownRelease> {
+    Some(KnownRelease {
+        release,
+        version: "1.0.0".into(),
+        answer,
+    })
+}
+
+#[test]
+fn a_healthy_older_release_swapped_in_is_stale_naming_it() {
+    let (route_seen, agent_seen) = v1_swapped_in();
+    let f = Fresh {
+        older: known(V1, ProbeVerdict::Pass),
+        ..fresh(route_seen, agent_seen)
+    };
+    let p = S::verified().live(A, &f);
+    assert_eq!(
+        verdict(&p),
+        (Verdict::Stale, Some(ReasonCode::OlderReleaseServing)),
+        "{p:#?}"
+    );
+    assert!(
+        p.summary.ends_with("; 1.0.0 (v1) serves in its place"),
+        "{}",
+        p.summary
+    );
+    // The checks against the intent stay what they read.
+    let artifact = item(&p, "artifact digest");
+    assert_eq!(artifact.ok, Some(false));
+    assert_eq!(artifact.reason, Some(ReasonCode::AppFileMismatch));
+    assert_eq!(
+        artifact.observed.as_deref(),
+        Some(
+            format!(
+                "{} with the app file of {} (1.0.0)",
+                V2.to_hex(),
+                V1.to_hex()
+            )
+            .as_str()
+        )
+    );
+    assert_eq!(
+        item(&p, "health probe").reason,
+        Some(ReasonCode::ProbeWrongAnswer)
+    );
+    // Stale ranks above failed for the rollout: what serves is healthy.
+    let rollout = rollout_proof(&S::verified().0, RolloutId(0), &|n| n.to_string(), &|_| {
+        Some(f.clone())
+    })
+    .expect("r0");
+    assert_eq!(rollout.verdict, Verdict::Stale);
+}
+
+#[test]
+fn an_older_release_read_back_whole_is_stale_naming_it() {
+    // v1's whole release behind the route: the agent's route serves v1 and
+    // its bundle reads back as v1; v2's spec calls v1's answer wrong.
+    let f = Fresh {
+        older: known(V1, ProbeVerdict::Pass),
+        ..fresh(route(ProbeVerdict::WrongAnswer, Some(V1)), readback(V1))
+    };
+    let p = S::verified().live(A, &f);
+    assert_eq!(
+        verdict(&p),
+        (Verdict::Stale, Some(ReasonCode::OlderReleaseServing)),
+        "{p:#?}"
+    );
+    // Not known to the controller: the route identity mismatch, as before.
+    let f = Fresh { older: None, ..f };
+    assert_eq!(
+        verdict(&S::verified().live(A, &f)),
+        (Verdict::Failed, Some(ReasonCode::RouteIdentityMismatch))
+    );
+}
+
+#[test]
+fn an_unknown_broken_or_newer_release_stays_failed_as_before() {
+    let (route_seen, agent_seen) = v1_swapped_in();
+    let swapped = fresh(route_seen, agent_seen);
+    let failed = (Verdict::Failed, Some(ReasonCode::AppFileMismatch));
+    // The controller does not hold the release the app file is.
+    assert_eq!(verdict(&S::verified().live(A, &swapped)), failed);
+    // It does, but v1 answers wrongly by its own spec: not healthy.
+    let wrong = Fresh {
+        older: known(V1, ProbeVerdict::WrongAnswer),
+        ..swapped.clone()
+    };
+    assert_eq!(verdict(&S::verified().live(A, &wrong)), failed);
+    // A release the node never had (v3 was never granted to it).
+    let v3 = Fresh {
+        agent: Ok((
+            RouteObservation {
+                artifact: Some(ArtifactRead::AppFileOf {
+                    installed: V2,
+                    release: V3,
+                }),
+                ..readback(V2)
+            },
+            NOW_MS + 5,
+        )),
+        older: known(V3, ProbeVerdict::Pass),
+        ..swapped.clone()
+    };
+    assert_eq!(verdict(&S::verified().live(A, &v3)), failed);
+    // What the controller knows does not match what the agent read.
+    let mismatched = Fresh {
+        older: known(V3, ProbeVerdict::Pass),
+        ..swapped.clone()
+    };
+    assert_eq!(verdict(&S::verified().live(A, &mismatched)), failed);
+    // An altered app file that is no release's, whatever is known.
+    let altered = Fresh {
+        agent: Ok((
+            RouteObservation {
+                artifact: Some(ArtifactRead::AppFileAltered(V2)),
+                ..readback(V2)
+            },
+            NOW_MS + 5,
+        )),
+        older: known(V1, ProbeVerdict::Pass),
+        ..swapped.clone()
+    };
+    assert_eq!(verdict(&S::verified().live(A, &altered)), failed);
+    // v1 in a restart loop is not a healthy workload.
+    let looping = Fresh {
+        agent: Ok((
+            RouteObservation {
+                process_restarts: Some(model::evidence::PROCESS_RESTARTS_MAX + 1),
+                ..v1_swapped_in().1
+            },
+            NOW_MS + 5,
+        )),
+        older: known(V1, ProbeVerdict::Pass),
+        ..swapped.clone()
+    };
+    let p = S::verified().live(A, &looping);
+    assert_eq!(verdict(&p), failed);
+    assert_eq!(item(&p, "process").reason, Some(ReasonCode::RestartLoop));
+    // The route answers as a third release: not v1 serving.
+    let foreign = Fresh {
+        route: route(ProbeVerdict::WrongAnswer, Some(V3)),
+        older: known(V1, ProbeVerdict::Pass),
+        ..swapped
+    };
+    assert_eq!(
+        verdict(&S::verified().live(A, &foreign)),
+        (Verdict::Failed, Some(ReasonCode::RouteIdentityMismatch))
+    );
+}
+
+#[test]
+fn an_older_release_behind_an_op_in_flight_is_left_to_the_op() {
+    // op0 switched and waits for its settling probe: its evidence decides.
+    let switching = S::new().start(V2, vec![]).commit(0);
+    assert!(switching.0.ops[&OpId(0)].occupies_slot());
+    let (route_seen, agent_seen) = v1_swapped_in();
+    let f = Fresh {
+        older: known(V1, ProbeVerdict::Pass),
+        ..fresh(route_seen, agent_seen)
+    };
+    assert_ne!(switching.live(A, &f).verdict, Verdict::Stale);
+}
+
+#[test]
+fn a_recorded_older_release_stays_failed_having_no_answer_judged_as_it() {
+    let (route_seen, agent_seen) = v1_swapped_in();
+    let (seen, source) = merge_readback(&fresh(route_seen, agent_seen));
+    let s = S::verified().input(Input::Observe {
+        node: A,
+        observation: seen,
+        source,
+        now_ms: NOW_MS,
+    });
+    let p = s.recorded(A);
+    assert!(p.drifted);
+    assert_eq!(
+        verdict(&p),
+        (Verdict::Failed, Some(ReasonCode::AppFileMismatch))
+    );
+}
+
+#[test]
+fn an_older_release_of_an_earlier_rollout_counts_as_had_before() {
+    // r0 put v2 on A, r1 put v3 on A over it.
+    let s = S::verified().start(V3, vec![]).commit(1).report(
+        1,
+        ReportKind::Switched,
+        RouteObservation::passing(V3),
+    );
+    let app_of = |release: Digest| Fresh {
+        route: route(ProbeVerdict::WrongAnswer, Some(V3)),
+        route_at_ms: NOW_MS,
+        agent: Ok((
+            RouteObservation {
+                artifact: Some(ArtifactRead::AppFileOf {
+                    installed: V3,
+                    release,
+                }),
+                ..readback(V3)
+            },
+            NOW_MS + 5,
+        )),
+        isolation: None,
+        older: known(release, ProbeVerdict::Pass),
+    };
+    assert_eq!(
+        verdict(&s.live(A, &app_of(V2))),
+        (Verdict::Stale, Some(ReasonCode::OlderReleaseServing))
+    );
+    // v1 served before r0 (op0's baseline), but op0 is archived now and an
+    // archived op keeps no baseline: the state no longer names v1 for A,
+    // so it is judged as an unknown release.
+    assert!(s.0.op(OpId(0)).is_none(), "op0 is archived");
+    assert_eq!(
+        verdict(&s.live(A, &app_of(V1))),
+        (Verdict::Failed, Some(ReasonCode::AppFileMismatch))
     );
 }

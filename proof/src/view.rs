@@ -59,6 +59,29 @@ pub struct Fresh {
     /// route (issue #24 item 4), in its words; `None` when the agent
     /// answered without any (the release declares none) or did not answer.
     pub isolation: Option<String>,
+    /// The release the agent's readback found running in place of the one
+    /// the route was judged as, as the controller knows it (issue #24 item
+    /// 1); `None` when the readback names no other release, or names one
+    /// the controller does not hold.
+    pub older: Option<KnownRelease>,
+}
+
+/// A release the agent's readback names as what really runs behind the
+/// route ([`ArtifactRead::other_release`]: another bundle, or an app file
+/// that is another release's signed app), as the controller knows it from
+/// its store. Gathered by the controller, judged here: the proof calls the
+/// node `stale` only when this release is one the node had before and its
+/// answer passes this release's own probe spec.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KnownRelease {
+    /// The release the readback names.
+    pub release: Digest,
+    /// Its version, as its signed manifest says.
+    pub version: String,
+    /// The route's answer judged by this release's own probe spec (the
+    /// answer the controller's probe got, asked again when that spec probes
+    /// another path).
+    pub answer: ProbeVerdict,
 }
 
 /// The one observation a readback amounts to, and who made it: what
@@ -121,6 +144,10 @@ pub(crate) struct View {
     /// `None` when it said none (no limits declared) or nothing was read
     /// back (a recorded proof, no answer).
     isolation: Option<String>,
+    /// What the controller knows of the release a live readback found
+    /// running instead ([`Fresh::older`]); `None` in a recorded proof,
+    /// which has no answer judged by that release's probe spec.
+    pub older: Option<KnownRelease>,
 }
 
 impl View {
@@ -145,6 +172,7 @@ impl View {
                 route,
                 agent: (Origin::AgentReadBack, Some(*at_ms)),
                 isolation: fresh.isolation.clone(),
+                older: fresh.older.clone(),
             },
             Err(why) => View {
                 obs,
@@ -157,6 +185,7 @@ impl View {
                 route,
                 agent: (Origin::AgentReadBack, Some(fresh.route_at_ms)),
                 isolation: None,
+                older: None,
             },
         }
     }
@@ -181,6 +210,7 @@ impl View {
             route: (origin, Some(seen.at_ms)),
             agent: (origin, Some(seen.at_ms)),
             isolation: None,
+            older: None,
         }
     }
 
@@ -220,7 +250,17 @@ impl View {
             route: (origin, None),
             agent: (origin, None),
             isolation: None,
+            older: None,
         })
+    }
+
+    /// What was read back from disk behind the route, if anything was
+    /// (not a report's claim).
+    pub fn read_back(&self) -> Option<ArtifactRead> {
+        match self.artifact {
+            ArtifactSeen::Read(read) => Some(read),
+            ArtifactSeen::Claim(_) | ArtifactSeen::NotRead(..) => None,
+        }
     }
 
     /// The four evidence items, judged against `intended`.
@@ -240,6 +280,21 @@ impl View {
             // code, never mistaken for "could not read".
             ArtifactSeen::Read(ArtifactRead::AppFileAltered(d)) => {
                 (Some(d.to_hex()), Some(false), Some(R::AppFileMismatch))
+            }
+            // The app file is another release's signed app: named, with
+            // its version where the controller knows it.
+            ArtifactSeen::Read(ArtifactRead::AppFileOf { installed, release }) => {
+                let version = self
+                    .older
+                    .as_ref()
+                    .filter(|o| o.release == *release)
+                    .map_or_else(String::new, |o| format!(" ({})", o.version));
+                let observed = format!(
+                    "{} with the app file of {}{version}",
+                    installed.to_hex(),
+                    release.to_hex()
+                );
+                (Some(observed), Some(false), Some(R::AppFileMismatch))
             }
             ArtifactSeen::Read(ArtifactRead::Digest(d)) | ArtifactSeen::Claim(Some(d)) => {
                 // A claim is told apart by its origin (`agent-report`).

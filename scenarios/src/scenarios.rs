@@ -958,13 +958,20 @@ async fn swapped_behind_agent(f: &mut Fleet) -> anyhow::Result<String> {
             .is_some_and(|a| a.body == "hello from v1")
     })
     .await?;
+    // A healthy v1 serves where v2 should (seed 003's stale, issue #24
+    // item 1): the readback finds v1's signed app, its answer passes v1's
+    // own spec, and the proof names v1.
     let (code, proof) = f.node_proof("node-c").await?;
+    let named = format!("; v1 ({}) serves in its place", &v1.to_hex()[..12]);
     ensure!(
         code == 1
-            && proof["verdict"] == "failed"
-            && proof["reason"] == "app_file_mismatch"
-            && proof["mode"] == "live",
-        "the live proof reads the swap back: {proof:#}"
+            && proof["verdict"] == "stale"
+            && proof["reason"] == "older_release_serving"
+            && proof["mode"] == "live"
+            && proof["summary"]
+                .as_str()
+                .is_some_and(|s| s.ends_with(&named)),
+        "the live proof reads the swap back and names v1: {proof:#}"
     );
     let (code, out) = f.cli(&["probe", "node-c"]).await?;
     ensure!(
@@ -982,7 +989,7 @@ async fn swapped_behind_agent(f: &mut Fleet) -> anyhow::Result<String> {
         "node-c's ops stay as they settled: {:?}",
         s.ops
     );
-    Ok("proof failed/app_file_mismatch (live), probe exit 1, drifted in status, /metrics, handover".into())
+    Ok("proof stale/older_release_serving naming v1 (live), probe exit 1, drifted in status, /metrics, handover".into())
 }
 
 async fn route_answers_as_another_release(f: &mut Fleet) -> anyhow::Result<String> {

@@ -1255,11 +1255,24 @@ impl FleetModel {
     /// last, so the rate bound never refuses one).
     pub fn fresh(&self, world: &World, node: NodeId) -> Fresh {
         let now_ms = (u64::from(world.observations) + 1) * OBSERVATION_INTERVAL_MIN_MS;
+        let readback = world.readback(node);
+        // As the controller does: a release the readback names in place of
+        // the one served is judged by its own probe spec (the model's
+        // releases are all held, their version their name).
+        let older = world.agents[node.0 as usize]
+            .serving
+            .and_then(|serving| readback.artifact?.other_release(serving))
+            .map(|release| proof::KnownRelease {
+                release,
+                version: release.to_string(),
+                answer: world.answer_as(node, release),
+            });
         Fresh {
             route: world.observe(node),
             route_at_ms: now_ms,
-            agent: Ok((world.readback(node), now_ms)),
+            agent: Ok((readback, now_ms)),
             isolation: None,
+            older,
         }
     }
 

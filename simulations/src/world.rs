@@ -26,8 +26,9 @@ pub enum App {
     /// (`swap-old`, after settlement) A healthy old release, the one given,
     /// was swapped in behind the agent: the route's stamping proxy still
     /// identifies as the agent's release, the answer is the old release's
-    /// (a wrong answer under the agent's release's probe spec), and the
-    /// agent's readback finds the app file that runs altered.
+    /// (a wrong answer under the agent's release's probe spec, a pass
+    /// under the old release's), and the agent's readback finds the app
+    /// file that runs to be the old release's signed app.
     SwappedOld(Digest),
     /// (`foreign-route`, after settlement) A stand-in answers the public
     /// route: the expected answer, identifying as the release given. The
@@ -543,20 +544,35 @@ impl World {
 
     /// What `node`'s agent reads back when asked (a live proof, an
     /// observation): the route as it sees it, plus its re-hash of what is
-    /// installed behind the route — the release it serves, with an altered
-    /// app file when an old release was swapped in. The process numbers
-    /// stay `None`, as in [`World::observe`], to keep the space small.
+    /// installed behind the route — the release it serves, with the app
+    /// file of the old release it holds when that one was swapped in. The
+    /// process numbers stay `None`, as in [`World::observe`], to keep the
+    /// space small.
     pub fn readback(&self, node: NodeId) -> RouteObservation {
         let index = node.0 as usize;
         let artifact = self.agents[index]
             .serving
-            .map(|release| match self.apps[index] {
-                App::SwappedOld(_) => ArtifactRead::AppFileAltered(release),
-                _ => ArtifactRead::Digest(release),
+            .map(|installed| match self.apps[index] {
+                App::SwappedOld(release) => ArtifactRead::AppFileOf { installed, release },
+                _ => ArtifactRead::Digest(installed),
             });
         RouteObservation {
             artifact,
             ..self.observe(node)
+        }
+    }
+
+    /// What `node`'s route answers judged by `release`'s own probe spec:
+    /// a pass when what really answers is `release`, correctly (its own
+    /// app, or its app swapped in behind another); what the route answers
+    /// otherwise (a wrong answer for another release's answer).
+    pub fn answer_as(&self, node: NodeId, release: Digest) -> ProbeVerdict {
+        let index = node.0 as usize;
+        match (self.agents[index].serving, self.apps[index]) {
+            (_, App::SwappedOld(old)) if old == release => ProbeVerdict::Pass,
+            (Some(serving), App::Correct) if serving == release => ProbeVerdict::Pass,
+            (_, App::Down) | (None, _) => ProbeVerdict::Unreachable,
+            _ => ProbeVerdict::WrongAnswer,
         }
     }
 

@@ -79,10 +79,11 @@ fn real_rules_pass_with_settled_node_faults_and_proofs() {
 const PINNED_PROOFS_UNIQUE_STATES: usize = 242_332;
 
 /// The proof the checker asks is not vacuous: on a settled canary the live
-/// proof of the real rules says verified while v2 really serves, and failed
-/// once an old release is swapped in or a stand-in answers the route.
+/// proof of the real rules says verified while v2 really serves; stale,
+/// naming v1, once a healthy v1 is swapped in behind the route (seed 003's
+/// `stale`, issue #24 item 1); failed once a stand-in answers the route.
 #[test]
-fn a_live_proof_verifies_a_settled_node_and_fails_a_drifted_one() {
+fn a_live_proof_verifies_a_settled_node_and_never_a_drifted_one() {
     let model = FleetModel::new(CheckConfig {
         followers: 1,
         faults: Faults::parse("swap-old,foreign-route").expect("known faults"),
@@ -106,14 +107,16 @@ fn a_live_proof_verifies_a_settled_node_and_fails_a_drifted_one() {
     assert_eq!(proof_of(&settled).verdict, proof::Verdict::Verified);
     use proof::ReasonCode as R;
     // The verdict's reason, and every contradicted check's.
-    for (fault, reason, contradicted) in [
+    for (fault, verdict, reason, contradicted) in [
         (
             Action::SwapOld(canary),
-            R::AppFileMismatch,
+            proof::Verdict::Stale,
+            R::OlderReleaseServing,
             vec![R::AppFileMismatch, R::ProbeWrongAnswer],
         ),
         (
             Action::ForeignRoute(canary),
+            proof::Verdict::Failed,
             R::RouteIdentityMismatch,
             vec![R::RouteIdentityMismatch],
         ),
@@ -122,10 +125,17 @@ fn a_live_proof_verifies_a_settled_node_and_fails_a_drifted_one() {
         let proof = proof_of(&drifted);
         assert_eq!(
             (proof.verdict, proof.reason),
-            (proof::Verdict::Failed, Some(reason)),
+            (verdict, Some(reason)),
             "{fault:?}: {}",
             proof.summary
         );
+        if verdict == proof::Verdict::Stale {
+            assert!(
+                proof.summary.ends_with("; v1 (v1) serves in its place"),
+                "{}",
+                proof.summary
+            );
+        }
         let false_checks: Vec<R> = proof
             .checks
             .iter()

@@ -255,7 +255,9 @@ fn repair(data_dir: &Path, release: &VerifiedRelease, dir: &Path) -> Result<(), 
 
 /// Reads back the installed tree release `digest` for a proof:
 /// `Digest(digest)` only when the tree on disk matches its manifest;
-/// `AppFileAltered` when a file differs, is missing or is extra;
+/// `AppFileOf` when it is instead, file for file, another tree release
+/// installed beside it ([`tree_release_of`]); `AppFileAltered` when a file
+/// differs, is missing or is extra otherwise;
 /// `Unreadable` when the manifest or the tree cannot be read; `Digest` of
 /// what is there when the stored manifest hashes to something else. Every
 /// byte of the tree is hashed (see [`read_back_cached`] for the bounded
@@ -354,8 +356,44 @@ fn read_back_with(
             model::ArtifactRead::Digest(digest)
         }
         Err(ReleaseError::Io { .. }) => model::ArtifactRead::Unreadable,
-        Err(_) => model::ArtifactRead::AppFileAltered(digest),
+        Err(_) => match tree_release_of(data_dir, key, arch, digest, &dir) {
+            Some(release) => model::ArtifactRead::AppFileOf {
+                installed: digest,
+                release,
+            },
+            None => model::ArtifactRead::AppFileAltered(digest),
+        },
     }
+}
+
+/// The tree release installed beside `installed` whose tree `dir` is, file
+/// for file: what an altered tree really is, when it is a release at all
+/// (an older release swapped in behind the route, issue #24 item 1). A
+/// release counts only if its stored manifest verifies under `key`; its
+/// own tree on disk is not read. Each candidate's listing is matched first
+/// (sizes, modes, names), and only a release of at most
+/// [`READBACK_REHASH_BYTES_MAX`] is hashed whole against `dir`, at most
+/// [`super::RELEASES_COMPARED_MAX`] of them: a larger one stays merely
+/// altered.
+fn tree_release_of(
+    data_dir: &Path,
+    key: &VerifyingKey,
+    arch: Arch,
+    installed: Digest,
+    dir: &Path,
+) -> Option<Digest> {
+    let entries = std::fs::read_dir(data_dir.join("releases")).ok()?;
+    entries
+        .flatten()
+        .filter_map(|entry| crate::probe::parse_digest(entry.file_name().to_str()?))
+        .filter(|d| *d != installed && is_installed_tree(data_dir, *d))
+        .take(super::RELEASES_COMPARED_MAX)
+        .find(|d| {
+            read_manifest(data_dir, key, arch, *d).is_ok_and(|r| {
+                r.manifest.total_bytes() <= READBACK_REHASH_BYTES_MAX
+                    && releases::tree::verify_dir(&r.manifest, dir).is_ok()
+            })
+        })
 }
 
 /// The stored signed manifest of `digest`, checked (hash and signature).
@@ -538,6 +576,67 @@ pub(crate) mod tests {
             .expect("releases")
             .count();
         assert_eq!(leftovers, 2, "the tree and its manifest, no staging name");
+    }
+
+    /// Signs `files` as a tree release, puts its chunks in the agent's
+    /// store and installs it; returns its digest.
+    fn install_signed(
+        data: &Path,
+        signing: &ed25519_dalek::SigningKey,
+        verifying: &VerifyingKey,
+        files: &[(&str, &[u8])],
+    ) -> Digest {
+        let (bytes, contents) = signed(signing, files);
+        let digest = releases::release_digest(&bytes);
+        let release = verify(verifying, Arch::current(), digest, &bytes).expect("verifies");
+        let store = open_store(data, digest).expect("store");
+        for content in &contents {
+            store
+                .put_bytes(&Sha256::digest(content).into(), content)
+                .expect("put");
+        }
+        install(data, verifying, Arch::current(), &release, &bytes, &store).expect("install");
+        digest
+    }
+
+    /// Issue #24 item 1: a tree that is, file for file, another installed
+    /// tree release is named as that release; one that is no release's
+    /// stays merely altered.
+    #[test]
+    fn an_altered_tree_that_is_another_release_is_named() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let data = dir.path();
+        let (signing, verifying) = protocol::bundle::keygen();
+        let css: &[u8] = b"body{}";
+        let one = install_signed(
+            data,
+            &signing,
+            &verifying,
+            &[("app.py", b"print('one')"), ("static/a.css", css)],
+        );
+        let two = install_signed(
+            data,
+            &signing,
+            &verifying,
+            &[("app.py", b"print('two')"), ("static/a.css", css)],
+        );
+        let tree = release_dir(data, two);
+        std::fs::write(tree.join("app.py"), b"print('one')").expect("swap one's app in");
+        let caches = ReadBacks::default();
+        let named = model::ArtifactRead::AppFileOf {
+            installed: two,
+            release: one,
+        };
+        assert_eq!(read_back(data, &verifying, Arch::current(), two), named);
+        assert_eq!(
+            read_back_cached(data, &verifying, Arch::current(), two, &caches),
+            named
+        );
+        std::fs::write(tree.join("app.py"), b"print('two!')").expect("no release's app");
+        assert_eq!(
+            read_back(data, &verifying, Arch::current(), two),
+            model::ArtifactRead::AppFileAltered(two)
+        );
     }
 
     #[test]

@@ -106,6 +106,22 @@ fn frames(seeds: &mut Seeds) {
                 serving: None,
             },
         ),
+        // The readback of an older release's app swapped in behind the
+        // route (issue #24 item 1).
+        (
+            "readback-reply-app-file-of",
+            FrameBody::ReadBackReply {
+                request: 10,
+                observation: RouteObservation {
+                    artifact: Some(model::ArtifactRead::AppFileOf {
+                        installed: RELEASE,
+                        release: Digest([0xcd; 32]),
+                    }),
+                    ..RouteObservation::new(ProbeVerdict::WrongAnswer, Some(RELEASE), true)
+                },
+                serving: Some(RELEASE),
+            },
+        ),
         ("fetch-chunk", FrameBody::FetchChunk { digest: RELEASE }),
         ("chunk-follows", FrameBody::ChunkFollows { len: 4_194_304 }),
         ("chunk-missing", FrameBody::ChunkMissing),

@@ -455,10 +455,43 @@ fn frames() -> Vec<FrameBody> {
     ]
 }
 
+fn artifact_read_variant(a: &ArtifactRead) -> &'static str {
+    match a {
+        ArtifactRead::Digest(_) => "Digest",
+        ArtifactRead::Unreadable => "Unreadable",
+        ArtifactRead::AppFileAltered(_) => "AppFileAltered",
+        ArtifactRead::AppFileOf { .. } => "AppFileOf",
+    }
+}
+
+/// One sample of every `ArtifactRead` variant, in declaration order: an
+/// observation carries one inside events (`NodeObserved`, reports) and
+/// frames (`ReadBackReply`), so each is pinned on its own.
+fn artifact_reads() -> Vec<ArtifactRead> {
+    vec![
+        ArtifactRead::Digest(V2),
+        ArtifactRead::Unreadable,
+        ArtifactRead::AppFileAltered(V2),
+        ArtifactRead::AppFileOf {
+            installed: V2,
+            release: V1,
+        },
+    ]
+}
+
 /// Every sample as `(kind variant, encoded bytes)`, checking on the way
 /// that the bytes decode back to the sample.
 fn encodings() -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
+    for a in artifact_reads() {
+        let bytes = eventlog::encode_payload(&a).expect("encode an artifact read");
+        let back: ArtifactRead = eventlog::decode_payload(&bytes).expect("decode");
+        assert_eq!(back, a);
+        out.push((
+            format!("artifact-read {}", artifact_read_variant(&a)),
+            bytes,
+        ));
+    }
     for e in events() {
         let bytes = eventlog::encode_payload(&e).expect("encode an event");
         let back: Event = eventlog::decode_payload(&bytes).expect("decode an event");
@@ -512,6 +545,11 @@ fn every_variant_has_exactly_one_sample_in_declaration_order() {
         .map(|e| eventlog::encode_payload(e).expect("encode"))
         .collect();
     assert_eq!(positions(agent.clone()), expect(agent.len()));
+    let reads: Vec<Vec<u8>> = artifact_reads()
+        .iter()
+        .map(|a| eventlog::encode_payload(a).expect("encode"))
+        .collect();
+    assert_eq!(positions(reads.clone()), expect(reads.len()));
 }
 
 #[test]

@@ -18,6 +18,8 @@ pub struct Probed {
     pub answer: Option<api::client::RouteAnswer>,
     /// The judged observation.
     pub observation: model::RouteObservation,
+    /// The node's public route, where it was probed.
+    pub public: std::net::SocketAddr,
 }
 
 /// Probe `node`'s public route now and judge the answer by the probe spec of
@@ -88,6 +90,7 @@ pub async fn probe_route(api: &Api, node: NodeId) -> Result<Probed, Response> {
         spec,
         answer,
         observation,
+        public,
     })
 }
 
@@ -116,11 +119,23 @@ pub fn controller_observation(
 /// The probe spec of `release`, read from its stored, verified bundle; the
 /// error says why it cannot be had (an HTTP 409 for the caller).
 fn probe_spec(api: &Api, release: Digest) -> Result<protocol::bundle::ProbeSpec, String> {
+    release_facts(api, release).map(|(_, spec)| spec)
+}
+
+/// The version and the probe spec of `release`, from its stored, verified
+/// bundle or release manifest; the error says why they cannot be had.
+pub fn release_facts(
+    api: &Api,
+    release: Digest,
+) -> Result<(String, protocol::bundle::ProbeSpec), String> {
     if api.releases.knows(release) {
         return api
             .releases
             .read(&api.key, release)
-            .and_then(|r| r.manifest.probe.to_spec().map_err(|e| e.to_string()))
+            .and_then(|r| {
+                let spec = r.manifest.probe.to_spec().map_err(|e| e.to_string())?;
+                Ok((r.manifest.version, spec))
+            })
             .map_err(|e| {
                 format!(
                     "release {} unavailable to judge the probe: {e}",
@@ -131,7 +146,7 @@ fn probe_spec(api: &Api, release: Digest) -> Result<protocol::bundle::ProbeSpec,
     std::fs::read(api.bundles.path(release))
         .map_err(|e| e.to_string())
         .and_then(|bytes| protocol::bundle::verify(&api.key, &bytes).map_err(|e| e.to_string()))
-        .map(|verified| verified.manifest.probe)
+        .map(|verified| (verified.manifest.version, verified.manifest.probe))
         .map_err(|e| {
             format!(
                 "bundle {} unavailable to judge the probe: {e}",

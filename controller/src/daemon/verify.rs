@@ -5,7 +5,7 @@
 //! (`Input::Observe` → `NodeObserved`). A `GET` proof records nothing.
 
 use super::core::InputError;
-use super::probe::{probe_route, Probed};
+use super::probe::{controller_observation, probe_route, release_facts, Probed};
 use super::state::Api;
 use model::controller::{Event, Input, Refusal};
 use model::NodeId;
@@ -40,6 +40,10 @@ pub async fn gather(api: &Api, node: NodeId) -> Result<Gathered, axum::response:
     let probed = probed?;
     let route_at_ms = epoch_ms(SystemTime::now());
     let isolation = agent.as_ref().ok().and_then(|r| r.isolation.clone());
+    let older = match &agent {
+        Ok(r) => known_release(api, &probed, &r.observation).await,
+        Err(_) => None,
+    };
     let agent = agent
         .map(|r| (r.observation, epoch_ms(r.observed_at)))
         .map_err(|e| e.to_string());
@@ -49,8 +53,45 @@ pub async fn gather(api: &Api, node: NodeId) -> Result<Gathered, axum::response:
             route_at_ms,
             agent,
             isolation,
+            older,
         },
         probed,
+    })
+}
+
+/// What the controller knows of the release the agent's readback found
+/// behind the route instead of the one the route was judged as (issue #24
+/// item 1): its version, and the route's answer judged by that release's
+/// own probe spec (the answer already got, or the route asked again when
+/// that spec probes another path). `None` when the readback names no other
+/// release, or one the controller does not hold: an unknown digest stays
+/// unknown. Whether the node had it before is the proof's to judge.
+async fn known_release(
+    api: &Api,
+    probed: &Probed,
+    readback: &model::RouteObservation,
+) -> Option<proof::KnownRelease> {
+    let release = readback.artifact?.other_release(probed.release)?;
+    let (version, spec) = match release_facts(api, release) {
+        Ok(facts) => facts,
+        Err(why) => {
+            tracing::info!(
+                "the readback names {release}, which the controller cannot judge: {why}"
+            );
+            return None;
+        }
+    };
+    let asked_again;
+    let answer = if spec.path == probed.spec.path {
+        probed.answer.as_ref()
+    } else {
+        asked_again = api::client::get_route(probed.public, &spec.path).await;
+        asked_again.as_ref()
+    };
+    Some(proof::KnownRelease {
+        release,
+        version,
+        answer: controller_observation(&spec, answer).verdict,
     })
 }
 

@@ -441,7 +441,9 @@ pub fn observation_confirms(o: &RouteObservation, release: Digest) -> bool {
     let artifact_agrees = match o.artifact {
         None | Some(crate::ArtifactRead::Unreadable) => true,
         Some(crate::ArtifactRead::Digest(d)) => d == release,
-        Some(crate::ArtifactRead::AppFileAltered(_)) => false,
+        Some(crate::ArtifactRead::AppFileAltered(_) | crate::ArtifactRead::AppFileOf { .. }) => {
+            false
+        }
     };
     o.proves_serving(release) && artifact_agrees
 }
