@@ -632,6 +632,9 @@ enum BundleCommand {
         /// Limits and a user (format 4; trees only).
         #[command(flatten)]
         limits: cli::release_tree::LimitArgs,
+        /// A data migration (format 5; trees only).
+        #[command(flatten)]
+        migration: cli::release_tree::MigrationArgs,
     },
     /// Upload a release to the controller without starting a rollout;
     /// print its digest (what `rollout start` and `POST /api/rollouts`
@@ -1103,6 +1106,7 @@ fn bundle_main(command: BundleCommand) -> anyhow::Result<ExitCode> {
             run,
             out,
             limits,
+            migration,
         } => {
             let probe = ProbeSpec {
                 path: probe_path,
@@ -1117,6 +1121,7 @@ fn bundle_main(command: BundleCommand) -> anyhow::Result<ExitCode> {
                         dir,
                         arch_dirs,
                         limits: limits.into_limits(),
+                        migration: migration.into_migration(),
                     };
                     bundle_sign_tree(&key, source, name, version, probe, run, &out)
                 }
@@ -2355,6 +2360,7 @@ struct TreeSource {
     dir: Option<PathBuf>,
     arch_dirs: Vec<(model::platform::Arch, PathBuf)>,
     limits: releases::AppLimits,
+    migration: Option<releases::AppMigration>,
 }
 
 /// `--arch-dir`'s value: `ARCH=DIR`.
@@ -2370,7 +2376,8 @@ fn parse_arch_dir(text: &str) -> Result<(model::platform::Arch, PathBuf), String
 }
 
 /// `bundle sign --dir`: a format-2 release directory at `out` (format 3
-/// with `--arch-dir`, format 4 with a limit or a user).
+/// with `--arch-dir`, format 4 with a limit or a user, format 5 with a
+/// migration).
 fn bundle_sign_tree(
     key: &Path,
     source: TreeSource,
@@ -2388,6 +2395,7 @@ fn bundle_sign_tree(
         run: run.split_whitespace().map(str::to_string).collect(),
         probe,
         limits: source.limits,
+        migration: source.migration,
     };
     let digest = cli::release_tree::sign_tree_arches(key, &dir, &source.arch_dirs, fields, out)?;
     println!("{}", digest.to_hex());
