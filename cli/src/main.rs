@@ -1089,44 +1089,51 @@ fn log_show_main(
 }
 
 /// `fleetweft bundle ...`.
+/// `bundle sign`: a format-1 bundle of one app file, or a release tree.
+fn bundle_sign_main(command: BundleCommand) -> anyhow::Result<ExitCode> {
+    let BundleCommand::Sign {
+        key,
+        app,
+        dir,
+        arch_dirs,
+        name,
+        version,
+        probe_path,
+        expect_status,
+        expect_body,
+        expect_json,
+        run,
+        out,
+        limits,
+        migration,
+    } = command
+    else {
+        anyhow::bail!("bundle_sign_main is for `bundle sign` only")
+    };
+    let probe = ProbeSpec {
+        path: probe_path,
+        expect_status,
+        expect_body: expect_body.unwrap_or_default(),
+        expect_json,
+    };
+    match (app, dir) {
+        (Some(app), _) => bundle_sign(&key, &app, name, version, probe, run, &out),
+        (None, dir) => {
+            let source = TreeSource {
+                dir,
+                arch_dirs,
+                limits: limits.into_limits(),
+                migration: migration.into_migration(),
+            };
+            bundle_sign_tree(&key, source, name, version, probe, run, &out)
+        }
+    }
+}
+
 fn bundle_main(command: BundleCommand) -> anyhow::Result<ExitCode> {
     match command {
         BundleCommand::Keygen { out } => bundle_keygen(&out),
-        BundleCommand::Sign {
-            key,
-            app,
-            dir,
-            arch_dirs,
-            name,
-            version,
-            probe_path,
-            expect_status,
-            expect_body,
-            expect_json,
-            run,
-            out,
-            limits,
-            migration,
-        } => {
-            let probe = ProbeSpec {
-                path: probe_path,
-                expect_status,
-                expect_body: expect_body.unwrap_or_default(),
-                expect_json,
-            };
-            match (app, dir) {
-                (Some(app), _) => bundle_sign(&key, &app, name, version, probe, run, &out),
-                (None, dir) => {
-                    let source = TreeSource {
-                        dir,
-                        arch_dirs,
-                        limits: limits.into_limits(),
-                        migration: migration.into_migration(),
-                    };
-                    bundle_sign_tree(&key, source, name, version, probe, run, &out)
-                }
-            }
-        }
+        sign @ BundleCommand::Sign { .. } => bundle_sign_main(sign),
         BundleCommand::Verify {
             pubkey,
             bundle,

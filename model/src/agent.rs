@@ -440,6 +440,14 @@ pub fn agent_step(state: &AgentState, input: AgentInput) -> AgentOutput {
         AgentInput::Restarted { serving } => restarted(state, serving, &mut out),
         AgentInput::Connected | AgentInput::Retry => {}
     }
+    follow_up(state, input, &mut out);
+    out
+}
+
+/// [`agent_step`]'s effects once its events are decided: what the state
+/// the events lead to owes (the hello, a probe, staging, the migration,
+/// the message to re-send).
+fn follow_up(state: &AgentState, input: AgentInput, out: &mut AgentOutput) {
     let mut after = *state;
     for event in &out.events {
         agent_apply(&mut after, event);
@@ -475,7 +483,6 @@ pub fn agent_step(state: &AgentState, input: AgentInput) -> AgentOutput {
     if changed || matches!(input, AgentInput::Retry | AgentInput::Connected) {
         out.effects.extend(outbox(&after).map(AgentEffect::Send));
     }
-    out
 }
 
 fn command(state: &AgentState, cmd: ToAgent, out: &mut AgentOutput) {

@@ -574,7 +574,7 @@ pub fn encode_manifest(manifest: &Manifest) -> Result<Vec<u8>, ReleaseError> {
         |e: bincode::error::EncodeError| ReleaseError::Malformed(format!("encoding: {e}"));
     let mut bytes = bincode::serde::encode_to_vec(&wire, config()).map_err(encoding)?;
     let format = manifest.format;
-    if format >= MANIFEST_FORMAT_ARCH && format <= MANIFEST_FORMAT_MIGRATION {
+    if (MANIFEST_FORMAT_ARCH..=MANIFEST_FORMAT_MIGRATION).contains(&format) {
         let trees =
             bincode::serde::encode_to_vec(&manifest.arch_trees, config()).map_err(encoding)?;
         bytes.extend_from_slice(&trees);
