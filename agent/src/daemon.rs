@@ -317,6 +317,26 @@ impl Host for Node {
         self.cfg.platform
     }
 
+    fn migration(&mut self) -> Option<model::agent::MigrationKind> {
+        let release = self.journal.state.op?.release;
+        let declared = self.releases.get(&release)?.migration.as_ref()?;
+        Some(if declared.irreversible {
+            model::agent::MigrationKind::Irreversible
+        } else {
+            model::agent::MigrationKind::Reversible
+        })
+    }
+
+    async fn migrate(&mut self) -> AgentInput {
+        match self.run_migration().await {
+            Ok(()) => AgentInput::Migrated,
+            Err(e) => {
+                tracing::warn!("migration failed, data put back: {e:#}");
+                AgentInput::MigrationFailed
+            }
+        }
+    }
+
     fn before_send(&mut self, _msg: &ToController) -> Option<FrameBody> {
         self.sources.take()
     }
@@ -403,6 +423,11 @@ impl Node {
             }
             AgentEvent::Restored { op, .. } => {
                 let baseline = before.op.filter(|o| o.id == op).and_then(|o| o.baseline);
+                // Code and data together: the data's snapshot back first,
+                // so the baseline serves what it left.
+                if let Some(o) = before.op.filter(|o| o.id == op && o.migration.is_some()) {
+                    self.restore_data(o.release, baseline);
+                }
                 match baseline {
                     Some(b) => match self.ready(b).await {
                         Ok(backend) => self.route.switch(Some(backend)),
@@ -414,8 +439,109 @@ impl Node {
                     None => self.route.switch(None),
                 }
             }
-            AgentEvent::Closed { .. } => self.retire_idle_instances(),
+            AgentEvent::Closed { op } => {
+                if let Some(o) = before.op.filter(|o| o.id == op && o.migration.is_some()) {
+                    self.discard_snapshot(o.release);
+                }
+                self.retire_idle_instances();
+            }
             _ => {}
+        }
+    }
+
+    /// `AgentEffect::RunMigration`: the current op's release's migration,
+    /// with the data snapshotted first and put back on failure
+    /// ([`crate::migration::run`]).
+    async fn run_migration(&mut self) -> anyhow::Result<()> {
+        let op = self.journal.state.op.context("no op")?;
+        self.load(op.release)?;
+        let migration = self.releases[&op.release]
+            .migration
+            .clone()
+            .context("the release declares no migration")?;
+        let spec = self.app_spec(op.release);
+        crate::migration::run(
+            &spec,
+            &migration.command,
+            crate::app_data::DATA_SNAPSHOT_BYTES_MAX,
+            Duration::from_millis(crate::migration::MIGRATE_TIMEOUT_MS),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// A roll back of `release`'s op: its app's data snapshot put back (if
+    /// the migration left one), and the baseline's instance, which had the
+    /// data changed under it, started again on the restored data.
+    fn restore_data(&mut self, release: Digest, baseline: Option<Digest>) {
+        if let Err(e) = self.load(release) {
+            tracing::warn!(%release, "its data directory is unknown (release not loaded): {e:#}");
+        }
+        let Some(data) = self.releases.get(&release).map(|r| self.data_dir_of(r)) else {
+            return;
+        };
+        match crate::app_data::restore(&data, &crate::app_data::snapshot_for(&data)) {
+            Ok(true) => {
+                tracing::info!(%release, "the data's snapshot is back");
+                if let Some(instance) = baseline.and_then(|b| self.instances.remove(&b)) {
+                    let route = self.route.clone();
+                    tokio::spawn(async move {
+                        let _ = instance.retire(|port| route.in_flight(port)).await;
+                    });
+                }
+            }
+            Ok(false) => tracing::info!(%release, "no data snapshot to put back"),
+            Err(e) => tracing::warn!(%release, "the data's snapshot could not be put back: {e}"),
+        }
+    }
+
+    /// The op of `release` settled: its data snapshot is no longer needed.
+    fn discard_snapshot(&mut self, release: Digest) {
+        if let Err(e) = self.load(release) {
+            tracing::warn!(%release, "its data directory is unknown (release not loaded): {e:#}");
+        }
+        let Some(data) = self.releases.get(&release).map(|r| self.data_dir_of(r)) else {
+            return;
+        };
+        if let Err(e) = crate::app_data::discard(&crate::app_data::snapshot_for(&data)) {
+            tracing::warn!(%release, "the data snapshot could not be removed: {e}");
+        }
+    }
+
+    /// The app data directory of `release`.
+    fn data_dir_of(&self, release: &Release) -> std::path::PathBuf {
+        crate::app_data::dir_for(&self.cfg.data_dir, &release.name)
+    }
+
+    /// `release` verified from disk into [`Node::releases`], if not there.
+    fn load(&mut self, release: Digest) -> anyhow::Result<()> {
+        if !self.releases.contains_key(&release) {
+            let loaded = staging::load(&self.cfg.data_dir, &self.key, self.arch(), release)?;
+            self.releases.insert(release, loaded);
+        }
+        Ok(())
+    }
+
+    /// How an instance of the loaded `release` runs (and its migration).
+    fn app_spec(&self, release: Digest) -> AppSpec {
+        let r = &self.releases[&release];
+        // The manifest's version, so one app file signed as v1 and as
+        // v2 (`bundle sign --version`) answers as the release it is.
+        let mut env = vec![("FLEETWEFT_VERSION".to_string(), r.version.clone())];
+        if self.allow_faults && self.cfg.faults.answer_wrongly.contains(&release.to_hex()) {
+            env.push(("HELLO_ANSWER_WRONGLY".to_string(), "1".to_string()));
+        }
+        if self.allow_faults && self.cfg.faults.crash_on_start.contains(&release.to_hex()) {
+            env.push(("HELLO_CRASH_ON_START".to_string(), "1".to_string()));
+        }
+        AppSpec {
+            release,
+            dir: r.dir.clone(),
+            run: r.run.clone(),
+            env,
+            limits: r.limits.clone(),
+            cgroups: self.cfg.isolation.cgroups,
+            data: Some(self.data_dir_of(r)),
         }
     }
 
@@ -449,31 +575,8 @@ impl Node {
 
     /// A running instance of `release` (verified from disk if needed).
     async fn ready(&mut self, release: Digest) -> anyhow::Result<Backend> {
-        if !self.releases.contains_key(&release) {
-            let loaded = staging::load(&self.cfg.data_dir, &self.key, self.arch(), release)?;
-            self.releases.insert(release, loaded);
-        }
-        let spec = {
-            let r = &self.releases[&release];
-            // The manifest's version, so one app file signed as v1 and as
-            // v2 (`bundle sign --version`) answers as the release it is.
-            let mut env = vec![("FLEETWEFT_VERSION".to_string(), r.version.clone())];
-            if self.allow_faults && self.cfg.faults.answer_wrongly.contains(&release.to_hex()) {
-                env.push(("HELLO_ANSWER_WRONGLY".to_string(), "1".to_string()));
-            }
-            if self.allow_faults && self.cfg.faults.crash_on_start.contains(&release.to_hex()) {
-                env.push(("HELLO_CRASH_ON_START".to_string(), "1".to_string()));
-            }
-            AppSpec {
-                release,
-                dir: r.dir.clone(),
-                run: r.run.clone(),
-                env,
-                limits: r.limits.clone(),
-                cgroups: self.cfg.isolation.cgroups,
-                data: Some(crate::app_data::dir_for(&self.cfg.data_dir, &r.name)),
-            }
-        };
+        self.load(release)?;
+        let spec = self.app_spec(release);
         let mut dead = None;
         if let Some(instance) = self.instances.get_mut(&release) {
             if instance.keep_alive().await {

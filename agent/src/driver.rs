@@ -67,6 +67,23 @@ pub trait Host: Send {
         conn: &quinn::Connection,
     ) -> impl Future<Output = Option<AgentInput>> + Send;
 
+    /// `AgentEffect::RunMigration` (issue #24 item 2): snapshot the app's
+    /// data directory, run the release's `migrate` command, and put the
+    /// snapshot back if it failed; `Migrated` or `MigrationFailed`. The
+    /// default is for a host whose releases never declare a migration (the
+    /// simulator's): one it cannot run did not run, and changed nothing.
+    fn migrate(&mut self) -> impl Future<Output = AgentInput> + Send {
+        std::future::ready(AgentInput::MigrationFailed)
+    }
+
+    /// The migration the current op's release declares, read from its
+    /// verified manifest once it is staged or re-verified; `None` for a
+    /// release without one (and for a host whose releases never declare
+    /// one).
+    fn migration(&mut self) -> Option<model::agent::MigrationKind> {
+        None
+    }
+
     /// What the agent runs on, sent after every `Hello`.
     fn platform(&self) -> model::platform::Platform;
 
@@ -333,16 +350,23 @@ impl<H: Host> Driver<H> {
         effect: AgentEffect,
         events: &[AgentEvent],
         tx: Option<&mut ControlSender>,
-    ) -> anyhow::Result<Option<AgentInput>> {
-        Ok(match effect {
+    ) -> anyhow::Result<Vec<AgentInput>> {
+        let answer = match effect {
             AgentEffect::ProbeRoute => Some(AgentInput::Probed(self.host.probe(events).await)),
             // Offline (just restarted, before the first session) the core
             // says what still runs (`runs_offline`); it asks again for the
             // rest on `Connected`.
             effect if self.conn.is_none() && !effect.runs_offline() => None,
-            AgentEffect::ObserveStaged => self.host.observe_staged(),
+            AgentEffect::ObserveStaged => {
+                let observed = self.host.observe_staged();
+                return Ok(self.declared(observed));
+            }
+            AgentEffect::RunMigration => Some(self.host.migrate().await),
             AgentEffect::StageArtifact => match self.conn.clone() {
-                Some(conn) => self.host.stage(&conn).await,
+                Some(conn) => {
+                    let staged = self.host.stage(&conn).await;
+                    return Ok(self.declared(staged));
+                }
                 // The manifest comes from the controller: the reserved
                 // attempt waits, and the core asks again on `Connected`.
                 None => None,
@@ -355,7 +379,27 @@ impl<H: Host> Driver<H> {
                 }
                 None
             }
-        })
+        };
+        Ok(answer.into_iter().collect())
+    }
+
+    /// A staging answer, preceded by the migration the release declares
+    /// when it says the release is there whole (staged, or re-verified):
+    /// the core journals the declaration before the answer moves the op
+    /// on (issue #24 item 2).
+    fn declared(&mut self, answer: Option<AgentInput>) -> Vec<AgentInput> {
+        let whole = matches!(
+            answer,
+            Some(
+                AgentInput::Staged
+                    | AgentInput::StageObserved(model::recovery::Observed::ReVerified)
+            )
+        );
+        let kind = if whole { self.host.migration() } else { None };
+        kind.map(AgentInput::MigrationDeclared)
+            .into_iter()
+            .chain(answer)
+            .collect()
     }
 
     async fn send(&mut self, tx: &mut ControlSender, msg: ToController) -> anyhow::Result<()> {

@@ -18,6 +18,7 @@ pub mod isolation;
 pub mod journal;
 pub mod listeners;
 pub mod liveness;
+pub mod migration;
 pub mod mirror;
 pub mod probe;
 pub mod proxy;

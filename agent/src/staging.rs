@@ -48,6 +48,9 @@ pub struct Release {
     /// What the app may use and who it runs as (a format-4 release's;
     /// none declared for the others).
     pub limits: releases::AppLimits,
+    /// The data migration the release declares (format 5), run after
+    /// staging and before the switch.
+    pub migration: Option<releases::AppMigration>,
 }
 
 impl Release {
@@ -66,6 +69,7 @@ impl Release {
             run: manifest.run,
             probe: manifest.probe,
             limits: releases::AppLimits::default(),
+            migration: None,
         }
     }
 }

@@ -480,7 +480,10 @@ fn free_port(release: Digest) -> Result<u16, SuperviseError> {
 
 /// The release's limits prepared for the instance on `port`, and logged
 /// as applied (the proof's process row says the same).
-fn isolate(spec: &AppSpec, port: u16) -> Result<crate::isolation::Prepared, SuperviseError> {
+pub(crate) fn isolate(
+    spec: &AppSpec,
+    port: u16,
+) -> Result<crate::isolation::Prepared, SuperviseError> {
     if spec.limits.is_empty() {
         return Ok(crate::isolation::Prepared::default());
     }

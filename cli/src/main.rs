@@ -632,6 +632,9 @@ enum BundleCommand {
         /// Limits and a user (format 4; trees only).
         #[command(flatten)]
         limits: cli::release_tree::LimitArgs,
+        /// A data migration (format 5; trees only).
+        #[command(flatten)]
+        migration: cli::release_tree::MigrationArgs,
     },
     /// Upload a release to the controller without starting a rollout;
     /// print its digest (what `rollout start` and `POST /api/rollouts`
@@ -1086,42 +1089,51 @@ fn log_show_main(
 }
 
 /// `fleetweft bundle ...`.
+/// `bundle sign`: a format-1 bundle of one app file, or a release tree.
+fn bundle_sign_main(command: BundleCommand) -> anyhow::Result<ExitCode> {
+    let BundleCommand::Sign {
+        key,
+        app,
+        dir,
+        arch_dirs,
+        name,
+        version,
+        probe_path,
+        expect_status,
+        expect_body,
+        expect_json,
+        run,
+        out,
+        limits,
+        migration,
+    } = command
+    else {
+        anyhow::bail!("bundle_sign_main is for `bundle sign` only")
+    };
+    let probe = ProbeSpec {
+        path: probe_path,
+        expect_status,
+        expect_body: expect_body.unwrap_or_default(),
+        expect_json,
+    };
+    match (app, dir) {
+        (Some(app), _) => bundle_sign(&key, &app, name, version, probe, run, &out),
+        (None, dir) => {
+            let source = TreeSource {
+                dir,
+                arch_dirs,
+                limits: limits.into_limits(),
+                migration: migration.into_migration(),
+            };
+            bundle_sign_tree(&key, source, name, version, probe, run, &out)
+        }
+    }
+}
+
 fn bundle_main(command: BundleCommand) -> anyhow::Result<ExitCode> {
     match command {
         BundleCommand::Keygen { out } => bundle_keygen(&out),
-        BundleCommand::Sign {
-            key,
-            app,
-            dir,
-            arch_dirs,
-            name,
-            version,
-            probe_path,
-            expect_status,
-            expect_body,
-            expect_json,
-            run,
-            out,
-            limits,
-        } => {
-            let probe = ProbeSpec {
-                path: probe_path,
-                expect_status,
-                expect_body: expect_body.unwrap_or_default(),
-                expect_json,
-            };
-            match (app, dir) {
-                (Some(app), _) => bundle_sign(&key, &app, name, version, probe, run, &out),
-                (None, dir) => {
-                    let source = TreeSource {
-                        dir,
-                        arch_dirs,
-                        limits: limits.into_limits(),
-                    };
-                    bundle_sign_tree(&key, source, name, version, probe, run, &out)
-                }
-            }
-        }
+        sign @ BundleCommand::Sign { .. } => bundle_sign_main(sign),
         BundleCommand::Verify {
             pubkey,
             bundle,
@@ -2355,6 +2367,7 @@ struct TreeSource {
     dir: Option<PathBuf>,
     arch_dirs: Vec<(model::platform::Arch, PathBuf)>,
     limits: releases::AppLimits,
+    migration: Option<releases::AppMigration>,
 }
 
 /// `--arch-dir`'s value: `ARCH=DIR`.
@@ -2370,7 +2383,8 @@ fn parse_arch_dir(text: &str) -> Result<(model::platform::Arch, PathBuf), String
 }
 
 /// `bundle sign --dir`: a format-2 release directory at `out` (format 3
-/// with `--arch-dir`, format 4 with a limit or a user).
+/// with `--arch-dir`, format 4 with a limit or a user, format 5 with a
+/// migration).
 fn bundle_sign_tree(
     key: &Path,
     source: TreeSource,
@@ -2388,6 +2402,7 @@ fn bundle_sign_tree(
         run: run.split_whitespace().map(str::to_string).collect(),
         probe,
         limits: source.limits,
+        migration: source.migration,
     };
     let digest = cli::release_tree::sign_tree_arches(key, &dir, &source.arch_dirs, fields, out)?;
     println!("{}", digest.to_hex());

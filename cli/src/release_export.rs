@@ -260,6 +260,7 @@ mod tests {
                 expect_json: None,
             },
             limits: Default::default(),
+            migration: None,
         };
         let mut sink = releases::tree::store_sink(&store);
         let bytes = releases::tree::sign_dir(&signing, fields, &tree, &mut sink).expect("sign");

@@ -395,6 +395,33 @@ impl LimitArgs {
     }
 }
 
+/// `bundle sign --dir`'s data migration (format 5, issue #24 item 2).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct MigrationArgs {
+    /// Command the node runs in the release directory after staging and
+    /// before the route switch, with the app's data directory in
+    /// `FLEETWEFT_DATA_DIR`, split on whitespace (e.g. `'python3
+    /// migrate.py'`). The data directory is snapshotted first; a failure
+    /// puts it back.
+    #[arg(long, value_name = "CMD", requires = "dir")]
+    pub migrate: Option<String>,
+    /// A roll back after the migration does not put the old data back on
+    /// its own: it waits for a person.
+    #[arg(long, requires = "migrate")]
+    pub migration_irreversible: bool,
+}
+
+impl MigrationArgs {
+    /// The manifest's migration (checked when the release is signed).
+    pub fn into_migration(self) -> Option<releases::AppMigration> {
+        let command = self.migrate?;
+        Some(releases::AppMigration {
+            command: command.split_whitespace().map(str::to_string).collect(),
+            irreversible: self.migration_irreversible,
+        })
+    }
+}
+
 /// A size as operators write it: bytes, or a number with `K`, `M`, `G`
 /// or `T` (powers of 1024; `KiB`, `MiB`, ... also read).
 pub fn parse_size(text: &str) -> Result<u64, String> {
@@ -421,7 +448,19 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 
 #[cfg(test)]
 mod limit_tests {
-    use super::parse_size;
+    use super::{parse_size, MigrationArgs};
+
+    #[test]
+    fn a_migrate_command_is_split_on_whitespace() {
+        let args = MigrationArgs {
+            migrate: Some(" python3  migrate.py --to 2 ".into()),
+            migration_irreversible: true,
+        };
+        let m = args.into_migration().expect("declared");
+        assert_eq!(m.command, ["python3", "migrate.py", "--to", "2"]);
+        assert!(m.irreversible);
+        assert!(MigrationArgs::default().into_migration().is_none());
+    }
 
     #[test]
     fn sizes_read_as_operators_write_them() {

@@ -20,6 +20,13 @@ pub fn s8_no_stale_apply(before: &AgentState, event: &AgentEvent) -> Result<(), 
             (op, generation, "aborted (never received)")
         }
         AgentEvent::Restored { op, generation } => (op, generation, "restored the baseline for"),
+        AgentEvent::MigrationStarted { op, generation } => {
+            (op, generation, "started the migration of")
+        }
+        AgentEvent::RollbackNeedsPerson { op, generation } => {
+            (op, generation, "refused to roll back")
+        }
+        AgentEvent::MigrationDeclared { .. } | AgentEvent::MigrationFailed { .. } => return Ok(()),
         AgentEvent::Refused { .. }
         | AgentEvent::Probed { .. }
         | AgentEvent::Restarted { .. }
@@ -119,6 +126,9 @@ fn journaled_axes(before: &AgentState, op: model::OpId) -> Option<(Position, Opt
         | AgentStage::Reporting(ReportKind::Refused(_), _) => {
             Some((Position::WaitingForPerson, None))
         }
+        // A migration journaled as started, its end not journaled: a
+        // crash cut it short (a crash is transient).
+        AgentStage::Migrating => Some((Position::Migrating, Some(ErrorClass::Transient))),
         _ => None,
     }
 }
@@ -150,6 +160,11 @@ pub fn s14_recovery_follows_the_table(
     let goes_on = exit != Exit::Stop;
     let problem = if goes_on && position == Position::WaitingForPerson {
         Some("although it waits for a person".to_string())
+    } else if goes_on && position == Position::Migrating {
+        Some(
+            "although its migration was interrupted (its effect on the data is unknown)"
+                .to_string(),
+        )
     } else if goes_on && (error.is_none() || observed.is_none()) {
         Some("with evidence missing on an axis".to_string())
     } else if goes_on && error == Some(ErrorClass::Permanent) {
@@ -276,13 +291,50 @@ pub fn s14_chunks_verified_before_use(
     }
 }
 
+/// S14 on a migration (issue #24 item 2, seed 002): an interrupted
+/// external effect of unknown outcome means stop, not retry. On the
+/// journal alone: a migration starts only from an op staged with a
+/// declared migration and awaiting its decision, which is once per op
+/// (the start moves it on, and nothing moves it back); so a migration the
+/// journal shows started is never started again, whatever a restart
+/// finds. The route switches for such an op only after its migration
+/// (from `Migrating`), never straight from the decision.
+pub fn s14_migration_runs_once(before: &AgentState, event: &AgentEvent) -> Result<(), Violation> {
+    let (op, starts) = match *event {
+        AgentEvent::MigrationStarted { op, .. } => (op, true),
+        AgentEvent::Switched { op, .. } => (op, false),
+        _ => return Ok(()),
+    };
+    let Some(o) = before.op.filter(|o| o.id == op) else {
+        return Ok(());
+    };
+    let problem = match (starts, o.stage, o.migration) {
+        (true, AgentStage::Migrating, _) => Some(format!(
+            "the agent started the migration of {op} again after it was interrupted"
+        )),
+        (true, AgentStage::AwaitingDecision, Some(_)) => None,
+        (true, stage, migration) => Some(format!(
+            "the agent started the migration of {op} from {stage:?} (declared {migration:?})"
+        )),
+        (false, AgentStage::AwaitingDecision, Some(_)) => Some(format!(
+            "the agent switched the route for {op} without running its declared migration"
+        )),
+        (false, _, _) => None,
+    };
+    match problem {
+        Some(problem) => broken(Rule::S14, problem),
+        None => Ok(()),
+    }
+}
+
 /// All agent rules: [`s8_no_stale_apply`],
-/// [`s14_recovery_follows_the_table`] and
-/// [`s14_chunks_verified_before_use`].
+/// [`s14_recovery_follows_the_table`],
+/// [`s14_chunks_verified_before_use`] and [`s14_migration_runs_once`].
 pub fn check_agent_event(before: &AgentState, event: &AgentEvent) -> Result<(), Violation> {
     s8_no_stale_apply(before, event)?;
     s14_recovery_follows_the_table(before, event)?;
-    s14_chunks_verified_before_use(before, event)
+    s14_chunks_verified_before_use(before, event)?;
+    s14_migration_runs_once(before, event)
 }
 
 #[cfg(test)]
@@ -550,6 +602,7 @@ mod tests {
                 }),
                 budget_left,
                 verified: Default::default(),
+                migration: None,
             }),
             highest_op: Some(OpId(0)),
             ..journal_at(1)
@@ -607,8 +660,10 @@ mod tests {
                 }
             }
         }
-        // Every row but a person's wait, which a restart reaches.
-        assert_eq!(taken.len(), Row::ALL.len() - 1, "{taken:?}");
+        // Every row but a person's wait and an interrupted migration,
+        // which a restart reaches.
+        assert_eq!(taken.len(), Row::ALL.len() - 2, "{taken:?}");
+        assert!(!taken.contains(&Row::MigrationInterrupted));
     }
 
     /// A journal of a release of `count` chunks at the table's decision
@@ -787,5 +842,83 @@ mod tests {
             ),
             Rule::S14,
         );
+    }
+
+    /// Seed 002 on the journal (issue #24 item 2): the real agent's
+    /// migration passes; starting it again after a crash, retrying the
+    /// table's stop, or switching without it breaks S14.
+    #[test]
+    fn s14_an_interrupted_migration_is_never_run_again() {
+        use model::agent::{AgentStage, MigrationKind};
+        let mut journal = journal_at(0);
+        let commit = AgentInput::Command(ToAgent::CommitReply {
+            op: OpId(0),
+            generation: Generation(1),
+            release: V2,
+            decision: model::Decision::Commit,
+        });
+        let inputs = [
+            AgentInput::Command(ToAgent::Apply {
+                op: OpId(0),
+                generation: Generation(1),
+                release: V2,
+            }),
+            AgentInput::StageObserved(Observed::Absent),
+            AgentInput::MigrationDeclared(MigrationKind::Reversible),
+            AgentInput::Staged,
+        ];
+        for input in inputs {
+            for event in &agent_step(&journal, input).events {
+                holds(check_agent_event(&journal, event));
+                agent_apply(&mut journal, event);
+            }
+        }
+        // Switching straight from the decision skips the migration.
+        let skip = AgentEvent::Switched {
+            op: OpId(0),
+            generation: Generation(1),
+        };
+        rejected(check_agent_event(&journal, &skip), Rule::S14);
+        for event in &agent_step(&journal, commit).events {
+            holds(check_agent_event(&journal, event));
+            agent_apply(&mut journal, event);
+        }
+        assert_eq!(journal.op.map(|o| o.stage), Some(AgentStage::Migrating));
+        let restarted = AgentEvent::Restarted { serving: Some(V1) };
+        agent_apply(&mut journal, &restarted);
+        let again = AgentEvent::MigrationStarted {
+            op: OpId(0),
+            generation: Generation(1),
+        };
+        let v = rejected(check_agent_event(&journal, &again), Rule::S14);
+        assert!(v.detail.contains("again after it was interrupted"), "{v}");
+        // The table's reading of the interruption may only stop.
+        let reading = model::recovery::Reading {
+            position: Position::Migrating,
+            error: Some(ErrorClass::Transient),
+            observed: Some(Observed::Unknown),
+            budget_left: 2,
+        };
+        for exit in [Exit::Retry, Exit::Resume] {
+            let event = AgentEvent::Recovery {
+                op: OpId(0),
+                reading,
+                exit,
+            };
+            let v = rejected(s14_recovery_follows_the_table(&journal, &event), Rule::S14);
+            assert!(v.detail.contains("interrupted"), "{v}");
+        }
+        // The real restart stops, and every record of it holds.
+        let mut real = journal;
+        for event in &agent_step(&journal, AgentInput::Restarted { serving: Some(V1) }).events {
+            holds(check_agent_event(&real, event));
+            agent_apply(&mut real, event);
+        }
+        assert!(matches!(
+            real.op.map(|o| o.stage),
+            Some(AgentStage::Probing(ReportKind::Refused(
+                model::StageRefusal::MigrationInterrupted
+            )))
+        ));
     }
 }

@@ -323,6 +323,7 @@ mod tests {
                 stage: AgentStage::Reporting(ReportKind::Switched, pass(V2)),
                 budget_left: model::agent::ATTEMPT_BUDGET,
                 verified: Default::default(),
+                migration: None,
             }),
             highest_op: Some(OpId(op)),
             ..AgentState::default()

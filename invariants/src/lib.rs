@@ -59,8 +59,8 @@ pub mod words;
 mod testkit;
 
 pub use agent_rules::{
-    check_agent_event, s14_chunks_verified_before_use, s14_recovery_follows_the_table,
-    s8_no_stale_apply, s8_switch_agrees_with_record,
+    check_agent_event, s14_chunks_verified_before_use, s14_migration_runs_once,
+    s14_recovery_follows_the_table, s8_no_stale_apply, s8_switch_agrees_with_record,
 };
 pub use arch_rules::a1_grant_has_a_tree;
 pub use deadline_rules::{t1_batch_deadlines, t1_deadlines_armed};

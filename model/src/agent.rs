@@ -29,6 +29,25 @@ pub enum AgentStage {
     /// Fetching, verifying and staging the op's release (SPEC §5); no
     /// commit request goes out before it is staged. Appended last.
     Staging(StagingStep),
+    /// (issue #24 item 2) The Commit arrived for a release that declares a
+    /// migration: the data directory was snapshotted and the release's
+    /// `migrate` command runs ([`AgentEffect::RunMigration`]); the route
+    /// switches only once it succeeded. Journaled before the command
+    /// starts, so a restart that finds it knows a migration may have
+    /// changed the data, and stops ([`crate::recovery::Row::MigrationInterrupted`]).
+    /// Appended last.
+    Migrating,
+}
+
+/// (issue #24 item 2) A release's declared migration, as its signed
+/// manifest says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum MigrationKind {
+    /// A roll back after it puts the data's snapshot back with the code.
+    Reversible,
+    /// A roll back after it is not done by the agent: the op waits for a
+    /// person ([`StageRefusal::MigrationIrreversible`]).
+    Irreversible,
 }
 
 /// Where staging stands.
@@ -68,6 +87,12 @@ pub struct AgentOp {
     /// stage, and emptied by a restart (the table re-reads the disk; a
     /// journaled claim is never trusted across a crash).
     pub verified: ChunkSet,
+    /// (issue #24 item 2) The migration the op's release declares, as the
+    /// driver read it from the verified manifest
+    /// ([`AgentEvent::MigrationDeclared`]); `None` for a release without
+    /// one, which switches on its Commit as every release did before.
+    #[serde(default)]
+    pub migration: Option<MigrationKind>,
 }
 
 /// The agent's journal.
@@ -153,6 +178,16 @@ pub enum AgentInput {
     /// (a release of several chunks) The driver re-read the current op's
     /// chunks and tree from disk (the chunked form of `StageObserved`).
     ChunksObserved(ChunkReading),
+    /// (issue #24 item 2) The op's release, staged or re-verified, declares
+    /// a migration: the driver says so before it answers `Staged` or the
+    /// observation that resumes it.
+    MigrationDeclared(MigrationKind),
+    /// The release's migration ran and exited 0 within its timeout.
+    Migrated,
+    /// The release's migration failed (or was refused: the data over its
+    /// snapshot bound); the driver has already put the data's snapshot
+    /// back.
+    MigrationFailed,
 }
 
 /// Journal records. Each carries the generation of the command it acts on so
@@ -222,6 +257,21 @@ pub enum AgentEvent {
         reading: ChunkReading,
         kept: ChunkSet,
     },
+    /// (issue #24 item 2) The op's release declares a migration of this
+    /// kind. Appended last, with the three below, so older journals still
+    /// decode.
+    MigrationDeclared { op: OpId, kind: MigrationKind },
+    /// The Commit arrived and the migration is about to run: journaled
+    /// (fsynced) before the data is touched, so that a crash while it runs
+    /// is known after the restart (seed 002: stop, not retry). Carries the
+    /// Commit's generation (S8).
+    MigrationStarted { op: OpId, generation: Generation },
+    /// The migration failed and the data's snapshot is back in place; the
+    /// route was never switched.
+    MigrationFailed { op: OpId },
+    /// A roll back (`Restore`) arrived after an irreversible migration ran:
+    /// nothing is restored, the op waits for a person.
+    RollbackNeedsPerson { op: OpId, generation: Generation },
 }
 
 impl fmt::Display for AgentEvent {
@@ -271,6 +321,20 @@ impl fmt::Display for AgentEvent {
                     "re-verified the chunks of {op} ({reading}); keeps {kept}"
                 )
             }
+            AgentEvent::MigrationDeclared { op, kind } => {
+                write!(f, "the release of {op} declares a {kind:?} migration")
+            }
+            AgentEvent::MigrationStarted { op, .. } => {
+                write!(f, "snapshots the data and starts the migration of {op}")
+            }
+            AgentEvent::MigrationFailed { op } => write!(
+                f,
+                "the migration of {op} failed; the data's snapshot is back, route unchanged"
+            ),
+            AgentEvent::RollbackNeedsPerson { op, .. } => write!(
+                f,
+                "does not roll back {op}: its migration is irreversible, a person decides"
+            ),
         }
     }
 }
@@ -287,6 +351,12 @@ pub enum AgentEffect {
     /// Fetch, verify and stage the current op's release and feed back
     /// `Staged` or `StageFailed`.
     StageArtifact,
+    /// (issue #24 item 2) Snapshot the app's data directory, then run the
+    /// release's `migrate` command, and feed back `Migrated` or (with the
+    /// snapshot put back) `MigrationFailed`. Asked once per op, right
+    /// after [`AgentEvent::MigrationStarted`] is journaled, and never
+    /// again: a retry or a reconnection does not re-run it.
+    RunMigration,
 }
 
 impl AgentEffect {
@@ -301,7 +371,11 @@ impl AgentEffect {
     /// `Connected` (the hello, the pending report).
     pub fn runs_offline(self) -> bool {
         match self {
-            AgentEffect::ProbeRoute | AgentEffect::StageArtifact => true,
+            // A migration needs no controller: it was decided by the
+            // stored Commit.
+            AgentEffect::ProbeRoute | AgentEffect::StageArtifact | AgentEffect::RunMigration => {
+                true
+            }
             AgentEffect::ObserveStaged | AgentEffect::Send(_) => false,
         }
     }
@@ -359,9 +433,21 @@ pub fn agent_step(state: &AgentState, input: AgentInput) -> AgentOutput {
         | AgentInput::ChunksObserved(_) => {
             staging_answer(state, input, &mut out);
         }
+        AgentInput::MigrationDeclared(kind) => declared(state, kind, &mut out),
+        AgentInput::Migrated | AgentInput::MigrationFailed => {
+            migration_answer(state, input, &mut out);
+        }
         AgentInput::Restarted { serving } => restarted(state, serving, &mut out),
         AgentInput::Connected | AgentInput::Retry => {}
     }
+    follow_up(state, input, &mut out);
+    out
+}
+
+/// [`agent_step`]'s effects once its events are decided: what the state
+/// the events lead to owes (the hello, a probe, staging, the migration,
+/// the message to re-send).
+fn follow_up(state: &AgentState, input: AgentInput, out: &mut AgentOutput) {
     let mut after = *state;
     for event in &out.events {
         agent_apply(&mut after, event);
@@ -386,10 +472,17 @@ pub fn agent_step(state: &AgentState, input: AgentInput) -> AgentOutput {
         out.effects.push(AgentEffect::ProbeRoute);
     }
     out.effects.extend(staging_effect(&after, changed, input));
+    // The migration runs once, right after its start is journaled.
+    if out
+        .events
+        .iter()
+        .any(|e| matches!(e, AgentEvent::MigrationStarted { .. }))
+    {
+        out.effects.push(AgentEffect::RunMigration);
+    }
     if changed || matches!(input, AgentInput::Retry | AgentInput::Connected) {
         out.effects.extend(outbox(&after).map(AgentEffect::Send));
     }
-    out
 }
 
 fn command(state: &AgentState, cmd: ToAgent, out: &mut AgentOutput) {
@@ -421,11 +514,15 @@ fn command(state: &AgentState, cmd: ToAgent, out: &mut AgentOutput) {
             },
             Some(AgentOp {
                 stage: AgentStage::AwaitingDecision,
+                migration,
                 ..
             }),
-        ) => out.events.push(match decision {
-            Decision::Commit => AgentEvent::Switched { op, generation },
-            Decision::Abort => AgentEvent::AbortAccepted { op, generation },
+        ) => out.events.push(match (decision, migration) {
+            // The data changes before the route does: the migration
+            // first, the switch once it succeeded.
+            (Decision::Commit, Some(_)) => AgentEvent::MigrationStarted { op, generation },
+            (Decision::Commit, None) => AgentEvent::Switched { op, generation },
+            (Decision::Abort, _) => AgentEvent::AbortAccepted { op, generation },
         }),
         // An abort may overtake staging (the op was superseded before it
         // asked): nothing was switched, stop staging. A commit is only ever
@@ -479,7 +576,7 @@ pub fn outbox(state: &AgentState) -> Option<ToController> {
             kind,
             observation,
         }),
-        AgentStage::Probing(_) | AgentStage::Staging(_) => None,
+        AgentStage::Probing(_) | AgentStage::Staging(_) | AgentStage::Migrating => None,
     }
 }
 
@@ -505,7 +602,40 @@ fn restarted(state: &AgentState, serving: Option<Digest>, out: &mut AgentOutput)
     out.events.push(AgentEvent::Restarted { serving });
     if let Some(op) = state.op.filter(|o| waits_for_person(o.stage)) {
         consult(&op, Position::WaitingForPerson, None, None, out);
+    } else if let Some(op) = state.op.filter(|o| o.stage == AgentStage::Migrating) {
+        // The journal says a migration started and nothing says how it
+        // ended: its effect on the data cannot be observed (seed 002).
+        consult(&op, Position::Migrating, None, Some(Observed::Unknown), out);
     }
+}
+
+/// The driver read the staged release's manifest: it declares a migration.
+/// Only while staging (a later answer for an op that left staging changes
+/// nothing) and only once per kind.
+fn declared(state: &AgentState, kind: MigrationKind, out: &mut AgentOutput) {
+    if let Some(op) = state
+        .op
+        .filter(|o| matches!(o.stage, AgentStage::Staging(_)) && o.migration != Some(kind))
+    {
+        out.events
+            .push(AgentEvent::MigrationDeclared { op: op.id, kind });
+    }
+}
+
+/// The driver's answer to [`AgentEffect::RunMigration`]: switch the route
+/// on success; on failure the data is already back, the route never
+/// moved, and the controller is told why.
+fn migration_answer(state: &AgentState, input: AgentInput, out: &mut AgentOutput) {
+    let Some(op) = state.op.filter(|o| o.stage == AgentStage::Migrating) else {
+        return; // a late answer for an op that left the migration
+    };
+    out.events.push(match input {
+        AgentInput::Migrated => AgentEvent::Switched {
+            op: op.id,
+            generation: op.generation,
+        },
+        _ => AgentEvent::MigrationFailed { op: op.id },
+    });
 }
 
 /// The driver's answer to a staging effect: the table's decision on an
@@ -618,15 +748,19 @@ fn consult(
 fn staging_effect(after: &AgentState, changed: bool, input: AgentInput) -> Option<AgentEffect> {
     let timer = matches!(input, AgentInput::Retry);
     let connected = matches!(input, AgentInput::Connected);
+    // The release's declaration comes with the driver's answer, which
+    // follows it: no reason to look or stage again.
+    let declared = matches!(input, AgentInput::MigrationDeclared(_));
     match after.op?.stage {
         AgentStage::Staging(StagingStep::Observing { last, .. }) => {
             let waits = matches!(last, Some(StageFailure::Transient { .. }));
-            ((changed && !waits) || timer || connected).then_some(AgentEffect::ObserveStaged)
+            ((changed && !waits && !declared) || timer || connected)
+                .then_some(AgentEffect::ObserveStaged)
         }
         AgentStage::Staging(StagingStep::Running) => {
             // A chunk landing is progress of the running attempt, not a
             // reason to start one.
-            let progress = matches!(input, AgentInput::ChunkFetched(_));
+            let progress = matches!(input, AgentInput::ChunkFetched(_)) || declared;
             ((changed && !progress) || timer || connected).then_some(AgentEffect::StageArtifact)
         }
         _ => None,
@@ -652,6 +786,7 @@ fn start_op(
         stage,
         budget_left: ATTEMPT_BUDGET,
         verified: ChunkSet::NONE,
+        migration: None,
     });
 }
 
@@ -728,6 +863,41 @@ fn fold(state: &mut AgentState, event: &AgentEvent) {
                 o.verified = kept;
             }
         }
+        AgentEvent::MigrationDeclared { .. }
+        | AgentEvent::MigrationStarted { .. }
+        | AgentEvent::MigrationFailed { .. }
+        | AgentEvent::RollbackNeedsPerson { .. } => fold_migration(state, event),
+    }
+}
+
+/// `fold` for the migration's records (issue #24 item 2).
+fn fold_migration(state: &mut AgentState, event: &AgentEvent) {
+    let (op, stage) = match *event {
+        AgentEvent::MigrationDeclared { op, kind } => {
+            if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
+                o.migration = Some(kind);
+            }
+            return;
+        }
+        AgentEvent::MigrationStarted { op, generation } => {
+            state.accepted = state.accepted.max(generation);
+            (op, AgentStage::Migrating)
+        }
+        AgentEvent::MigrationFailed { op } => (
+            op,
+            AgentStage::Probing(ReportKind::Refused(StageRefusal::MigrationFailed)),
+        ),
+        AgentEvent::RollbackNeedsPerson { op, generation } => {
+            state.accepted = state.accepted.max(generation);
+            (
+                op,
+                AgentStage::Probing(ReportKind::Refused(StageRefusal::MigrationIrreversible)),
+            )
+        }
+        _ => return,
+    };
+    if let Some(o) = state.op.as_mut().filter(|o| o.id == op) {
+        o.stage = stage;
     }
 }
 
@@ -825,10 +995,49 @@ fn restore(current: &AgentOp, op: OpId, generation: Generation, out: &mut AgentO
             | AgentStage::Probing(ReportKind::Switched)
             | AgentStage::Reporting(ReportKind::Switched, _)
             | AgentStage::Reporting(ReportKind::Restored, _)
-    );
-    if restorable {
+    ) || migration_stopped(current.stage);
+    if !restorable {
+        return;
+    }
+    // (issue #24 item 2) After an irreversible migration ran (or may have
+    // run), putting the old data back is a person's decision.
+    if current.migration == Some(MigrationKind::Irreversible)
+        && migration_may_have_run(current.stage)
+    {
+        out.events
+            .push(AgentEvent::RollbackNeedsPerson { op, generation });
+    } else {
         out.events.push(AgentEvent::Restored { op, generation });
     }
+}
+
+/// An op stopped by its migration (failed, or interrupted by a crash): a
+/// roll back puts the data's snapshot back with the code.
+fn migration_stopped(stage: AgentStage) -> bool {
+    matches!(
+        stage,
+        AgentStage::Probing(ReportKind::Refused(
+            StageRefusal::MigrationFailed | StageRefusal::MigrationInterrupted
+        )) | AgentStage::Reporting(
+            ReportKind::Refused(StageRefusal::MigrationFailed | StageRefusal::MigrationInterrupted),
+            _
+        )
+    )
+}
+
+/// Whether the op's migration ran to its end or may have (switched after
+/// it, or interrupted by a crash). A failed one had its snapshot put back
+/// already; one that never started changed nothing; a restore already
+/// done (re-restoring after a failed restore probe) is one a person or a
+/// reversible migration allowed.
+fn migration_may_have_run(stage: AgentStage) -> bool {
+    matches!(
+        stage,
+        AgentStage::Probing(ReportKind::Switched)
+            | AgentStage::Reporting(ReportKind::Switched, _)
+            | AgentStage::Probing(ReportKind::Refused(StageRefusal::MigrationInterrupted))
+            | AgentStage::Reporting(ReportKind::Refused(StageRefusal::MigrationInterrupted), _)
+    )
 }
 
 /// Staging waiting for the table, nothing failed (a crash is transient).
@@ -1229,5 +1438,258 @@ mod tests {
         );
         let out = feed(&mut state, AgentInput::StageObserved(Observed::Absent));
         assert_eq!(rows(&out), vec![Row::MissingEvidence]);
+    }
+    fn commit() -> AgentInput {
+        AgentInput::Command(ToAgent::CommitReply {
+            op: OP,
+            generation: Generation(1),
+            release: V2,
+            decision: Decision::Commit,
+        })
+    }
+
+    /// Staged, with a migration of `kind` declared, awaiting the decision.
+    fn staged_with(kind: MigrationKind) -> AgentState {
+        let mut state = accepted();
+        feed(&mut state, AgentInput::StageObserved(Observed::Absent));
+        let out = feed(&mut state, AgentInput::MigrationDeclared(kind));
+        assert_eq!(
+            out.events,
+            vec![AgentEvent::MigrationDeclared { op: OP, kind }]
+        );
+        // The declaration is no new attempt.
+        assert!(
+            !out.effects.contains(&AgentEffect::StageArtifact),
+            "{out:?}"
+        );
+        let out = feed(&mut state, AgentInput::Staged);
+        assert!(commit_request(&out));
+        state
+    }
+
+    /// Staged with a migration, the Commit delivered: the migration runs.
+    fn migrating(kind: MigrationKind) -> AgentState {
+        let mut state = staged_with(kind);
+        let out = feed(&mut state, commit());
+        assert_eq!(
+            out.events,
+            vec![AgentEvent::MigrationStarted {
+                op: OP,
+                generation: Generation(1)
+            }]
+        );
+        assert_eq!(out.effects, vec![AgentEffect::RunMigration]);
+        assert_eq!(state.op.map(|o| o.stage), Some(AgentStage::Migrating));
+        assert_eq!(state.serving, Some(V1), "the route waits for the migration");
+        state
+    }
+
+    /// The start is journaled before the command runs (the effect follows
+    /// the event), asked once, and never again: not by the retry timer, a
+    /// reconnection or a duplicated Commit.
+    #[test]
+    fn a_migration_runs_once_after_its_start_is_journaled() {
+        let mut state = migrating(MigrationKind::Reversible);
+        for input in [AgentInput::Retry, AgentInput::Connected, commit()] {
+            let out = feed(&mut state, input);
+            assert!(out.events.is_empty(), "{input:?}: {out:?}");
+            assert!(
+                !out.effects.contains(&AgentEffect::RunMigration),
+                "{input:?}"
+            );
+        }
+        assert!(AgentEffect::RunMigration.runs_offline());
+        let out = feed(&mut state, AgentInput::Migrated);
+        assert_eq!(
+            out.events,
+            vec![AgentEvent::Switched {
+                op: OP,
+                generation: Generation(1)
+            }]
+        );
+        assert!(out.effects.contains(&AgentEffect::ProbeRoute));
+        assert_eq!(state.serving, Some(V2));
+        // A late second answer changes nothing.
+        assert!(feed(&mut state, AgentInput::MigrationFailed)
+            .events
+            .is_empty());
+    }
+
+    /// Seed 002: a crash while the migration runs is an interrupted
+    /// external effect of unknown outcome. The restart stops on the
+    /// table's row for it, spends no budget, never runs the migration
+    /// again, and tells the controller why; a second restart finds a
+    /// person's wait.
+    #[test]
+    fn a_crash_during_a_migration_stops_and_never_runs_it_again() {
+        let mut state = migrating(MigrationKind::Reversible);
+        let budget = state.op.map(|o| o.budget_left);
+        let out = feed(&mut state, AgentInput::Restarted { serving: Some(V1) });
+        assert_eq!(rows(&out), vec![Row::MigrationInterrupted]);
+        assert!(out.events.contains(&AgentEvent::Refused {
+            op: OP,
+            reason: StageRefusal::MigrationInterrupted
+        }));
+        assert!(!out.effects.contains(&AgentEffect::RunMigration), "{out:?}");
+        assert_eq!(state.op.map(|o| o.budget_left), budget);
+        assert_eq!(
+            state.op.map(|o| o.stage),
+            Some(AgentStage::Probing(ReportKind::Refused(
+                StageRefusal::MigrationInterrupted
+            )))
+        );
+        for input in [
+            AgentInput::Retry,
+            AgentInput::Connected,
+            commit(),
+            AgentInput::Restarted { serving: Some(V1) },
+        ] {
+            let out = feed(&mut state, input);
+            assert!(
+                !out.effects.contains(&AgentEffect::RunMigration),
+                "{input:?}"
+            );
+            assert!(
+                !rows(&out).contains(&Row::MigrationInterrupted),
+                "{input:?}"
+            );
+        }
+        // A person's roll back puts the data's snapshot back with the code.
+        let restore = AgentInput::Command(ToAgent::Restore {
+            op: OP,
+            generation: Generation(1),
+        });
+        let out = feed(&mut state, restore);
+        assert_eq!(
+            out.events,
+            vec![AgentEvent::Restored {
+                op: OP,
+                generation: Generation(1)
+            }]
+        );
+    }
+
+    /// A failed migration leaves the route alone and says why; the
+    /// controller's restore is then carried out (the data is already back:
+    /// the driver's restore is idempotent).
+    #[test]
+    fn a_failed_migration_is_refused_and_a_restore_follows() {
+        let mut state = migrating(MigrationKind::Irreversible);
+        let out = feed(&mut state, AgentInput::MigrationFailed);
+        assert_eq!(out.events, vec![AgentEvent::MigrationFailed { op: OP }]);
+        assert!(out.effects.contains(&AgentEffect::ProbeRoute));
+        assert_eq!(state.serving, Some(V1));
+        let restore = AgentInput::Command(ToAgent::Restore {
+            op: OP,
+            generation: Generation(1),
+        });
+        // Irreversible or not: a failed migration's data is already back.
+        let out = feed(&mut state, restore);
+        assert_eq!(
+            out.events,
+            vec![AgentEvent::Restored {
+                op: OP,
+                generation: Generation(1)
+            }]
+        );
+    }
+
+    /// After an irreversible migration, a roll back is not the agent's to
+    /// do: the op waits for a person and says so; after a reversible one
+    /// it is restored (code and data).
+    #[test]
+    fn a_rollback_after_an_irreversible_migration_waits_for_a_person() {
+        let restore = AgentInput::Command(ToAgent::Restore {
+            op: OP,
+            generation: Generation(1),
+        });
+        let mut state = migrating(MigrationKind::Irreversible);
+        feed(&mut state, AgentInput::Migrated);
+        let out = feed(&mut state, restore);
+        assert_eq!(
+            out.events,
+            vec![AgentEvent::RollbackNeedsPerson {
+                op: OP,
+                generation: Generation(1)
+            }]
+        );
+        assert_eq!(state.serving, Some(V2), "nothing restored");
+        assert_eq!(
+            state.op.map(|o| o.stage),
+            Some(AgentStage::Probing(ReportKind::Refused(
+                StageRefusal::MigrationIrreversible
+            )))
+        );
+        assert!(!ReportKind::Refused(StageRefusal::MigrationIrreversible).left_route_alone());
+        // Asked again, still a person's: nothing more is journaled.
+        assert!(feed(&mut state, restore).events.is_empty());
+        let out = feed(&mut state, AgentInput::Restarted { serving: Some(V2) });
+        assert_eq!(rows(&out), vec![Row::WaitingForPerson]);
+
+        let mut state = migrating(MigrationKind::Reversible);
+        feed(&mut state, AgentInput::Migrated);
+        let out = feed(&mut state, restore);
+        assert_eq!(
+            out.events,
+            vec![AgentEvent::Restored {
+                op: OP,
+                generation: Generation(1)
+            }]
+        );
+        assert_eq!(state.serving, Some(V1));
+    }
+
+    /// The declaration comes just before the driver's answer: it asks
+    /// for no second look at the disk and no new attempt, and a restart
+    /// that resumes on the re-verified release keeps it (it is journaled).
+    #[test]
+    fn a_declaration_asks_for_nothing_and_survives_a_restart() {
+        let mut state = accepted();
+        let out = feed(
+            &mut state,
+            AgentInput::MigrationDeclared(MigrationKind::Reversible),
+        );
+        assert_eq!(out.events.len(), 1);
+        assert!(out.effects.is_empty(), "{out:?}");
+        // Declared again: nothing new.
+        let again = feed(
+            &mut state,
+            AgentInput::MigrationDeclared(MigrationKind::Reversible),
+        );
+        assert!(again.events.is_empty() && again.effects.is_empty());
+        let out = feed(&mut state, AgentInput::StageObserved(Observed::ReVerified));
+        assert!(commit_request(&out));
+        feed(&mut state, AgentInput::Restarted { serving: Some(V1) });
+        feed(&mut state, AgentInput::StageObserved(Observed::ReVerified));
+        assert_eq!(
+            state.op.and_then(|o| o.migration),
+            Some(MigrationKind::Reversible)
+        );
+        let out = feed(&mut state, commit());
+        assert!(out.effects.contains(&AgentEffect::RunMigration), "{out:?}");
+    }
+
+    /// A release without a migration switches on its Commit as before; a
+    /// declaration outside staging changes nothing.
+    #[test]
+    fn without_a_migration_the_commit_switches_at_once() {
+        let mut state = accepted();
+        feed(&mut state, AgentInput::StageObserved(Observed::Absent));
+        feed(&mut state, AgentInput::Staged);
+        assert!(feed(
+            &mut state,
+            AgentInput::MigrationDeclared(MigrationKind::Reversible)
+        )
+        .events
+        .is_empty());
+        let out = feed(&mut state, commit());
+        assert_eq!(
+            out.events,
+            vec![AgentEvent::Switched {
+                op: OP,
+                generation: Generation(1)
+            }]
+        );
+        assert!(!out.effects.contains(&AgentEffect::RunMigration));
     }
 }

@@ -95,7 +95,13 @@ impl fmt::Display for ReportKind {
 impl ReportKind {
     /// Whether the route was left as it was (aborted or refused).
     pub fn left_route_alone(self) -> bool {
-        matches!(self, ReportKind::NotApplied | ReportKind::Refused(_))
+        match self {
+            // A roll back refused after an irreversible migration: the
+            // route still serves the new release.
+            ReportKind::Refused(StageRefusal::MigrationIrreversible) => false,
+            ReportKind::NotApplied | ReportKind::Refused(_) => true,
+            ReportKind::Switched | ReportKind::Restored => false,
+        }
     }
 }
 
@@ -114,6 +120,20 @@ pub enum StageRefusal {
     /// After a crash, recovery found a stage's effect it could not show good
     /// or absent, so it stopped rather than risk applying twice.
     EffectUnknown,
+    /// (issue #24 item 2) The agent crashed while the release's migration
+    /// ran: its effect on the app's data is unknown, so recovery stopped
+    /// rather than run it again. The data's snapshot is kept; the route
+    /// was never switched. A person decides (roll back restores the
+    /// snapshot). Appended last so older encodings still decode.
+    MigrationInterrupted,
+    /// (issue #24 item 2) The release's migration failed (non-zero exit,
+    /// timeout, or the data over its snapshot bound): the agent put the
+    /// data's snapshot back and left the route on the baseline.
+    MigrationFailed,
+    /// (issue #24 item 2) A roll back was asked after an irreversible
+    /// migration ran: the agent does not restore the data on its own, and
+    /// the op waits for a person.
+    MigrationIrreversible,
 }
 
 impl fmt::Display for StageRefusal {
@@ -125,6 +145,15 @@ impl fmt::Display for StageRefusal {
             }
             StageRefusal::AttemptBudgetSpent => "attempt budget spent",
             StageRefusal::EffectUnknown => "a stage's effect could not be verified after a crash",
+            StageRefusal::MigrationInterrupted => {
+                "the migration was interrupted by a crash; its effect on the data is unknown"
+            }
+            StageRefusal::MigrationFailed => {
+                "the migration failed; the data's snapshot was put back"
+            }
+            StageRefusal::MigrationIrreversible => {
+                "the migration is irreversible: a roll back needs a person"
+            }
         })
     }
 }

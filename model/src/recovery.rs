@@ -25,6 +25,13 @@ pub enum Position {
     /// The op waits for a person: the table already stopped it and only an
     /// operator's decision on the controller moves it on.
     WaitingForPerson,
+    /// (issue #24 item 2) The release's `migrate` command was journaled as
+    /// started and nothing says how it ended: the agent crashed while it
+    /// ran. A migration changes the app's data, an effect outside the
+    /// release directory whose outcome no digest can show (seed 002: an
+    /// interrupted external effect of unknown outcome). Appended last so
+    /// older journals still decode.
+    Migrating,
 }
 
 /// What kind of error interrupted the stage.
@@ -89,13 +96,19 @@ pub enum Row {
     /// fetches only the chunks not kept, then assembles and verifies the
     /// tree). Without budget it is [`Row::BudgetSpent`].
     PartlyVerified,
+    /// (issue #24 item 2, seed 002) A migration was interrupted: its effect
+    /// on the data is of unknown outcome, and running it again could apply
+    /// it twice (a half-done schema change, a counter bumped twice). Stop,
+    /// whatever else is known and whatever budget is left; the data's
+    /// snapshot stays on disk for the person who decides. Appended last.
+    MigrationInterrupted,
 }
 
 impl Row {
     /// Every row, in the order the table tries them.
     /// [`Row::PartlyVerified`] is last (bits of the checker's coverage
     /// record follow this order).
-    pub const ALL: [Row; 8] = [
+    pub const ALL: [Row; 9] = [
         Row::WaitingForPerson,
         Row::MissingEvidence,
         Row::Permanent,
@@ -104,6 +117,7 @@ impl Row {
         Row::Absent,
         Row::BudgetSpent,
         Row::PartlyVerified,
+        Row::MigrationInterrupted,
     ];
 
     /// The exit of this row.
@@ -115,14 +129,17 @@ impl Row {
             | Row::MissingEvidence
             | Row::Permanent
             | Row::EffectUnknown
-            | Row::BudgetSpent => Exit::Stop,
+            | Row::BudgetSpent
+            | Row::MigrationInterrupted => Exit::Stop,
         }
     }
 }
 
 /// The row for a reading. `None` on an axis is missing evidence. The
 /// person's wait is tried first: recovery never acts for a person, and
-/// nothing else needs to be known to say so.
+/// nothing else needs to be known to say so. An interrupted migration comes
+/// next, for the same reason: its outcome cannot be observed, so no other
+/// axis can make acting again safe.
 pub fn row(
     position: Option<Position>,
     error: Option<ErrorClass>,
@@ -131,6 +148,9 @@ pub fn row(
 ) -> Row {
     if position == Some(Position::WaitingForPerson) {
         return Row::WaitingForPerson;
+    }
+    if position == Some(Position::Migrating) {
+        return Row::MigrationInterrupted;
     }
     let (Some(_), Some(error), Some(observed)) = (position, error, observed) else {
         return Row::MissingEvidence;
@@ -295,6 +315,7 @@ pub fn refusal(row: Row, last: Option<StageFailure>) -> Option<StageRefusal> {
         Row::WaitingForPerson | Row::ReVerified | Row::Absent | Row::PartlyVerified => None,
         Row::Permanent => Some(StageRefusal::BundleRejected),
         Row::MissingEvidence | Row::EffectUnknown => Some(StageRefusal::EffectUnknown),
+        Row::MigrationInterrupted => Some(StageRefusal::MigrationInterrupted),
         Row::BudgetSpent => Some(
             if last
                 == Some(StageFailure::Transient {
@@ -313,10 +334,11 @@ pub fn refusal(row: Row, last: Option<StageFailure>) -> Option<StageRefusal> {
 mod tests {
     use super::*;
 
-    const POSITIONS: [Position; 3] = [
+    const POSITIONS: [Position; 4] = [
         Position::BeforeStage,
         Position::AfterArtifactCommitted,
         Position::WaitingForPerson,
+        Position::Migrating,
     ];
     const ERRORS: [ErrorClass; 2] = [ErrorClass::Transient, ErrorClass::Permanent];
     const OBSERVED: [Observed; 4] = [
@@ -448,6 +470,59 @@ mod tests {
             row(before, transient, Some(PartlyVerified), 0),
             Row::BudgetSpent
         );
+    }
+
+    /// Seed 002: an interrupted external effect of unknown outcome means
+    /// stop, not retry. Whatever the other axes say (a crash is transient,
+    /// the disk may look fine, budget may be left) and with evidence
+    /// missing, an interrupted migration stops, spends nothing and tells
+    /// the controller why.
+    #[test]
+    fn an_interrupted_migration_stops_whatever_else_is_read() {
+        let migrating = Some(Position::Migrating);
+        for budget in [0, 1, 3] {
+            for error in [
+                None,
+                Some(ErrorClass::Transient),
+                Some(ErrorClass::Permanent),
+            ] {
+                for observed in [None].into_iter().chain(OBSERVED.map(Some)) {
+                    let r = row(migrating, error, observed, budget);
+                    assert_eq!(
+                        r,
+                        Row::MigrationInterrupted,
+                        "{error:?} {observed:?} {budget}"
+                    );
+                    assert_eq!(r.exit(), Exit::Stop);
+                }
+            }
+        }
+        assert_eq!(
+            refusal(Row::MigrationInterrupted, None),
+            Some(StageRefusal::MigrationInterrupted)
+        );
+        // A person's wait still comes first: a stopped migration that
+        // waits for a person is that person's, not the table's again.
+        assert_eq!(
+            row(Some(Position::WaitingForPerson), None, None, 3),
+            Row::WaitingForPerson
+        );
+        // The row is last in the table's order (the checker's coverage
+        // bits follow it) and is the only one a migrating position reaches.
+        assert_eq!(Row::ALL.last(), Some(&Row::MigrationInterrupted));
+        for p in POSITIONS {
+            let r = row(
+                Some(p),
+                Some(ErrorClass::Transient),
+                Some(Observed::Absent),
+                3,
+            );
+            assert_eq!(
+                r == Row::MigrationInterrupted,
+                p == Position::Migrating,
+                "{p:?}"
+            );
+        }
     }
 
     #[test]

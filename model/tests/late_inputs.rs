@@ -196,6 +196,7 @@ fn reporting(op: u32) -> AgentState {
             stage: AgentStage::Reporting(ReportKind::Switched, RouteObservation::passing(V3)),
             budget_left: model::agent::ATTEMPT_BUDGET,
             verified: Default::default(),
+            migration: None,
         }),
         highest_op: Some(OpId(op)),
         ..AgentState::default()

@@ -128,6 +128,10 @@ pub enum ReleaseError {
         /// What is wrong, with the value and the bounds.
         problem: String,
     },
+    /// A declared migration is malformed or out of its bounds, or the
+    /// format and the migration disagree ([`crate::app_migration`]).
+    #[error("migration: {0}")]
+    BadMigration(String),
     /// An entry's chunks do not add up to its size.
     #[error("entry {path:?}: size {size} but its chunks add up to {chunks}")]
     SizeMismatch {

@@ -17,6 +17,7 @@
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 pub mod app_limits;
+pub mod app_migration;
 pub mod chunking;
 pub mod error;
 pub mod limits;
@@ -31,6 +32,7 @@ pub mod tree;
 pub mod v1;
 
 pub use app_limits::AppLimits;
+pub use app_migration::AppMigration;
 pub use error::{PathProblem, ReleaseError};
 pub use manifest::{
     decode_manifest, encode_manifest, read_unverified, release_digest, sign, sign_arches, verify,

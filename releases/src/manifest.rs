@@ -43,6 +43,15 @@
 //! the rest. A manifest that declares no limit is written as format 2 or 3,
 //! byte for byte as before, so each release has one encoding. Pinned by
 //! `tests/golden.rs` (`release_v4_limits.hex`).
+//!
+//! # A data migration (format 5, issue #24 item 2)
+//!
+//! A manifest whose `format` is 5 carries, after format 4's fields (the
+//! trees and the limits, each possibly empty), the release's migration
+//! ([`AppMigration`]: the `migrate` command and whether it is
+//! irreversible), signed like the rest. A manifest without a migration is
+//! written as format 2, 3 or 4, byte for byte as before. Pinned by
+//! `tests/golden.rs` (`release_v5_migration.hex`).
 
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use model::platform::{Arch, ArchSet, ReleaseArches};
@@ -52,6 +61,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use crate::app_limits::AppLimits;
+use crate::app_migration::AppMigration;
 use crate::error::ReleaseError;
 use crate::limits::{
     CHUNKS_MAX, CHUNK_BYTES_MAX, ENTRIES_MAX, MANIFEST_BYTES_MAX, MANIFEST_DECODE_BYTES_MAX,
@@ -76,6 +86,10 @@ pub const MANIFEST_FORMAT_ARCH: u16 = 3;
 /// ([`AppLimits`]): format 3's fields (its trees possibly none) followed
 /// by the limits.
 pub const MANIFEST_FORMAT_LIMITS: u16 = 4;
+/// The manifest format of a release that declares a data migration
+/// ([`AppMigration`]): format 4's fields (trees and limits possibly empty)
+/// followed by the migration.
+pub const MANIFEST_FORMAT_MIGRATION: u16 = 5;
 /// Prefix of the signed message: a release signature is never a valid
 /// signature over a format-1 manifest or anything else.
 const SIGNATURE_DOMAIN: &[u8] = b"fleetweft-release-manifest-v2\0";
@@ -213,9 +227,11 @@ pub struct Manifest {
     /// Per-architecture trees (formats 3 and 4; empty in format 2): each
     /// node stages `entries` together with its architecture's tree.
     pub arch_trees: Vec<ArchTree>,
-    /// What the app may use and who it runs as (format 4 only; empty in
+    /// What the app may use and who it runs as (formats 4 and 5; empty in
     /// formats 2 and 3).
     pub limits: AppLimits,
+    /// The data migration (format 5 only; `None` in formats 2 to 4).
+    pub migration: Option<AppMigration>,
 }
 
 /// The files only nodes of one architecture stage, besides the common
@@ -287,6 +303,9 @@ impl Manifest {
     /// architecture trees and the tree each node of one would stage.
     pub fn validate(&self) -> Result<(), ReleaseError> {
         let trees = !self.arch_trees.is_empty();
+        if self.format == MANIFEST_FORMAT_MIGRATION || self.migration.is_some() {
+            return self.validate_migration();
+        }
         match (self.format, trees, self.limits.is_empty()) {
             (MANIFEST_FORMAT, false, true) => self.validate_tree(),
             (MANIFEST_FORMAT_ARCH, true, true) => self.validate_arch_trees(),
@@ -321,6 +340,32 @@ impl Manifest {
         }
     }
 
+    /// Format 5: a migration, and the rest as format 4 has it (limits and
+    /// trees each possibly empty). A migration in another format, or
+    /// format 5 without one, is refused naming both.
+    fn validate_migration(&self) -> Result<(), ReleaseError> {
+        let Some(migration) = &self.migration else {
+            return Err(ReleaseError::BadMigration(format!(
+                "format {MANIFEST_FORMAT_MIGRATION} declares one (without, the release is format {MANIFEST_FORMAT} to {MANIFEST_FORMAT_LIMITS})"
+            )));
+        };
+        if self.format != MANIFEST_FORMAT_MIGRATION {
+            return Err(ReleaseError::BadMigration(format!(
+                "format {} has none (format {MANIFEST_FORMAT_MIGRATION} carries it)",
+                self.format
+            )));
+        }
+        migration.validate()?;
+        if !self.limits.is_empty() {
+            self.limits.validate()?;
+        }
+        if self.arch_trees.is_empty() {
+            self.validate_tree()
+        } else {
+            self.validate_arch_trees()
+        }
+    }
+
     /// The architectures this release runs on: any, or only those it has
     /// a tree for.
     pub fn arches(&self) -> ReleaseArches {
@@ -349,12 +394,9 @@ impl Manifest {
         let own = self.arch_trees.swap_remove(at).entries;
         self.arch_trees = Vec::new();
         // The tree view of one architecture: format 2's, or format 4's
-        // when the release declares limits (they apply on every node).
-        self.format = if self.limits.is_empty() {
-            MANIFEST_FORMAT
-        } else {
-            MANIFEST_FORMAT_LIMITS
-        };
+        // when the release declares limits, or 5's with a migration (they
+        // apply on every node).
+        self.format = format_of(false, &self.limits, self.migration.as_ref());
         self.entries = merge_entries(std::mem::take(&mut self.entries), own);
         Ok(self)
     }
@@ -475,6 +517,23 @@ pub struct ReleaseFields {
     /// What the app may use and who it runs as; empty: nothing declared
     /// (the release is format 2 or 3).
     pub limits: AppLimits,
+    /// The data migration; `None`: none (the release is format 2 to 4,
+    /// byte for byte as before migrations).
+    pub migration: Option<AppMigration>,
+}
+
+/// The one format a release is written in: the lowest that carries what
+/// it declares.
+fn format_of(trees: bool, limits: &AppLimits, migration: Option<&AppMigration>) -> u16 {
+    if migration.is_some() {
+        MANIFEST_FORMAT_MIGRATION
+    } else if !limits.is_empty() {
+        MANIFEST_FORMAT_LIMITS
+    } else if trees {
+        MANIFEST_FORMAT_ARCH
+    } else {
+        MANIFEST_FORMAT
+    }
 }
 
 /// A release whose signature and rules have been checked.
@@ -514,14 +573,19 @@ pub fn encode_manifest(manifest: &Manifest) -> Result<Vec<u8>, ReleaseError> {
     let encoding =
         |e: bincode::error::EncodeError| ReleaseError::Malformed(format!("encoding: {e}"));
     let mut bytes = bincode::serde::encode_to_vec(&wire, config()).map_err(encoding)?;
-    if manifest.format == MANIFEST_FORMAT_ARCH || manifest.format == MANIFEST_FORMAT_LIMITS {
+    let format = manifest.format;
+    if (MANIFEST_FORMAT_ARCH..=MANIFEST_FORMAT_MIGRATION).contains(&format) {
         let trees =
             bincode::serde::encode_to_vec(&manifest.arch_trees, config()).map_err(encoding)?;
         bytes.extend_from_slice(&trees);
     }
-    if manifest.format == MANIFEST_FORMAT_LIMITS {
+    if format == MANIFEST_FORMAT_LIMITS || format == MANIFEST_FORMAT_MIGRATION {
         let limits = bincode::serde::encode_to_vec(&manifest.limits, config()).map_err(encoding)?;
         bytes.extend_from_slice(&limits);
+    }
+    if let (MANIFEST_FORMAT_MIGRATION, Some(migration)) = (format, &manifest.migration) {
+        let migration = bincode::serde::encode_to_vec(migration, config()).map_err(encoding)?;
+        bytes.extend_from_slice(&migration);
     }
     over_limit(
         "manifest bytes",
@@ -543,17 +607,25 @@ pub fn decode_manifest(bytes: &[u8]) -> Result<Manifest, ReleaseError> {
     let (wire, mut used): (Wire, usize) =
         bincode::serde::decode_from_slice(bytes, config()).map_err(malformed)?;
     let mut arch_trees = Vec::new();
-    if wire.format == MANIFEST_FORMAT_ARCH || wire.format == MANIFEST_FORMAT_LIMITS {
+    let format = wire.format;
+    if (MANIFEST_FORMAT_ARCH..=MANIFEST_FORMAT_MIGRATION).contains(&format) {
         let (trees, more) =
             bincode::serde::decode_from_slice(&bytes[used..], config()).map_err(malformed)?;
         arch_trees = trees;
         used += more;
     }
     let mut limits = AppLimits::default();
-    if wire.format == MANIFEST_FORMAT_LIMITS {
+    if format == MANIFEST_FORMAT_LIMITS || format == MANIFEST_FORMAT_MIGRATION {
         let (declared, more) =
             bincode::serde::decode_from_slice(&bytes[used..], config()).map_err(malformed)?;
         limits = declared;
+        used += more;
+    }
+    let mut migration = None;
+    if format == MANIFEST_FORMAT_MIGRATION {
+        let (declared, more) =
+            bincode::serde::decode_from_slice(&bytes[used..], config()).map_err(malformed)?;
+        migration = Some(declared);
         used += more;
     }
     let manifest = Manifest {
@@ -566,6 +638,7 @@ pub fn decode_manifest(bytes: &[u8]) -> Result<Manifest, ReleaseError> {
         key_id: wire.key_id,
         arch_trees,
         limits,
+        migration,
     };
     if used != bytes.len() {
         return Err(ReleaseError::TrailingBytes(
@@ -602,13 +675,11 @@ pub fn sign_arches(
     entries: Vec<Entry>,
     arch_trees: Vec<ArchTree>,
 ) -> Result<Vec<u8>, ReleaseError> {
-    let format = if !fields.limits.is_empty() {
-        MANIFEST_FORMAT_LIMITS
-    } else if arch_trees.is_empty() {
-        MANIFEST_FORMAT
-    } else {
-        MANIFEST_FORMAT_ARCH
-    };
+    let format = format_of(
+        !arch_trees.is_empty(),
+        &fields.limits,
+        fields.migration.as_ref(),
+    );
     let manifest = Manifest {
         format,
         name: fields.name,
@@ -619,6 +690,7 @@ pub fn sign_arches(
         key_id: bundle::key_id(&key.verifying_key()),
         arch_trees,
         limits: fields.limits,
+        migration: fields.migration,
     };
     manifest.validate()?;
     let bytes = encode_manifest(&manifest)?;

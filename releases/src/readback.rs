@@ -200,6 +200,7 @@ mod tests {
                 expect_json: None,
             },
             limits: Default::default(),
+            migration: None,
         };
         let bytes = sign_dir(&key, fields, root, &mut |_, _| Ok(())).expect("sign");
         let manifest = crate::read_unverified(&bytes).expect("manifest").manifest;

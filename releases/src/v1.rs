@@ -54,6 +54,7 @@ pub fn tree_of_bundle(bundle: &VerifiedBundle) -> Result<V1Tree, ReleaseError> {
         key_id: m.key_id,
         arch_trees: Vec::new(),
         limits: crate::app_limits::AppLimits::default(),
+        migration: None,
     };
     manifest.validate_tree()?;
     Ok(V1Tree {

@@ -181,9 +181,13 @@ fn the_format_number_must_match_whether_there_are_trees() {
             ..
         })
     ));
-    m.format = 5;
+    // Format 5 carries a migration (issue #24 item 2): without one it is
+    // refused as such.
+    m.format = manifest::MANIFEST_FORMAT_MIGRATION;
+    assert!(matches!(m.validate(), Err(ReleaseError::BadMigration(_))));
+    m.format = 6;
     assert!(matches!(
         m.validate(),
-        Err(ReleaseError::UnsupportedFormat(5))
+        Err(ReleaseError::UnsupportedFormat(6))
     ));
 }

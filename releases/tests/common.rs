@@ -24,6 +24,7 @@ pub fn fields() -> ReleaseFields {
             expect_json: None,
         },
         limits: Default::default(),
+        migration: None,
     }
 }
 

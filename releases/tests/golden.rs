@@ -323,3 +323,122 @@ fn limits_are_checked_when_signed_and_one_encoding_per_release() {
     let plain = manifest::sign(&fixed_key(), f, m.entries).expect("sign");
     assert_eq!(plain, golden_release());
 }
+
+/// The golden release with a data migration (format 5): the trees and
+/// limits of [`golden_limits_release`] and an irreversible migration.
+fn golden_migration_release() -> Vec<u8> {
+    let bytes = golden_limits_release();
+    let m = manifest::verify(&fixed_key().verifying_key(), &bytes)
+        .expect("golden verifies")
+        .manifest;
+    let mut f = fields();
+    f.probe = m.probe.to_spec().expect("probe");
+    f.limits = m.limits;
+    f.migration = Some(releases::AppMigration {
+        command: vec![
+            "python3".into(),
+            "migrate.py".into(),
+            "--to".into(),
+            "2".into(),
+        ],
+        irreversible: true,
+    });
+    manifest::sign_arches(&fixed_key(), f, m.entries, m.arch_trees).expect("sign")
+}
+
+#[test]
+fn the_release_with_a_migration_matches_its_golden_bytes() {
+    let bytes = golden_migration_release();
+    let golden = golden_bytes("release_v5_migration.hex", &bytes);
+    let verified =
+        manifest::verify(&fixed_key().verifying_key(), &golden).expect("golden verifies");
+    assert_eq!(
+        verified.manifest.format,
+        manifest::MANIFEST_FORMAT_MIGRATION
+    );
+    let migration = verified.manifest.migration.expect("declared");
+    assert_eq!(migration.command[1], "migrate.py");
+    assert!(migration.irreversible);
+    assert!(
+        bytes == golden,
+        "the format-5 encoding changed (see the module docs).\nnow:\n{}",
+        to_hex(&bytes)
+    );
+    // Format 4's bytes come first (only the format number differs), then
+    // the migration; relabelled as format 4 they are trailing bytes, and
+    // every byte of them is signed.
+    let v4 = golden_limits_release();
+    let v4_manifest = manifest::split(&v4).expect("split").manifest;
+    let v5_manifest = manifest::split(&golden).expect("split").manifest;
+    assert_eq!(v5_manifest[0], 5);
+    assert_eq!(v4_manifest[1..], v5_manifest[1..v4_manifest.len()]);
+    let key = fixed_key().verifying_key();
+    let start = manifest::MAGIC.len() + 4;
+    let mut relabelled = golden.clone();
+    relabelled[start] = 4;
+    assert!(matches!(
+        manifest::verify(&key, &relabelled),
+        Err(releases::ReleaseError::TrailingBytes(..))
+    ));
+    let mut flipped = golden.clone();
+    flipped[start + v5_manifest.len() - 1] ^= 1;
+    assert!(manifest::verify(&key, &flipped).is_err());
+}
+
+/// A release without a migration stays byte for byte what it was (format
+/// 2, 3 or 4 as before); the migration's bounds are checked when it is
+/// signed and again when it is read.
+#[test]
+fn a_migration_is_checked_when_signed_and_read_and_absent_changes_nothing() {
+    let key = fixed_key();
+    let m = manifest::verify(&key.verifying_key(), &golden_release())
+        .expect("golden verifies")
+        .manifest;
+    let mut f = fields();
+    f.probe = m.probe.to_spec().expect("probe");
+    assert!(f.migration.is_none());
+    let plain = manifest::sign(&key, f.clone(), m.entries.clone()).expect("sign");
+    assert_eq!(plain, golden_release(), "format 2 unchanged");
+    let limits = manifest::verify(&key.verifying_key(), &golden_limits_release())
+        .expect("verifies")
+        .manifest;
+    assert!(limits.migration.is_none());
+    // Signing refuses a migration out of its bounds.
+    let too_many = vec!["a".to_string(); releases::app_migration::MIGRATE_ARGS_MAX + 1];
+    for command in [vec![], vec![String::new()], too_many] {
+        let mut bad = f.clone();
+        bad.migration = Some(releases::AppMigration {
+            command,
+            irreversible: false,
+        });
+        let err = manifest::sign(&key, bad, m.entries.clone()).expect_err("refused");
+        assert!(
+            matches!(err, releases::ReleaseError::BadMigration(_)),
+            "{err}"
+        );
+    }
+    // Reading refuses one too, even if its manifest was encoded by hand:
+    // an empty command, and a migration in a format that has none.
+    let mut forged = m.clone();
+    forged.format = manifest::MANIFEST_FORMAT_MIGRATION;
+    forged.migration = Some(releases::AppMigration {
+        command: vec![],
+        irreversible: false,
+    });
+    let encoded = manifest::encode_manifest(&forged).expect("encodes");
+    let err = manifest::decode_manifest(&encoded).expect_err("refused");
+    assert!(
+        matches!(err, releases::ReleaseError::BadMigration(_)),
+        "{err}"
+    );
+    forged.format = manifest::MANIFEST_FORMAT_LIMITS;
+    forged.migration = Some(releases::AppMigration {
+        command: vec!["./m".into()],
+        irreversible: false,
+    });
+    let err = forged.validate().expect_err("refused");
+    assert!(
+        matches!(err, releases::ReleaseError::BadMigration(_)),
+        "{err}"
+    );
+}

@@ -139,6 +139,7 @@ fn manifest_of_len(target: usize) -> Manifest {
         key_id: [0; 8],
         arch_trees: vec![],
         limits: Default::default(),
+        migration: None,
     };
     let full = entry_cost(PATH_BYTES_MAX);
     // The entry count's varint grows to 3 bytes: leave room for it.

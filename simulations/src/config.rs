@@ -3,6 +3,7 @@
 //! any) replaces a real rule.
 
 use crate::mutants::Mutant;
+use model::agent::MigrationKind;
 use std::fmt;
 
 /// A kind of fault the environment may inject. Each injection spends one unit
@@ -71,11 +72,16 @@ pub enum Fault {
     /// against this ground truth: no command leaves for a node while two
     /// agents hold its identity. Not in the default set.
     IdentityConflict,
+    /// (issue #24 item 2, with `--migration`) The release's migration
+    /// fails (non-zero exit, timeout, data over its snapshot bound): the
+    /// agent puts the data back and reports it; the controller restores
+    /// and pauses. Not in the default set.
+    MigrationError,
 }
 
 impl Fault {
     /// Every fault, in CLI order.
-    pub const ALL: [Fault; 14] = [
+    pub const ALL: [Fault; 15] = [
         Fault::Loss,
         Fault::Dup,
         Fault::Partition,
@@ -90,6 +96,7 @@ impl Fault {
         Fault::ControllerFailover,
         Fault::Snapshot,
         Fault::IdentityConflict,
+        Fault::MigrationError,
     ];
 
     /// The CLI name.
@@ -109,6 +116,7 @@ impl Fault {
             Fault::ControllerFailover => "controller-failover",
             Fault::Snapshot => "snapshot",
             Fault::IdentityConflict => "identity-conflict",
+            Fault::MigrationError => "migration-error",
         }
     }
 
@@ -157,6 +165,7 @@ impl Faults {
                             | Fault::ControllerFailover
                             | Fault::Snapshot
                             | Fault::IdentityConflict
+                            | Fault::MigrationError
                     )
             })
             .fold(Faults(0), |s, f| s.with(f))
@@ -294,6 +303,13 @@ pub struct CheckConfig {
     /// anything is granted (A1). Off by default: the other
     /// configurations' nodes never say what they run on.
     pub arches: bool,
+    /// (issue #24 item 2) Every release declares a migration of this kind:
+    /// the agent journals its start, runs it after the Commit and before
+    /// the switch, and `agent-crash` may strike while it runs (the
+    /// recovery table's `MigrationInterrupted` row: stop, not retry);
+    /// `migration-error` makes it fail. `None`, the default, keeps every
+    /// other configuration's space as it was.
+    pub migration: Option<MigrationKind>,
     /// A named deviation of the real rules, or `None` for the real rules.
     pub mutant: Option<Mutant>,
     /// Whether the liveness properties under weak fairness are checked.
@@ -319,6 +335,7 @@ impl Default for CheckConfig {
             roster: false,
             chunks: 1,
             arches: false,
+            migration: None,
             mutant: None,
             liveness: LivenessCheck::Off,
         }
@@ -379,7 +396,7 @@ impl fmt::Display for CheckConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "canary + {} followers, slots {}, faults {} (max {}), approval gate {}, operator {}, supersede {}{}{}{}{}{}{}{}, mutant {}",
+            "canary + {} followers, slots {}, faults {} (max {}), approval gate {}, operator {}, supersede {}{}{}{}{}{}{}{}{}, mutant {}",
             self.followers,
             self.slots,
             self.faults,
@@ -422,6 +439,11 @@ impl fmt::Display for CheckConfig {
                 ", architectures on (canary aarch64, followers x86_64)"
             } else {
                 ""
+            },
+            match self.migration {
+                None => "",
+                Some(MigrationKind::Reversible) => ", a reversible migration per release",
+                Some(MigrationKind::Irreversible) => ", an irreversible migration per release",
             },
             match self.liveness {
                 LivenessCheck::Off => "",
@@ -600,6 +622,15 @@ impl Mutant {
                 cfg.followers = 0;
                 cfg.operator = false;
                 cfg.faults = Faults::none().with(Fault::StageError);
+            }
+            // (issue #24 item 2) A release with a migration, and the
+            // canary's agent SIGKILLed while it runs: the restart must
+            // stop. The canary alone, no operator: the shortest story.
+            Mutant::RetryInterruptedMigration => {
+                cfg.migration = Some(MigrationKind::Reversible);
+                cfg.followers = 0;
+                cfg.operator = false;
+                cfg.faults = Faults::none().with(Fault::AgentCrash);
             }
             // An operator pauses while the canary's op is live.
             Mutant::PauseFreezesAccounting => {

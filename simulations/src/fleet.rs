@@ -72,6 +72,13 @@ pub enum AppFault {
     CrashWhileStaging(Artifact),
     /// (`stage-error`) The staging attempt fails this way.
     StageFails(StageFailure),
+    /// (`agent-crash`, with `--migration`) The agent is SIGKILLed while the
+    /// release's migration runs (after its start was journaled). It
+    /// restarts at once.
+    CrashWhileMigrating,
+    /// (`migration-error`) The release's migration fails; the driver puts
+    /// the data's snapshot back.
+    MigrationFails,
 }
 
 /// (`agent-crash`, `--chunks` 2 or more) Where a crash strikes a running
@@ -726,6 +733,9 @@ impl FleetModel {
                 }
                 if *outcome == Outcome::RolledBack {
                     world.ghost.rolled_back = true;
+                    if world.ghost.migration_failed & (1 << op.0) != 0 {
+                        world.ghost.failed_migration_rolled_back = true;
+                    }
                     if world.ghost.rolled_back_by_operator & (1 << op.0) != 0 {
                         world.ghost.operator_rollback_proven = true;
                     }
@@ -784,6 +794,10 @@ impl FleetModel {
                 }
                 // The driver re-reads the disk: the ground truth, re-verified.
                 AgentEffect::ObserveStaged => {
+                    // A release found whole: the driver read its manifest.
+                    if world.artifacts[index] == Artifact::Good {
+                        self.declare_migration(world, node, narration);
+                    }
                     let input = if self.cfg.chunks > 1 {
                         let tree = world.artifacts[index];
                         AgentInput::ChunksObserved(world.chunks[index].reading(tree))
@@ -797,6 +811,50 @@ impl FleetModel {
                         return; // the agent crashed: nothing more of this step
                     }
                 }
+                AgentEffect::RunMigration => {
+                    if self.migrate(world, node, fault, narration) {
+                        return; // the agent crashed: nothing more of this step
+                    }
+                }
+            }
+        }
+    }
+
+    /// (`--migration`) The driver read the staged release's manifest: it
+    /// declares the configured migration (the core journals it once).
+    fn declare_migration(&self, world: &mut World, node: NodeId, narration: &mut Narration) {
+        if let Some(kind) = self.cfg.migration {
+            let input = AgentInput::MigrationDeclared(kind);
+            self.agent(world, node, input, None, narration);
+        }
+    }
+
+    /// (`--migration`) Run the release's migration on `node` as `fault`
+    /// says: it succeeds (the switch follows, with the delivery's fault),
+    /// fails (the data is put back), or the agent is SIGKILLed while it
+    /// runs (then restarts; returns true).
+    fn migrate(
+        &self,
+        world: &mut World,
+        node: NodeId,
+        fault: Option<AppFault>,
+        narration: &mut Narration,
+    ) -> bool {
+        match fault {
+            Some(AppFault::CrashWhileMigrating) => {
+                say(narration, Place::NodeFault(node), || {
+                    format!("   {node}'s agent is SIGKILLed while the migration runs")
+                });
+                self.crash_agent(world, node, narration);
+                true
+            }
+            Some(AppFault::MigrationFails) => {
+                self.agent(world, node, AgentInput::MigrationFailed, None, narration);
+                false
+            }
+            _ => {
+                self.agent(world, node, AgentInput::Migrated, fault, narration);
+                false
             }
         }
     }
@@ -832,6 +890,7 @@ impl FleetModel {
             }
             _ => {
                 world.artifacts[index] = Artifact::Good;
+                self.declare_migration(world, node, narration);
                 self.agent(world, node, AgentInput::Staged, fault, narration);
                 false
             }
@@ -884,6 +943,7 @@ impl FleetModel {
             }
             None => {
                 world.artifacts[index] = Artifact::Good;
+                self.declare_migration(world, node, narration);
                 self.agent(world, node, AgentInput::Staged, None, narration);
             }
         }
@@ -989,7 +1049,10 @@ impl FleetModel {
                 format!("{node} resumed {op} on a staged artifact that is {artifact:?} on disk"),
             )));
         }
-        if self.cfg.faults.has(Fault::StageError) || self.cfg.chunks > 1 {
+        if self.cfg.faults.has(Fault::StageError)
+            || self.cfg.chunks > 1
+            || self.cfg.migration.is_some()
+        {
             let row = reading.row();
             let bit = Row::ALL.iter().position(|r| *r == row).unwrap_or(0);
             world.ghost.recovery_rows |= 1 << bit;
@@ -1284,12 +1347,13 @@ impl FleetModel {
     fn delivery_faults(&self, world: &World, msg: &Msg) -> Vec<AppFault> {
         match msg {
             Msg::ToAgent(
-                _,
+                node,
                 ToAgent::CommitReply {
+                    op,
                     decision: Decision::Commit,
                     ..
                 },
-            ) if self.budget_left(world, Fault::WrongAnswer) => vec![AppFault::WrongAnswer],
+            ) => self.commit_faults(world, *node, *op),
             Msg::ToAgent(_, ToAgent::Restore { .. })
                 if self.budget_left(world, Fault::AppCrash) =>
             {
@@ -1917,6 +1981,7 @@ fn follow_agent_event(
             }
         }
         AgentEvent::AbortedUnseen { .. } => world.ghost.aborted_unseen = true,
+        AgentEvent::MigrationFailed { op } => world.ghost.migration_failed |= 1 << op.0,
         // A new op's release is not on disk yet.
         AgentEvent::Accepted { .. } => {
             world.artifacts[index] = Artifact::Absent;
@@ -1943,6 +2008,28 @@ fn flush(next: &mut World, narration: &mut Narration) {
     say_durable(narration);
 }
 
+impl FleetModel {
+    /// The faults a Commit's delivery may carry: a wrong answer from the
+    /// switched release; with `--migration`, a crash while the migration
+    /// runs or its failure (only when the Commit starts it).
+    fn commit_faults(&self, world: &World, node: NodeId, op: OpId) -> Vec<AppFault> {
+        let mut faults = Vec::new();
+        if self.budget_left(world, Fault::WrongAnswer) {
+            faults.push(AppFault::WrongAnswer);
+        }
+        let migrates = world.agents[node.0 as usize].op.is_some_and(|o| {
+            o.id == op && o.stage == AgentStage::AwaitingDecision && o.migration.is_some()
+        });
+        if migrates && self.budget_left(world, Fault::AgentCrash) {
+            faults.push(AppFault::CrashWhileMigrating);
+        }
+        if migrates && self.budget_left(world, Fault::MigrationError) {
+            faults.push(AppFault::MigrationFails);
+        }
+        faults
+    }
+}
+
 /// [`FleetModel::describe`] for a delivery, with the fault it carries.
 fn describe_delivery(msg: &Msg, fault: Option<AppFault>) -> String {
     let what = describe_msg(msg);
@@ -1964,6 +2051,12 @@ fn describe_delivery(msg: &Msg, fault: Option<AppFault>) -> String {
         ),
         Some(AppFault::StageFails(failure)) => {
             format!("deliver {what}; staging fails ({failure})")
+        }
+        Some(AppFault::CrashWhileMigrating) => {
+            format!("deliver {what}; the agent is SIGKILLed while the migration runs")
+        }
+        Some(AppFault::MigrationFails) => {
+            format!("deliver {what}; the migration fails (the data's snapshot is put back)")
         }
     }
 }

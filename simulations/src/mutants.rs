@@ -60,6 +60,7 @@ pub enum Mutant {
     RearmSkipsDecided,
     IgnoreIdentityConflict,
     StartIgnoresArch,
+    RetryInterruptedMigration,
 }
 
 /// What a mutant must be caught breaking: a safety rule, or (issue #27
@@ -92,7 +93,7 @@ impl std::fmt::Display for Breaks {
 
 impl Mutant {
     /// Every mutant, in `--list-mutants` order.
-    pub const ALL: [Mutant; 37] = [
+    pub const ALL: [Mutant; 38] = [
         Mutant::ReleaseOnTimeout,
         Mutant::GrantWhilePaused,
         Mutant::RedecideOnRetry,
@@ -130,6 +131,7 @@ impl Mutant {
         Mutant::RearmSkipsDecided,
         Mutant::IgnoreIdentityConflict,
         Mutant::StartIgnoresArch,
+        Mutant::RetryInterruptedMigration,
     ];
 
     /// The CLI name.
@@ -172,6 +174,7 @@ impl Mutant {
             Mutant::RearmSkipsDecided => "rearm-skips-decided",
             Mutant::IgnoreIdentityConflict => "ignore-identity-conflict",
             Mutant::StartIgnoresArch => "start-ignores-arch",
+            Mutant::RetryInterruptedMigration => "retry-interrupted-migration",
         }
     }
 
@@ -212,7 +215,8 @@ impl Mutant {
             Mutant::RolloutNeverEnds => Rule::EndsWhenNothingLeft,
             Mutant::ResumeWithoutReverify
             | Mutant::RetryPermanentError
-            | Mutant::ResumeTrustsUnverifiedChunk => Rule::S14,
+            | Mutant::ResumeTrustsUnverifiedChunk
+            | Mutant::RetryInterruptedMigration => Rule::S14,
             Mutant::TimeoutUnknowsSettledOp => Rule::S8,
             Mutant::AgentClosesOnAnyAck => Rule::S8,
             Mutant::ProbeFailurePausesAgain => Rule::S5,
@@ -354,6 +358,9 @@ impl Mutant {
             }
             Mutant::StartIgnoresArch => {
                 "record the release's architectures but start and grant without checking the plan's nodes against them"
+            }
+            Mutant::RetryInterruptedMigration => {
+                "after a crash in the middle of a migration, run it again: the migrate command is surely idempotent"
             }
         }
     }
@@ -817,6 +824,11 @@ pub fn agent_step_as(mutant: Option<Mutant>, state: &AgentState, input: AgentInp
             .retain(|e| !matches!(e, AgentEffect::ObserveStaged | AgentEffect::StageArtifact));
         return out;
     }
+    if mutant == Some(Mutant::RetryInterruptedMigration) {
+        if let Some(out) = rerun_migration(state, input) {
+            return out;
+        }
+    }
     if mutant == Some(Mutant::AgentForgetsClosedOps) {
         // Forget which ops were already taken on.
         let forgetful = AgentState {
@@ -826,6 +838,27 @@ pub fn agent_step_as(mutant: Option<Mutant>, state: &AgentState, input: AgentInp
         return agent_step(&forgetful, input);
     }
     agent_step(state, input)
+}
+
+/// `retry-interrupted-migration`: a restart that finds a migration
+/// journaled as started (and not ended) starts it again instead of
+/// reading the table, which would stop. `None` for any other input.
+fn rerun_migration(state: &AgentState, input: AgentInput) -> Option<AgentOutput> {
+    let AgentInput::Restarted { .. } = input else {
+        return None;
+    };
+    let op = state.op.filter(|o| o.stage == AgentStage::Migrating)?;
+    let mut out = agent_step(state, input);
+    // Keep the restart and its hello; drop the table's stop.
+    out.events
+        .retain(|e| matches!(e, AgentEvent::Restarted { .. }));
+    out.effects.retain(|e| matches!(e, AgentEffect::Send(_)));
+    out.events.push(AgentEvent::MigrationStarted {
+        op: op.id,
+        generation: op.generation,
+    });
+    out.effects.push(AgentEffect::RunMigration);
+    Some(out)
 }
 
 /// `resume-trusts-unverified-chunk`: the real step on a reading where

@@ -672,6 +672,7 @@ fn agent_for(op: Option<&Op>, before: Option<Digest>, chunks: u8) -> AgentState 
             // One attempt staged the release.
             budget_left: ATTEMPT_BUDGET - 1,
             verified: ChunkSet::NONE,
+            migration: None,
         }),
         highest_op: Some(o.id),
         release_chunks: chunks,
@@ -827,6 +828,7 @@ fn agent_words(agent: &AgentState) -> String {
     let stage = match op.stage {
         AgentStage::AwaitingDecision => "staged, awaiting the decision".to_string(),
         AgentStage::Staging(_) => "staging".to_string(),
+        AgentStage::Migrating => "running the release's migration".to_string(),
         AgentStage::Probing(kind) => format!("probing after {kind}"),
         AgentStage::Reporting(kind, seen) => {
             format!("reporting {kind} ({})", model::words::verdict(seen.verdict))

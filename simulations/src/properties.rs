@@ -102,6 +102,7 @@ pub fn recovery_row_name(row: Row) -> &'static str {
         Row::Absent => "recovery table: retry, nothing on disk",
         Row::BudgetSpent => "recovery table: stop, attempt budget spent",
         Row::PartlyVerified => "recovery table: resume the fetch from re-verified chunks",
+        Row::MigrationInterrupted => "recovery table: stop on an interrupted migration",
     }
 }
 
@@ -113,9 +114,9 @@ fn recovery_row_properties(rows: impl Fn(Row) -> bool) -> Vec<Property<FleetMode
     fn taken<const I: usize>(_: &FleetModel, w: &World) -> bool {
         w.ghost.recovery_rows & (1 << I) != 0
     }
-    let conditions: [fn(&FleetModel, &World) -> bool; 8] = [
+    let conditions: [fn(&FleetModel, &World) -> bool; 9] = [
         taken::<0>, taken::<1>, taken::<2>, taken::<3>, taken::<4>, taken::<5>, taken::<6>,
-        taken::<7>,
+        taken::<7>, taken::<8>,
     ];
     Row::ALL
         .into_iter()
@@ -143,6 +144,25 @@ fn chunk_properties(stage_error: bool) -> Vec<Property<FleetModel>> {
                 Row::PartlyVerified | Row::ReVerified | Row::Absent | Row::EffectUnknown
             )
         }));
+    }
+    props
+}
+
+/// With `--migration` (issue #24 item 2): the stories a migration is
+/// for. A crash while it runs stops (the table's row, unless `stage-error`
+/// already asks every row); a failed one is restored with proof.
+fn migration_properties(model: &FleetModel, stage_error: bool) -> Vec<Property<FleetModel>> {
+    let mut props = Vec::new();
+    if model.cfg.faults.has(Fault::AgentCrash) && !stage_error {
+        props.extend(recovery_row_properties(|row| {
+            row == Row::MigrationInterrupted
+        }));
+    }
+    if model.cfg.faults.has(Fault::MigrationError) {
+        props.push(Property::<FleetModel>::sometimes(
+            "a failed migration is rolled back with proof",
+            |_, w| w.ghost.failed_migration_rolled_back,
+        ));
     }
     props
 }
@@ -268,12 +288,19 @@ pub fn properties(model: &FleetModel) -> Vec<Property<FleetModel>> {
         ));
     }
     let stage_error = model.cfg.faults.has(Fault::StageError);
+    let migration = model.cfg.migration.is_some();
     if stage_error {
-        // Partly verified needs a release of several chunks.
+        // Partly verified needs a release of several chunks; an
+        // interrupted migration, a release with one.
         let chunked = model.cfg.chunks > 1;
-        props.extend(recovery_row_properties(|row| {
-            chunked || row != Row::PartlyVerified
+        props.extend(recovery_row_properties(|row| match row {
+            Row::PartlyVerified => chunked,
+            Row::MigrationInterrupted => migration && model.cfg.faults.has(Fault::AgentCrash),
+            _ => true,
         }));
+    }
+    if migration {
+        props.extend(migration_properties(model, stage_error));
     }
     if model.cfg.chunks > 1 && model.cfg.faults.has(Fault::AgentCrash) {
         props.extend(chunk_properties(stage_error));

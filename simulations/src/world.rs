@@ -195,7 +195,7 @@ pub struct Ghost {
     /// `model::recovery::Row` in `Row::ALL` order). Only recorded with
     /// the `stage-error` fault on, which is what makes every row
     /// reachable (it keeps other configurations' spaces as they were).
-    pub recovery_rows: u8,
+    pub recovery_rows: u16,
     /// (`controller-failover`) A deposed leader's append was fenced: the
     /// fault reached the point where the fencing matters.
     pub deposed_fenced: bool,
@@ -211,6 +211,12 @@ pub struct Ghost {
     /// (bit per node index), from the conflict until an operator releases
     /// the node: Q1's ground truth.
     pub cloned: u8,
+    /// (`--migration`) Ops whose agent journaled a failed migration (bit
+    /// per op id).
+    pub migration_failed: u32,
+    /// (`--migration`) An op whose migration failed settled rolled back
+    /// (with the proof S9 asks for).
+    pub failed_migration_rolled_back: bool,
 }
 
 /// A value shared behind an `Arc` with its hash computed once, when it is

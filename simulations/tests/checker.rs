@@ -424,9 +424,14 @@ fn the_agent_crash_fault_covers_the_recovery_table() {
     let summary = simulations::run::summary(&report);
     // Resuming a fetch from some chunks needs a release of several
     // (`a_crash_at_every_point_of_a_chunked_fetch_resumes_from_verified_chunks`).
-    let one_chunk = model::recovery::Row::ALL
-        .into_iter()
-        .filter(|r| *r != model::recovery::Row::PartlyVerified);
+    // An interrupted migration needs a release with one
+    // (`a_crash_while_a_migration_runs_stops_and_is_never_run_again`).
+    let one_chunk = model::recovery::Row::ALL.into_iter().filter(|r| {
+        !matches!(
+            r,
+            model::recovery::Row::PartlyVerified | model::recovery::Row::MigrationInterrupted
+        )
+    });
     for row in one_chunk {
         let name = simulations::properties::recovery_row_name(row);
         assert!(
@@ -467,7 +472,10 @@ fn a_crash_at_every_point_of_a_chunked_fetch_resumes_from_verified_chunks() {
     };
     let report = assert_clean(&cfg);
     let summary = simulations::run::summary(&report);
-    for row in model::recovery::Row::ALL {
+    let chunked_rows = model::recovery::Row::ALL
+        .into_iter()
+        .filter(|r| *r != model::recovery::Row::MigrationInterrupted);
+    for row in chunked_rows {
         let name = simulations::properties::recovery_row_name(row);
         assert!(
             summary.contains(&format!("FOUND      sometimes {name}")),
@@ -484,6 +492,75 @@ fn a_crash_at_every_point_of_a_chunked_fetch_resumes_from_verified_chunks() {
 }
 
 const PINNED_CHUNKS_UNIQUE_STATES: usize = 11_667;
+
+/// Issue #24 item 2: every release declares a migration
+/// (`--migration`). The canary's agent may be SIGKILLed while it runs
+/// (after its start was journaled) and the migration may fail: a restart
+/// stops on the table's `MigrationInterrupted` row, never running it
+/// again (S14), and a failed one is rolled back with proof (the
+/// controller restores and pauses, a serving probe of the baseline
+/// settles it). Reversible and irreversible alike; an operator may roll
+/// back (the irreversible one then waits for a person).
+#[test]
+fn a_crash_while_a_migration_runs_stops_and_is_never_run_again() {
+    use model::agent::MigrationKind;
+    for (kind, pinned) in [
+        (MigrationKind::Reversible, PINNED_MIGRATION_UNIQUE_STATES),
+        (
+            MigrationKind::Irreversible,
+            PINNED_IRREVERSIBLE_UNIQUE_STATES,
+        ),
+    ] {
+        let cfg = CheckConfig {
+            followers: 1,
+            faults: Faults::parse("agent-crash,migration-error").expect("known faults"),
+            max_faults: 2,
+            rollback: true,
+            migration: Some(kind),
+            ..CheckConfig::default()
+        };
+        let report = assert_clean(&cfg);
+        let summary = simulations::run::summary(&report);
+        for found in [
+            "FOUND      sometimes recovery table: stop on an interrupted migration",
+            "FOUND      sometimes a failed migration is rolled back with proof",
+            "PASS       always    S14 agent recovery",
+        ] {
+            assert!(summary.contains(found), "{kind:?} {found}:\n{summary}");
+        }
+        assert_eq!(report.unique_states, pinned, "{kind:?}");
+    }
+}
+
+/// `a_crash_while_a_migration_runs_stops_and_is_never_run_again`'s spaces.
+const PINNED_MIGRATION_UNIQUE_STATES: usize = 510_612;
+const PINNED_IRREVERSIBLE_UNIQUE_STATES: usize = 645_294;
+
+/// The migration mutant is caught by S14 with the shortest story: the
+/// canary's agent is SIGKILLed while the migration runs, and its restart
+/// starts the migration again.
+#[test]
+fn retrying_an_interrupted_migration_is_caught_by_s14() {
+    let report = check_mutant(Mutant::RetryInterruptedMigration);
+    let failed: Vec<&str> = report.failures().map(|p| p.name.as_str()).collect();
+    assert_eq!(failed, vec!["S14 agent recovery"]);
+    let cex = report
+        .failures()
+        .next()
+        .and_then(|p| p.counterexample.clone())
+        .expect("a counterexample");
+    assert!(
+        cex.iter()
+            .any(|step| step.contains("SIGKILLed while the migration runs")),
+        "{cex:#?}"
+    );
+    assert!(
+        cex.last().is_some_and(
+            |v| v.contains("started the migration of op0 again after it was interrupted")
+        ),
+        "{cex:#?}"
+    );
+}
 
 /// The chunk mutant is caught by S14 with the shortest story: the canary's
 /// agent is SIGKILLed in the middle of its first chunk's write, and on

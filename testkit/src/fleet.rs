@@ -155,6 +155,9 @@ impl<C: Core> Fleet<C> {
                     Some(failure) => self.agent(node, AgentInput::StageFailed(failure)),
                     None => self.agent(node, AgentInput::Staged),
                 },
+                // No release here declares a migration; one that did would
+                // succeed.
+                AgentEffect::RunMigration => self.agent(node, AgentInput::Migrated),
             }
         }
     }

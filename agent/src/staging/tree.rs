@@ -429,6 +429,7 @@ fn of_release(release: &VerifiedRelease, dir: PathBuf) -> Result<Release, StageE
         run: m.run.clone(),
         probe,
         limits: m.limits.clone(),
+        migration: m.migration.clone(),
     })
 }
 
@@ -465,6 +466,7 @@ pub(crate) mod tests {
                 expect_json: None,
             },
             limits: Default::default(),
+            migration: None,
         }
     }
 

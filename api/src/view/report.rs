@@ -152,7 +152,7 @@ impl Unresolved {
 /// What would settle `op`, most specific first: the answer its UNKNOWN
 /// reason lacks, the report its phase waits for, and a route observation.
 fn missing_evidence(op: &Op, baseline: &str) -> Vec<String> {
-    let mut missing = Vec::new();
+    let mut missing: Vec<String> = migration_wait(op).into_iter().collect();
     match op.unknown {
         Some(UnknownReason::Silence) => {
             missing.push("any answer from the node: it was silent past the deadline".into())
@@ -189,6 +189,29 @@ fn missing_evidence(op: &Op, baseline: &str) -> Vec<String> {
         op.release
     ));
     missing
+}
+
+/// (issue #24 item 2) What a person must decide when the op's agent
+/// stopped on its release's migration, from the agent's latest report:
+/// `None` for any other op.
+pub fn migration_wait(op: &Op) -> Option<String> {
+    use model::controller::EvidenceSource;
+    use model::{ReportKind, StageRefusal};
+    let kind = op.evidence.iter().rev().find_map(|e| match e.source {
+        EvidenceSource::Agent(kind) => Some(kind),
+        _ => None,
+    })?;
+    match kind {
+        ReportKind::Refused(StageRefusal::MigrationIrreversible) => Some(
+            "a person's decision: the release's migration is irreversible, so the agent does not put the old data back on its own (resolve with what the node serves, or restore the data by hand first)"
+                .into(),
+        ),
+        ReportKind::Refused(StageRefusal::MigrationInterrupted) => Some(format!(
+            "a person's decision: the agent crashed while the migration ran, so its effect on the data is unknown and it was not run again (roll back puts the data's snapshot back with the baseline {})",
+            op.baseline.map_or_else(|| "nothing".to_string(), |b| b.to_string())
+        )),
+        _ => None,
+    }
 }
 
 /// The handover report: every op that holds a slot (UNKNOWN, or waiting:
@@ -876,5 +899,40 @@ mod tests {
         assert!(paused_at < s.2, "the pause precedes the settlement");
         assert_eq!(list[0].since, format!("paused since log entry {paused_at}"));
         assert_eq!(list[0].last_confirmed_release, Some(V1.to_hex()));
+    }
+
+    /// (issue #24 item 2) An op whose agent stopped on its migration says
+    /// in the handover report that it waits for a person, and why: a roll
+    /// back after an irreversible migration, a crash while one ran.
+    #[test]
+    fn an_op_stopped_by_its_migration_says_it_waits_for_a_person() {
+        use model::StageRefusal;
+        let refused = |reason| {
+            S::new()
+                .start(0, V2, vec![], false)
+                .grant(0, 0, A, V2)
+                .decide(0, Decision::Commit)
+                .report(
+                    0,
+                    ReportKind::Refused(reason),
+                    RouteObservation::passing(V1),
+                )
+        };
+        let s = refused(StageRefusal::MigrationInterrupted);
+        let list = unresolved(&s.0, &name, &s.1);
+        assert_eq!(list.len(), 1, "{list:#?}");
+        let first = &list[0].missing_evidence[0];
+        assert!(first.starts_with("a person's decision"), "{first}");
+        assert!(first.contains("crashed while the migration ran"), "{first}");
+        let s = refused(StageRefusal::MigrationIrreversible);
+        let first = &unresolved(&s.0, &name, &s.1)[0].missing_evidence[0];
+        assert!(first.contains("irreversible"), "{first}");
+        // Any other op says nothing of the kind.
+        let s = canary_switched(obs(ProbeVerdict::Unreachable, None, true));
+        let list = unresolved(&s.0, &name, &s.1);
+        assert!(list[0]
+            .missing_evidence
+            .iter()
+            .all(|m| !m.contains("a person's decision")));
     }
 }

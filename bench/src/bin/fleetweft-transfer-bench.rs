@@ -378,6 +378,7 @@ fn fields(version: &str) -> ReleaseFields {
             expect_json: None,
         },
         limits: Default::default(),
+        migration: None,
     }
 }
 

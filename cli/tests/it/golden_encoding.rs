@@ -261,6 +261,10 @@ fn agent_event_variant(e: &AgentEvent) -> &'static str {
         AgentEvent::StageFailed { .. } => "StageFailed",
         AgentEvent::ChunkVerified { .. } => "ChunkVerified",
         AgentEvent::ChunksKept { .. } => "ChunksKept",
+        AgentEvent::MigrationDeclared { .. } => "MigrationDeclared",
+        AgentEvent::MigrationStarted { .. } => "MigrationStarted",
+        AgentEvent::MigrationFailed { .. } => "MigrationFailed",
+        AgentEvent::RollbackNeedsPerson { .. } => "RollbackNeedsPerson",
     }
 }
 
@@ -325,6 +329,19 @@ fn agent_events() -> Vec<AgentEvent> {
                 tree: Observed::Absent,
             },
             kept: ChunkSet(0b101),
+        },
+        AgentEvent::MigrationDeclared {
+            op: OP,
+            kind: model::agent::MigrationKind::Irreversible,
+        },
+        AgentEvent::MigrationStarted {
+            op: OP,
+            generation: Generation(3),
+        },
+        AgentEvent::MigrationFailed { op: OP },
+        AgentEvent::RollbackNeedsPerson {
+            op: OP,
+            generation: Generation(3),
         },
     ]
 }

@@ -45,6 +45,7 @@ mod identity;
 mod limits_rollout;
 mod log_behind;
 mod log_copy_etcd;
+mod migration_rollout;
 mod older_release;
 mod packaging;
 mod pki_bundle_cli;

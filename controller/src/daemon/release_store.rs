@@ -267,6 +267,7 @@ mod tests {
                 expect_json: None,
             },
             limits: Default::default(),
+            migration: None,
         };
         releases::sign(key, fields, vec![entry]).expect("sign")
     }

@@ -240,6 +240,9 @@ impl Harness {
                     };
                     self.agent(node, answer)?
                 }
+                // No release here declares a migration; one that did
+                // would succeed.
+                AgentEffect::RunMigration => self.agent(node, AgentInput::Migrated)?,
             }
         }
         Ok(())

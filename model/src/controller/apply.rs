@@ -10,7 +10,7 @@ use super::state::{
 };
 use crate::evidence::ProbeVerdict;
 use crate::ids::{NodeId, OpId, RolloutId};
-use crate::msg::{Decision, ReportKind};
+use crate::msg::{Decision, ReportKind, StageRefusal};
 use imbl::{OrdMap, Vector};
 use std::fmt;
 use std::sync::Arc;
@@ -746,10 +746,21 @@ fn record(
         op.failed_probe_seen = true;
     }
     // The agent reports a switch or a restore only after it left its wait
-    // for the decision; a route answering as the new release switched.
+    // for the decision; a route answering as the new release switched. So
+    // does a refusal that only the Commit leads to (issue #24 item 2): the
+    // migration it started failed, was interrupted, or a roll back after
+    // it was refused; that agent never switches for this op again.
     let agent_moved_on = matches!(
         source,
-        EvidenceSource::Agent(ReportKind::Switched | ReportKind::Restored)
+        EvidenceSource::Agent(
+            ReportKind::Switched
+                | ReportKind::Restored
+                | ReportKind::Refused(
+                    StageRefusal::MigrationFailed
+                        | StageRefusal::MigrationInterrupted
+                        | StageRefusal::MigrationIrreversible
+                )
+        )
     );
     if agent_moved_on || observation.identity == Some(op.release) {
         op.commit_acted_on = true;

@@ -11,7 +11,7 @@ use super::state::{
 };
 use crate::evidence::{ProbeVerdict, RouteObservation};
 use crate::ids::{NodeId, OpId, RolloutId};
-use crate::msg::{Decision, ReportKind, ToController};
+use crate::msg::{Decision, ReportKind, StageRefusal, ToController};
 use crate::plan::{Plan, PlanError, Policy, FOLLOWERS_PER_EVENT_MAX};
 use crate::platform::{ArchMismatch, ArchSet, ReleaseArches, ARCH_MISMATCHES_NAMED_MAX};
 use serde::{Deserialize, Serialize};
@@ -773,8 +773,24 @@ fn judge_report(
                 _ => unknown(op, UnknownReason::RestoreUnproven),
             }
         }
-        // A switch report while restoring is a late echo: recorded, no more.
-        (ReportKind::Switched, OpPhase::Restoring, _) => vec![],
+        // (issue #24 item 2) The release's migration failed after the
+        // Commit: the agent put the data back and never moved the route.
+        // A failed release, like a wrong answer: restore (the agent's
+        // restore of data and route is idempotent) and stop the rollout;
+        // only a serving probe of the baseline settles it (S9).
+        (
+            ReportKind::Refused(StageRefusal::MigrationFailed),
+            OpPhase::Decided,
+            Some(Decision::Commit),
+        ) => restore_and_pause(state, op),
+        // A switch report while restoring is a late echo: recorded, no more;
+        // so is a migration's refusal re-sent while the restore runs.
+        (ReportKind::Switched, OpPhase::Restoring, _)
+        | (
+            ReportKind::Refused(StageRefusal::MigrationFailed | StageRefusal::MigrationInterrupted),
+            OpPhase::Restoring,
+            _,
+        ) => vec![],
         // Anything else contradicts what the op's phase allows.
         _ => unknown(op, UnknownReason::Contradictory),
     }

@@ -86,6 +86,11 @@ struct Args {
     /// of a chunked fetch and a restart resumes from re-verified chunks.
     #[arg(long)]
     chunks: Option<u8>,
+    /// Every release declares a migration, `reversible` or
+    /// `irreversible` (issue #24 item 2): agent-crash strikes while it
+    /// runs (the table must stop), migration-error makes it fail.
+    #[arg(long)]
+    migration: Option<String>,
     /// Also check the liveness properties under weak fairness of message
     /// delivery, timers and agent steps (LV1–LV3), on a graph kept whole;
     /// a violation is printed as a lasso (stem, then the loop).
@@ -301,6 +306,17 @@ fn config(args: &Args) -> Result<CheckConfig, String> {
             return Err(format!("--chunks: {chunks} is outside 1..={CHUNKS_MAX}"));
         }
         cfg.chunks = chunks;
+    }
+    if let Some(kind) = args.migration.as_deref() {
+        cfg.migration = Some(match kind {
+            "reversible" => model::agent::MigrationKind::Reversible,
+            "irreversible" => model::agent::MigrationKind::Irreversible,
+            other => {
+                return Err(format!(
+                    "--migration: '{other}' is neither reversible nor irreversible"
+                ))
+            }
+        });
     }
     if args.liveness {
         cfg.liveness = LivenessCheck::WithSafety;

@@ -498,7 +498,7 @@ impl Loopback {
         arch_trees: &[(model::platform::Arch, PathBuf)],
         version: &str,
     ) -> Digest {
-        self.sign_and_upload_with(tree, arch_trees, version, Default::default())
+        self.sign_and_upload_with(tree, arch_trees, version, Default::default(), None)
             .await
     }
 
@@ -510,7 +510,20 @@ impl Loopback {
         version: &str,
         limits: releases::AppLimits,
     ) -> Digest {
-        self.sign_and_upload_with(tree, &[], version, limits).await
+        self.sign_and_upload_with(tree, &[], version, limits, None)
+            .await
+    }
+
+    /// [`Loopback::sign_and_upload`] of a release declaring `migration`
+    /// (format 5, issue #24 item 2).
+    pub async fn sign_and_upload_migrating(
+        &self,
+        tree: &Path,
+        version: &str,
+        migration: releases::AppMigration,
+    ) -> Digest {
+        self.sign_and_upload_with(tree, &[], version, Default::default(), Some(migration))
+            .await
     }
 
     async fn sign_and_upload_with(
@@ -519,6 +532,7 @@ impl Loopback {
         arch_trees: &[(model::platform::Arch, PathBuf)],
         version: &str,
         limits: releases::AppLimits,
+        migration: Option<releases::AppMigration>,
     ) -> Digest {
         let out = self.dir.join(format!("signed-{version}"));
         let (store, _) = ChunkStore::open(&out.join("chunks")).expect("chunk dir");
@@ -533,6 +547,7 @@ impl Loopback {
                 expect_json: None,
             },
             limits,
+            migration,
         };
         let mut sink = releases::tree::store_sink(&store);
         let manifest =

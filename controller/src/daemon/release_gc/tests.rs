@@ -38,6 +38,7 @@ fn tree(store: &ReleaseStore, key: &SigningKey, dir: &Path, files: &[(&str, &[u8
         run: vec!["./app".into()],
         probe: probe(),
         limits: Default::default(),
+        migration: None,
     };
     let mut sink = releases::tree::store_sink(&store.chunks);
     let bytes = releases::tree::sign_dir(key, fields, &root, &mut sink).expect("sign");
