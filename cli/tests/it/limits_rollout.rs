@@ -4,7 +4,6 @@
 //! limit is stopped by it on the canary, rolled back, the node serves the
 //! previous release again, and no follower is granted.
 
-use crate::fleet::loopback::op_of;
 use crate::tree_rollout::{run_fleet_test, start, write_tree, AGENTS};
 use std::path::PathBuf;
 
@@ -54,27 +53,7 @@ async fn limits_body(dir: PathBuf) {
         ..releases::AppLimits::default()
     };
     let v2 = fleet.sign_and_upload_limited(&tree, "v2", over).await;
-    let _: serde_json::Value = fleet
-        .api
-        .post_json(
-            "/api/rollouts",
-            &serde_json::json!({
-                "release": v2.to_hex(),
-                "canary": AGENTS[0],
-                "followers": &AGENTS[1..],
-                "slots": 1,
-            }),
-        )
-        .await
-        .expect("start r1");
-    let s = fleet
-        .wait("the canary's op settles", |s| {
-            op_of(s, "r1", "node-a").is_some_and(|o| o.outcome.is_some())
-        })
-        .await;
-    let op = op_of(&s, "r1", "node-a").expect("the canary's op");
-    assert_eq!(op.outcome.as_deref(), Some("rolled-back"), "{op:?}");
-    assert!(op_of(&s, "r1", "node-b").is_none(), "no follower granted");
+    fleet.canary_rolled_back("r1", v2, &AGENTS).await;
     let answer = fleet.public("node-a").await;
     assert!(
         matches!(&answer, Some((200, Some(id), body)) if *id == v1.to_hex() && body == "hello from v1"),

@@ -4,7 +4,7 @@
 //! on the canary leaves the canary's data byte for byte as it was, is
 //! rolled back with proof, and no follower is granted.
 
-use crate::fleet::loopback::{op_of, poll, Loopback};
+use crate::fleet::loopback::{poll, Loopback};
 use crate::tree_rollout::{run_fleet_test, start, write_tree, AGENTS};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -74,27 +74,7 @@ async fn migration_body(dir: PathBuf) {
         &tree,
     );
     let v3 = fleet.sign_and_upload_migrating(&tree, "v3", m).await;
-    let _: serde_json::Value = fleet
-        .api
-        .post_json(
-            "/api/rollouts",
-            &serde_json::json!({
-                "release": v3.to_hex(),
-                "canary": AGENTS[0],
-                "followers": &AGENTS[1..],
-                "slots": 1,
-            }),
-        )
-        .await
-        .expect("start r2");
-    let s = fleet
-        .wait("the canary's op settles", |s| {
-            op_of(s, "r2", "node-a").is_some_and(|o| o.outcome.is_some())
-        })
-        .await;
-    let op = op_of(&s, "r2", "node-a").expect("the canary's op");
-    assert_eq!(op.outcome.as_deref(), Some("rolled-back"), "{op:?}");
-    assert!(op_of(&s, "r2", "node-b").is_none(), "no follower granted");
+    fleet.canary_rolled_back("r2", v3, &AGENTS).await;
     let data = data_dir(&fleet, "node-a");
     assert_eq!(
         std::fs::read(data.join("db")).expect("db"),

@@ -608,6 +608,35 @@ impl Loopback {
             .expect("the rollout's proof");
         assert_eq!(proof.verdict, proof::Verdict::Verified, "{proof:#?}");
     }
+
+    /// Starts rollout `id` of `release` over `nodes` (the first the
+    /// canary, one slot) and waits for the canary's op to settle: it must
+    /// be rolled back, with no follower granted.
+    pub async fn canary_rolled_back(&self, id: &str, release: Digest, nodes: &[&str]) {
+        let _: serde_json::Value = self
+            .api
+            .post_json(
+                "/api/rollouts",
+                &serde_json::json!({
+                    "release": release.to_hex(),
+                    "canary": nodes[0],
+                    "followers": &nodes[1..],
+                    "slots": 1,
+                }),
+            )
+            .await
+            .expect("start the rollout");
+        let s = self
+            .wait("the canary's op settles", |s| {
+                op_of(s, id, nodes[0]).is_some_and(|o| o.outcome.is_some())
+            })
+            .await;
+        let op = op_of(&s, id, nodes[0]).expect("the canary's op");
+        assert_eq!(op.outcome.as_deref(), Some("rolled-back"), "{op:?}");
+        for follower in &nodes[1..] {
+            assert!(op_of(&s, id, follower).is_none(), "{follower} granted");
+        }
+    }
 }
 
 /// Polls `check` until it holds, within `step`.
