@@ -33,6 +33,8 @@ pub const MAX_TXN_OPS: usize = etcdkit::MAX_TXN_OPS;
 pub const MAX_REQUEST_BYTES: usize = etcdkit::MAX_REQUEST_BYTES;
 /// Longest a cluster may take to answer a quorum read after start.
 const HEALTH_WAIT: Duration = Duration::from_secs(30);
+/// Times a cluster is started, each on fresh ports, before its start is a failure.
+const START_ATTEMPTS_MAX: usize = 3;
 
 /// A running local cluster.
 pub struct Cluster {
@@ -190,12 +192,11 @@ impl Cluster {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create the cluster's data directory");
         let pki = tls.then(|| Pki::generate(&dir.join("pki")));
-        let spec = etcdkit::ClusterSpec {
+        let spec = |attempt: usize| etcdkit::ClusterSpec {
             members,
             data_dir: dir.clone(),
             log_dir: dir.clone(),
             log_prefix: String::new(),
-            token: format!("{name}-{}", std::process::id()),
             ports: etcdkit::Ports::Free,
             // Short ticks: etcd's minimum lease TTL is 1.5 election
             // timeouts (here 0.75 s, so a 1 s TTL is honoured).
@@ -209,11 +210,31 @@ impl Cluster {
                 ca: pki.ca.clone(),
             }),
             lifetime: etcdkit::Lifetime::TiedToProcess,
+            token: format!("{name}-{}-{attempt}", std::process::id()),
         };
-        let members = etcdkit::Cluster::start(spec).expect("start the etcd members");
-        let mut cluster = Cluster { dir, members, pki };
-        cluster.wait_healthy();
-        Some(cluster)
+        // Free ports are picked before etcd binds them, and another test's
+        // process can take one in between (seen: a member exiting with
+        // "address already in use"): a member that exits while the
+        // cluster starts is started again, all of it on fresh ports.
+        for attempt in 1..=START_ATTEMPTS_MAX {
+            let mut members =
+                etcdkit::Cluster::start(spec(attempt)).expect("start the etcd members");
+            match members.wait_healthy(HEALTH_WAIT) {
+                Ok(()) => return Some(Cluster { dir, members, pki }),
+                Err(etcdkit::ClusterError::Exited(why)) if attempt < START_ATTEMPTS_MAX => {
+                    eprintln!("etcd cluster {name}, attempt {attempt}: a member exited ({why}); starting again on fresh ports");
+                    drop(members);
+                    for m in 1..=spec(attempt).members {
+                        let _ = std::fs::remove_dir_all(dir.join(format!("m{m}")));
+                    }
+                }
+                Err(e) => panic!(
+                    "the etcd cluster in {} did not become healthy: {e}",
+                    dir.display()
+                ),
+            }
+        }
+        unreachable!("the last attempt returns or panics")
     }
 
     /// Client endpoints, `127.0.0.1:PORT`.
@@ -334,6 +355,9 @@ impl Cluster {
             thread::sleep(Duration::from_millis(100));
         }
     }
+
+    /// Times a cluster is started before its start is a failure.
+    const START_ATTEMPTS_MAX: usize = 3;
 
     /// Waits until the cluster answers a quorum read.
     pub fn wait_healthy(&mut self) {
