@@ -297,6 +297,7 @@ pub fn ensure(dir: &Path, owner: Option<(u32, u32)>) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use testkit::files::contents;
 
     #[test]
     fn a_plain_name_is_its_own_directory_and_any_other_is_hashed() {
@@ -342,25 +343,6 @@ mod tests {
         ensure(&dir, None).expect("kept");
         let mode = std::fs::metadata(&dir).expect("meta").permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
-    }
-
-    /// Every file's path and bytes under `dir`, for byte-for-byte checks.
-    fn contents(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-        let mut out = Vec::new();
-        let mut todo = vec![dir.to_path_buf()];
-        while let Some(at) = todo.pop() {
-            for entry in std::fs::read_dir(&at).expect("read") {
-                let path = entry.expect("entry").path();
-                if path.is_dir() {
-                    todo.push(path);
-                } else {
-                    let rel = path.strip_prefix(dir).expect("under").to_path_buf();
-                    out.push((rel, std::fs::read(&path).expect("file")));
-                }
-            }
-        }
-        out.sort();
-        out
     }
 
     fn data_with_files(root: &Path) -> PathBuf {

@@ -10,6 +10,7 @@ use agent::supervisor::AppSpec;
 use model::Digest;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use testkit::files::contents;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -37,25 +38,6 @@ fn app(root: &Path, script: &str) -> AppSpec {
 
 fn command() -> Vec<String> {
     vec!["sh".into(), "migrate.sh".into()]
-}
-
-/// Every file's relative path and bytes, sorted.
-fn contents(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(at) = todo.pop() {
-        for entry in std::fs::read_dir(&at).expect("read") {
-            let path = entry.expect("entry").path();
-            if path.is_dir() {
-                todo.push(path);
-            } else {
-                let rel = path.strip_prefix(dir).expect("under").to_path_buf();
-                out.push((rel, std::fs::read(&path).expect("file")));
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 fn data(spec: &AppSpec) -> PathBuf {

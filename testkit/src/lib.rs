@@ -7,6 +7,7 @@
 //! - [`fixtures`]: the staged-rollout set-ups the tests repeat (nodes that
 //!   said hello serving v1, a v2 rollout over them, a canary that
 //!   switches), as inputs or as a state.
+//! - [`files`]: a directory tree read whole, for byte-for-byte checks.
 //! - [`fleet`]: a controller and model agents wired by hand, with no
 //!   network between them: the in-process fleet of `model/tests/flows.rs`
 //!   and of the runtime tests on a real log (any [`fleet::Core`]).
@@ -18,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 pub mod feed;
+pub mod files;
 pub mod fixtures;
 pub mod fleet;
 

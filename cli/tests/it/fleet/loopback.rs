@@ -572,10 +572,9 @@ impl Loopback {
         releases::release_digest(&manifest)
     }
 
-    /// Starts rollout `id` of `release` over `nodes` (canary first, one
-    /// slot) and waits until it completes with every op verified and its
-    /// proof verified.
-    pub async fn roll_out(&self, id: &str, release: Digest, nodes: &[&str]) {
+    /// Starts a rollout of `release` over `nodes` (the first the canary,
+    /// one slot).
+    pub async fn start_rollout(&self, release: Digest, nodes: &[&str]) {
         let _: serde_json::Value = self
             .api
             .post_json(
@@ -589,6 +588,13 @@ impl Loopback {
             )
             .await
             .expect("start the rollout");
+    }
+
+    /// Starts rollout `id` of `release` over `nodes` (canary first, one
+    /// slot) and waits until it completes with every op verified and its
+    /// proof verified.
+    pub async fn roll_out(&self, id: &str, release: Digest, nodes: &[&str]) {
+        self.start_rollout(release, nodes).await;
         self.wait(&format!("{id} completed"), |s| {
             s.rollouts
                 .iter()
@@ -613,19 +619,7 @@ impl Loopback {
     /// canary, one slot) and waits for the canary's op to settle: it must
     /// be rolled back, with no follower granted.
     pub async fn canary_rolled_back(&self, id: &str, release: Digest, nodes: &[&str]) {
-        let _: serde_json::Value = self
-            .api
-            .post_json(
-                "/api/rollouts",
-                &serde_json::json!({
-                    "release": release.to_hex(),
-                    "canary": nodes[0],
-                    "followers": &nodes[1..],
-                    "slots": 1,
-                }),
-            )
-            .await
-            .expect("start the rollout");
+        self.start_rollout(release, nodes).await;
         let s = self
             .wait("the canary's op settles", |s| {
                 op_of(s, id, nodes[0]).is_some_and(|o| o.outcome.is_some())
