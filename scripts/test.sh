@@ -41,6 +41,15 @@ if ! command -v protoc >/dev/null 2>&1 || ! command -v etcd >/dev/null 2>&1; the
   fi
 fi
 
+# The binaries first, as `cargo build` selects their features: the
+# end-to-end tests start them, and `cargo test` builds the bins with the
+# dev-dependencies' features unified in, so without this step the first
+# end-to-end test rebuilt the workspace's bins (cli/tests/it/binaries.rs)
+# while the other tests ran: on a fresh 2-core CI machine about 40 s of
+# both cores, under the deadlines of the tests beside it (stop 41 failed
+# an etcd test's 30 s election wait that way). The scenarios' build below
+# is then a no-op.
+cargo build --workspace --release --bins
 cargo test --workspace --release "$@"
 
 # The fault scenarios of issue 6 (scenarios/, docs/scenarios.md): the real

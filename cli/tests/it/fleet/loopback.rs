@@ -310,10 +310,12 @@ impl Loopback {
     /// Polls the fleet view until `done` holds, within the fleet's
     /// [`Loopback::step`]; on timeout panics with the status and events.
     pub async fn wait(&self, what: &str, done: impl Fn(&FleetView) -> bool) -> FleetView {
-        let deadline = Instant::now() + self.step;
+        let start = Instant::now();
+        let deadline = start + self.step;
         loop {
             if let Ok(s) = self.api.fleet_view().await {
                 if done(&s) {
+                    waited(what, start);
                     return s;
                 }
             }
@@ -635,11 +637,20 @@ impl Loopback {
 
 /// Polls `check` until it holds, within `step`.
 pub async fn poll<F: Future<Output = bool>>(what: &str, step: Duration, check: impl Fn() -> F) {
-    let deadline = Instant::now() + step;
+    let start = Instant::now();
+    let deadline = start + step;
     while !check().await {
         assert!(Instant::now() < deadline, "timed out waiting for: {what}");
         tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     }
+    waited(what, start);
+}
+
+/// Prints how long a wait took (captured, shown when the test fails): a
+/// test that overruns its whole deadline with every step inside its own
+/// shows where its time went.
+fn waited(what: &str, start: Instant) {
+    eprintln!("waited {:.1} s for: {what}", start.elapsed().as_secs_f64());
 }
 
 /// The op of `rollout` on `node` in the fleet view, if granted.
