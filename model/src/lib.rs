@@ -26,6 +26,7 @@
 
 pub mod agent;
 pub mod chunks;
+pub mod config;
 pub mod controller;
 pub mod evidence;
 pub mod identity;

@@ -178,7 +178,47 @@ pub enum FrameBody {
         /// boundary by the sender).
         applied: String,
     },
+    /// First frame on a bundle stream that asks for a deployment document
+    /// (issue #24 item 1; agent to controller): the release code plus the
+    /// configuration revision whose deployment digest is `digest`.
+    /// Answered `DeploymentFollows` and the document's bytes
+    /// (`releases::config::Deployment`, at most
+    /// [`DEPLOYMENT_FRAME_BYTES_MAX`]), or `DeploymentMissing` when
+    /// `digest` is no deployment the controller made (a plain release:
+    /// fetched as before). The agent checks the document hashes to
+    /// `digest`. Asked only when an `Apply`'s release is not a release the
+    /// agent can fetch as a bundle or tree, so an older controller never
+    /// sees it unless a configuration was set. Appended after the older
+    /// variants so their encodings stay the same.
+    FetchDeployment {
+        /// The deployment digest wanted.
+        digest: Digest,
+    },
+    /// The controller made the deployment; exactly `len` raw bytes follow.
+    DeploymentFollows {
+        /// Number of raw bytes after this frame.
+        len: u64,
+    },
+    /// The digest asked for is no deployment the controller made.
+    DeploymentMissing,
+    /// The configuration the process behind the route was started with
+    /// (agent to controller, control stream), sent just before a
+    /// [`FrameBody::ReadBackReply`] when the route serves a deployment
+    /// with a configuration: read back from the serving process's own
+    /// environment (`FLEETWEFT_CONFIG_FINGERPRINT`), not remembered. For
+    /// the proof's `configuration` row. Appended after the older variants
+    /// so their encodings stay the same.
+    ConfigurationRead {
+        /// The deployment the route points at.
+        deployment: Digest,
+        /// The fingerprint the serving process was started with; `None`
+        /// when it has none or its environment could not be read.
+        fingerprint: Option<Digest>,
+    },
 }
+
+/// Most bytes of a deployment document on a bundle stream.
+pub const DEPLOYMENT_FRAME_BYTES_MAX: u64 = 256 * 1024;
 
 /// Longest [`FrameBody::Isolation`] text, in bytes.
 pub const ISOLATION_TEXT_BYTES_MAX: usize = 1024;

@@ -28,7 +28,7 @@ use sha2::{Digest as _, Sha256};
 use thiserror::Error;
 use tracing::{debug, warn};
 
-use crate::frame::{read_frame, write_frame, FrameBody, FrameError};
+use crate::frame::{read_frame, write_frame, FrameBody, FrameError, DEPLOYMENT_FRAME_BYTES_MAX};
 use crate::tls::{self, ClientIdentity, ServerIdentity, TlsError};
 
 /// Largest bundle sent or accepted, in bytes: the bundle format's own bound,
@@ -340,7 +340,8 @@ impl ControlReceiver {
                 FrameBody::ToController(_)
                     | FrameBody::ReadBackReply { .. }
                     | FrameBody::FetchSources { .. }
-                    | FrameBody::Isolation { .. },
+                    | FrameBody::Isolation { .. }
+                    | FrameBody::ConfigurationRead { .. },
                 Side::Controller
             ) | (
                 FrameBody::ToAgent(_)
@@ -402,6 +403,12 @@ impl ControlStream {
 pub trait BundleStore: Send + Sync + 'static {
     /// The bundle bytes whose SHA-256 is `digest`, if known.
     fn get(&self, digest: Digest) -> Option<Vec<u8>>;
+
+    /// The deployment document (issue #24 item 1) whose deployment digest
+    /// is `digest`, if the controller made one: none by default.
+    fn deployment(&self, _digest: Digest) -> Option<Vec<u8>> {
+        None
+    }
 }
 
 impl<F> BundleStore for F
@@ -586,6 +593,8 @@ impl AgentLink {
 /// What one request asks for.
 enum Request {
     Bundle(Digest),
+    /// A deployment document by its deployment digest.
+    Deployment(Digest),
     /// A chunk by digest, from a byte offset (0: whole).
     Chunk(Digest, u64),
 }
@@ -600,6 +609,7 @@ async fn read_request(conn: &Connection, recv: &mut RecvStream) -> Result<Reques
     };
     match request {
         Ok(FrameBody::FetchBundle { digest }) => Ok(Request::Bundle(digest)),
+        Ok(FrameBody::FetchDeployment { digest }) => Ok(Request::Deployment(digest)),
         Ok(FrameBody::FetchChunk { digest }) => Ok(Request::Chunk(digest, 0)),
         Ok(FrameBody::FetchChunkFrom { digest, offset }) => Ok(Request::Chunk(digest, offset)),
         Ok(other) => {
@@ -653,6 +663,20 @@ async fn serve_one_stream<S: BundleStore + ?Sized, C: ChunkSource + ?Sized>(
                 )
             });
             (follows, FrameBody::BundleMissing)
+        }
+        Request::Deployment(digest) => {
+            let doc = store.deployment(digest).filter(|bytes| {
+                let fits = bytes.len() as u64 <= DEPLOYMENT_FRAME_BYTES_MAX;
+                if !fits {
+                    warn!(%digest, len = bytes.len(), "deployment document exceeds DEPLOYMENT_FRAME_BYTES_MAX; answering missing");
+                }
+                fits
+            });
+            let follows = doc.map(|d| {
+                let len = d.len() as u64;
+                (FrameBody::DeploymentFollows { len }, d)
+            });
+            (follows, FrameBody::DeploymentMissing)
         }
         Request::Chunk(digest, offset) => {
             let chunk = chunks.chunk(digest, offset).filter(|bytes| {
@@ -759,6 +783,50 @@ pub async fn fetch_signed(
         });
     }
     Ok(bytes)
+}
+
+/// Fetches the deployment document whose deployment digest is `digest`
+/// (issue #24 item 1): `None` when the controller answers that `digest`
+/// is no deployment it made (a plain release). The bytes are not checked
+/// here: `releases::config::Deployment::decode` checks they hash to
+/// `digest`.
+pub async fn fetch_deployment(
+    conn: &Connection,
+    digest: Digest,
+) -> Result<Option<Vec<u8>>, TransportError> {
+    let (mut send, mut recv) = conn.open_bi().await.map_err(TransportError::Connection)?;
+    write_frame(&mut send, &FrameBody::FetchDeployment { digest })
+        .await
+        .map_err(TransportError::Frame)?;
+    let _ = send.finish();
+    let len = match read_frame(&mut recv).await {
+        Ok(FrameBody::DeploymentFollows { len }) => len,
+        Ok(FrameBody::DeploymentMissing) => return Ok(None),
+        Ok(other) => {
+            return Err(TransportError::UnexpectedFrame {
+                stream: "deployment",
+                got: format!("{other:?}"),
+            })
+        }
+        Err(e) if e.is_protocol_violation() => return Err(TransportError::BadFrame(e)),
+        Err(e) => return Err(TransportError::Frame(e)),
+    };
+    let max = DEPLOYMENT_FRAME_BYTES_MAX;
+    if len > max {
+        return Err(TransportError::BundleTooLarge { len, max });
+    }
+    // In bounds: len <= DEPLOYMENT_FRAME_BYTES_MAX, which fits usize.
+    let mut bytes = vec![0u8; len as usize];
+    recv.read_exact(&mut bytes).await.map_err(|e| match e {
+        quinn::ReadExactError::FinishedEarly(got) => {
+            TransportError::BundleStream(format!("ended after {got} of {len} bytes"))
+        }
+        quinn::ReadExactError::ReadError(e) => TransportError::BundleStream(e.to_string()),
+    })?;
+    recv.read_to_end(0)
+        .await
+        .map_err(|e| TransportError::BundleStream(format!("after {len} bytes: {e}")))?;
+    Ok(Some(bytes))
 }
 
 /// Fetches the content chunk whose SHA-256 is `digest` over a new stream

@@ -19,6 +19,7 @@
 pub mod app_limits;
 pub mod app_migration;
 pub mod chunking;
+pub mod config;
 pub mod error;
 pub mod limits;
 pub mod manifest;

@@ -162,6 +162,17 @@ fn frames(seeds: &mut Seeds) {
                 applied: "memory 256 MiB (cgroup v1 memory.limit_in_bytes)".into(),
             },
         ),
+        (
+            "fetch-deployment",
+            FrameBody::FetchDeployment { digest: RELEASE },
+        ),
+        (
+            "configuration-read",
+            FrameBody::ConfigurationRead {
+                deployment: RELEASE,
+                fingerprint: Some(RELEASE),
+            },
+        ),
     ];
     for (name, body) in bodies {
         let bytes = encode(&body).expect("seed frame encodes");

@@ -381,6 +381,10 @@ fn frame_variant(f: &FrameBody) -> String {
         FrameBody::FetchSources { .. } => "FetchSources".into(),
         FrameBody::FetchChunkFrom { .. } => "FetchChunkFrom".into(),
         FrameBody::Isolation { .. } => "Isolation".into(),
+        FrameBody::FetchDeployment { .. } => "FetchDeployment".into(),
+        FrameBody::DeploymentFollows { .. } => "DeploymentFollows".into(),
+        FrameBody::DeploymentMissing => "DeploymentMissing".into(),
+        FrameBody::ConfigurationRead { .. } => "ConfigurationRead".into(),
     }
 }
 
@@ -468,6 +472,13 @@ fn frames() -> Vec<FrameBody> {
         FrameBody::Isolation {
             release: V2,
             applied: "memory 256 MiB (cgroup v1 memory.limit_in_bytes)".into(),
+        },
+        FrameBody::FetchDeployment { digest: V2 },
+        FrameBody::DeploymentFollows { len: 812 },
+        FrameBody::DeploymentMissing,
+        FrameBody::ConfigurationRead {
+            deployment: V2,
+            fingerprint: Some(V1),
         },
     ]
 }
