@@ -36,10 +36,18 @@ pub use crate::event_log::{ControllerError, ControllerLog};
 pub const EVENT_BYTES_BOUND: usize = {
     let plan = 128 + model::plan::FOLLOWERS_PER_EVENT_MAX * 5;
     let claim = 128 + 2 * (9 + model::controller::CLAIM_TEXT_MAX * 4);
-    if plan > claim {
-        plan
+    // A `ConfigSet` at its bounds: its logged bytes, each entry's length
+    // prefixes and tags, the app name and fixed fields.
+    let config = {
+        use model::config::*;
+        let entries = CONFIG_KEYS_MAX + CONFIG_FILES_MAX;
+        256 + CONFIG_APP_BYTES_MAX + CONFIG_BYTES_MAX + entries * CONFIG_ENTRY_OVERHEAD_BYTES_MAX
+    };
+    let wider = if plan > claim { plan } else { claim };
+    if wider > config {
+        wider
     } else {
-        claim
+        config
     }
 };
 

@@ -601,6 +601,7 @@ pub fn check_event(before: &ControllerState, event: &Event) -> Result<(), Violat
     crate::r1_roster_holds(before, event)?;
     b1_no_grant_over_budget(before, event)?;
     crate::a1_grant_has_a_tree(before, event)?;
+    crate::config_rules::c1_deploys_recorded_config(before, event)?;
     w1_names_what_exists(before, event)
 }
 

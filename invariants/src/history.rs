@@ -358,6 +358,7 @@ mod tests {
                 max_unknown,
             },
             arches: model::platform::ReleaseArches::Any,
+            deploys: None,
         });
         w.switch(0, pass(V2));
         w.switch(1, wrong(V2));
@@ -492,6 +493,7 @@ mod tests {
                 max_unknown: Some(1),
             },
             arches: model::platform::ReleaseArches::Any,
+            deploys: None,
         });
         w.input(Input::Timeout { op: OpId(0) });
         let unknown = w

@@ -44,6 +44,7 @@
 
 mod agent_rules;
 mod arch_rules;
+mod config_rules;
 mod deadline_rules;
 mod event_rules;
 mod history;
@@ -63,6 +64,7 @@ pub use agent_rules::{
     s14_recovery_follows_the_table, s8_no_stale_apply, s8_switch_agrees_with_record,
 };
 pub use arch_rules::a1_grant_has_a_tree;
+pub use config_rules::c1_deploys_recorded_config;
 pub use deadline_rules::{t1_batch_deadlines, t1_deadlines_armed};
 pub use event_rules::{
     check_event, s1_grant_within_slots, s3_evidence_releases_slot, s4_grant_order,
@@ -175,11 +177,16 @@ pub enum Rule {
     /// the checker, on replay and in the running controller. Code `A1`.
     /// Appended last.
     ArchHasATree,
+    /// A rollout deploys the configuration the log recorded (issue #24
+    /// item 1): a configuration revision is its app's next, and a rollout
+    /// names its app's latest recorded revision with the recorded
+    /// fingerprint. Checked on every event. Code `C1`. Appended last.
+    DeploysRecordedConfig,
 }
 
 impl Rule {
     /// Every rule, in order.
-    pub const ALL: [Rule; 21] = [
+    pub const ALL: [Rule; 22] = [
         Rule::S1,
         Rule::S2,
         Rule::S3,
@@ -201,6 +208,7 @@ impl Rule {
         Rule::RestartRebuildsTheFold,
         Rule::DeadlineForEveryWait,
         Rule::ArchHasATree,
+        Rule::DeploysRecordedConfig,
     ];
 
     /// The rule's code as SPEC §2 writes it: `"S1"` … `"S11"`; `"P1"` for
@@ -228,6 +236,7 @@ impl Rule {
             Rule::RestartRebuildsTheFold => "D1",
             Rule::DeadlineForEveryWait => "T1",
             Rule::ArchHasATree => "A1",
+            Rule::DeploysRecordedConfig => "C1",
         }
     }
 
@@ -255,6 +264,7 @@ impl Rule {
             Rule::RestartRebuildsTheFold => "a restart rebuilds the fold",
             Rule::DeadlineForEveryWait => "a deadline for every wait",
             Rule::ArchHasATree => "a release runs where it has a tree",
+            Rule::DeploysRecordedConfig => "a rollout deploys the configuration the log recorded",
         }
     }
 }
@@ -313,7 +323,7 @@ mod tests {
             "S5 pause stops grants, not accounting"
         );
         let codes: Vec<&str> = Rule::ALL.iter().map(|r| r.code()).collect();
-        assert_eq!(codes.len(), 21);
+        assert_eq!(codes.len(), 22);
         assert_eq!(
             Rule::RestartRebuildsTheFold.to_string(),
             "D1 a restart rebuilds the fold"

@@ -69,7 +69,9 @@ fn names(event: &Event) -> (Option<RolloutId>, Option<OpId>, Option<NodeId>) {
         | Event::RolloutEnded { rollout, .. }
         | Event::RolloutPolicySet { rollout, .. }
         | Event::RolloutArchesSet { rollout, .. }
+        | Event::RolloutConfigured { rollout, .. }
         | Event::RolloutFollowersAdded { rollout, .. } => (Some(*rollout), None, None),
+        Event::ConfigSet { .. } => (None, None, None),
         Event::OpGranted {
             op, rollout, node, ..
         } => (Some(*rollout), Some(*op), Some(*node)),

@@ -150,6 +150,7 @@ fn over_budget_history() -> (ControllerState, Vec<Event>) {
             plan,
             policy,
             arches: model::platform::ReleaseArches::Any,
+            deploys: None,
         },
     );
     let wrong = RouteObservation::new(ProbeVerdict::WrongAnswer, Some(V2), true);

@@ -232,7 +232,10 @@ fn cause_of(event: &Event) -> Cause {
         Event::NodeLabeled { .. } => Cause::Operator("label"),
         Event::NodeRetired { .. } => Cause::Operator("retire"),
         Event::RolloutPolicySet { .. } => Cause::Operator("set the policy"),
-        Event::RolloutArchesSet { .. } => Cause::Operator("start"),
+        Event::RolloutArchesSet { .. } | Event::RolloutConfigured { .. } => {
+            Cause::Operator("start")
+        }
+        Event::ConfigSet { .. } => Cause::Operator("set a configuration"),
         Event::RolloutFollowersAdded { .. } => Cause::Operator("add followers"),
         Event::NodeHello { node, .. } => Cause::Node(*node, "hello"),
         Event::NodePlatform { node, .. } => Cause::Node(*node, "platform"),

@@ -23,10 +23,16 @@ pub const CONFIG_KEYS_MAX: usize = 256;
 pub const CONFIG_FILES_MAX: usize = 64;
 /// Longest key or file name, in bytes.
 pub const CONFIG_NAME_BYTES_MAX: usize = 128;
-/// Most bytes of one revision's values and files together, as logged
-/// (a sealed secret counts its ciphertext): a revision is one log entry,
-/// so it stays well inside the event bound.
-pub const CONFIG_BYTES_MAX: usize = 192 * 1024;
+/// Most bytes of one revision's names, values and files together, as
+/// logged (a sealed secret counts its ciphertext, nonce and fingerprint):
+/// a revision is one log entry (at most 64 KiB), so with the encoding's
+/// per-entry overhead ([`CONFIG_ENTRY_OVERHEAD_BYTES_MAX`]) it stays inside
+/// the controller's event bound. Configuration is settings and small
+/// files; anything larger belongs in the release's tree.
+pub const CONFIG_BYTES_MAX: usize = 48 * 1024;
+/// Most encoding bytes a key or file adds beyond what
+/// [`ConfigRevision::logged_bytes`] counts (length prefixes and tags).
+pub const CONFIG_ENTRY_OVERHEAD_BYTES_MAX: usize = 10;
 /// Longest app name a configuration is recorded for, in bytes.
 pub const CONFIG_APP_BYTES_MAX: usize = 128;
 /// Most apps with a configuration: the state keeps one line per app.

@@ -59,6 +59,7 @@ fn start(nodes: usize, arches: ReleaseArches) -> Input {
         },
         policy: Policy::default(),
         arches,
+        deploys: None,
     }
 }
 

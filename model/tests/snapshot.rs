@@ -152,6 +152,24 @@ fn golden_events() -> Vec<Event> {
             node: b,
             fingerprint: V3,
         },
+        Event::ConfigSet {
+            revision: model::config::ConfigRevision {
+                app: "hello".into(),
+                revision: 1,
+                fingerprint: V3,
+                env: Vec::new(),
+                files: Vec::new(),
+            },
+        },
+        Event::RolloutConfigured {
+            rollout: r0,
+            deploys: model::config::Deploys {
+                code: V3,
+                app: "hello".into(),
+                revision: 1,
+                fingerprint: V3,
+            },
+        },
     ]
 }
 

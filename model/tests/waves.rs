@@ -140,6 +140,7 @@ fn a_policy_that_does_not_fit_its_plan_is_refused() {
                 plan: plan.clone(),
                 policy: waves(ends.clone()),
                 arches: model::platform::ReleaseArches::Any,
+                deploys: None,
             },
         );
         assert!(
@@ -158,6 +159,7 @@ fn a_policy_that_does_not_fit_its_plan_is_refused() {
             plan: long_plan,
             policy: waves(at_limit),
             arches: model::platform::ReleaseArches::Any,
+            deploys: None,
         }
     )
     .is_ok());

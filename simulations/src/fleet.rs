@@ -1615,6 +1615,7 @@ impl FleetModel {
                             model::plan::Policy::default()
                         },
                         arches: self.release_arches(action),
+                        deploys: None,
                     }
                 } else {
                     Input::StartRollout { plan }

@@ -636,6 +636,7 @@ fn controller_step_rest(
                 plan,
                 policy,
                 arches: model::platform::ReleaseArches::Only(set),
+                ..
             },
         ) => start_ignoring_arches(state, plan, policy, *set),
         (Some(Mutant::BudgetIgnored), Input::Resume { .. }) => {
@@ -936,6 +937,7 @@ fn start_ignoring_arches(
         plan: plan.clone(),
         policy: policy.clone(),
         arches: model::platform::ReleaseArches::Any,
+        deploys: None,
     };
     let mut events = step(state, &any)?;
     let rollout = events.iter().find_map(|e| match e {

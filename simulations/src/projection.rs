@@ -535,6 +535,7 @@ fn project_rollout(s: &Selection, ctrl: &ControllerState, ops: &BTreeMap<OpId, O
         // The projection carries no node platforms: the projected release
         // is architecture-independent (grants were checked by the real one).
         arches: model::platform::ReleaseArches::Any,
+        deploys: None,
     }
 }
 

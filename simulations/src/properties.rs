@@ -83,6 +83,7 @@ pub fn property_name(rule: Rule) -> &'static str {
         Rule::RestartRebuildsTheFold => "D1 a restart rebuilds the fold",
         Rule::DeadlineForEveryWait => "T1 a deadline for every wait",
         Rule::ArchHasATree => "A1 a release runs where it has a tree",
+        Rule::DeploysRecordedConfig => "C1 a rollout deploys the configuration the log recorded",
     }
 }
 
@@ -234,6 +235,11 @@ fn base_properties() -> Vec<Property<FleetModel>> {
         // per-architecture releases.
         Property::<FleetModel>::always(property_name(Rule::ArchHasATree), |_, w| {
             holds(w, Rule::ArchHasATree)
+        }),
+        // Only a configuration with `config` records configuration
+        // revisions and starts rollouts that deploy one.
+        Property::<FleetModel>::always(property_name(Rule::DeploysRecordedConfig), |_, w| {
+            holds(w, Rule::DeploysRecordedConfig)
         }),
         Property::<FleetModel>::sometimes("rollout completes", |_, w| {
             w.controller()

@@ -371,6 +371,7 @@ fn rename_controller(c: &ControllerState, r: &Renaming) -> ControllerState {
         // Rollout ids are not renamed. Forgetting needs more rollouts than
         // any checked configuration has, so no forgotten op id is renamed.
         remembered: c.remembered.clone(),
+        configs: c.configs.clone(),
         forgotten_ops: c.forgotten_ops,
         next_op: c.next_op,
         active: c.active,

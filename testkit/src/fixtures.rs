@@ -74,6 +74,7 @@ pub fn staged_inputs(plan: Plan, policy: Policy) -> Vec<Input> {
         plan,
         policy,
         arches: ReleaseArches::Any,
+        deploys: None,
     });
     inputs
 }

@@ -96,6 +96,8 @@ fn event_variant(e: &Event) -> &'static str {
         Event::ForgottenOpIgnored { .. } => "ForgottenOpIgnored",
         Event::NodePlatform { .. } => "NodePlatform",
         Event::RolloutArchesSet { .. } => "RolloutArchesSet",
+        Event::ConfigSet { .. } => "ConfigSet",
+        Event::RolloutConfigured { .. } => "RolloutConfigured",
     }
 }
 
@@ -241,6 +243,37 @@ fn events() -> Vec<Event> {
                 model::platform::Arch::Aarch64,
                 model::platform::Arch::X86_64,
             ]),
+        },
+        Event::ConfigSet {
+            revision: model::config::ConfigRevision {
+                app: "hello".into(),
+                revision: 2,
+                fingerprint: V1,
+                env: vec![
+                    (
+                        "GREETING".into(),
+                        model::config::LoggedValue::Plain("hi".into()),
+                    ),
+                    (
+                        "TOKEN".into(),
+                        model::config::LoggedValue::Sealed {
+                            nonce: [7; 12],
+                            ciphertext: vec![1, 2, 3, 4],
+                            fingerprint: V2,
+                        },
+                    ),
+                ],
+                files: vec![("app.toml".into(), b"level = 3\n".to_vec())],
+            },
+        },
+        Event::RolloutConfigured {
+            rollout: R,
+            deploys: model::config::Deploys {
+                code: V1,
+                app: "hello".into(),
+                revision: 2,
+                fingerprint: V2,
+            },
         },
     ]
 }
@@ -663,7 +696,33 @@ fn the_largest_events_fit_the_event_bound() {
             .map(|_| NodeId(model::plan::NODES_MAX as u32 - 1))
             .collect(),
     };
-    for event in [widest, added, claim, enrolled] {
+    // A configuration revision at every bound: the most keys, each named
+    // at its longest, values filling the rest of its bytes, most files.
+    use model::config::*;
+    let name = |i: usize| format!("K{i:0>width$}", width = CONFIG_NAME_BYTES_MAX - 1);
+    let env: Vec<(String, LoggedValue)> = (0..CONFIG_KEYS_MAX)
+        .map(|i| (name(i), LoggedValue::Plain(String::new())))
+        .collect();
+    let files: Vec<(String, Vec<u8>)> = (0..CONFIG_FILES_MAX)
+        .map(|i| {
+            (
+                format!("f{i:0>width$}", width = CONFIG_NAME_BYTES_MAX - 1),
+                Vec::new(),
+            )
+        })
+        .collect();
+    let mut revision = ConfigRevision {
+        app: "a".repeat(CONFIG_APP_BYTES_MAX),
+        revision: u64::MAX,
+        fingerprint: V1,
+        env,
+        files,
+    };
+    let room = CONFIG_BYTES_MAX - revision.logged_bytes();
+    revision.files[0].1 = vec![0xff; room];
+    assert_eq!(revision.check(), Ok(()));
+    let config = Event::ConfigSet { revision };
+    for event in [widest, added, claim, enrolled, config] {
         let len = eventlog::encode_payload(&event).expect("encode").len();
         assert!(
             len <= EVENT_BYTES_BOUND,

@@ -205,6 +205,7 @@ async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
         plan,
         policy,
         arches,
+        deploys: None,
     };
     respond(&api, input).await
 }

@@ -131,9 +131,10 @@ pub fn refusal_status(refusal: &Refusal) -> StatusCode {
         Refusal::UnknownRollout(_) | Refusal::UnknownOp(_) | Refusal::UnknownNode(_) => {
             StatusCode::NOT_FOUND
         }
-        Refusal::RosterLimit(_) | Refusal::InvalidClaim(_) | Refusal::InvalidPeer(_) => {
-            StatusCode::BAD_REQUEST
-        }
+        Refusal::RosterLimit(_)
+        | Refusal::InvalidClaim(_)
+        | Refusal::InvalidPeer(_)
+        | Refusal::InvalidConfig(_) => StatusCode::BAD_REQUEST,
         Refusal::InvalidPlan(_)
         | Refusal::RolloutNotActive(_)
         | Refusal::AlreadyPaused(_)
@@ -154,7 +155,8 @@ pub fn refusal_status(refusal: &Refusal) -> StatusCode {
         | Refusal::NodeHasLiveOp { .. }
         | Refusal::PlanNodeRetired(_)
         | Refusal::OverBudget(_)
-        | Refusal::NoTreeForArch { .. } => StatusCode::CONFLICT,
+        | Refusal::NoTreeForArch { .. }
+        | Refusal::ConfigNotLatest { .. } => StatusCode::CONFLICT,
     }
 }
 

@@ -102,7 +102,8 @@ pub fn referents_exist(state: &ControllerState, event: &Event) -> Result<(), Mis
         | Event::RolloutCompleted { rollout }
         | Event::RolloutEnded { rollout, .. }
         | Event::RolloutPolicySet { rollout, .. }
-        | Event::RolloutArchesSet { rollout, .. } => rollout_exists(state, rollout),
+        | Event::RolloutArchesSet { rollout, .. }
+        | Event::RolloutConfigured { rollout, .. } => rollout_exists(state, rollout),
         Event::RolloutFollowersAdded { rollout, followers } => {
             plan_open(state, *rollout, followers.len())
         }
@@ -131,7 +132,8 @@ pub fn referents_exist(state: &ControllerState, event: &Event) -> Result<(), Mis
         | Event::RollBackOrdered { .. }
         | Event::NodeQuarantined { .. }
         | Event::NodeReleased { .. }
-        | Event::CertRevoked { .. } => Ok(()),
+        | Event::CertRevoked { .. }
+        | Event::ConfigSet { .. } => Ok(()),
         Event::ForgottenOpIgnored { op, .. } => {
             if state.op_forgotten(*op) {
                 Ok(())
@@ -236,6 +238,16 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
         Event::RolloutArchesSet { rollout, arches } => {
             rollout_mut(state, *rollout).arches = crate::platform::ReleaseArches::Only(*arches);
         }
+        Event::RolloutConfigured { rollout, deploys } => {
+            rollout_mut(state, *rollout).deploys = Some(deploys.clone());
+        }
+        Event::ConfigSet { revision } => {
+            let head = super::state::ConfigHead {
+                revision: revision.revision,
+                fingerprint: revision.fingerprint,
+            };
+            state.configs.insert(revision.app.clone(), head);
+        }
         Event::RolloutFollowersAdded { rollout, followers } => {
             add_followers(state, *rollout, followers);
         }
@@ -299,6 +311,7 @@ fn start_rollout(
         archived: false,
         forgotten: false,
         arches: crate::platform::ReleaseArches::Any,
+        deploys: None,
         policy: Default::default(),
         failed: 0,
         unknown: 0,

@@ -231,6 +231,20 @@ pub enum Event {
         rollout: RolloutId,
         arches: crate::platform::ArchSet,
     },
+    /// A configuration revision of an app (issue #24 item 1): its values
+    /// (secrets sealed), files and fingerprint. The app's next revision;
+    /// rollouts started after it deploy it. Appended last.
+    ConfigSet {
+        revision: crate::config::ConfigRevision,
+    },
+    /// What the rollout's deployment carries besides the code (issue #24
+    /// item 1), recorded right after its `RolloutStarted` (policy and
+    /// arches) in the same batch when the app has a configuration: the
+    /// plan's release is the deployment's digest. Appended last.
+    RolloutConfigured {
+        rollout: RolloutId,
+        deploys: crate::config::Deploys,
+    },
 }
 
 /// The event text (`fleetweft log show`, the API's `text`, the proofs and
@@ -248,7 +262,9 @@ impl fmt::Display for Event {
             | Event::RolloutEnded { .. }
             | Event::RolloutPolicySet { .. }
             | Event::RolloutFollowersAdded { .. }
-            | Event::RolloutArchesSet { .. } => rollout_text(self, f),
+            | Event::RolloutArchesSet { .. }
+            | Event::RolloutConfigured { .. } => rollout_text(self, f),
+            Event::ConfigSet { revision } => config_text(f, revision),
             Event::OpGranted { .. }
             | Event::CommitDecided { .. }
             | Event::CommitReplayed { .. }
@@ -315,8 +331,35 @@ fn rollout_text(event: &Event, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         Event::RolloutArchesSet { rollout, arches } => {
             write!(f, "rollout {rollout}'s release has trees for {arches} only")
         }
+        Event::RolloutConfigured { rollout, deploys } => write!(
+            f,
+            "rollout {rollout} deploys code {} with configuration {} revision {} ({})",
+            deploys.code, deploys.app, deploys.revision, deploys.fingerprint
+        ),
         other => unreachable!("not a rollout's event: {other:?}"),
     }
+}
+
+/// `configuration hello revision 2 (ab12…): 3 key(s), 1 secret(s), 1
+/// file(s)`: never a value (a secret's is sealed; a plain one may be long).
+fn config_text(
+    f: &mut fmt::Formatter<'_>,
+    revision: &crate::config::ConfigRevision,
+) -> fmt::Result {
+    let secrets = revision
+        .env
+        .iter()
+        .filter(|(_, v)| matches!(v, crate::config::LoggedValue::Sealed { .. }))
+        .count();
+    write!(
+        f,
+        "configuration {} revision {} ({}): {} key(s), {secrets} secret(s), {} file(s)",
+        revision.app,
+        revision.revision,
+        revision.fingerprint,
+        revision.env.len(),
+        revision.files.len()
+    )
 }
 
 /// `rollout r0 starts: v2 on canary node0 then node1, slots 1, g1`.

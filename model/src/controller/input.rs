@@ -21,6 +21,15 @@ pub enum Input {
         plan: Plan,
         policy: Policy,
         arches: crate::platform::ReleaseArches,
+        /// The configuration the plan's release (then a deployment digest)
+        /// carries (issue #24 item 1): must be the app's latest recorded
+        /// revision (`step::check_deploys`).
+        deploys: Option<crate::config::Deploys>,
+    },
+    /// Operator: record a configuration revision of an app (issue #24
+    /// item 1); the runtime seals secrets and fingerprints it first.
+    SetConfig {
+        revision: crate::config::ConfigRevision,
     },
     /// Operator: stop new grants.
     Pause { rollout: RolloutId },

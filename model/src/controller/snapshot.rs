@@ -46,7 +46,10 @@ pub const SNAPSHOT_MAGIC: [u8; 8] = *b"FWCSTATE";
 /// - 5: a rollout's architectures (`Rollout::arches`, issue #24 item 5):
 ///   a version-4 state would decode without them and grant a node the
 ///   release has no tree for.
-pub const SNAPSHOT_FORMAT_VERSION: u16 = 5;
+/// - 6: configurations (`ControllerState::configs`, `Rollout::deploys`,
+///   issue #24 item 1): a version-5 state would decode without them and
+///   refuse a rollout of the latest recorded revision.
+pub const SNAPSHOT_FORMAT_VERSION: u16 = 6;
 
 /// Bytes before the bincode body: magic and version.
 pub const SNAPSHOT_HEADER_BYTES: usize = SNAPSHOT_MAGIC.len() + 2;

@@ -92,6 +92,10 @@ pub struct Rollout {
     /// `Any` for an architecture-independent release.
     #[serde(default)]
     pub arches: crate::platform::ReleaseArches,
+    /// The configuration its deployment carries (`RolloutConfigured`);
+    /// `None` when the plan's release is the code alone.
+    #[serde(default)]
+    pub deploys: Option<crate::config::Deploys>,
 }
 
 impl Rollout {
@@ -517,6 +521,19 @@ pub struct ControllerState {
     /// drifted nodes never walks the fleet.
     #[serde(default)]
     pub drifted: OrdSet<NodeId>,
+    /// Per app, its latest configuration revision (`ConfigSet`): at most
+    /// [`crate::config::CONFIG_APPS_MAX`] apps. The values stay in the log.
+    #[serde(default)]
+    pub configs: OrdMap<String, ConfigHead>,
+}
+
+/// An app's latest configuration revision, as the state keeps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ConfigHead {
+    /// Its revision number.
+    pub revision: u64,
+    /// Its fingerprint.
+    pub fingerprint: crate::ids::Digest,
 }
 
 impl ControllerState {

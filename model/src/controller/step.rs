@@ -9,6 +9,7 @@ use super::state::{
     ControllerState, EvidenceItem, EvidenceSource, Op, OpPhase, OpSummary, Outcome, PauseReason,
     Resolution, Rollout, RolloutStatus, UnknownReason, CLAIM_TEXT_MAX,
 };
+use crate::config::{ConfigProblem, ConfigRevision, Deploys};
 use crate::evidence::{ProbeVerdict, RouteObservation};
 use crate::ids::{NodeId, OpId, RolloutId};
 use crate::msg::{Decision, ReportKind, StageRefusal, ToController};
@@ -94,6 +95,19 @@ pub enum Refusal {
         nodes: Vec<ArchMismatch>,
         count: u32,
     },
+    /// A configuration revision over a bound, with a name not allowed, or
+    /// not the app's next (issue #24 item 1): the text says which.
+    /// Appended last.
+    InvalidConfig(String),
+    /// A rollout would deploy a configuration revision that is not the
+    /// app's latest recorded one with its recorded fingerprint (issue #24
+    /// item 1): `latest` is the app's latest revision (0: none). Appended
+    /// last.
+    ConfigNotLatest {
+        app: String,
+        revision: u64,
+        latest: u64,
+    },
 }
 
 impl fmt::Display for Refusal {
@@ -149,6 +163,16 @@ impl fmt::Display for Refusal {
                 }
                 Ok(())
             }
+            Refusal::InvalidConfig(why) => write!(f, "invalid configuration: {why}"),
+            Refusal::ConfigNotLatest {
+                app,
+                revision,
+                latest,
+            } => write!(
+                f,
+                "configuration revision {revision} of {app} is not its latest recorded one \
+                 (latest: {latest}); set the configuration again, then start the rollout"
+            ),
             Refusal::OverBudget(r) => write!(
                 f,
                 "rollout {r} is over its failure budget (too many failed, or too many UNKNOWN ops): it grants nothing more; settle the UNKNOWN ops, or start a new rollout"
@@ -285,12 +309,16 @@ pub fn decision_for(state: &ControllerState, op: &OpSummary) -> Decision {
 
 fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal> {
     match input {
-        Input::StartRollout { plan } => start(state, plan, &Policy::default(), ReleaseArches::Any),
+        Input::StartRollout { plan } => {
+            start(state, plan, &Policy::default(), ReleaseArches::Any, None)
+        }
         Input::StartStaged {
             plan,
             policy,
             arches,
-        } => start(state, plan, policy, *arches),
+            deploys,
+        } => start(state, plan, policy, *arches, deploys.as_ref()),
+        Input::SetConfig { revision } => set_config(state, revision),
         Input::Pause { rollout } => pause(state, *rollout),
         Input::Resume { rollout } => resume(state, *rollout),
         Input::Approve { rollout } => approve(state, *rollout),
@@ -472,6 +500,7 @@ fn start(
     plan: &Plan,
     policy: &Policy,
     arches: ReleaseArches,
+    deploys: Option<&Deploys>,
 ) -> Result<Vec<Event>, Refusal> {
     plan.validate()?;
     policy.validate(plan)?;
@@ -479,6 +508,9 @@ fn start(
         return Err(Refusal::PlanNodeRetired(node));
     }
     check_arches(state, plan, arches)?;
+    if let Some(deploys) = deploys {
+        check_deploys(state, deploys)?;
+    }
     let rollout = RolloutId(state.rollouts.len() as u32);
     let mut events = Vec::new();
     if let Some(active) = state.active_rollout() {
@@ -534,7 +566,59 @@ fn start(
     if let ReleaseArches::Only(arches) = arches {
         events.push(Event::RolloutArchesSet { rollout, arches });
     }
+    if let Some(deploys) = deploys {
+        let deploys = deploys.clone();
+        events.push(Event::RolloutConfigured { rollout, deploys });
+    }
     Ok(events)
+}
+
+/// A rollout deploys the app's latest recorded configuration revision,
+/// with the fingerprint the log recorded for it (issue #24 item 1): what
+/// the agent is told to run is what the log says was set.
+pub fn check_deploys(state: &ControllerState, deploys: &Deploys) -> Result<(), Refusal> {
+    let head = state.configs.get(&deploys.app);
+    let latest = head.map_or(0, |h| h.revision);
+    let recorded = head
+        .is_some_and(|h| h.revision == deploys.revision && h.fingerprint == deploys.fingerprint);
+    if recorded {
+        Ok(())
+    } else {
+        Err(Refusal::ConfigNotLatest {
+            app: deploys.app.clone(),
+            revision: deploys.revision,
+            latest,
+        })
+    }
+}
+
+/// Record a configuration revision: within its bounds, with allowed
+/// names, and the app's next revision (1 for its first), so two operators
+/// setting at once cannot both write "revision 2".
+fn set_config(state: &ControllerState, revision: &ConfigRevision) -> Result<Vec<Event>, Refusal> {
+    revision
+        .check()
+        .map_err(|p| Refusal::InvalidConfig(p.to_string()))?;
+    let next = state
+        .configs
+        .get(&revision.app)
+        .map_or(1, |h| h.revision + 1);
+    if revision.revision != next {
+        let problem = ConfigProblem::NotNext {
+            app: revision.app.clone(),
+            given: revision.revision,
+            next,
+        };
+        return Err(Refusal::InvalidConfig(problem.to_string()));
+    }
+    if next == 1 && state.configs.len() >= crate::config::CONFIG_APPS_MAX {
+        return Err(Refusal::InvalidConfig(
+            ConfigProblem::TooManyApps.to_string(),
+        ));
+    }
+    Ok(vec![Event::ConfigSet {
+        revision: revision.clone(),
+    }])
 }
 
 /// Every node `plan` selects must be one `arches` admits (issue #24 item

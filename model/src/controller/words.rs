@@ -204,12 +204,14 @@ pub fn event_kind(event: &Event) -> &'static str {
         Event::ForgottenOpIgnored { .. } => "forgotten-op-ignored",
         Event::NodePlatform { .. } => "node-platform",
         Event::RolloutArchesSet { .. } => "rollout-arches-set",
+        Event::ConfigSet { .. } => "config-set",
+        Event::RolloutConfigured { .. } => "rollout-configured",
     }
 }
 
 /// Every event kind word, in the model's variant order (what a webhook's
 /// `events` list may name).
-pub const EVENT_KINDS: [&str; 34] = [
+pub const EVENT_KINDS: [&str; 36] = [
     "rollout-started",
     "rollout-superseded",
     "rollout-paused",
@@ -244,6 +246,8 @@ pub const EVENT_KINDS: [&str; 34] = [
     "forgotten-op-ignored",
     "node-platform",
     "rollout-arches-set",
+    "config-set",
+    "rollout-configured",
 ];
 
 #[cfg(test)]
