@@ -35,8 +35,9 @@ pub const CONFIG_BYTES_MAX: usize = 48 * 1024;
 pub const CONFIG_ENTRY_OVERHEAD_BYTES_MAX: usize = 10;
 /// Longest app name a configuration is recorded for, in bytes.
 pub const CONFIG_APP_BYTES_MAX: usize = 128;
-/// Most apps with a configuration: the state keeps one line per app.
-pub const CONFIG_APPS_MAX: usize = 4096;
+/// Most apps with a configuration: the state keeps each app's latest
+/// revision whole, so this bounds it (1,024 x 48 KiB = 48 MiB at worst).
+pub const CONFIG_APPS_MAX: usize = 1024;
 
 /// A value as the log holds it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

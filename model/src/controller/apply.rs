@@ -242,11 +242,9 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
             rollout_mut(state, *rollout).deploys = Some(deploys.clone());
         }
         Event::ConfigSet { revision } => {
-            let head = super::state::ConfigHead {
-                revision: revision.revision,
-                fingerprint: revision.fingerprint,
-            };
-            state.configs.insert(revision.app.clone(), head);
+            state
+                .configs
+                .insert(revision.app.clone(), Arc::new(revision.clone()));
         }
         Event::RolloutFollowersAdded { rollout, followers } => {
             add_followers(state, *rollout, followers);

@@ -521,19 +521,15 @@ pub struct ControllerState {
     /// drifted nodes never walks the fleet.
     #[serde(default)]
     pub drifted: OrdSet<NodeId>,
-    /// Per app, its latest configuration revision (`ConfigSet`): at most
-    /// [`crate::config::CONFIG_APPS_MAX`] apps. The values stay in the log.
+    /// Per app, its latest configuration revision (`ConfigSet`), whole
+    /// (secrets sealed): what a rollout deploys and what the controller
+    /// hands agents, kept with the state so a start from a snapshot has
+    /// it without reading the log's head. At most
+    /// [`crate::config::CONFIG_APPS_MAX`] apps of at most
+    /// [`crate::config::CONFIG_BYTES_MAX`] each; older revisions stay in
+    /// the log only.
     #[serde(default)]
-    pub configs: OrdMap<String, ConfigHead>,
-}
-
-/// An app's latest configuration revision, as the state keeps it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct ConfigHead {
-    /// Its revision number.
-    pub revision: u64,
-    /// Its fingerprint.
-    pub fingerprint: crate::ids::Digest,
+    pub configs: OrdMap<String, Arc<crate::config::ConfigRevision>>,
 }
 
 impl ControllerState {
