@@ -18,6 +18,7 @@ use model::{Digest, NodeId, OpId, RolloutId};
 use serde::{Deserialize, Serialize};
 
 pub mod ahead;
+pub mod config;
 pub mod describe;
 pub mod durations;
 pub mod error;

@@ -11,6 +11,8 @@
 //! DIR/nodes/<node>.pem        node client certificate (public)
 //! DIR/nodes/<node>-key.pem    node private key (0600)
 //! DIR/operator-token          64 hex characters and a newline (0600)
+//! DIR/config-key              64 hex characters and a newline (0600): the
+//!                             key configuration secrets are sealed with
 //! ```
 //!
 //! # Node identity
@@ -51,6 +53,9 @@ pub const DEFAULT_CONTROLLER_HOST: &str = "localhost";
 pub const PEM_FILE_BYTES_MAX: u64 = 1024 * 1024;
 /// Random bytes in the operator token (hex-encoded on disk).
 pub const OPERATOR_TOKEN_BYTES: usize = 32;
+
+/// The configuration key's file name in the PKI directory.
+pub const CONFIG_KEY_FILE: &str = "config-key";
 
 /// Lifetime of the fleet CA certificate, in days (about ten years): the CA
 /// outlives every certificate it signs, and replacing it means re-issuing
@@ -204,6 +209,11 @@ impl FleetPki {
     /// The operator token file.
     pub fn operator_token(&self) -> PathBuf {
         self.dir.join("operator-token")
+    }
+    /// The configuration key file (issue #24 item 1): the key secrets are
+    /// sealed with in the controller's log.
+    pub fn config_key(&self) -> PathBuf {
+        self.dir.join(CONFIG_KEY_FILE)
     }
 }
 
@@ -369,6 +379,10 @@ fn write_pki(pki: &FleetPki, controller_san: SanType) -> Result<(), PkiError> {
     OsRng.fill_bytes(&mut token);
     let line = format!("{}\n", hex::encode(token));
     write_file(&pki.operator_token(), line.as_bytes(), SECRET_FILE_MODE)?;
+    let mut config_key = [0u8; 32];
+    OsRng.fill_bytes(&mut config_key);
+    let line = format!("{}\n", hex::encode(config_key));
+    write_file(&pki.config_key(), line.as_bytes(), SECRET_FILE_MODE)?;
 
     let dir = &pki.dir;
     File::open(&nodes_dir)

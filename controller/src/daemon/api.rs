@@ -194,6 +194,12 @@ async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
         Ok(arches) => arches,
         Err(e) => return e.into_response(),
     };
+    // The app's latest configuration rides along (issue #24 item 1): the
+    // plan then names the deployment, code plus configuration.
+    let (release, deploys) = match deployment_of(&api, release).await {
+        Ok(pair) => pair,
+        Err(e) => return e.into_response(),
+    };
     let plan = Plan {
         release,
         canary,
@@ -205,9 +211,42 @@ async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
         plan,
         policy,
         arches,
-        deploys: None,
+        deploys,
     };
     respond(&api, input).await
+}
+
+/// What a rollout of code `release` deploys: the deployment digest and
+/// what it carries when the release's app has a configuration, else the
+/// code alone. The model refuses the start if another revision is
+/// recorded before it is stepped (`ConfigNotLatest`).
+async fn deployment_of(
+    api: &Api,
+    release: Digest,
+) -> Result<(Digest, Option<model::config::Deploys>), ApiError> {
+    let app = release_app(api, release)?;
+    let snapshot = api.core.snapshot().await.ok_or(ApiError::Unavailable)?;
+    match super::configuration::deploys_for(&snapshot.state, &app, release) {
+        Some((deploys, digest)) => Ok((digest, Some(deploys))),
+        None => Ok((release, None)),
+    }
+}
+
+/// The app name `release`'s signed manifest gives.
+fn release_app(api: &Api, release: Digest) -> Result<String, ApiError> {
+    if api.releases.knows(release) {
+        return api
+            .releases
+            .read(&api.key, release)
+            .map(|verified| verified.manifest.name.clone())
+            .map_err(|e| ApiError::Internal(format!("reading the release's manifest: {e}")));
+    }
+    let path = api.bundles.path(release);
+    let bytes = std::fs::read(&path)
+        .map_err(|e| ApiError::Internal(format!("reading {}: {e}", path.display())))?;
+    protocol::bundle::verify(&api.key, &bytes)
+        .map(|verified| verified.manifest.name)
+        .map_err(|e| ApiError::Internal(format!("the stored bundle no longer verifies: {e}")))
 }
 
 /// The architectures `release` runs on, from its signed manifest: a

@@ -400,6 +400,23 @@ pub struct TlsSection {
     pub key: PathBuf,
     /// The operator token file (Bearer token for writes).
     pub operator_token: PathBuf,
+    /// The fleet's configuration key (issue #24 item 1: secrets are sealed
+    /// with it before they reach the log); default `config-key` beside the
+    /// operator token, where `fleetweft pki init` writes it. Every
+    /// controller of a fleet needs the same one. Without it, configuration
+    /// without secrets still works and a secret is refused.
+    #[serde(default)]
+    pub config_key: Option<PathBuf>,
+}
+
+impl TlsSection {
+    /// Where the configuration key is read from.
+    pub fn config_key_path(&self) -> PathBuf {
+        self.config_key.clone().unwrap_or_else(|| {
+            self.operator_token
+                .with_file_name(protocol::pki::CONFIG_KEY_FILE)
+        })
+    }
 }
 
 /// Bundle verification.

@@ -21,6 +21,7 @@ pub fn routes() -> OpenApiRouter<Api> {
     OpenApiRouter::with_openapi(super::openapi::base())
         .merge(super::api::routes())
         .merge(super::release_api::routes())
+        .merge(super::config_api::routes())
         .merge(super::console::routes())
         .merge(super::stream::routes())
         .merge(super::explore::routes())

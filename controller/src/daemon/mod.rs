@@ -7,6 +7,8 @@ pub mod annex;
 pub mod api;
 pub mod bundles;
 pub mod config;
+pub mod config_api;
+pub mod configuration;
 pub mod console;
 pub mod core;
 pub mod error;
@@ -89,9 +91,15 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
     let core = core::spawn(opened.log, (*cfg).clone(), allow_faults, deny, role);
     let bundles = Arc::new(bundle_dir);
     let releases = Arc::new(releases);
+    let config_key = configuration::ConfigKey::load(&cfg.tls.config_key_path())
+        .context("loading the configuration key")?
+        .map(Arc::new);
+    let deployments = Arc::new(configuration::Deployments::default());
+    configuration::follow(core.clone(), deployments.clone(), config_key.clone());
     let artifacts = Arc::new(release_store::Artifacts {
         bundles: bundles.clone(),
         releases: releases.clone(),
+        deployments: deployments.clone(),
     });
     ha::close_links_when_deposed(endpoint.clone());
     // Computed once: it warns when it would point nowhere.
@@ -109,6 +117,7 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
         live_streams: state::StreamSlots::new(state::LIVE_STREAMS_MAX),
         mirrors,
         release_gate: Default::default(),
+        config_key,
     };
     match opened.campaign {
         None => lead(api.clone(), hooks).await?,

@@ -156,6 +156,8 @@ pub struct Artifacts {
     pub bundles: std::sync::Arc<BundleDir>,
     /// Accepted tree releases and their chunks.
     pub releases: std::sync::Arc<ReleaseStore>,
+    /// Deployment documents (issue #24 item 1).
+    pub deployments: std::sync::Arc<super::configuration::Deployments>,
 }
 
 impl protocol::quic::BundleStore for Artifacts {
@@ -169,6 +171,12 @@ impl protocol::quic::BundleStore for Artifacts {
             .signed_bytes
             .fetch_add(bytes.len() as u64, Ordering::Relaxed);
         Some(bytes)
+    }
+
+    /// The document of a deployment a rollout of the app's latest
+    /// configuration revision names.
+    fn deployment(&self, digest: Digest) -> Option<Vec<u8>> {
+        self.deployments.get(digest).map(|doc| doc.as_ref().clone())
     }
 }
 

@@ -40,6 +40,8 @@ pub struct Api {
     /// removal never races a rollout that names the release or a manifest
     /// that names a chunk the sweep is about to drop.
     pub release_gate: Arc<tokio::sync::RwLock<()>>,
+    /// The fleet's configuration key, when it has one (issue #24 item 1).
+    pub config_key: Option<Arc<super::configuration::ConfigKey>>,
 }
 
 /// Most event streams open at once; one more is refused with 503.
