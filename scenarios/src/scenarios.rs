@@ -57,6 +57,7 @@ macro_rules! body {
 
 mod ha;
 mod ha_snapshots;
+mod memory_limit;
 mod migration;
 mod signed;
 mod trees;
@@ -89,6 +90,7 @@ pub fn all() -> Vec<Scenario> {
     all.extend(ha_snapshots::all());
     all.extend(trees::all());
     all.extend(migration::all());
+    all.extend(memory_limit::all());
     all
 }
 
