@@ -357,6 +357,25 @@ impl Host for Node {
             .then(|| (release, instance.isolation.applied.to_string()))
     }
 
+    async fn configuration(&mut self) -> Option<(Digest, Option<Digest>)> {
+        let backend = self.route.current()?;
+        // Whether it is a deployment is read from disk, not from memory.
+        if !staging::deployment::is_installed(&self.cfg.data_dir, backend.release) {
+            return None;
+        }
+        let child = self.instances.get(&backend.release).and_then(Instance::pid);
+        let port = backend.port;
+        let read =
+            tokio::task::spawn_blocking(move || crate::serving::serving_fingerprint(port, child))
+                .await;
+        let fingerprint = read.unwrap_or_else(|e| {
+            tracing::warn!("reading the serving process's configuration failed to run: {e}");
+            None
+        });
+        tracing::info!(deployment = %backend.release, ?fingerprint, "configuration read back");
+        Some((backend.release, fingerprint))
+    }
+
     /// Probes the route and re-reads its artifact now.
     async fn read_back(&mut self) -> (model::RouteObservation, Option<Digest>) {
         let serving = self.route.current().map(|b| b.release);
@@ -525,9 +544,12 @@ impl Node {
     /// How an instance of the loaded `release` runs (and its migration).
     fn app_spec(&self, release: Digest) -> AppSpec {
         let r = &self.releases[&release];
+        // A deployment's configuration first; the agent's own variables
+        // after it (a configuration key can never name one anyway).
+        let mut env = r.config_env();
         // The manifest's version, so one app file signed as v1 and as
         // v2 (`bundle sign --version`) answers as the release it is.
-        let mut env = vec![("FLEETWEFT_VERSION".to_string(), r.version.clone())];
+        env.push(("FLEETWEFT_VERSION".to_string(), r.version.clone()));
         if self.allow_faults && self.cfg.faults.answer_wrongly.contains(&release.to_hex()) {
             env.push(("HELLO_ANSWER_WRONGLY".to_string(), "1".to_string()));
         }
@@ -536,6 +558,7 @@ impl Node {
         }
         AppSpec {
             release,
+            code: r.code,
             dir: r.dir.clone(),
             run: r.run.clone(),
             env,
@@ -605,66 +628,173 @@ impl Node {
     /// checkpoint); the result goes back to it as `Staged` or a classified
     /// `StageFailed`. Without a connection nothing can be fetched: the
     /// reserved attempt waits, and the core asks again on reconnection.
+    ///
+    /// The op's digest names a release, or a deployment (code plus
+    /// configuration, issue #24 item 1): then its code is staged as any
+    /// release, and the deployment installed once the code is.
     async fn stage_attempt(&mut self, conn: &quinn::Connection) -> Option<AgentInput> {
         let op = self.journal.state.op?;
         self.hold(HoldPoint::Fetch).await;
-        // The release digest names a format-1 bundle or a format-2 signed
-        // manifest; the bytes tell which.
-        let max = protocol::quic::SIGNED_FILE_BYTES_MAX;
-        let bytes = match protocol::quic::fetch_signed(conn, op.release, max).await {
-            Ok(bytes) => bytes,
-            Err(e) => return Some(self.failed(&op, Stage::Fetch, fetch_failure(&e), e)),
+        let (code, document) = match self.fetch_code(conn, &op).await {
+            Ok(fetched) => fetched,
+            Err(failed) => return Some(failed),
         };
-        if tree_staging::is_tree_release(&bytes) {
-            return Some(self.stage_tree(&op, conn, bytes).await);
-        }
-        self.hold(HoldPoint::Verify).await;
-        if let Err(e) = staging::verify(&self.key, op.release, &bytes) {
-            return Some(self.failed(&op, Stage::Verify, stage_failure(&e), e));
-        }
-        // The bundle file and the app file inside it.
-        let needed_bytes = 2 * bytes.len() as u64;
-        if let Err(e) = self
-            .make_room(op.release, needed_bytes, Default::default())
-            .await
-        {
-            return Some(self.failed(&op, Stage::Stage, stage_failure(&e), e));
-        }
-        match staging::install(&self.cfg.data_dir, &self.key, op.release, &bytes) {
-            Ok(release) => {
-                tracing::info!(
-                    "staged {} ({} {})",
-                    op.release,
-                    release.name,
-                    release.version
-                );
-                self.releases.insert(op.release, release);
-                // Installed, not yet journaled as staged: a SIGKILL here
-                // leaves a whole artifact the table must re-verify.
-                self.hold(HoldPoint::Stage).await;
-                Some(AgentInput::Staged)
+        let staged = match code {
+            Code::Installed(release) => Ok(*release),
+            Code::Signed(digest, bytes) if tree_staging::is_tree_release(&bytes) => {
+                self.stage_tree(&op, digest, conn, bytes).await
             }
-            Err(e) => Some(self.failed(&op, Stage::Stage, stage_failure(&e), e)),
+            Code::Signed(digest, bytes) => self.stage_bundle(&op, digest, &bytes).await,
+        };
+        let mut release = match staged {
+            Ok(release) => release,
+            Err(failed) => return Some(failed),
+        };
+        if let Some(document) = document {
+            release = match self.install_deployment(&op, release, &document) {
+                Ok(release) => release,
+                Err(failed) => return Some(failed),
+            };
+        }
+        tracing::info!(
+            "staged {} ({} {}, code {})",
+            op.release,
+            release.name,
+            release.version,
+            release.code
+        );
+        self.releases.insert(op.release, release);
+        // Installed, not yet journaled as staged: a SIGKILL here leaves a
+        // whole artifact the table must re-verify.
+        self.hold(HoldPoint::Stage).await;
+        Some(AgentInput::Staged)
+    }
+
+    /// The code of the op's release: its signed file (a format-1 bundle or
+    /// a format-2 manifest; the bytes tell which) when the controller has
+    /// it by that digest. When it answers missing, the digest may name a
+    /// deployment: its document is asked for (only then, so a controller
+    /// that knows no deployments never sees the request unless a bundle
+    /// is really missing), checked against the digest, and its code
+    /// fetched, or taken from disk when already staged (a
+    /// configuration-only change). With the document's bytes, if any.
+    async fn fetch_code(
+        &mut self,
+        conn: &quinn::Connection,
+        op: &AgentOp,
+    ) -> Result<(Code, Option<Vec<u8>>), AgentInput> {
+        let max = protocol::quic::SIGNED_FILE_BYTES_MAX;
+        let missing = match protocol::quic::fetch_signed(conn, op.release, max).await {
+            Ok(bytes) => return Ok((Code::Signed(op.release, bytes), None)),
+            Err(e @ protocol::quic::TransportError::BundleMissing(_)) => e,
+            Err(e) => return Err(self.failed(op, Stage::Fetch, fetch_failure(&e), e)),
+        };
+        let document = self.fetch_document(conn, op, missing).await?;
+        self.hold(HoldPoint::Verify).await;
+        let doc = staging::deployment::decode(&document, op.release)
+            .map_err(|e| self.failed(op, Stage::Verify, stage_failure(&e), e))?;
+        let code = doc.release;
+        let (data_dir, arch) = (&self.cfg.data_dir, self.arch());
+        if let Ok(release) = staging::load_code(data_dir, &self.key, arch, code) {
+            tracing::info!(
+                "deployment {}: its code {code} is staged already",
+                op.release
+            );
+            return Ok((Code::Installed(Box::new(release)), Some(document)));
+        }
+        match protocol::quic::fetch_signed(conn, code, max).await {
+            Ok(bytes) => Ok((Code::Signed(code, bytes), Some(document))),
+            Err(e) => Err(self.failed(op, Stage::Fetch, fetch_failure(&e), e)),
         }
     }
 
-    /// Stages the format-2 release `op.release` whose signed manifest is
+    /// The deployment document of the op's digest, after the controller
+    /// answered `missing` for it as a release. Not a deployment either:
+    /// the release is missing, classified as before. A transfer that
+    /// fails is classified as the missing release was (an older
+    /// controller closes the connection on the request: the attempt is
+    /// retried as a missing bundle always was), except an answer outside
+    /// the protocol, which is no evidence.
+    async fn fetch_document(
+        &mut self,
+        conn: &quinn::Connection,
+        op: &AgentOp,
+        missing: protocol::quic::TransportError,
+    ) -> Result<Vec<u8>, AgentInput> {
+        use protocol::quic::TransportError as E;
+        match protocol::quic::fetch_deployment(conn, op.release).await {
+            Ok(Some(document)) => Ok(document),
+            Ok(None) => Err(self.failed(op, Stage::Fetch, fetch_failure(&missing), missing)),
+            Err(e @ (E::BadFrame(_) | E::UnexpectedFrame { .. })) => {
+                Err(self.failed(op, Stage::Fetch, fetch_failure(&e), e))
+            }
+            Err(e) => {
+                let failure = fetch_failure(&missing);
+                let reason = format!("{missing}; asked as a deployment: {e}");
+                Err(self.failed(op, Stage::Fetch, failure, reason))
+            }
+        }
+    }
+
+    /// Installs the deployment document `document` of the op's digest
+    /// over its staged `code` (`DATA/deployments/<digest>/`).
+    fn install_deployment(
+        &mut self,
+        op: &AgentOp,
+        code: Release,
+        document: &[u8],
+    ) -> Result<Release, AgentInput> {
+        let data_dir = self.cfg.data_dir.clone();
+        let doc = staging::deployment::install(&data_dir, op.release, document)
+            .map_err(|e| self.failed(op, Stage::Stage, stage_failure(&e), e))?;
+        let configured = staging::deployment::Configured::of(&data_dir, op.release, &doc);
+        tracing::info!(
+            "deployment {}: configuration {} revision {} ({} variable(s), {} file(s)), fingerprint {}",
+            op.release,
+            doc.config.app,
+            doc.config.revision,
+            doc.config.env.len(),
+            doc.config.files.len(),
+            configured.fingerprint
+        );
+        Ok(code.deployed(op.release, configured))
+    }
+
+    /// Verifies and installs the format-1 bundle `bytes` of release `code`
+    /// (the op's release, or its deployment's code).
+    async fn stage_bundle(
+        &mut self,
+        op: &AgentOp,
+        code: Digest,
+        bytes: &[u8],
+    ) -> Result<Release, AgentInput> {
+        self.hold(HoldPoint::Verify).await;
+        if let Err(e) = staging::verify(&self.key, code, bytes) {
+            return Err(self.failed(op, Stage::Verify, stage_failure(&e), e));
+        }
+        // The bundle file and the app file inside it.
+        let needed_bytes = 2 * bytes.len() as u64;
+        if let Err(e) = self.make_room(code, needed_bytes, Default::default()).await {
+            return Err(self.failed(op, Stage::Stage, stage_failure(&e), e));
+        }
+        staging::install(&self.cfg.data_dir, &self.key, code, bytes)
+            .map_err(|e| self.failed(op, Stage::Stage, stage_failure(&e), e))
+    }
+
+    /// Stages the format-2 release `code` (the op's release or its
+    /// deployment's code) whose signed manifest is
     /// `bytes`: verify it (permanent on failure), fetch the chunks the
     /// agent's store lacks (held ones re-hashed first), assemble the tree.
     /// Disk work runs off the async threads.
     async fn stage_tree(
         &mut self,
         op: &AgentOp,
+        code: Digest,
         conn: &quinn::Connection,
         bytes: Vec<u8>,
-    ) -> AgentInput {
-        let staging = match self.prepare_tree(op, &bytes).await {
-            Ok(staging) => staging,
-            Err(failed) => return failed,
-        };
-        if let Err(failed) = self.fetch_tree(op, conn, &staging).await {
-            return failed;
-        }
+    ) -> Result<Release, AgentInput> {
+        let staging = self.prepare_tree(op, code, &bytes).await?;
+        self.fetch_tree(op, conn, &staging).await?;
         self.install_tree(op, staging, bytes).await
     }
 
@@ -674,13 +804,14 @@ impl Node {
     async fn prepare_tree(
         &mut self,
         op: &AgentOp,
+        code: Digest,
         bytes: &[u8],
     ) -> Result<TreeStaging, AgentInput> {
         self.hold(HoldPoint::Verify).await;
-        let release = tree_staging::verify(&self.key, self.arch(), op.release, bytes)
+        let release = tree_staging::verify(&self.key, self.arch(), code, bytes)
             .map_err(|e| self.failed(op, Stage::Verify, stage_failure(&e), e))?;
         let data_dir = self.cfg.data_dir.clone();
-        let store = tree_staging::open_store(&data_dir, op.release)
+        let store = tree_staging::open_store(&data_dir, code)
             .map(std::sync::Arc::new)
             .map_err(|e| self.failed(op, Stage::Fetch, stage_failure(&e), e))?;
         let needed_bytes = tree_staging::bytes_to_stage(&release, bytes.len(), &store);
@@ -690,10 +821,10 @@ impl Node {
             .iter()
             .map(|c| c.sha256)
             .collect();
-        if let Err(e) = self.make_room(op.release, needed_bytes, chunks).await {
+        if let Err(e) = self.make_room(code, needed_bytes, chunks).await {
             return Err(self.failed(op, Stage::Fetch, stage_failure(&e), e));
         }
-        let partials = tree_staging::open_partials(&data_dir, op.release)
+        let partials = tree_staging::open_partials(&data_dir, code)
             .map(std::sync::Arc::new)
             .map_err(|e| self.failed(op, Stage::Fetch, stage_failure(&e), e))?;
         Ok(TreeStaging {
@@ -713,7 +844,7 @@ impl Node {
         staging: &TreeStaging,
     ) -> Result<(), AgentInput> {
         let mirrors = std::sync::Arc::new(Mirrors::new(
-            self.mirrors_for(op.release),
+            self.mirrors_for(op.release, staging.release.digest),
             mirror::Bounds::default(),
         ));
         let sources = ChunkSources {
@@ -738,7 +869,7 @@ impl Node {
         };
         tracing::info!(
             "release {}: {fetched} chunk(s) fetched, {held} already held; sources: {}",
-            op.release,
+            staging.release.digest,
             sources_text(&mirrors.tally())
         );
         Ok(())
@@ -751,7 +882,7 @@ impl Node {
         op: &AgentOp,
         staging: TreeStaging,
         bytes: Vec<u8>,
-    ) -> AgentInput {
+    ) -> Result<Release, AgentInput> {
         let TreeStaging {
             release,
             store,
@@ -766,25 +897,17 @@ impl Node {
             Ok(Ok(release)) => {
                 // Whatever is left belongs to no fetch under way.
                 partials.clear();
-                tracing::info!(
-                    "staged {} ({} {})",
-                    op.release,
-                    release.name,
-                    release.version
-                );
-                self.releases.insert(op.release, release);
-                self.hold(HoldPoint::Stage).await;
-                AgentInput::Staged
+                Ok(release)
             }
-            Ok(Err(e)) => self.failed(op, Stage::Stage, stage_failure(&e), e),
-            Err(e) => self.failed(
+            Ok(Err(e)) => Err(self.failed(op, Stage::Stage, stage_failure(&e), e)),
+            Err(e) => Err(self.failed(
                 op,
                 Stage::Stage,
                 StageFailure::Transient {
                     bundle_missing: false,
                 },
                 e,
-            ),
+            )),
         }
     }
 
@@ -799,8 +922,14 @@ impl Node {
         needed_bytes: u64,
         chunks: std::collections::BTreeSet<releases::manifest::Sha256Bytes>,
     ) -> Result<(), StageError> {
-        let in_use: std::collections::BTreeSet<Digest> =
-            self.journal.state.releases_in_use().collect();
+        // The code being staged too: for a deployment it is not what the
+        // model names (that is the deployment's digest).
+        let in_use: std::collections::BTreeSet<Digest> = self
+            .journal
+            .state
+            .releases_in_use()
+            .chain([release])
+            .collect();
         let (data_dir, max_bytes) = (self.cfg.data_dir.clone(), self.cfg.storage.max_bytes);
         let done = tokio::task::spawn_blocking(move || {
             let incoming = staging::disk::Incoming {
@@ -811,12 +940,7 @@ impl Node {
         })
         .await
         .map_err(|e| join_error(release, e))??;
-        for removed in &done.removed {
-            self.releases.remove(removed);
-            if let Some(mut instance) = self.instances.remove(removed) {
-                instance.stop().await;
-            }
-        }
+        self.forget_removed(&done).await;
         if !done.removed.is_empty() || done.chunks_removed > 0 {
             tracing::info!(
                 "disk budget: removed {} release(s) ({}) and {} chunk(s), {} freed; {} kept of {}",
@@ -835,10 +959,36 @@ impl Node {
         Ok(())
     }
 
-    /// The mirrors the controller sent for `release` (none for another).
-    fn mirrors_for(&self, release: Digest) -> &[String] {
+    /// Forgets (and stops the instances of) what housekeeping removed:
+    /// its releases, the deployments of their code, its deployments.
+    async fn forget_removed(&mut self, done: &staging::disk::Housekeeping) {
+        let gone: Vec<Digest> = self
+            .releases
+            .iter()
+            .filter(|(d, r)| done.removed.contains(&r.code) || done.removed.contains(d))
+            .map(|(d, _)| *d)
+            .chain(done.removed.iter().copied())
+            .chain(done.deployments_removed.iter().copied())
+            .collect();
+        for digest in gone {
+            self.releases.remove(&digest);
+            if let Some(mut instance) = self.instances.remove(&digest) {
+                instance.stop().await;
+            }
+        }
+        if !done.deployments_removed.is_empty() {
+            tracing::info!(
+                "housekeeping: removed {} deployment(s) nothing names",
+                done.deployments_removed.len()
+            );
+        }
+    }
+
+    /// The mirrors the controller sent for the op's `release` or for the
+    /// `code` being staged for it (a deployment's; none for another).
+    fn mirrors_for(&self, release: Digest, code: Digest) -> &[String] {
         match &self.mirrors {
-            Some((r, list)) if *r == release => list,
+            Some((r, list)) if *r == release || *r == code => list,
             _ => &[],
         }
     }
@@ -948,6 +1098,14 @@ enum ChunkFetchError {
     Transport(protocol::quic::TransportError),
     /// The agent's chunk store failed.
     Stage(StageError),
+}
+
+/// The code of an op's release, as fetched or found.
+enum Code {
+    /// The signed file of release `.0` (a bundle or a tree's manifest).
+    Signed(Digest, Vec<u8>),
+    /// A deployment's code, staged already and re-verified from disk.
+    Installed(Box<Release>),
 }
 
 /// A tree release being staged: verified, its chunk store and partial

@@ -111,6 +111,17 @@ pub trait Host: Send {
         None
     }
 
+    /// The configuration the process behind the route was started with,
+    /// when the route serves a deployment (issue #24 item 1): the
+    /// deployment, and the fingerprint read back from that process's own
+    /// environment (`None`: absent or unreadable). Sent as
+    /// [`FrameBody::ConfigurationRead`] just before a readback's reply;
+    /// `None` (nothing sent) for a plain release, and for a host whose
+    /// releases never carry a configuration (the simulator's).
+    fn configuration(&mut self) -> impl Future<Output = Option<(Digest, Option<Digest>)>> + Send {
+        std::future::ready(None)
+    }
+
     /// The retry timer's period: how often `AgentInput::Retry` re-sends
     /// what is outstanding and re-reads the recovery table.
     fn retry_every(&self) -> Duration;
@@ -276,25 +287,7 @@ impl<H: Host> Driver<H> {
             }
             Inbound::ReadBack { request } => {
                 if readback_due(*answered_at, Instant::now()) {
-                    let (observation, serving) = self.host.read_back().await;
-                    if let Some((release, applied)) = self.host.isolation() {
-                        let applied = protocol::frame::isolation_text(&applied);
-                        tx.send(&FrameBody::Isolation { release, applied })
-                            .await
-                            .map_err(|e| {
-                                anyhow::Error::new(e)
-                                    .context("sending the applied limits to the controller")
-                            })?;
-                    }
-                    tx.send(&FrameBody::ReadBackReply {
-                        request,
-                        observation,
-                        serving,
-                    })
-                    .await
-                    .map_err(|e| {
-                        anyhow::Error::new(e).context("sending a readback to the controller")
-                    })?;
+                    self.answer_readback(request, tx).await?;
                     *answered_at = Some(Instant::now());
                 } else {
                     // Re-sending the previous observation would show a
@@ -308,6 +301,42 @@ impl<H: Host> Driver<H> {
             }
         }
         Ok(None)
+    }
+
+    /// A readback's answer: the route probed now, then the applied limits
+    /// and the configuration read back (each when there is one), then the
+    /// reply, in that order on the control stream.
+    async fn answer_readback(
+        &mut self,
+        request: u64,
+        tx: &mut ControlSender,
+    ) -> anyhow::Result<()> {
+        let (observation, serving) = self.host.read_back().await;
+        if let Some((release, applied)) = self.host.isolation() {
+            let applied = protocol::frame::isolation_text(&applied);
+            tx.send(&FrameBody::Isolation { release, applied })
+                .await
+                .map_err(|e| {
+                    anyhow::Error::new(e).context("sending the applied limits to the controller")
+                })?;
+        }
+        if let Some((deployment, fingerprint)) = self.host.configuration().await {
+            tx.send(&FrameBody::ConfigurationRead {
+                deployment,
+                fingerprint,
+            })
+            .await
+            .map_err(|e| {
+                anyhow::Error::new(e).context("sending the configuration read to the controller")
+            })?;
+        }
+        tx.send(&FrameBody::ReadBackReply {
+            request,
+            observation,
+            serving,
+        })
+        .await
+        .map_err(|e| anyhow::Error::new(e).context("sending a readback to the controller"))
     }
 
     /// One input through the core: check and journal its events, act on

@@ -23,6 +23,7 @@ pub mod mirror;
 pub mod probe;
 pub mod proxy;
 pub mod recovery;
+pub mod serving;
 pub mod staging;
 pub mod supervisor;
 

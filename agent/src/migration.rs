@@ -133,7 +133,7 @@ async fn execute(
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
         .current_dir(&spec.dir)
-        .env("FLEETWEFT_RELEASE", release.to_hex())
+        .env("FLEETWEFT_RELEASE", spec.code.to_hex())
         .env("FLEETWEFT_DATA_DIR", data)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::null())

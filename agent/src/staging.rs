@@ -15,6 +15,10 @@ pub mod tree;
 /// The disk budget and housekeeping of staged releases.
 pub mod disk;
 
+/// Deployments: a release's code plus one configuration revision
+/// (issue #24 item 1), installed under `DATA/deployments/<digest>/`.
+pub mod deployment;
+
 use crate::probe::ProbeExpect;
 use ed25519_dalek::VerifyingKey;
 use model::platform::Arch;
@@ -33,8 +37,17 @@ const APP_TEMP_FILE: &str = ".app.tmp";
 /// supervisor starts and the probe judges comes from its signed manifest.
 #[derive(Clone, Debug)]
 pub struct Release {
-    /// The release identity.
+    /// The identity that serves: the journal, the route's identity header
+    /// and every report name it. A deployment's digest when this is a
+    /// deployment, else the release's own digest.
     pub digest: Digest,
+    /// The code's release digest: `digest` itself for a plain release,
+    /// the deployment's code otherwise. The app gets it as
+    /// `FLEETWEFT_RELEASE`.
+    pub code: Digest,
+    /// The configuration a deployment adds to its code; `None` for a
+    /// plain release.
+    pub configured: Option<std::sync::Arc<deployment::Configured>>,
     /// The directory the app runs in.
     pub dir: PathBuf,
     /// The manifest's name.
@@ -63,6 +76,8 @@ impl Release {
     fn of_bundle(digest: Digest, dir: PathBuf, manifest: Manifest) -> Release {
         Release {
             digest,
+            code: digest,
+            configured: None,
             dir,
             name: manifest.name,
             version: manifest.version,
@@ -71,6 +86,26 @@ impl Release {
             limits: releases::AppLimits::default(),
             migration: None,
         }
+    }
+
+    /// This release's code run as deployment `digest` with `configured`:
+    /// everything the manifest says (directory, run command, probe,
+    /// limits, migration) stays the code's.
+    pub fn deployed(self, digest: Digest, configured: deployment::Configured) -> Release {
+        Release {
+            digest,
+            configured: Some(std::sync::Arc::new(configured)),
+            ..self
+        }
+    }
+
+    /// The environment the configuration adds for an instance (none for a
+    /// plain release): [`deployment::Configured::env_for`].
+    pub fn config_env(&self) -> Vec<(String, String)> {
+        self.configured
+            .as_ref()
+            .map(|c| c.env_for(self.digest))
+            .unwrap_or_default()
     }
 }
 
@@ -122,6 +157,16 @@ pub enum StageError {
         /// Bytes the budget leaves once housekeeping ran.
         left: u64,
     },
+    /// A deployment document that does not decode as the deployment
+    /// asked for (wrong digest, malformed, bad names): it fails the same
+    /// way again.
+    #[error("deployment {digest} refused: {source}")]
+    DeploymentRefused {
+        /// The deployment digest the `Apply` named.
+        digest: Digest,
+        #[source]
+        source: releases::config::DeploymentError,
+    },
 }
 
 impl StageError {
@@ -135,6 +180,7 @@ impl StageError {
                 | StageError::WrongDigest { .. }
                 | StageError::TreeRefused { .. }
                 | StageError::NoSpace { .. }
+                | StageError::DeploymentRefused { .. }
         )
     }
 }
@@ -191,7 +237,13 @@ pub enum Installed {
 /// Observe the installed release `digest`, never trusting its presence:
 /// see [`Installed`].
 pub fn observe(data_dir: &Path, key: &VerifyingKey, arch: Arch, digest: Digest) -> Installed {
-    let dir = release_dir(data_dir, digest);
+    // A deployment is there once its directory is (renamed into place
+    // after its code was staged); loading it re-verifies both.
+    let dir = if deployment::is_installed(data_dir, digest) {
+        deployment::deployment_dir(data_dir, digest)
+    } else {
+        release_dir(data_dir, digest)
+    };
     match std::fs::symlink_metadata(&dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Installed::Absent,
         Err(source) => return Installed::Unknown(StageError::Io { path: dir, source }),
@@ -215,7 +267,7 @@ pub fn install(
     let verified = verify(key, digest, bytes)?;
     let dir = release_dir(data_dir, digest);
     if dir.exists() {
-        return load(data_dir, key, Arch::current(), digest);
+        return load_code(data_dir, key, Arch::current(), digest);
     }
     let parent = releases_parent(data_dir)?;
     let io = |path: &Path| {
@@ -259,6 +311,32 @@ pub fn read_back(
     arch: Arch,
     digest: Digest,
 ) -> model::ArtifactRead {
+    read_back_as(data_dir, digest, |code| {
+        read_back_code(data_dir, key, arch, code)
+    })
+}
+
+/// The read-back of `digest`: of its code by `read_code` when it is a
+/// release, or of the deployment it names ([`deployment::read_back`]).
+fn read_back_as(
+    data_dir: &Path,
+    digest: Digest,
+    read_code: impl FnOnce(Digest) -> model::ArtifactRead,
+) -> model::ArtifactRead {
+    if deployment::is_installed(data_dir, digest) {
+        deployment::read_back(data_dir, digest, read_code)
+    } else {
+        read_code(digest)
+    }
+}
+
+/// [`read_back`] of a release's code (never a deployment).
+fn read_back_code(
+    data_dir: &Path,
+    key: &VerifyingKey,
+    arch: Arch,
+    digest: Digest,
+) -> model::ArtifactRead {
     if tree::is_installed_tree(data_dir, digest) {
         return tree::read_back(data_dir, key, arch, digest);
     }
@@ -271,7 +349,8 @@ pub fn read_back(
             StageError::TreeRefused { .. }
             | StageError::Tree { .. }
             | StageError::TreeAltered { .. }
-            | StageError::NoSpace { .. },
+            | StageError::NoSpace { .. }
+            | StageError::DeploymentRefused { .. },
         ) => return model::ArtifactRead::Unreadable,
         Err(StageError::WrongDigest { actual, .. }) => return model::ArtifactRead::Digest(actual),
         // The bytes hash to the intended release, so they are it; they can
@@ -330,14 +409,34 @@ pub fn read_back_cached(
     digest: Digest,
     caches: &tree::ReadBacks,
 ) -> model::ArtifactRead {
-    if tree::is_installed_tree(data_dir, digest) {
-        return tree::read_back_cached(data_dir, key, arch, digest, caches);
-    }
-    read_back(data_dir, key, arch, digest)
+    read_back_as(data_dir, digest, |code| {
+        if tree::is_installed_tree(data_dir, code) {
+            tree::read_back_cached(data_dir, key, arch, code, caches)
+        } else {
+            read_back_code(data_dir, key, arch, code)
+        }
+    })
 }
 
-/// Load an installed release, re-verifying its bundle and its app file.
+/// Load an installed release, re-verifying its bundle and its app file;
+/// or an installed deployment, its document decoded again and its code
+/// loaded so ([`deployment::load_release`]).
 pub fn load(
+    data_dir: &Path,
+    key: &VerifyingKey,
+    arch: Arch,
+    digest: Digest,
+) -> Result<Release, StageError> {
+    if deployment::is_installed(data_dir, digest) {
+        return deployment::load_release(data_dir, digest, |code| {
+            load_code(data_dir, key, arch, code)
+        });
+    }
+    load_code(data_dir, key, arch, digest)
+}
+
+/// [`load`] of a release's code (never a deployment).
+pub fn load_code(
     data_dir: &Path,
     key: &VerifyingKey,
     arch: Arch,

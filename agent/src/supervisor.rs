@@ -31,12 +31,19 @@ pub const RESTART_WINDOW_MS: u64 = 30_000;
 /// What to run for one release.
 #[derive(Clone, Debug)]
 pub struct AppSpec {
+    /// What serves: the release, or the deployment (code plus
+    /// configuration, issue #24 item 1) this instance runs.
     pub release: Digest,
+    /// The code's release digest, handed over as `FLEETWEFT_RELEASE`:
+    /// `release` itself unless a deployment runs.
+    pub code: Digest,
     /// The release's directory (holds the app file); the working directory.
     pub dir: PathBuf,
     /// argv, e.g. `["python3", "app.py"]`.
     pub run: Vec<String>,
-    /// Extra environment (fault injection only, see the agent config).
+    /// Extra environment: a deployment's configuration
+    /// ([`crate::staging::deployment::Configured::env_for`]), the
+    /// manifest's version, fault injection (see the agent config).
     pub env: Vec<(String, String)>,
     /// The release's declared limits and user, applied as far as the node
     /// can ([`crate::isolation`]).
@@ -212,6 +219,11 @@ impl Instance {
         let owned =
             tokio::task::spawn_blocking(move || pid.and_then(|p| listener_owned_by(p, port)));
         owned.await.ok().flatten().unwrap_or(true)
+    }
+
+    /// The supervised child's process id, while it has one.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
     }
 
     /// Whether the process is still running.
@@ -399,7 +411,7 @@ fn listener_owned_by(pid: u32, port: u16) -> Option<bool> {
 
 /// The `socket:[inode]` names of the sockets listening on `port`, from
 /// `/proc/net/tcp{,6}`; `None` when neither table is readable.
-fn listening_in_proc_tables(port: u16) -> Option<Vec<String>> {
+pub(crate) fn listening_in_proc_tables(port: u16) -> Option<Vec<String>> {
     // Inodes of sockets in LISTEN state (0A) on `port`, IPv4 and IPv6.
     let mut listening = Vec::new();
     let mut readable = false;
@@ -516,7 +528,7 @@ fn spawn(
         .args(args)
         .current_dir(&spec.dir)
         .env("PORT", port.to_string())
-        .env("FLEETWEFT_RELEASE", spec.release.to_hex())
+        .env("FLEETWEFT_RELEASE", spec.code.to_hex())
         .envs(spec.data.iter().map(|d| ("FLEETWEFT_DATA_DIR", d)))
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::null())
@@ -555,6 +567,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp");
         let spec = AppSpec {
             release: Digest::repeat(9),
+            code: Digest::repeat(9),
             dir: dir.path().to_path_buf(),
             run: [
                 "sh",

@@ -21,6 +21,7 @@ time.sleep(60)
 fn spec(dir: &std::path::Path, memory_bytes_max: Option<u64>, cgroups: bool) -> AppSpec {
     AppSpec {
         release: Digest::repeat(7),
+        code: Digest::repeat(7),
         dir: dir.to_path_buf(),
         run: ["python3", "-c", GREEDY_APP].map(String::from).to_vec(),
         env: Vec::new(),

@@ -27,6 +27,7 @@ fn app(root: &Path, script: &str) -> AppSpec {
     std::fs::write(data.join("blobs/a"), vec![42u8; 10_000]).expect("blob");
     AppSpec {
         release: Digest::repeat(5),
+        code: Digest::repeat(5),
         dir,
         run: vec!["true".into()],
         env: vec![("FLEETWEFT_VERSION".into(), "v2".into())],

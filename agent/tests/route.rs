@@ -19,6 +19,7 @@ fn spec(release: Digest, extra_env: Vec<(String, String)>) -> AppSpec {
     env.extend(extra_env);
     AppSpec {
         release,
+        code: release,
         dir: hello_dir(),
         run: vec!["python3".into(), "app.py".into()],
         env,

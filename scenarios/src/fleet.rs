@@ -99,6 +99,28 @@ pub struct AgentFaults {
     /// waits before it is sent again); `None` keeps 1,000 ms. Not a fault:
     /// needs no `--allow-fault-injection`.
     pub retry_ms: Option<u64>,
+    /// Which cgroups the agent sees and may use for a release's limits.
+    /// Not a fault either.
+    pub cgroups: AgentCgroups,
+}
+
+/// The cgroups an agent is started with (scenario 26).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AgentCgroups {
+    /// Started with `ip netns exec`, which mounts a fresh sysfs on `/sys`
+    /// in its own mount namespace: `/sys/fs/cgroup` is an empty directory
+    /// there, so the agent finds no cgroup and limits go to rlimits. Every
+    /// scenario but 26.
+    #[default]
+    Hidden,
+    /// Started with `nsenter --net` (the node's network namespace, the
+    /// host's mounts): the agent sees the host's cgroup hierarchies, with
+    /// `[isolation] cgroups = true` (the default) it uses them.
+    Host,
+    /// As [`AgentCgroups::Host`] with `[isolation] cgroups = false` in the
+    /// agent's config: the hierarchies are there and the agent is told
+    /// not to use them (rlimits only).
+    HostOff,
 }
 
 /// Options of the controller.
@@ -297,17 +319,39 @@ impl Fleet {
         exe: &Path,
         args: &[String],
     ) -> anyhow::Result<()> {
+        self.spawn_entering(name, ns, false, exe, args)
+    }
+
+    /// [`Fleet::spawn_in`]; with `host_mounts`, through `nsenter --net`
+    /// instead of `ip netns exec`: the network namespace only, the host's
+    /// mounts (its `/sys/fs/cgroup`) kept.
+    fn spawn_entering(
+        &mut self,
+        name: &str,
+        ns: &str,
+        host_mounts: bool,
+        exe: &Path,
+        args: &[String],
+    ) -> anyhow::Result<()> {
         ensure!(!self.children.contains_key(name), "{name} already running");
         let n = self.starts.entry(name.to_string()).or_insert(0);
         *n += 1;
         let log = self.dir.join(format!("logs/{name}.{n}.log"));
         let out = std::fs::File::create(&log)?;
         let err = out.try_clone()?;
-        // `ip netns exec` enters the namespace and execs: the child's pid is
-        // the process itself, so a SIGKILL reaches it directly.
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", ns])
-            .arg(exe)
+        // `ip netns exec` (and `nsenter`) enters the namespace and execs:
+        // the child's pid is the process itself, so a SIGKILL reaches it
+        // directly.
+        let mut cmd = if host_mounts {
+            let mut cmd = Command::new("nsenter");
+            cmd.arg(format!("--net=/run/netns/{ns}")).arg("--");
+            cmd
+        } else {
+            let mut cmd = Command::new("ip");
+            cmd.args(["netns", "exec", ns]);
+            cmd
+        };
+        cmd.arg(exe)
             .args(args)
             .stdin(Stdio::null())
             .stdout(out)
@@ -440,6 +484,9 @@ impl Fleet {
             self.dir.join("keys/bundle-signing.pub").display().to_string(),
             faults.retry_ms.unwrap_or(AGENT_RETRY_MS),
         );
+        if faults.cgroups == AgentCgroups::HostOff {
+            text.push_str("\n[isolation]\ncgroups = false\n");
+        }
         let any_fault = !faults.answer_wrongly.is_empty()
             || !faults.crash_on_start.is_empty()
             || faults.hold_at.is_some();
@@ -466,7 +513,8 @@ impl Fleet {
             args.push("--allow-fault-injection".into());
         }
         let exe = self.bins.agent.clone();
-        self.spawn_in(name, &ns, &exe, &args)
+        let host_mounts = faults.cgroups != AgentCgroups::Hidden;
+        self.spawn_entering(name, &ns, host_mounts, &exe, &args)
     }
 
     /// Start the delaying relay in the controller's namespace; agents
@@ -534,7 +582,45 @@ impl Fleet {
         for name in names {
             let _ = self.kill(&name).await;
         }
-        self.net.teardown()
+        let cgroups = self.remove_app_cgroups().await;
+        self.net.teardown()?;
+        ensure!(cgroups.is_empty(), "cgroups left behind: {cgroups:?}");
+        Ok(())
+    }
+
+    /// Removes the cgroups this fleet's agents made for their apps
+    /// (`fleetweft-<release>-<port>` under the agent's own cgroup, which
+    /// is the harness's: [`AgentCgroups::Host`]) and left behind when they
+    /// were killed; returns those still there after 5 s.
+    async fn remove_app_cgroups(&self) -> Vec<PathBuf> {
+        let found = agent::isolation::Hierarchies::detect();
+        let parents = found.v2.iter().map(|(d, _)| d.clone());
+        let parents: Vec<PathBuf> = parents
+            .chain(found.v1.iter().map(|(_, d)| d.clone()))
+            .collect();
+        let ours: Vec<String> = self
+            .releases
+            .values()
+            .map(|(d, _)| format!("fleetweft-{}-", &d.to_hex()[..12]))
+            .collect();
+        let mut left = Vec::new();
+        for _ in 0..50 {
+            left = parents
+                .iter()
+                .filter_map(|p| std::fs::read_dir(p).ok())
+                .flat_map(|entries| entries.flatten().map(|e| e.path()))
+                .filter(|path| {
+                    let name = path.file_name().unwrap_or_default().to_string_lossy();
+                    path.is_dir() && ours.iter().any(|o| name.starts_with(o.as_str()))
+                })
+                .filter(|path| std::fs::remove_dir(path).is_err())
+                .collect();
+            if left.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        left
     }
 
     /// Every log of `name`, concatenated, one start after another.

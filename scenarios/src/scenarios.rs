@@ -57,6 +57,9 @@ macro_rules! body {
 
 mod ha;
 mod ha_snapshots;
+mod memory_limit;
+mod migration;
+mod signed;
 mod trees;
 
 /// Every scenario, in issue order.
@@ -86,6 +89,8 @@ pub fn all() -> Vec<Scenario> {
     all.extend(ha::all());
     all.extend(ha_snapshots::all());
     all.extend(trees::all());
+    all.extend(migration::all());
+    all.extend(memory_limit::all());
     all
 }
 

@@ -64,6 +64,8 @@ pub struct Housekeeping {
     pub freed_bytes: u64,
     /// Bytes the kept releases and their chunks take now.
     pub used_bytes: u64,
+    /// Deployments removed (issue #24 item 1; [`tidy_deployments`]).
+    pub deployments_removed: Vec<Digest>,
 }
 
 /// The release about to be staged.
@@ -88,6 +90,8 @@ pub fn make_room(
 ) -> Result<Housekeeping, StageError> {
     let parent = data_dir.join("releases");
     remove_set_aside(&parent);
+    // A deployment in use keeps its code: the model names the deployment.
+    let in_use = &with_codes(data_dir, in_use);
     let held = list_releases(&parent)?;
     let chunk_sizes = chunk_sizes(&data_dir.join(CHUNKS_DIR));
     let sizes = Sizes {
@@ -128,7 +132,57 @@ pub fn make_room(
         }
     }
     done.used_bytes = used;
+    done.deployments_removed = tidy_deployments(data_dir, in_use, &keep)?;
     Ok(done)
+}
+
+/// `in_use` and the code of every deployment among them (read from its
+/// document, checked against its digest; one that does not check keeps
+/// nothing).
+fn with_codes(data_dir: &Path, in_use: &BTreeSet<Digest>) -> BTreeSet<Digest> {
+    let codes: Vec<Digest> = in_use
+        .iter()
+        .filter_map(|d| super::deployment::code_of(data_dir, *d))
+        .collect();
+    in_use.iter().copied().chain(codes).collect()
+}
+
+/// Removes the deployments nothing names any more (issue #24 item 1):
+/// every one the model does not name (`in_use`: serving, the op's, its
+/// baseline is never removed), except the most recently installed other
+/// one whose code is kept (`kept_codes`), the previous deployment a later
+/// rollout may name again, as the previous release is kept. A deployment
+/// whose document no longer checks, or whose code is gone, is useless
+/// and removed unless in use. Their documents are small (at most
+/// `releases::config::DEPLOYMENT_BYTES_MAX`): not counted in the budget.
+pub fn tidy_deployments(
+    data_dir: &Path,
+    in_use: &BTreeSet<Digest>,
+    kept_codes: &BTreeSet<Digest>,
+) -> Result<Vec<Digest>, StageError> {
+    let mut others: Vec<(SystemTime, Digest, bool)> = super::deployment::installed(data_dir)
+        .into_iter()
+        .filter(|d| !in_use.contains(d))
+        .map(|d| {
+            let dir = super::deployment::deployment_dir(data_dir, d);
+            let at = std::fs::metadata(&dir)
+                .and_then(|m| m.modified())
+                .unwrap_or(SystemTime::UNIX_EPOCH);
+            let useful = super::deployment::code_of(data_dir, d)
+                .is_some_and(|code| kept_codes.contains(&code));
+            (at, d, useful)
+        })
+        .collect();
+    others.sort_by_key(|(at, _, _)| std::cmp::Reverse(*at));
+    let previous = others.iter().find(|(_, _, useful)| *useful).map(|o| o.1);
+    let mut removed = Vec::new();
+    for (_, digest, _) in others {
+        if Some(digest) != previous {
+            super::deployment::remove(data_dir, digest)?;
+            removed.push(digest);
+        }
+    }
+    Ok(removed)
 }
 
 /// The releases to keep: those in use, the newest other one, then older

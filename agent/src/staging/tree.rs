@@ -423,6 +423,8 @@ fn of_release(release: &VerifiedRelease, dir: PathBuf) -> Result<Release, StageE
         })?;
     Ok(Release {
         digest: release.digest,
+        code: release.digest,
+        configured: None,
         dir,
         name: m.name.clone(),
         version: m.version.clone(),
