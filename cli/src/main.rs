@@ -339,6 +339,41 @@ enum Command {
         #[command(subcommand)]
         command: NodeCommand,
     },
+    /// An app's configuration, its own release layer: set a revision (a
+    /// rollout started after it deploys it with the code), show the latest.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Record the app's next configuration revision, whole: what is not
+    /// named here is not in it. Exit 1 if the controller refuses it.
+    Set {
+        /// The app (its release manifest's name).
+        app: String,
+        /// Environment variables the app gets.
+        #[arg(value_name = "KEY=VALUE")]
+        values: Vec<String>,
+        /// A file the app finds in FLEETWEFT_CONFIG_DIR (repeatable).
+        #[arg(long = "file", value_name = "NAME=PATH")]
+        files: Vec<String>,
+        /// A KEY among the values that is secret: sealed in the log and
+        /// shown only by its fingerprint (repeatable).
+        #[arg(long = "secret", value_name = "KEY")]
+        secrets: Vec<String>,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// The app's latest revision (a secret only by its fingerprint).
+    Show {
+        /// The app.
+        app: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
 }
 
 #[derive(Subcommand)]
@@ -982,6 +1017,7 @@ fn main() -> ExitCode {
         }
         Command::Rollout { command } => return rollout(command),
         Command::Node { command } => return node_main(command),
+        Command::Config { command } => return config_main(command),
     };
     match result {
         Ok(code) => code,
@@ -2715,6 +2751,30 @@ fn local_command(outcome: Result<cli::ops::Output, cli::ops::Failure>) -> ExitCo
             eprintln!("fleetweft: {}", failure.message);
             ExitCode::from(failure.code)
         }
+    }
+}
+
+/// `fleetweft config ...` through the API.
+fn config_main(command: ConfigCommand) -> ExitCode {
+    match command {
+        ConfigCommand::Set {
+            app,
+            values,
+            files,
+            secrets,
+            api,
+        } => {
+            let request = match cli::ops::config_request(&values, &files, &secrets) {
+                Ok(request) => request,
+                Err(failure) => return local_command(Err(failure)),
+            };
+            api_command(&api, |c, json| async move {
+                cli::ops::config_set(&c, &app, &request, json).await
+            })
+        }
+        ConfigCommand::Show { app, api } => api_command(&api, |c, json| async move {
+            cli::ops::config_show(&c, &app, json).await
+        }),
     }
 }
 

@@ -1045,3 +1045,84 @@ mod tests {
         assert_eq!(super::query_value("edge-7.x_y~"), "edge-7.x_y~");
     }
 }
+
+/// The request `fleetweft config set` sends: `KEY=VALUE` values, `NAME=PATH`
+/// files read now (base64), the secret keys; the error names what is wrong.
+pub fn config_request(
+    values: &[String],
+    files: &[String],
+    secrets: &[String],
+) -> Result<api::view::config::ConfigSetRequest, Failure> {
+    use base64::Engine as _;
+    let usage = |message: String| Failure {
+        message,
+        code: EXIT_USAGE,
+    };
+    let mut request = api::view::config::ConfigSetRequest::default();
+    for pair in values {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| usage(format!("{pair:?} is not KEY=VALUE")))?;
+        if request
+            .env
+            .insert(key.to_string(), value.to_string())
+            .is_some()
+        {
+            return Err(usage(format!("key {key:?} is given twice")));
+        }
+    }
+    for pair in files {
+        let (name, path) = pair
+            .split_once('=')
+            .ok_or_else(|| usage(format!("--file {pair:?} is not NAME=PATH")))?;
+        let bytes =
+            std::fs::read(path).map_err(|e| usage(format!("--file {name}: {path}: {e}")))?;
+        let text = base64::engine::general_purpose::STANDARD.encode(bytes);
+        if request.files.insert(name.to_string(), text).is_some() {
+            return Err(usage(format!("file {name:?} is given twice")));
+        }
+    }
+    for key in secrets {
+        if !request.env.contains_key(key) {
+            return Err(usage(format!(
+                "--secret {key}: no value KEY=VALUE names it"
+            )));
+        }
+        request.secrets.push(key.clone());
+    }
+    Ok(request)
+}
+
+/// `fleetweft config set`: the recorded revision, a secret only by its
+/// fingerprint.
+pub async fn config_set(
+    client: &ApiClient,
+    app: &str,
+    request: &api::view::config::ConfigSetRequest,
+    json: bool,
+) -> Result<Output, Failure> {
+    let view: api::view::config::ConfigView = client
+        .post_json(&format!("/api/configs/{app}"), &body(request)?)
+        .await?;
+    Ok(config_output(&view, json, "recorded"))
+}
+
+/// `fleetweft config show`.
+pub async fn config_show(client: &ApiClient, app: &str, json: bool) -> Result<Output, Failure> {
+    let view: api::view::config::ConfigView = client.get(&format!("/api/configs/{app}")).await?;
+    Ok(config_output(&view, json, "latest"))
+}
+
+fn config_output(view: &api::view::config::ConfigView, json: bool, what: &str) -> Output {
+    let text = if json {
+        json_text(view)
+    } else {
+        let mut lines = view.lines();
+        lines[0] = format!("{what}: {}", lines[0]);
+        lines.join("\n") + "\n"
+    };
+    Output {
+        text,
+        code: EXIT_OK,
+    }
+}

@@ -89,7 +89,7 @@ pub struct ConfigRevision {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigProblem {
     /// The app name is empty or longer than [`CONFIG_APP_BYTES_MAX`].
-    #[error("app name {0:?} is empty or longer than {CONFIG_APP_BYTES_MAX} bytes")]
+    #[error("app name {0:?} is empty, longer than {CONFIG_APP_BYTES_MAX} bytes, or holds a control character")]
     AppName(String),
     /// More keys or files than the bounds allow.
     #[error("{count} {what}, more than the {max} a revision may hold")]
@@ -179,7 +179,11 @@ impl ConfigRevision {
     /// Checks every bound and name; the revision number is checked by the
     /// controller's step against the app's last.
     pub fn check(&self) -> Result<(), ConfigProblem> {
-        if self.app.is_empty() || self.app.len() > CONFIG_APP_BYTES_MAX {
+        // As a manifest's name: bounded, no control characters.
+        let bad_app = self.app.is_empty()
+            || self.app.len() > CONFIG_APP_BYTES_MAX
+            || self.app.chars().any(char::is_control);
+        if bad_app {
             return Err(ConfigProblem::AppName(self.app.clone()));
         }
         let too_many = |what, count, max| ConfigProblem::TooMany { what, count, max };

@@ -871,6 +871,8 @@ const ROUTER_ROUTES: &[(&str, &str)] = &[
     ("/api/releases", "get"),
     ("/api/releases", "post"),
     ("/api/releases/{digest}", "delete"),
+    ("/api/configs/{app}", "get"),
+    ("/api/configs/{app}", "post"),
     ("/api/rollouts", "get"),
     ("/api/rollouts", "post"),
     ("/api/rollouts/{id}", "get"),

@@ -26,6 +26,7 @@ mod arch_rollout;
 mod archiving;
 mod batch;
 mod cli;
+mod config_rollout;
 mod console;
 mod controller_crash;
 mod controller_restart;

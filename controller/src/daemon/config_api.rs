@@ -89,8 +89,15 @@ async fn set_config(
 
 /// The request in `body`, files decoded; the error names the field.
 fn parse_request(body: &[u8]) -> Result<ConfigRequest, String> {
-    let wire: ConfigSetRequest =
+    // An object, as documented: serde would also read a struct from an
+    // array of its fields in order.
+    let value: serde_json::Value =
         serde_json::from_slice(body).map_err(|e| format!("malformed configuration: {e}"))?;
+    if !value.is_object() {
+        return Err("malformed configuration: a JSON object is expected".into());
+    }
+    let wire: ConfigSetRequest =
+        serde_json::from_value(value).map_err(|e| format!("malformed configuration: {e}"))?;
     let mut request = ConfigRequest {
         env: wire.env,
         ..ConfigRequest::default()

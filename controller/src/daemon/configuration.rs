@@ -277,6 +277,8 @@ pub struct Deployments {
 #[derive(Default)]
 struct DeploymentsInner {
     documents: HashMap<Digest, Arc<Vec<u8>>>,
+    /// Each held deployment's code digest.
+    code: HashMap<Digest, Digest>,
     /// Per app, its documents' digests, oldest first.
     by_app: HashMap<String, Vec<Digest>>,
 }
@@ -286,6 +288,13 @@ impl Deployments {
     pub fn get(&self, digest: Digest) -> Option<Arc<Vec<u8>>> {
         let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
         inner.documents.get(&digest).cloned()
+    }
+
+    /// The code digest of deployment `digest`, if held: what its version
+    /// and probe spec are read from.
+    pub fn code_of(&self, digest: Digest) -> Option<Digest> {
+        let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        inner.code.get(&digest).copied()
     }
 
     /// Makes and keeps the document `deploys` names, when it is its app's
@@ -311,10 +320,12 @@ impl Deployments {
         if !list.contains(&digest) {
             list.push(digest);
             inner.documents.insert(digest, Arc::new(doc.encode()));
+            inner.code.insert(digest, deploys.code);
         }
         while list.len() > DEPLOYMENTS_PER_APP_MAX {
             let old = list.remove(0);
             inner.documents.remove(&old);
+            inner.code.remove(&old);
         }
     }
 
@@ -421,8 +432,10 @@ mod tests {
 
     #[test]
     fn a_key_file_must_be_64_hex_characters() {
-        let dir = tempfile::tempdir().expect("dir");
-        let path = dir.path().join("config-key");
+        let dir = std::env::temp_dir().join(format!("fw-config-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("config-key");
+        let _ = std::fs::remove_file(&path);
         assert!(matches!(ConfigKey::load(&path), Ok(None)));
         std::fs::write(&path, "abcd\n").expect("write");
         let bad = ConfigKey::load(&path).expect_err("short");

@@ -342,9 +342,9 @@ async fn read_frames(
     budgets: &Budgets,
     sources: &SourcesBook,
 ) {
-    // The limits the agent said it applied, until the readback reply
-    // that follows them.
-    let mut isolation: Option<(model::Digest, String)> = None;
+    // The limits the agent said it applied and the configuration the
+    // serving process runs with, until the readback reply that follows.
+    let mut announced = Announced::default();
     loop {
         let frame = match receiver.recv().await {
             Ok(frame) => frame,
@@ -353,7 +353,7 @@ async fn read_frames(
                 return;
             }
         };
-        let next = classify(frame, (node, id), &mut isolation);
+        let next = classify(frame, (node, id), &mut announced);
         if let Next::Unexpected(other) = next {
             tracing::warn!("{}: unexpected frame {other:?}; closing", link.node);
             link.conn.close(2u32.into(), b"unexpected frame");
@@ -378,7 +378,10 @@ async fn read_frames(
             // Telemetry, not commands: counted against the budget like any
             // message, kept beside the op or for the next readback, never
             // logged as events.
-            Next::Isolation(release, applied) => isolation = Some((release, applied)),
+            Next::Isolation(release, applied) => announced.isolation = Some((release, applied)),
+            Next::Configuration(deployment, fingerprint) => {
+                announced.configuration = Some((deployment, fingerprint));
+            }
             Next::Sources(op, release, tallies) => {
                 tracing::info!(
                     "{}: chunks of {release} for {op} came from {tallies:?}",
@@ -391,6 +394,16 @@ async fn read_frames(
     }
 }
 
+/// What an agent announced for its next readback reply.
+#[derive(Default)]
+struct Announced {
+    /// The limits applied to the instance of a release.
+    isolation: Option<(model::Digest, String)>,
+    /// The configuration fingerprint a deployment's serving process runs
+    /// with (`None` inside: it has none, or it could not be read).
+    configuration: Option<(model::Digest, Option<model::Digest>)>,
+}
+
 /// What one frame from an agent asks of its link.
 enum Next {
     /// A command for the core.
@@ -398,6 +411,9 @@ enum Next {
     /// The limits applied to the instance of a release, for the next
     /// readback reply.
     Isolation(model::Digest, String),
+    /// The configuration fingerprint the serving process of a deployment
+    /// was started with, for the next readback reply.
+    Configuration(model::Digest, Option<model::Digest>),
     /// Where the chunks of a staged release came from.
     Sources(
         model::OpId,
@@ -411,11 +427,7 @@ enum Next {
 /// Sorts one frame of connection `id` of `node`; a readback reply takes
 /// the limits announced just before it when they are for the release it
 /// serves.
-fn classify(
-    frame: FrameBody,
-    (node, id): (NodeId, u64),
-    isolation: &mut Option<(model::Digest, String)>,
-) -> Next {
+fn classify(frame: FrameBody, (node, id): (NodeId, u64), announced: &mut Announced) -> Next {
     match frame {
         FrameBody::ToController(msg) => Next::Command(Command::Input {
             input: Input::FromAgent { node, msg },
@@ -433,10 +445,16 @@ fn classify(
                 observation,
                 serving,
                 observed_at: SystemTime::now(),
-                isolation: isolation
+                isolation: announced
+                    .isolation
                     .take()
                     .filter(|(release, _)| Some(*release) == serving)
                     .map(|(_, applied)| applied),
+                configuration: announced
+                    .configuration
+                    .take()
+                    .filter(|(deployment, _)| Some(*deployment) == serving)
+                    .map(|(_, fingerprint)| fingerprint),
             },
         }),
         FrameBody::Isolation { release, applied }
@@ -444,6 +462,10 @@ fn classify(
         {
             Next::Isolation(release, applied)
         }
+        FrameBody::ConfigurationRead {
+            deployment,
+            fingerprint,
+        } => Next::Configuration(deployment, fingerprint),
         FrameBody::FetchSources {
             op,
             release,

@@ -118,6 +118,7 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
         mirrors,
         release_gate: Default::default(),
         config_key,
+        deployments,
     };
     match opened.campaign {
         None => lead(api.clone(), hooks).await?,

@@ -128,6 +128,8 @@ pub fn release_facts(
     api: &Api,
     release: Digest,
 ) -> Result<(String, protocol::bundle::ProbeSpec), String> {
+    // A deployment is judged by its code's version and probe spec.
+    let release = api.deployments.code_of(release).unwrap_or(release);
     if api.releases.knows(release) {
         return api
             .releases

@@ -43,6 +43,11 @@ pub struct ReadBack {
     /// `Isolation` frame just before the reply, for the release it
     /// serves); `None`: that release declares none.
     pub isolation: Option<String>,
+    /// The configuration fingerprint the serving process was started with,
+    /// read by the agent from its environment (issue #24 item 1): `None`
+    /// when the route serves no configured deployment (no frame came),
+    /// `Some(None)` when the process has none or it could not be read.
+    pub configuration: Option<Option<model::Digest>>,
 }
 
 /// Why no readback was obtained.
@@ -239,6 +244,7 @@ mod tests {
             serving: Some(Digest::repeat(1)),
             observed_at: SystemTime::UNIX_EPOCH,
             isolation: None,
+            configuration: None,
         }
     }
 

@@ -329,6 +329,7 @@ mod tests {
         let artifacts = Artifacts {
             bundles: std::sync::Arc::new(bundles),
             releases: store.clone(),
+            deployments: Default::default(),
         };
         let (signing, verifying) = protocol::bundle::keygen();
         let chunk: &[u8] = b"one chunk of content";

@@ -42,6 +42,8 @@ pub struct Api {
     pub release_gate: Arc<tokio::sync::RwLock<()>>,
     /// The fleet's configuration key, when it has one (issue #24 item 1).
     pub config_key: Option<Arc<super::configuration::ConfigKey>>,
+    /// Deployment documents, and each one's code (issue #24 item 1).
+    pub deployments: Arc<super::configuration::Deployments>,
 }
 
 /// Most event streams open at once; one more is refused with 503.

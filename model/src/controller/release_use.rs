@@ -11,6 +11,11 @@
 //!   nothing was confirmed since, or was last observed serving it;
 //! - an unsettled op moves a node to it or restores it (its baseline).
 //!
+//! A deployment (code plus configuration, issue #24 item 1) names its
+//! code through the rollouts that deploy it; a node serving a deployment
+//! whose rollout is no longer intended anywhere names only the deployment
+//! digest (its agent keeps the code it runs).
+//!
 //! Computed in one pass over the nodes and the intent index, never over
 //! history: the cost is the fleet's size, asked on an operator's command,
 //! not per event.
@@ -58,6 +63,11 @@ impl ControllerState {
             if let Some(rollout) = self.rollout(id) {
                 let release = rollout.plan.release;
                 uses.entry(release).or_default().rollouts.insert(id);
+                // A deployment's code is in use as long as the deployment
+                // is (issue #24 item 1): its bytes are what nodes stage.
+                if let Some(deploys) = &rollout.deploys {
+                    uses.entry(deploys.code).or_default().rollouts.insert(id);
+                }
             }
         }
         for (node, record) in self.nodes.iter() {
