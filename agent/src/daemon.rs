@@ -653,7 +653,7 @@ impl Node {
         if let Some(document) = document {
             release = match self.install_deployment(&op, release, &document) {
                 Ok(release) => release,
-                Err(failed) => return Some(failed),
+                Err(failed) => return Some(*failed),
             };
         }
         tracing::info!(
@@ -743,10 +743,10 @@ impl Node {
         op: &AgentOp,
         code: Release,
         document: &[u8],
-    ) -> Result<Release, AgentInput> {
+    ) -> Result<Release, Box<AgentInput>> {
         let data_dir = self.cfg.data_dir.clone();
         let doc = staging::deployment::install(&data_dir, op.release, document)
-            .map_err(|e| self.failed(op, Stage::Stage, stage_failure(&e), e))?;
+            .map_err(|e| Box::new(self.failed(op, Stage::Stage, stage_failure(&e), e)))?;
         let configured = staging::deployment::Configured::of(&data_dir, op.release, &doc);
         tracing::info!(
             "deployment {}: configuration {} revision {} ({} variable(s), {} file(s)), fingerprint {}",

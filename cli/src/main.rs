@@ -958,17 +958,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Log { command } => return log_main(command),
-        Command::Pki {
-            command:
-                PkiCommand::Init {
-                    dir,
-                    nodes,
-                    controller_host,
-                },
-        } => pki_init(&dir, &nodes, &controller_host),
-        Command::Pki {
-            command: PkiCommand::Issue { node, dir, force },
-        } => pki_issue(&dir, &node, force),
+        Command::Pki { command } => pki_main(command),
         Command::Bundle { command } => bundle_main(command),
         Command::Controller {
             config,
@@ -2751,6 +2741,18 @@ fn local_command(outcome: Result<cli::ops::Output, cli::ops::Failure>) -> ExitCo
             eprintln!("fleetweft: {}", failure.message);
             ExitCode::from(failure.code)
         }
+    }
+}
+
+/// `fleetweft pki ...`.
+fn pki_main(command: PkiCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        PkiCommand::Init {
+            dir,
+            nodes,
+            controller_host,
+        } => pki_init(&dir, &nodes, &controller_host),
+        PkiCommand::Issue { node, dir, force } => pki_issue(&dir, &node, force),
     }
 }
 

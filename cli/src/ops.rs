@@ -966,86 +966,6 @@ pub async fn node_retire(client: &ApiClient, name: &str, json: bool) -> Result<O
     node_write(client, name, "retire", &body(&Empty {})?, json).await
 }
 
-#[cfg(test)]
-mod tests {
-    use api::view::fixture::fleet;
-    use api::view::{node_page, status_dto, NodeQuery};
-
-    /// `fleetweft status` prints the view's warning for a node ahead of the
-    /// log, and nothing of the kind without one.
-    #[test]
-    fn status_says_the_log_is_behind() {
-        let mut snap = fleet(2, 1, 0, 0);
-        assert!(!super::render_status(&status_dto(&snap)).contains("LOG BEHIND"));
-        let log = snap.state.generation.0;
-        snap.ahead_of_log
-            .insert(model::NodeId(0), model::Generation(log + 1));
-        let text = super::render_status(&status_dto(&snap));
-        let warning = api::view::ahead::sentence("n0", log + 1, log);
-        assert!(text.contains(&format!("{warning}\n")), "{text}");
-    }
-
-    /// `fleetweft status` prints the storage warning at 80% of the quota,
-    /// in the view layer's words, and nothing below it.
-    #[test]
-    fn status_says_the_storage_is_nearly_full() {
-        let mut snap = fleet(2, 1, 0, 0);
-        let quota = 1_000_000_000;
-        snap.storage = Some(api::view::storage::StorageUse {
-            bytes: quota * 79 / 100,
-            quota_bytes: Some(quota),
-        });
-        assert!(!super::render_status(&status_dto(&snap)).contains("STORAGE NEARLY FULL"));
-        snap.storage = Some(api::view::storage::StorageUse {
-            bytes: quota * 4 / 5,
-            quota_bytes: Some(quota),
-        });
-        let text = super::render_status(&status_dto(&snap));
-        let warning = api::view::storage::sentence(quota * 4 / 5, quota);
-        assert!(text.contains(&format!("{warning}\n")), "{text}");
-    }
-
-    /// The REPORTED column: the canary's verified op claimed v2, so it
-    /// shows v2, not the v1 of the hello said before its op; a follower
-    /// whose op was granted after its hello and not reported on shows
-    /// nothing, not the old claim.
-    #[test]
-    fn reported_is_the_claim_for_the_current_op() {
-        let snap = fleet(2, 1, 0, 0);
-        let v1 = model::Digest::repeat(1).to_hex();
-        let v2 = model::Digest::repeat(2).to_hex();
-        let text = super::render_nodes(&node_page(
-            &snap,
-            &NodeQuery {
-                limit: 10,
-                ..NodeQuery::default()
-            },
-        ));
-        let row = |name: &str| -> Vec<String> {
-            text.lines()
-                .find(|l| l.starts_with(name))
-                .unwrap_or_else(|| panic!("{name} in {text}"))
-                .split_whitespace()
-                .map(str::to_string)
-                .collect()
-        };
-        assert_eq!(row("n0")[4], super::short(&v2), "{text}");
-        assert_eq!(row("n1")[4], "-", "{text}");
-        assert!(
-            !text.contains(&super::short(&v1)),
-            "no stale v1 claim: {text}"
-        );
-    }
-
-    /// A label filter's `=` and any stray `&` stay inside the value.
-    #[test]
-    fn query_values_are_percent_encoded() {
-        assert_eq!(super::query_value("region=eu"), "region%3Deu");
-        assert_eq!(super::query_value("a&b c"), "a%26b%20c");
-        assert_eq!(super::query_value("edge-7.x_y~"), "edge-7.x_y~");
-    }
-}
-
 /// The request `fleetweft config set` sends: `KEY=VALUE` values, `NAME=PATH`
 /// files read now (base64), the secret keys; the error names what is wrong.
 pub fn config_request(
@@ -1124,5 +1044,85 @@ fn config_output(view: &api::view::config::ConfigView, json: bool, what: &str) -
     Output {
         text,
         code: EXIT_OK,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use api::view::fixture::fleet;
+    use api::view::{node_page, status_dto, NodeQuery};
+
+    /// `fleetweft status` prints the view's warning for a node ahead of the
+    /// log, and nothing of the kind without one.
+    #[test]
+    fn status_says_the_log_is_behind() {
+        let mut snap = fleet(2, 1, 0, 0);
+        assert!(!super::render_status(&status_dto(&snap)).contains("LOG BEHIND"));
+        let log = snap.state.generation.0;
+        snap.ahead_of_log
+            .insert(model::NodeId(0), model::Generation(log + 1));
+        let text = super::render_status(&status_dto(&snap));
+        let warning = api::view::ahead::sentence("n0", log + 1, log);
+        assert!(text.contains(&format!("{warning}\n")), "{text}");
+    }
+
+    /// `fleetweft status` prints the storage warning at 80% of the quota,
+    /// in the view layer's words, and nothing below it.
+    #[test]
+    fn status_says_the_storage_is_nearly_full() {
+        let mut snap = fleet(2, 1, 0, 0);
+        let quota = 1_000_000_000;
+        snap.storage = Some(api::view::storage::StorageUse {
+            bytes: quota * 79 / 100,
+            quota_bytes: Some(quota),
+        });
+        assert!(!super::render_status(&status_dto(&snap)).contains("STORAGE NEARLY FULL"));
+        snap.storage = Some(api::view::storage::StorageUse {
+            bytes: quota * 4 / 5,
+            quota_bytes: Some(quota),
+        });
+        let text = super::render_status(&status_dto(&snap));
+        let warning = api::view::storage::sentence(quota * 4 / 5, quota);
+        assert!(text.contains(&format!("{warning}\n")), "{text}");
+    }
+
+    /// The REPORTED column: the canary's verified op claimed v2, so it
+    /// shows v2, not the v1 of the hello said before its op; a follower
+    /// whose op was granted after its hello and not reported on shows
+    /// nothing, not the old claim.
+    #[test]
+    fn reported_is_the_claim_for_the_current_op() {
+        let snap = fleet(2, 1, 0, 0);
+        let v1 = model::Digest::repeat(1).to_hex();
+        let v2 = model::Digest::repeat(2).to_hex();
+        let text = super::render_nodes(&node_page(
+            &snap,
+            &NodeQuery {
+                limit: 10,
+                ..NodeQuery::default()
+            },
+        ));
+        let row = |name: &str| -> Vec<String> {
+            text.lines()
+                .find(|l| l.starts_with(name))
+                .unwrap_or_else(|| panic!("{name} in {text}"))
+                .split_whitespace()
+                .map(str::to_string)
+                .collect()
+        };
+        assert_eq!(row("n0")[4], super::short(&v2), "{text}");
+        assert_eq!(row("n1")[4], "-", "{text}");
+        assert!(
+            !text.contains(&super::short(&v1)),
+            "no stale v1 claim: {text}"
+        );
+    }
+
+    /// A label filter's `=` and any stray `&` stay inside the value.
+    #[test]
+    fn query_values_are_percent_encoded() {
+        assert_eq!(super::query_value("region=eu"), "region%3Deu");
+        assert_eq!(super::query_value("a&b c"), "a%26b%20c");
+        assert_eq!(super::query_value("edge-7.x_y~"), "edge-7.x_y~");
     }
 }

@@ -643,7 +643,44 @@ async fn serve_one_stream<S: BundleStore + ?Sized, C: ChunkSource + ?Sized>(
     mut recv: RecvStream,
     (store, chunks): (&S, &C),
 ) -> Result<(), TransportError> {
-    let (answer, missing) = match read_request(conn, &mut recv).await? {
+    let request = read_request(conn, &mut recv).await?;
+    let (answer, missing) = answer_of(request, store, chunks);
+    match answer {
+        Some((frame, bytes)) => {
+            let counted = matches!(frame, FrameBody::ChunkFollows { .. });
+            write_frame(&mut send, &frame)
+                .await
+                .map_err(TransportError::Frame)?;
+            for piece in bytes.chunks(CHUNK_SEND_PIECE_BYTES) {
+                send.write_all(piece)
+                    .await
+                    .map_err(|e| TransportError::Frame(FrameError::Write(e.to_string())))?;
+                if counted {
+                    chunks.sent(piece.len() as u64);
+                }
+            }
+        }
+        None => write_frame(&mut send, &missing)
+            .await
+            .map_err(TransportError::Frame)?,
+    }
+    // Finishing tells the agent nothing more follows; an error only means the
+    // agent already went away.
+    let _ = send.finish();
+    Ok(())
+}
+
+/// What answers `request`: the frame announcing the bytes and the bytes,
+/// or `None` and the frame saying it is missing.
+type Answer = (Option<(FrameBody, Vec<u8>)>, FrameBody);
+
+/// The answer to one request from `store` or `chunks`.
+fn answer_of<S: BundleStore + ?Sized, C: ChunkSource + ?Sized>(
+    request: Request,
+    store: &S,
+    chunks: &C,
+) -> Answer {
+    match request {
         Request::Bundle(digest) => {
             let bundle = store.get(digest).filter(|bytes| {
                 let fits = bytes.len() as u64 <= SIGNED_FILE_BYTES_MAX;
@@ -700,30 +737,7 @@ async fn serve_one_stream<S: BundleStore + ?Sized, C: ChunkSource + ?Sized>(
             });
             (follows, FrameBody::ChunkMissing)
         }
-    };
-    match answer {
-        Some((frame, bytes)) => {
-            let counted = matches!(frame, FrameBody::ChunkFollows { .. });
-            write_frame(&mut send, &frame)
-                .await
-                .map_err(TransportError::Frame)?;
-            for piece in bytes.chunks(CHUNK_SEND_PIECE_BYTES) {
-                send.write_all(piece)
-                    .await
-                    .map_err(|e| TransportError::Frame(FrameError::Write(e.to_string())))?;
-                if counted {
-                    chunks.sent(piece.len() as u64);
-                }
-            }
-        }
-        None => write_frame(&mut send, &missing)
-            .await
-            .map_err(TransportError::Frame)?,
     }
-    // Finishing tells the agent nothing more follows; an error only means the
-    // agent already went away.
-    let _ = send.finish();
-    Ok(())
 }
 
 /// Fetches the bundle with SHA-256 `digest` over a new stream on `conn` and

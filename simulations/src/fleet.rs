@@ -1579,6 +1579,28 @@ impl FleetModel {
     /// [`Self::transition`] for an operator's action. The ghost records
     /// what the operator did only when the controller accepted it: a
     /// refused command changes nothing.
+    /// The operator's start: staged (waves, architectures) only when the
+    /// configuration needs it.
+    fn start_input(&self, action: Action) -> Input {
+        let plan = self.plan(V2);
+        if self.cfg.waves || self.cfg.arches {
+            Input::StartStaged {
+                plan,
+                // Waves only with `waves`: `arches` alone starts the
+                // one-wave plan `StartRollout` would.
+                policy: if self.cfg.waves {
+                    self.policy()
+                } else {
+                    model::plan::Policy::default()
+                },
+                arches: self.release_arches(action),
+                deploys: None,
+            }
+        } else {
+            Input::StartRollout { plan }
+        }
+    }
+
     fn operator_action(&self, next: &mut World, action: Action, narration: &mut Narration) {
         match action {
             Action::Pause(rollout) => {
@@ -1603,23 +1625,7 @@ impl FleetModel {
                 }
             }
             Action::Start | Action::StartNarrow => {
-                let plan = self.plan(V2);
-                let input = if self.cfg.waves || self.cfg.arches {
-                    Input::StartStaged {
-                        plan,
-                        // Waves only with `waves`: `arches` alone starts
-                        // the one-wave plan `StartRollout` would.
-                        policy: if self.cfg.waves {
-                            self.policy()
-                        } else {
-                            model::plan::Policy::default()
-                        },
-                        arches: self.release_arches(action),
-                        deploys: None,
-                    }
-                } else {
-                    Input::StartRollout { plan }
-                };
+                let input = self.start_input(action);
                 self.controller(next, input, narration);
             }
             Action::Supersede => {

@@ -369,4 +369,4 @@ fn write_with_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<(), StageErro
 
 #[cfg(test)]
 #[path = "deployment/tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -40,7 +40,7 @@ fn app_environment(fleet: &Loopback, node: &str, deployment: Digest) -> Vec<Stri
             .split(|b| *b == 0)
             .map(|v| String::from_utf8_lossy(v).into_owned())
             .collect();
-        if vars.iter().any(|v| *v == wanted) {
+        if vars.contains(&wanted) {
             return vars;
         }
     }

@@ -5,7 +5,7 @@ use model::ArtifactRead;
 use protocol::bundle::{self, ManifestFields, ProbeSpec};
 use releases::config::{secret_fingerprint, Configuration, EnvValue};
 
-fn signed(signing: &ed25519_dalek::SigningKey, app: &[u8]) -> Vec<u8> {
+pub(crate) fn signed(signing: &ed25519_dalek::SigningKey, app: &[u8]) -> Vec<u8> {
     bundle::sign(
         signing,
         app,
@@ -25,7 +25,7 @@ fn signed(signing: &ed25519_dalek::SigningKey, app: &[u8]) -> Vec<u8> {
     .expect("sign")
 }
 
-fn document(code: Digest, revision: u64) -> Deployment {
+pub(crate) fn document(code: Digest, revision: u64) -> Deployment {
     Deployment {
         release: code,
         config: Configuration {
@@ -47,16 +47,16 @@ fn document(code: Digest, revision: u64) -> Deployment {
 }
 
 /// A data directory with one release installed and a deployment of it.
-struct Fixture {
+pub(crate) struct Fixture {
     dir: tempfile::TempDir,
-    key: ed25519_dalek::VerifyingKey,
-    signing: ed25519_dalek::SigningKey,
-    code: Digest,
-    doc: Deployment,
+    pub(crate) key: ed25519_dalek::VerifyingKey,
+    pub(crate) signing: ed25519_dalek::SigningKey,
+    pub(crate) code: Digest,
+    pub(crate) doc: Deployment,
 }
 
 impl Fixture {
-    fn new() -> Fixture {
+    pub(crate) fn new() -> Fixture {
         let dir = tempfile::tempdir().expect("temp dir");
         let (signing, key) = bundle::keygen();
         let bytes = signed(&signing, b"print('v1')");
@@ -73,7 +73,7 @@ impl Fixture {
         }
     }
 
-    fn data(&self) -> &Path {
+    pub(crate) fn data(&self) -> &Path {
         self.dir.path()
     }
 
@@ -235,75 +235,4 @@ fn read_back_says_the_deployment_only_when_code_document_and_files_hold() {
     assert!(matches!(f.read_back(), ArtifactRead::Digest(x) if x != d));
     std::fs::remove_file(&path).expect("remove");
     assert_eq!(f.read_back(), ArtifactRead::Unreadable);
-}
-
-/// Housekeeping removes the deployments nothing names, keeps those in
-/// use and the newest other one whose code is kept.
-#[test]
-fn housekeeping_keeps_what_is_named_and_the_previous_deployment() {
-    let f = Fixture::new();
-    let d1 = f.doc.digest();
-    let install_rev = |rev| {
-        let doc = document(f.code, rev);
-        install(f.data(), doc.digest(), &doc.encode()).expect("install");
-        // Installed in order: distinct modification times.
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        doc.digest()
-    };
-    std::thread::sleep(std::time::Duration::from_millis(20));
-    let d2 = install_rev(2);
-    let d3 = install_rev(3);
-    let d4 = install_rev(4);
-    let kept_codes = [f.code].into();
-    // Serving d1 (the baseline), deploying d4: d3 is the previous one.
-    let in_use = [d1, d4].into();
-    let removed =
-        crate::staging::disk::tidy_deployments(f.data(), &in_use, &kept_codes).expect("tidy");
-    assert_eq!(removed, vec![d2]);
-    let mut left = installed(f.data());
-    left.sort();
-    let mut want = vec![d1, d3, d4];
-    want.sort();
-    assert_eq!(left, want);
-    // Its code gone, the previous one is useless; in use, never removed.
-    let removed =
-        crate::staging::disk::tidy_deployments(f.data(), &[d1].into(), &[].into()).expect("tidy");
-    assert_eq!(removed.len(), 2);
-    assert_eq!(installed(f.data()), vec![d1]);
-}
-
-/// `make_room` keeps the code of a deployment in use, which the model
-/// names only through the deployment, over a newer release.
-#[test]
-fn a_deployment_in_use_keeps_its_code_on_disk() {
-    let f = Fixture::new();
-    let d1 = f.doc.digest();
-    let bytes_of = |d: Digest| -> u64 {
-        std::fs::read_dir(staging::release_dir(f.data(), d))
-            .expect("dir")
-            .flatten()
-            .map(|e| e.metadata().expect("meta").len())
-            .sum()
-    };
-    let mut newer = Vec::new();
-    for app in [&b"print('v2')"[..], b"print('v3')"] {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        let bytes = signed(&f.signing, app);
-        let digest = bundle::bundle_digest(&bytes);
-        staging::install(f.data(), &f.key, digest, &bytes).expect("install");
-        newer.push(digest);
-    }
-    let (x, y) = (newer[0], newer[1]);
-    // Room for the code and the newest other release only.
-    let budget = bytes_of(f.code) + bytes_of(y) + 1;
-    let incoming = crate::staging::disk::Incoming {
-        needed_bytes: 1,
-        chunks: &Default::default(),
-    };
-    let done =
-        crate::staging::disk::make_room(f.data(), &[d1].into(), incoming, budget).expect("room");
-    assert_eq!(done.removed, vec![x]);
-    assert!(staging::release_dir(f.data(), f.code).exists());
-    assert!(done.deployments_removed.is_empty());
-    assert!(is_installed(f.data(), d1));
 }

@@ -169,3 +169,82 @@ fn sizes_read_as_operators_write_them() {
     assert_eq!(bytes_text(300 * 1024 * 1024), "300 MiB");
     assert_eq!(bytes_text(1_288_490_189), "1.2 GiB");
 }
+
+/// The deployment tests' fixture and helpers, for housekeeping of
+/// deployments (issue #24 item 1).
+mod deployments {
+    use crate::staging;
+    use crate::staging::deployment::tests::{document, signed, Fixture};
+    use crate::staging::deployment::{install, installed, is_installed};
+    use model::Digest;
+    use protocol::bundle;
+
+    /// Housekeeping removes the deployments nothing names, keeps those in
+    /// use and the newest other one whose code is kept.
+    #[test]
+    fn housekeeping_keeps_what_is_named_and_the_previous_deployment() {
+        let f = Fixture::new();
+        let d1 = f.doc.digest();
+        let install_rev = |rev| {
+            let doc = document(f.code, rev);
+            install(f.data(), doc.digest(), &doc.encode()).expect("install");
+            // Installed in order: distinct modification times.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            doc.digest()
+        };
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let d2 = install_rev(2);
+        let d3 = install_rev(3);
+        let d4 = install_rev(4);
+        let kept_codes = [f.code].into();
+        // Serving d1 (the baseline), deploying d4: d3 is the previous one.
+        let in_use = [d1, d4].into();
+        let removed = super::super::tidy_deployments(f.data(), &in_use, &kept_codes).expect("tidy");
+        assert_eq!(removed, vec![d2]);
+        let mut left = installed(f.data());
+        left.sort();
+        let mut want = vec![d1, d3, d4];
+        want.sort();
+        assert_eq!(left, want);
+        // Its code gone, the previous one is useless; in use, never removed.
+        let removed =
+            super::super::tidy_deployments(f.data(), &[d1].into(), &[].into()).expect("tidy");
+        assert_eq!(removed.len(), 2);
+        assert_eq!(installed(f.data()), vec![d1]);
+    }
+
+    /// `make_room` keeps the code of a deployment in use, which the model
+    /// names only through the deployment, over a newer release.
+    #[test]
+    fn a_deployment_in_use_keeps_its_code_on_disk() {
+        let f = Fixture::new();
+        let d1 = f.doc.digest();
+        let bytes_of = |d: Digest| -> u64 {
+            std::fs::read_dir(staging::release_dir(f.data(), d))
+                .expect("dir")
+                .flatten()
+                .map(|e| e.metadata().expect("meta").len())
+                .sum()
+        };
+        let mut newer = Vec::new();
+        for app in [&b"print('v2')"[..], b"print('v3')"] {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let bytes = signed(&f.signing, app);
+            let digest = bundle::bundle_digest(&bytes);
+            staging::install(f.data(), &f.key, digest, &bytes).expect("install");
+            newer.push(digest);
+        }
+        let (x, y) = (newer[0], newer[1]);
+        // Room for the code and the newest other release only.
+        let budget = bytes_of(f.code) + bytes_of(y) + 1;
+        let incoming = super::super::Incoming {
+            needed_bytes: 1,
+            chunks: &Default::default(),
+        };
+        let done = super::super::make_room(f.data(), &[d1].into(), incoming, budget).expect("room");
+        assert_eq!(done.removed, vec![x]);
+        assert!(staging::release_dir(f.data(), f.code).exists());
+        assert!(done.deployments_removed.is_empty());
+        assert!(is_installed(f.data(), d1));
+    }
+}
