@@ -310,6 +310,14 @@ pub struct CheckConfig {
     /// `migration-error` makes it fail. `None`, the default, keeps every
     /// other configuration's space as it was.
     pub migration: Option<MigrationKind>,
+    /// (issue #24 item 1) A configuration rollout: the operator may record
+    /// the app's configuration revision (once along a path), and the
+    /// start deploys the baseline's code with it (a deployment digest of
+    /// its own, v2, over v1's code: code unchanged, configuration new),
+    /// through the same canary, faults and proof; a start before the
+    /// revision is recorded is refused (C1). Off by default: the other
+    /// configurations' spaces are as they were.
+    pub config: bool,
     /// A named deviation of the real rules, or `None` for the real rules.
     pub mutant: Option<Mutant>,
     /// Whether the liveness properties under weak fairness are checked.
@@ -336,6 +344,7 @@ impl Default for CheckConfig {
             chunks: 1,
             arches: false,
             migration: None,
+            config: false,
             mutant: None,
             liveness: LivenessCheck::Off,
         }
@@ -555,6 +564,7 @@ impl Mutant {
             self,
             Mutant::IgnoreIdentityConflict
                 | Mutant::StartIgnoresArch
+                | Mutant::StartIgnoresConfig
                 | Mutant::SettleKeepsDeadline
                 | Mutant::RearmSkipsDecided
         )
@@ -570,6 +580,8 @@ impl Mutant {
             }
             // The narrow release's start: the canary has no tree in it.
             Mutant::StartIgnoresArch => cfg.arches = true,
+            // A start before the revision is recorded.
+            Mutant::StartIgnoresConfig => cfg.config = true,
             // Every path settles ops: the first settle keeps its deadline.
             Mutant::SettleKeepsDeadline => {}
             // A restart while an op is decided and waits on its report.

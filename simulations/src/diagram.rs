@@ -163,6 +163,7 @@ impl Steps {
             | Action::Prove(_)
             | Action::Observe(_)
             | Action::Retire(_)
+            | Action::SetConfig
             | Action::ReleaseNode(_) => c.arrow(l.operator, l.controller, text, Fate::Delivered),
             Action::IdentityConflict(node) => c.note(l.node(node), text, Tone::Fault),
         }

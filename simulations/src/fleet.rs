@@ -33,6 +33,14 @@ use std::sync::Arc;
 pub const V1: Digest = Digest::repeat(1);
 /// The release the first rollout moves to.
 pub const V2: Digest = Digest::repeat(2);
+/// (with `config`) The app whose configuration the operator records.
+pub const CONFIG_APP: &str = "app";
+
+/// (with `config`) The fingerprint of the app's revision 1, as the runtime
+/// would compute it (the model only compares it).
+pub fn config_fingerprint() -> Digest {
+    Digest::repeat(41)
+}
 /// The release a superseding rollout moves to.
 pub const V3: Digest = Digest::repeat(3);
 
@@ -156,6 +164,9 @@ pub enum Action {
     /// (with the roster on) An operator retires an enrolled node, once
     /// along a path; the controller refuses while the node holds a live op.
     Retire(NodeId),
+    /// (with `config`) An operator records the app's configuration
+    /// revision, once along a path.
+    SetConfig,
     /// (`snapshot`) The leader writes a snapshot of its durable state,
     /// between batches.
     Snapshot,
@@ -1239,6 +1250,9 @@ impl FleetModel {
         if self.cfg.roster && !retired {
             actions.extend(self.nodes().map(Action::Retire));
         }
+        if self.cfg.config && ctrl.configs.is_empty() {
+            actions.push(Action::SetConfig);
+        }
     }
 
     /// (`identity-conflict`) A conflict on a node whose identity is not
@@ -1460,6 +1474,7 @@ impl FleetModel {
             | Action::Supersede
             | Action::Prove(_)
             | Action::Retire(_)
+            | Action::SetConfig
             | Action::Observe(_) => self.operator_action(&mut next, action, narration),
             Action::IdentityConflict(_) | Action::ReleaseNode(_) => {
                 self.identity_action(&mut next, action, narration);
@@ -1579,11 +1594,12 @@ impl FleetModel {
     /// [`Self::transition`] for an operator's action. The ghost records
     /// what the operator did only when the controller accepted it: a
     /// refused command changes nothing.
-    /// The operator's start: staged (waves, architectures) only when the
-    /// configuration needs it.
+    /// The operator's start: staged (waves, architectures, configuration)
+    /// only when the checked configuration needs it. With `config`, v2 is
+    /// the deployment of v1's code with the app's revision 1.
     fn start_input(&self, action: Action) -> Input {
         let plan = self.plan(V2);
-        if self.cfg.waves || self.cfg.arches {
+        if self.cfg.waves || self.cfg.arches || self.cfg.config {
             Input::StartStaged {
                 plan,
                 // Waves only with `waves`: `arches` alone starts the
@@ -1594,7 +1610,12 @@ impl FleetModel {
                     model::plan::Policy::default()
                 },
                 arches: self.release_arches(action),
-                deploys: None,
+                deploys: self.cfg.config.then(|| model::config::Deploys {
+                    code: V1,
+                    app: CONFIG_APP.into(),
+                    revision: 1,
+                    fingerprint: config_fingerprint(),
+                }),
             }
         } else {
             Input::StartRollout { plan }
@@ -1641,6 +1662,19 @@ impl FleetModel {
             Action::Retire(node) => {
                 let name = node.to_string();
                 self.controller(next, Input::RetireNode { name }, narration);
+            }
+            Action::SetConfig => {
+                let revision = model::config::ConfigRevision {
+                    app: CONFIG_APP.into(),
+                    revision: 1,
+                    fingerprint: config_fingerprint(),
+                    env: vec![(
+                        "GREETING".into(),
+                        model::config::LoggedValue::Plain("hi".into()),
+                    )],
+                    files: Vec::new(),
+                };
+                self.controller(next, Input::SetConfig { revision }, narration);
             }
             Action::Observe(node) => {
                 let fresh = self.fresh(next, node);
@@ -1925,6 +1959,10 @@ impl FleetModel {
                 (u64::from(world.observations) + 1) * OBSERVATION_INTERVAL_MIN_MS
             ),
             Action::Retire(node) => format!("operator retires {node}"),
+            Action::SetConfig => format!(
+                "operator sets {CONFIG_APP}'s configuration, revision 1 ({})",
+                config_fingerprint()
+            ),
             Action::StartNarrow | Action::IdentityConflict(_) | Action::ReleaseNode(_) => {
                 Self::describe_added(action)
             }

@@ -61,6 +61,7 @@ pub enum Mutant {
     IgnoreIdentityConflict,
     StartIgnoresArch,
     RetryInterruptedMigration,
+    StartIgnoresConfig,
 }
 
 /// What a mutant must be caught breaking: a safety rule, or (issue #27
@@ -93,7 +94,7 @@ impl std::fmt::Display for Breaks {
 
 impl Mutant {
     /// Every mutant, in `--list-mutants` order.
-    pub const ALL: [Mutant; 38] = [
+    pub const ALL: [Mutant; 39] = [
         Mutant::ReleaseOnTimeout,
         Mutant::GrantWhilePaused,
         Mutant::RedecideOnRetry,
@@ -132,6 +133,7 @@ impl Mutant {
         Mutant::IgnoreIdentityConflict,
         Mutant::StartIgnoresArch,
         Mutant::RetryInterruptedMigration,
+        Mutant::StartIgnoresConfig,
     ];
 
     /// The CLI name.
@@ -175,6 +177,7 @@ impl Mutant {
             Mutant::IgnoreIdentityConflict => "ignore-identity-conflict",
             Mutant::StartIgnoresArch => "start-ignores-arch",
             Mutant::RetryInterruptedMigration => "retry-interrupted-migration",
+            Mutant::StartIgnoresConfig => "start-ignores-config",
         }
     }
 
@@ -231,6 +234,7 @@ impl Mutant {
             Mutant::SettleKeepsDeadline | Mutant::RearmSkipsDecided => Rule::DeadlineForEveryWait,
             Mutant::IgnoreIdentityConflict => Rule::QuarantineSilences,
             Mutant::StartIgnoresArch => Rule::ArchHasATree,
+            Mutant::StartIgnoresConfig => Rule::DeploysRecordedConfig,
             Mutant::ResumeGrantsNothing
             | Mutant::StagingRetryNeverReissued
             | Mutant::PauseFreezesAccounting => {
@@ -361,6 +365,9 @@ impl Mutant {
             }
             Mutant::RetryInterruptedMigration => {
                 "after a crash in the middle of a migration, run it again: the migrate command is surely idempotent"
+            }
+            Mutant::StartIgnoresConfig => {
+                "start a configuration rollout without checking that its revision is the one the log recorded"
             }
         }
     }
@@ -639,6 +646,15 @@ fn controller_step_rest(
                 ..
             },
         ) => start_ignoring_arches(state, plan, policy, *set),
+        (
+            Some(Mutant::StartIgnoresConfig),
+            Input::StartStaged {
+                plan,
+                policy,
+                arches,
+                deploys: Some(deploys),
+            },
+        ) => start_ignoring_config(state, (plan, policy, *arches), deploys),
         (Some(Mutant::BudgetIgnored), Input::Resume { .. }) => {
             // Forget the budget the rollout spent; the real step refuses.
             let mut forgetful = state.clone();
@@ -922,6 +938,40 @@ pub fn archive_covers(mutant: Option<Mutant>, log: &DurableLog) -> usize {
         log.newest_verified()
     };
     newest.map_or(0, |s| s.covers)
+}
+
+/// `start-ignores-config`: decide the start as for the code alone (no
+/// check of the revision), then record what it deploys right after the
+/// rollout's own events, before its grants.
+fn start_ignoring_config(
+    state: &ControllerState,
+    (plan, policy, arches): (
+        &model::Plan,
+        &model::plan::Policy,
+        model::platform::ReleaseArches,
+    ),
+    deploys: &model::config::Deploys,
+) -> Result<Vec<Event>, Refusal> {
+    let bare = Input::StartStaged {
+        plan: plan.clone(),
+        policy: policy.clone(),
+        arches,
+        deploys: None,
+    };
+    let mut events = step(state, &bare)?;
+    let rollout = events.iter().find_map(|e| match e {
+        Event::RolloutStarted { rollout, .. } => Some(*rollout),
+        _ => None,
+    });
+    if let Some(rollout) = rollout {
+        let at = events
+            .iter()
+            .position(|e| matches!(e, Event::OpGranted { .. }))
+            .unwrap_or(events.len());
+        let deploys = deploys.clone();
+        events.insert(at, Event::RolloutConfigured { rollout, deploys });
+    }
+    Ok(events)
 }
 
 /// `start-ignores-arch`: decide the start as for an architecture-independent

@@ -610,6 +610,8 @@ const PINNED_ROSTER_UNIQUE_STATES: usize = 14_980;
 const PINNED_IDENTITY_CONFLICT_UNIQUE_STATES: usize = 10_612;
 /// `quick_real_rules_pass_with_a_mixed_fleet`'s space.
 const PINNED_MIXED_FLEET_UNIQUE_STATES: usize = 5_402;
+/// `quick_real_rules_pass_with_a_configuration_rollout`'s space.
+const PINNED_CONFIG_UNIQUE_STATES: usize = 12_852;
 
 /// The R1 mutant is caught with the shortest story: the canary is
 /// granted, and the operator retires it while its op holds the slot.
@@ -901,6 +903,35 @@ fn quick_real_rules_pass_with_an_identity_conflict() {
         "{summary}"
     );
     assert_eq!(report.unique_states, PINNED_IDENTITY_CONFLICT_UNIQUE_STATES);
+}
+
+/// A configuration rollout (issue #24 item 1): the operator records the
+/// app's revision, and the start deploys v1's code with it as v2 (code
+/// unchanged, configuration new): refused before the revision is
+/// recorded, then rolled out like any release under a lost message, a
+/// wrong answer and an agent crash; C1 holds and the rollout completes.
+/// The count is pinned.
+#[test]
+fn quick_real_rules_pass_with_a_configuration_rollout() {
+    let cfg = CheckConfig {
+        followers: 1,
+        config: true,
+        faults: Faults::parse("loss,wrong-answer,agent-crash").expect("known faults"),
+        ..CheckConfig::default()
+    };
+    let report = assert_clean(&cfg);
+    let summary = simulations::run::summary(&report);
+    assert!(
+        summary.contains(
+            "PASS       always    C1 a rollout deploys the configuration the log recorded"
+        ),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("FOUND      sometimes rollout completes"),
+        "{summary}"
+    );
+    assert_eq!(report.unique_states, PINNED_CONFIG_UNIQUE_STATES);
 }
 
 /// (issue #24 item 5) A mixed fleet: the canary runs on aarch64, the

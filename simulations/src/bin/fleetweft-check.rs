@@ -71,6 +71,10 @@ struct Args {
     /// releases carry per-architecture trees (A1).
     #[arg(long)]
     arches: bool,
+    /// A configuration rollout: the operator records the app's
+    /// configuration revision and the start deploys v1's code with it (C1).
+    #[arg(long)]
+    config: bool,
     /// Start the first rollout in waves under a failure budget of 0.
     #[arg(long)]
     waves: bool,
@@ -292,6 +296,7 @@ fn config(args: &Args) -> Result<CheckConfig, String> {
     cfg.proofs |= args.proofs;
     cfg.roster |= args.roster;
     cfg.arches |= args.arches;
+    cfg.config |= args.config;
     cfg.waves |= args.waves;
     if let Some(size) = args.wave_size {
         if size == 0 || size > FOLLOWERS_MAX {
