@@ -224,7 +224,16 @@ async fn deployment_of(
     api: &Api,
     release: Digest,
 ) -> Result<(Digest, Option<model::config::Deploys>), ApiError> {
-    let app = release_app(api, release)?;
+    // A stored release that no longer verifies names no app: it is started
+    // as the code alone, and its nodes refuse it as they would anyway (the
+    // controller serves only what hashes to its name).
+    let app = match release_app(api, release) {
+        Ok(app) => app,
+        Err(why) => {
+            tracing::warn!("{why}: starting the rollout without a configuration");
+            return Ok((release, None));
+        }
+    };
     let snapshot = api.core.snapshot().await.ok_or(ApiError::Unavailable)?;
     match super::configuration::deploys_for(&snapshot.state, &app, release) {
         Some((deploys, digest)) => Ok((digest, Some(deploys))),
@@ -232,21 +241,21 @@ async fn deployment_of(
     }
 }
 
-/// The app name `release`'s signed manifest gives.
-fn release_app(api: &Api, release: Digest) -> Result<String, ApiError> {
+/// The app name `release`'s signed manifest gives, or why it cannot be
+/// read.
+fn release_app(api: &Api, release: Digest) -> Result<String, String> {
     if api.releases.knows(release) {
         return api
             .releases
             .read(&api.key, release)
             .map(|verified| verified.manifest.name.clone())
-            .map_err(|e| ApiError::Internal(format!("reading the release's manifest: {e}")));
+            .map_err(|e| format!("release {release}: reading its manifest: {e}"));
     }
     let path = api.bundles.path(release);
-    let bytes = std::fs::read(&path)
-        .map_err(|e| ApiError::Internal(format!("reading {}: {e}", path.display())))?;
+    let bytes = std::fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
     protocol::bundle::verify(&api.key, &bytes)
         .map(|verified| verified.manifest.name)
-        .map_err(|e| ApiError::Internal(format!("the stored bundle no longer verifies: {e}")))
+        .map_err(|e| format!("bundle {release} no longer verifies: {e}"))
 }
 
 /// The architectures `release` runs on, from its signed manifest: a
