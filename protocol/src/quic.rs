@@ -773,22 +773,7 @@ pub async fn fetch_signed(
         Err(e) if e.is_protocol_violation() => return Err(TransportError::BadFrame(e)),
         Err(e) => return Err(TransportError::Frame(e)),
     };
-    if len > max {
-        return Err(TransportError::BundleTooLarge { len, max });
-    }
-    // In bounds: len <= SIGNED_FILE_BYTES_MAX, which fits usize.
-    let mut bytes = vec![0u8; len as usize];
-    recv.read_exact(&mut bytes).await.map_err(|e| match e {
-        quinn::ReadExactError::FinishedEarly(got) => {
-            TransportError::BundleStream(format!("ended after {got} of {len} bytes"))
-        }
-        quinn::ReadExactError::ReadError(e) => TransportError::BundleStream(e.to_string()),
-    })?;
-    // Nothing may follow the announced bytes; a size limit of 0 makes any
-    // extra byte an error.
-    recv.read_to_end(0)
-        .await
-        .map_err(|e| TransportError::BundleStream(format!("after {len} bytes: {e}")))?;
+    let bytes = read_announced(&mut recv, len, max).await?;
     let got = Digest(Sha256::digest(&bytes).into());
     if got != digest {
         return Err(TransportError::DigestMismatch {
@@ -825,11 +810,22 @@ pub async fn fetch_deployment(
         Err(e) if e.is_protocol_violation() => return Err(TransportError::BadFrame(e)),
         Err(e) => return Err(TransportError::Frame(e)),
     };
-    let max = DEPLOYMENT_FRAME_BYTES_MAX;
-    if len > max {
+    let bytes = read_announced(&mut recv, len, DEPLOYMENT_FRAME_BYTES_MAX).await?;
+    Ok(Some(bytes))
+}
+
+/// The `len` bytes a bundle or deployment stream announced, refused over
+/// `max` (at most [`SIGNED_FILE_BYTES_MAX`]) before anything is
+/// allocated; a stream that ends early or runs on is an error.
+async fn read_announced(
+    recv: &mut RecvStream,
+    len: u64,
+    max: u64,
+) -> Result<Vec<u8>, TransportError> {
+    if len > max || len > SIGNED_FILE_BYTES_MAX {
         return Err(TransportError::BundleTooLarge { len, max });
     }
-    // In bounds: len <= DEPLOYMENT_FRAME_BYTES_MAX, which fits usize.
+    // In bounds: len <= SIGNED_FILE_BYTES_MAX, which fits usize.
     let mut bytes = vec![0u8; len as usize];
     recv.read_exact(&mut bytes).await.map_err(|e| match e {
         quinn::ReadExactError::FinishedEarly(got) => {
@@ -837,10 +833,12 @@ pub async fn fetch_deployment(
         }
         quinn::ReadExactError::ReadError(e) => TransportError::BundleStream(e.to_string()),
     })?;
+    // Nothing may follow the announced bytes; a size limit of 0 makes any
+    // extra byte an error.
     recv.read_to_end(0)
         .await
         .map_err(|e| TransportError::BundleStream(format!("after {len} bytes: {e}")))?;
-    Ok(Some(bytes))
+    Ok(bytes)
 }
 
 /// Fetches the content chunk whose SHA-256 is `digest` over a new stream
