@@ -1897,6 +1897,11 @@ impl FleetModel {
                 format!("a second agent presents {node}'s certificate: the controller sees an identity conflict")
             }
             Action::ReleaseNode(node) => format!("operator releases {node}"),
+            Action::Retire(node) => format!("operator retires {node}"),
+            Action::SetConfig => format!(
+                "operator sets {CONFIG_APP}'s configuration, revision 1 ({})",
+                config_fingerprint()
+            ),
             other => unreachable!("described by describe: {other:?}"),
         }
     }
@@ -1946,9 +1951,7 @@ impl FleetModel {
                 self.cfg.followers,
                 self.cfg.slots
             ),
-            Action::Supersede => {
-                "operator starts a rollout of v3, superseding the current one".to_string()
-            }
+            Action::Supersede => "operator starts a rollout of v3, superseding the current one".into(),
             Action::SwapOld(node) => describe_swap_old(world, *node),
             Action::ForeignRoute(node) => describe_foreign_route(world, *node),
             Action::Prove(node) => format!(
@@ -1958,14 +1961,11 @@ impl FleetModel {
                 "verifier records an observation of {node} (route probe and agent readback) at {} ms",
                 (u64::from(world.observations) + 1) * OBSERVATION_INTERVAL_MIN_MS
             ),
-            Action::Retire(node) => format!("operator retires {node}"),
-            Action::SetConfig => format!(
-                "operator sets {CONFIG_APP}'s configuration, revision 1 ({})",
-                config_fingerprint()
-            ),
-            Action::StartNarrow | Action::IdentityConflict(_) | Action::ReleaseNode(_) => {
-                Self::describe_added(action)
-            }
+            Action::StartNarrow
+            | Action::Retire(_)
+            | Action::SetConfig
+            | Action::IdentityConflict(_)
+            | Action::ReleaseNode(_) => Self::describe_added(action),
             Action::Snapshot => format!(
                 "controller writes a snapshot of its state after {}",
                 entries(world.log.as_ref().map_or(0, DurableLog::len))

@@ -635,26 +635,11 @@ fn controller_step_rest(
     state: &ControllerState,
     input: &Input,
 ) -> Result<Vec<Event>, Refusal> {
+    if let Some(bent) = start_mutant(mutant, state, input) {
+        return bent;
+    }
     match (mutant, input) {
         (Some(Mutant::IgnoreIdentityConflict), Input::IdentityConflict { .. }) => Ok(Vec::new()),
-        (
-            Some(Mutant::StartIgnoresArch),
-            Input::StartStaged {
-                plan,
-                policy,
-                arches: model::platform::ReleaseArches::Only(set),
-                ..
-            },
-        ) => start_ignoring_arches(state, plan, policy, *set),
-        (
-            Some(Mutant::StartIgnoresConfig),
-            Input::StartStaged {
-                plan,
-                policy,
-                arches,
-                deploys: Some(deploys),
-            },
-        ) => start_ignoring_config(state, (plan, policy, *arches), deploys),
         (Some(Mutant::BudgetIgnored), Input::Resume { .. }) => {
             // Forget the budget the rollout spent; the real step refuses.
             let mut forgetful = state.clone();
@@ -938,6 +923,40 @@ pub fn archive_covers(mutant: Option<Mutant>, log: &DurableLog) -> usize {
         log.newest_verified()
     };
     newest.map_or(0, |s| s.covers)
+}
+
+/// The start as `start-ignores-arch` or `start-ignores-config` bend it;
+/// `None` for every other mutant and input.
+fn start_mutant(
+    mutant: Option<Mutant>,
+    state: &ControllerState,
+    input: &Input,
+) -> Option<Result<Vec<Event>, Refusal>> {
+    match (mutant, input) {
+        (
+            Some(Mutant::StartIgnoresArch),
+            Input::StartStaged {
+                plan,
+                policy,
+                arches: model::platform::ReleaseArches::Only(set),
+                ..
+            },
+        ) => Some(start_ignoring_arches(state, plan, policy, *set)),
+        (
+            Some(Mutant::StartIgnoresConfig),
+            Input::StartStaged {
+                plan,
+                policy,
+                arches,
+                deploys: Some(deploys),
+            },
+        ) => Some(start_ignoring_config(
+            state,
+            (plan, policy, *arches),
+            deploys,
+        )),
+        _ => None,
+    }
 }
 
 /// `start-ignores-config`: decide the start as for the code alone (no
