@@ -37,7 +37,7 @@ pub const CGROUP_ENV: &str = "FLEETWEFT_SCENARIO_26_CGROUP";
 pub(super) fn all() -> Vec<Scenario> {
     vec![Scenario {
         number: 26,
-        title: "memory limit: a release whose app takes 400 MiB under --memory-max 64M is stopped on the canary, rolled back with proof, paused, no follower; once with rlimits only, once with cgroup v2; the proof names which",
+        title: "memory limit: a release whose app takes 400 MiB under --memory-max 64M is stopped on the canary, rolled back with proof, paused, no follower; once with rlimits only, once with cgroups (v2, or v1 on a host without a v2 memory controller); the proof names which",
         rule: "limits applied and stated, S9, S11",
         versions: &[],
         extra: &[],
