@@ -47,9 +47,8 @@ async fn get_config(State(api): State<Api>, Path(app): Path<String>) -> Response
     request_body(content = ConfigSetRequest, description = "JSON object"),
     responses(
         (status = 200, description = "recorded: the new revision", body = ConfigView),
-        (status = 400, description = "malformed, over a bound, a name not allowed, or a secret with no configuration key; nothing recorded", body = ErrorBody),
+        (status = 400, description = "malformed, over a bound, a name not allowed, a secret with no configuration key, or another revision recorded meanwhile (set it again); nothing recorded", body = ErrorBody),
         (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody),
-        (status = 409, description = "another revision was recorded meanwhile; nothing recorded", body = ErrorBody),
         (status = 503, description = "the controller core stopped, or this controller is a standby", body = ErrorBody),
     ))]
 async fn set_config(
