@@ -240,7 +240,7 @@ impl<H: Host> Driver<H> {
             .as_ref()
             .map(|_| first_tick_after(crate::liveness::SILENCE_CHECK_INTERVAL));
         let mut supervise = self.host.supervise_every().map(first_tick_after);
-        // When the latest readback was answered, for READBACK_INTERVAL_MIN_MS.
+        // When the latest readback answer began, for READBACK_INTERVAL_MIN_MS.
         let mut answered_at: Option<Instant> = None;
         loop {
             tokio::select! {
@@ -286,9 +286,15 @@ impl<H: Host> Driver<H> {
                 }
             }
             Inbound::ReadBack { request } => {
-                if readback_due(*answered_at, Instant::now()) {
+                let asked = Instant::now();
+                if readback_due(*answered_at, asked) {
+                    // Counted from when the answer began, not when it was
+                    // sent: the controller counts its spacing from when the
+                    // reply arrived, which is always later, so a request it
+                    // spaces correctly is never dropped here even when this
+                    // task is descheduled between sending and recording.
+                    *answered_at = Some(asked);
                     self.answer_readback(request, tx).await?;
-                    *answered_at = Some(Instant::now());
                 } else {
                     // Re-sending the previous observation would show a
                     // stale value as current: the controller times out
@@ -504,10 +510,12 @@ pub fn first_tick_after(period: Duration) -> tokio::time::Interval {
     timer
 }
 
-/// Whether a readback may be answered at `now`, the latest one having been
-/// answered at `answered_at`: at most one per [`READBACK_INTERVAL_MIN_MS`],
-/// counted from the end of the previous answer so the session loop always
-/// gets time for commands between two probes.
+/// Whether a readback may be answered at `now`, the latest answer having
+/// begun at `answered_at`: at most one per [`READBACK_INTERVAL_MIN_MS`].
+/// Counted from the start of the previous answer, which always precedes the
+/// controller's receipt of it (its own spacing's origin), so the two sides
+/// never disagree; commands share the same inbox in order, so they are not
+/// starved between two probes.
 pub fn readback_due(answered_at: Option<Instant>, now: Instant) -> bool {
     match answered_at {
         None => true,
