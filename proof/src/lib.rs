@@ -52,6 +52,17 @@
 //!   [`ReasonCode::RouteIdentityMismatch`]; no identity although something
 //!   answered => could not read, [`ReasonCode::DigestUnreadable`].
 //!
+//! - `configuration` (issue #24 item 1; live proofs only, when the intended
+//!   rollout deploys a configuration or one was read back): the
+//!   fingerprint of the intended deployment's configuration against the one
+//!   the serving process was started with (read by the agent from that
+//!   process's environment). Another one, or none because the route serves
+//!   no configured deployment => [`ReasonCode::ConfigurationFingerprintMismatch`];
+//!   the environment had none or could not be read => could not read,
+//!   [`ReasonCode::ConfigurationUnreadable`]; no readback =>
+//!   [`ReasonCode::ReadbackUnavailable`]. A recorded proof has no such row:
+//!   the log keeps no configuration readback.
+//!
 //! "Could not read" (`ok: None`) and "read something else" (`ok: Some(false)`)
 //! never share a reason code.
 //!
@@ -89,14 +100,18 @@
 //!    file that is no release's, a wrong answer of the older release, or a
 //!    recorded proof (it has no answer judged by the older release's spec)
 //!    fall through to rule 8.
-//! 8. A counted check is false => `failed`; its reason is the route identity
-//!    mismatch when there is one (a route answering as another release
-//!    explains a wrong answer), else the first false check's.
+//! 8. A counted check other than `configuration` is false => `failed`; its
+//!    reason is the route identity mismatch when there is one (a route
+//!    answering as another release explains a wrong answer), else the first
+//!    false check's.
 //! 9. The op is not settled => `unverified` ([`ReasonCode::OpNotSettled`]).
-//! 10. The op passed: some check could not be read => `partially-verified`
+//! 10. The `configuration` check is false (everything else agrees with the
+//!     intent) => `stale` ([`ReasonCode::ConfigurationFingerprintMismatch`]):
+//!     the intended code serves with an old configuration.
+//! 11. The op passed: some check could not be read => `partially-verified`
 //!     (the first unreadable check's reason); every check true and the
 //!     judged observation proves the intended release serving => `verified`.
-//! 11. Anything else => `unverified` ([`ReasonCode::NoEvidence`]).
+//! 12. Anything else => `unverified` ([`ReasonCode::NoEvidence`]).
 //!
 //! A rollout's verdict is the worst of its nodes' verdicts in the order
 //! `failed` < `unverified` < `partially-verified` < `stale` < `verified`
@@ -224,11 +239,20 @@ pub enum ReasonCode {
     /// answer passes that release's own probe spec (issue #24 item 1, seed
     /// 003's `stale`).
     OlderReleaseServing,
+    /// The process serving the route was started with another configuration
+    /// than the intended deployment's (read, and wrong): a hand restart with
+    /// the old environment, or an old process still listening (issue #24
+    /// item 1). The node is `stale` when nothing else contradicts the intent.
+    ConfigurationFingerprintMismatch,
+    /// The agent answered, but the configuration fingerprint of the serving
+    /// process could not be read (its environment has none, or is
+    /// unreadable): could not read.
+    ConfigurationUnreadable,
 }
 
 impl ReasonCode {
     /// Every reason code, for tests and documentation.
-    pub const ALL: [ReasonCode; 20] = [
+    pub const ALL: [ReasonCode; 22] = [
         ReasonCode::RouteIdentityMismatch,
         ReasonCode::DigestUnreadable,
         ReasonCode::DigestMismatch,
@@ -249,6 +273,8 @@ impl ReasonCode {
         ReasonCode::NotInRollout,
         ReasonCode::ReadbackUnavailable,
         ReasonCode::OlderReleaseServing,
+        ReasonCode::ConfigurationFingerprintMismatch,
+        ReasonCode::ConfigurationUnreadable,
     ];
 
     /// The snake_case name, as serialized.
@@ -274,6 +300,8 @@ impl ReasonCode {
             ReasonCode::NotInRollout => "not_in_rollout",
             ReasonCode::ReadbackUnavailable => "readback_unavailable",
             ReasonCode::OlderReleaseServing => "older_release_serving",
+            ReasonCode::ConfigurationFingerprintMismatch => "configuration_fingerprint_mismatch",
+            ReasonCode::ConfigurationUnreadable => "configuration_unreadable",
         }
     }
 }
@@ -339,8 +367,8 @@ pub fn judge_route(o: &RouteObservation, expected: Digest) -> RouteJudgement {
 /// One evidence item: what was expected, what was observed, where and when.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EvidenceCheck {
-    /// `"artifact digest"`, `"process"`, `"health probe"`, `"route identity"`
-    /// or `"new release before rollback"`.
+    /// `"artifact digest"`, `"process"`, `"health probe"`, `"route identity"`,
+    /// `"configuration"` or `"new release before rollback"`.
     pub item: String,
     /// What the intent requires, if it can be said.
     pub expected: Option<String>,
@@ -547,7 +575,10 @@ fn of_op(
 ) {
     let intended = r.plan.release;
     let view = view.or_else(|| View::of_op(op));
-    let mut checks = view.as_ref().map_or_else(Vec::new, |v| v.checks(intended));
+    let fingerprint = r.deploys.as_ref().map(|d| d.fingerprint);
+    let mut checks = view
+        .as_ref()
+        .map_or_else(Vec::new, |v| v.checks(intended, fingerprint));
     let cause = rollback_cause(op, intended);
     checks.extend(cause.clone());
     let older = view.as_ref().and_then(|v| older_serving(state, r, op, v));
@@ -588,7 +619,10 @@ fn not_granted(
             })
             .and_then(View::of_op)
     });
-    let checks = view.as_ref().map_or_else(Vec::new, |v| v.checks(intended));
+    let fingerprint = r.deploys.as_ref().map(|d| d.fingerprint);
+    let checks = view
+        .as_ref()
+        .map_or_else(Vec::new, |v| v.checks(intended, fingerprint));
     let healthy = view
         .as_ref()
         .is_some_and(|v| v.obs.verdict == ProbeVerdict::Pass);
@@ -734,7 +768,11 @@ fn judge(
     if older.is_some() && settled_and_not_looping(op, checks) {
         return (Verdict::Stale, Some(R::OlderReleaseServing));
     }
-    let contradictions = || checks.iter().filter(|c| counts(c) && c.ok == Some(false));
+    let contradictions = || {
+        checks
+            .iter()
+            .filter(|c| counts(c) && c.ok == Some(false) && !old_configuration(c))
+    };
     if let Some(first) = contradictions().next() {
         let reason = contradictions()
             .find(|c| c.reason == Some(R::RouteIdentityMismatch))
@@ -744,6 +782,11 @@ fn judge(
     }
     if op.occupies_slot() {
         return (Verdict::Unverified, Some(R::OpNotSettled));
+    }
+    // The intended code serves, healthy, but its process runs with another
+    // configuration: the old intent is what serves (rule 9).
+    if checks.iter().any(old_configuration) {
+        return (Verdict::Stale, Some(R::ConfigurationFingerprintMismatch));
     }
     if op.passed() {
         match checks.iter().find(|c| counts(c) && c.ok.is_none()) {
@@ -763,6 +806,13 @@ fn settled_and_not_looping(op: &Op, checks: &[EvidenceCheck]) -> bool {
         && !checks
             .iter()
             .any(|c| c.ok == Some(false) && c.reason == Some(ReasonCode::RestartLoop))
+}
+
+/// Whether a check found the serving process started with another
+/// configuration than the intended one: stale, not failed, when it is the
+/// only contradiction.
+fn old_configuration(check: &EvidenceCheck) -> bool {
+    check.ok == Some(false) && check.reason == Some(ReasonCode::ConfigurationFingerprintMismatch)
 }
 
 /// Whether a check takes part in the verdict: all do except a dead-looking

@@ -95,6 +95,7 @@ fn fresh(route: RouteObservation, agent: RouteObservation) -> Fresh {
         agent: Ok((agent, NOW_MS + 5)),
         isolation: None,
         older: None,
+        configuration: None,
     }
 }
 
@@ -246,6 +247,7 @@ fn an_agent_that_does_not_answer_is_readback_unavailable_never_an_old_value() {
         agent: Err("the agent is not connected".into()),
         isolation: None,
         older: None,
+        configuration: None,
     };
     let p = S::verified().live(A, &f);
     assert_eq!(
@@ -543,6 +545,7 @@ fn a_healthy_older_release_swapped_in_is_stale_naming_it() {
     let (route_seen, agent_seen) = v1_swapped_in();
     let f = Fresh {
         older: known(V1, ProbeVerdict::Pass),
+        configuration: None,
         ..fresh(route_seen, agent_seen)
     };
     let p = S::verified().live(A, &f);
@@ -589,6 +592,7 @@ fn an_older_release_read_back_whole_is_stale_naming_it() {
     // its bundle reads back as v1; v2's spec calls v1's answer wrong.
     let f = Fresh {
         older: known(V1, ProbeVerdict::Pass),
+        configuration: None,
         ..fresh(route(ProbeVerdict::WrongAnswer, Some(V1)), readback(V1))
     };
     let p = S::verified().live(A, &f);
@@ -615,6 +619,7 @@ fn an_unknown_broken_or_newer_release_stays_failed_as_before() {
     // It does, but v1 answers wrongly by its own spec: not healthy.
     let wrong = Fresh {
         older: known(V1, ProbeVerdict::WrongAnswer),
+        configuration: None,
         ..swapped.clone()
     };
     assert_eq!(verdict(&S::verified().live(A, &wrong)), failed);
@@ -631,12 +636,14 @@ fn an_unknown_broken_or_newer_release_stays_failed_as_before() {
             NOW_MS + 5,
         )),
         older: known(V3, ProbeVerdict::Pass),
+        configuration: None,
         ..swapped.clone()
     };
     assert_eq!(verdict(&S::verified().live(A, &v3)), failed);
     // What the controller knows does not match what the agent read.
     let mismatched = Fresh {
         older: known(V3, ProbeVerdict::Pass),
+        configuration: None,
         ..swapped.clone()
     };
     assert_eq!(verdict(&S::verified().live(A, &mismatched)), failed);
@@ -650,6 +657,7 @@ fn an_unknown_broken_or_newer_release_stays_failed_as_before() {
             NOW_MS + 5,
         )),
         older: known(V1, ProbeVerdict::Pass),
+        configuration: None,
         ..swapped.clone()
     };
     assert_eq!(verdict(&S::verified().live(A, &altered)), failed);
@@ -663,6 +671,7 @@ fn an_unknown_broken_or_newer_release_stays_failed_as_before() {
             NOW_MS + 5,
         )),
         older: known(V1, ProbeVerdict::Pass),
+        configuration: None,
         ..swapped.clone()
     };
     let p = S::verified().live(A, &looping);
@@ -672,6 +681,7 @@ fn an_unknown_broken_or_newer_release_stays_failed_as_before() {
     let foreign = Fresh {
         route: route(ProbeVerdict::WrongAnswer, Some(V3)),
         older: known(V1, ProbeVerdict::Pass),
+        configuration: None,
         ..swapped
     };
     assert_eq!(
@@ -688,6 +698,7 @@ fn an_older_release_behind_an_op_in_flight_is_left_to_the_op() {
     let (route_seen, agent_seen) = v1_swapped_in();
     let f = Fresh {
         older: known(V1, ProbeVerdict::Pass),
+        configuration: None,
         ..fresh(route_seen, agent_seen)
     };
     assert_ne!(switching.live(A, &f).verdict, Verdict::Stale);
@@ -734,6 +745,7 @@ fn an_older_release_of_an_earlier_rollout_counts_as_had_before() {
         )),
         isolation: None,
         older: known(release, ProbeVerdict::Pass),
+        configuration: None,
     };
     assert_eq!(
         verdict(&s.live(A, &app_of(V2))),
@@ -747,4 +759,121 @@ fn an_older_release_of_an_earlier_rollout_counts_as_had_before() {
         verdict(&s.live(A, &app_of(V1))),
         (Verdict::Failed, Some(ReasonCode::AppFileMismatch))
     );
+}
+
+/// The fingerprint of the configuration the tests' rollout deploys, and
+/// the old one a hand restart brings back.
+const FINGERPRINT: Digest = Digest::repeat(41);
+const OLD_FINGERPRINT: Digest = Digest::repeat(40);
+
+impl S {
+    /// Canary A verified on deployment V2 (code V1 with revision 1 of app
+    /// `hello`, fingerprint [`FINGERPRINT`]).
+    fn verified_configured() -> Self {
+        let revision = model::config::ConfigRevision {
+            app: "hello".into(),
+            revision: 1,
+            fingerprint: FINGERPRINT,
+            env: vec![("LEVEL".into(), model::config::LoggedValue::Plain("3".into()))],
+            files: vec![],
+        };
+        S::new()
+            .input(Input::SetConfig { revision })
+            .input(Input::StartStaged {
+                plan: Plan {
+                    release: V2,
+                    canary: A,
+                    followers: vec![],
+                    slots_max: 1,
+                    approval_after_canary: false,
+                },
+                policy: model::plan::Policy::default(),
+                arches: model::platform::ReleaseArches::Any,
+                deploys: Some(model::config::Deploys {
+                    code: V1,
+                    app: "hello".into(),
+                    revision: 1,
+                    fingerprint: FINGERPRINT,
+                }),
+            })
+            .commit(0)
+            .report(0, ReportKind::Switched, RouteObservation::passing(V2))
+    }
+}
+
+fn configured(read: Option<Option<Digest>>) -> Fresh {
+    Fresh {
+        configuration: read,
+        ..fresh(RouteObservation::passing(V2), readback(V2))
+    }
+}
+
+#[test]
+fn a_configured_deployment_is_verified_only_with_its_fingerprint_read_back() {
+    let s = S::verified_configured();
+    let p = s.live(A, &configured(Some(Some(FINGERPRINT))));
+    assert_eq!(verdict(&p), (Verdict::Verified, None), "{p:#?}");
+    let row = item(&p, "configuration");
+    assert_eq!(row.expected, Some(FINGERPRINT.to_hex()));
+    assert_eq!(row.observed, Some(FINGERPRINT.to_hex()));
+    assert_eq!((row.ok, row.origin), (Some(true), Origin::AgentReadBack));
+    // A code-only rollout has no such row.
+    let plain = S::verified().live(A, &fresh(RouteObservation::passing(V2), readback(V2)));
+    assert!(plain.checks.iter().all(|c| c.item != "configuration"));
+}
+
+#[test]
+fn a_process_started_with_the_old_configuration_is_stale_naming_it() {
+    let s = S::verified_configured();
+    let p = s.live(A, &configured(Some(Some(OLD_FINGERPRINT))));
+    assert_eq!(
+        verdict(&p),
+        (
+            Verdict::Stale,
+            Some(ReasonCode::ConfigurationFingerprintMismatch)
+        ),
+        "{p:#?}"
+    );
+    let row = item(&p, "configuration");
+    assert_eq!(row.observed, Some(OLD_FINGERPRINT.to_hex()));
+    assert_eq!(row.ok, Some(false));
+    // A route serving no configured deployment at all: the same mismatch.
+    let none = s.live(A, &configured(None));
+    assert_eq!(
+        none.reason,
+        Some(ReasonCode::ConfigurationFingerprintMismatch)
+    );
+    // Another contradiction wins: a wrong answer with an old configuration
+    // is failed, not stale.
+    let wrong = Fresh {
+        route: route(ProbeVerdict::WrongAnswer, Some(V2)),
+        ..configured(Some(Some(OLD_FINGERPRINT)))
+    };
+    assert_eq!(
+        verdict(&s.live(A, &wrong)),
+        (Verdict::Failed, Some(ReasonCode::ProbeWrongAnswer))
+    );
+}
+
+#[test]
+fn a_configuration_that_cannot_be_read_is_never_verified() {
+    let s = S::verified_configured();
+    let p = s.live(A, &configured(Some(None)));
+    assert_eq!(
+        verdict(&p),
+        (
+            Verdict::PartiallyVerified,
+            Some(ReasonCode::ConfigurationUnreadable)
+        ),
+        "{p:#?}"
+    );
+    let silent = Fresh {
+        agent: Err("the agent is not connected".into()),
+        ..configured(None)
+    };
+    let p = s.live(A, &silent);
+    assert_eq!(item(&p, "configuration").ok, None);
+    assert_ne!(p.verdict, Verdict::Verified);
+    // A recorded proof keeps no configuration readback: no row.
+    assert!(s.recorded(A).checks.iter().all(|c| c.item != "configuration"));
 }

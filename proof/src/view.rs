@@ -64,6 +64,12 @@ pub struct Fresh {
     /// 1); `None` when the readback names no other release, or names one
     /// the controller does not hold.
     pub older: Option<KnownRelease>,
+    /// The configuration fingerprint the process serving the route was
+    /// started with, as the agent read it from that process's environment
+    /// (issue #24 item 1): `None` when the route serves no configured
+    /// deployment (or the agent did not answer), `Some(None)` when the
+    /// process has none or it could not be read.
+    pub configuration: Option<Option<Digest>>,
 }
 
 /// A release the agent's readback names as what really runs behind the
@@ -126,6 +132,19 @@ pub(crate) enum ArtifactSeen {
     NotRead(ReasonCode, Option<String>),
 }
 
+/// What is known of the configuration the serving process runs with.
+#[derive(Clone, Copy, Debug)]
+enum ConfigSeen {
+    /// A recorded proof: the log keeps no configuration readback, so it
+    /// has no `configuration` row (the route identity, a deployment's
+    /// digest, covers what the agent installed).
+    NotLive,
+    /// A live proof whose readback the agent did not answer.
+    Unavailable,
+    /// Read back now ([`Fresh::configuration`]).
+    Read(Option<Option<Digest>>),
+}
+
 /// The evidence a proof judges.
 #[derive(Clone, Debug)]
 pub(crate) struct View {
@@ -148,6 +167,8 @@ pub(crate) struct View {
     /// running instead ([`Fresh::older`]); `None` in a recorded proof,
     /// which has no answer judged by that release's probe spec.
     pub older: Option<KnownRelease>,
+    /// The configuration the serving process runs with.
+    configuration: ConfigSeen,
 }
 
 impl View {
@@ -173,6 +194,7 @@ impl View {
                 agent: (Origin::AgentReadBack, Some(*at_ms)),
                 isolation: fresh.isolation.clone(),
                 older: fresh.older.clone(),
+                configuration: ConfigSeen::Read(fresh.configuration),
             },
             Err(why) => View {
                 obs,
@@ -186,6 +208,7 @@ impl View {
                 agent: (Origin::AgentReadBack, Some(fresh.route_at_ms)),
                 isolation: None,
                 older: None,
+                configuration: ConfigSeen::Unavailable,
             },
         }
     }
@@ -211,6 +234,7 @@ impl View {
             agent: (origin, Some(seen.at_ms)),
             isolation: None,
             older: None,
+            configuration: ConfigSeen::NotLive,
         }
     }
 
@@ -251,6 +275,7 @@ impl View {
             agent: (origin, None),
             isolation: None,
             older: None,
+            configuration: ConfigSeen::NotLive,
         })
     }
 
@@ -263,14 +288,61 @@ impl View {
         }
     }
 
-    /// The four evidence items, judged against `intended`.
-    pub fn checks(&self, intended: Digest) -> Vec<EvidenceCheck> {
-        vec![
+    /// The evidence items, judged against `intended` and, when the intended
+    /// rollout deploys a configuration, its `fingerprint`: the four of every
+    /// proof, and `configuration` where there is something to say of it.
+    pub fn checks(&self, intended: Digest, fingerprint: Option<Digest>) -> Vec<EvidenceCheck> {
+        let mut checks = vec![
             self.artifact_check(intended),
             self.process_check(),
             self.health_check(intended),
             self.identity_check(intended),
-        ]
+        ];
+        checks.extend(self.configuration_check(fingerprint));
+        checks
+    }
+
+    /// The `configuration` row (issue #24 item 1): the fingerprint the
+    /// intended deployment carries against the one the serving process was
+    /// started with. Present when a configuration is intended or one was
+    /// read back now; a recorded proof has none to judge.
+    fn configuration_check(&self, expected: Option<Digest>) -> Option<EvidenceCheck> {
+        use ReasonCode as R;
+        let (observed, ok, reason) = match (self.configuration, expected) {
+            (ConfigSeen::NotLive, _)
+            | (ConfigSeen::Unavailable | ConfigSeen::Read(None), None) => return None,
+            (ConfigSeen::Unavailable, Some(_)) => (
+                "not read back (the agent did not answer)".to_string(),
+                None,
+                Some(R::ReadbackUnavailable),
+            ),
+            (ConfigSeen::Read(None), Some(_)) => (
+                "none: the route serves no configured deployment".to_string(),
+                Some(false),
+                Some(R::ConfigurationFingerprintMismatch),
+            ),
+            (ConfigSeen::Read(Some(None)), _) => (
+                "none read from the serving process's environment".to_string(),
+                None,
+                Some(R::ConfigurationUnreadable),
+            ),
+            (ConfigSeen::Read(Some(Some(seen))), _) => {
+                let ok = expected == Some(seen);
+                (
+                    seen.to_hex(),
+                    Some(ok),
+                    (!ok).then_some(R::ConfigurationFingerprintMismatch),
+                )
+            }
+        };
+        let expected = expected.map_or_else(|| "no configuration".to_string(), |d| d.to_hex());
+        Some(self.agent_item(
+            "configuration",
+            Some(expected),
+            Some(observed),
+            ok,
+            reason,
+        ))
     }
 
     fn artifact_check(&self, intended: Digest) -> EvidenceCheck {

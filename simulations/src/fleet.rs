@@ -1350,6 +1350,7 @@ impl FleetModel {
             agent: Ok((readback, now_ms)),
             isolation: None,
             older,
+            configuration: world.configuration_read(node),
         }
     }
 

@@ -568,6 +568,21 @@ impl World {
         }
     }
 
+    /// The configuration fingerprint the process serving `node`'s route was
+    /// started with, as the agent reads it back: the one the deployment it
+    /// serves was recorded with (the model's agents always start a
+    /// deployment with its own configuration); `None` when what serves is
+    /// no configured deployment.
+    pub fn configuration_read(&self, node: NodeId) -> Option<Option<Digest>> {
+        let serving = self.agents[node.0 as usize].serving?;
+        self.durable
+            .rollouts
+            .iter()
+            .filter(|r| r.plan.release == serving)
+            .find_map(|r| r.deploys.as_ref())
+            .map(|d| Some(d.fingerprint))
+    }
+
     /// What `node`'s route answers judged by `release`'s own probe spec:
     /// a pass when what really answers is `release`, correctly (its own
     /// app, or its app swapped in behind another); what the route answers

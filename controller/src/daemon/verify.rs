@@ -40,6 +40,7 @@ pub async fn gather(api: &Api, node: NodeId) -> Result<Gathered, axum::response:
     let probed = probed?;
     let route_at_ms = epoch_ms(SystemTime::now());
     let isolation = agent.as_ref().ok().and_then(|r| r.isolation.clone());
+    let configuration = agent.as_ref().ok().and_then(|r| r.configuration);
     let older = match &agent {
         Ok(r) => known_release(api, &probed, &r.observation).await,
         Err(_) => None,
@@ -54,6 +55,7 @@ pub async fn gather(api: &Api, node: NodeId) -> Result<Gathered, axum::response:
             agent,
             isolation,
             older,
+            configuration,
         },
         probed,
     })
