@@ -940,7 +940,7 @@ impl Fleet {
         followers: &[&str],
         slots: u16,
     ) -> anyhow::Result<String> {
-        let _: serde_json::Value = self
+        let reply: serde_json::Value = self
             .api
             .post_json(
                 "/api/rollouts",
@@ -953,6 +953,20 @@ impl Fleet {
             )
             .await
             .map_err(|e| anyhow!("start rollout: {e}"))?;
+        // The start's own event names the rollout (`rollout rN starts: …`):
+        // its plan may name a deployment of `release` rather than `release`.
+        let started = reply["events"].as_array().and_then(|events| {
+            events.iter().find_map(|e| {
+                let mut words = e["text"].as_str()?.split_whitespace();
+                match (words.next(), words.next(), words.next()) {
+                    (Some("rollout"), Some(id), Some("starts:")) => Some(id.to_string()),
+                    _ => None,
+                }
+            })
+        });
+        if let Some(id) = started {
+            return Ok(id);
+        }
         let status = self.status().await?;
         status
             .rollouts
@@ -1170,6 +1184,30 @@ impl Fleet {
             &python,
             &[path.display().to_string()],
         )
+    }
+
+    /// Start `argv` by hand inside `node`'s network namespace, as an
+    /// operator on the node would: in `cwd`, with exactly `env` (nothing of
+    /// the harness's environment), as child `name` of the harness.
+    pub fn start_by_hand(
+        &mut self,
+        node: &str,
+        name: &str,
+        cwd: &Path,
+        env: &[String],
+        argv: &[&str],
+    ) -> anyhow::Result<()> {
+        let ns = self.net.host(host_of(node)?)?.ns.clone();
+        // `env -i -C DIR K=V... CMD`: execs in turn, so the child's pid is
+        // the app's own.
+        let mut args = vec![
+            "-i".to_string(),
+            "-C".to_string(),
+            cwd.display().to_string(),
+        ];
+        args.extend(env.iter().cloned());
+        args.extend(argv.iter().map(|a| a.to_string()));
+        self.spawn_in(name, &ns, Path::new("/usr/bin/env"), &args)
     }
 
     /// The working directory of `node`'s running app of `release` (its

@@ -55,6 +55,7 @@ macro_rules! body {
     };
 }
 
+mod configuration;
 mod ha;
 mod ha_snapshots;
 mod memory_limit;
@@ -91,6 +92,7 @@ pub fn all() -> Vec<Scenario> {
     all.extend(trees::all());
     all.extend(migration::all());
     all.extend(memory_limit::all());
+    all.extend(configuration::all());
     all
 }
 
