@@ -77,11 +77,18 @@ pub enum Fault {
     /// agent puts the data back and reports it; the controller restores
     /// and pauses. Not in the default set.
     MigrationError,
+    /// (issue #24 item 1, with `--config`) After settlement: the app of a
+    /// node serving a configured deployment is restarted by hand with an
+    /// older configuration. Code, answer and identity stay the
+    /// deployment's; only the environment the process was started with
+    /// (its configuration fingerprint, which the agent's readback reads
+    /// back) differs. Not in the default set.
+    OldConfig,
 }
 
 impl Fault {
     /// Every fault, in CLI order.
-    pub const ALL: [Fault; 15] = [
+    pub const ALL: [Fault; 16] = [
         Fault::Loss,
         Fault::Dup,
         Fault::Partition,
@@ -97,6 +104,7 @@ impl Fault {
         Fault::Snapshot,
         Fault::IdentityConflict,
         Fault::MigrationError,
+        Fault::OldConfig,
     ];
 
     /// The CLI name.
@@ -117,6 +125,7 @@ impl Fault {
             Fault::Snapshot => "snapshot",
             Fault::IdentityConflict => "identity-conflict",
             Fault::MigrationError => "migration-error",
+            Fault::OldConfig => "old-config",
         }
     }
 
@@ -125,7 +134,7 @@ impl Fault {
     /// for, so they come with the proof actions
     /// ([`CheckConfig::proofs_enabled`]) and are not in the default set.
     pub fn after_settlement(self) -> bool {
-        matches!(self, Fault::SwapOld | Fault::ForeignRoute)
+        matches!(self, Fault::SwapOld | Fault::ForeignRoute | Fault::OldConfig)
     }
 
     /// Parse a CLI name.
@@ -565,6 +574,7 @@ impl Mutant {
             Mutant::IgnoreIdentityConflict
                 | Mutant::StartIgnoresArch
                 | Mutant::StartIgnoresConfig
+                | Mutant::ConfigReadFromDocument
                 | Mutant::SettleKeepsDeadline
                 | Mutant::RearmSkipsDecided
         )
@@ -582,6 +592,12 @@ impl Mutant {
             Mutant::StartIgnoresArch => cfg.arches = true,
             // A start before the revision is recorded.
             Mutant::StartIgnoresConfig => cfg.config = true,
+            // A configuration rollout, then a node's app restarted by hand
+            // with an old configuration (it brings the proofs along).
+            Mutant::ConfigReadFromDocument => {
+                cfg.config = true;
+                cfg.faults = cfg.faults.with(Fault::OldConfig);
+            }
             // Every path settles ops: the first settle keeps its deadline.
             Mutant::SettleKeepsDeadline => {}
             // A restart while an op is decided and waits on its report.

@@ -72,7 +72,10 @@ impl Lanes {
 /// The node whose app an action touches, if any.
 fn app_touched(action: Action) -> Option<NodeId> {
     match action {
-        Action::ProbeRoute(node) | Action::SwapOld(node) | Action::ForeignRoute(node) => Some(node),
+        Action::ProbeRoute(node)
+        | Action::SwapOld(node)
+        | Action::ForeignRoute(node)
+        | Action::OldConfig(node) => Some(node),
         Action::Deliver {
             msg: Msg::ToAgent(node, _),
             fault: Some(AppFault::WrongAnswer | AppFault::RestoredDies),
@@ -149,7 +152,7 @@ impl Steps {
                 c.arrow(l.controller, l.log, text, Fate::Delivered)
             }
             Action::ProbeRoute(node) => c.arrow(l.controller, l.app(node), text, Fate::Delivered),
-            Action::SwapOld(node) | Action::ForeignRoute(node) => {
+            Action::SwapOld(node) | Action::ForeignRoute(node) | Action::OldConfig(node) => {
                 c.note(l.app(node), text, Tone::Fault)
             }
             Action::Pause(_)

@@ -155,6 +155,9 @@ pub enum Action {
     /// (`foreign-route`) A stand-in answers a settled node's route as
     /// another release.
     ForeignRoute(NodeId),
+    /// (`old-config`) A settled node's app of a configured deployment is
+    /// restarted by hand with an older configuration.
+    OldConfig(NodeId),
     /// An operator asks a live proof of a settled node (with proofs on).
     Prove(NodeId),
     /// A verifier records a fresh observation of a settled node: the
@@ -1315,6 +1318,10 @@ impl FleetModel {
                 if self.budget_left(world, Fault::ForeignRoute) {
                     actions.push(Action::ForeignRoute(node));
                 }
+                let configured = matches!(world.deployed_configuration(node), Some(Some(_)));
+                if configured && self.budget_left(world, Fault::OldConfig) {
+                    actions.push(Action::OldConfig(node));
+                }
             }
             // Like the controller's own probe: not of a node cut off.
             if !world.is_partitioned(node) {
@@ -1350,7 +1357,13 @@ impl FleetModel {
             agent: Ok((readback, now_ms)),
             isolation: None,
             older,
-            configuration: world.configuration_read(node),
+            // `config-read-from-document`: what the agent installed, not
+            // what the serving process runs with.
+            configuration: if self.cfg.mutant == Some(crate::mutants::Mutant::ConfigReadFromDocument) {
+                world.deployed_configuration(node)
+            } else {
+                world.configuration_read(node)
+            },
         }
     }
 
@@ -1464,7 +1477,8 @@ impl FleetModel {
             | Action::Archive
             | Action::Failover
             | Action::SwapOld(_)
-            | Action::ForeignRoute(_) => self.fault_action(&mut next, action, narration),
+            | Action::ForeignRoute(_)
+            | Action::OldConfig(_) => self.fault_action(&mut next, action, narration),
             Action::Pause(_)
             | Action::Resume(_)
             | Action::Approve(_)
@@ -1572,6 +1586,10 @@ impl FleetModel {
                 if let Some(serving) = next.agents[index].serving {
                     next.apps[index] = App::Foreign(other_release(serving));
                 }
+            }
+            Action::OldConfig(node) => {
+                next.faults_used += 1;
+                next.apps[node.0 as usize] = App::OldConfig;
             }
             Action::Retry(node) => {
                 self.agent(next, node, AgentInput::Retry, None, narration);
@@ -1955,6 +1973,10 @@ impl FleetModel {
             Action::Supersede => "operator starts a rollout of v3, superseding the current one".into(),
             Action::SwapOld(node) => describe_swap_old(world, *node),
             Action::ForeignRoute(node) => describe_foreign_route(world, *node),
+            Action::OldConfig(node) => format!(
+                "{node}'s app is restarted BY HAND with an old configuration (fingerprint {})",
+                crate::world::OLD_CONFIG_FINGERPRINT
+            ),
             Action::Prove(node) => format!(
                 "operator asks a live proof of {node} (route probe and agent readback)"
             ),

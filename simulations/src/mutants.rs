@@ -62,6 +62,7 @@ pub enum Mutant {
     StartIgnoresArch,
     RetryInterruptedMigration,
     StartIgnoresConfig,
+    ConfigReadFromDocument,
 }
 
 /// What a mutant must be caught breaking: a safety rule, or (issue #27
@@ -94,7 +95,7 @@ impl std::fmt::Display for Breaks {
 
 impl Mutant {
     /// Every mutant, in `--list-mutants` order.
-    pub const ALL: [Mutant; 39] = [
+    pub const ALL: [Mutant; 40] = [
         Mutant::ReleaseOnTimeout,
         Mutant::GrantWhilePaused,
         Mutant::RedecideOnRetry,
@@ -134,6 +135,7 @@ impl Mutant {
         Mutant::StartIgnoresArch,
         Mutant::RetryInterruptedMigration,
         Mutant::StartIgnoresConfig,
+        Mutant::ConfigReadFromDocument,
     ];
 
     /// The CLI name.
@@ -178,6 +180,7 @@ impl Mutant {
             Mutant::StartIgnoresArch => "start-ignores-arch",
             Mutant::RetryInterruptedMigration => "retry-interrupted-migration",
             Mutant::StartIgnoresConfig => "start-ignores-config",
+            Mutant::ConfigReadFromDocument => "config-read-from-document",
         }
     }
 
@@ -235,6 +238,7 @@ impl Mutant {
             Mutant::IgnoreIdentityConflict => Rule::QuarantineSilences,
             Mutant::StartIgnoresArch => Rule::ArchHasATree,
             Mutant::StartIgnoresConfig => Rule::DeploysRecordedConfig,
+            Mutant::ConfigReadFromDocument => Rule::ProofIsReadback,
             Mutant::ResumeGrantsNothing
             | Mutant::StagingRetryNeverReissued
             | Mutant::PauseFreezesAccounting => {
@@ -368,6 +372,9 @@ impl Mutant {
             }
             Mutant::StartIgnoresConfig => {
                 "start a configuration rollout without checking that its revision is the one the log recorded"
+            }
+            Mutant::ConfigReadFromDocument => {
+                "read a node's configuration fingerprint back from the deployment document it installed, not from the environment of the process serving the route"
             }
         }
     }

@@ -319,10 +319,20 @@ pub fn properties(model: &FleetModel) -> Vec<Property<FleetModel>> {
             property_name(Rule::ProofIsReadback),
             |_, w| proofs_tell_the_truth(w),
         ));
-        if model.cfg.faults.any_after_settlement() {
+        // Only a swapped release or a stand-in is a drift a recorded
+        // observation shows; an old configuration is read by a live proof
+        // alone.
+        if model.cfg.faults.has(Fault::SwapOld) || model.cfg.faults.has(Fault::ForeignRoute) {
             props.push(Property::<FleetModel>::sometimes(
                 "drift is seen",
                 |_, w| drift_seen(w),
+            ));
+        }
+        // P1 is not vacuous: the hand restart is reached.
+        if model.cfg.faults.has(Fault::OldConfig) {
+            props.push(Property::<FleetModel>::sometimes(
+                "an app runs with an old configuration",
+                |_, w| w.apps.contains(&crate::world::App::OldConfig),
             ));
         }
     }

@@ -34,7 +34,18 @@ pub enum App {
     /// route: the expected answer, identifying as the release given. The
     /// agent's install is untouched.
     Foreign(Digest),
+    /// (`old-config`, after settlement) The deployment's code serves,
+    /// answering correctly as the deployment, but its process was started
+    /// by hand with an older configuration: the agent's readback of the
+    /// process's environment finds [`OLD_CONFIG_FINGERPRINT`]. Not a drift
+    /// a recorded observation can show (the log keeps no configuration
+    /// readback): only a live proof reads it.
+    OldConfig,
 }
+
+/// The configuration fingerprint an `old-config` process was started with:
+/// no revision's the checker records.
+pub const OLD_CONFIG_FINGERPRINT: Digest = Digest::repeat(40);
 
 impl App {
     /// A settled node's route no longer serves what its agent installed.
@@ -510,7 +521,7 @@ impl World {
     pub fn observe(&self, node: NodeId) -> RouteObservation {
         let serving = self.agents[node.0 as usize].serving;
         match (serving, self.apps[node.0 as usize]) {
-            (Some(release), App::Correct) => RouteObservation::passing(release),
+            (Some(release), App::Correct | App::OldConfig) => RouteObservation::passing(release),
             (Some(release), App::Wrong) => RouteObservation {
                 verdict: ProbeVerdict::WrongAnswer,
                 identity: Some(release),
@@ -574,6 +585,17 @@ impl World {
     /// deployment with its own configuration); `None` when what serves is
     /// no configured deployment.
     pub fn configuration_read(&self, node: NodeId) -> Option<Option<Digest>> {
+        let deployed = self.deployed_configuration(node)?;
+        match self.apps[node.0 as usize] {
+            App::OldConfig => Some(Some(OLD_CONFIG_FINGERPRINT)),
+            _ => Some(deployed),
+        }
+    }
+
+    /// The configuration fingerprint the deployment `node` serves was
+    /// recorded with: what its process runs with unless restarted by hand
+    /// (`old-config`); `None` when what serves is no configured deployment.
+    pub fn deployed_configuration(&self, node: NodeId) -> Option<Option<Digest>> {
         let serving = self.agents[node.0 as usize].serving?;
         self.durable
             .rollouts
@@ -591,7 +613,9 @@ impl World {
         let index = node.0 as usize;
         match (self.agents[index].serving, self.apps[index]) {
             (_, App::SwappedOld(old)) if old == release => ProbeVerdict::Pass,
-            (Some(serving), App::Correct) if serving == release => ProbeVerdict::Pass,
+            (Some(serving), App::Correct | App::OldConfig) if serving == release => {
+                ProbeVerdict::Pass
+            }
             (_, App::Down) | (None, _) => ProbeVerdict::Unreachable,
             _ => ProbeVerdict::WrongAnswer,
         }
@@ -619,6 +643,9 @@ impl World {
             App::Foreign(other) => {
                 format!("a stand-in answers {node}'s route as {other}, not its {serving}")
             }
+            App::OldConfig => format!(
+                "{node}'s {serving} runs with an old configuration (its app restarted by hand)"
+            ),
         }
     }
 

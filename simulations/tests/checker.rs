@@ -934,6 +934,32 @@ fn quick_real_rules_pass_with_a_configuration_rollout() {
     assert_eq!(report.unique_states, PINNED_CONFIG_UNIQUE_STATES);
 }
 
+/// (issue #24 item 1) After a configuration rollout, a node's app is
+/// restarted by hand with an old configuration: the real proof never says
+/// `verified` for it (P1), under a lost message, a wrong answer and an
+/// agent crash. The count is pinned.
+#[test]
+fn quick_real_rules_pass_with_an_app_restarted_with_an_old_configuration() {
+    let cfg = CheckConfig {
+        followers: 1,
+        config: true,
+        faults: Faults::parse("loss,wrong-answer,agent-crash,old-config").expect("known faults"),
+        ..CheckConfig::default()
+    };
+    assert!(cfg.proofs_enabled(), "old-config brings the proofs along");
+    let report = assert_clean(&cfg);
+    let summary = simulations::run::summary(&report);
+    assert!(
+        summary.contains("PASS       always    P1 proof is a readback"),
+        "{summary}"
+    );
+    assert_eq!(report.unique_states, PINNED_OLD_CONFIG_UNIQUE_STATES);
+}
+
+/// `quick_real_rules_pass_with_an_app_restarted_with_an_old_configuration`'s
+/// space.
+const PINNED_OLD_CONFIG_UNIQUE_STATES: usize = 77_969;
+
 /// (issue #24 item 5) A mixed fleet: the canary runs on aarch64, the
 /// follower on x86_64. A release with a tree for each rolls out; one built
 /// for x86_64 only is refused before anything is granted, and A1 holds
