@@ -36,8 +36,9 @@ struct Args {
     slots: Option<u8>,
     /// Faults the environment may inject, comma separated:
     /// loss,dup,partition,agent-crash,controller-crash,wrong-answer,app-crash,
-    /// early-timeout (the default set); swap-old,foreign-route, which
-    /// strike a settled node and imply --proofs; stage-error;
+    /// early-timeout (the default set); swap-old,foreign-route and (with
+    /// --config) old-config, which strike a settled node and imply
+    /// --proofs; stage-error;
     /// controller-failover (a standby takes over, the old leader lives on
     /// deposed and its appends are fenced); and snapshot (snapshots beside
     /// the log, torn writes, archiving; every restart rebuilds from them)
@@ -60,7 +61,8 @@ struct Args {
     #[arg(long)]
     no_operator: bool,
     /// Let an operator ask a live proof of a settled node and a verifier
-    /// record observations of it (implied by swap-old and foreign-route).
+    /// record observations of it (implied by swap-old, foreign-route and
+    /// old-config).
     #[arg(long)]
     proofs: bool,
     /// Enroll the nodes by name at the start and let the operator retire
