@@ -774,7 +774,10 @@ impl S {
             app: "hello".into(),
             revision: 1,
             fingerprint: FINGERPRINT,
-            env: vec![("LEVEL".into(), model::config::LoggedValue::Plain("3".into()))],
+            env: vec![(
+                "LEVEL".into(),
+                model::config::LoggedValue::Plain("3".into()),
+            )],
             files: vec![],
         };
         S::new()
@@ -875,5 +878,9 @@ fn a_configuration_that_cannot_be_read_is_never_verified() {
     assert_eq!(item(&p, "configuration").ok, None);
     assert_ne!(p.verdict, Verdict::Verified);
     // A recorded proof keeps no configuration readback: no row.
-    assert!(s.recorded(A).checks.iter().all(|c| c.item != "configuration"));
+    assert!(s
+        .recorded(A)
+        .checks
+        .iter()
+        .all(|c| c.item != "configuration"));
 }

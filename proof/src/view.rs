@@ -309,8 +309,9 @@ impl View {
     fn configuration_check(&self, expected: Option<Digest>) -> Option<EvidenceCheck> {
         use ReasonCode as R;
         let (observed, ok, reason) = match (self.configuration, expected) {
-            (ConfigSeen::NotLive, _)
-            | (ConfigSeen::Unavailable | ConfigSeen::Read(None), None) => return None,
+            (ConfigSeen::NotLive, _) | (ConfigSeen::Unavailable | ConfigSeen::Read(None), None) => {
+                return None
+            }
             (ConfigSeen::Unavailable, Some(_)) => (
                 "not read back (the agent did not answer)".to_string(),
                 None,
@@ -336,13 +337,7 @@ impl View {
             }
         };
         let expected = expected.map_or_else(|| "no configuration".to_string(), |d| d.to_hex());
-        Some(self.agent_item(
-            "configuration",
-            Some(expected),
-            Some(observed),
-            ok,
-            reason,
-        ))
+        Some(self.agent_item("configuration", Some(expected), Some(observed), ok, reason))
     }
 
     fn artifact_check(&self, intended: Digest) -> EvidenceCheck {

@@ -134,7 +134,10 @@ impl Fault {
     /// for, so they come with the proof actions
     /// ([`CheckConfig::proofs_enabled`]) and are not in the default set.
     pub fn after_settlement(self) -> bool {
-        matches!(self, Fault::SwapOld | Fault::ForeignRoute | Fault::OldConfig)
+        matches!(
+            self,
+            Fault::SwapOld | Fault::ForeignRoute | Fault::OldConfig
+        )
     }
 
     /// Parse a CLI name.

@@ -1359,7 +1359,9 @@ impl FleetModel {
             older,
             // `config-read-from-document`: what the agent installed, not
             // what the serving process runs with.
-            configuration: if self.cfg.mutant == Some(crate::mutants::Mutant::ConfigReadFromDocument) {
+            configuration: if self.cfg.mutant
+                == Some(crate::mutants::Mutant::ConfigReadFromDocument)
+            {
                 world.deployed_configuration(node)
             } else {
                 world.configuration_read(node)

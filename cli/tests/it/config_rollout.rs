@@ -111,6 +111,20 @@ async fn rolls_out_configured(
             Some(format!("greeting = {greeting:?}\n")),
             "{node}"
         );
+        // The live proof reads the serving process's fingerprint back.
+        let p: proof::NodeProof = fleet
+            .api
+            .get(&format!("/api/nodes/{node}/proof"))
+            .await
+            .expect("the node's proof");
+        assert_eq!(p.verdict, proof::Verdict::Verified, "{p:#?}");
+        let row = p.checks.iter().find(|c| c.item == "configuration");
+        let seen = row.map(|c| (c.observed.clone(), c.ok));
+        assert_eq!(
+            seen,
+            Some((Some(fingerprint.to_hex()), Some(true))),
+            "{p:#?}"
+        );
     }
     deployment
 }

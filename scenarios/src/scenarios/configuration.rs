@@ -93,7 +93,10 @@ async fn configure_and_roll_out(f: &mut Fleet, code: Digest, n: u64) -> anyhow::
         .await?;
     ensure!(status == 0, "config set {APP} {level}: {out}");
     let config: serde_json::Value = f.api().get(&format!("/api/configs/{APP}")).await?;
-    ensure!(config["revision"] == n, "{APP}'s latest revision: {config:#}");
+    ensure!(
+        config["revision"] == n,
+        "{APP}'s latest revision: {config:#}"
+    );
     let fingerprint = config["fingerprint"]
         .as_str()
         .context("the revision's fingerprint")?
@@ -198,7 +201,13 @@ async fn restart_by_hand(
         .clone();
     let env: Vec<String> = old_env
         .into_iter()
-        .map(|v| if v.starts_with("PORT=") { port.clone() } else { v })
+        .map(|v| {
+            if v.starts_with("PORT=") {
+                port.clone()
+            } else {
+                v
+            }
+        })
         .collect();
     let cwd = f
         .app_dir("node-c", code)
@@ -212,9 +221,11 @@ async fn restart_by_hand(
     let started = hand_start(f, &cwd, &env, (code, port)).await;
     signal(agent, libc::SIGCONT)?;
     started?;
-    wait_for("node-c's route answers the hand-started app", WAIT_MS, || async {
-        f.public("node-c").await.is_some_and(|a| a.status == 200)
-    })
+    wait_for(
+        "node-c's route answers the hand-started app",
+        WAIT_MS,
+        || async { f.public("node-c").await.is_some_and(|a| a.status == 200) },
+    )
     .await
 }
 
@@ -264,6 +275,10 @@ fn signal(pid: u32, sig: libc::c_int) -> anyhow::Result<()> {
     let pid = libc::pid_t::try_from(pid)?;
     // SAFETY: kill(2) only, on a pid of this fleet's processes.
     let rc = unsafe { libc::kill(pid, sig) };
-    ensure!(rc == 0, "kill({pid}, {sig}): {}", std::io::Error::last_os_error());
+    ensure!(
+        rc == 0,
+        "kill({pid}, {sig}): {}",
+        std::io::Error::last_os_error()
+    );
     Ok(())
 }
