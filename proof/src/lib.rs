@@ -718,41 +718,11 @@ fn judge(
         older,
     } = judged;
     let last = view.map(|v| v.obs);
-    let passed = last.is_some_and(|o| o.verdict == ProbeVerdict::Pass);
     if op.is_unknown() {
         return (Verdict::Unverified, Some(R::OpUnknown));
     }
-    match op.phase {
-        OpPhase::Settled(Outcome::Resolved(Resolution::Abandon)) => {
-            return (Verdict::Unverified, Some(R::Abandoned));
-        }
-        // The cause survives: what made the release roll back contradicts
-        // the intent, whatever serves now.
-        OpPhase::Settled(Outcome::RolledBack) if cause.is_some() => {
-            return (Verdict::Failed, cause.and_then(|c| c.reason));
-        }
-        // Stale only when what is seen is the release the node's record
-        // says serves: a route answering as anything else there (a
-        // stand-in answering as the intended release over the baseline's
-        // disk) is a contradiction, judged below.
-        OpPhase::Settled(
-            o @ (Outcome::RolledBack
-            | Outcome::NotApplied
-            | Outcome::Resolved(Resolution::ConfirmBaseline)),
-        ) if confirmed != Some(intended)
-            && passed
-            && confirmed
-                .zip(last)
-                .is_some_and(|(c, o)| observation_confirms(&o, c)) =>
-        {
-            let reason = if o == Outcome::NotApplied {
-                R::NotApplied
-            } else {
-                R::RolledBack
-            };
-            return (Verdict::Stale, Some(reason));
-        }
-        _ => {}
+    if let Some(verdict) = by_outcome(op, (intended, confirmed), last, cause) {
+        return verdict;
     }
     let Some(last) = last else {
         let reason = if op.occupies_slot() {
@@ -796,6 +766,50 @@ fn judge(
         }
     }
     (Verdict::Unverified, Some(R::NoEvidence))
+}
+
+/// Rules 4 and 5: the verdict an op's outcome decides whatever else was
+/// read (`last`, the judged observation), if it decides one.
+fn by_outcome(
+    op: &Op,
+    (intended, confirmed): (Digest, Option<Digest>),
+    last: Option<RouteObservation>,
+    cause: Option<EvidenceCheck>,
+) -> Option<(Verdict, Option<ReasonCode>)> {
+    use ReasonCode as R;
+    let passed = last.is_some_and(|o| o.verdict == ProbeVerdict::Pass);
+    match op.phase {
+        OpPhase::Settled(Outcome::Resolved(Resolution::Abandon)) => {
+            Some((Verdict::Unverified, Some(R::Abandoned)))
+        }
+        // The cause survives: what made the release roll back contradicts
+        // the intent, whatever serves now.
+        OpPhase::Settled(Outcome::RolledBack) if cause.is_some() => {
+            Some((Verdict::Failed, cause.and_then(|c| c.reason)))
+        }
+        // Stale only when what is seen is the release the node's record
+        // says serves: a route answering as anything else there (a
+        // stand-in answering as the intended release over the baseline's
+        // disk) is a contradiction, judged by the caller.
+        OpPhase::Settled(
+            o @ (Outcome::RolledBack
+            | Outcome::NotApplied
+            | Outcome::Resolved(Resolution::ConfirmBaseline)),
+        ) if confirmed != Some(intended)
+            && passed
+            && confirmed
+                .zip(last)
+                .is_some_and(|(c, o)| observation_confirms(&o, c)) =>
+        {
+            let reason = if o == Outcome::NotApplied {
+                R::NotApplied
+            } else {
+                R::RolledBack
+            };
+            Some((Verdict::Stale, Some(reason)))
+        }
+        _ => None,
+    }
 }
 
 /// Rule 7's last conditions: the op no longer holds its slot (while it

@@ -1923,6 +1923,10 @@ impl FleetModel {
                 "operator sets {CONFIG_APP}'s configuration, revision 1 ({})",
                 config_fingerprint()
             ),
+            Action::OldConfig(node) => format!(
+                "{node}'s app is restarted BY HAND with an old configuration (fingerprint {})",
+                crate::world::OLD_CONFIG_FINGERPRINT
+            ),
             other => unreachable!("described by describe: {other:?}"),
         }
     }
@@ -1975,10 +1979,6 @@ impl FleetModel {
             Action::Supersede => "operator starts a rollout of v3, superseding the current one".into(),
             Action::SwapOld(node) => describe_swap_old(world, *node),
             Action::ForeignRoute(node) => describe_foreign_route(world, *node),
-            Action::OldConfig(node) => format!(
-                "{node}'s app is restarted BY HAND with an old configuration (fingerprint {})",
-                crate::world::OLD_CONFIG_FINGERPRINT
-            ),
             Action::Prove(node) => format!(
                 "operator asks a live proof of {node} (route probe and agent readback)"
             ),
@@ -1989,6 +1989,7 @@ impl FleetModel {
             Action::StartNarrow
             | Action::Retire(_)
             | Action::SetConfig
+            | Action::OldConfig(_)
             | Action::IdentityConflict(_)
             | Action::ReleaseNode(_) => Self::describe_added(action),
             Action::Snapshot => format!(
