@@ -36,5 +36,12 @@ if ! cmp -s scripts/a11y/package.json "$dir/package.json" || [ ! -d "$dir/node_m
   cp scripts/a11y/package.json "$dir/package.json"
   (cd "$dir" && npm install --no-audit --no-fund --loglevel=error >&2)
 fi
-cp scripts/a11y/axe.mjs "$dir/axe.mjs"
-CHROMIUM="$(command -v chromium)" exec node "$dir/axe.mjs" "$@"
+cp scripts/a11y/*.mjs "$dir/"
+# `--run NAME.mjs ARGS...` runs another script of scripts/a11y with the
+# same browser (actions.mjs: acting from the console's pages).
+script=axe.mjs
+if [ "${1:-}" = --run ]; then
+  script="$2"
+  shift 2
+fi
+CHROMIUM="$(command -v chromium)" exec node "$dir/$script" "$@"

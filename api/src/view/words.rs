@@ -12,6 +12,31 @@
 pub use model::controller::words::*;
 pub use model::words::*;
 
+/// An operator's action on a rollout: `approve`, `resume`, `pause` (the
+/// last word of `POST /api/rollouts/{id}/…` and of the console's forms).
+pub fn rollout_action(action: model::controller::RolloutAction) -> &'static str {
+    use model::controller::RolloutAction as A;
+    match action {
+        A::Approve => "approve",
+        A::Resume => "resume",
+        A::Pause => "pause",
+    }
+}
+
+/// Every rollout action, in the order the console offers them.
+pub const ROLLOUT_ACTIONS: [model::controller::RolloutAction; 3] = [
+    model::controller::RolloutAction::Approve,
+    model::controller::RolloutAction::Resume,
+    model::controller::RolloutAction::Pause,
+];
+
+/// The rollout action named by `word`, if any.
+pub fn parse_rollout_action(word: &str) -> Option<model::controller::RolloutAction> {
+    ROLLOUT_ACTIONS
+        .into_iter()
+        .find(|a| rollout_action(*a) == word)
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{NodeState, OpState};
@@ -24,6 +49,22 @@ mod tests {
     /// word is non-empty, distinct within its enum, and the words the API
     /// parses parse back to their variant. The lists are built by
     /// exhaustive matches, so a new variant fails to compile here too.
+    /// The console's rollout actions: one word each, parsed back, and
+    /// every action `rollout_actions` can offer has one (exhaustive).
+    #[test]
+    fn every_rollout_action_has_one_word_that_parses_back() {
+        use model::controller::RolloutAction as A;
+        for a in ROLLOUT_ACTIONS {
+            match a {
+                A::Approve | A::Resume | A::Pause => {}
+            }
+            assert_eq!(parse_rollout_action(rollout_action(a)), Some(a));
+        }
+        let words: BTreeSet<&str> = ROLLOUT_ACTIONS.map(rollout_action).into_iter().collect();
+        assert_eq!(words.len(), ROLLOUT_ACTIONS.len());
+        assert_eq!(parse_rollout_action("delete"), None);
+    }
+
     #[test]
     fn every_variant_has_one_distinct_word() {
         fn distinct(words: Vec<String>) {

@@ -857,6 +857,11 @@ const ROUTER_ROUTES: &[(&str, &str)] = &[
     ("/nodes/{name}", "get"),
     ("/ops", "get"),
     ("/ops/{op}", "get"),
+    ("/ops/{op}/act", "post"),
+    ("/rollouts/{id}/act", "post"),
+    ("/login", "get"),
+    ("/login", "post"),
+    ("/logout", "post"),
     ("/ops/{op}/diagram.svg", "get"),
     ("/handover", "get"),
     ("/live", "get"),
@@ -1025,15 +1030,27 @@ fn the_openapi_document_matches_the_router() {
                 concrete
             };
             let write = method == "post" || method == "put" || method == "delete";
+            // The console's forms act with a session cookie, not a bearer
+            // token; logging in needs neither.
+            let form = path == "/login" || path == "/logout" || path.ends_with("/act");
             // The event stream is the one guarded read: each holds one of
             // STREAMS_MAX slots, which anonymous clients must not exhaust.
-            let guarded = write || path == "/api/events/stream";
+            let guarded = (write && path != "/login") || path == "/api/events/stream";
             assert_eq!(
                 operation.get("security").is_some(),
                 guarded,
-                "{method} {path}: Bearer security exactly on writes and the event stream"
+                "{method} {path}: security exactly on writes (but the login) and the event stream"
             );
-            if write {
+            let scheme = if form { "session" } else { "bearer" };
+            if let Some(security) = operation.get("security") {
+                assert!(
+                    security.to_string().contains(scheme),
+                    "{method} {path}: {security}"
+                );
+            }
+            // (The console's forms take form bodies, not this JSON: their
+            // 401 without a session is console_actions.rs's.)
+            if write && !form {
                 // Without a token: 401, so the route exists and is guarded.
                 let verb = method.to_uppercase();
                 let (code, answer) = ctl.http(&verb, &concrete, None, b"{}");

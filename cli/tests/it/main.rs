@@ -28,6 +28,8 @@ mod batch;
 mod cli;
 mod config_rollout;
 mod console;
+mod console_actions;
+mod console_browser;
 mod controller_crash;
 mod controller_restart;
 mod conventions;

@@ -27,6 +27,7 @@ pub mod readback;
 pub mod release_api;
 pub mod release_gc;
 pub mod release_store;
+pub mod sessions;
 pub mod state;
 pub mod stream;
 pub mod verify;
@@ -65,6 +66,23 @@ pub struct Daemon {
     api_listener: tokio::net::TcpListener,
 }
 
+/// The fleet's configuration key (issue #24 item 1), when it has one, and
+/// the deployment documents' index, kept following the core's state.
+fn configuration_state(
+    cfg: &ControllerConfig,
+    core: &core::CoreHandle,
+) -> anyhow::Result<(
+    Option<Arc<configuration::ConfigKey>>,
+    Arc<configuration::Deployments>,
+)> {
+    let config_key = configuration::ConfigKey::load(&cfg.tls.config_key_path())
+        .context("loading the configuration key")?
+        .map(Arc::new);
+    let deployments = Arc::new(configuration::Deployments::default());
+    configuration::follow(core.clone(), deployments.clone(), config_key.clone());
+    Ok((config_key, deployments))
+}
+
 /// Open the log, bind QUIC and the API, start the core and accept agents.
 /// On etcd the daemon starts as a hot standby ([`ha`]): it serves both
 /// endpoints at once and leads once elected.
@@ -91,11 +109,7 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
     let core = core::spawn(opened.log, (*cfg).clone(), allow_faults, deny, role);
     let bundles = Arc::new(bundle_dir);
     let releases = Arc::new(releases);
-    let config_key = configuration::ConfigKey::load(&cfg.tls.config_key_path())
-        .context("loading the configuration key")?
-        .map(Arc::new);
-    let deployments = Arc::new(configuration::Deployments::default());
-    configuration::follow(core.clone(), deployments.clone(), config_key.clone());
+    let (config_key, deployments) = configuration_state(&cfg, &core)?;
     let artifacts = Arc::new(release_store::Artifacts {
         bundles: bundles.clone(),
         releases: releases.clone(),
@@ -119,6 +133,7 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
         release_gate: Default::default(),
         config_key,
         deployments,
+        sessions: Default::default(),
     };
     match opened.campaign {
         None => lead(api.clone(), hooks).await?,

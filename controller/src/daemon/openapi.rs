@@ -24,7 +24,8 @@ use utoipa::{Modify, OpenApi};
 )]
 struct Base;
 
-/// Adds the `bearer` security scheme the writes name.
+/// Adds the `bearer` security scheme the writes name, and `session`, the
+/// console forms' cookie.
 struct Bearer;
 
 impl Modify for Bearer {
@@ -33,6 +34,14 @@ impl Modify for Bearer {
         components.add_security_scheme(
             "bearer",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+        // The console's forms: a logged-in session's cookie (and, in the
+        // form, that session's CSRF token; `console::session`).
+        components.add_security_scheme(
+            "session",
+            SecurityScheme::ApiKey(utoipa::openapi::security::ApiKey::Cookie(
+                utoipa::openapi::security::ApiKeyValue::new(super::sessions::SESSION_COOKIE),
+            )),
         );
     }
 }

@@ -44,6 +44,8 @@ pub struct Api {
     pub config_key: Option<Arc<super::configuration::ConfigKey>>,
     /// Deployment documents, and each one's code (issue #24 item 1).
     pub deployments: Arc<super::configuration::Deployments>,
+    /// The console's logged-in sessions (issue #28 item 3).
+    pub sessions: super::sessions::Sessions,
 }
 
 /// Most event streams open at once; one more is refused with 503.
@@ -107,15 +109,13 @@ pub fn unauthorized(api: &Api, headers: &HeaderMap) -> Option<Response> {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
-    // Compare without an early exit so timing does not leak a prefix.
-    let expected = api.token.as_bytes();
-    let same = presented.len() == expected.len()
-        && presented
-            .bytes()
-            .zip(expected.iter())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0;
-    (!same).then(|| ApiError::Unauthorized.into_response())
+    (!token_matches(api, presented)).then(|| ApiError::Unauthorized.into_response())
+}
+
+/// Whether `presented` is the operator token: the API's bearer and the
+/// console's login take the same credential.
+pub fn token_matches(api: &Api, presented: &str) -> bool {
+    super::sessions::same_secret(presented, &api.token)
 }
 
 #[cfg(test)]

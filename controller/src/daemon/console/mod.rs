@@ -40,6 +40,7 @@ use super::view::{NodeState, OpState};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
+mod actions;
 mod events;
 mod fleet;
 mod handover;
@@ -49,6 +50,7 @@ mod metrics;
 mod node;
 mod op;
 mod rollout;
+pub mod session;
 #[cfg(test)]
 mod tests;
 
@@ -72,6 +74,8 @@ pub fn routes() -> utoipa_axum::router::OpenApiRouter<Api> {
         .merge(handover::routes())
         .merge(events::routes())
         .merge(live::routes())
+        .merge(session::routes())
+        .merge(actions::routes())
 }
 
 /// A full page of events and a full op timeline, all about `op`: the

@@ -7,6 +7,7 @@
 //! dates for every op holding a slot and for each node's latest op; an
 //! older op's events are a link to the event page filtered by it.
 
+use super::actions::Acting;
 use super::node::{filter_form, query_refusal};
 use super::{
     badge, escape, html, link, node_link, op_dto_class, op_link, pager, pairs, param, path_value,
@@ -20,7 +21,7 @@ use crate::daemon::view::{
 };
 use api::report::Unresolved;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use model::controller::{EvidenceItem, EvidenceSource, Op};
 use model::OpId;
@@ -200,9 +201,13 @@ async fn read_timeline(api: &Api, id: OpId, from: u64) -> Timeline {
         (status = 404, description = "no such op, or forgotten (HTML)", body = String, content_type = "text/html"),
 (status = 503, description = "the controller core stopped (HTML)", body = String, content_type = "text/html"),
     ))]
-async fn op_one(State(api): State<Api>, text: PagePath) -> Response {
+async fn op_one(State(api): State<Api>, headers: HeaderMap, text: PagePath) -> Response {
     match op_and_timeline(&api, text).await {
-        Ok((snap, id, timeline)) => html(StatusCode::OK, render_one(&snap, id, timeline.as_ref())),
+        Ok((snap, id, timeline)) => {
+            let acting = Acting::of(&api, &headers, &format!("/ops/{id}"));
+            let page = render_acting(&snap, id, timeline.as_ref(), Some(&acting));
+            html(StatusCode::OK, page)
+        }
         Err(refused) => refused,
     }
 }
@@ -285,8 +290,18 @@ pub fn diagram_svg(snap: &Snapshot, id: OpId, timeline: Option<&Timeline>) -> St
     chart.finish_with(closing).svg()
 }
 
-/// The op page.
+/// The op page, read-only.
 pub fn render_one(snap: &Snapshot, id: OpId, timeline: Option<&Timeline>) -> String {
+    render_acting(snap, id, timeline, None)
+}
+
+/// The op page, with the actions `acting` may take when given.
+pub fn render_acting(
+    snap: &Snapshot,
+    id: OpId,
+    timeline: Option<&Timeline>,
+    acting: Option<&Acting>,
+) -> String {
     let s = &snap.state;
     let Some(o) = one_op(s, id) else {
         return shell("no such op", false, &escape(&op_missing(s, id)));
@@ -301,6 +316,9 @@ pub fn render_one(snap: &Snapshot, id: OpId, timeline: Option<&Timeline>) -> Str
     if let Some(op) = s.op(id) {
         render_unknown(&mut h, op, entry.as_ref());
         render_claim(&mut h, op);
+        if let Some(acting) = acting {
+            h.push_str(&super::actions::op_forms(s, op, acting));
+        }
         h.push_str(&evidence_table(op));
     } else {
         h.push_str("<p>archived: only its summary is kept in the state; its whole story is in the log</p>\n");

@@ -152,7 +152,12 @@ pub fn render_list(s: &ControllerState, skip: usize) -> String {
         (status = 404, description = "no such rollout (HTML)", body = String, content_type = "text/html"),
 (status = 503, description = "the controller core stopped (HTML)", body = String, content_type = "text/html"),
     ))]
-async fn rollout_one(State(api): State<Api>, id: PagePath, q: PageQuery) -> Response {
+async fn rollout_one(
+    State(api): State<Api>,
+    headers: axum::http::HeaderMap,
+    id: PagePath,
+    q: PageQuery,
+) -> Response {
     let (id, pairs) = match (path_value(id), pairs(q)) {
         (Ok(i), Ok(p)) => (i, p),
         (Err(page), _) | (_, Err(page)) => return page.into_response(),
@@ -167,15 +172,29 @@ async fn rollout_one(State(api): State<Api>, id: PagePath, q: PageQuery) -> Resp
     let Some(r) = parse_rollout_id(&id).and_then(|r| snap.state.rollout(r)) else {
         return refusal(StatusCode::NOT_FOUND, &format!("no rollout {id}"));
     };
-    html(StatusCode::OK, render_one(&snap, r, wave, from))
+    let acting = super::actions::Acting::of(&api, &headers, &format!("/rollouts/{}", r.id));
+    html(
+        StatusCode::OK,
+        render_acting(&snap, r, (wave, from), Some(&acting)),
+    )
 }
 
-/// The rollout page; `wave` and `from` choose the ops listed.
+/// The rollout page, read-only; `wave` and `from` choose the ops listed.
 pub fn render_one(
     snap: &Snapshot,
     r: &Rollout,
     wave: Option<usize>,
     from: Option<usize>,
+) -> String {
+    render_acting(snap, r, (wave, from), None)
+}
+
+/// The rollout page, with the actions `acting` may take when given.
+pub fn render_acting(
+    snap: &Snapshot,
+    r: &Rollout,
+    (wave, from): (Option<usize>, Option<usize>),
+    acting: Option<&super::actions::Acting>,
 ) -> String {
     let s = &snap.state;
     let c = rollout_counts(r);
@@ -184,6 +203,9 @@ pub fn render_one(
         r.id,
         status_badge(s, r)
     );
+    if let Some(acting) = acting {
+        h.push_str(&super::actions::rollout_forms(s, r, acting));
+    }
     render_plan(&mut h, s, r, &c);
     render_budgets(&mut h, r, &c);
     render_next_step(&mut h, snap, r);
