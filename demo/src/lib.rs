@@ -318,7 +318,8 @@ async fn story(options: &DemoOptions, fleet: &mut Fleet) -> anyhow::Result<bool>
     ));
     if options.keep_running {
         say(format!(
-            "fleet keeps running (API http://127.0.0.1:{api_port}); Ctrl-C stops it\n             console: http://127.0.0.1:{api_port}/ (to act from it, log in with the operator token in {})",
+            "fleet keeps running (API http://127.0.0.1:{api_port}); Ctrl-C stops it\n\
+             console: http://127.0.0.1:{api_port}/ (to act from it, log in with the operator token in {})",
             pki.operator_token().display()
         ));
         std::future::pending::<()>().await;
