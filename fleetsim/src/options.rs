@@ -85,6 +85,11 @@ pub struct Options {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Keep the controller and the agents up this many seconds after the
+    /// rollout ended, for a look at the console (`scripts/console-10k.sh`
+    /// measures its pages in a browser); at most [`HOLD_S_MAX`].
+    #[arg(long, default_value_t = 0)]
+    pub hold_s: u64,
     /// Architectures the agents declare, comma-separated, given out in
     /// turn (`aarch64,x86_64`: even nodes aarch64, odd ones x86_64), to
     /// simulate a mixed fleet (issue #24 item 5). Default: this machine's.
@@ -118,6 +123,9 @@ pub enum Latency {
     /// Uniform in `[min, max]`.
     Range(u64, u64),
 }
+
+/// The longest `--hold-s`: an hour.
+pub const HOLD_S_MAX: u64 = 3600;
 
 /// The longest switch latency one draw may take, in milliseconds: keeps an
 /// exponential tail from holding a slot for minutes.
@@ -177,6 +185,9 @@ pub fn parse_percent(text: &str) -> Result<f64, String> {
 impl Options {
     /// Checks what clap cannot: the fleet size and slot budget.
     pub fn validate(&self) -> Result<(), String> {
+        if self.hold_s > HOLD_S_MAX {
+            return Err(format!("--hold-s {}: at most {HOLD_S_MAX}", self.hold_s));
+        }
         if self.agents < 2 || self.agents > AGENTS_MAX {
             return Err(format!(
                 "--agents {}: expected 2..={AGENTS_MAX} (a canary and at least one follower)",

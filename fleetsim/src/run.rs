@@ -36,6 +36,13 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         stop_agents(&mut fleet);
     }
     let mut report = report::collect(options, &fleet, rollout).await?;
+    if options.hold_s > 0 {
+        eprintln!(
+            "fleetsim: holding the fleet {} s; console at http://127.0.0.1:{}/",
+            options.hold_s, fleet.setup.api_port
+        );
+        tokio::time::sleep(std::time::Duration::from_secs(options.hold_s)).await;
+    }
     stop_agents(&mut fleet);
     report.restart = Some(report::restart(&mut fleet).await?);
     // A temporary work directory goes once the run is measured (a failed
