@@ -7,7 +7,7 @@
 // line per step: {"step", "ok", "detail"}; exit 0 when every step ran
 // (the caller judges `ok`), 2 when the browser could not run.
 // Usage: node actions.mjs BASE_URL TOKEN ROLLOUT SCREENSHOT_DIR
-import { chromium } from "playwright-core";
+import { launch } from "./browser.mjs";
 
 const [base, token, rollout, shots] = process.argv.slice(2);
 if (!base || !token || !rollout) {
@@ -19,11 +19,7 @@ const page_url = `${base}/rollouts/${rollout}`;
 const report = (step, ok, detail) => console.log(JSON.stringify({ step, ok, detail }));
 const statusText = async (p) => (await p.locator("#rollout-status").innerText()).trim();
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
+const browser = await launch();
 try {
   const context = await browser.newContext();
   context.setDefaultTimeout(STEP_MS);

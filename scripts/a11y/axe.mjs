@@ -5,7 +5,7 @@
 //   {"path", "violations": [{"id", "impact", "help", "nodes": [target...]}]}
 // Usage: node axe.mjs BASE_URL PATH...   (exit 0 once every page was
 // checked; 2 when a page could not be loaded or checked).
-import { chromium } from "playwright-core";
+import { launch } from "./browser.mjs";
 import { createRequire } from "node:module";
 
 const require = createRequire(import.meta.url);
@@ -15,11 +15,7 @@ if (!base || paths.length === 0) {
   console.error("usage: node axe.mjs BASE_URL PATH...");
   process.exit(2);
 }
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
+const browser = await launch();
 let failed = false;
 try {
   const page = await browser.newPage();

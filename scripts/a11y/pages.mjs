@@ -5,7 +5,7 @@
 // reloading (a marker set in the page survives while its #plan changes).
 // Prints one JSON line per page and one for the live check.
 // Usage: node pages.mjs BASE_URL OUTDIR PATH...
-import { chromium } from "playwright-core";
+import { launch } from "./browser.mjs";
 
 const [base, outdir, ...paths] = process.argv.slice(2);
 if (!base || !outdir || paths.length === 0) {
@@ -13,11 +13,7 @@ if (!base || !outdir || paths.length === 0) {
   process.exit(2);
 }
 const name = (p) => (p === "/" ? "overview" : p.slice(1).replace(/[^A-Za-z0-9]+/g, "-"));
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
+const browser = await launch();
 let failed = false;
 try {
   const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });

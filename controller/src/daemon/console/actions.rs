@@ -219,6 +219,21 @@ fn refused(status: StatusCode, page: &str, why: &str) -> Response {
     super::html(status, super::shell("Refused", false, &body))
 }
 
+/// An action form's path value and fields, once its session and CSRF
+/// token are checked ([`checked`]); else the page saying why nothing was
+/// done.
+fn session_form(
+    api: &Api,
+    headers: &HeaderMap,
+    id: PagePath,
+    form: PageForm,
+) -> Result<(String, Vec<(String, String)>), Refused> {
+    let id = path_value(id)?;
+    let pairs = form_pairs(form)?;
+    checked(api, headers, &pairs)?;
+    Ok((id, pairs))
+}
+
 /// `POST /rollouts/{id}/act` (form: `csrf`, `action` = approve, resume or
 /// pause).
 #[utoipa::path(post, path = "/rollouts/{id}/act", tag = "console", security(("session" = [])),
@@ -239,13 +254,10 @@ async fn rollout_act(
     id: PagePath,
     form: PageForm,
 ) -> Response {
-    let (id, pairs) = match (path_value(id), form_pairs(form)) {
-        (Ok(i), Ok(p)) => (i, p),
-        (Err(page), _) | (_, Err(page)) => return page.into_response(),
+    let (id, pairs) = match session_form(&api, &headers, id, form) {
+        Ok(parsed) => parsed,
+        Err(page) => return page.into_response(),
     };
-    if let Err(page) = checked(&api, &headers, &pairs) {
-        return page.into_response();
-    }
     let Some(rollout) = parse_rollout_id(&id) else {
         return refusal(StatusCode::NOT_FOUND, &format!("no rollout {id}"));
     };
@@ -287,13 +299,10 @@ async fn op_act(
     id: PagePath,
     form: PageForm,
 ) -> Response {
-    let (id, pairs) = match (path_value(id), form_pairs(form)) {
-        (Ok(i), Ok(p)) => (i, p),
-        (Err(page), _) | (_, Err(page)) => return page.into_response(),
+    let (id, pairs) = match session_form(&api, &headers, id, form) {
+        Ok(parsed) => parsed,
+        Err(page) => return page.into_response(),
     };
-    if let Err(page) = checked(&api, &headers, &pairs) {
-        return page.into_response();
-    }
     let Some(snap) = api.core.snapshot().await else {
         return super::unavailable();
     };
