@@ -165,3 +165,47 @@ fn rollout_actions_are_what_step_accepts() {
     assert_eq!(rollout_actions(&state, r), vec![R_::Resume]);
     assert!(rollout_actions(&state, model::RolloutId(7)).is_empty());
 }
+
+/// A node's options are what `step` accepts: an enrolled node may be
+/// retired unless it holds a live op, released only while quarantined.
+#[test]
+fn node_actions_are_what_step_accepts() {
+    use model::controller::{node_actions, Labels, NodeAction as N_};
+    let mut state = ControllerState::default();
+    accept(
+        &mut state,
+        Input::EnrollNode {
+            name: "edge-a".into(),
+            labels: Labels::new(),
+            public: "127.0.0.1:8080".into(),
+        },
+    );
+    assert_eq!(node_actions(&state, A), vec![N_::Retire]);
+    accept(
+        &mut state,
+        Input::IdentityConflict {
+            node: A,
+            first_peer: "10.0.0.1:1".into(),
+            second_peer: "10.0.0.2:1".into(),
+        },
+    );
+    assert_eq!(node_actions(&state, A), vec![N_::Retire, N_::Release]);
+    accept(&mut state, Input::ReleaseNode { node: A });
+    accept(
+        &mut state,
+        Input::StartRollout {
+            plan: Plan {
+                release: V2,
+                canary: A,
+                followers: vec![],
+                slots_max: 1,
+                approval_after_canary: false,
+            },
+        },
+    );
+    assert!(
+        node_actions(&state, A).is_empty(),
+        "a node holding a live op cannot be retired"
+    );
+    assert!(node_actions(&state, NodeId(9)).is_empty(), "no such node");
+}

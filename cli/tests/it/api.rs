@@ -859,6 +859,7 @@ const ROUTER_ROUTES: &[(&str, &str)] = &[
     ("/ops/{op}", "get"),
     ("/ops/{op}/act", "post"),
     ("/rollouts/{id}/act", "post"),
+    ("/nodes/{name}/act", "post"),
     ("/login", "get"),
     ("/login", "post"),
     ("/logout", "post"),

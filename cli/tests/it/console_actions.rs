@@ -4,7 +4,9 @@
 //! rollout's page offers what the model accepts now, and only to a
 //! session; a form acts only with its session's CSRF token; the model's
 //! refusal is shown in its own words (the API's); a claim is recorded
-//! from the op's page; after logging out the old cookie acts no more.
+//! from the op's page, a label and a probe from a node's page (retire
+//! offered only where the model accepts it); after logging out the old
+//! cookie acts no more.
 
 use crate::api_harness;
 
@@ -220,6 +222,44 @@ fn a_logged_in_operator_pauses_resumes_and_claims_from_the_pages_and_sees_refusa
     assert_eq!(claimed.status, 303, "{}", claimed.body);
     let events = ctl.get_json("/api/events?from=0");
     assert!(events.to_string().contains("alice"), "{events}");
+
+    // A node's page: probe, retire where the model accepts it, labels.
+    let node_a = send(&ctl, "GET", "/nodes/node-a", Some(&cookie), "");
+    assert!(
+        node_a.body.contains("value=\"probe\"") && node_a.body.contains("value=\"retire\""),
+        "{}",
+        node_a.body
+    );
+    let node_c = send(&ctl, "GET", "/nodes/node-c", Some(&cookie), "");
+    assert!(
+        !node_c.body.contains("value=\"retire\""),
+        "node-c holds a live op: {}",
+        node_c.body
+    );
+    let label = format!("action=label&set=region%3Deu&csrf={csrf}");
+    assert_eq!(
+        send(&ctl, "POST", "/nodes/node-a/act", Some(&cookie), &label).status,
+        303
+    );
+    let nodes = ctl.all_pages("/api/nodes");
+    let a = nodes
+        .iter()
+        .find(|n| n["name"] == "node-a")
+        .expect("node-a");
+    assert_eq!(a["labels"]["region"], "eu", "{a}");
+    let retire_c = format!("action=retire&csrf={csrf}");
+    let refused = send(&ctl, "POST", "/nodes/node-c/act", Some(&cookie), &retire_c);
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert!(refused.body.contains("id=\"refusal\""), "{}", refused.body);
+    let before = ctl.last_sequence();
+    let probe = format!("action=probe&csrf={csrf}");
+    let probed = send(&ctl, "POST", "/nodes/node-c/act", Some(&cookie), &probe);
+    assert_eq!(probed.status, 303, "{}", probed.body);
+    assert_ne!(
+        ctl.last_sequence(),
+        before,
+        "the probe recorded what it saw"
+    );
 
     // Logged out: the old cookie acts no more.
     let out = send(

@@ -21,8 +21,8 @@ pub use release_use::ReleaseUse;
 pub use roster::{Labels, Roster, RosterEntry, RosterLimit};
 pub use state::*;
 pub use step::{
-    check_arches, decision_for, operator_actions, progress, rollout_actions, step, step_in_place,
-    Fold, OperatorAction, Refusal, RolloutAction,
+    check_arches, decision_for, node_actions, operator_actions, progress, rollout_actions, step,
+    step_in_place, Fold, NodeAction, OperatorAction, Refusal, RolloutAction,
 };
 pub use timers::{waits_on_deadline, Timers};
 

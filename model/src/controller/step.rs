@@ -1103,6 +1103,38 @@ pub fn rollout_actions(state: &ControllerState, rollout: RolloutId) -> Vec<Rollo
     .collect()
 }
 
+/// Something an operator can do about an enrolled node as a member of the
+/// fleet (labels and probes are always offered; the model judges them
+/// when they come).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum NodeAction {
+    /// `Input::RetireNode`: refused while the node holds a live op.
+    Retire,
+    /// `Input::ReleaseNode`: lift a quarantine.
+    Release,
+}
+
+/// What `step` would accept about `node` now, found by asking it, so no
+/// surface restates when a node can be retired or released.
+pub fn node_actions(state: &ControllerState, node: NodeId) -> Vec<NodeAction> {
+    let Some(name) = state.roster.name(node) else {
+        return Vec::new();
+    };
+    [
+        (
+            NodeAction::Retire,
+            Input::RetireNode {
+                name: name.to_string(),
+            },
+        ),
+        (NodeAction::Release, Input::ReleaseNode { node }),
+    ]
+    .into_iter()
+    .filter(|(_, input)| decide(state, input).is_ok())
+    .map(|(action, _)| action)
+    .collect()
+}
+
 /// Grants and completion that the current state allows, as events. Called at
 /// the end of every step so the state never sits with work it could do.
 pub fn progress(state: &ControllerState) -> Vec<Event> {

@@ -20,8 +20,9 @@ use crate::daemon::view::{parse_rollout_id, words};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use model::controller::{operator_actions, rollout_actions, Input, Op, OperatorAction, Rollout};
+use model::controller::{node_actions, operator_actions, rollout_actions, Input, NodeAction};
 use model::controller::{ControllerState, Resolution};
+use model::controller::{Op, OperatorAction, Rollout};
 use std::fmt::Write;
 
 /// Longest owner or review date a claim form takes (the API's claim takes
@@ -182,6 +183,51 @@ pub fn op_forms(s: &ControllerState, op: &Op, acting: &Acting) -> String {
     }
     h.push_str(&logout_form(acting));
     h
+}
+
+/// The node page's actions: probe (read back and record what serves),
+/// retire and release where the model accepts them now, and labels.
+pub fn node_forms(s: &ControllerState, node: model::NodeId, acting: &Acting) -> String {
+    let Some(name) = s.roster.name(node) else {
+        return String::new();
+    };
+    let offered = node_actions(s, node);
+    let mut words = vec!["probe"];
+    words.extend(offered.iter().map(|a| node_action_word(*a)));
+    let mut h = String::from("<h2>Actions</h2>\n");
+    let hidden = match acting.form_or_login(&format!("{} or label it", words.join(", "))) {
+        Ok(hidden) => hidden,
+        Err(login) => return h + &login,
+    };
+    let path = format!("/nodes/{}/act", url_part(name));
+    let _ = write!(
+        h,
+        "<form method=\"post\" action=\"{path}\" id=\"node-actions\">{hidden}"
+    );
+    for word in words {
+        let _ = write!(
+            h,
+            "<button type=\"submit\" name=\"action\" value=\"{word}\">{word}</button> "
+        );
+    }
+    h.push_str("</form>\n");
+    let _ = writeln!(
+        h,
+        "<form method=\"post\" action=\"{path}\" id=\"labels\">{hidden}<input type=\"hidden\" name=\"action\" value=\"label\">\
+         <p><label for=\"label-set\">set labels (key=value, comma-separated)</label> <input id=\"label-set\" name=\"set\"> \
+         <label for=\"label-remove\">remove keys (comma-separated)</label> <input id=\"label-remove\" name=\"remove\"> \
+         <button type=\"submit\">label</button></p></form>"
+    );
+    h.push_str(&logout_form(acting));
+    h
+}
+
+/// The word of a node action.
+fn node_action_word(action: NodeAction) -> &'static str {
+    match action {
+        NodeAction::Retire => "retire",
+        NodeAction::Release => "release",
+    }
 }
 
 /// The word of an op action: `rollback` or a resolution's word.
@@ -371,9 +417,142 @@ async fn op_input(api: &Api, op: &Op, pairs: &[(String, String)]) -> Result<Inpu
     }
 }
 
+/// `POST /nodes/{name}/act`'s form, as documented (parsed as pairs).
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)] // Declares the form for the document; never built.
+struct NodeActForm {
+    /// The session's CSRF token, from the page's form.
+    csrf: String,
+    /// `probe`, `retire`, `release` or `label`.
+    action: String,
+    /// A label's `key=value` pairs to set, comma-separated.
+    set: Option<String>,
+    /// Label keys to remove, comma-separated.
+    remove: Option<String>,
+}
+
+/// `POST /nodes/{name}/act` (form: `csrf`, `action` = probe, retire,
+/// release or label; a label's `set` and `remove`).
+#[utoipa::path(post, path = "/nodes/{name}/act", tag = "console", security(("session" = [])),
+    params(("name" = String, Path, description = "an enrolled node's name")),
+    request_body(content = NodeActForm, content_type = "application/x-www-form-urlencoded"),
+    responses(
+        (status = 303, description = "done: back to the node's page"),
+        (status = 400, description = "a malformed form, an unknown action or bad labels, named (HTML)", body = String, content_type = "text/html"),
+        (status = 401, description = "not logged in: nothing done (HTML)", body = String, content_type = "text/html"),
+        (status = 403, description = "the form's token is not the session's: nothing done (HTML)", body = String, content_type = "text/html"),
+        (status = 404, description = "no such node (HTML)", body = String, content_type = "text/html"),
+        (status = 409, description = "the model refused, in its words: nothing recorded (HTML)", body = String, content_type = "text/html"),
+        (status = 502, description = "the probe could not be made: nothing recorded (HTML)", body = String, content_type = "text/html"),
+        (status = 503, description = "the controller core stopped (HTML)", body = String, content_type = "text/html"),
+    ))]
+async fn node_act(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    name: PagePath,
+    form: PageForm,
+) -> Response {
+    let (name, pairs) = match session_form(&api, &headers, name, form) {
+        Ok(parsed) => parsed,
+        Err(page) => return page.into_response(),
+    };
+    let Some(node) = api.core.roster().id(&name) else {
+        return refusal(
+            StatusCode::NOT_FOUND,
+            &format!("no node {name} in the fleet"),
+        );
+    };
+    let page = format!("/nodes/{}", url_part(&name));
+    let word = param(&pairs, "action").unwrap_or("");
+    tracing::info!("console: {word} {name} from the node's page");
+    let input = match word {
+        "probe" => return probe_and_record(&api, node, &page).await,
+        "retire" => Input::RetireNode { name },
+        "release" => Input::ReleaseNode { node },
+        "label" => match labels_of(&pairs) {
+            Ok((set, remove)) => Input::LabelNode { name, set, remove },
+            Err(page) => return page.into_response(),
+        },
+        other => {
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                &format!("field `action`: {other:?} is not probe, retire, release or label"),
+            )
+        }
+    };
+    submit(&api, input, &page).await
+}
+
+/// Probe `node` now and record what was seen (`Input::Observe`), as
+/// `POST /api/nodes/{name}/probe` does; back to `page`.
+async fn probe_and_record(api: &Api, node: model::NodeId, page: &str) -> Response {
+    let gathered = match crate::daemon::verify::gather(api, node).await {
+        Ok(g) => g,
+        Err(answer) => {
+            return refusal(
+                StatusCode::BAD_GATEWAY,
+                &format!(
+                    "the controller could not probe the node (HTTP {}): nothing recorded",
+                    answer.status().as_u16()
+                ),
+            )
+        }
+    };
+    match crate::daemon::verify::record(api, node, &gathered.fresh).await {
+        Ok(_) => see_other(page, None),
+        Err(InputError::Refused(why)) => refused(
+            crate::daemon::error::refusal_status(&why),
+            page,
+            &why.to_string(),
+        ),
+        Err(InputError::Stopped) => super::unavailable(),
+    }
+}
+
+/// A label form's `set` (`key=value`, comma-separated) and `remove`
+/// (keys, comma-separated); the model checks the names and values.
+fn labels_of(
+    pairs: &[(String, String)],
+) -> Result<
+    (
+        model::controller::Labels,
+        std::collections::BTreeSet<String>,
+    ),
+    Refused,
+> {
+    let list = |field: &str| -> Vec<String> {
+        param(pairs, field)
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let mut set = model::controller::Labels::new();
+    for pair in list("set") {
+        let Some((key, value)) = pair.split_once('=') else {
+            return Err(Refused(
+                StatusCode::BAD_REQUEST,
+                format!("field `set`: {pair:?} is not key=value"),
+            ));
+        };
+        set.insert(key.trim().to_string(), value.trim().to_string());
+    }
+    let remove: std::collections::BTreeSet<String> = list("remove").into_iter().collect();
+    if set.is_empty() && remove.is_empty() {
+        return Err(Refused(
+            StatusCode::BAD_REQUEST,
+            "fields `set` and `remove`: give a label to set or a key to remove".to_string(),
+        ));
+    }
+    Ok((set, remove))
+}
+
 /// The action routes.
 pub fn routes() -> utoipa_axum::router::OpenApiRouter<Api> {
     utoipa_axum::router::OpenApiRouter::new()
         .routes(utoipa_axum::routes!(rollout_act))
         .routes(utoipa_axum::routes!(op_act))
+        .routes(utoipa_axum::routes!(node_act))
 }

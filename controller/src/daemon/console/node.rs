@@ -187,7 +187,12 @@ fn labels_text(n: &NodeDto) -> String {
         (status = 404, description = "no such node (HTML)", body = String, content_type = "text/html"),
 (status = 503, description = "the controller core stopped (HTML)", body = String, content_type = "text/html"),
     ))]
-async fn node_one(State(api): State<Api>, name: PagePath, q: PageQuery) -> Response {
+async fn node_one(
+    State(api): State<Api>,
+    headers: axum::http::HeaderMap,
+    name: PagePath,
+    q: PageQuery,
+) -> Response {
     let (name, pairs) = match (path_value(name), pairs(q)) {
         (Ok(n), Ok(p)) => (n, p),
         (Err(page), _) | (_, Err(page)) => return page.into_response(),
@@ -228,14 +233,23 @@ async fn node_one(State(api): State<Api>, name: PagePath, q: PageQuery) -> Respo
     } else {
         (proof::recorded_node_proof(&snap.state, node, &name), None)
     };
-    html(
-        StatusCode::OK,
-        render_one(&snap, node, &proof, note.as_deref()),
-    )
+    let acting = super::actions::Acting::of(&api, &headers, &format!("/nodes/{}", url_part(&name)));
+    let page = render_acting(&snap, node, (&proof, note.as_deref()), Some(&acting));
+    html(StatusCode::OK, page)
 }
 
-/// The node page.
+/// The node page, read-only.
 pub fn render_one(snap: &Snapshot, node: NodeId, proof: &NodeProof, note: Option<&str>) -> String {
+    render_acting(snap, node, (proof, note), None)
+}
+
+/// The node page, with the actions `acting` may take when given.
+pub fn render_acting(
+    snap: &Snapshot,
+    node: NodeId,
+    (proof, note): (&NodeProof, Option<&str>),
+    acting: Option<&super::actions::Acting>,
+) -> String {
     let Some(n) = node_dto(snap, node) else {
         return shell("no such node", false, "<p>no such node</p>");
     };
@@ -245,6 +259,9 @@ pub fn render_one(snap: &Snapshot, node: NodeId, proof: &NodeProof, note: Option
         escape(&n.name),
         badge(node_class(st), &n.state)
     );
+    if let Some(acting) = acting {
+        h.push_str(&super::actions::node_forms(&snap.state, node, acting));
+    }
     render_identity(&mut h, &n);
     render_drift(&mut h, &n);
     h.push_str("<h2>Proof</h2>\n");
