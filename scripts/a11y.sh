@@ -32,11 +32,24 @@ fi
 
 dir=target/a11y
 mkdir -p "$dir"
+# Tests run this script at once (the axe-core crawl and the browser
+# actions test): one installs while the others wait for it.
+exec 9>"$dir/.install.lock"
+flock 9
 if ! cmp -s scripts/a11y/package.json "$dir/package.json" || [ ! -d "$dir/node_modules/axe-core" ]; then
   cp scripts/a11y/package.json "$dir/package.json"
   (cd "$dir" && npm install --no-audit --no-fund --loglevel=error >&2)
 fi
-cp scripts/a11y/*.mjs "$dir/"
+# Replaced by rename, and only when changed: another run's node may be
+# reading them.
+for script in scripts/a11y/*.mjs; do
+  name="$(basename "$script")"
+  if ! cmp -s "$script" "$dir/$name"; then
+    cp "$script" "$dir/.$name.$$" && mv "$dir/.$name.$$" "$dir/$name"
+  fi
+done
+flock -u 9
+exec 9>&-
 # `--run NAME.mjs ARGS...` runs another script of scripts/a11y with the
 # same browser (actions.mjs: acting from the console's pages).
 script=axe.mjs
