@@ -593,6 +593,11 @@ pub fn parse_rollout_id(text: &str) -> Option<RolloutId> {
     text.strip_prefix('r')?.parse().ok().map(RolloutId)
 }
 
+/// The op an operator names as `op0`, `op1`, ...
+pub fn parse_op_id(text: &str) -> Option<OpId> {
+    text.strip_prefix("op")?.parse().ok().map(OpId)
+}
+
 /// How a rollout's events end a watch: `Some(true)` once it completed,
 /// `Some(false)` when it paused, ended without every node passing, or was
 /// superseded; `None` while it goes on (`fleetweft watch --rollout`).

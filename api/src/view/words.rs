@@ -30,6 +30,27 @@ pub const ROLLOUT_ACTIONS: [model::controller::RolloutAction; 3] = [
     model::controller::RolloutAction::Pause,
 ];
 
+/// An operator's action on an op, as the console offers it: `rollback`,
+/// or the resolution's word (`confirm-new`, ...).
+pub fn op_action(action: model::controller::OperatorAction) -> &'static str {
+    use model::controller::{OperatorAction as A, Resolution};
+    match action {
+        A::RollBack => "rollback",
+        A::ConfirmNew => resolution(Resolution::ConfirmNew),
+        A::ConfirmBaseline => resolution(Resolution::ConfirmBaseline),
+        A::Abandon => resolution(Resolution::Abandon),
+    }
+}
+
+/// An operator's action on a node: `retire`, `release`.
+pub fn node_action(action: model::controller::NodeAction) -> &'static str {
+    use model::controller::NodeAction as A;
+    match action {
+        A::Retire => "retire",
+        A::Release => "release",
+    }
+}
+
 /// The rollout action named by `word`, if any.
 pub fn parse_rollout_action(word: &str) -> Option<model::controller::RolloutAction> {
     ROLLOUT_ACTIONS
@@ -63,6 +84,19 @@ mod tests {
         let words: BTreeSet<&str> = ROLLOUT_ACTIONS.map(rollout_action).into_iter().collect();
         assert_eq!(words.len(), ROLLOUT_ACTIONS.len());
         assert_eq!(parse_rollout_action("delete"), None);
+        use model::controller::{NodeAction as N, OperatorAction as O};
+        let ops = [O::RollBack, O::ConfirmNew, O::ConfirmBaseline, O::Abandon];
+        let op_words: BTreeSet<&str> = ops.map(op_action).into_iter().collect();
+        assert_eq!(op_words.len(), ops.len());
+        for o in ops {
+            match o {
+                O::RollBack => assert_eq!(op_action(o), "rollback"),
+                O::ConfirmNew | O::ConfirmBaseline | O::Abandon => {
+                    assert!(parse_resolution(op_action(o)).is_some())
+                }
+            }
+        }
+        assert_ne!(node_action(N::Retire), node_action(N::Release));
     }
 
     #[test]

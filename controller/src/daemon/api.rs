@@ -868,7 +868,7 @@ async fn unresolved(State(api): State<Api>) -> Response {
 }
 
 fn op_id(text: &str) -> Option<OpId> {
-    text.strip_prefix("op")?.parse().ok().map(OpId)
+    super::view::parse_op_id(text)
 }
 
 fn bad_request(message: impl Into<String>) -> Response {

@@ -16,13 +16,12 @@ use super::session::{checked, form_pairs, see_other, Current, PageForm};
 use super::{escape, param, path_value, refusal, url_part, PagePath, Refused};
 use crate::daemon::core::InputError;
 use crate::daemon::state::Api;
-use crate::daemon::view::{parse_rollout_id, words};
+use crate::daemon::view::{parse_op_id, parse_rollout_id, words};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use model::controller::{node_actions, operator_actions, rollout_actions, Input, NodeAction};
-use model::controller::{ControllerState, Resolution};
-use model::controller::{Op, OperatorAction, Rollout};
+use model::controller::{node_actions, operator_actions, rollout_actions, ControllerState};
+use model::controller::{Input, Op, Rollout};
 use std::fmt::Write;
 
 /// Longest owner or review date a claim form takes (the API's claim takes
@@ -148,7 +147,7 @@ pub fn op_forms(s: &ControllerState, op: &Op, acting: &Acting) -> String {
         h.push_str("<p id=\"no-actions\">Nothing to do: this op is settled.</p>\n");
         return h;
     }
-    let words: Vec<&str> = offered.iter().map(|a| action_word(*a)).collect();
+    let words: Vec<&str> = offered.iter().map(|a| words::op_action(*a)).collect();
     let offers = if words.is_empty() {
         "claim it".to_string()
     } else {
@@ -193,7 +192,7 @@ pub fn node_forms(s: &ControllerState, node: model::NodeId, acting: &Acting) -> 
     };
     let offered = node_actions(s, node);
     let mut words = vec!["probe"];
-    words.extend(offered.iter().map(|a| node_action_word(*a)));
+    words.extend(offered.iter().map(|a| words::node_action(*a)));
     let mut h = String::from("<h2>Actions</h2>\n");
     let hidden = match acting.form_or_login(&format!("{} or label it", words.join(", "))) {
         Ok(hidden) => hidden,
@@ -220,24 +219,6 @@ pub fn node_forms(s: &ControllerState, node: model::NodeId, acting: &Acting) -> 
     );
     h.push_str(&logout_form(acting));
     h
-}
-
-/// The word of a node action.
-fn node_action_word(action: NodeAction) -> &'static str {
-    match action {
-        NodeAction::Retire => "retire",
-        NodeAction::Release => "release",
-    }
-}
-
-/// The word of an op action: `rollback` or a resolution's word.
-fn action_word(action: OperatorAction) -> &'static str {
-    match action {
-        OperatorAction::RollBack => "rollback",
-        OperatorAction::ConfirmNew => words::resolution(Resolution::ConfirmNew),
-        OperatorAction::ConfirmBaseline => words::resolution(Resolution::ConfirmBaseline),
-        OperatorAction::Abandon => words::resolution(Resolution::Abandon),
-    }
 }
 
 /// Submit `input`; back to `page` when accepted, else the refusal in the
@@ -352,11 +333,7 @@ async fn op_act(
     let Some(snap) = api.core.snapshot().await else {
         return super::unavailable();
     };
-    let parsed = id
-        .strip_prefix("op")
-        .and_then(|n| n.parse().ok())
-        .map(model::OpId);
-    let Some(op) = parsed.and_then(|o| snap.state.op(o)) else {
+    let Some(op) = parse_op_id(&id).and_then(|o| snap.state.op(o)) else {
         return refusal(StatusCode::NOT_FOUND, &format!("no op {id}"));
     };
     let page = format!("/ops/{}", url_part(&id));

@@ -245,11 +245,7 @@ async fn op_and_timeline(
     let Some(snap) = api.core.snapshot().await else {
         return Err(super::unavailable());
     };
-    let Some(id) = text
-        .strip_prefix("op")
-        .and_then(|n| n.parse().ok())
-        .map(OpId)
-    else {
+    let Some(id) = crate::daemon::view::parse_op_id(&text) else {
         return Err(refusal(
             StatusCode::NOT_FOUND,
             &format!("no op {text}: op ids look like op0"),
