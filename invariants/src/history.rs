@@ -63,6 +63,8 @@ pub struct HistoryCheck {
     /// A repair the previous event left owed: (its index, the repair, the
     /// violation to report if the repair does not come next).
     owed: Option<(usize, Owed, Violation)>,
+    /// O1 across the history: who acted last.
+    acts: crate::OperatorActs,
 }
 
 impl Default for HistoryCheck {
@@ -85,6 +87,7 @@ impl HistoryCheck {
             state,
             next,
             owed: None,
+            acts: crate::OperatorActs::history(),
         }
     }
 
@@ -101,6 +104,7 @@ impl HistoryCheck {
             }
         }
         check_event(&self.state, event)
+            .and_then(|()| self.acts.check(&self.state, event))
             .map_err(|violation| HistoryViolation { index, violation })?;
         apply(&mut self.state, event);
         let touched = Touched::of(&self.state, event);

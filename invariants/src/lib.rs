@@ -49,6 +49,7 @@ mod deadline_rules;
 mod event_rules;
 mod history;
 mod input_rules;
+mod operator_rules;
 mod quarantine_rules;
 mod roster_rules;
 mod runtime_rules;
@@ -76,6 +77,7 @@ pub use input_rules::{
     check_input_event, s4_approval_after_canary, s5_pause_events_change_state,
     s8_close_only_settled, s8_settled_op_stays_settled,
 };
+pub use operator_rules::OperatorActs;
 pub use quarantine_rules::{q1_no_command_to_quarantined, q1_quarantine_silences};
 pub use roster_rules::r1_roster_holds;
 pub use runtime_rules::{
@@ -182,11 +184,17 @@ pub enum Rule {
     /// names its app's latest recorded revision with the recorded
     /// fingerprint. Checked on every event. Code `C1`. Appended last.
     DeploysRecordedConfig,
+    /// Operators (issue #28 item 2): once operators are recorded, every
+    /// event only an operator's input makes follows the `Acted` heading its
+    /// batch, naming a recorded, unrevoked operator whose role is at least
+    /// the one the event needs. Checked per batch by the model checker and
+    /// the running controller, and on replay. Code `O1`. Appended last.
+    OperatorHasTheRole,
 }
 
 impl Rule {
     /// Every rule, in order.
-    pub const ALL: [Rule; 22] = [
+    pub const ALL: [Rule; 23] = [
         Rule::S1,
         Rule::S2,
         Rule::S3,
@@ -209,6 +217,7 @@ impl Rule {
         Rule::DeadlineForEveryWait,
         Rule::ArchHasATree,
         Rule::DeploysRecordedConfig,
+        Rule::OperatorHasTheRole,
     ];
 
     /// The rule's code as SPEC §2 writes it: `"S1"` … `"S11"`; `"P1"` for
@@ -237,6 +246,7 @@ impl Rule {
             Rule::DeadlineForEveryWait => "T1",
             Rule::ArchHasATree => "A1",
             Rule::DeploysRecordedConfig => "C1",
+            Rule::OperatorHasTheRole => "O1",
         }
     }
 
@@ -265,6 +275,7 @@ impl Rule {
             Rule::DeadlineForEveryWait => "a deadline for every wait",
             Rule::ArchHasATree => "a release runs where it has a tree",
             Rule::DeploysRecordedConfig => "a rollout deploys the configuration the log recorded",
+            Rule::OperatorHasTheRole => "an operator acts within its role",
         }
     }
 }
@@ -323,7 +334,7 @@ mod tests {
             "S5 pause stops grants, not accounting"
         );
         let codes: Vec<&str> = Rule::ALL.iter().map(|r| r.code()).collect();
-        assert_eq!(codes.len(), 22);
+        assert_eq!(codes.len(), 23);
         assert_eq!(
             Rule::RestartRebuildsTheFold.to_string(),
             "D1 a restart rebuilds the fold"

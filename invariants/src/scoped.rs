@@ -71,7 +71,11 @@ fn names(event: &Event) -> (Option<RolloutId>, Option<OpId>, Option<NodeId>) {
         | Event::RolloutArchesSet { rollout, .. }
         | Event::RolloutConfigured { rollout, .. }
         | Event::RolloutFollowersAdded { rollout, .. } => (Some(*rollout), None, None),
-        Event::ConfigSet { .. } => (None, None, None),
+        Event::ConfigSet { .. }
+        | Event::Acted { .. }
+        | Event::OperatorAdded { .. }
+        | Event::CredentialRotated { .. }
+        | Event::OperatorRevoked { .. } => (None, None, None),
         Event::OpGranted {
             op, rollout, node, ..
         } => (Some(*rollout), Some(*op), Some(*node)),

@@ -170,6 +170,28 @@ fn golden_events() -> Vec<Event> {
                 fingerprint: V3,
             },
         },
+        Event::OperatorAdded {
+            name: "root".into(),
+            role: model::controller::Role::Admin,
+            credential: V1,
+        },
+        Event::OperatorAdded {
+            name: "ada".into(),
+            role: model::controller::Role::Approver,
+            credential: V2,
+        },
+        Event::CredentialRotated {
+            name: "ada".into(),
+            credential: V3,
+        },
+        Event::OperatorAdded {
+            name: "vera".into(),
+            role: model::controller::Role::Viewer,
+            credential: Digest::repeat(0x44),
+        },
+        Event::OperatorRevoked {
+            name: "vera".into(),
+        },
     ]
 }
 

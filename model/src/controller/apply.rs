@@ -48,6 +48,10 @@ pub enum MissingReferent {
     /// than the last [`ROLLOUTS_REMEMBERED`] archived), or says an op was
     /// forgotten that is hot, archived or never granted. Appended last.
     Forgotten(OpId),
+    /// The event adds an operator under a name already recorded, or
+    /// rotates or revokes one that was never recorded or is revoked
+    /// already. Appended last.
+    Operator,
 }
 
 impl fmt::Display for MissingReferent {
@@ -77,6 +81,9 @@ impl fmt::Display for MissingReferent {
             MissingReferent::Forgotten(op) => write!(
                 f,
                 "op {op}, which the state forgot (or which is not forgotten, for a forgotten-op event)"
+            ),
+            MissingReferent::Operator => f.write_str(
+                "an operator that is not recorded (or is revoked, or is recorded already for an addition)",
             ),
         }
     }
@@ -133,7 +140,18 @@ pub fn referents_exist(state: &ControllerState, event: &Event) -> Result<(), Mis
         | Event::NodeQuarantined { .. }
         | Event::NodeReleased { .. }
         | Event::CertRevoked { .. }
-        | Event::ConfigSet { .. } => Ok(()),
+        | Event::ConfigSet { .. }
+        | Event::Acted { .. } => Ok(()),
+        Event::OperatorAdded { name, .. } => match state.operators.get(name) {
+            None => Ok(()),
+            Some(_) => Err(MissingReferent::Operator),
+        },
+        Event::CredentialRotated { name, .. } | Event::OperatorRevoked { name } => {
+            match state.operators.get(name) {
+                Some(record) if !record.revoked => Ok(()),
+                _ => Err(MissingReferent::Operator),
+            }
+        }
         Event::ForgottenOpIgnored { op, .. } => {
             if state.op_forgotten(*op) {
                 Ok(())
@@ -282,6 +300,17 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
             // Recorded for the audit trail; a late or stale message never
             // changes a node's recorded state (S8).
         }
+        // Who acted is the log's record; the state does not keep it.
+        Event::Acted { .. } => {}
+        Event::OperatorAdded {
+            name,
+            role,
+            credential,
+        } => state.operators.add(name, *role, *credential),
+        Event::CredentialRotated { name, credential } => {
+            state.operators.rotate(name, *credential);
+        }
+        Event::OperatorRevoked { name } => state.operators.revoke(name),
     }
 }
 

@@ -245,6 +245,25 @@ pub enum Event {
         rollout: RolloutId,
         deploys: crate::config::Deploys,
     },
+    /// Who made the input whose events follow in this batch (issue #28
+    /// item 2): the first event of every batch an operator's input led to.
+    /// Changes no state. Appended last.
+    Acted {
+        by: super::operators::ActedBy,
+    },
+    /// An operator recorded, with its role and the SHA-256 of its
+    /// credential. Appended last.
+    OperatorAdded {
+        name: String,
+        role: super::operators::Role,
+        credential: Digest,
+    },
+    /// An operator's credential replaced by the one with this SHA-256.
+    /// Appended last.
+    CredentialRotated { name: String, credential: Digest },
+    /// An operator revoked: its credential is refused from here on.
+    /// Appended last.
+    OperatorRevoked { name: String },
 }
 
 /// The event text (`fleetweft log show`, the API's `text`, the proofs and
@@ -289,6 +308,10 @@ impl fmt::Display for Event {
             | Event::NodeLabeled { .. }
             | Event::NodeRetired { .. }
             | Event::NodePlatform { .. } => roster_text(self, f),
+            Event::Acted { .. }
+            | Event::OperatorAdded { .. }
+            | Event::CredentialRotated { .. }
+            | Event::OperatorRevoked { .. } => operator_text(self, f),
         }
     }
 }
@@ -563,4 +586,32 @@ fn names(nodes: &[NodeId]) -> String {
 fn label_text(labels: &super::roster::Labels) -> String {
     let pairs: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
     pairs.join(",")
+}
+
+/// The text of an operator's event. A credential shows as the first 8
+/// bytes of its digest: enough to tell two apart, never the secret.
+fn operator_text(event: &Event, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let short = |d: &Digest| -> String { d.0[..8].iter().map(|b| format!("{b:02x}")).collect() };
+    match event {
+        Event::Acted { by } => write!(f, "by {by}:"),
+        Event::OperatorAdded {
+            name,
+            role,
+            credential,
+        } => write!(
+            f,
+            "operator {name} added as {}, credential sha256 {}…",
+            words::role(*role),
+            short(credential)
+        ),
+        Event::CredentialRotated { name, credential } => write!(
+            f,
+            "operator {name}'s credential rotated, now sha256 {}…",
+            short(credential)
+        ),
+        Event::OperatorRevoked { name } => {
+            write!(f, "operator {name} revoked: its credential is refused")
+        }
+        _ => unreachable!("operator_text is called for operator events only"),
+    }
 }

@@ -105,4 +105,25 @@ pub enum Input {
     },
     /// Operator: retire a node; refused while it holds a live op.
     RetireNode { name: String },
+    /// An operator's input, with who makes it (issue #28 item 2): `step`
+    /// checks the actor and its role ([`super::operators::required_role`])
+    /// and records `Acted` ahead of the input's events. Appended last.
+    Acting {
+        actor: super::operators::Actor,
+        input: Box<Input>,
+    },
+    /// Admin: record an operator with its role and the SHA-256 of the
+    /// credential the runtime issued it. The first operator recorded comes
+    /// without an actor and must be an admin (the bootstrap). Appended last.
+    AddOperator {
+        name: String,
+        role: super::operators::Role,
+        credential: Digest,
+    },
+    /// An operator's credential replaced (by the operator itself, or an
+    /// admin): the old one is refused from then on. Appended last.
+    RotateCredential { name: String, credential: Digest },
+    /// Admin: revoke an operator: its credential is refused from then on;
+    /// the name is never reused. Appended last.
+    RevokeOperator { name: String },
 }

@@ -49,7 +49,10 @@ pub const SNAPSHOT_MAGIC: [u8; 8] = *b"FWCSTATE";
 /// - 6: configurations (`ControllerState::configs`, `Rollout::deploys`,
 ///   issue #24 item 1): a version-5 state would decode without them and
 ///   refuse a rollout of the latest recorded revision.
-pub const SNAPSHOT_FORMAT_VERSION: u16 = 6;
+/// - 7: operators (`ControllerState::operators`, issue #28 item 2): a
+///   version-6 state would decode without them and refuse every operator,
+///   or let an input without one through.
+pub const SNAPSHOT_FORMAT_VERSION: u16 = 7;
 
 /// Bytes before the bincode body: magic and version.
 pub const SNAPSHOT_HEADER_BYTES: usize = SNAPSHOT_MAGIC.len() + 2;

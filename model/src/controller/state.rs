@@ -530,6 +530,10 @@ pub struct ControllerState {
     /// the log only.
     #[serde(default)]
     pub configs: OrdMap<String, Arc<crate::config::ConfigRevision>>,
+    /// The operators, their roles and the digests of their credentials
+    /// (issue #28 item 2). Empty in a log written before operators existed.
+    #[serde(default)]
+    pub operators: super::operators::Operators,
 }
 
 impl ControllerState {

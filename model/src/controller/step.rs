@@ -4,6 +4,8 @@
 use super::apply::apply;
 use super::event::Event;
 use super::input::Input;
+use super::operators::{self, ActedBy, Actor};
+use super::words;
 use super::roster::{validate_labels, validate_name, validate_public, Labels, RosterLimit};
 use super::state::{
     ControllerState, EvidenceItem, EvidenceSource, Op, OpPhase, OpSummary, Outcome, PauseReason,
@@ -108,6 +110,39 @@ pub enum Refusal {
         revision: u64,
         latest: u64,
     },
+    /// An operator's input without an actor, once operators are recorded
+    /// (issue #28 item 2); or one the actor may never make
+    /// (`controller.toml` may only enroll). Appended last.
+    OperatorRequired,
+    /// An input no operator makes came with an actor, or an actor's input
+    /// inside another. Appended last.
+    NotAnOperatorInput,
+    /// No operator of this name is recorded. Appended last.
+    UnknownOperator(String),
+    /// The operator is revoked: its credential is refused. Appended last.
+    OperatorRevoked(String),
+    /// The credential presented is not the operator's current one (it was
+    /// rotated). Appended last.
+    CredentialNotCurrent(String),
+    /// The operator's role is below the one the input needs. Appended last.
+    RoleRequired {
+        operator: String,
+        needs: super::operators::Role,
+        has: super::operators::Role,
+    },
+    /// An operator of this name is recorded already (revoked names are
+    /// never reused). Appended last.
+    OperatorNameTaken(String),
+    /// An operator name or credential that cannot be recorded, a full
+    /// list, or a first operator that is not an admin: the text says which.
+    /// Appended last.
+    InvalidOperator(String),
+    /// Revoking this admin would leave no admin. Appended last.
+    LastAdmin(String),
+    /// Rotate or revoke an operator that is not recorded. Appended last.
+    NoSuchOperator(String),
+    /// Rotate or revoke an operator that is revoked already. Appended last.
+    OperatorAlreadyRevoked(String),
 }
 
 impl fmt::Display for Refusal {
@@ -177,6 +212,17 @@ impl fmt::Display for Refusal {
                 f,
                 "rollout {r} is over its failure budget (too many failed, or too many UNKNOWN ops): it grants nothing more; settle the UNKNOWN ops, or start a new rollout"
             ),
+            Refusal::OperatorRequired
+            | Refusal::NotAnOperatorInput
+            | Refusal::UnknownOperator(_)
+            | Refusal::OperatorRevoked(_)
+            | Refusal::CredentialNotCurrent(_)
+            | Refusal::RoleRequired { .. }
+            | Refusal::OperatorNameTaken(_)
+            | Refusal::InvalidOperator(_)
+            | Refusal::LastAdmin(_)
+            | Refusal::NoSuchOperator(_)
+            | Refusal::OperatorAlreadyRevoked(_) => self.fmt_operator_refusal(f),
             Refusal::UnknownOp(_) | Refusal::OpAlreadySettled(_) | Refusal::ObservationContradictsResolution(_) | Refusal::InvalidClaim(_) | Refusal::CommitMayStillLand(_) | Refusal::NothingToRollBack(_) | Refusal::NoBaseline(_) | Refusal::AlreadyRestoring(_) | Refusal::ObservedTooSoon{..} | Refusal::RestoreMayStillLand(_) => self.fmt_op_refusal(f),
         }
     }
@@ -223,6 +269,53 @@ impl Refusal {
             ),
             // `fmt` routes only these here.
             _ => unreachable!("Refusal::fmt_op_refusal: {self:?}"),
+        }
+    }
+}
+
+impl Refusal {
+    /// `Display` for the refusals about who acts (issue #28 item 2).
+    fn fmt_operator_refusal(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::OperatorRequired => f.write_str(
+                "operators are recorded: this needs an operator's credential (and controller.toml may only enroll nodes)",
+            ),
+            Refusal::NotAnOperatorInput => {
+                f.write_str("this input is not one an operator makes")
+            }
+            Refusal::UnknownOperator(name) => write!(f, "no operator named {name} is recorded"),
+            Refusal::OperatorRevoked(name) => {
+                write!(f, "operator {name} is revoked: its credential is refused")
+            }
+            Refusal::CredentialNotCurrent(name) => write!(
+                f,
+                "the credential presented is not operator {name}'s current one (it was rotated)"
+            ),
+            Refusal::RoleRequired {
+                operator,
+                needs,
+                has,
+            } => write!(
+                f,
+                "this needs the {} role; operator {operator} has the {} role",
+                words::role(*needs),
+                words::role(*has)
+            ),
+            Refusal::OperatorNameTaken(name) => write!(
+                f,
+                "an operator named {name} is recorded already (names of revoked operators are never reused)"
+            ),
+            Refusal::InvalidOperator(why) => write!(f, "invalid operator: {why}"),
+            Refusal::LastAdmin(name) => write!(
+                f,
+                "operator {name} is the last admin: add another admin before revoking it"
+            ),
+            Refusal::NoSuchOperator(name) => write!(f, "no operator named {name} is recorded"),
+            Refusal::OperatorAlreadyRevoked(name) => {
+                write!(f, "operator {name} is revoked already")
+            }
+            // `fmt` routes only these here.
+            _ => unreachable!("Refusal::fmt_operator_refusal: {self:?}"),
         }
     }
 }
@@ -307,8 +400,82 @@ pub fn decision_for(state: &ControllerState, op: &OpSummary) -> Decision {
     }
 }
 
+/// Who may make `input` first (issue #28 item 2), then what it does.
 fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal> {
+    if let Input::Acting { actor, input } = input {
+        return acting(state, actor, input);
+    }
+    if !state.operators.is_empty() && !operators::runs_without_actor(input) {
+        return Err(Refusal::OperatorRequired);
+    }
+    decide_input(state, input)
+}
+
+/// `decide` for `Input::Acting`: the actor and its role checked, then the
+/// input's events headed by `Acted`. An input that changes nothing records
+/// nothing, not even who tried.
+fn acting(state: &ControllerState, actor: &Actor, input: &Input) -> Result<Vec<Event>, Refusal> {
+    let by = authorize(state, actor, input)?;
+    let mut events = decide_input(state, input)?;
+    if !events.is_empty() {
+        events.insert(0, Event::Acted { by });
+    }
+    Ok(events)
+}
+
+/// Whether `actor` may make `input`: a recorded operator, its credential
+/// current, not revoked, with the role [`operators::required_role`] names;
+/// a claim is held by the operator who makes it.
+fn authorize(state: &ControllerState, actor: &Actor, input: &Input) -> Result<ActedBy, Refusal> {
+    let name = match actor {
+        Actor::Operator { name, .. } => Some(name.as_str()),
+        Actor::ControllerConfig => None,
+    };
+    let needs = operators::required_role(input, name).ok_or(Refusal::NotAnOperatorInput)?;
+    let Actor::Operator { name, credential } = actor else {
+        return match input {
+            Input::EnrollNode { .. } => Ok(ActedBy::ControllerConfig),
+            _ => Err(Refusal::OperatorRequired),
+        };
+    };
+    let record = state
+        .operators
+        .get(name)
+        .ok_or_else(|| Refusal::UnknownOperator(name.clone()))?;
+    if record.revoked {
+        return Err(Refusal::OperatorRevoked(name.clone()));
+    }
+    if record.credential != *credential {
+        return Err(Refusal::CredentialNotCurrent(name.clone()));
+    }
+    if record.role < needs {
+        return Err(Refusal::RoleRequired {
+            operator: name.clone(),
+            needs,
+            has: record.role,
+        });
+    }
+    if let Input::Claim { owner, .. } = input {
+        if owner != name {
+            return Err(Refusal::InvalidClaim(format!(
+                "a claim is held by the operator who makes it: {name} cannot claim for {owner:?}"
+            )));
+        }
+    }
+    Ok(ActedBy::Operator(name.clone()))
+}
+
+/// `decide` for an input once who makes it is settled.
+fn decide_input(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal> {
     match input {
+        Input::Acting { .. } => Err(Refusal::NotAnOperatorInput),
+        Input::AddOperator {
+            name,
+            role,
+            credential,
+        } => add_operator(state, name, *role, credential),
+        Input::RotateCredential { name, credential } => rotate_credential(state, name, credential),
+        Input::RevokeOperator { name } => revoke_operator(state, name),
         Input::StartRollout { plan } => {
             start(state, plan, &Policy::default(), ReleaseArches::Any, None)
         }
@@ -1323,4 +1490,89 @@ fn retire(state: &ControllerState, name: &str) -> Result<Vec<Event>, Refusal> {
         });
     }
     Ok(vec![Event::NodeRetired { node }])
+}
+
+/// `decide` for `Input::AddOperator`.
+fn add_operator(
+    state: &ControllerState,
+    name: &str,
+    role: operators::Role,
+    credential: &crate::ids::Digest,
+) -> Result<Vec<Event>, Refusal> {
+    if let Some(why) = operators::invalid_name(name) {
+        return Err(Refusal::InvalidOperator(why));
+    }
+    if state.operators.get(name).is_some() {
+        return Err(Refusal::OperatorNameTaken(name.to_string()));
+    }
+    if state.operators.len() >= operators::OPERATORS_MAX {
+        return Err(Refusal::InvalidOperator(format!(
+            "{} operators are recorded, the most there can be",
+            operators::OPERATORS_MAX
+        )));
+    }
+    if state.operators.is_empty() && role != operators::Role::Admin {
+        return Err(Refusal::InvalidOperator(
+            "the first operator recorded must be an admin".to_string(),
+        ));
+    }
+    fresh_credential(state, credential)?;
+    Ok(vec![Event::OperatorAdded {
+        name: name.to_string(),
+        role,
+        credential: *credential,
+    }])
+}
+
+/// A credential digest no operator holds now (the index maps one digest to
+/// one operator).
+fn fresh_credential(
+    state: &ControllerState,
+    credential: &crate::ids::Digest,
+) -> Result<(), Refusal> {
+    match state.operators.by_credential(credential) {
+        None => Ok(()),
+        Some((holder, _)) => Err(Refusal::InvalidOperator(format!(
+            "that credential is operator {holder}'s already"
+        ))),
+    }
+}
+
+/// The operator of this name, not revoked: the one an admin (or the
+/// operator itself) rotates or revokes.
+fn live_operator<'a>(
+    state: &'a ControllerState,
+    name: &str,
+) -> Result<&'a operators::OperatorRecord, Refusal> {
+    match state.operators.get(name) {
+        None => Err(Refusal::NoSuchOperator(name.to_string())),
+        Some(record) if record.revoked => Err(Refusal::OperatorAlreadyRevoked(name.to_string())),
+        Some(record) => Ok(record),
+    }
+}
+
+/// `decide` for `Input::RotateCredential`.
+fn rotate_credential(
+    state: &ControllerState,
+    name: &str,
+    credential: &crate::ids::Digest,
+) -> Result<Vec<Event>, Refusal> {
+    live_operator(state, name)?;
+    fresh_credential(state, credential)?;
+    Ok(vec![Event::CredentialRotated {
+        name: name.to_string(),
+        credential: *credential,
+    }])
+}
+
+/// `decide` for `Input::RevokeOperator`: never the last admin, so the
+/// fleet always keeps someone who can manage operators.
+fn revoke_operator(state: &ControllerState, name: &str) -> Result<Vec<Event>, Refusal> {
+    let record = live_operator(state, name)?;
+    if record.role == operators::Role::Admin && state.operators.active_admins() <= 1 {
+        return Err(Refusal::LastAdmin(name.to_string()));
+    }
+    Ok(vec![Event::OperatorRevoked {
+        name: name.to_string(),
+    }])
 }

@@ -4,6 +4,7 @@
 //! (issue #22 item 4). Here, not there, so that the words of the model's
 //! shared types depend on nothing of the controller's.
 
+use super::operators::Role;
 use super::{
     Event, ObservationSource, OpPhase, Outcome, PauseReason, Resolution, RolloutStatus,
     UnknownReason,
@@ -206,12 +207,16 @@ pub fn event_kind(event: &Event) -> &'static str {
         Event::RolloutArchesSet { .. } => "rollout-arches-set",
         Event::ConfigSet { .. } => "config-set",
         Event::RolloutConfigured { .. } => "rollout-configured",
+        Event::Acted { .. } => "acted",
+        Event::OperatorAdded { .. } => "operator-added",
+        Event::CredentialRotated { .. } => "credential-rotated",
+        Event::OperatorRevoked { .. } => "operator-revoked",
     }
 }
 
 /// Every event kind word, in the model's variant order (what a webhook's
 /// `events` list may name).
-pub const EVENT_KINDS: [&str; 36] = [
+pub const EVENT_KINDS: [&str; 40] = [
     "rollout-started",
     "rollout-superseded",
     "rollout-paused",
@@ -248,7 +253,26 @@ pub const EVENT_KINDS: [&str; 36] = [
     "rollout-arches-set",
     "config-set",
     "rollout-configured",
+    "acted",
+    "operator-added",
+    "credential-rotated",
+    "operator-revoked",
 ];
+
+/// An operator's role: `viewer`, `deployer`, `approver`, `admin`.
+pub fn role(role: Role) -> &'static str {
+    match role {
+        Role::Viewer => "viewer",
+        Role::Deployer => "deployer",
+        Role::Approver => "approver",
+        Role::Admin => "admin",
+    }
+}
+
+/// The role a word names, if any (the API's and the CLI's `--role`).
+pub fn parse_role(word: &str) -> Option<Role> {
+    Role::ALL.into_iter().find(|r| self::role(*r) == word)
+}
 
 #[cfg(test)]
 mod tests {
