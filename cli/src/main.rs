@@ -310,9 +310,10 @@ enum Command {
     Claim {
         /// The op (op0, op1, ...).
         op: String,
-        /// Who owns it.
+        /// Who owns it: the operator whose credential makes the claim (the
+        /// default); another name is refused.
         #[arg(long)]
-        owner: String,
+        owner: Option<String>,
         /// When you will look again, e.g. 2026-12-01T10:00:00Z.
         #[arg(long)]
         review_by: String,
@@ -344,6 +345,58 @@ enum Command {
     Config {
         #[command(subcommand)]
         command: ConfigCommand,
+    },
+    /// Named operators with roles (viewer < deployer < approver < admin):
+    /// add one (its credential is shown once), rotate a credential, revoke
+    /// one, list them. Every operator event in the log names who did it.
+    Operator {
+        #[command(subcommand)]
+        command: OperatorCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum OperatorCommand {
+    /// Record an operator with a role (an admin's command) and print its
+    /// credential, once; --write keeps it in a file (mode 0600) for
+    /// --token-file instead.
+    Add {
+        /// Its name: 1 to 64 of a-z, 0-9, '.', '_', '-' (never reused).
+        name: String,
+        /// viewer, deployer, approver or admin.
+        #[arg(long)]
+        role: String,
+        /// Write the credential to this file (mode 0600) instead of
+        /// printing it.
+        #[arg(long, value_name = "FILE")]
+        write: Option<PathBuf>,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Replace an operator's credential (your own, or anyone's as an
+    /// admin): the old one is refused from now on.
+    Rotate {
+        /// The operator.
+        name: String,
+        /// Write the new credential to this file (mode 0600) instead of
+        /// printing it.
+        #[arg(long, value_name = "FILE")]
+        write: Option<PathBuf>,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Revoke an operator (an admin's command): its credential is refused
+    /// from now on, also after a restart. Never the last admin.
+    Revoke {
+        /// The operator.
+        name: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Every operator recorded, with its role.
+    List {
+        #[command(flatten)]
+        api: ApiArgs,
     },
 }
 
@@ -1008,6 +1061,7 @@ fn main() -> ExitCode {
         Command::Rollout { command } => return rollout(command),
         Command::Node { command } => return node_main(command),
         Command::Config { command } => return config_main(command),
+        Command::Operator { command } => return operator_main(command),
     };
     match result {
         Ok(code) => code,
@@ -1320,7 +1374,7 @@ fn action_main(command: Command) -> ExitCode {
             review_by,
             api,
         } => api_command(&api, |c, json| async move {
-            cli::ops::claim(&c, &op, &owner, &review_by, json).await
+            cli::ops::claim(&c, &op, owner.as_deref(), &review_by, json).await
         }),
         Command::Rollback { op, api } => api_command(&api, |c, json| async move {
             cli::ops::roll_back(&c, &op, json).await
@@ -2777,6 +2831,29 @@ fn config_main(command: ConfigCommand) -> ExitCode {
         ConfigCommand::Show { app, api } => api_command(&api, |c, json| async move {
             cli::ops::config_show(&c, &app, json).await
         }),
+    }
+}
+
+fn operator_main(command: OperatorCommand) -> ExitCode {
+    use cli::ops::{operator_add, operator_list, operator_revoke, operator_rotate};
+    match command {
+        OperatorCommand::Add {
+            name,
+            role,
+            write,
+            api,
+        } => api_command(&api, |c, json| async move {
+            operator_add(&c, &name, &role, write.as_deref(), json).await
+        }),
+        OperatorCommand::Rotate { name, write, api } => api_command(&api, |c, json| async move {
+            operator_rotate(&c, &name, write.as_deref(), json).await
+        }),
+        OperatorCommand::Revoke { name, api } => {
+            api_command(&api, |c, json| async move { operator_revoke(&c, &name, json).await })
+        }
+        OperatorCommand::List { api } => {
+            api_command(&api, |c, json| async move { operator_list(&c, json).await })
+        }
     }
 }
 

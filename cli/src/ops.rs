@@ -846,16 +846,17 @@ async fn op_write(
     })
 }
 
-/// `fleetweft claim OP --owner NAME --review-by TIME`.
+/// `fleetweft claim OP [--owner NAME] --review-by TIME`: the owner is the
+/// operator whose credential makes the claim (another name is refused).
 pub async fn claim(
     client: &ApiClient,
     op: &str,
-    owner: &str,
+    owner: Option<&str>,
     review_by: &str,
     json: bool,
 ) -> Result<Output, Failure> {
     let request = ClaimRequest {
-        owner: owner.to_string(),
+        owner: owner.map(str::to_string),
         review_by: review_by.to_string(),
     };
     op_write(client, op, "claim", &body(&request)?, json).await
@@ -1045,6 +1046,128 @@ fn config_output(view: &api::view::config::ConfigView, json: bool, what: &str) -
         text,
         code: EXIT_OK,
     }
+}
+
+/// `fleetweft operator add NAME --role ROLE [--write FILE]` (issue #28
+/// item 2): the credential is printed once, or written to FILE (0600).
+pub async fn operator_add(
+    client: &ApiClient,
+    name: &str,
+    role: &str,
+    write: Option<&std::path::Path>,
+    json: bool,
+) -> Result<Output, Failure> {
+    let request = api::view::AddOperatorRequest {
+        name: name.to_string(),
+        role: role.to_string(),
+    };
+    let reply: api::view::CredentialReply =
+        client.post_json("/api/operators", &body(&request)?).await?;
+    credential_output(&reply, write, json, "recorded")
+}
+
+/// `fleetweft operator rotate NAME [--write FILE]`.
+pub async fn operator_rotate(
+    client: &ApiClient,
+    name: &str,
+    write: Option<&std::path::Path>,
+    json: bool,
+) -> Result<Output, Failure> {
+    let reply: api::view::CredentialReply = client
+        .post_json(&format!("/api/operators/{name}/rotate"), &body(&Empty {})?)
+        .await?;
+    credential_output(&reply, write, json, "rotated")
+}
+
+/// `fleetweft operator revoke NAME`.
+pub async fn operator_revoke(client: &ApiClient, name: &str, json: bool) -> Result<Output, Failure> {
+    let answer: WriteReply = client
+        .post_json(&format!("/api/operators/{name}/revoke"), &body(&Empty {})?)
+        .await?;
+    let text = if json {
+        json_text(&answer)
+    } else {
+        events_text(&answer)
+    };
+    Ok(Output {
+        text,
+        code: EXIT_OK,
+    })
+}
+
+/// `fleetweft operator list`.
+pub async fn operator_list(client: &ApiClient, json: bool) -> Result<Output, Failure> {
+    let list: Vec<api::view::OperatorDto> = client.get("/api/operators").await?;
+    let text = if json {
+        json_text(&list)
+    } else {
+        let mut out = String::from("operator  role  state\n");
+        for o in &list {
+            let state = if o.revoked { "revoked" } else { "active" };
+            out.push_str(&format!("{}  {}  {state}\n", o.name, o.role));
+        }
+        out
+    };
+    Ok(Output {
+        text,
+        code: EXIT_OK,
+    })
+}
+
+/// An issued credential: written to `write` (mode 0600, a token file
+/// `--token-file` reads) and not printed, or printed once.
+fn credential_output(
+    reply: &api::view::CredentialReply,
+    write: Option<&std::path::Path>,
+    json: bool,
+    what: &str,
+) -> Result<Output, Failure> {
+    let mut text = format!(
+        "operator {} ({}) {what}\n{}",
+        reply.operator,
+        reply.role,
+        events_text(&WriteReply {
+            events: reply.events.clone(),
+        })
+    );
+    match write {
+        Some(path) => {
+            write_secret(path, &reply.credential)?;
+            text.push_str(&format!("credential written to {}\n", path.display()));
+        }
+        None if json => text = json_text(reply),
+        None => text.push_str(&format!(
+            "credential (shown this once; give it as --token-file, or to the console's login):\n{}\n",
+            reply.credential
+        )),
+    }
+    Ok(Output {
+        text,
+        code: EXIT_OK,
+    })
+}
+
+/// `secret` and a newline into a new file at `path`, mode 0600 from its
+/// creation (never readable by others, not even for a moment).
+fn write_secret(path: &std::path::Path, secret: &str) -> Result<(), Failure> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let failed = |e: std::io::Error| Failure {
+        message: format!(
+            "writing the credential to {}: {e} (the credential was issued: rotate it)",
+            path.display()
+        ),
+        code: EXIT_BAD_NEWS,
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(failed)?;
+    file.write_all(format!("{secret}\n").as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(failed)
 }
 
 #[cfg(test)]

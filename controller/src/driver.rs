@@ -318,6 +318,7 @@ impl Controller {
             };
             let mut checked = Checked {
                 touched: invariants::Touched::default(),
+                acts: invariants::OperatorActs::batch(),
                 out: &mut out,
             };
             match step_in_place(&mut next, &input, &mut checked) {
@@ -557,6 +558,8 @@ fn rule_violated(err: invariants::HistoryViolation) -> ControllerError {
 /// what it touched after it.
 struct Checked<'a> {
     touched: invariants::Touched,
+    /// O1 over this input's events: who acted heads them.
+    acts: invariants::OperatorActs,
     out: &'a mut Vec<Effect>,
 }
 
@@ -566,6 +569,9 @@ impl Fold for Checked<'_> {
         // bug in the model, and acting on it would release effects the
         // rules forbid. docs/performance.md measures what it costs.
         if let Err(violation) = invariants::check_event(state, event) {
+            panic!("model produced an event breaking a rule ({event}): {violation}");
+        }
+        if let Err(violation) = self.acts.check(state, event) {
             panic!("model produced an event breaking a rule ({event}): {violation}");
         }
     }

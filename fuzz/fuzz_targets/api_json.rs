@@ -27,7 +27,9 @@ fuzz_target!(|data: &[u8]| {
         );
     }
     if let Ok(claim) = parse_claim(data) {
-        assert_eq!(claim.owner, claim.owner.trim());
+        if let Some(owner) = &claim.owner {
+            assert_eq!(owner, owner.trim());
+        }
         assert_eq!(claim.review_by, claim.review_by.trim());
     }
     if let Ok(resolve) = parse_resolve(data) {

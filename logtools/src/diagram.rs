@@ -236,6 +236,10 @@ fn cause_of(event: &Event) -> Cause {
             Cause::Operator("start")
         }
         Event::ConfigSet { .. } => Cause::Operator("set a configuration"),
+        Event::Acted { .. } => Cause::Operator("act"),
+        Event::OperatorAdded { .. } => Cause::Operator("add an operator"),
+        Event::CredentialRotated { .. } => Cause::Operator("rotate a credential"),
+        Event::OperatorRevoked { .. } => Cause::Operator("revoke an operator"),
         Event::RolloutFollowersAdded { .. } => Cause::Operator("add followers"),
         Event::NodeHello { node, .. } => Cause::Node(*node, "hello"),
         Event::NodePlatform { node, .. } => Cause::Node(*node, "platform"),

@@ -330,6 +330,11 @@ pub struct CheckConfig {
     /// revision is recorded is refused (C1). Off by default: the other
     /// configurations' spaces are as they were.
     pub config: bool,
+    /// (issue #28 item 2) Named operators: an admin is bootstrapped and
+    /// makes every operator input (`Input::Acting`), and a viewer tries
+    /// to approve every rollout, which the real rules refuse (O1). Off by
+    /// default: the other configurations' spaces are as they were.
+    pub operators: bool,
     /// A named deviation of the real rules, or `None` for the real rules.
     pub mutant: Option<Mutant>,
     /// Whether the liveness properties under weak fairness are checked.
@@ -357,6 +362,7 @@ impl Default for CheckConfig {
             arches: false,
             migration: None,
             config: false,
+            operators: false,
             mutant: None,
             liveness: LivenessCheck::Off,
         }
@@ -461,11 +467,19 @@ impl fmt::Display for CheckConfig {
             } else {
                 ""
             },
-            match self.migration {
-                None => "",
-                Some(MigrationKind::Reversible) => ", a reversible migration per release",
-                Some(MigrationKind::Irreversible) => ", an irreversible migration per release",
-            },
+            format!(
+                "{}{}",
+                match self.migration {
+                    None => "",
+                    Some(MigrationKind::Reversible) => ", a reversible migration per release",
+                    Some(MigrationKind::Irreversible) => ", an irreversible migration per release",
+                },
+                if self.operators {
+                    ", operators on (an admin acts, a viewer tries to approve)"
+                } else {
+                    ""
+                }
+            ),
             match self.liveness {
                 LivenessCheck::Off => "",
                 LivenessCheck::WithSafety => ", liveness under weak fairness",
@@ -540,6 +554,11 @@ impl Mutant {
             }
             // Approve is offered in every state, gated plan or not.
             Mutant::ApproveWithoutGate => {}
+            // A gate, an admin who acts and a viewer who tries to approve.
+            Mutant::ViewerMayApprove => {
+                cfg.operators = true;
+                cfg.approval = true;
+            }
             // Two waves, and room in the slots for the second one.
             Mutant::WaveBeforeSettled => {
                 cfg.waves = true;

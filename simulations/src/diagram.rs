@@ -167,6 +167,7 @@ impl Steps {
             | Action::Observe(_)
             | Action::Retire(_)
             | Action::SetConfig
+            | Action::ViewerApproves(_)
             | Action::ReleaseNode(_) => c.arrow(l.operator, l.controller, text, Fate::Delivered),
             Action::IdentityConflict(node) => c.note(l.node(node), text, Tone::Fault),
         }

@@ -20,6 +20,7 @@ use model::agent::{
 };
 use model::chunks::{ChunkSet, CHUNKS_IN_FLIGHT_MAX};
 use model::controller::{
+    Actor, Role,
     apply, ControllerState, Effect, Event, Input, Outcome, Resolution, OBSERVATION_INTERVAL_MIN_MS,
 };
 use model::recovery::{Exit, Row, StageFailure};
@@ -170,6 +171,9 @@ pub enum Action {
     /// (with `config`) An operator records the app's configuration
     /// revision, once along a path.
     SetConfig,
+    /// (with `operators`) The viewer tries to approve a rollout: the real
+    /// rules refuse it (O1), so it changes nothing.
+    ViewerApproves(RolloutId),
     /// (`snapshot`) The leader writes a snapshot of its durable state,
     /// between batches.
     Snapshot,
@@ -366,6 +370,22 @@ impl FleetModel {
         world
     }
 
+    /// (with `operators`) The admin, bootstrapped, and a viewer it adds.
+    fn record_operators(&self, world: &mut World, quiet: &mut Narration) {
+        let bootstrap = Input::AddOperator {
+            name: ADMIN.into(),
+            role: Role::Admin,
+            credential: ADMIN_CREDENTIAL,
+        };
+        assert!(self.controller(world, bootstrap, quiet), "the admin bootstraps");
+        let viewer = Input::AddOperator {
+            name: VIEWER.into(),
+            role: Role::Viewer,
+            credential: VIEWER_CREDENTIAL,
+        };
+        assert!(self.operator(world, viewer, quiet), "the admin adds a viewer");
+    }
+
     fn initial_unchecked(&self) -> World {
         if let Some(start) = &self.start {
             return World::clone(start);
@@ -403,6 +423,9 @@ impl FleetModel {
                 .then_some((self.cfg.followers, self.cfg.wave_size)),
         };
         let mut quiet = None;
+        if self.cfg.operators {
+            self.record_operators(&mut world, &mut quiet);
+        }
         if self.cfg.roster {
             for node in self.nodes() {
                 let input = Input::EnrollNode {
@@ -410,7 +433,7 @@ impl FleetModel {
                     labels: Default::default(),
                     public: format!("{node}:8080"),
                 };
-                let enrolled = self.controller(&mut world, input, &mut quiet);
+                let enrolled = self.operator(&mut world, input, &mut quiet);
                 assert!(enrolled, "{node} enrolls in an empty roster");
             }
         }
@@ -477,6 +500,20 @@ impl FleetModel {
     /// Feed one input to the controller core and carry out its effects the
     /// way the runtime does: append, flush, apply, then send (S7). Returns
     /// whether the controller accepted it (a refusal changes nothing).
+    /// [`Self::controller`] for an operator's input: with `operators` on,
+    /// the admin makes it ([`Input::Acting`]); otherwise it comes bare.
+    pub fn operator(&self, world: &mut World, input: Input, narration: &mut Narration) -> bool {
+        let input = if self.cfg.operators {
+            Input::Acting {
+                actor: admin(),
+                input: Box::new(input),
+            }
+        } else {
+            input
+        };
+        self.controller(world, input, narration)
+    }
+
     pub fn controller(&self, world: &mut World, input: Input, narration: &mut Narration) -> bool {
         if narration.is_none()
             && world.unflushed.is_empty()
@@ -580,8 +617,10 @@ impl FleetModel {
         };
         let mut folded = Vec::new();
         let mut sends = Vec::new();
+        let mut acts = invariants::OperatorActs::batch();
         for event in &events {
             note(invariants::check_event(&state, event));
+            note(acts.check(&state, event));
             let paused = match event {
                 Event::OpSettled { op, .. } => state
                     .op(*op)
@@ -1231,6 +1270,9 @@ impl FleetModel {
             // every configuration, so an approval of a plan without a gate
             // is tried too.
             actions.push(Action::Approve(r.id));
+            if self.cfg.operators {
+                actions.push(Action::ViewerApproves(r.id));
+            }
             if self.cfg.operator && world.ghost.pauses == 0 {
                 actions.push(Action::Pause(r.id));
             }
@@ -1492,6 +1534,7 @@ impl FleetModel {
             | Action::Prove(_)
             | Action::Retire(_)
             | Action::SetConfig
+            | Action::ViewerApproves(_)
             | Action::Observe(_) => self.operator_action(&mut next, action, narration),
             Action::IdentityConflict(_) | Action::ReleaseNode(_) => {
                 self.identity_action(&mut next, action, narration);
@@ -1534,7 +1577,7 @@ impl FleetModel {
                 // sends (the node's grant) goes to its one agent.
                 let cloned = next.ghost.cloned;
                 next.ghost.cloned &= !(1 << node.0);
-                if !self.controller(next, Input::ReleaseNode { node }, narration) {
+                if !self.operator(next, Input::ReleaseNode { node }, narration) {
                     next.ghost.cloned = cloned;
                 }
             }
@@ -1646,29 +1689,29 @@ impl FleetModel {
     fn operator_action(&self, next: &mut World, action: Action, narration: &mut Narration) {
         match action {
             Action::Pause(rollout) => {
-                if self.controller(next, Input::Pause { rollout }, narration) {
+                if self.operator(next, Input::Pause { rollout }, narration) {
                     next.ghost.pauses += 1;
                 }
             }
             Action::Resume(rollout) => {
-                if self.controller(next, Input::Resume { rollout }, narration) {
+                if self.operator(next, Input::Resume { rollout }, narration) {
                     next.ghost.resumes += 1;
                 }
             }
             Action::Approve(rollout) => {
-                if self.controller(next, Input::Approve { rollout }, narration) {
+                if self.operator(next, Input::Approve { rollout }, narration) {
                     next.ghost.approved_by_operator |= 1 << rollout.0;
                 }
             }
             Action::Resolve(op) => self.resolve(next, op, narration),
             Action::RollBack(op) => {
-                if self.controller(next, Input::RollBack { op }, narration) {
+                if self.operator(next, Input::RollBack { op }, narration) {
                     next.ghost.rolled_back_by_operator |= 1 << op.0;
                 }
             }
             Action::Start | Action::StartNarrow => {
                 let input = self.start_input(action);
-                self.controller(next, input, narration);
+                self.operator(next, input, narration);
             }
             Action::Supersede => {
                 self.controller(
@@ -1682,7 +1725,7 @@ impl FleetModel {
             Action::Prove(node) => self.prove(next, node, narration),
             Action::Retire(node) => {
                 let name = node.to_string();
-                self.controller(next, Input::RetireNode { name }, narration);
+                self.operator(next, Input::RetireNode { name }, narration);
             }
             Action::SetConfig => {
                 let revision = model::config::ConfigRevision {
@@ -1695,7 +1738,7 @@ impl FleetModel {
                     )],
                     files: Vec::new(),
                 };
-                self.controller(next, Input::SetConfig { revision }, narration);
+                self.operator(next, Input::SetConfig { revision }, narration);
             }
             Action::Observe(node) => {
                 let fresh = self.fresh(next, node);
@@ -1711,6 +1754,13 @@ impl FleetModel {
                     },
                     narration,
                 );
+            }
+            Action::ViewerApproves(rollout) => {
+                let input = Input::Acting {
+                    actor: viewer(),
+                    input: Box::new(Input::Approve { rollout }),
+                };
+                self.controller(next, input, narration);
             }
             // `transition` routes only these here.
             _ => unreachable!("operator_action: {action:?}"),
@@ -1968,6 +2018,7 @@ impl FleetModel {
             Action::Pause(r) => format!("operator pauses rollout {r}"),
             Action::Resume(r) => format!("operator resumes rollout {r}"),
             Action::Approve(r) => format!("operator approves rollout {r}"),
+            Action::ViewerApproves(r) => format!("viewer {VIEWER} approves rollout {r}"),
             Action::Resolve(op) => format!("operator resolves {op} with an observation"),
             Action::RollBack(op) => format!("operator orders {op} rolled back"),
             Action::Start => format!(
@@ -2260,5 +2311,28 @@ fn describe_msg(msg: &Msg) -> String {
                 format!("{node} runs on {platform}")
             }
         },
+    }
+}
+
+/// (with `operators`) The admin's name and credential digest.
+const ADMIN: &str = "root";
+const ADMIN_CREDENTIAL: model::Digest = model::Digest::repeat(0xa0);
+/// (with `operators`) The viewer's name and credential digest.
+const VIEWER: &str = "vera";
+const VIEWER_CREDENTIAL: model::Digest = model::Digest::repeat(0xa1);
+
+/// The admin, as it acts.
+fn admin() -> Actor {
+    Actor::Operator {
+        name: ADMIN.into(),
+        credential: ADMIN_CREDENTIAL,
+    }
+}
+
+/// The viewer, as it acts.
+fn viewer() -> Actor {
+    Actor::Operator {
+        name: VIEWER.into(),
+        credential: VIEWER_CREDENTIAL,
     }
 }

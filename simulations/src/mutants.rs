@@ -63,6 +63,7 @@ pub enum Mutant {
     RetryInterruptedMigration,
     StartIgnoresConfig,
     ConfigReadFromDocument,
+    ViewerMayApprove,
 }
 
 /// What a mutant must be caught breaking: a safety rule, or (issue #27
@@ -95,7 +96,7 @@ impl std::fmt::Display for Breaks {
 
 impl Mutant {
     /// Every mutant, in `--list-mutants` order.
-    pub const ALL: [Mutant; 40] = [
+    pub const ALL: [Mutant; 41] = [
         Mutant::ReleaseOnTimeout,
         Mutant::GrantWhilePaused,
         Mutant::RedecideOnRetry,
@@ -136,6 +137,7 @@ impl Mutant {
         Mutant::RetryInterruptedMigration,
         Mutant::StartIgnoresConfig,
         Mutant::ConfigReadFromDocument,
+        Mutant::ViewerMayApprove,
     ];
 
     /// The CLI name.
@@ -181,6 +183,7 @@ impl Mutant {
             Mutant::RetryInterruptedMigration => "retry-interrupted-migration",
             Mutant::StartIgnoresConfig => "start-ignores-config",
             Mutant::ConfigReadFromDocument => "config-read-from-document",
+            Mutant::ViewerMayApprove => "viewer-may-approve",
         }
     }
 
@@ -239,6 +242,7 @@ impl Mutant {
             Mutant::StartIgnoresArch => Rule::ArchHasATree,
             Mutant::StartIgnoresConfig => Rule::DeploysRecordedConfig,
             Mutant::ConfigReadFromDocument => Rule::ProofIsReadback,
+            Mutant::ViewerMayApprove => Rule::OperatorHasTheRole,
             Mutant::ResumeGrantsNothing
             | Mutant::StagingRetryNeverReissued
             | Mutant::PauseFreezesAccounting => {
@@ -376,6 +380,9 @@ impl Mutant {
             Mutant::ConfigReadFromDocument => {
                 "read a node's configuration fingerprint back from the deployment document it installed, not from the environment of the process serving the route"
             }
+            Mutant::ViewerMayApprove => {
+                "let any recorded operator approve a gate: approving is only reading the canary's evidence, so a viewer may"
+            }
         }
     }
 }
@@ -387,6 +394,20 @@ pub fn controller_step(
     state: &ControllerState,
     input: &Input,
 ) -> Result<Vec<Event>, Refusal> {
+    if let (Some(Mutant::ViewerMayApprove), Input::Acting { actor, input: inner }) = (mutant, input)
+    {
+        if let (model::controller::Actor::Operator { name, .. }, Input::Approve { .. }) =
+            (actor, inner.as_ref())
+        {
+            // Who acts is recorded, but the role is not checked.
+            let mut anyone = state.clone();
+            anyone.operators = Default::default();
+            let mut events = step(&anyone, inner)?;
+            let by = model::controller::ActedBy::Operator(name.clone());
+            events.insert(0, Event::Acted { by });
+            return Ok(events);
+        }
+    }
     match (mutant, input) {
         (
             Some(Mutant::RedecideOnRetry),

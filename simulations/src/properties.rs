@@ -84,6 +84,7 @@ pub fn property_name(rule: Rule) -> &'static str {
         Rule::DeadlineForEveryWait => "T1 a deadline for every wait",
         Rule::ArchHasATree => "A1 a release runs where it has a tree",
         Rule::DeploysRecordedConfig => "C1 a rollout deploys the configuration the log recorded",
+        Rule::OperatorHasTheRole => "O1 an operator acts within its role",
     }
 }
 
@@ -240,6 +241,10 @@ fn base_properties() -> Vec<Property<FleetModel>> {
         // revisions and starts rollouts that deploy one.
         Property::<FleetModel>::always(property_name(Rule::DeploysRecordedConfig), |_, w| {
             holds(w, Rule::DeploysRecordedConfig)
+        }),
+        // Only a configuration with `operators` records operators.
+        Property::<FleetModel>::always(property_name(Rule::OperatorHasTheRole), |_, w| {
+            holds(w, Rule::OperatorHasTheRole)
         }),
         Property::<FleetModel>::sometimes("rollout completes", |_, w| {
             w.controller()

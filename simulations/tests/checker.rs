@@ -960,6 +960,44 @@ fn quick_real_rules_pass_with_an_app_restarted_with_an_old_configuration() {
 /// space.
 const PINNED_OLD_CONFIG_UNIQUE_STATES: usize = 77_969;
 
+/// (issue #28 item 2) Named operators: the admin makes every operator
+/// input and a viewer tries to approve every rollout, with a gate to pass;
+/// O1 holds under a lost message or a wrong answer, and the rollout still
+/// completes (the admin approves). The count is pinned: the viewer's
+/// refused attempts add no state.
+#[test]
+fn quick_real_rules_pass_with_named_operators() {
+    let cfg = CheckConfig {
+        followers: 1,
+        approval: true,
+        operators: true,
+        faults: Faults::parse("loss,wrong-answer").expect("known faults"),
+        ..CheckConfig::default()
+    };
+    let report = assert_clean(&cfg);
+    let summary = simulations::run::summary(&report);
+    assert!(
+        summary.contains("PASS       always    O1 an operator acts within its role"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("FOUND      sometimes rollout completes"),
+        "{summary}"
+    );
+    let without = assert_clean(&CheckConfig {
+        operators: false,
+        ..cfg
+    });
+    assert_eq!(
+        report.unique_states, without.unique_states,
+        "who acts changes no state: the same space as without operators"
+    );
+    assert_eq!(report.unique_states, PINNED_OPERATORS_UNIQUE_STATES);
+}
+
+/// `quick_real_rules_pass_with_named_operators`'s space.
+const PINNED_OPERATORS_UNIQUE_STATES: usize = 0;
+
 /// (issue #24 item 5) A mixed fleet: the canary runs on aarch64, the
 /// follower on x86_64. A release with a tree for each rolls out; one built
 /// for x86_64 only is refused before anything is granted, and A1 holds

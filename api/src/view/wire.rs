@@ -301,9 +301,11 @@ impl ToSchema for ResolveRequest {}
 #[derive(Serialize, Deserialize, Debug, Clone, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimRequest {
-    /// Who takes it (trimmed; not empty).
+    /// Who takes it: the operator making the claim, the default; another
+    /// name is refused (trimmed; not empty).
     #[schema(min_length = 1, max_length = 128, pattern = "\\S")]
-    pub owner: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
     /// When they will have looked at it.
     #[schema(max_length = 128, example = "2026-12-01T10:00:00Z")]
     pub review_by: String,
@@ -375,4 +377,45 @@ pub struct RouteAnswer {
     pub identity: Option<String>,
     /// The body (trimmed, bounded).
     pub body: String,
+}
+
+/// `POST /api/operators`: record an operator (an admin's write; issue #28
+/// item 2). The controller issues its credential and answers it once.
+#[derive(Serialize, Deserialize, Debug, Clone, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddOperatorRequest {
+    /// 1 to 64 bytes of `[a-z0-9._-]`, starting with a letter or digit;
+    /// a name is never reused, even once revoked.
+    #[schema(min_length = 1, max_length = 64, pattern = "^[a-z0-9][a-z0-9._-]*$", example = "ada")]
+    pub name: String,
+    /// `viewer`, `deployer`, `approver` or `admin`
+    /// (`model::controller::words::role`).
+    #[schema(pattern = "^(viewer|deployer|approver|admin)$", example = "approver")]
+    pub role: String,
+}
+
+/// An operator as the API shows it: never its credential.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, ToSchema)]
+pub struct OperatorDto {
+    /// Its name.
+    pub name: String,
+    /// `viewer`, `deployer`, `approver` or `admin`.
+    pub role: String,
+    /// Revoked: its credential is refused; the name stays taken.
+    pub revoked: bool,
+}
+
+/// A credential just issued (`POST /api/operators`, `.../rotate`): shown
+/// this once, never again; the log keeps only its SHA-256.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, ToSchema)]
+pub struct CredentialReply {
+    /// Whose it is.
+    pub operator: String,
+    /// Its role.
+    pub role: String,
+    /// The credential: 64 hex characters, for `Authorization: Bearer`,
+    /// the console's login and `--token-file`.
+    pub credential: String,
+    /// The events recorded.
+    pub events: Vec<RecordedEvent>,
 }

@@ -601,42 +601,54 @@ fn a_claim_shows_its_owner_and_survives_a_restart_then_abandon_frees_the_slot() 
         "{page}"
     );
 
+    // A claim is held by the operator who makes it (issue #28 item 2):
+    // without an owner the admin's; another name is refused.
     let (code, answer) = ctl.http(
         "POST",
         &format!("/api/ops/{op}/claim"),
         t,
         br#"{"owner": "alice", "review_by": "2026-12-01T10:00:00Z"}"#,
     );
+    assert_eq!(code, 400, "{answer}");
+    assert!(answer.contains("held by the operator who makes it"), "{answer}");
+    let (code, answer) = ctl.http(
+        "POST",
+        &format!("/api/ops/{op}/claim"),
+        t,
+        br#"{"review_by": "2026-12-01T10:00:00Z"}"#,
+    );
     assert_eq!(code, 200, "{answer}");
     assert!(
         answer.contains(&format!(
-            "{op} claimed by alice, review by 2026-12-01T10:00:00Z"
+            "{op} claimed by admin, review by 2026-12-01T10:00:00Z"
         )),
         "{answer}"
     );
     let (_, unresolved) = ctl.http("GET", "/api/unresolved", None, b"");
     let unresolved = json(&unresolved);
     assert_eq!(unresolved[0]["op"], serde_json::json!(op));
-    assert_eq!(unresolved[0]["owner"], "alice");
+    assert_eq!(unresolved[0]["owner"], "admin");
     assert_eq!(unresolved[0]["review_by"], "2026-12-01T10:00:00Z");
     let (_, page) = ctl.http("GET", "/", None, b"");
     assert!(!page.contains("unowned</td>"), "{page}");
     assert!(
-        page.contains("<td>alice</td><td>2026-12-01T10:00:00Z</td>"),
+        page.contains("<td>admin</td><td>2026-12-01T10:00:00Z</td>"),
         "{page}"
     );
 
-    // A new claim through the CLI replaces the owner.
+    // A new claim, by another operator through the CLI, replaces the owner.
+    let (code, added) = ctl.post_json(
+        "/api/operators",
+        &serde_json::json!({"name": "bob", "role": "approver"}),
+    );
+    assert_eq!(code, 200, "{added}");
+    let bob = json(&added)["credential"]
+        .as_str()
+        .expect("bob's credential")
+        .to_string();
     let out = ctl.cli(
-        &[
-            "claim",
-            &op,
-            "--owner",
-            "bob",
-            "--review-by",
-            "2026-12-02T08:00:00Z",
-        ],
-        Some(&ctl.token),
+        &["claim", &op, "--review-by", "2026-12-02T08:00:00Z"],
+        Some(&bob),
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
@@ -737,7 +749,7 @@ fn a_claim_shows_its_owner_and_survives_a_restart_then_abandon_frees_the_slot() 
         "POST",
         &format!("/api/ops/{op}/claim"),
         t,
-        br#"{"owner": "carol", "review_by": "later"}"#,
+        br#"{"review_by": "later"}"#,
     );
     assert_eq!(code, 409, "{answer}");
     assert_eq!(ctl.last_sequence(), seq);
@@ -879,6 +891,10 @@ const ROUTER_ROUTES: &[(&str, &str)] = &[
     ("/api/releases/{digest}", "delete"),
     ("/api/configs/{app}", "get"),
     ("/api/configs/{app}", "post"),
+    ("/api/operators", "get"),
+    ("/api/operators", "post"),
+    ("/api/operators/{name}/rotate", "post"),
+    ("/api/operators/{name}/revoke", "post"),
     ("/api/rollouts", "get"),
     ("/api/rollouts", "post"),
     ("/api/rollouts/{id}", "get"),

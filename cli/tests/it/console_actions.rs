@@ -85,7 +85,12 @@ fn csrf_of(page: &str) -> Option<String> {
 
 /// Logs in; returns the session cookie's value after checking its flags.
 fn log_in(ctl: &Controller, next: &str) -> String {
-    let form = format!("token={}&next={}", field(&ctl.token), field(next));
+    log_in_with(ctl, &ctl.token, next)
+}
+
+/// Logs in with `credential`; the session cookie's value.
+fn log_in_with(ctl: &Controller, credential: &str, next: &str) -> String {
+    let form = format!("token={}&next={}", field(credential), field(next));
     let a = send(ctl, "POST", "/login", None, &form);
     assert_eq!(a.status, 303, "{}", a.body);
     assert_eq!(a.header("location").as_deref(), Some(next));
@@ -98,7 +103,7 @@ fn log_in(ctl: &Controller, next: &str) -> String {
         .and_then(|v| v.split(';').next())
         .expect("the cookie's value");
     assert_eq!(value.len(), 64, "a 256-bit id: {cookie}");
-    assert!(!cookie.contains(&ctl.token), "never the credential");
+    assert!(!cookie.contains(credential), "never the credential");
     value.to_string()
 }
 
@@ -145,7 +150,7 @@ fn a_logged_in_operator_pauses_resumes_and_claims_from_the_pages_and_sees_refusa
     assert_eq!(wrong.status, 401, "{}", wrong.body);
     assert!(wrong.header("set-cookie").is_none());
     assert!(
-        wrong.body.contains("Wrong operator token"),
+        wrong.body.contains("Unknown, rotated or revoked credential"),
         "{}",
         wrong.body
     );
@@ -178,7 +183,7 @@ fn a_logged_in_operator_pauses_resumes_and_claims_from_the_pages_and_sees_refusa
     let pause = format!("action=pause&csrf={csrf}");
     let no_cookie = send(&ctl, "POST", "/rollouts/r0/act", None, &pause);
     assert_eq!(no_cookie.status, 401, "{}", no_cookie.body);
-    let claim_anonymously = format!("action=claim&owner=eve&review_by=now&csrf={csrf}");
+    let claim_anonymously = format!("action=claim&review_by=now&csrf={csrf}");
     assert_eq!(
         send(&ctl, "POST", "/ops/op0/act", None, &claim_anonymously).status,
         401
@@ -217,11 +222,14 @@ fn a_logged_in_operator_pauses_resumes_and_claims_from_the_pages_and_sees_refusa
     // The UNKNOWN op's page: claim it.
     let op_page = send(&ctl, "GET", "/ops/op0", Some(&cookie), "");
     assert!(op_page.body.contains("id=\"claim\""), "{}", op_page.body);
-    let claim = format!("action=claim&owner=alice&review_by=tomorrow&csrf={csrf}");
+    let claim = format!("action=claim&review_by=tomorrow&csrf={csrf}");
     let claimed = send(&ctl, "POST", "/ops/op0/act", Some(&cookie), &claim);
     assert_eq!(claimed.status, 303, "{}", claimed.body);
-    let events = ctl.get_json("/api/events?from=0");
-    assert!(events.to_string().contains("alice"), "{events}");
+    let unresolved = ctl.get_json("/api/unresolved");
+    assert_eq!(
+        unresolved[0]["owner"], "admin",
+        "held by the operator logged in: {unresolved}"
+    );
 
     // A node's page: probe, retire where the model accepts it, labels.
     let node_a = send(&ctl, "GET", "/nodes/node-a", Some(&cookie), "");
@@ -278,4 +286,119 @@ fn a_logged_in_operator_pauses_resumes_and_claims_from_the_pages_and_sees_refusa
         401
     );
     assert!(!paused(&ctl));
+}
+
+/// A credential `name` gets from the admin, with `role`, through the CLI
+/// (`--write FILE`, mode 0600).
+fn add_operator(ctl: &Controller, name: &str, role: &str) -> String {
+    let file = std::env::temp_dir().join(format!(
+        "fleetweft-operator-{name}-{}-{}",
+        std::process::id(),
+        ctl.port
+    ));
+    let _ = std::fs::remove_file(&file);
+    let path = file.to_string_lossy().into_owned();
+    let out = ctl.cli(
+        &["operator", "add", name, "--role", role, "--write", &path],
+        Some(&ctl.token),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&file).expect("written").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "a credential file is the owner's only");
+    let credential = std::fs::read_to_string(&file).expect("read");
+    let _ = std::fs::remove_file(&file);
+    credential.trim().to_string()
+}
+
+/// Every event of the log, as the model encodes it.
+fn log(ctl: &Controller) -> Vec<model::controller::Event> {
+    ctl.all_pages("/api/events?from=0")
+        .into_iter()
+        .map(|e| serde_json::from_value(e["event"].clone()).expect("an event"))
+        .collect()
+}
+
+/// Issue #28 item 2's acceptance on a real controller: a viewer's approve
+/// is refused naming the role it lacks by the API (403), the CLI (exit 2)
+/// and the console (403 page); every operator event in the log names its
+/// operator (O1 over the whole log, and the approver's own events); a
+/// rotated or revoked credential is refused at once, and a revoked one
+/// also after a restart.
+#[test]
+fn roles_are_enforced_everywhere_and_a_revoked_credential_is_refused_at_once_and_after_a_restart() {
+    let mut ctl = Controller::start();
+    let rollout = ctl.start_rollout("node-c");
+    let vera = add_operator(&ctl, "vera", "viewer");
+    let ada = add_operator(&ctl, "ada", "approver");
+    let listed = ctl.cli(&["operator", "list"], None);
+    let listed = text(&listed.stdout);
+    assert!(listed.contains("vera  viewer  active") && listed.contains("ada  approver"), "{listed}");
+
+    // The viewer's approve: refused before the state is looked at, in
+    // every surface, naming the role it needs and the one it has.
+    let approve = format!("/api/rollouts/{rollout}/approve");
+    let (code, body) = ctl.http("POST", &approve, Some(&vera), b"{}");
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("needs the approver role") && body.contains("vera has the viewer role"), "{body}");
+    let cli = ctl.cli(&["rollout", "approve", &rollout], Some(&vera));
+    assert_eq!(cli.status.code(), Some(2), "{}", text(&cli.stderr));
+    assert!(text(&cli.stderr).contains("approver"), "{}", text(&cli.stderr));
+    let cookie = log_in_with(&ctl, &vera, "/rollouts/r0");
+    let page = send(&ctl, "GET", "/rollouts/r0", Some(&cookie), "");
+    let csrf = csrf_of(&page.body).expect("a session's forms");
+    let form = format!("action=pause&csrf={csrf}");
+    let refused = send(&ctl, "POST", "/rollouts/r0/act", Some(&cookie), &form);
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    assert!(refused.body.contains("needs the deployer role"), "{}", refused.body);
+
+    // The approver pauses and resumes: recorded as hers.
+    for verb in ["pause", "resume"] {
+        let (code, body) = ctl.http("POST", &format!("/api/rollouts/{rollout}/{verb}"), Some(&ada), b"{}");
+        assert_eq!(code, 200, "{verb}: {body}");
+        assert!(body.contains("by operator ada:"), "{body}");
+    }
+    let events = log(&ctl);
+    invariants::check_history(&events).expect("O1 and every other rule hold over the real log");
+    let acted = |name: &str| model::controller::Event::Acted {
+        by: model::controller::ActedBy::Operator(name.into()),
+    };
+    for (i, event) in events.iter().enumerate() {
+        if matches!(event, model::controller::Event::RolloutPaused { .. } | model::controller::Event::RolloutResumed { .. }) {
+            assert_eq!(events[i - 1], acted("ada"), "who paused and resumed");
+        }
+        if matches!(event, model::controller::Event::RolloutStarted { .. } | model::controller::Event::OperatorAdded { name, .. } if name != "admin") {
+            assert_eq!(events[i - 1], acted("admin"), "who started and added: {event:?}");
+        }
+    }
+
+    // Ada rotates her own credential: the old one is refused at once.
+    let (code, body) = ctl.http("POST", "/api/operators/ada/rotate", Some(&ada), b"{}");
+    assert_eq!(code, 200, "{body}");
+    let rotated: serde_json::Value = serde_json::from_str(&body).expect("json");
+    let ada2 = rotated["credential"].as_str().expect("a new credential").to_string();
+    assert_eq!(ctl.http("POST", &approve, Some(&ada), b"{}").0, 401);
+    assert_eq!(ctl.http("POST", &approve, Some(&ada2), b"{}").0, 409, "authorized; no gate to pass");
+
+    // The admin revokes vera: refused at once (the API and her console
+    // session), and after a restart.
+    let revoked = ctl.cli(&["operator", "revoke", "vera"], Some(&ctl.token));
+    assert!(revoked.status.success(), "{}", text(&revoked.stderr));
+    let (code, body) = ctl.http("POST", "/api/operators/vera/rotate", Some(&vera), b"{}");
+    assert_eq!(code, 401, "{body}");
+    let after = send(&ctl, "POST", "/rollouts/r0/act", Some(&cookie), &form);
+    assert_eq!(after.status, 401, "{}", after.body);
+    assert!(after.body.contains("vera is revoked"), "{}", after.body);
+    let last = ctl.cli(&["operator", "revoke", "admin"], Some(&ctl.token));
+    assert!(!last.status.success() && text(&last.stderr).contains("last admin"), "{}", text(&last.stderr));
+    ctl.restart();
+    assert_eq!(ctl.http("POST", "/api/operators/vera/rotate", Some(&vera), b"{}").0, 401);
+    assert_eq!(ctl.http("POST", &approve, Some(&ada2), b"{}").0, 409, "ada still acts");
+    assert_eq!(log_in_status(&ctl, &vera), 401);
+}
+
+/// The status of a console login with `credential`.
+fn log_in_status(ctl: &Controller, credential: &str) -> u16 {
+    let form = format!("token={}&next=%2F", field(credential));
+    send(ctl, "POST", "/login", None, &form).status
 }

@@ -177,7 +177,7 @@ fn the_dashboard_renders_an_unknown_op_in_a_real_browser() {
         "POST",
         &format!("/api/ops/{op}/claim"),
         Some(&ctl.token),
-        br#"{"owner": "alice", "review_by": "2026-12-01T10:00:00Z"}"#,
+        br#"{"review_by": "2026-12-01T10:00:00Z"}"#,
     );
     assert_eq!(code, 200, "{answer}");
     let dom = run_chromium(
@@ -186,7 +186,7 @@ fn the_dashboard_renders_an_unknown_op_in_a_real_browser() {
         &["--dump-dom".into()],
         &url,
     );
-    assert!(dom.contains("<td>alice</td>"), "{dom}");
+    assert!(dom.contains("<td>admin</td>"), "{dom}");
     assert!(!dom.contains(r#"class="unowned""#), "{dom}");
 }
 

@@ -98,6 +98,10 @@ fn event_variant(e: &Event) -> &'static str {
         Event::RolloutArchesSet { .. } => "RolloutArchesSet",
         Event::ConfigSet { .. } => "ConfigSet",
         Event::RolloutConfigured { .. } => "RolloutConfigured",
+        Event::Acted { .. } => "Acted",
+        Event::OperatorAdded { .. } => "OperatorAdded",
+        Event::CredentialRotated { .. } => "CredentialRotated",
+        Event::OperatorRevoked { .. } => "OperatorRevoked",
     }
 }
 
@@ -275,6 +279,19 @@ fn events() -> Vec<Event> {
                 fingerprint: V2,
             },
         },
+        Event::Acted {
+            by: model::controller::ActedBy::Operator("ada".into()),
+        },
+        Event::OperatorAdded {
+            name: "ada".into(),
+            role: model::controller::Role::Approver,
+            credential: V1,
+        },
+        Event::CredentialRotated {
+            name: "ada".into(),
+            credential: V2,
+        },
+        Event::OperatorRevoked { name: "ada".into() },
     ]
 }
 

@@ -1,6 +1,7 @@
 //! The operator HTTP API (axum). Reads are open on the API's address
-//! (loopback by default); every write needs the operator token as
-//! `Authorization: Bearer`, and a write without it changes nothing.
+//! (loopback by default); every write needs an operator's credential as
+//! `Authorization: Bearer`, and the role the write needs (issue #28 item
+//! 2); a write without them changes nothing.
 
 use super::error::{ApiError, Path, Query};
 use super::view::{
@@ -12,7 +13,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use model::controller::{Input, Resolution};
+use model::controller::{Actor, Input, OffLogAction, Resolution};
 use model::platform::ReleaseArches;
 use model::{Digest, NodeId, OpId, Plan, RolloutId};
 use serde::Deserialize;
@@ -61,7 +62,7 @@ pub fn routes() -> OpenApiRouter<Api> {
         .routes(routes!(roll_back_op))
 }
 
-use super::state::unauthorized;
+use super::state::{acting, operator, operator_for};
 
 pub use super::view::{
     status_dto, EventDto, NodeDto, ObserveDto, ObservedDto, OpDto, Page, RolloutCounts, RolloutDto,
@@ -138,11 +139,11 @@ async fn events(
     responses(
         (status = 200, description = "accepted and stored", body = UploadReply),
         (status = 400, description = "the bundle's signature or format is refused", body = ErrorBody),
-        (status = 401, description = "missing or wrong operator token; nothing stored", body = ErrorBody),
+        (status = 401, description = "missing, unknown, rotated or revoked operator credential; nothing stored", body = ErrorBody), (status = 403, description = "the operator's role does not allow it: the message names the role it needs; nothing stored", body = ErrorBody),
         (status = 413, description = "over the bundle size limit", body = ErrorBody),
     ))]
 async fn upload_bundle(State(api): State<Api>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Some(rejection) = unauthorized(&api, &headers) {
+    if let Err(rejection) = operator_for(&api, &headers, OffLogAction::UploadRelease) {
         return rejection;
     }
     let verified = match protocol::bundle::verify(&api.key, &body) {
@@ -161,11 +162,12 @@ async fn upload_bundle(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
 }
 
 #[utoipa::path(post, path = "/api/rollouts", security(("bearer" = [])), tag = "writes", request_body(content = StartRollout, description = "JSON object"), 
-    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
+    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing, unknown, rotated or revoked operator credential; nothing recorded", body = ErrorBody), (status = 403, description = "the operator's role does not allow it: the message names the role it needs; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Some(rejection) = unauthorized(&api, &headers) {
-        return rejection;
-    }
+    let actor = match operator(&api, &headers) {
+        Ok(actor) => actor,
+        Err(rejection) => return rejection,
+    };
     let (request, release) = match parse_start_rollout(&body) {
         Ok(parsed) => parsed,
         Err(why) => return bad_request(why),
@@ -213,7 +215,7 @@ async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
         arches,
         deploys,
     };
-    respond(&api, input).await
+    respond(&api, actor, input).await
 }
 
 /// What a rollout of code `release` deploys: the deployment digest and
@@ -396,9 +398,11 @@ fn rollout_id(text: &str) -> Option<RolloutId> {
     text.strip_prefix('r')?.parse().ok().map(RolloutId)
 }
 
-async fn respond(api: &Api, input: Input) -> Response {
+/// Submit `input` as `actor` makes it; the events in domain words, or the
+/// refusal with its status.
+async fn respond(api: &Api, actor: Actor, input: Input) -> Response {
     use super::core::InputError;
-    match api.core.submit(input).await {
+    match api.core.submit(acting(actor, input)).await {
         Ok(events) => {
             let roster = api.core.roster();
             Json(WriteReply {
@@ -423,29 +427,30 @@ async fn rollout_command(
     id: String,
     make: fn(RolloutId) -> Input,
 ) -> Response {
-    if let Some(rejection) = unauthorized(&api, &headers) {
-        return rejection;
-    }
+    let actor = match operator(&api, &headers) {
+        Ok(actor) => actor,
+        Err(rejection) => return rejection,
+    };
     let Some(rollout) = rollout_id(&id) else {
         return ApiError::NotFound(format!("no rollout {id} (ids look like r0)")).into_response();
     };
-    respond(&api, make(rollout)).await
+    respond(&api, actor, make(rollout)).await
 }
 
 #[utoipa::path(post, path = "/api/rollouts/{id}/pause", security(("bearer" = [])), tag = "writes", params(("id" = String, Path, description = "rollout id: r0, r1, ...")), 
-    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
+    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing, unknown, rotated or revoked operator credential; nothing recorded", body = ErrorBody), (status = 403, description = "the operator's role does not allow it: the message names the role it needs; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn pause(State(api): State<Api>, headers: HeaderMap, Path(id): Path<String>) -> Response {
     rollout_command(api, headers, id, |rollout| Input::Pause { rollout }).await
 }
 
 #[utoipa::path(post, path = "/api/rollouts/{id}/resume", security(("bearer" = [])), tag = "writes", params(("id" = String, Path, description = "rollout id: r0, r1, ...")), 
-    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
+    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing, unknown, rotated or revoked operator credential; nothing recorded", body = ErrorBody), (status = 403, description = "the operator's role does not allow it: the message names the role it needs; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn resume(State(api): State<Api>, headers: HeaderMap, Path(id): Path<String>) -> Response {
     rollout_command(api, headers, id, |rollout| Input::Resume { rollout }).await
 }
 
 #[utoipa::path(post, path = "/api/rollouts/{id}/approve", security(("bearer" = [])), tag = "writes", params(("id" = String, Path, description = "rollout id: r0, r1, ...")), 
-    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
+    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing, unknown, rotated or revoked operator credential; nothing recorded", body = ErrorBody), (status = 403, description = "the operator's role does not allow it: the message names the role it needs; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn approve(State(api): State<Api>, headers: HeaderMap, Path(id): Path<String>) -> Response {
     rollout_command(api, headers, id, |rollout| Input::Approve { rollout }).await
 }
@@ -595,22 +600,23 @@ async fn gather_all(api: &Api, nodes: &[NodeId]) -> Vec<Option<super::verify::Ga
 /// `POST /api/nodes/{name}/probe`: the same as `observe` (both words are
 /// in use by the CLI and scripts).
 #[utoipa::path(post, path = "/api/nodes/{name}/probe", security(("bearer" = [])), tag = "writes", params(("name" = String, Path, description = "an enrolled node's name")),
-    responses((status = 200, description = "what was seen, judged and recorded", body = ObserveDto), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
+    responses((status = 200, description = "what was seen, judged and recorded", body = ObserveDto), (status = 401, description = "missing, unknown, rotated or revoked operator credential; nothing recorded", body = ErrorBody), (status = 403, description = "the operator's role does not allow it: the message names the role it needs; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn probe_node(state: State<Api>, headers: HeaderMap, name: Path<String>) -> Response {
     observe_node(state, headers, name).await
 }
 
 #[utoipa::path(post, path = "/api/nodes/{name}/observe", security(("bearer" = [])), tag = "writes", params(("name" = String, Path, description = "an enrolled node's name")),
-    responses((status = 200, description = "what was seen, judged and recorded", body = ObserveDto), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
+    responses((status = 200, description = "what was seen, judged and recorded", body = ObserveDto), (status = 401, description = "missing, unknown, rotated or revoked operator credential; nothing recorded", body = ErrorBody), (status = 403, description = "the operator's role does not allow it: the message names the role it needs; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn observe_node(
     State(api): State<Api>,
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Response {
     // Recording an observation is a write.
-    if let Some(rejection) = unauthorized(&api, &headers) {
-        return rejection;
-    }
+    let actor = match operator(&api, &headers) {
+        Ok(actor) => actor,
+        Err(rejection) => return rejection,
+    };
     let Some(node) = api.core.roster().id(&name) else {
         return ApiError::NotFound(format!("no node {name} in the fleet")).into_response();
     };
@@ -618,7 +624,7 @@ async fn observe_node(
         Ok(g) => g,
         Err(rejection) => return rejection,
     };
-    let (recorded, not_recorded) = match super::verify::record(&api, node, &g.fresh).await {
+    let (recorded, not_recorded) = match super::verify::record(&api, node, &g.fresh, Some(actor)).await {
         Ok(events) => (
             events
                 .iter()
@@ -657,11 +663,12 @@ fn no_such_node(name: &str) -> Response {
 /// `POST /api/nodes`: enroll a node, `{"name", "labels"?, "public"}`. The
 /// public route must be an address the controller can probe.
 #[utoipa::path(post, path = "/api/nodes", security(("bearer" = [])), tag = "writes", request_body(content = EnrollRequest, description = "JSON object"), 
-    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
+    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing, unknown, rotated or revoked operator credential; nothing recorded", body = ErrorBody), (status = 403, description = "the operator's role does not allow it: the message names the role it needs; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn enroll_node(State(api): State<Api>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Some(rejection) = unauthorized(&api, &headers) {
-        return rejection;
-    }
+    let actor = match operator(&api, &headers) {
+        Ok(actor) => actor,
+        Err(rejection) => return rejection,
+    };
     let map = match json_object(&body, &["name", "labels", "public"]) {
         Ok(map) => map,
         Err(why) => return bad_request(why),
@@ -684,7 +691,7 @@ async fn enroll_node(State(api): State<Api>, headers: HeaderMap, body: Bytes) ->
         labels,
         public: public.to_string(),
     };
-    respond(&api, input).await
+    respond(&api, actor, input).await
 }
 
 /// `public` as an address the controller can probe
@@ -701,16 +708,17 @@ fn probeable_route(public: &str) -> Result<std::net::SocketAddr, String> {
 
 /// `POST /api/nodes/{name}/labels`: `{"set": {k: v}, "remove": [k]}`.
 #[utoipa::path(post, path = "/api/nodes/{name}/labels", security(("bearer" = [])), tag = "writes", params(("name" = String, Path, description = "an enrolled node's name")), request_body(content = LabelRequest, description = "JSON object"), 
-    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
+    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing, unknown, rotated or revoked operator credential; nothing recorded", body = ErrorBody), (status = 403, description = "the operator's role does not allow it: the message names the role it needs; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn label_node(
     State(api): State<Api>,
     headers: HeaderMap,
     Path(name): Path<String>,
     body: Bytes,
 ) -> Response {
-    if let Some(rejection) = unauthorized(&api, &headers) {
-        return rejection;
-    }
+    let actor = match operator(&api, &headers) {
+        Ok(actor) => actor,
+        Err(rejection) => return rejection,
+    };
     let map = match json_object(&body, &["set", "remove"]) {
         Ok(map) => map,
         Err(why) => return bad_request(why),
@@ -733,28 +741,29 @@ async fn label_node(
         }
         Some(_) => return bad_request("field `remove`: expected a list of label keys"),
     };
-    respond(&api, Input::LabelNode { name, set, remove }).await
+    respond(&api, actor, Input::LabelNode { name, set, remove }).await
 }
 
 /// `POST /api/nodes/{name}/retire`: refused (409) while the node holds a
 /// live op.
 #[utoipa::path(post, path = "/api/nodes/{name}/retire", security(("bearer" = [])), tag = "writes", params(("name" = String, Path, description = "an enrolled node's name")), 
-    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
+    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing, unknown, rotated or revoked operator credential; nothing recorded", body = ErrorBody), (status = 403, description = "the operator's role does not allow it: the message names the role it needs; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn retire_node(
     State(api): State<Api>,
     headers: HeaderMap,
     Path(name): Path<String>,
     body: Bytes,
 ) -> Response {
-    if let Some(rejection) = unauthorized(&api, &headers) {
-        return rejection;
-    }
+    let actor = match operator(&api, &headers) {
+        Ok(actor) => actor,
+        Err(rejection) => return rejection,
+    };
     if !body.is_empty() {
         if let Err(why) = json_object(&body, &[]) {
             return bad_request(why);
         }
     }
-    respond(&api, Input::RetireNode { name }).await
+    respond(&api, actor, Input::RetireNode { name }).await
 }
 
 /// A JSON object of strings (labels); absent is empty.
@@ -780,16 +789,17 @@ fn string_map(
 
 /// `POST /api/nodes/{name}/release`: an operator lifts a quarantine.
 #[utoipa::path(post, path = "/api/nodes/{name}/release", security(("bearer" = [])), tag = "writes", params(("name" = String, Path, description = "an enrolled node's name")), 
-    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
+    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing, unknown, rotated or revoked operator credential; nothing recorded", body = ErrorBody), (status = 403, description = "the operator's role does not allow it: the message names the role it needs; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn release_node(
     State(api): State<Api>,
     headers: HeaderMap,
     Path(name): Path<String>,
     body: Bytes,
 ) -> Response {
-    if let Some(rejection) = unauthorized(&api, &headers) {
-        return rejection;
-    }
+    let actor = match operator(&api, &headers) {
+        Ok(actor) => actor,
+        Err(rejection) => return rejection,
+    };
     if !body.is_empty() {
         if let Err(why) = json_object(&body, &[]) {
             return bad_request(why);
@@ -797,7 +807,7 @@ async fn release_node(
     }
     let node = api.core.roster().id(&name);
     match node {
-        Some(node) => respond(&api, Input::ReleaseNode { node }).await,
+        Some(node) => respond(&api, actor, Input::ReleaseNode { node }).await,
         None => no_such_node(&name),
     }
 }
@@ -808,16 +818,17 @@ async fn release_node(
 /// missing body is refused: a destructive write is never the default of
 /// a request that says nothing.
 #[utoipa::path(post, path = "/api/nodes/{name}/revoke-cert", security(("bearer" = [])), tag = "writes", params(("name" = String, Path, description = "an enrolled node's name")), request_body(content = RevokeRequest, description = "JSON object"), 
-    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
+    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing, unknown, rotated or revoked operator credential; nothing recorded", body = ErrorBody), (status = 403, description = "the operator's role does not allow it: the message names the role it needs; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn revoke_cert(
     State(api): State<Api>,
     headers: HeaderMap,
     Path(name): Path<String>,
     body: Bytes,
 ) -> Response {
-    if let Some(rejection) = unauthorized(&api, &headers) {
-        return rejection;
-    }
+    let actor = match operator(&api, &headers) {
+        Ok(actor) => actor,
+        Err(rejection) => return rejection,
+    };
     let Some(node) = api.core.roster().id(&name) else {
         return no_such_node(&name);
     };
@@ -855,7 +866,7 @@ async fn revoke_cert(
             }
         }
     };
-    respond(&api, Input::RevokeCert { node, fingerprint }).await
+    respond(&api, actor, Input::RevokeCert { node, fingerprint }).await
 }
 
 #[utoipa::path(get, path = "/api/unresolved", tag = "reads", 
@@ -1049,13 +1060,13 @@ pub fn parse_roll_back(body: &[u8]) -> Result<(), String> {
 /// A parsed `POST /api/ops/{op}/claim` body, texts trimmed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClaimBody {
-    /// Who takes the op.
-    pub owner: String,
+    /// Who takes the op: the operator making the claim (`None`: them).
+    pub owner: Option<String>,
     /// When they will have looked at it.
     pub review_by: String,
 }
 
-/// Parses a claim body: `owner` and `review_by`, both strings. Public so
+/// Parses a claim body: `review_by` and an optional `owner`, strings. Public so
 /// the `api_json` fuzz target runs the handler's own parsing.
 pub fn parse_claim(body: &[u8]) -> Result<ClaimBody, String> {
     let map = json_object(body, &["owner", "review_by"])?;
@@ -1063,8 +1074,12 @@ pub fn parse_claim(body: &[u8]) -> Result<ClaimBody, String> {
         Some(t) => Ok(t.trim().to_string()),
         None => Err(format!("field `{field}`: expected a string")),
     };
+    let owner = match map.get("owner") {
+        None => None,
+        Some(_) => Some(text("owner")?),
+    };
     Ok(ClaimBody {
-        owner: text("owner")?,
+        owner,
         review_by: text("review_by")?,
     })
 }
@@ -1072,16 +1087,17 @@ pub fn parse_claim(body: &[u8]) -> Result<ClaimBody, String> {
 /// `POST /api/ops/{op}/resolve`: settle an op by hand with an observation,
 /// typed by the operator or taken by a fresh controller probe.
 #[utoipa::path(post, path = "/api/ops/{op}/resolve", security(("bearer" = [])), tag = "writes", params(("op" = String, Path, description = "op id: op0, op1, ...")), request_body(content = ResolveRequest, description = "JSON object"), 
-    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
+    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing, unknown, rotated or revoked operator credential; nothing recorded", body = ErrorBody), (status = 403, description = "the operator's role does not allow it: the message names the role it needs; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn resolve_op(
     State(api): State<Api>,
     headers: HeaderMap,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    if let Some(rejection) = unauthorized(&api, &headers) {
-        return rejection;
-    }
+    let actor = match operator(&api, &headers) {
+        Ok(actor) => actor,
+        Err(rejection) => return rejection,
+    };
     let ResolveBody {
         resolution,
         observation: typed,
@@ -1107,6 +1123,7 @@ async fn resolve_op(
     };
     respond(
         &api,
+        actor,
         Input::Resolve {
             op,
             observation,
@@ -1120,37 +1137,39 @@ async fn resolve_op(
 /// settles `RolledBack` only when a serving probe proves the baseline (S9).
 /// No body (an empty JSON object is accepted).
 #[utoipa::path(post, path = "/api/ops/{op}/rollback", security(("bearer" = [])), tag = "writes", params(("op" = String, Path, description = "op id: op0, op1, ...")), 
-    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
+    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing, unknown, rotated or revoked operator credential; nothing recorded", body = ErrorBody), (status = 403, description = "the operator's role does not allow it: the message names the role it needs; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn roll_back_op(
     State(api): State<Api>,
     headers: HeaderMap,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    if let Some(rejection) = unauthorized(&api, &headers) {
-        return rejection;
-    }
+    let actor = match operator(&api, &headers) {
+        Ok(actor) => actor,
+        Err(rejection) => return rejection,
+    };
     if let Err(why) = parse_roll_back(&body) {
         return bad_request(why);
     }
     let Some(op) = op_id(&id) else {
         return no_such_op(&id);
     };
-    respond(&api, Input::RollBack { op }).await
+    respond(&api, actor, Input::RollBack { op }).await
 }
 
 /// `POST /api/ops/{op}/claim`: an operator takes ownership of an unsettled op.
 #[utoipa::path(post, path = "/api/ops/{op}/claim", security(("bearer" = [])), tag = "writes", params(("op" = String, Path, description = "op id: op0, op1, ...")), request_body(content = ClaimRequest, description = "JSON object"), 
-    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
+    responses((status = 200, description = "accepted: the events recorded, in domain words", body = WriteReply), (status = 400, description = "malformed request; the message names the field", body = ErrorBody), (status = 401, description = "missing, unknown, rotated or revoked operator credential; nothing recorded", body = ErrorBody), (status = 403, description = "the operator's role does not allow it: the message names the role it needs; nothing recorded", body = ErrorBody), (status = 404, description = "what the path names does not exist", body = ErrorBody), (status = 409, description = "the controller refused in its current state; nothing recorded", body = ErrorBody), (status = 503, description = "the controller core stopped", body = ErrorBody)))]
 async fn claim_op(
     State(api): State<Api>,
     headers: HeaderMap,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    if let Some(rejection) = unauthorized(&api, &headers) {
-        return rejection;
-    }
+    let actor = match operator(&api, &headers) {
+        Ok(actor) => actor,
+        Err(rejection) => return rejection,
+    };
     let ClaimBody { owner, review_by } = match parse_claim(&body) {
         Ok(parsed) => parsed,
         Err(why) => return bad_request(why),
@@ -1158,8 +1177,16 @@ async fn claim_op(
     let Some(op) = op_id(&id) else {
         return no_such_op(&id);
     };
+    // A claim is held by the operator who makes it (the model refuses
+    // another name): without an owner, it is theirs.
+    let owner = match (owner, &actor) {
+        (Some(owner), _) => owner,
+        (None, Actor::Operator { name, .. }) => name.clone(),
+        (None, Actor::ControllerConfig) => String::new(),
+    };
     respond(
         &api,
+        actor,
         Input::Claim {
             op,
             owner,

@@ -3,7 +3,7 @@
 
 use super::configuration::{build_revision, ConfigRequest};
 use super::error::{ApiError, Path};
-use super::state::{unauthorized, Api};
+use super::state::{acting, operator, Api};
 use super::view::config::{ConfigSetRequest, ConfigView};
 use super::view::ErrorBody;
 use axum::body::Bytes;
@@ -48,7 +48,7 @@ async fn get_config(State(api): State<Api>, Path(app): Path<String>) -> Response
     responses(
         (status = 200, description = "recorded: the new revision", body = ConfigView),
         (status = 400, description = "malformed, over a bound, a name not allowed, a secret with no configuration key, or another revision recorded meanwhile (set it again); nothing recorded", body = ErrorBody),
-        (status = 401, description = "missing or wrong operator token; nothing recorded", body = ErrorBody),
+        (status = 401, description = "missing, unknown, rotated or revoked operator credential; nothing recorded", body = ErrorBody), (status = 403, description = "the operator's role does not allow it: the message names the role it needs; nothing recorded", body = ErrorBody),
         (status = 503, description = "the controller core stopped, or this controller is a standby", body = ErrorBody),
     ))]
 async fn set_config(
@@ -57,9 +57,10 @@ async fn set_config(
     Path(app): Path<String>,
     body: Bytes,
 ) -> Response {
-    if let Some(rejection) = unauthorized(&api, &headers) {
-        return rejection;
-    }
+    let actor = match operator(&api, &headers) {
+        Ok(actor) => actor,
+        Err(rejection) => return rejection,
+    };
     let request = match parse_request(&body) {
         Ok(request) => request,
         Err(why) => return ApiError::BadRequest(why).into_response(),
@@ -77,7 +78,7 @@ async fn set_config(
         Err(e) => return ApiError::BadRequest(e.to_string()).into_response(),
     };
     let view = ConfigView::of(&revision);
-    match api.core.submit(Input::SetConfig { revision }).await {
+    match api.core.submit(acting(actor, Input::SetConfig { revision })).await {
         Ok(_) => Json(view).into_response(),
         Err(super::core::InputError::Refused(refusal)) => {
             ApiError::Refused(refusal).into_response()

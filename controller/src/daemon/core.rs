@@ -119,6 +119,11 @@ pub struct CoreHandle {
     /// roster event into it (no clone per event) before it answers the
     /// input, so a reader sees an enrollment once it was acknowledged.
     roster: Arc<RwLock<Roster>>,
+    /// The operators as of the last durable events (issue #28 item 2),
+    /// replaced by the state's (an O(1) clone) after a batch that changed
+    /// them and before its inputs are answered: a revoked credential is
+    /// refused from the next request on.
+    operators: Arc<RwLock<model::controller::Operators>>,
     /// Every durable event, as the core acknowledges it (the event stream
     /// and webhooks follow it). Bounded (`[api] stream_buffer_events`): a
     /// receiver that falls further behind sees `Lagged` and reads the log.
@@ -155,6 +160,13 @@ impl CoreHandle {
         // A panic while folding cannot leave the roster half-written (each
         // fold is one push or one field), so a poisoned lock is still sound.
         self.roster.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The operators as of the last durable events. Hold it briefly,
+    /// never across an `.await`.
+    pub fn operators(&self) -> RwLockReadGuard<'_, model::controller::Operators> {
+        // Replaced whole under the lock: a poisoned lock is still sound.
+        self.operators.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Feed an input and wait for its durable outcome.
@@ -362,6 +374,7 @@ pub fn spawn(
     let handle = CoreHandle {
         tx: tx.clone(),
         roster: Arc::new(RwLock::new(started.controller.state().roster.clone())),
+        operators: Arc::new(RwLock::new(started.controller.state().operators.clone())),
         appended,
         role: Arc::new(cell),
         fatal: FatalCell::default(),
@@ -663,6 +676,9 @@ impl Core {
         if let Ok(mut roster) = self.me.roster.write() {
             *roster = state.roster.clone();
         }
+        if let Ok(mut operators) = self.me.operators.write() {
+            *operators = state.operators.clone();
+        }
         let now = SystemTime::now();
         for op in state.ops.values().filter(|op| op.is_unknown()) {
             self.unknown_since.entry(op.id).or_insert(now);
@@ -771,6 +787,7 @@ impl Core {
         self.stats.inputs += replies.len() as u64;
         self.stats.events += events.len() as u64;
         fold_roster(&self.me.roster, &events);
+        mirror_operators(&self.me.operators, &events, self.controller.state());
         let roster = &self.controller.state().roster;
         for (sequence, event) in &events {
             tracing::info!(sequence, "{}", describe(roster, event));
@@ -903,6 +920,7 @@ impl Core {
         }
         if self.is_standby() {
             fold_roster(&self.me.roster, events);
+            mirror_operators(&self.me.operators, events, self.controller.state());
         }
         if events
             .iter()
@@ -1355,6 +1373,26 @@ fn identity_event(
             }
         }
         _ => {}
+    }
+}
+
+/// After a durable batch that changed the operators, the state's
+/// operators replace the shared ones (an O(1) clone of persistent maps).
+fn mirror_operators(
+    shared: &RwLock<model::controller::Operators>,
+    events: &[(u64, Event)],
+    state: &model::controller::ControllerState,
+) {
+    let changes = |e: &Event| {
+        matches!(
+            e,
+            Event::OperatorAdded { .. }
+                | Event::CredentialRotated { .. }
+                | Event::OperatorRevoked { .. }
+        )
+    };
+    if events.iter().any(|(_, e)| changes(e)) {
+        *shared.write().unwrap_or_else(|p| p.into_inner()) = state.operators.clone();
     }
 }
 

@@ -19,8 +19,8 @@ pub enum ApiError {
     /// Malformed request: the message names the field or parameter (400).
     #[error("{0}")]
     BadRequest(String),
-    /// A write without the operator token (401).
-    #[error("missing or wrong operator token (Authorization: Bearer)")]
+    /// A write without a current operator credential (401).
+    #[error("missing, unknown, rotated or revoked operator credential (Authorization: Bearer)")]
     Unauthorized,
     /// What the path names does not exist (404).
     #[error("{0}")]
@@ -131,6 +131,18 @@ pub fn refusal_status(refusal: &Refusal) -> StatusCode {
         Refusal::UnknownRollout(_) | Refusal::UnknownOp(_) | Refusal::UnknownNode(_) => {
             StatusCode::NOT_FOUND
         }
+        // Who acts (issue #28 item 2): a credential the operators do not
+        // know now is a 401, a role too low a 403 naming the role.
+        Refusal::OperatorRequired
+        | Refusal::UnknownOperator(_)
+        | Refusal::OperatorRevoked(_)
+        | Refusal::CredentialNotCurrent(_) => StatusCode::UNAUTHORIZED,
+        Refusal::RoleRequired { .. } => StatusCode::FORBIDDEN,
+        Refusal::NotAnOperatorInput | Refusal::InvalidOperator(_) => StatusCode::BAD_REQUEST,
+        Refusal::OperatorNameTaken(_)
+        | Refusal::LastAdmin(_)
+        | Refusal::OperatorAlreadyRevoked(_) => StatusCode::CONFLICT,
+        Refusal::NoSuchOperator(_) => StatusCode::NOT_FOUND,
         Refusal::RosterLimit(_)
         | Refusal::InvalidClaim(_)
         | Refusal::InvalidPeer(_)

@@ -7,7 +7,7 @@
 
 use super::error::ApiError;
 use super::role::{Role, LEADER_HEADER, ROLE_HEADER, SEQUENCE_HEADER};
-pub use super::state::{unauthorized, Api};
+pub use super::state::{operator, Api};
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderValue, Method, Uri};
 use axum::middleware::Next;
@@ -22,6 +22,7 @@ pub fn routes() -> OpenApiRouter<Api> {
         .merge(super::api::routes())
         .merge(super::release_api::routes())
         .merge(super::config_api::routes())
+        .merge(super::operators_api::routes())
         .merge(super::console::routes())
         .merge(super::stream::routes())
         .merge(super::explore::routes())

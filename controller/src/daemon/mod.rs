@@ -21,6 +21,7 @@ pub mod link_msg;
 pub mod links;
 pub mod mirrors;
 pub mod openapi;
+pub mod operators_api;
 pub mod probe;
 pub mod rate;
 pub mod readback;
@@ -123,7 +124,7 @@ pub async fn start(cfg: ControllerConfig, allow_faults: bool) -> anyhow::Result<
     let api = http::Api {
         cfg: cfg.clone(),
         core: core.clone(),
-        token: Arc::new(token),
+        bootstrap_credential: state::credential_digest(&token),
         bundles,
         releases,
         key: Arc::new(key),
@@ -247,6 +248,7 @@ fn snapshot_hold(cfg: &ControllerConfig, allow_faults: bool) -> Option<std::path
 async fn lead(api: http::Api, hooks: Vec<webhooks::Webhook>) -> anyhow::Result<()> {
     // Before bootstrap: a fresh controller's webhooks see its enrollments.
     webhooks::spawn_all(hooks, &api.core, api.core.role().log_sequence())?;
+    bootstrap_admin(&api.core, api.bootstrap_credential).await?;
     bootstrap(&api.cfg, &api.core).await?;
     if api.cfg.verify.every_s > 0 {
         tracing::info!(
@@ -354,6 +356,33 @@ async fn open_log(cfg: &ControllerConfig) -> anyhow::Result<Opened> {
     Ok(opened)
 }
 
+/// The name the first operator is recorded under: the admin whose
+/// credential is `[tls] operator_token` (issue #28 item 2).
+pub const BOOTSTRAP_OPERATOR: &str = "admin";
+
+/// On a log with no operator yet (a new fleet, or a log written before
+/// operators existed), record the first: [`BOOTSTRAP_OPERATOR`], an admin,
+/// whose credential is the operator token file's. Later starts find
+/// operators and record nothing, whatever the file holds then: the token
+/// file is only the first admin's credential, and a rotation replaces it.
+async fn bootstrap_admin(core: &core::CoreHandle, credential: model::Digest) -> anyhow::Result<()> {
+    if !core.operators().is_empty() {
+        return Ok(());
+    }
+    let input = model::controller::Input::AddOperator {
+        name: BOOTSTRAP_OPERATOR.to_string(),
+        role: model::controller::Role::Admin,
+        credential,
+    };
+    core.submit(input)
+        .await
+        .context("recording the first operator (the operator token's admin)")?;
+    tracing::info!(
+        "recorded operator {BOOTSTRAP_OPERATOR} (admin), whose credential is the operator token file's"
+    );
+    Ok(())
+}
+
 /// Enroll each `[[nodes]]` entry of the config whose name is not enrolled
 /// yet, in file order, through the core like any input: the config is a
 /// bootstrap, not the roster. A node already enrolled keeps its id, name,
@@ -380,11 +409,16 @@ pub async fn bootstrap(cfg: &ControllerConfig, core: &core::CoreHandle) -> anyho
     // would make the future not `Send` for every lifetime (rustc #110338).
     let mut inputs = Vec::with_capacity(missing.len());
     for entry in &missing {
-        inputs.push(model::controller::Input::EnrollNode {
+        let enroll = model::controller::Input::EnrollNode {
             name: entry.name.clone(),
             labels: entry.labels.clone(),
             public: entry.public.to_string(),
-        });
+        };
+        // Recorded as controller.toml's doing (issue #28 item 2).
+        inputs.push(state::acting(
+            model::controller::Actor::ControllerConfig,
+            enroll,
+        ));
     }
     let outcomes = core.submit_all(inputs).await;
     for (entry, outcome) in missing.iter().zip(outcomes) {

@@ -17,7 +17,7 @@ use utoipa::{Modify, OpenApi};
 #[openapi(
     info(
         title = "Fleetweft controller API",
-        description = "Reads are open on the API address; every write needs the operator token as Authorization: Bearer and changes nothing without it. Every error answer, on every route, is an `Error` object naming the field or parameter at fault."
+        description = "Reads are open on the API address; every write needs an operator's credential as Authorization: Bearer, and the role it needs (viewer < deployer < approver < admin; a 403 names the role), and changes nothing without them. Every error answer, on every route, is an `Error` object naming the field or parameter at fault."
     ),
     components(schemas(ErrorBody)),
     modifiers(&Bearer)

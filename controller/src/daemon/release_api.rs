@@ -6,7 +6,8 @@
 use super::error::{ApiError, Path};
 use super::release_gc;
 use super::release_store::{parse_chunk_name, AcceptError};
-use super::state::{unauthorized, Api};
+use super::state::{operator_for, Api};
+use model::controller::OffLogAction;
 use super::view::{self, ChunkReply, ErrorBody, ReleaseDto, ReleaseList, RemoveReply, UploadReply};
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -56,7 +57,7 @@ async fn has_chunk(State(api): State<Api>, Path(name): Path<String>) -> Response
     responses(
         (status = 200, description = "held: stored now (fsynced) or already", body = ChunkReply),
         (status = 400, description = "the bytes do not hash to the name; nothing stored", body = ErrorBody),
-        (status = 401, description = "missing or wrong operator token; nothing stored", body = ErrorBody),
+        (status = 401, description = "missing, unknown, rotated or revoked operator credential; nothing stored", body = ErrorBody), (status = 403, description = "the operator's role does not allow it: the message names the role it needs; nothing stored", body = ErrorBody),
         (status = 413, description = "over the chunk size limit; nothing stored", body = ErrorBody),
     ))]
 async fn put_chunk(
@@ -65,7 +66,7 @@ async fn put_chunk(
     Path(name): Path<String>,
     body: Body,
 ) -> Response {
-    if let Some(rejection) = unauthorized(&api, &headers) {
+    if let Err(rejection) = operator_for(&api, &headers, OffLogAction::UploadRelease) {
         return rejection;
     }
     let digest = match parse_chunk_name(&name) {
@@ -147,12 +148,12 @@ where
     responses(
         (status = 200, description = "accepted and stored (fsynced): its digest is what `POST /api/rollouts` names", body = UploadReply),
         (status = 400, description = "the signature, format or limits refused it", body = ErrorBody),
-        (status = 401, description = "missing or wrong operator token; nothing stored", body = ErrorBody),
+        (status = 401, description = "missing, unknown, rotated or revoked operator credential; nothing stored", body = ErrorBody), (status = 403, description = "the operator's role does not allow it: the message names the role it needs; nothing stored", body = ErrorBody),
         (status = 409, description = "chunks it names are not held, counted and named: upload them and post again", body = ErrorBody),
         (status = 413, description = "over the manifest size limit", body = ErrorBody),
     ))]
 async fn post_release(State(api): State<Api>, headers: HeaderMap, body: Body) -> Response {
-    if let Some(rejection) = unauthorized(&api, &headers) {
+    if let Err(rejection) = operator_for(&api, &headers, OffLogAction::UploadRelease) {
         return rejection;
     }
     let Ok(bytes) = axum::body::to_bytes(body, MANIFEST_BYTES_MAX).await else {
@@ -236,7 +237,8 @@ async fn list_releases(State(api): State<Api>) -> Response {
     responses(
         (status = 200, description = "removed (the signed file unlinked and its directory fsynced, then its chunks no other release names)", body = RemoveReply),
         (status = 400, description = "not a release digest", body = ErrorBody),
-        (status = 401, description = "missing or wrong operator token; nothing removed", body = ErrorBody),
+        (status = 401, description = "missing, unknown, rotated or revoked operator credential; nothing removed", body = ErrorBody),
+        (status = 403, description = "the operator's role does not allow it: the message names the role it needs; nothing removed", body = ErrorBody),
         (status = 404, description = "no such release stored", body = ErrorBody),
         (status = 409, description = "a rollout, a node or an op still names it: the message says which; nothing removed", body = ErrorBody),
         (status = 503, description = "the controller core stopped", body = ErrorBody),
@@ -246,7 +248,7 @@ async fn remove_release(
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Response {
-    if let Some(rejection) = unauthorized(&api, &headers) {
+    if let Err(rejection) = operator_for(&api, &headers, OffLogAction::DeleteRelease) {
         return rejection;
     }
     let digest = match parse_chunk_name(&name) {

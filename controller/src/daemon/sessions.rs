@@ -5,6 +5,7 @@
 //! (`console::session`) so that the handlers' shared state
 //! (`state::Api`) can hold them without depending on a surface.
 
+use model::controller::Actor;
 use rand_core::{OsRng, RngCore};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -23,6 +24,10 @@ const SECRET_BYTES: usize = 32;
 struct Session {
     /// The token every form of this session carries.
     csrf: String,
+    /// Who logged in, with the digest of the credential they gave: every
+    /// action of the session is stepped as theirs, so the model refuses it
+    /// once that credential is rotated or revoked.
+    actor: Actor,
     /// When it ends.
     expires: Instant,
 }
@@ -38,6 +43,8 @@ pub struct Current {
     pub id: String,
     /// The token the session's forms carry.
     pub csrf: String,
+    /// Who logged in ([`Actor::Operator`]).
+    pub actor: Actor,
 }
 
 fn random_hex() -> String {
@@ -58,7 +65,7 @@ pub fn same_secret(a: &str, b: &str) -> bool {
 impl Sessions {
     /// Open a session at `now`: closes expired ones and, at the bound, the
     /// one that ends first.
-    pub fn open(&self, now: Instant) -> Current {
+    pub fn open(&self, now: Instant, actor: Actor) -> Current {
         let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
         map.retain(|_, s| s.expires > now);
         if map.len() >= SESSIONS_MAX {
@@ -73,12 +80,14 @@ impl Sessions {
         let current = Current {
             id: random_hex(),
             csrf: random_hex(),
+            actor,
         };
         let expires = now + Duration::from_millis(SESSION_TTL_MS);
         map.insert(
             current.id.clone(),
             Session {
                 csrf: current.csrf.clone(),
+                actor: current.actor.clone(),
                 expires,
             },
         );
@@ -92,6 +101,7 @@ impl Sessions {
         map.get(id).filter(|s| s.expires > now).map(|s| Current {
             id: id.to_string(),
             csrf: s.csrf.clone(),
+            actor: s.actor.clone(),
         })
     }
 
@@ -110,13 +120,17 @@ mod tests {
     fn sessions_are_bounded_expire_and_close() {
         let sessions = Sessions::default();
         let t0 = Instant::now();
-        let first = sessions.open(t0);
+        let actor = || Actor::Operator {
+            name: "ada".into(),
+            credential: model::Digest::repeat(1),
+        };
+        let first = sessions.open(t0, actor());
         assert_eq!(sessions.get(&first.id, t0), Some(first.clone()));
         assert_ne!(first.id, first.csrf);
         let later = t0 + Duration::from_millis(SESSION_TTL_MS);
         assert_eq!(sessions.get(&first.id, later), None, "expired");
         let opened: Vec<Current> = (0..SESSIONS_MAX)
-            .map(|i| sessions.open(t0 + Duration::from_millis(i as u64 + 1)))
+            .map(|i| sessions.open(t0 + Duration::from_millis(i as u64 + 1), actor()))
             .collect();
         assert_eq!(sessions.get(&first.id, t0), None, "the oldest made room");
         assert!(sessions.get(&opened[0].id, t0).is_some());

@@ -1,5 +1,5 @@
 //! What every HTTP surface shares (`api`, `dashboard`, the event stream,
-//! the verifier): the handlers' state [`Api`], the operator check, and the
+//! the verifier): the handlers' state [`Api`], who the operator is, and the
 //! count of open event streams. It depends on no surface, and the
 //! composition root ([`super::http`]) on all of them.
 
@@ -10,6 +10,8 @@ use super::error::ApiError;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use ed25519_dalek::VerifyingKey;
+use model::controller::{Actor, Input, OffLogAction, Role};
+use model::Digest;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -20,8 +22,6 @@ pub struct Api {
     pub cfg: Arc<ControllerConfig>,
     /// The core.
     pub core: CoreHandle,
-    /// The operator token.
-    pub token: Arc<String>,
     /// Accepted bundles.
     pub bundles: Arc<BundleDir>,
     /// Accepted tree releases and their chunks.
@@ -46,6 +46,9 @@ pub struct Api {
     pub deployments: Arc<super::configuration::Deployments>,
     /// The console's logged-in sessions (issue #28 item 3).
     pub sessions: super::sessions::Sessions,
+    /// SHA-256 of the operator token file: the first admin's credential,
+    /// recorded when the log has no operator yet (issue #28 item 2).
+    pub bootstrap_credential: Digest,
 }
 
 /// Most event streams open at once; one more is refused with 503.
@@ -102,20 +105,80 @@ impl StreamSlots {
     }
 }
 
-/// `None` when the request carries the operator token, else the 401 answer.
-pub fn unauthorized(api: &Api, headers: &HeaderMap) -> Option<Response> {
-    let presented = headers
+/// The bearer credential `headers` present (`Authorization: Bearer …`),
+/// or the empty string.
+fn bearer(headers: &HeaderMap) -> &str {
+    headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    (!token_matches(api, presented)).then(|| ApiError::Unauthorized.into_response())
+        .unwrap_or("")
 }
 
-/// Whether `presented` is the operator token: the API's bearer and the
-/// console's login take the same credential.
-pub fn token_matches(api: &Api, presented: &str) -> bool {
-    super::sessions::same_secret(presented, &api.token)
+/// SHA-256 of a presented credential: what the log records of it.
+pub fn credential_digest(secret: &str) -> Digest {
+    use sha2::Digest as _;
+    Digest(sha2::Sha256::digest(secret.trim().as_bytes()).into())
+}
+
+/// The operator whose current, unrevoked credential `secret` is, as it
+/// acts, and its role (issue #28 item 2): the API's bearer and the
+/// console's login take the same credential. Looked up by the secret's
+/// digest in the operators as of the last durable events, so a revoked
+/// or rotated credential is refused from the event that revoked it on
+/// (and the model checks again when the input is stepped).
+pub fn operator_of(api: &Api, secret: &str) -> Option<(Actor, Role)> {
+    if secret.trim().is_empty() {
+        return None;
+    }
+    let credential = credential_digest(secret);
+    let operators = api.core.operators();
+    let (name, record) = operators.by_credential(&credential)?;
+    let actor = Actor::Operator {
+        name: name.to_string(),
+        credential,
+    };
+    Some((actor, record.role))
+}
+
+/// The operator presenting the request's credential, else the 401 answer.
+pub fn operator(api: &Api, headers: &HeaderMap) -> Result<Actor, Response> {
+    operator_of(api, bearer(headers))
+        .map(|(actor, _)| actor)
+        .ok_or_else(|| ApiError::Unauthorized.into_response())
+}
+
+/// The operator presenting the request's credential when its role allows
+/// `action`, an action outside the log; else the 401 answer, or the 403
+/// naming the role it needs.
+pub fn operator_for(
+    api: &Api,
+    headers: &HeaderMap,
+    action: OffLogAction,
+) -> Result<Actor, Response> {
+    let Some((actor, has)) = operator_of(api, bearer(headers)) else {
+        return Err(ApiError::Unauthorized.into_response());
+    };
+    let needs = model::controller::operators::off_log_role(action);
+    match &actor {
+        Actor::Operator { name, .. } if has < needs => Err(ApiError::Refused(
+            model::controller::Refusal::RoleRequired {
+                operator: name.clone(),
+                needs,
+                has,
+            },
+        )
+        .into_response()),
+        _ => Ok(actor),
+    }
+}
+
+/// `input` as `actor` makes it.
+pub fn acting(actor: Actor, input: Input) -> Input {
+    Input::Acting {
+        actor,
+        input: Box::new(input),
+    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,8 @@
 //! dropped` naming the reason and reconnects from the log.
 
 use super::error::{ApiError, Query};
-use super::state::{unauthorized, Api, Slot};
+use super::state::{operator_for, Api, Slot};
+use model::controller::OffLogAction;
 pub use super::state::{StreamSlots, STREAMS_MAX};
 use super::view::{words, ErrorBody};
 use axum::extract::State;
@@ -103,7 +104,7 @@ pub struct StreamEvent {
     responses(
         (status = 200, description = "`text/event-stream`: one SSE event per log entry (`id` = sequence, `event` = kind word, `data` = the `/api/events` entry), then live appends (none with `follow=false`: the stream ends after the replay); a final `dropped` event when the reader fell behind. The schema is one event's", content_type = "text/event-stream", body = StreamEvent),
         (status = 400, description = "a bad parameter or header, named", body = ErrorBody),
-        (status = 401, description = "missing or wrong operator token", body = ErrorBody),
+        (status = 401, description = "missing, unknown, rotated or revoked operator credential", body = ErrorBody),
         (status = 404, description = "no such rollout", body = ErrorBody),
         (status = 503, description = "too many open streams, or the core stopped", body = ErrorBody),
     ))]
@@ -112,7 +113,7 @@ async fn event_stream(
     headers: HeaderMap,
     Query(q): Query<StreamQuery>,
 ) -> Response {
-    if let Some(rejection) = unauthorized(&api, &headers) {
+    if let Err(rejection) = operator_for(&api, &headers, OffLogAction::ReadEvents) {
         return rejection;
     }
     match open(&api, &headers, &q).await {

@@ -120,21 +120,28 @@ async fn read_back(
 
 /// Record what `fresh` saw of `node` (`Input::Observe`): on a node with a
 /// live op it is that op's evidence, otherwise the node's latest
-/// observation. Returns the durable events.
+/// observation, as `actor`'s when an operator asked. Returns the durable
+/// events.
 pub async fn record(
     api: &Api,
     node: NodeId,
     fresh: &proof::Fresh,
+    actor: Option<model::controller::Actor>,
 ) -> Result<Vec<(u64, Event)>, InputError> {
     let (observation, source) = proof::merge_readback(fresh);
-    api.core
-        .submit(Input::Observe {
-            node,
-            observation,
-            source,
-            now_ms: epoch_ms(SystemTime::now()),
-        })
-        .await
+    let observe = Input::Observe {
+        node,
+        observation,
+        source,
+        now_ms: epoch_ms(SystemTime::now()),
+    };
+    // An operator's probe is recorded as theirs (and needs a deployer);
+    // the periodic verifier's is the controller's own.
+    let input = match actor {
+        Some(actor) => super::state::acting(actor, observe),
+        None => observe,
+    };
+    api.core.submit(input).await
 }
 
 /// The periodic verifier (`[verify] every_s`): every connected node is read
@@ -173,7 +180,7 @@ async fn verify_one(api: &Api, node: NodeId) {
         Ok(g) => g,
         Err(_) => return, // nothing intended for the node yet
     };
-    match record(api, node, &gathered.fresh).await {
+    match record(api, node, &gathered.fresh, None).await {
         Ok(events) => {
             for (_, event) in &events {
                 if let Event::NodeObserved { .. } = event {

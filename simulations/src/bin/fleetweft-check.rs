@@ -77,6 +77,10 @@ struct Args {
     /// configuration revision and the start deploys v1's code with it (C1).
     #[arg(long)]
     config: bool,
+    /// Named operators: an admin makes every operator input and a viewer
+    /// tries to approve every rollout, which the rules refuse (O1).
+    #[arg(long)]
+    operators: bool,
     /// Start the first rollout in waves under a failure budget of 0.
     #[arg(long)]
     waves: bool,
@@ -299,6 +303,7 @@ fn config(args: &Args) -> Result<CheckConfig, String> {
     cfg.roster |= args.roster;
     cfg.arches |= args.arches;
     cfg.config |= args.config;
+    cfg.operators |= args.operators;
     cfg.waves |= args.waves;
     if let Some(size) = args.wave_size {
         if size == 0 || size > FOLLOWERS_MAX {

@@ -15,13 +15,13 @@
 use super::session::{checked, form_pairs, see_other, Current, PageForm};
 use super::{escape, param, path_value, refusal, url_part, PagePath, Refused};
 use crate::daemon::core::InputError;
-use crate::daemon::state::Api;
+use crate::daemon::state::{acting, Api};
 use crate::daemon::view::{parse_op_id, parse_rollout_id, words};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use model::controller::{node_actions, operator_actions, rollout_actions, ControllerState};
-use model::controller::{Input, Op, Rollout};
+use model::controller::{Actor, Input, Op, Rollout};
 use std::fmt::Write;
 
 /// Longest owner or review date a claim form takes (the API's claim takes
@@ -46,8 +46,6 @@ struct OpActForm {
     csrf: String,
     /// `rollback`, `confirm-new`, `confirm-baseline`, `abandon` or `claim`.
     action: String,
-    /// A claim's owner.
-    owner: Option<String>,
     /// A claim's review date.
     review_by: Option<String>,
 }
@@ -65,6 +63,8 @@ pub enum Acting {
     Session {
         /// The session's CSRF token.
         csrf: String,
+        /// Who is logged in, and the role the operators record now.
+        operator: String,
     },
 }
 
@@ -72,7 +72,19 @@ impl Acting {
     /// How the request behind `headers`, for the page at `here`, may act.
     pub fn of(api: &Api, headers: &HeaderMap, here: &str) -> Acting {
         match super::session::current(api, headers) {
-            Some(Current { csrf, .. }) => Acting::Session { csrf },
+            Some(Current { csrf, actor }) => {
+                let operator = match &actor {
+                    Actor::Operator { name, .. } => {
+                        let role = api.core.operators().get(name).map(|r| r.role);
+                        match role {
+                            Some(role) => format!("{name} ({})", words::role(role)),
+                            None => name.clone(),
+                        }
+                    }
+                    Actor::ControllerConfig => "controller.toml".to_string(),
+                };
+                Acting::Session { csrf, operator }
+            }
             None => Acting::Anonymous {
                 here: here.to_string(),
             },
@@ -83,7 +95,7 @@ impl Acting {
     /// in would offer.
     fn form_or_login(&self, offers: &str) -> Result<String, String> {
         match self {
-            Acting::Session { csrf } => Ok(format!(
+            Acting::Session { csrf, .. } => Ok(format!(
                 "<input type=\"hidden\" name=\"csrf\" value=\"{}\">",
                 escape(csrf)
             )),
@@ -99,10 +111,11 @@ impl Acting {
 /// A logged-in session's logout form, for the foot of a page.
 fn logout_form(acting: &Acting) -> String {
     match acting {
-        Acting::Session { csrf } => format!(
+        Acting::Session { csrf, operator } => format!(
             "<form method=\"post\" action=\"/logout\" class=\"logout\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
-             <button type=\"submit\">Log out</button></form>\n",
-            escape(csrf)
+             <span id=\"operator\">Logged in as {}</span> <button type=\"submit\">Log out</button></form>\n",
+            escape(csrf),
+            escape(operator)
         ),
         Acting::Anonymous { .. } => String::new(),
     }
@@ -175,8 +188,7 @@ pub fn op_forms(s: &ControllerState, op: &Op, acting: &Acting) -> String {
         let _ = writeln!(
             h,
             "<form method=\"post\" action=\"{path}\" id=\"claim\">{hidden}<input type=\"hidden\" name=\"action\" value=\"claim\">\
-             <p><label for=\"owner\">owner</label> <input id=\"owner\" name=\"owner\" maxlength=\"{CLAIM_TEXT_BYTES_MAX}\" required> \
-             <label for=\"review_by\">review by</label> <input id=\"review_by\" name=\"review_by\" maxlength=\"{CLAIM_TEXT_BYTES_MAX}\" required> \
+             <p>Claimed by you, the operator logged in. <label for=\"review_by\">review by</label> <input id=\"review_by\" name=\"review_by\" maxlength=\"{CLAIM_TEXT_BYTES_MAX}\" required> \
              <button type=\"submit\">claim</button></p></form>"
         );
     }
@@ -223,8 +235,8 @@ pub fn node_forms(s: &ControllerState, node: model::NodeId, acting: &Acting) -> 
 
 /// Submit `input`; back to `page` when accepted, else the refusal in the
 /// model's words.
-async fn submit(api: &Api, input: Input, page: &str) -> Response {
-    match api.core.submit(input).await {
+async fn submit(api: &Api, actor: Actor, input: Input, page: &str) -> Response {
+    match api.core.submit(acting(actor, input)).await {
         Ok(_) => see_other(page, None),
         Err(InputError::Refused(why)) => refused(
             crate::daemon::error::refusal_status(&why),
@@ -254,11 +266,11 @@ fn session_form(
     headers: &HeaderMap,
     id: PagePath,
     form: PageForm,
-) -> Result<(String, Vec<(String, String)>), Refused> {
+) -> Result<(String, Vec<(String, String)>, Actor), Refused> {
     let id = path_value(id)?;
     let pairs = form_pairs(form)?;
-    checked(api, headers, &pairs)?;
-    Ok((id, pairs))
+    let session = checked(api, headers, &pairs)?;
+    Ok((id, pairs, session.actor))
 }
 
 /// `POST /rollouts/{id}/act` (form: `csrf`, `action` = approve, resume or
@@ -281,7 +293,7 @@ async fn rollout_act(
     id: PagePath,
     form: PageForm,
 ) -> Response {
-    let (id, pairs) = match session_form(&api, &headers, id, form) {
+    let (id, pairs, actor) = match session_form(&api, &headers, id, form) {
         Ok(parsed) => parsed,
         Err(page) => return page.into_response(),
     };
@@ -302,11 +314,12 @@ async fn rollout_act(
         A::Pause => Input::Pause { rollout },
     };
     tracing::info!("console: {word} {rollout} from the rollout's page");
-    submit(&api, input, &format!("/rollouts/{}", url_part(&id))).await
+    submit(&api, actor, input, &format!("/rollouts/{}", url_part(&id))).await
 }
 
 /// `POST /ops/{op}/act` (form: `csrf`, `action` = rollback, confirm-new,
-/// confirm-baseline, abandon or claim; a claim's `owner` and `review_by`).
+/// confirm-baseline, abandon or claim; a claim's `review_by`: the claim is
+/// held by the session's operator).
 #[utoipa::path(post, path = "/ops/{op}/act", tag = "console", security(("session" = [])),
     params(("op" = String, Path, description = "op id: op0, op1, ...")),
     request_body(content = OpActForm, content_type = "application/x-www-form-urlencoded"),
@@ -326,7 +339,7 @@ async fn op_act(
     id: PagePath,
     form: PageForm,
 ) -> Response {
-    let (id, pairs) = match session_form(&api, &headers, id, form) {
+    let (id, pairs, actor) = match session_form(&api, &headers, id, form) {
         Ok(parsed) => parsed,
         Err(page) => return page.into_response(),
     };
@@ -337,7 +350,7 @@ async fn op_act(
         return refusal(StatusCode::NOT_FOUND, &format!("no op {id}"));
     };
     let page = format!("/ops/{}", url_part(&id));
-    let input = match op_input(&api, op, &pairs).await {
+    let input = match op_input(&api, op, &pairs, &actor).await {
         Ok(input) => input,
         Err(page) => return page.into_response(),
     };
@@ -346,11 +359,16 @@ async fn op_act(
         param(&pairs, "action").unwrap_or(""),
         op.id
     );
-    submit(&api, input, &page).await
+    submit(&api, actor, input, &page).await
 }
 
 /// The input an op form asks for; a resolution probes the route now.
-async fn op_input(api: &Api, op: &Op, pairs: &[(String, String)]) -> Result<Input, Refused> {
+async fn op_input(
+    api: &Api,
+    op: &Op,
+    pairs: &[(String, String)],
+    actor: &Actor,
+) -> Result<Input, Refused> {
     let word = param(pairs, "action").unwrap_or("");
     if word == "rollback" {
         return Ok(Input::RollBack { op: op.id });
@@ -368,7 +386,10 @@ async fn op_input(api: &Api, op: &Op, pairs: &[(String, String)]) -> Result<Inpu
         };
         return Ok(Input::Claim {
             op: op.id,
-            owner: text("owner")?,
+            owner: match actor {
+                Actor::Operator { name, .. } => name.clone(),
+                Actor::ControllerConfig => String::new(),
+            },
             review_by: text("review_by")?,
         });
     }
@@ -429,7 +450,7 @@ async fn node_act(
     name: PagePath,
     form: PageForm,
 ) -> Response {
-    let (name, pairs) = match session_form(&api, &headers, name, form) {
+    let (name, pairs, actor) = match session_form(&api, &headers, name, form) {
         Ok(parsed) => parsed,
         Err(page) => return page.into_response(),
     };
@@ -443,7 +464,7 @@ async fn node_act(
     let word = param(&pairs, "action").unwrap_or("");
     tracing::info!("console: {word} {name} from the node's page");
     let input = match word {
-        "probe" => return probe_and_record(&api, node, &page).await,
+        "probe" => return probe_and_record(&api, actor, node, &page).await,
         "retire" => Input::RetireNode { name },
         "release" => Input::ReleaseNode { node },
         "label" => match labels_of(&pairs) {
@@ -457,12 +478,12 @@ async fn node_act(
             )
         }
     };
-    submit(&api, input, &page).await
+    submit(&api, actor, input, &page).await
 }
 
 /// Probe `node` now and record what was seen (`Input::Observe`), as
 /// `POST /api/nodes/{name}/probe` does; back to `page`.
-async fn probe_and_record(api: &Api, node: model::NodeId, page: &str) -> Response {
+async fn probe_and_record(api: &Api, actor: Actor, node: model::NodeId, page: &str) -> Response {
     let gathered = match crate::daemon::verify::gather(api, node).await {
         Ok(g) => g,
         Err(answer) => {
@@ -475,7 +496,7 @@ async fn probe_and_record(api: &Api, node: model::NodeId, page: &str) -> Respons
             )
         }
     };
-    match crate::daemon::verify::record(api, node, &gathered.fresh).await {
+    match crate::daemon::verify::record(api, node, &gathered.fresh, Some(actor)).await {
         Ok(_) => see_other(page, None),
         Err(InputError::Refused(why)) => refused(
             crate::daemon::error::refusal_status(&why),

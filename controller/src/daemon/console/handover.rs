@@ -84,11 +84,19 @@ fn entry(h: &mut String, u: &Unresolved) {
     };
     let owner = match &u.owner {
         Some(o) => format!(
-            "<b>{}</b>, review by {}",
+            "operator <b>{}</b> holds it, review by {}",
             escape(o),
             escape(u.review_by.as_deref().unwrap_or("not scheduled"))
         ),
-        None => "<span class=\"unowned\">unowned</span>: any operator may claim it".to_string(),
+        None => {
+            use model::controller::Role;
+            let role = crate::daemon::view::words::role;
+            format!(
+                "<span class=\"unowned\">unowned</span>: an operator with the {} role (or {}) may claim it",
+                role(Role::Approver),
+                role(Role::Admin)
+            )
+        }
     };
     let holder = if u.op == "-" {
         format!("rollout {}", rollout_link(&u.rollout))

@@ -391,7 +391,7 @@ fn render_claim(h: &mut String, op: &Op) {
         None if op.occupies_slot() => {
             let _ = writeln!(
                 h,
-                "<p id=\"claim\"><span class=\"unowned\">unowned</span>: take it with <code>fleetweft claim {} --owner NAME --review-by WHEN</code></p>",
+                "<p id=\"claim\"><span class=\"unowned\">unowned</span>: take it with <code>fleetweft claim {} --review-by WHEN</code></p>",
                 op.id
             );
         }

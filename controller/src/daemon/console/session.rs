@@ -1,7 +1,10 @@
 //! Logging in to the console (issue #28 item 3): `GET /login` asks for the
-//! operator's credential (today the fleet's operator token, the one the
-//! CLI and the API take as `Authorization: Bearer`), `POST /login` checks
-//! it and opens a session kept in a cookie, `POST /logout` closes it.
+//! operator's credential (the one the CLI and the API take as
+//! `Authorization: Bearer`; issue #28 item 2), `POST /login` finds whose it
+//! is and opens a session kept in a cookie, `POST /logout` closes it.
+//! Every action of a session is stepped as its operator's, so the model
+//! refuses it, in its words, once the role is too low or the credential
+//! was rotated or revoked.
 //!
 //! The cookie is `Secure; HttpOnly; SameSite=Strict`: script cannot read
 //! it, another site's page cannot send it, and a browser keeps it only
@@ -19,7 +22,7 @@ use super::{escape, html, shell};
 pub use crate::daemon::sessions::{
     same_secret, Current, Sessions, SESSIONS_MAX, SESSION_COOKIE, SESSION_TTL_MS,
 };
-use crate::daemon::state::{token_matches, Api};
+use crate::daemon::state::{operator_of, Api};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -62,17 +65,18 @@ pub fn safe_next(next: Option<&str>) -> String {
 /// The login page; `wrong`: the credential given was refused.
 pub fn login_page(next: &str, wrong: bool) -> String {
     let error = if wrong {
-        "<p id=\"error\" class=\"bad\" role=\"alert\">Wrong operator token: nothing was done.</p>\n"
+        "<p id=\"error\" class=\"bad\" role=\"alert\">Unknown, rotated or revoked credential: nothing was done.</p>\n"
     } else {
         ""
     };
     let body = format!(
         "<h1>Log in</h1>\n{error}<form method=\"post\" action=\"/login\" id=\"login\">\
          <input type=\"hidden\" name=\"next\" value=\"{}\">\
-         <p><label for=\"token\">Operator token</label> \
+         <p><label for=\"token\">Operator credential</label> \
          <input type=\"password\" id=\"token\" name=\"token\" autocomplete=\"current-password\" required></p>\
          <p><button type=\"submit\">Log in</button></p></form>\n\
-         <p>The token is the one the CLI uses (<code>pki/operator-token</code>). \
+         <p>Your credential is the one the CLI uses: the first admin's is <code>pki/operator-token</code>, \
+         others come from <code>fleetweft operator add</code>. \
          The session lasts {} hours, in a cookie only this controller's pages send.</p>\n",
         escape(next),
         SESSION_TTL_MS / 3_600_000,
@@ -84,7 +88,7 @@ pub fn login_page(next: &str, wrong: bool) -> String {
 #[derive(utoipa::ToSchema)]
 #[allow(dead_code)] // Declares the form for the document; never built.
 struct LoginForm {
-    /// The operator token.
+    /// The operator's credential.
     token: String,
     /// The console path to go back to.
     next: Option<String>,
@@ -135,7 +139,7 @@ async fn login_form(q: super::PageQuery) -> Response {
     responses(
         (status = 303, description = "logged in: the session cookie is set, back to `next`"),
         (status = 400, description = "a malformed form (HTML)", body = String, content_type = "text/html"),
-        (status = 401, description = "wrong operator token: no session (HTML)", body = String, content_type = "text/html"),
+        (status = 401, description = "unknown, rotated or revoked credential: no session (HTML)", body = String, content_type = "text/html"),
     ))]
 async fn login(State(api): State<Api>, form: PageForm) -> Response {
     let pairs = match form_pairs(form) {
@@ -144,11 +148,14 @@ async fn login(State(api): State<Api>, form: PageForm) -> Response {
     };
     let next = safe_next(super::param(&pairs, "next"));
     let token = super::param(&pairs, "token").unwrap_or("");
-    if !token_matches(&api, token) {
-        tracing::warn!("console: a login with a wrong operator token was refused");
+    let Some((actor, _)) = operator_of(&api, token) else {
+        tracing::warn!("console: a login with an unknown or revoked credential was refused");
         return html(StatusCode::UNAUTHORIZED, login_page(&next, true));
+    };
+    if let model::controller::Actor::Operator { name, .. } = &actor {
+        tracing::info!("console: operator {name} logged in");
     }
-    let session = api.sessions.open(Instant::now());
+    let session = api.sessions.open(Instant::now(), actor);
     let cookie = format!(
         "{SESSION_COOKIE}={}; Path=/; Max-Age={}; Secure; HttpOnly; SameSite=Strict",
         session.id,
