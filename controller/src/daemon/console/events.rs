@@ -136,7 +136,7 @@ pub fn parse_filter(
 }
 
 /// `GET /events`'s query, as documented. Empty is absent: the filter
-/// form's "any". A test holds `kind`'s pattern to `words::EVENT_rollout-started|rollout-superseded|rollout-paused|rollout-resumed|rollout-approved|rollout-completed|op-granted|commit-decided|commit-replayed|report-recorded|probe-recorded|restore-requested|op-unknown|op-settled|operator-observed|op-claimed|node-hello|late-report-ignored|stale-command-rejected|foreign-message-ignored|roll-back-ordered|node-observed|rollout-ended|node-quarantined|node-released|cert-revoked|node-enrolled|node-labeled|node-retired|rollout-policy-set|rollout-followers-added|forgotten-op-ignored|node-platform|rollout-arches-set|config-set|rollout-configured`.
+/// form's "any". A test holds `kind`'s pattern to `words::EVENT_rollout-started|rollout-superseded|rollout-paused|rollout-resumed|rollout-approved|rollout-completed|op-granted|commit-decided|commit-replayed|report-recorded|probe-recorded|restore-requested|op-unknown|op-settled|operator-observed|op-claimed|node-hello|late-report-ignored|stale-command-rejected|foreign-message-ignored|roll-back-ordered|node-observed|rollout-ended|node-quarantined|node-released|cert-revoked|node-enrolled|node-labeled|node-retired|rollout-policy-set|rollout-followers-added|forgotten-op-ignored|node-platform|rollout-arches-set|config-set|rollout-configured|acted|operator-added|credential-rotated|operator-revoked`.
 #[derive(utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)] // Declares the query for the document; never built.
@@ -147,7 +147,7 @@ struct EventPageParams {
     from: Option<String>,
     /// Only events of this kind.
     #[param(
-        pattern = "^(|rollout-started|rollout-superseded|rollout-paused|rollout-resumed|rollout-approved|rollout-completed|op-granted|commit-decided|commit-replayed|report-recorded|probe-recorded|restore-requested|op-unknown|op-settled|operator-observed|op-claimed|node-hello|late-report-ignored|stale-command-rejected|foreign-message-ignored|roll-back-ordered|node-observed|rollout-ended|node-quarantined|node-released|cert-revoked|node-enrolled|node-labeled|node-retired|rollout-policy-set|rollout-followers-added|forgotten-op-ignored|node-platform|rollout-arches-set|config-set|rollout-configured)$"
+        pattern = "^(|rollout-started|rollout-superseded|rollout-paused|rollout-resumed|rollout-approved|rollout-completed|op-granted|commit-decided|commit-replayed|report-recorded|probe-recorded|restore-requested|op-unknown|op-settled|operator-observed|op-claimed|node-hello|late-report-ignored|stale-command-rejected|foreign-message-ignored|roll-back-ordered|node-observed|rollout-ended|node-quarantined|node-released|cert-revoked|node-enrolled|node-labeled|node-retired|rollout-policy-set|rollout-followers-added|forgotten-op-ignored|node-platform|rollout-arches-set|config-set|rollout-configured|acted|operator-added|credential-rotated|operator-revoked)$"
     )]
     kind: Option<String>,
     /// Only this rollout's events (its own and its ops').
