@@ -2848,9 +2848,9 @@ fn operator_main(command: OperatorCommand) -> ExitCode {
         OperatorCommand::Rotate { name, write, api } => api_command(&api, |c, json| async move {
             operator_rotate(&c, &name, write.as_deref(), json).await
         }),
-        OperatorCommand::Revoke { name, api } => {
-            api_command(&api, |c, json| async move { operator_revoke(&c, &name, json).await })
-        }
+        OperatorCommand::Revoke { name, api } => api_command(&api, |c, json| async move {
+            operator_revoke(&c, &name, json).await
+        }),
         OperatorCommand::List { api } => {
             api_command(&api, |c, json| async move { operator_list(&c, json).await })
         }

@@ -1080,7 +1080,11 @@ pub async fn operator_rotate(
 }
 
 /// `fleetweft operator revoke NAME`.
-pub async fn operator_revoke(client: &ApiClient, name: &str, json: bool) -> Result<Output, Failure> {
+pub async fn operator_revoke(
+    client: &ApiClient,
+    name: &str,
+    json: bool,
+) -> Result<Output, Failure> {
     let answer: WriteReply = client
         .post_json(&format!("/api/operators/{name}/revoke"), &body(&Empty {})?)
         .await?;

@@ -161,8 +161,11 @@ mod tests {
             rollout: RolloutId(0),
         };
         let mut acts = OperatorActs::batch();
-        acts.check(&state, &acted("vera")).expect("vera is recorded");
-        let v = acts.check(&state, &approved).expect_err("a viewer approved");
+        acts.check(&state, &acted("vera"))
+            .expect("vera is recorded");
+        let v = acts
+            .check(&state, &approved)
+            .expect_err("a viewer approved");
         assert_eq!(v.rule, Rule::OperatorHasTheRole);
         assert!(v.detail.contains("viewer") && v.detail.contains("approver"));
         let mut acts = OperatorActs::batch();

@@ -98,7 +98,10 @@ fn a_viewer_approving_is_refused_naming_the_role_it_lacks() {
         })
     );
     let text = refused.expect_err("refused").to_string();
-    assert!(text.contains("approver") && text.contains("viewer"), "{text}");
+    assert!(
+        text.contains("approver") && text.contains("viewer"),
+        "{text}"
+    );
     // A deployer may pause but not approve.
     assert!(matches!(
         step(&state, &acting(op("dan", DAN), approve())),

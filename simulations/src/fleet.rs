@@ -20,8 +20,8 @@ use model::agent::{
 };
 use model::chunks::{ChunkSet, CHUNKS_IN_FLIGHT_MAX};
 use model::controller::{
-    Actor, Role,
-    apply, ControllerState, Effect, Event, Input, Outcome, Resolution, OBSERVATION_INTERVAL_MIN_MS,
+    apply, Actor, ControllerState, Effect, Event, Input, Outcome, Resolution, Role,
+    OBSERVATION_INTERVAL_MIN_MS,
 };
 use model::recovery::{Exit, Row, StageFailure};
 use model::{Decision, Digest, NodeId, OpId, Plan, RolloutId, ToAgent};
@@ -377,13 +377,19 @@ impl FleetModel {
             role: Role::Admin,
             credential: ADMIN_CREDENTIAL,
         };
-        assert!(self.controller(world, bootstrap, quiet), "the admin bootstraps");
+        assert!(
+            self.controller(world, bootstrap, quiet),
+            "the admin bootstraps"
+        );
         let viewer = Input::AddOperator {
             name: VIEWER.into(),
             role: Role::Viewer,
             credential: VIEWER_CREDENTIAL,
         };
-        assert!(self.operator(world, viewer, quiet), "the admin adds a viewer");
+        assert!(
+            self.operator(world, viewer, quiet),
+            "the admin adds a viewer"
+        );
     }
 
     fn initial_unchecked(&self) -> World {
@@ -1714,7 +1720,7 @@ impl FleetModel {
                 self.operator(next, input, narration);
             }
             Action::Supersede => {
-                self.controller(
+                self.operator(
                     next,
                     Input::StartRollout {
                         plan: self.plan(V3),
@@ -1744,7 +1750,7 @@ impl FleetModel {
                 let fresh = self.fresh(next, node);
                 let (observation, source) = proof::merge_readback(&fresh);
                 next.observations += 1;
-                self.controller(
+                self.operator(
                     next,
                     Input::Observe {
                         node,
@@ -1789,7 +1795,7 @@ impl FleetModel {
                 observation,
                 resolution,
             };
-            if self.controller(next, input, narration) {
+            if self.operator(next, input, narration) {
                 next.ghost.resolved_by_operator |= 1 << op.0;
             }
         }

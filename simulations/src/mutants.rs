@@ -261,6 +261,10 @@ impl Mutant {
             Mutant::UnfencedAppend => &[Breaks::Rule(Rule::S8)],
             // A stuck UNKNOWN op keeps its unpaused rollout from resting.
             Mutant::StagingRetryNeverReissued => &[Breaks::Liveness(Liveness::RolloutComesToRest)],
+            // The ground truth counts an approval only when an operator
+            // entitled to it gave it, so S10 sees the viewer's gate
+            // passed with no (entitled) operator's approval too.
+            Mutant::ViewerMayApprove => &[Breaks::Rule(Rule::S10)],
             _ => &[],
         }
     }
@@ -394,7 +398,13 @@ pub fn controller_step(
     state: &ControllerState,
     input: &Input,
 ) -> Result<Vec<Event>, Refusal> {
-    if let (Some(Mutant::ViewerMayApprove), Input::Acting { actor, input: inner }) = (mutant, input)
+    if let (
+        Some(Mutant::ViewerMayApprove),
+        Input::Acting {
+            actor,
+            input: inner,
+        },
+    ) = (mutant, input)
     {
         if let (model::controller::Actor::Operator { name, .. }, Input::Approve { .. }) =
             (actor, inner.as_ref())

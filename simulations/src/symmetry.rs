@@ -372,6 +372,8 @@ fn rename_controller(c: &ControllerState, r: &Renaming) -> ControllerState {
         // any checked configuration has, so no forgotten op id is renamed.
         remembered: c.remembered.clone(),
         configs: c.configs.clone(),
+        // Operators name no node or op.
+        operators: c.operators.clone(),
         forgotten_ops: c.forgotten_ops,
         next_op: c.next_op,
         active: c.active,

@@ -996,7 +996,7 @@ fn quick_real_rules_pass_with_named_operators() {
 }
 
 /// `quick_real_rules_pass_with_named_operators`'s space.
-const PINNED_OPERATORS_UNIQUE_STATES: usize = 0;
+const PINNED_OPERATORS_UNIQUE_STATES: usize = 5_624;
 
 /// (issue #24 item 5) A mixed fleet: the canary runs on aarch64, the
 /// follower on x86_64. A release with a tree for each rolls out; one built

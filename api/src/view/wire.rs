@@ -386,7 +386,12 @@ pub struct RouteAnswer {
 pub struct AddOperatorRequest {
     /// 1 to 64 bytes of `[a-z0-9._-]`, starting with a letter or digit;
     /// a name is never reused, even once revoked.
-    #[schema(min_length = 1, max_length = 64, pattern = "^[a-z0-9][a-z0-9._-]*$", example = "ada")]
+    #[schema(
+        min_length = 1,
+        max_length = 64,
+        pattern = "^[a-z0-9][a-z0-9._-]*$",
+        example = "ada"
+    )]
     pub name: String,
     /// `viewer`, `deployer`, `approver` or `admin`
     /// (`model::controller::words::role`).

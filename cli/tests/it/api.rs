@@ -610,7 +610,10 @@ fn a_claim_shows_its_owner_and_survives_a_restart_then_abandon_frees_the_slot() 
         br#"{"owner": "alice", "review_by": "2026-12-01T10:00:00Z"}"#,
     );
     assert_eq!(code, 400, "{answer}");
-    assert!(answer.contains("held by the operator who makes it"), "{answer}");
+    assert!(
+        answer.contains("held by the operator who makes it"),
+        "{answer}"
+    );
     let (code, answer) = ctl.http(
         "POST",
         &format!("/api/ops/{op}/claim"),

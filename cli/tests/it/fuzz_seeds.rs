@@ -514,7 +514,11 @@ fn the_text_seeds_are_accepted_by_the_real_parsers() {
     parse_resolve(body("resolve-probe")).expect("resolve seed parses");
     parse_resolve(body("resolve-typed")).expect("typed resolve seed parses");
     let claim = parse_claim(body("claim")).expect("claim seed parses");
-    assert_eq!(claim.owner.as_deref(), Some("ana"), "claim texts are trimmed");
+    assert_eq!(
+        claim.owner.as_deref(),
+        Some("ana"),
+        "claim texts are trimmed"
+    );
     parse_roll_back(body("rollback")).expect("rollback seed parses");
 }
 

@@ -624,19 +624,20 @@ async fn observe_node(
         Ok(g) => g,
         Err(rejection) => return rejection,
     };
-    let (recorded, not_recorded) = match super::verify::record(&api, node, &g.fresh, Some(actor)).await {
-        Ok(events) => (
-            events
-                .iter()
-                .map(|(s, e)| format!("#{s} {}", super::core::describe(&api.core.roster(), e)))
-                .collect(),
-            None,
-        ),
-        Err(super::core::InputError::Refused(
-            r @ model::controller::Refusal::ObservedTooSoon { .. },
-        )) => (Vec::new(), Some(r.to_string())),
-        Err(e) => return ApiError::Conflict(e.to_string()).into_response(),
-    };
+    let (recorded, not_recorded) =
+        match super::verify::record(&api, node, &g.fresh, Some(actor)).await {
+            Ok(events) => (
+                events
+                    .iter()
+                    .map(|(s, e)| format!("#{s} {}", super::core::describe(&api.core.roster(), e)))
+                    .collect(),
+                None,
+            ),
+            Err(super::core::InputError::Refused(
+                r @ model::controller::Refusal::ObservedTooSoon { .. },
+            )) => (Vec::new(), Some(r.to_string())),
+            Err(e) => return ApiError::Conflict(e.to_string()).into_response(),
+        };
     let Some(snap) = api.core.snapshot().await else {
         return ApiError::Unavailable.into_response();
     };

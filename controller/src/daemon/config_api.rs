@@ -78,7 +78,11 @@ async fn set_config(
         Err(e) => return ApiError::BadRequest(e.to_string()).into_response(),
     };
     let view = ConfigView::of(&revision);
-    match api.core.submit(acting(actor, Input::SetConfig { revision })).await {
+    match api
+        .core
+        .submit(acting(actor, Input::SetConfig { revision }))
+        .await
+    {
         Ok(_) => Json(view).into_response(),
         Err(super::core::InputError::Refused(refusal)) => {
             ApiError::Refused(refusal).into_response()

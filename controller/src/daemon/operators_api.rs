@@ -57,11 +57,7 @@ async fn list_operators(State(api): State<Api>) -> Response {
 }
 
 /// Submit `input` as `actor`; the events in domain words.
-async fn submit(
-    api: &Api,
-    actor: Actor,
-    input: Input,
-) -> Result<Vec<RecordedEvent>, ApiError> {
+async fn submit(api: &Api, actor: Actor, input: Input) -> Result<Vec<RecordedEvent>, ApiError> {
     use super::core::InputError;
     match api.core.submit(acting(actor, input)).await {
         Ok(events) => {
@@ -153,7 +149,11 @@ async fn rotate_credential(
     };
     match submit(&api, actor, input).await {
         Ok(events) => {
-            let role = api.core.operators().get(&name).map_or(Role::Viewer, |r| r.role);
+            let role = api
+                .core
+                .operators()
+                .get(&name)
+                .map_or(Role::Viewer, |r| r.role);
             Json(CredentialReply {
                 operator: name,
                 role: words::role(role).to_string(),

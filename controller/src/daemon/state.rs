@@ -161,14 +161,14 @@ pub fn operator_for(
     };
     let needs = model::controller::operators::off_log_role(action);
     match &actor {
-        Actor::Operator { name, .. } if has < needs => Err(ApiError::Refused(
-            model::controller::Refusal::RoleRequired {
+        Actor::Operator { name, .. } if has < needs => {
+            Err(ApiError::Refused(model::controller::Refusal::RoleRequired {
                 operator: name.clone(),
                 needs,
                 has,
-            },
-        )
-        .into_response()),
+            })
+            .into_response())
+        }
         _ => Ok(actor),
     }
 }

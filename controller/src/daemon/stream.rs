@@ -13,7 +13,6 @@
 
 use super::error::{ApiError, Query};
 use super::state::{operator_for, Api, Slot};
-use model::controller::OffLogAction;
 pub use super::state::{StreamSlots, STREAMS_MAX};
 use super::view::{words, ErrorBody};
 use axum::extract::State;
@@ -21,6 +20,7 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event as Sse, KeepAlive};
 use axum::response::{IntoResponse, Response};
 use model::controller::Event;
+use model::controller::OffLogAction;
 use model::{OpId, RolloutId};
 use serde::Deserialize;
 use std::collections::{HashSet, VecDeque};

@@ -260,10 +260,15 @@ pub enum Event {
     },
     /// An operator's credential replaced by the one with this SHA-256.
     /// Appended last.
-    CredentialRotated { name: String, credential: Digest },
+    CredentialRotated {
+        name: String,
+        credential: Digest,
+    },
     /// An operator revoked: its credential is refused from here on.
     /// Appended last.
-    OperatorRevoked { name: String },
+    OperatorRevoked {
+        name: String,
+    },
 }
 
 /// The event text (`fleetweft log show`, the API's `text`, the proofs and

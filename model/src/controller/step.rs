@@ -5,12 +5,12 @@ use super::apply::apply;
 use super::event::Event;
 use super::input::Input;
 use super::operators::{self, ActedBy, Actor};
-use super::words;
 use super::roster::{validate_labels, validate_name, validate_public, Labels, RosterLimit};
 use super::state::{
     ControllerState, EvidenceItem, EvidenceSource, Op, OpPhase, OpSummary, Outcome, PauseReason,
     Resolution, Rollout, RolloutStatus, UnknownReason, CLAIM_TEXT_MAX,
 };
+use super::words;
 use crate::config::{ConfigProblem, ConfigRevision, Deploys};
 use crate::evidence::{ProbeVerdict, RouteObservation};
 use crate::ids::{NodeId, OpId, RolloutId};

@@ -72,7 +72,7 @@ impl Acting {
     /// How the request behind `headers`, for the page at `here`, may act.
     pub fn of(api: &Api, headers: &HeaderMap, here: &str) -> Acting {
         match super::session::current(api, headers) {
-            Some(Current { csrf, actor }) => {
+            Some(Current { csrf, actor, .. }) => {
                 let operator = match &actor {
                     Actor::Operator { name, .. } => {
                         let role = api.core.operators().get(name).map(|r| r.role);
