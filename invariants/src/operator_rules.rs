@@ -4,7 +4,7 @@
 //! not revoked, and holds a role at least the one the event needs.
 //!
 //! The roles each event needs are written here from the events, not taken
-//! from `model::controller::operators::required_role` (which the model
+//! from `model::controller::roles::required_role` (which the model
 //! states over inputs): a model that let a viewer approve is caught by the
 //! two disagreeing.
 
@@ -69,7 +69,11 @@ impl OperatorActs {
 
     /// O1 on `event`, about to be applied to `before`.
     pub fn check(&mut self, before: &ControllerState, event: &Event) -> Result<(), Violation> {
-        let first = self.at_head.replace(false).unwrap_or(true);
+        // Over a history every `Acted` may head a batch.
+        let first = match &mut self.at_head {
+            Some(at_head) => std::mem::replace(at_head, false),
+            None => true,
+        };
         if let Event::Acted { by } = event {
             if !first {
                 return Err(broken(format!(
@@ -171,6 +175,21 @@ mod tests {
         let mut acts = OperatorActs::batch();
         acts.check(&state, &acted("root")).expect("root");
         acts.check(&state, &approved).expect("an admin approves");
+    }
+
+    #[test]
+    fn over_a_history_every_acted_heads_its_batch() {
+        let state = operators();
+        let approved = Event::RolloutApproved {
+            rollout: RolloutId(0),
+        };
+        let mut acts = OperatorActs::history();
+        for _ in 0..2 {
+            acts.check(&state, &acted("root")).expect("a batch's head");
+            acts.check(&state, &approved).expect("the admin's");
+        }
+        acts.check(&state, &acted("vera")).expect("a batch's head");
+        assert!(acts.check(&state, &approved).is_err(), "the viewer's");
     }
 
     #[test]

@@ -44,6 +44,11 @@ fn add(name: &str, role: Role, credential: Digest) -> Input {
 fn gated() -> ControllerState {
     let mut state = started(plan(3, 1, true));
     testkit::fixtures::verify(&mut state, 0);
+    with_operators(state)
+}
+
+/// `state` with root, ada, vera and dan recorded.
+fn with_operators(mut state: ControllerState) -> ControllerState {
     let bootstrap = Input::AddOperator {
         name: "root".into(),
         role: Role::Admin,
@@ -53,8 +58,20 @@ fn gated() -> ControllerState {
     accept(&mut state, add("ada", Role::Approver, ADA));
     accept(&mut state, add("vera", Role::Viewer, VERA));
     accept(&mut state, add("dan", Role::Deployer, DAN));
-    assert!(state.awaiting_approval(RolloutId(0)));
     state
+}
+
+/// What a surface offers is about the state, not who looks: whether the
+/// operator's role allows it is judged when the input comes.
+#[test]
+fn the_gated_fixture_waits_for_approval_and_offers_it_whoever_looks() {
+    let state = gated();
+    assert!(state.awaiting_approval(RolloutId(0)));
+    let offered = model::controller::rollout_actions(&state, RolloutId(0));
+    assert!(
+        offered.contains(&model::controller::RolloutAction::Approve),
+        "{offered:?}"
+    );
 }
 
 fn approve() -> Input {
@@ -228,15 +245,28 @@ fn names_are_checked_and_a_claim_is_held_by_who_makes_it() {
             "{bad:?} accepted"
         );
     }
+    let live = with_operators(started(plan(3, 1, true)));
     let claim = |owner: &str| Input::Claim {
         op: model::OpId(0),
         owner: owner.into(),
         review_by: "tomorrow".into(),
     };
     assert!(matches!(
-        step(&state, &acting(op("ada", ADA), claim("root"))),
+        step(&live, &acting(op("ada", ADA), claim("root"))),
         Err(Refusal::InvalidClaim(why)) if why.contains("ada")
     ));
+    let mine = step(&live, &acting(op("ada", ADA), claim("ada"))).expect("her own claim");
+    assert!(matches!(mine[1], Event::OpClaimed { .. }));
+    // An op that does not exist is refused as such first.
+    let missing = Input::Claim {
+        op: model::OpId(99),
+        owner: "root".into(),
+        review_by: "tomorrow".into(),
+    };
+    assert_eq!(
+        step(&live, &acting(op("ada", ADA), missing)),
+        Err(Refusal::UnknownOp(model::OpId(99)))
+    );
 }
 
 #[test]

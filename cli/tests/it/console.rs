@@ -257,8 +257,8 @@ fn live_ticks_follow_the_log_batched() {
         })
     };
     let started = std::time::Instant::now();
-    // Each write appends one `NodeLabeled`.
-    let target = last + 30;
+    // Each write appends who did it and one `NodeLabeled`.
+    let target = last + 60;
     let followed = read_sse(&ctl, "/live", Duration::from_secs(20), |t| {
         ticks_of(t).last().is_some_and(|s| *s >= target)
     });

@@ -69,11 +69,14 @@ fn the_stream_follows_appends_and_resumes_without_gap_or_duplicate() {
         assert!(bad.1.contains("rollout"), "{query}: {}", bad.1);
     }
 
-    // The replay: the bootstrap enrollments, then live appends.
+    // The replay: the bootstrap enrollments and the first operator, then
+    // live appends.
     let mut first = sse::open(ctl.port, "/api/events/stream", t, None).expect("stream");
     let enrolled = first.until(last(&ctl));
     assert!(
-        enrolled.iter().all(|e| e.kind == "node-enrolled"),
+        enrolled
+            .iter()
+            .all(|e| e.kind == "node-enrolled" || e.kind == "operator-added"),
         "{enrolled:?}"
     );
     let rollout = ctl.start_rollout("node-c");

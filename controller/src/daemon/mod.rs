@@ -248,8 +248,11 @@ fn snapshot_hold(cfg: &ControllerConfig, allow_faults: bool) -> Option<std::path
 async fn lead(api: http::Api, hooks: Vec<webhooks::Webhook>) -> anyhow::Result<()> {
     // Before bootstrap: a fresh controller's webhooks see its enrollments.
     webhooks::spawn_all(hooks, &api.core, api.core.role().log_sequence())?;
-    bootstrap_admin(&api.core, api.bootstrap_credential).await?;
+    // Nodes first: on a fresh log they enroll before any operator exists,
+    // as they always did (one event each); on a later start they enroll
+    // as controller.toml's doing.
     bootstrap(&api.cfg, &api.core).await?;
+    bootstrap_admin(&api.core, api.bootstrap_credential).await?;
     if api.cfg.verify.every_s > 0 {
         tracing::info!(
             "periodic verification on: every connected node read back every {} s",
@@ -407,6 +410,7 @@ pub async fn bootstrap(cfg: &ControllerConfig, core: &core::CoreHandle) -> anyho
     );
     // Collected before the await: a lazy iterator's closure held across it
     // would make the future not `Send` for every lifetime (rustc #110338).
+    let has_operators = !core.operators().is_empty();
     let mut inputs = Vec::with_capacity(missing.len());
     for entry in &missing {
         let enroll = model::controller::Input::EnrollNode {
@@ -414,11 +418,13 @@ pub async fn bootstrap(cfg: &ControllerConfig, core: &core::CoreHandle) -> anyho
             labels: entry.labels.clone(),
             public: entry.public.to_string(),
         };
-        // Recorded as controller.toml's doing (issue #28 item 2).
-        inputs.push(state::acting(
-            model::controller::Actor::ControllerConfig,
-            enroll,
-        ));
+        // Once operators exist, recorded as controller.toml's doing (issue
+        // #28 item 2); before, as every enrollment was.
+        inputs.push(if has_operators {
+            state::acting(model::controller::Actor::ControllerConfig, enroll)
+        } else {
+            enroll
+        });
     }
     let outcomes = core.submit_all(inputs).await;
     for (entry, outcome) in missing.iter().zip(outcomes) {

@@ -1,6 +1,6 @@
 //! The operators' API (issue #28 item 2): list them, add one, rotate a
 //! credential, revoke one. Who may do which is the model's decision
-//! (`model::controller::operators::required_role`): an admin adds and
+//! (`model::controller::roles::required_role`): an admin adds and
 //! revokes, any operator rotates its own credential. The controller issues
 //! each credential (256 random bits, hex) and answers it once; the log
 //! records only its SHA-256.

@@ -159,7 +159,7 @@ pub fn operator_for(
     let Some((actor, has)) = operator_of(api, bearer(headers)) else {
         return Err(ApiError::Unauthorized.into_response());
     };
-    let needs = model::controller::operators::off_log_role(action);
+    let needs = model::controller::roles::off_log_role(action);
     match &actor {
         Actor::Operator { name, .. } if has < needs => {
             Err(ApiError::Refused(model::controller::Refusal::RoleRequired {

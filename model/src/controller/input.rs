@@ -106,7 +106,7 @@ pub enum Input {
     /// Operator: retire a node; refused while it holds a live op.
     RetireNode { name: String },
     /// An operator's input, with who makes it (issue #28 item 2): `step`
-    /// checks the actor and its role ([`super::operators::required_role`])
+    /// checks the actor and its role ([`super::roles::required_role`])
     /// and records `Acted` ahead of the input's events. Appended last.
     Acting {
         actor: super::operators::Actor,

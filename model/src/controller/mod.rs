@@ -7,6 +7,7 @@ pub mod event;
 pub mod input;
 pub mod operators;
 pub mod release_use;
+pub mod roles;
 pub mod roster;
 pub mod snapshot;
 pub mod state;
@@ -18,8 +19,9 @@ pub use apply::{apply, referents_exist, MissingReferent};
 pub use effects::{current_command, effects, Effect};
 pub use event::Event;
 pub use input::Input;
-pub use operators::{ActedBy, Actor, OffLogAction, OperatorRecord, Operators, Role};
+pub use operators::{ActedBy, Actor, OperatorRecord, Operators, Role};
 pub use release_use::ReleaseUse;
+pub use roles::OffLogAction;
 pub use roster::{Labels, Roster, RosterEntry, RosterLimit};
 pub use state::*;
 pub use step::{

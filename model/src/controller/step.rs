@@ -405,7 +405,7 @@ fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal>
     if let Input::Acting { actor, input } = input {
         return acting(state, actor, input);
     }
-    if !state.operators.is_empty() && !operators::runs_without_actor(input) {
+    if !state.operators.is_empty() && !super::roles::runs_without_actor(input) {
         return Err(Refusal::OperatorRequired);
     }
     decide_input(state, input)
@@ -417,6 +417,7 @@ fn decide(state: &ControllerState, input: &Input) -> Result<Vec<Event>, Refusal>
 fn acting(state: &ControllerState, actor: &Actor, input: &Input) -> Result<Vec<Event>, Refusal> {
     let by = authorize(state, actor, input)?;
     let mut events = decide_input(state, input)?;
+    claimed_by_actor(&by, input)?;
     if !events.is_empty() {
         events.insert(0, Event::Acted { by });
     }
@@ -424,14 +425,13 @@ fn acting(state: &ControllerState, actor: &Actor, input: &Input) -> Result<Vec<E
 }
 
 /// Whether `actor` may make `input`: a recorded operator, its credential
-/// current, not revoked, with the role [`operators::required_role`] names;
-/// a claim is held by the operator who makes it.
+/// current, not revoked, with the role [`super::roles::required_role`] names.
 fn authorize(state: &ControllerState, actor: &Actor, input: &Input) -> Result<ActedBy, Refusal> {
     let name = match actor {
         Actor::Operator { name, .. } => Some(name.as_str()),
         Actor::ControllerConfig => None,
     };
-    let needs = operators::required_role(input, name).ok_or(Refusal::NotAnOperatorInput)?;
+    let needs = super::roles::required_role(input, name).ok_or(Refusal::NotAnOperatorInput)?;
     let Actor::Operator { name, credential } = actor else {
         return match input {
             Input::EnrollNode { .. } => Ok(ActedBy::ControllerConfig),
@@ -455,14 +455,20 @@ fn authorize(state: &ControllerState, actor: &Actor, input: &Input) -> Result<Ac
             has: record.role,
         });
     }
-    if let Input::Claim { owner, .. } = input {
-        if owner != name {
-            return Err(Refusal::InvalidClaim(format!(
-                "a claim is held by the operator who makes it: {name} cannot claim for {owner:?}"
-            )));
-        }
-    }
     Ok(ActedBy::Operator(name.clone()))
+}
+
+/// A claim is held by the operator who makes it: judged once the claim
+/// itself is (an op that does not exist is refused as such first).
+fn claimed_by_actor(by: &ActedBy, input: &Input) -> Result<(), Refusal> {
+    match (by, input) {
+        (ActedBy::Operator(name), Input::Claim { owner, .. }) if owner != name => {
+            Err(Refusal::InvalidClaim(format!(
+                "a claim is held by the operator who makes it: {name} cannot claim for {owner:?}"
+            )))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// `decide` for an input once who makes it is settled.
@@ -1240,7 +1246,7 @@ pub fn operator_actions(state: &ControllerState, op: OpId) -> Vec<OperatorAction
     ];
     candidates
         .into_iter()
-        .filter(|(_, input)| decide(state, input).is_ok())
+        .filter(|(_, input)| decide_input(state, input).is_ok())
         .map(|(action, _)| action)
         .collect()
 }
@@ -1265,7 +1271,7 @@ pub fn rollout_actions(state: &ControllerState, rollout: RolloutId) -> Vec<Rollo
         (RolloutAction::Pause, Input::Pause { rollout }),
     ]
     .into_iter()
-    .filter(|(_, input)| decide(state, input).is_ok())
+    .filter(|(_, input)| decide_input(state, input).is_ok())
     .map(|(action, _)| action)
     .collect()
 }
@@ -1297,7 +1303,7 @@ pub fn node_actions(state: &ControllerState, node: NodeId) -> Vec<NodeAction> {
         (NodeAction::Release, Input::ReleaseNode { node }),
     ]
     .into_iter()
-    .filter(|(_, input)| decide(state, input).is_ok())
+    .filter(|(_, input)| decide_input(state, input).is_ok())
     .map(|(action, _)| action)
     .collect()
 }
