@@ -81,7 +81,7 @@ impl OperatorActs {
                 )));
             }
             if let ActedBy::Operator(name) = by {
-                if !before.operators.get(name).is_some_and(|r| !r.revoked) {
+                if before.operators.get(name).is_none_or(|r| r.revoked) {
                     return Err(broken(format!(
                         "{event} names operator {name}, which is not recorded or is revoked"
                     )));

@@ -467,19 +467,7 @@ impl fmt::Display for CheckConfig {
             } else {
                 ""
             },
-            format!(
-                "{}{}",
-                match self.migration {
-                    None => "",
-                    Some(MigrationKind::Reversible) => ", a reversible migration per release",
-                    Some(MigrationKind::Irreversible) => ", an irreversible migration per release",
-                },
-                if self.operators {
-                    ", operators on (an admin acts, a viewer tries to approve)"
-                } else {
-                    ""
-                }
-            ),
+            self.migration_and_operators(),
             match self.liveness {
                 LivenessCheck::Off => "",
                 LivenessCheck::WithSafety => ", liveness under weak fairness",
@@ -487,6 +475,24 @@ impl fmt::Display for CheckConfig {
             },
             self.mutant.map_or("none", |m| m.name()),
         )
+    }
+}
+
+impl CheckConfig {
+    /// The migration and operators parts of the configuration's text,
+    /// said only when on.
+    fn migration_and_operators(&self) -> String {
+        let migration = match self.migration {
+            None => "",
+            Some(MigrationKind::Reversible) => ", a reversible migration per release",
+            Some(MigrationKind::Irreversible) => ", an irreversible migration per release",
+        };
+        let operators = if self.operators {
+            ", operators on (an admin acts, a viewer tries to approve)"
+        } else {
+            ""
+        };
+        format!("{migration}{operators}")
     }
 }
 

@@ -1746,31 +1746,32 @@ impl FleetModel {
                 };
                 self.operator(next, Input::SetConfig { revision }, narration);
             }
-            Action::Observe(node) => {
-                let fresh = self.fresh(next, node);
-                let (observation, source) = proof::merge_readback(&fresh);
-                next.observations += 1;
-                self.operator(
-                    next,
-                    Input::Observe {
-                        node,
-                        observation,
-                        source,
-                        now_ms: fresh.route_at_ms,
-                    },
-                    narration,
-                );
-            }
+            Action::Observe(node) => self.observe_node(next, node, narration),
             Action::ViewerApproves(rollout) => {
+                let approve = Box::new(Input::Approve { rollout });
                 let input = Input::Acting {
                     actor: viewer(),
-                    input: Box::new(Input::Approve { rollout }),
+                    input: approve,
                 };
                 self.controller(next, input, narration);
             }
             // `transition` routes only these here.
             _ => unreachable!("operator_action: {action:?}"),
         }
+    }
+
+    /// A verifier records a fresh observation of `node` (`Input::Observe`).
+    fn observe_node(&self, next: &mut World, node: NodeId, narration: &mut Narration) {
+        let fresh = self.fresh(next, node);
+        let (observation, source) = proof::merge_readback(&fresh);
+        next.observations += 1;
+        let input = Input::Observe {
+            node,
+            observation,
+            source,
+            now_ms: fresh.route_at_ms,
+        };
+        self.operator(next, input, narration);
     }
 
     /// The operator looks at an op's node, records what is there, and
@@ -2021,10 +2022,9 @@ impl FleetModel {
                 world.unflushed.len()
             ),
             Action::ProbeRoute(node) => format!("controller probes {node}'s public route"),
-            Action::Pause(r) => format!("operator pauses rollout {r}"),
-            Action::Resume(r) => format!("operator resumes rollout {r}"),
-            Action::Approve(r) => format!("operator approves rollout {r}"),
-            Action::ViewerApproves(r) => format!("viewer {VIEWER} approves rollout {r}"),
+            Action::Pause(r) | Action::Resume(r) | Action::Approve(r) | Action::ViewerApproves(r) => {
+                describe_rollout_action(action, *r)
+            }
             Action::Resolve(op) => format!("operator resolves {op} with an observation"),
             Action::RollBack(op) => format!("operator orders {op} rolled back"),
             Action::Start => format!(
@@ -2340,5 +2340,15 @@ fn viewer() -> Actor {
     Actor::Operator {
         name: VIEWER.into(),
         credential: VIEWER_CREDENTIAL,
+    }
+}
+
+/// An operator's action on rollout `r`, in words.
+fn describe_rollout_action(action: &Action, r: RolloutId) -> String {
+    match action {
+        Action::Pause(_) => format!("operator pauses rollout {r}"),
+        Action::Resume(_) => format!("operator resumes rollout {r}"),
+        Action::ViewerApproves(_) => format!("viewer {VIEWER} tries to approve rollout {r}"),
+        _ => format!("operator approves rollout {r}"),
     }
 }

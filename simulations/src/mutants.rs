@@ -398,26 +398,6 @@ pub fn controller_step(
     state: &ControllerState,
     input: &Input,
 ) -> Result<Vec<Event>, Refusal> {
-    if let (
-        Some(Mutant::ViewerMayApprove),
-        Input::Acting {
-            actor,
-            input: inner,
-        },
-    ) = (mutant, input)
-    {
-        if let (model::controller::Actor::Operator { name, .. }, Input::Approve { .. }) =
-            (actor, inner.as_ref())
-        {
-            // Who acts is recorded, but the role is not checked.
-            let mut anyone = state.clone();
-            anyone.operators = Default::default();
-            let mut events = step(&anyone, inner)?;
-            let by = model::controller::ActedBy::Operator(name.clone());
-            events.insert(0, Event::Acted { by });
-            return Ok(events);
-        }
-    }
     match (mutant, input) {
         (
             Some(Mutant::RedecideOnRetry),
@@ -488,6 +468,37 @@ pub fn controller_step(
         }
         _ => controller_step_settles(mutant, state, input),
     }
+}
+
+/// `viewer-may-approve`: an operator's approval, whatever its role.
+fn viewer_may_approve(
+    mutant: Option<Mutant>,
+    state: &ControllerState,
+    input: &Input,
+) -> Option<Result<Vec<Event>, Refusal>> {
+    let (
+        Some(Mutant::ViewerMayApprove),
+        Input::Acting {
+            actor,
+            input: inner,
+        },
+    ) = (mutant, input)
+    else {
+        return None;
+    };
+    let (model::controller::Actor::Operator { name, .. }, Input::Approve { .. }) =
+        (actor, inner.as_ref())
+    else {
+        return None;
+    };
+    // Who acts is recorded, but the role is not checked.
+    let mut anyone = state.clone();
+    anyone.operators = Default::default();
+    let by = model::controller::ActedBy::Operator(name.clone());
+    Some(step(&anyone, inner).map(|mut events| {
+        events.insert(0, Event::Acted { by });
+        events
+    }))
 }
 
 /// [`controller_step`], continued in the same order (the first arm that
@@ -674,6 +685,10 @@ fn controller_step_rest(
     input: &Input,
 ) -> Result<Vec<Event>, Refusal> {
     if let Some(bent) = start_mutant(mutant, state, input) {
+        return bent;
+    }
+    // No other mutant bends an `Input::Acting`: its place is free.
+    if let Some(bent) = viewer_may_approve(mutant, state, input) {
         return bent;
     }
     match (mutant, input) {

@@ -144,7 +144,7 @@ async fn events(
     ))]
 async fn upload_bundle(State(api): State<Api>, headers: HeaderMap, body: Bytes) -> Response {
     if let Err(rejection) = operator_for(&api, &headers, OffLogAction::UploadRelease) {
-        return rejection;
+        return rejection.into_response();
     }
     let verified = match protocol::bundle::verify(&api.key, &body) {
         Ok(v) => v,
@@ -166,7 +166,7 @@ async fn upload_bundle(State(api): State<Api>, headers: HeaderMap, body: Bytes) 
 async fn start_rollout(State(api): State<Api>, headers: HeaderMap, body: Bytes) -> Response {
     let actor = match operator(&api, &headers) {
         Ok(actor) => actor,
-        Err(rejection) => return rejection,
+        Err(rejection) => return rejection.into_response(),
     };
     let (request, release) = match parse_start_rollout(&body) {
         Ok(parsed) => parsed,
@@ -429,7 +429,7 @@ async fn rollout_command(
 ) -> Response {
     let actor = match operator(&api, &headers) {
         Ok(actor) => actor,
-        Err(rejection) => return rejection,
+        Err(rejection) => return rejection.into_response(),
     };
     let Some(rollout) = rollout_id(&id) else {
         return ApiError::NotFound(format!("no rollout {id} (ids look like r0)")).into_response();
@@ -615,7 +615,7 @@ async fn observe_node(
     // Recording an observation is a write.
     let actor = match operator(&api, &headers) {
         Ok(actor) => actor,
-        Err(rejection) => return rejection,
+        Err(rejection) => return rejection.into_response(),
     };
     let Some(node) = api.core.roster().id(&name) else {
         return ApiError::NotFound(format!("no node {name} in the fleet")).into_response();
@@ -668,7 +668,7 @@ fn no_such_node(name: &str) -> Response {
 async fn enroll_node(State(api): State<Api>, headers: HeaderMap, body: Bytes) -> Response {
     let actor = match operator(&api, &headers) {
         Ok(actor) => actor,
-        Err(rejection) => return rejection,
+        Err(rejection) => return rejection.into_response(),
     };
     let map = match json_object(&body, &["name", "labels", "public"]) {
         Ok(map) => map,
@@ -718,7 +718,7 @@ async fn label_node(
 ) -> Response {
     let actor = match operator(&api, &headers) {
         Ok(actor) => actor,
-        Err(rejection) => return rejection,
+        Err(rejection) => return rejection.into_response(),
     };
     let map = match json_object(&body, &["set", "remove"]) {
         Ok(map) => map,
@@ -757,7 +757,7 @@ async fn retire_node(
 ) -> Response {
     let actor = match operator(&api, &headers) {
         Ok(actor) => actor,
-        Err(rejection) => return rejection,
+        Err(rejection) => return rejection.into_response(),
     };
     if !body.is_empty() {
         if let Err(why) = json_object(&body, &[]) {
@@ -799,7 +799,7 @@ async fn release_node(
 ) -> Response {
     let actor = match operator(&api, &headers) {
         Ok(actor) => actor,
-        Err(rejection) => return rejection,
+        Err(rejection) => return rejection.into_response(),
     };
     if !body.is_empty() {
         if let Err(why) = json_object(&body, &[]) {
@@ -828,7 +828,7 @@ async fn revoke_cert(
 ) -> Response {
     let actor = match operator(&api, &headers) {
         Ok(actor) => actor,
-        Err(rejection) => return rejection,
+        Err(rejection) => return rejection.into_response(),
     };
     let Some(node) = api.core.roster().id(&name) else {
         return no_such_node(&name);
@@ -1097,7 +1097,7 @@ async fn resolve_op(
 ) -> Response {
     let actor = match operator(&api, &headers) {
         Ok(actor) => actor,
-        Err(rejection) => return rejection,
+        Err(rejection) => return rejection.into_response(),
     };
     let ResolveBody {
         resolution,
@@ -1147,7 +1147,7 @@ async fn roll_back_op(
 ) -> Response {
     let actor = match operator(&api, &headers) {
         Ok(actor) => actor,
-        Err(rejection) => return rejection,
+        Err(rejection) => return rejection.into_response(),
     };
     if let Err(why) = parse_roll_back(&body) {
         return bad_request(why);
@@ -1169,7 +1169,7 @@ async fn claim_op(
 ) -> Response {
     let actor = match operator(&api, &headers) {
         Ok(actor) => actor,
-        Err(rejection) => return rejection,
+        Err(rejection) => return rejection.into_response(),
     };
     let ClaimBody { owner, review_by } = match parse_claim(&body) {
         Ok(parsed) => parsed,

@@ -59,7 +59,7 @@ async fn set_config(
 ) -> Response {
     let actor = match operator(&api, &headers) {
         Ok(actor) => actor,
-        Err(rejection) => return rejection,
+        Err(rejection) => return rejection.into_response(),
     };
     let request = match parse_request(&body) {
         Ok(request) => request,

@@ -90,7 +90,7 @@ async fn submit(api: &Api, actor: Actor, input: Input) -> Result<Vec<RecordedEve
 async fn add_operator(State(api): State<Api>, headers: HeaderMap, body: Bytes) -> Response {
     let actor = match operator(&api, &headers) {
         Ok(actor) => actor,
-        Err(rejection) => return rejection,
+        Err(rejection) => return rejection.into_response(),
     };
     let request: AddOperatorRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,
@@ -140,7 +140,7 @@ async fn rotate_credential(
 ) -> Response {
     let actor = match operator(&api, &headers) {
         Ok(actor) => actor,
-        Err(rejection) => return rejection,
+        Err(rejection) => return rejection.into_response(),
     };
     let credential = issue();
     let input = Input::RotateCredential {
@@ -185,7 +185,7 @@ async fn revoke_operator(
 ) -> Response {
     let actor = match operator(&api, &headers) {
         Ok(actor) => actor,
-        Err(rejection) => return rejection,
+        Err(rejection) => return rejection.into_response(),
     };
     match submit(&api, actor, Input::RevokeOperator { name }).await {
         Ok(events) => Json(WriteReply { events }).into_response(),

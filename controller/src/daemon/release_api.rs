@@ -67,7 +67,7 @@ async fn put_chunk(
     body: Body,
 ) -> Response {
     if let Err(rejection) = operator_for(&api, &headers, OffLogAction::UploadRelease) {
-        return rejection;
+        return rejection.into_response();
     }
     let digest = match parse_chunk_name(&name) {
         Ok(d) => d,
@@ -154,7 +154,7 @@ where
     ))]
 async fn post_release(State(api): State<Api>, headers: HeaderMap, body: Body) -> Response {
     if let Err(rejection) = operator_for(&api, &headers, OffLogAction::UploadRelease) {
-        return rejection;
+        return rejection.into_response();
     }
     let Ok(bytes) = axum::body::to_bytes(body, MANIFEST_BYTES_MAX).await else {
         let why = format!("a release manifest is at most {MANIFEST_BYTES_MAX} bytes");
@@ -249,7 +249,7 @@ async fn remove_release(
     Path(name): Path<String>,
 ) -> Response {
     if let Err(rejection) = operator_for(&api, &headers, OffLogAction::DeleteRelease) {
-        return rejection;
+        return rejection.into_response();
     }
     let digest = match parse_chunk_name(&name) {
         Ok(d) => model::Digest(d),

@@ -8,7 +8,6 @@ use super::config::ControllerConfig;
 use super::core::CoreHandle;
 use super::error::ApiError;
 use axum::http::HeaderMap;
-use axum::response::{IntoResponse, Response};
 use ed25519_dalek::VerifyingKey;
 use model::controller::{Actor, Input, OffLogAction, Role};
 use model::Digest;
@@ -141,23 +140,23 @@ pub fn operator_of(api: &Api, secret: &str) -> Option<(Actor, Role)> {
     Some((actor, record.role))
 }
 
-/// The operator presenting the request's credential, else the 401 answer.
-pub fn operator(api: &Api, headers: &HeaderMap) -> Result<Actor, Response> {
+/// The operator presenting the request's credential, else the 401.
+pub fn operator(api: &Api, headers: &HeaderMap) -> Result<Actor, ApiError> {
     operator_of(api, bearer(headers))
         .map(|(actor, _)| actor)
-        .ok_or_else(|| ApiError::Unauthorized.into_response())
+        .ok_or(ApiError::Unauthorized)
 }
 
 /// The operator presenting the request's credential when its role allows
-/// `action`, an action outside the log; else the 401 answer, or the 403
+/// `action`, an action outside the log; else the 401, or the 403
 /// naming the role it needs.
 pub fn operator_for(
     api: &Api,
     headers: &HeaderMap,
     action: OffLogAction,
-) -> Result<Actor, Response> {
+) -> Result<Actor, ApiError> {
     let Some((actor, has)) = operator_of(api, bearer(headers)) else {
-        return Err(ApiError::Unauthorized.into_response());
+        return Err(ApiError::Unauthorized);
     };
     let needs = model::controller::roles::off_log_role(action);
     match &actor {
@@ -166,8 +165,7 @@ pub fn operator_for(
                 operator: name.clone(),
                 needs,
                 has,
-            })
-            .into_response())
+            }))
         }
         _ => Ok(actor),
     }

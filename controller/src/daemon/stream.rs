@@ -114,7 +114,7 @@ async fn event_stream(
     Query(q): Query<StreamQuery>,
 ) -> Response {
     if let Err(rejection) = operator_for(&api, &headers, OffLogAction::ReadEvents) {
-        return rejection;
+        return rejection.into_response();
     }
     match open(&api, &headers, &q).await {
         Ok(follow) => axum::response::Sse::new(futures_util::stream::unfold(follow, Follow::next))

@@ -142,16 +142,9 @@ pub fn referents_exist(state: &ControllerState, event: &Event) -> Result<(), Mis
         | Event::CertRevoked { .. }
         | Event::ConfigSet { .. }
         | Event::Acted { .. } => Ok(()),
-        Event::OperatorAdded { name, .. } => match state.operators.get(name) {
-            None => Ok(()),
-            Some(_) => Err(MissingReferent::Operator),
-        },
-        Event::CredentialRotated { name, .. } | Event::OperatorRevoked { name } => {
-            match state.operators.get(name) {
-                Some(record) if !record.revoked => Ok(()),
-                _ => Err(MissingReferent::Operator),
-            }
-        }
+        Event::OperatorAdded { .. }
+        | Event::CredentialRotated { .. }
+        | Event::OperatorRevoked { .. } => operator_referent(state, event),
         Event::ForgottenOpIgnored { op, .. } => {
             if state.op_forgotten(*op) {
                 Ok(())
@@ -259,11 +252,7 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
         Event::RolloutConfigured { rollout, deploys } => {
             rollout_mut(state, *rollout).deploys = Some(deploys.clone());
         }
-        Event::ConfigSet { revision } => {
-            state
-                .configs
-                .insert(revision.app.clone(), Arc::new(revision.clone()));
-        }
+        Event::ConfigSet { revision } => set_config(state, revision),
         Event::RolloutFollowersAdded { rollout, followers } => {
             add_followers(state, *rollout, followers);
         }
@@ -302,6 +291,39 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
         }
         // Who acted is the log's record; the state does not keep it.
         Event::Acted { .. } => {}
+        Event::OperatorAdded { .. }
+        | Event::CredentialRotated { .. }
+        | Event::OperatorRevoked { .. } => apply_operator_event(state, event),
+    }
+}
+
+/// `apply` for `ConfigSet`: the app's latest revision, whole.
+fn set_config(state: &mut ControllerState, revision: &crate::config::ConfigRevision) {
+    state
+        .configs
+        .insert(revision.app.clone(), Arc::new(revision.clone()));
+}
+
+/// `referents_exist` for the operators' events: an addition names a new
+/// operator, a rotation or a revocation a recorded, unrevoked one.
+fn operator_referent(state: &ControllerState, event: &Event) -> Result<(), MissingReferent> {
+    let ok = match event {
+        Event::OperatorAdded { name, .. } => state.operators.get(name).is_none(),
+        Event::CredentialRotated { name, .. } | Event::OperatorRevoked { name } => {
+            state.operators.get(name).is_some_and(|r| !r.revoked)
+        }
+        _ => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(MissingReferent::Operator)
+    }
+}
+
+/// `apply` for the operators' events.
+fn apply_operator_event(state: &mut ControllerState, event: &Event) {
+    match event {
         Event::OperatorAdded {
             name,
             role,
@@ -311,6 +333,7 @@ pub fn apply(state: &mut ControllerState, event: &Event) {
             state.operators.rotate(name, *credential);
         }
         Event::OperatorRevoked { name } => state.operators.revoke(name),
+        _ => unreachable!("apply_operator_event: {event}"),
     }
 }
 

@@ -184,20 +184,7 @@ impl fmt::Display for Refusal {
                 release,
                 nodes,
                 count,
-            } => {
-                let named: Vec<String> = nodes.iter().map(|n| n.to_string()).collect();
-                write!(
-                    f,
-                    "the release has trees for {release} only; the plan selects {count} node(s) \
-                     without one: {}",
-                    named.join(", ")
-                )?;
-                let more = (*count as usize).saturating_sub(nodes.len());
-                if more > 0 {
-                    write!(f, " and {more} more")?;
-                }
-                Ok(())
-            }
+            } => fmt_no_tree(f, *release, nodes, *count),
             Refusal::InvalidConfig(why) => write!(f, "invalid configuration: {why}"),
             Refusal::ConfigNotLatest {
                 app,
@@ -318,6 +305,27 @@ impl Refusal {
             _ => unreachable!("Refusal::fmt_operator_refusal: {self:?}"),
         }
     }
+}
+
+/// `Display` for [`Refusal::NoTreeForArch`].
+fn fmt_no_tree(
+    f: &mut fmt::Formatter<'_>,
+    release: ArchSet,
+    nodes: &[ArchMismatch],
+    count: u32,
+) -> fmt::Result {
+    let named: Vec<String> = nodes.iter().map(|n| n.to_string()).collect();
+    write!(
+        f,
+        "the release has trees for {release} only; the plan selects {count} node(s) \
+         without one: {}",
+        named.join(", ")
+    )?;
+    let more = (count as usize).saturating_sub(nodes.len());
+    if more > 0 {
+        write!(f, " and {more} more")?;
+    }
+    Ok(())
 }
 
 impl std::error::Error for Refusal {}

@@ -258,6 +258,9 @@ fn refused(status: StatusCode, page: &str, why: &str) -> Response {
     super::html(status, super::shell("Refused", false, &body))
 }
 
+/// An action form's path value, its fields and who acts.
+type ActForm = (String, Vec<(String, String)>, Actor);
+
 /// An action form's path value and fields, once its session and CSRF
 /// token are checked ([`checked`]); else the page saying why nothing was
 /// done.
@@ -266,7 +269,7 @@ fn session_form(
     headers: &HeaderMap,
     id: PagePath,
     form: PageForm,
-) -> Result<(String, Vec<(String, String)>, Actor), Refused> {
+) -> Result<ActForm, Refused> {
     let id = path_value(id)?;
     let pairs = form_pairs(form)?;
     let session = checked(api, headers, &pairs)?;
