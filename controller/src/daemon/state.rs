@@ -160,13 +160,13 @@ pub fn operator_for(
     };
     let needs = model::controller::roles::off_log_role(action);
     match &actor {
-        Actor::Operator { name, .. } if has < needs => {
-            Err(ApiError::Refused(model::controller::Refusal::RoleRequired {
+        Actor::Operator { name, .. } if has < needs => Err(ApiError::Refused(
+            model::controller::Refusal::RoleRequired {
                 operator: name.clone(),
                 needs,
                 has,
-            }))
-        }
+            },
+        )),
         _ => Ok(actor),
     }
 }
