@@ -97,6 +97,35 @@ fn a_plan_with_followers_max_followers_is_valid_and_one_more_is_not() {
     );
 }
 
+/// The text of a whole-fleet plan's events stays a line a log collector
+/// takes: the first followers by name, the rest counted (the plan itself is
+/// whole in the events, as the test below checks).
+#[test]
+fn a_whole_fleet_plan_is_worded_in_a_bounded_line() {
+    use model::controller::event::FOLLOWERS_SHOWN_MAX;
+    let mut state = ControllerState::default();
+    let events = feed(
+        &mut state,
+        Input::StartRollout {
+            plan: plan(FOLLOWERS_MAX, 3),
+        },
+    )
+    .expect("valid");
+    let started = events[0].to_string();
+    let rest = FOLLOWERS_PER_EVENT_MAX - FOLLOWERS_SHOWN_MAX;
+    assert!(
+        started.contains(&format!("node-i and {rest} more, slots 3")),
+        "{started}"
+    );
+    for event in &events {
+        let text = event.to_string();
+        assert!(text.len() < 400, "{} bytes: {text}", text.len());
+    }
+    let goes_on = events[1].to_string();
+    assert!(goes_on.contains("'s plan goes on: "), "{goes_on}");
+    assert!(goes_on.ends_with(&format!(" and {rest} more")), "{goes_on}");
+}
+
 /// A rollout may span the whole fleet: a plan of NODES_MAX nodes is
 /// recorded in entries of at most FOLLOWERS_PER_EVENT_MAX followers each
 /// (one log entry stays bounded), and the fold puts the whole plan back
