@@ -56,9 +56,23 @@ const _: () = assert!(SIGNED_FILE_BYTES_MAX <= usize::MAX as u64);
 /// one chunk request may make either side hold in memory.
 pub const CHUNK_BYTES_MAX: u64 = 4 * 1024 * 1024;
 
-/// Interval between QUIC keep-alive pings. Well under [`IDLE_TIMEOUT`] so a
-/// healthy but quiet connection (no rollout in progress) is never idled out.
-pub const KEEP_ALIVE: Duration = Duration::from_secs(2);
+/// Interval between QUIC keep-alive pings on the controller's end (and of
+/// clients other than the agent daemon). Half of [`IDLE_TIMEOUT`], so a
+/// healthy but quiet connection is never idled out: a ping whose answer is
+/// lost is re-sent on QUIC's probe timeout, well within the other half.
+///
+/// A keep-alive is sent only after this long without a packet from the
+/// peer (quinn re-arms it on every packet received), so it never fires on
+/// an agent daemon's connection, whose own pings ([`AGENT_KEEP_ALIVE`])
+/// arrive far more often; it keeps up peers that send none, such as the
+/// fleet simulator's agents. It was 2 s: at 10,000 idle simulated agents
+/// that cost the controller 23% of a core and the simulator 28%, against
+/// 11% and 16% at 5 s, and at 100,000 agents the pings and their
+/// acknowledgements alone (50,000 a second each way) left the two cores no
+/// room for the rollout (docs/performance.md, the 100,000-agent row).
+pub const KEEP_ALIVE: Duration = Duration::from_secs(5);
+
+const _: () = assert!(KEEP_ALIVE.as_millis() * 2 <= IDLE_TIMEOUT.as_millis());
 
 /// A connection with no packets from the peer for this long is dead: an
 /// agent notices a lost controller (and reconnects with [`Backoff`]), the
