@@ -13,6 +13,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+dir=target/a11y
+mkdir -p "$dir"
+# Tests run this script at once (the axe-core crawl and the browser
+# actions test): one installs while the others wait for it. The apt-get
+# installs too: on a fresh machine two of them at once failed on dpkg's
+# lock ("Could not get lock /var/lib/dpkg/lock-frontend").
+exec 9>"$dir/.install.lock"
+flock 9
 if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm
@@ -30,12 +38,6 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 
-dir=target/a11y
-mkdir -p "$dir"
-# Tests run this script at once (the axe-core crawl and the browser
-# actions test): one installs while the others wait for it.
-exec 9>"$dir/.install.lock"
-flock 9
 if ! cmp -s scripts/a11y/package.json "$dir/package.json" || [ ! -d "$dir/node_modules/axe-core" ]; then
   cp scripts/a11y/package.json "$dir/package.json"
   (cd "$dir" && npm install --no-audit --no-fund --loglevel=error >&2)

@@ -26,6 +26,18 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 
+# Node.js and npm run axe-core and the console's browser actions
+# (scripts/a11y.sh, called by cli/tests/it/console*.rs); installed here, before
+# the tests run at once, so no two of them call apt-get together (dpkg
+# takes one at a time: on a fresh machine the second failed on its lock).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm
+  else
+    echo "scripts/test.sh: node or npm missing and cannot install them (not root or no apt-get); the console's browser tests will say so" >&2
+  fi
+fi
+
 # protoc builds etcd-client's gRPC code (eventlog's etcd backend), and etcd
 # runs the backend's integration tests (eventlog/tests/etcd_*.rs start their
 # own 3-member cluster on loopback and leave nothing running); scripts/etcd.sh
