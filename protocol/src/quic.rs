@@ -67,9 +67,8 @@ pub const CHUNK_BYTES_MAX: u64 = 4 * 1024 * 1024;
 /// arrive far more often; it keeps up peers that send none, such as the
 /// fleet simulator's agents. It was 2 s: at 10,000 idle simulated agents
 /// that cost the controller 23% of a core and the simulator 28%, against
-/// 11% and 16% at 5 s, and at 100,000 agents the pings and their
-/// acknowledgements alone (50,000 a second each way) left the two cores no
-/// room for the rollout (docs/performance.md, the 100,000-agent row).
+/// 11% and 16% at 5 s (30,000: 56% and 67% against 27% and 40%;
+/// docs/performance.md, "100,000 agents in one process").
 pub const KEEP_ALIVE: Duration = Duration::from_secs(5);
 
 const _: () = assert!(KEEP_ALIVE.as_millis() * 2 <= IDLE_TIMEOUT.as_millis());
