@@ -97,7 +97,7 @@ async fn resume_body(dir: PathBuf) {
     let chunks = dir.join(format!("{NODE}-data/chunks"));
     let (held_at_kill, _) = kill_at_half(&mut fleet, &chunks, unique_bytes).await;
     let data_dir = dir.join(format!("{NODE}-data"));
-    let kept_at_kill = partial_bytes(&data_dir);
+    let kept_at_kill = partial_bytes_in_flight(&data_dir, &chunks);
     assert!(
         held_at_kill < unique.len(),
         "the fetch finished before the kill: nothing to resume (make the file larger)"
@@ -167,6 +167,24 @@ fn partial_bytes(data_dir: &Path) -> u64 {
     };
     entries
         .flatten()
+        .filter_map(|e| e.metadata().ok().map(|m| m.len()))
+        .sum()
+}
+
+/// Bytes kept of chunks that were in flight at the kill: partial files
+/// whose chunk is not also stored whole. A kill between storing a chunk
+/// and forgetting its partial bytes leaves a partial file beside the
+/// whole chunk; the restarted agent holds that chunk, never fetches it,
+/// and so never resumes after those bytes (the file goes once the
+/// release is staged).
+fn partial_bytes_in_flight(data_dir: &Path, chunks: &Path) -> u64 {
+    let dir = data_dir.join(agent::staging::tree::PARTIAL_CHUNKS_DIR);
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| !chunks.join(e.file_name()).is_file())
         .filter_map(|e| e.metadata().ok().map(|m| m.len()))
         .sum()
 }
