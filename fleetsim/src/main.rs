@@ -24,7 +24,12 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    let result = runtime.block_on(fleetsim::run::run(&options));
+    let result = runtime.block_on(async {
+        // The simulator's stalls are logged as the controller's are: either
+        // side stalling for seconds times connections out.
+        let _stall_log = daemonkit::spawn_stall_log("fleetsim");
+        fleetsim::run::run(&options).await
+    });
     // Agent tasks and the route server are still running: do not wait.
     runtime.shutdown_background();
     match result {

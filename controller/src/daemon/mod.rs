@@ -441,6 +441,9 @@ impl Daemon {
     /// (its log failed, it was deposed): `main` exits with its code.
     pub async fn serve(self) -> anyhow::Result<()> {
         let fatal = self.core.fatal().clone();
+        // A stall of the runtime is logged: at 100,000 connections a few
+        // seconds of it time connections out.
+        let _stall_log = daemonkit::spawn_stall_log("controller");
         let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
         let stop = async move {
             match daemonkit::shutdown_signal().await {
