@@ -242,7 +242,16 @@ impl<H: Host> Driver<H> {
         let mut supervise = self.host.supervise_every().map(first_tick_after);
         // When the latest readback answer began, for READBACK_INTERVAL_MIN_MS.
         let mut answered_at: Option<Instant> = None;
+        // The retry timer is armed only while the core holds an op (a
+        // retry without one decides nothing); armed again, its first tick
+        // is a whole period away, as after `Connected`.
+        let mut retry_armed = model::agent::retry_wakes(self.host.state());
         loop {
+            let armed = model::agent::retry_wakes(self.host.state());
+            if armed && !retry_armed {
+                retry.reset();
+            }
+            retry_armed = armed;
             tokio::select! {
                 inbound = inbox.recv() => {
                     let Some(inbound) = inbound else {
@@ -252,7 +261,7 @@ impl<H: Host> Driver<H> {
                         return Ok(ended);
                     }
                 }
-                _ = retry.tick() => {
+                _ = retry.tick(), if retry_armed => {
                     if self.feed(AgentInput::Retry, Some(tx)).await? == Flow::Halted {
                         return Ok(Ended::Halted);
                     }

@@ -595,6 +595,16 @@ pub fn timer_due(state: &AgentState) -> bool {
         })
 }
 
+/// Whether the driver's retry timer needs to wake in `state`: only while
+/// an op is held. With none, [`AgentInput::Retry`] decides nothing (no
+/// event, no effect: nothing to re-send, probe or stage), so an idle
+/// agent's timer stays unarmed; at 100,000 simulated agents its wake every
+/// second cost about half a core. Never narrower than [`timer_due`], which
+/// is what the checker fires the timer on.
+pub fn retry_wakes(state: &AgentState) -> bool {
+    state.op.is_some()
+}
+
 /// The agent process started again: note what serves. An op the table
 /// stopped waits for a person: a restart reads the table again and it
 /// stops again, spending nothing.
@@ -1282,6 +1292,82 @@ mod tests {
         let out = feed(&mut state, AgentInput::Restarted { serving: Some(V1) });
         assert_eq!(rows(&out), vec![Row::WaitingForPerson]);
         assert_eq!(state.op.map(|o| o.budget_left), Some(ATTEMPT_BUDGET - 1));
+    }
+
+    /// Every input a walk may feed: two ops, both decisions, probes that
+    /// pass and fail, staging answers of every kind, restarts, the timer.
+    fn walk_inputs() -> Vec<AgentInput> {
+        let op1 = OpId(1);
+        let mut inputs = vec![
+            AgentInput::Connected,
+            AgentInput::Retry,
+            AgentInput::Staged,
+            AgentInput::Migrated,
+            AgentInput::MigrationFailed,
+            AgentInput::ChunkFetched(0),
+            AgentInput::MigrationDeclared(MigrationKind::Reversible),
+            AgentInput::Restarted { serving: Some(V1) },
+            AgentInput::Probed(RouteObservation::passing(V2)),
+            AgentInput::Probed(RouteObservation::new(
+                crate::evidence::ProbeVerdict::Unreachable,
+                None,
+                false,
+            )),
+        ];
+        for observed in [Observed::Absent, Observed::ReVerified, Observed::Unknown] {
+            inputs.push(AgentInput::StageObserved(observed));
+        }
+        for failure in [
+            StageFailure::Transient {
+                bundle_missing: false,
+            },
+            StageFailure::Permanent,
+            StageFailure::MissingEvidence,
+        ] {
+            inputs.push(AgentInput::StageFailed(failure));
+        }
+        for (op, generation) in [(OP, Generation(1)), (op1, Generation(2))] {
+            inputs.push(AgentInput::Command(ToAgent::Apply {
+                op,
+                generation,
+                release: V2,
+            }));
+            for decision in [Decision::Commit, Decision::Abort] {
+                inputs.push(AgentInput::Command(ToAgent::CommitReply {
+                    op,
+                    generation,
+                    release: V2,
+                    decision,
+                }));
+            }
+            inputs.push(AgentInput::Command(ToAgent::Restore { op, generation }));
+            inputs.push(AgentInput::Command(ToAgent::Settled { op, generation }));
+        }
+        inputs
+    }
+
+    proptest::proptest! {
+        /// On every state a walk reaches: where [`retry_wakes`] is false the
+        /// timer would decide nothing, so the driver may leave it unarmed,
+        /// and it is never false where [`timer_due`] (the checker's timer)
+        /// is true.
+        #[test]
+        fn the_retry_timer_sleeps_only_where_a_retry_decides_nothing(
+            walk in proptest::collection::vec(proptest::sample::select(walk_inputs()), 0..40)
+        ) {
+            let mut state = AgentState { serving: Some(V1), ..AgentState::default() };
+            for input in walk {
+                proptest::prop_assert!(!timer_due(&state) || retry_wakes(&state), "{state:?}");
+                if !retry_wakes(&state) {
+                    let out = agent_step(&state, AgentInput::Retry);
+                    proptest::prop_assert!(
+                        out.events.is_empty() && out.effects.is_empty(),
+                        "a retry in {state:?} decided {out:?}"
+                    );
+                }
+                feed(&mut state, input);
+            }
+        }
     }
 
     #[test]
