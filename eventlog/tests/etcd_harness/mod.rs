@@ -219,7 +219,15 @@ impl Cluster {
         for attempt in 1..=START_ATTEMPTS_MAX {
             let mut members =
                 etcdkit::Cluster::start(spec(attempt)).expect("start the etcd members");
-            match members.wait_healthy(HEALTH_WAIT) {
+            // Every member, not only a quorum: a client given all the
+            // endpoints may send its first request to the one still
+            // starting (seen: a raw put refused on a member's client port
+            // while the other two already answered).
+            let all_healthy = members.wait_healthy(HEALTH_WAIT).and_then(|()| {
+                (0..spec(attempt).members)
+                    .try_for_each(|index| members.wait_member_healthy(index, HEALTH_WAIT))
+            });
+            match all_healthy {
                 Ok(()) => return Some(Cluster { dir, members, pki }),
                 Err(etcdkit::ClusterError::Exited(why)) if attempt < START_ATTEMPTS_MAX => {
                     eprintln!("etcd cluster {name}, attempt {attempt}: a member exited ({why}); starting again on fresh ports");
