@@ -41,7 +41,8 @@ token=$(tr -d '[:space:]' < "$token_file")
 # runs the stream in its bounded form (`follow=false`, which ends after the
 # replay) and each SSE event is checked against the documented schema of one
 # event. cli/tests/it/stream.rs tests following live appends.
-exec "$venv/bin/schemathesis" --config-file scripts/schemathesis.toml run "$base_url/api/openapi.json" \
+run() {
+  "$venv/bin/schemathesis" --config-file scripts/schemathesis.toml run "$base_url/api/openapi.json" \
   --checks all \
   --header "Authorization: Bearer $token" \
   --max-examples "${SCHEMATHESIS_EXAMPLES:-40}" \
@@ -50,3 +51,22 @@ exec "$venv/bin/schemathesis" --config-file scripts/schemathesis.toml run "$base
   --workers 2 \
   --request-timeout 10 \
   --no-color
+}
+# CPython 3.11's ast module (the family of gh-106905; seen here on 3.11.7)
+# can leave its recursion counter off after a failed conversion, and a
+# later `ast.parse` (hypothesis describing a lambda) raises SystemError
+# "AST constructor recursion depth mismatch". schemathesis reports it as a
+# Runtime Error of one operation, not a finding about the API; seen once in
+# a full test run on a fresh machine. Such a run, with no failure found, is
+# run once more; any finding, or the error again, fails.
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+if run 2>&1 | tee "$out"; then
+  exit 0
+fi
+if grep -q "AST constructor recursion depth mismatch" "$out" && ! grep -q "= FAILURES =" "$out"; then
+  echo "scripts/schemathesis.sh: CPython's gh-106905 struck schemathesis itself (no finding); running once more" >&2
+  run
+else
+  exit 1
+fi
