@@ -598,9 +598,10 @@ pub fn timer_due(state: &AgentState) -> bool {
 /// Whether the driver's retry timer needs to wake in `state`: only while
 /// an op is held. With none, [`AgentInput::Retry`] decides nothing (no
 /// event, no effect: nothing to re-send, probe or stage), so an idle
-/// agent's timer stays unarmed; at 100,000 simulated agents its wake every
-/// second cost about half a core. Never narrower than [`timer_due`], which
-/// is what the checker fires the timer on.
+/// agent's timer stays unarmed (its wake every second cost the fleet
+/// simulator about 5% of a core per 10,000 idle agents on the slower
+/// machine of `docs/performance.md`). Never narrower than [`timer_due`],
+/// which is what the checker fires the timer on.
 pub fn retry_wakes(state: &AgentState) -> bool {
     state.op.is_some()
 }
