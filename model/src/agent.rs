@@ -1347,6 +1347,29 @@ mod tests {
         inputs
     }
 
+    /// An agent without an op leaves its retry timer unarmed: before it
+    /// took one on, and once the controller settled it.
+    #[test]
+    fn an_idle_agent_s_retry_timer_sleeps() {
+        assert!(!retry_wakes(&AgentState::default()));
+        let mut state = accepted();
+        assert!(retry_wakes(&state), "an op is held");
+        // Reported (a settle closes only a reported op).
+        if let Some(op) = state.op.as_mut() {
+            op.stage = AgentStage::Reporting(ReportKind::NotApplied, RouteObservation::passing(V1));
+        }
+        assert!(retry_wakes(&state), "a report to re-send");
+        feed(
+            &mut state,
+            AgentInput::Command(ToAgent::Settled {
+                op: OP,
+                generation: Generation(1),
+            }),
+        );
+        assert_eq!(state.op, None, "settled and closed");
+        assert!(!retry_wakes(&state), "{state:?}");
+    }
+
     proptest::proptest! {
         /// On every state a walk reaches: where [`retry_wakes`] is false the
         /// timer would decide nothing, so the driver may leave it unarmed,
