@@ -44,6 +44,15 @@ fn an_event_for_an_op_that_was_never_granted_is_named() {
         referents_exist(&state, &unknown),
         Err(MissingReferent::Op(OpId(0)))
     );
+    // A commit decision for an op never granted (and never archived).
+    let decided = Event::CommitDecided {
+        op: OpId(3),
+        decision: model::Decision::Commit,
+    };
+    assert_eq!(
+        referents_exist(&state, &decided),
+        Err(MissingReferent::Op(OpId(3)))
+    );
     // A second rollout must take the next id, 1.
     let again = Event::RolloutStarted {
         rollout: RolloutId(0),
@@ -122,5 +131,38 @@ fn settling_an_op_that_settled_already_is_named() {
     assert_eq!(
         referents_exist(&state, &unknown),
         Err(MissingReferent::Settled(OpId(0)))
+    );
+}
+
+/// The operators' events name what they act on: an addition a name not yet
+/// recorded, a rotation or a revocation a recorded, unrevoked operator.
+#[test]
+fn an_operator_event_for_a_missing_or_revoked_operator_is_named() {
+    use model::controller::Role;
+    let mut state = ControllerState::default();
+    let add = Event::OperatorAdded {
+        name: "ada".into(),
+        role: Role::Approver,
+        credential: Digest::repeat(7),
+    };
+    let revoke = |name: &str| Event::OperatorRevoked { name: name.into() };
+    assert_eq!(
+        referents_exist(&state, &revoke("ada")),
+        Err(MissingReferent::Operator),
+        "no such operator yet"
+    );
+    assert_eq!(referents_exist(&state, &add), Ok(()));
+    apply(&mut state, &add);
+    assert_eq!(
+        referents_exist(&state, &add),
+        Err(MissingReferent::Operator),
+        "the name is taken"
+    );
+    assert_eq!(referents_exist(&state, &revoke("ada")), Ok(()));
+    apply(&mut state, &revoke("ada"));
+    assert_eq!(
+        referents_exist(&state, &revoke("ada")),
+        Err(MissingReferent::Operator),
+        "already revoked"
     );
 }

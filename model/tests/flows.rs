@@ -254,6 +254,13 @@ fn confirm_baseline_is_refused_while_a_stored_commit_may_still_land() {
         },
     );
     assert_eq!(refused, Err(Refusal::CommitMayStillLand(OpId(0))));
+    // Worded as itself: why the baseline cannot be confirmed, what to do.
+    let text = refused.expect_err("refused").to_string();
+    assert!(
+        text.contains("stored commit decision that its node may still act on")
+            && text.contains("abandon"),
+        "{text}"
+    );
     assert!(step(
         &fleet.ctrl,
         &Input::Resolve {

@@ -186,10 +186,11 @@ fn a_revoked_or_rotated_credential_is_refused_from_that_event_on() {
         step(&state, &acting(op("root", ROOT), revoke)),
         Err(Refusal::OperatorAlreadyRevoked("ada".into()))
     );
-    assert_eq!(
-        step(&state, &acting(op("ada", new_ada), approve())),
-        Err(Refusal::OperatorRevoked("ada".into()))
-    );
+    let revoked = step(&state, &acting(op("ada", new_ada), approve()));
+    assert_eq!(revoked, Err(Refusal::OperatorRevoked("ada".into())));
+    // Worded as itself, naming the operator.
+    let text = revoked.expect_err("refused").to_string();
+    assert_eq!(text, "operator ada is revoked: its credential is refused");
     assert!(state.operators.by_credential(&new_ada).is_none());
     // The name is never reused.
     assert_eq!(
